@@ -1,0 +1,145 @@
+//! The bus: NATS JetStream streams for events and commands, typed publishing that awaits the
+//! server's ack, durable consumers with bounded redelivery and a dead-letter subject, and
+//! request/reply rpc. `async-nats` is used here and nowhere else.
+#![forbid(unsafe_code)]
+
+mod consumer;
+mod publish;
+pub mod rpc;
+#[cfg(feature = "testsuite")]
+pub mod testsuite;
+
+pub use consumer::{ConsumerSpec, Delivery, HandlerError};
+pub use publish::Outgoing;
+pub use rpc::RpcServer;
+
+use async_nats::jetstream::{self, stream};
+use capstan_events::{Domain, DEAD_LETTER_STREAM, DEAD_LETTER_SUBJECTS, MAX_MESSAGE_BYTES};
+use std::time::Duration;
+
+/// What can go wrong on the bus, named for what the caller can do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum BusError {
+    /// The server cannot be reached or did not answer in time; trying again later may work.
+    #[error("bus unavailable: {0}")]
+    Unavailable(String),
+    /// The server answered and refused (a bad stream config, a message too large, ...).
+    #[error("bus refused: {0}")]
+    Refused(String),
+}
+
+/// How long events stay in their stream for late or new subscribers.
+pub const EVENT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
+/// How long JetStream remembers a message id to drop a duplicate publish.
+pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
+
+/// A connection to NATS with its JetStream context; cheap to clone.
+#[derive(Clone)]
+pub struct Bus {
+    client: async_nats::Client,
+    jetstream: jetstream::Context,
+}
+
+impl Bus {
+    /// Connects to `url`, retrying the first connection for a while so a plane started just
+    /// before its NATS server still comes up; later disconnects reconnect on their own.
+    pub async fn connect(url: &str, name: &str) -> Result<Bus, BusError> {
+        let options = async_nats::ConnectOptions::new()
+            .name(name)
+            .retry_on_initial_connect()
+            .connection_timeout(Duration::from_secs(5))
+            .request_timeout(Some(Duration::from_secs(10)))
+            .reconnect_delay_callback(|attempts| {
+                Duration::from_millis((50 * 2u64.saturating_pow(attempts.min(6) as u32)).min(2_000))
+            });
+        let client = tokio::time::timeout(Duration::from_secs(30), options.connect(url))
+            .await
+            .map_err(|_| BusError::Unavailable(format!("no answer from {url} within 30 s")))?
+            .map_err(|error| BusError::Unavailable(format!("cannot connect to {url}: {error}")))?;
+        let jetstream = jetstream::ContextBuilder::new()
+            .timeout(Duration::from_secs(10))
+            .build(client.clone());
+        Ok(Bus { client, jetstream })
+    }
+
+    /// Creates or updates the event stream and command stream of `domain`, and the shared
+    /// dead-letter stream. Idempotent: every replica runs it at start.
+    pub async fn ensure_streams(&self, domain: Domain) -> Result<(), BusError> {
+        self.ensure_stream(stream::Config {
+            name: domain.events_stream(),
+            subjects: vec![domain.events_subjects()],
+            storage: stream::StorageType::File,
+            retention: stream::RetentionPolicy::Limits,
+            max_age: EVENT_RETENTION,
+            duplicate_window: DUPLICATE_WINDOW,
+            max_message_size: MAX_MESSAGE_BYTES as i32,
+            description: Some(format!("facts published by the {domain} service")),
+            ..Default::default()
+        })
+        .await?;
+        self.ensure_stream(stream::Config {
+            name: domain.commands_stream(),
+            subjects: vec![domain.commands_subjects()],
+            storage: stream::StorageType::File,
+            retention: stream::RetentionPolicy::WorkQueue,
+            duplicate_window: DUPLICATE_WINDOW,
+            max_message_size: MAX_MESSAGE_BYTES as i32,
+            description: Some(format!("requests for the {domain} service to act")),
+            ..Default::default()
+        })
+        .await?;
+        self.ensure_stream(stream::Config {
+            name: DEAD_LETTER_STREAM.to_string(),
+            subjects: vec![DEAD_LETTER_SUBJECTS.to_string()],
+            storage: stream::StorageType::File,
+            retention: stream::RetentionPolicy::Limits,
+            max_age: EVENT_RETENTION,
+            duplicate_window: DUPLICATE_WINDOW,
+            description: Some("messages a consumer could not take, with the reason".into()),
+            ..Default::default()
+        })
+        .await
+    }
+
+    async fn ensure_stream(&self, config: stream::Config) -> Result<(), BusError> {
+        let name = config.name.clone();
+        self.jetstream
+            .create_or_update_stream(config)
+            .await
+            .map(|_| ())
+            .map_err(|error| classify(format!("ensuring stream {name}: {error}")))
+    }
+
+    /// The underlying client, for the rpc module and the test suite.
+    pub(crate) fn client(&self) -> &async_nats::Client {
+        &self.client
+    }
+
+    pub(crate) fn jetstream(&self) -> &jetstream::Context {
+        &self.jetstream
+    }
+
+    /// Waits until everything written so far has reached the server.
+    pub async fn flush(&self) -> Result<(), BusError> {
+        self.client
+            .flush()
+            .await
+            .map_err(|error| BusError::Unavailable(error.to_string()))
+    }
+}
+
+/// Connection trouble is worth retrying; anything else the server said is a refusal.
+fn classify(message: String) -> BusError {
+    let lowered = message.to_ascii_lowercase();
+    if lowered.contains("timed out")
+        || lowered.contains("timeout")
+        || lowered.contains("no responders")
+        || lowered.contains("disconnect")
+        || lowered.contains("connection")
+        || lowered.contains("broken pipe")
+    {
+        BusError::Unavailable(message)
+    } else {
+        BusError::Refused(message)
+    }
+}

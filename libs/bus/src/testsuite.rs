@@ -1,0 +1,114 @@
+//! A `nats-server -js` of a test's own: a free port, a temporary store directory, stopped and
+//! removed when dropped. Restartable on the same port and store, to test what survives.
+
+use std::{
+    net::TcpListener,
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+/// A private NATS server with JetStream.
+pub struct NatsServer {
+    port: u16,
+    store: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+fn binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("NATS_SERVER") {
+        return path.into();
+    }
+    for candidate in [
+        "/usr/sbin/nats-server",
+        "/usr/bin/nats-server",
+        "/usr/local/bin/nats-server",
+    ] {
+        if std::path::Path::new(candidate).exists() {
+            return candidate.into();
+        }
+    }
+    "nats-server".into()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .expect("the loopback interface gives out a free port")
+}
+
+impl NatsServer {
+    /// Starts a server and waits until it accepts connections.
+    pub fn start() -> NatsServer {
+        let mut server = NatsServer {
+            port: free_port(),
+            store: tempfile::tempdir().expect("a temporary directory for the JetStream store"),
+            child: None,
+        };
+        server.spawn();
+        server
+    }
+
+    /// `nats://127.0.0.1:<port>`
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new(binary())
+            .args([
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-js",
+                "-sd",
+            ])
+            .arg(self.store.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nats-server is installed (apt-get install nats-server)");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "nats-server did not start on port {}",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the server the way an operator would (SIGTERM, so JetStream flushes its store).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Stops the server and starts it again on the same port with the same store.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}

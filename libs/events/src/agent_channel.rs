@@ -1,0 +1,165 @@
+//! The agent channel's public contract: what it tells the world about joins, nodes and jobs,
+//! and the commands other services send it to get work done on a node. Other services never
+//! talk to agents; they send [`RequestJob`] and read [`JobFinished`].
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::{Command, Domain, Event, Kind, Message};
+
+macro_rules! message {
+    ($kind:ident, $trait:ident, $type:ty, $name:literal) => {
+        impl Message for $type {
+            const DOMAIN: Domain = Domain::AgentChannel;
+            const NAME: &'static str = $name;
+            const KIND: Kind = Kind::$kind;
+        }
+        impl $trait for $type {}
+    };
+}
+
+/// The class of a primitive, which the node's policy accepts, asks about or refuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PrimitiveClass {
+    Read,
+    Change,
+    Destructive,
+}
+
+/// How a job ended, in the plane's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum JobOutcome {
+    Completed,
+    Failed,
+    Refused,
+    /// Only ever the plane's word: the node never reported, and what it did is unknown.
+    Lost,
+    /// Cancelled or removed on the plane before the node finished it.
+    Withdrawn,
+}
+
+/// A machine asked to be admitted, sending only the public half of its key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct JoinRequested {
+    pub request_id: Uuid,
+    pub name: String,
+    pub fingerprint: String,
+    pub source_address: String,
+    pub addresses: Vec<String>,
+    pub agent_version: String,
+    pub expires_at: DateTime<Utc>,
+}
+message!(Event, Event, JoinRequested, "join_requested");
+
+/// An operator approved a join; the key now belongs to `node_id`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NodeApproved {
+    pub request_id: Uuid,
+    pub node_id: i64,
+    pub name: String,
+    pub fingerprint: String,
+    pub addresses: Vec<String>,
+    pub site_root: Option<String>,
+    pub container: Option<String>,
+    /// The operator who approved, or the service that approved on an operator's standing rule.
+    pub approved_by: String,
+}
+message!(Event, Event, NodeApproved, "node_approved");
+
+/// An operator rejected a join; the key may be reopened for a day.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct JoinRejected {
+    pub request_id: Uuid,
+    pub name: String,
+    pub fingerprint: String,
+    pub rejected_by: String,
+}
+message!(Event, Event, JoinRejected, "join_rejected");
+
+/// An operator ended a node's pairing; its key is forgotten.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NodeDisconnected {
+    pub node_id: i64,
+    pub fingerprint: String,
+    pub disconnected_by: String,
+}
+message!(Event, Event, NodeDisconnected, "node_disconnected");
+
+/// A node said goodbye with its own signed request; its key is forgotten.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NodeLeft {
+    pub node_id: i64,
+    pub fingerprint: String,
+    pub left_at: DateTime<Utc>,
+}
+message!(Event, Event, NodeLeft, "node_left");
+
+/// A node's claim changed what the plane knows of it (sent only when something changed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NodeReported {
+    pub node_id: i64,
+    pub agent_version: String,
+    pub vocabulary: Vec<String>,
+    /// The claim's other facts as the node sent them (recipes, update state, log access, ...).
+    pub facts: serde_json::Value,
+}
+message!(Event, Event, NodeReported, "node_reported");
+
+/// A job was queued for a node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct JobQueued {
+    pub job_id: i64,
+    pub node_id: i64,
+    pub primitive: String,
+    pub requested_by: String,
+}
+message!(Event, Event, JobQueued, "job_queued");
+
+/// A node took a job; it is now running there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct JobClaimed {
+    pub job_id: i64,
+    pub node_id: i64,
+    pub primitive: String,
+}
+message!(Event, Event, JobClaimed, "job_claimed");
+
+/// A job reached its end, whoever's word ended it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct JobFinished {
+    pub job_id: i64,
+    pub node_id: i64,
+    pub primitive: String,
+    pub outcome: JobOutcome,
+    pub reason: Option<String>,
+    /// The structured result the node reported, if any.
+    pub result: Option<serde_json::Value>,
+    pub requested_by: String,
+    /// The correlation id the requester gave, so it can find its answer.
+    pub correlation_id: Option<Uuid>,
+}
+message!(Event, Event, JobFinished, "job_finished");
+
+/// Another service asks for a job on a node. The same `idempotency_key` twice makes one job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RequestJob {
+    pub idempotency_key: String,
+    pub node_id: i64,
+    pub primitive: String,
+    pub params: serde_json::Value,
+    /// Who asked: `service/backups`, or the operator the service acts for.
+    pub requested_by: String,
+}
+message!(Command, Command, RequestJob, "request_job");
+
+/// Another service withdraws a job it asked for, by the same idempotency key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CancelJob {
+    pub idempotency_key: String,
+    pub requested_by: String,
+}
+message!(Command, Command, CancelJob, "cancel_job");

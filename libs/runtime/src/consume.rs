@@ -1,0 +1,75 @@
+//! Consumers whose effects happen once: each message's envelope id is recorded in the inbox in
+//! the same transaction as what the handler writes, and a message seen before is only
+//! acknowledged. Database trouble is retried (then dead-lettered); a handler's rejection
+//! dead-letters at once.
+
+use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
+use capstan_store::{inbox, StoreError};
+use futures::future::BoxFuture;
+use sqlx::PgConnection;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+use tracing::debug;
+
+use crate::Service;
+
+/// What a consumer does with a message it has not seen before, inside the transaction that
+/// also records it in the inbox. Writes go through `connection`; outbox rows written there
+/// commit with them.
+pub trait Apply: Send + Sync + 'static {
+    fn apply<'c>(
+        &'c self,
+        connection: &'c mut PgConnection,
+        delivery: &'c Delivery,
+    ) -> BoxFuture<'c, Result<(), HandlerError>>;
+
+    /// Told when a message already applied arrives again (a redelivery); nothing is written.
+    fn skipped(&self, _delivery: &Delivery) {}
+}
+
+fn retry(error: StoreError) -> HandlerError {
+    HandlerError::Retry(error.to_string())
+}
+
+/// Consumes `spec` until `shutdown`, applying each new message once through `apply`.
+pub async fn consume_with_inbox(
+    service: &Service,
+    spec: ConsumerSpec,
+    apply: Arc<dyn Apply>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let store = service.store.clone();
+    let consumer = spec.durable.clone();
+    service
+        .bus
+        .consume(
+            spec,
+            move |delivery: Delivery| {
+                let store = store.clone();
+                let apply = apply.clone();
+                let consumer = consumer.clone();
+                async move {
+                    let mut transaction = store.begin().await.map_err(retry)?;
+                    if !inbox::record(&mut transaction, &consumer, delivery.envelope.id)
+                        .await
+                        .map_err(retry)?
+                    {
+                        debug!(%consumer, message_id = %delivery.envelope.id, "already applied, skipping");
+                        apply.skipped(&delivery);
+                        metrics::counter!("capstan_inbox_duplicates_total", "consumer" => consumer.clone())
+                            .increment(1);
+                        return Ok(());
+                    }
+                    apply.apply(&mut transaction, &delivery).await?;
+                    transaction
+                        .commit()
+                        .await
+                        .map_err(|error| retry(error.into()))?;
+                    Ok(())
+                }
+            },
+            shutdown,
+        )
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,14 @@
+//! The service kit: what every Capstan service does the same way, written once. It starts the
+//! parts in order (database and schema, bus and streams), answers the health rpc, relays the
+//! outbox, runs inbox-guarded consumers, and shuts everything down in a logged order when
+//! asked. `main` is the shared composition root of every binary.
+#![forbid(unsafe_code)]
+
+mod consume;
+mod entry;
+mod service;
+
+pub use consume::{consume_with_inbox, Apply};
+pub use entry::{main, shutdown_on_signals};
+pub use service::{migrate_only, BusPublisher, Part, Service};
+pub use sqlx::migrate::Migrator;

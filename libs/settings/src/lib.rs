@@ -1,0 +1,320 @@
+//! Layered configuration: defaults in code < an optional `capstan.toml` (or the file
+//! `CAPSTAN_CONFIG` names) < environment variables `CAPSTAN__SECTION__KEY`. With no file and no
+//! variables every service runs against `postgres://localhost/capstan` and
+//! `nats://127.0.0.1:4222`. Unknown keys are refused, so a typo never passes silently.
+#![forbid(unsafe_code)]
+
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+/// The exit code of a process started with bad configuration (`EX_USAGE`).
+pub const EXIT_BAD_CONFIG: i32 = 64;
+
+/// Everything a Capstan process can be told.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub database: DatabaseSettings,
+    pub nats: NatsSettings,
+    pub gateway: GatewaySettings,
+    pub telemetry: TelemetrySettings,
+    pub bus: BusSettings,
+    pub outbox: OutboxSettings,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseSettings {
+    /// A secret: it may carry a password. `CAPSTAN__DATABASE__URL_FILE` reads it from a file.
+    pub url: SecretString,
+    pub url_file: Option<PathBuf>,
+    /// Connections each service keeps in its pool.
+    pub max_connections: u32,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NatsSettings {
+    pub url: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewaySettings {
+    pub listen: SocketAddr,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Json,
+    Pretty,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetrySettings {
+    pub log_format: LogFormat,
+    /// An `EnvFilter` directive such as `info,capstan_bus=debug`.
+    pub log_level: String,
+    /// OTLP/HTTP endpoint (`http://collector:4318`); traces are exported only when set.
+    pub otlp_endpoint: Option<String>,
+    /// Where a service running alone serves `/metrics`; the gateway always serves its own.
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BusSettings {
+    /// Deliveries of one message before it is dead-lettered.
+    pub max_deliver: u32,
+    /// Seconds a consumer has to acknowledge a message before it is redelivered.
+    pub ack_wait_secs: u64,
+    /// Seconds an rpc waits for its answer.
+    pub rpc_timeout_secs: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutboxSettings {
+    /// Rows the relay publishes in one pipelined batch.
+    pub batch_size: u32,
+    /// Milliseconds between sweeps when no notification arrives (notifications wake it early).
+    pub poll_interval_ms: u64,
+}
+
+impl BusSettings {
+    pub fn ack_wait(&self) -> Duration {
+        Duration::from_secs(self.ack_wait_secs)
+    }
+    pub fn rpc_timeout(&self) -> Duration {
+        Duration::from_secs(self.rpc_timeout_secs)
+    }
+}
+
+impl OutboxSettings {
+    pub fn poll_interval(&self) -> Duration {
+        Duration::from_millis(self.poll_interval_ms)
+    }
+}
+
+impl DatabaseSettings {
+    /// The connection string, for the one place that connects.
+    pub fn url(&self) -> &str {
+        self.url.expose_secret()
+    }
+}
+
+/// Configuration that cannot be used; the message names the key.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("configuration: {0}")]
+    Invalid(String),
+    #[error("configuration key {key}: {reason}")]
+    BadValue { key: &'static str, reason: String },
+}
+
+const DEFAULTS: &[(&str, &str)] = &[
+    ("database.url", "postgres://localhost/capstan"),
+    ("database.max_connections", "5"),
+    ("nats.url", "nats://127.0.0.1:4222"),
+    ("gateway.listen", "127.0.0.1:8080"),
+    ("telemetry.log_format", "pretty"),
+    ("telemetry.log_level", "info"),
+    ("bus.max_deliver", "5"),
+    ("bus.ack_wait_secs", "30"),
+    ("bus.rpc_timeout_secs", "5"),
+    ("outbox.batch_size", "256"),
+    ("outbox.poll_interval_ms", "1000"),
+];
+
+impl Settings {
+    /// Defaults < `capstan.toml` (or `$CAPSTAN_CONFIG`) < `CAPSTAN__*` environment variables.
+    pub fn load() -> Result<Settings, SettingsError> {
+        let file = match std::env::var("CAPSTAN_CONFIG") {
+            Ok(path) => Some(path),
+            Err(_) => std::path::Path::new("capstan.toml")
+                .exists()
+                .then(|| "capstan.toml".to_string()),
+        };
+        Self::load_from(file.as_deref(), std::env::vars())
+    }
+
+    /// Defaults < `file` (which must exist when named) < `environment`, where only the
+    /// `CAPSTAN__*` variables are read; tests use it to point a process at their own servers.
+    pub fn load_from(
+        file: Option<&str>,
+        environment: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Settings, SettingsError> {
+        let mut builder = config::Config::builder();
+        for (key, value) in DEFAULTS {
+            builder = builder
+                .set_default(*key, *value)
+                .map_err(|error| SettingsError::Invalid(error.to_string()))?;
+        }
+        if let Some(file) = file {
+            builder = builder.add_source(config::File::new(file, config::FileFormat::Toml));
+        }
+        let environment: config::Map<String, String> = environment
+            .into_iter()
+            .filter(|(key, _)| key.starts_with("CAPSTAN__"))
+            .collect();
+        builder = builder.add_source(
+            config::Environment::with_prefix("CAPSTAN")
+                .prefix_separator("__")
+                .separator("__")
+                .source(Some(environment)),
+        );
+        let mut settings: Settings = builder
+            .build()
+            .and_then(|config| config.try_deserialize())
+            .map_err(|error| SettingsError::Invalid(error.to_string()))?;
+        settings.resolve_files()?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    fn resolve_files(&mut self) -> Result<(), SettingsError> {
+        if let Some(path) = &self.database.url_file {
+            let url = std::fs::read_to_string(path).map_err(|error| SettingsError::BadValue {
+                key: "database.url_file",
+                reason: format!("cannot read {}: {error}", path.display()),
+            })?;
+            self.database.url = SecretString::from(url.trim().to_string());
+        }
+        Ok(())
+    }
+
+    fn validate(&self) -> Result<(), SettingsError> {
+        let url = self.database.url();
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(SettingsError::BadValue {
+                key: "database.url",
+                reason: "must start with postgres:// or postgresql://".into(),
+            });
+        }
+        if self.database.max_connections == 0 {
+            return Err(SettingsError::BadValue {
+                key: "database.max_connections",
+                reason: "must be at least 1".into(),
+            });
+        }
+        if !(self.nats.url.starts_with("nats://") || self.nats.url.starts_with("tls://")) {
+            return Err(SettingsError::BadValue {
+                key: "nats.url",
+                reason: "must start with nats:// or tls://".into(),
+            });
+        }
+        if self.bus.max_deliver == 0 {
+            return Err(SettingsError::BadValue {
+                key: "bus.max_deliver",
+                reason: "must be at least 1".into(),
+            });
+        }
+        if self.outbox.batch_size == 0 || self.outbox.batch_size > 10_000 {
+            return Err(SettingsError::BadValue {
+                key: "outbox.batch_size",
+                reason: "must be between 1 and 10000".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(key, value)| (key.to_string(), value.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn with_nothing_set_the_plane_talks_to_the_local_servers() {
+        let settings = Settings::load_from(None, env(&[])).unwrap();
+        assert_eq!(settings.database.url(), "postgres://localhost/capstan");
+        assert_eq!(settings.nats.url, "nats://127.0.0.1:4222");
+        assert_eq!(settings.gateway.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(settings.telemetry.otlp_endpoint, None);
+    }
+
+    #[test]
+    fn environment_variables_override_defaults_with_double_underscores() {
+        let settings = Settings::load_from(
+            None,
+            env(&[
+                ("CAPSTAN__DATABASE__URL", "postgres://db/other"),
+                ("CAPSTAN__GATEWAY__LISTEN", "0.0.0.0:9000"),
+                ("CAPSTAN__BUS__MAX_DELIVER", "3"),
+                ("UNRELATED", "x"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(settings.database.url(), "postgres://db/other");
+        assert_eq!(settings.gateway.listen.port(), 9000);
+        assert_eq!(settings.bus.max_deliver, 3);
+    }
+
+    #[test]
+    fn an_unknown_key_is_refused_by_name() {
+        let error = Settings::load_from(None, env(&[("CAPSTAN__GATEWAY__LISTN", "x")]))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("listn"), "{error}");
+    }
+
+    #[test]
+    fn a_bad_value_names_its_key() {
+        let error = Settings::load_from(None, env(&[("CAPSTAN__NATS__URL", "http://x")]))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("nats.url"), "{error}");
+        let error = Settings::load_from(None, env(&[("CAPSTAN__GATEWAY__LISTEN", "nowhere")]))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("listen"), "{error}");
+    }
+
+    #[test]
+    fn the_database_url_can_come_from_a_file_and_never_shows_in_debug_output() {
+        let dir = std::env::temp_dir().join(format!("capstan-settings-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("url");
+        std::fs::write(&path, "postgres://capstan:hunter2@db/capstan\n").unwrap();
+        let settings = Settings::load_from(
+            None,
+            env(&[("CAPSTAN__DATABASE__URL_FILE", path.to_str().unwrap())]),
+        )
+        .unwrap();
+        assert_eq!(
+            settings.database.url(),
+            "postgres://capstan:hunter2@db/capstan"
+        );
+        assert!(!format!("{settings:?}").contains("hunter2"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_layer_sits_between_defaults_and_environment() {
+        let dir = std::env::temp_dir().join(format!("capstan-toml-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("capstan.toml");
+        std::fs::write(
+            &path,
+            "[nats]\nurl = \"nats://file:4222\"\n[gateway]\nlisten = \"127.0.0.1:1\"\n",
+        )
+        .unwrap();
+        let settings = Settings::load_from(
+            Some(path.to_str().unwrap()),
+            env(&[("CAPSTAN__GATEWAY__LISTEN", "127.0.0.1:2")]),
+        )
+        .unwrap();
+        assert_eq!(settings.nats.url, "nats://file:4222");
+        assert_eq!(settings.gateway.listen.port(), 2);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,69 @@
+//! The transactional outbox: a service writes the events and commands it emits here, in the
+//! same transaction as the state change they describe. The relay publishes them afterwards, so
+//! a crash between commit and publish only delays a message, never loses it.
+
+use capstan_events::{Envelope, Message, RawEnvelope};
+use sqlx::PgConnection;
+
+use crate::StoreError;
+
+/// The outbox's table and the trigger that wakes the relay when a transaction that wrote to
+/// it commits (`NOTIFY` is delivered at commit). Idempotent.
+pub(crate) const BOOTSTRAP: &str = r#"
+CREATE TABLE IF NOT EXISTS outbox (
+    id          BIGSERIAL PRIMARY KEY,
+    message_id  UUID NOT NULL UNIQUE,
+    subject     TEXT NOT NULL,
+    payload     TEXT NOT NULL,
+    traceparent TEXT,
+    created_at  TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE OR REPLACE FUNCTION outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('capstan_outbox_' || TG_TABLE_SCHEMA, '');
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE TRIGGER outbox_notify AFTER INSERT ON outbox
+    FOR EACH STATEMENT EXECUTE FUNCTION outbox_notify();
+"#;
+
+/// The channel the relay of `schema` listens on.
+pub fn channel(schema: &str) -> String {
+    format!("capstan_outbox_{schema}")
+}
+
+/// Writes a typed message into the outbox within the caller's transaction.
+pub async fn push<M: Message>(
+    connection: &mut PgConnection,
+    envelope: Envelope<M>,
+) -> Result<(), StoreError> {
+    let subject = envelope.bus_subject();
+    push_raw(connection, &subject, &envelope.into_raw()).await
+}
+
+/// Writes an envelope already in JSON form; the current span's trace goes with it.
+pub async fn push_raw(
+    connection: &mut PgConnection,
+    subject: &str,
+    envelope: &RawEnvelope,
+) -> Result<(), StoreError> {
+    let payload = String::from_utf8(envelope.to_bytes()).expect("JSON is UTF-8");
+    sqlx::query(
+        "INSERT INTO outbox (message_id, subject, payload, traceparent) VALUES ($1, $2, $3, $4)",
+    )
+    .bind(envelope.id)
+    .bind(subject)
+    .bind(payload)
+    .bind(capstan_telemetry::propagation::current_traceparent())
+    .execute(connection)
+    .await?;
+    Ok(())
+}
+
+/// Messages written but not yet acknowledged by the bus.
+pub async fn pending(connection: &mut PgConnection) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar("SELECT count(*) FROM outbox")
+        .fetch_one(connection)
+        .await?)
+}

@@ -1,0 +1,6 @@
+//! `capstan-agent-channel`: the agent-channel service alone, as a container runs it.
+#![forbid(unsafe_code)]
+
+fn main() -> std::process::ExitCode {
+    capstan_runtime::main("capstan-agent-channel", capstan_agent_channel::run)
+}

@@ -1,0 +1,23 @@
+//! The backups service: backup targets, storage spaces, fleet policy and scheduling, chains, retention and verification.
+//!
+//! Its rooms, as in every service: `domain/` (pure rules), `store.rs` (its SQL), `rpc.rs`,
+//! `consumers.rs`, `tasks.rs`, `drivers/`; each appears with its first content.
+#![forbid(unsafe_code)]
+
+use capstan_events::Domain;
+use capstan_runtime::Service;
+use capstan_settings::Settings;
+use sqlx::migrate::Migrator;
+use tokio_util::sync::CancellationToken;
+
+pub const DOMAIN: Domain = Domain::Backups;
+
+/// The migrations of the `backups` schema, embedded from `migrations/backups/`.
+pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/backups");
+
+/// Runs the service until `shutdown`.
+pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let service = Service::start(&settings, DOMAIN, &MIGRATOR).await?;
+    let rpc = service.rpc();
+    service.run(rpc, Vec::new(), shutdown).await
+}

@@ -1,0 +1,122 @@
+//! `capstan`: every service of the plane in one process (`capstan all`), one service alone
+//! (`capstan <service>`), and the admin commands (`capstan migrate`, ...).
+#![forbid(unsafe_code)]
+
+use anyhow::Context;
+use capstan_events::Domain;
+use capstan_runtime::Migrator;
+use capstan_settings::Settings;
+use clap::{Parser, Subcommand};
+use futures::future::BoxFuture;
+use std::process::ExitCode;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info};
+
+#[derive(Parser)]
+#[command(name = "capstan", version, about = "The Capstan control plane")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run every service in this process (the single-machine plane).
+    All,
+    /// Apply every service's migrations to its schema, then exit.
+    Migrate,
+    /// Run one service alone: gateway, agent-channel, incidents, monitor, backups, rollouts,
+    /// provisioning, dns or billing.
+    #[command(external_subcommand)]
+    Service(Vec<String>),
+}
+
+type Run = fn(Settings, CancellationToken) -> BoxFuture<'static, anyhow::Result<()>>;
+
+/// Each service's `run`, by domain: the one table the all-in-one binary needs.
+fn runner(domain: Domain) -> Run {
+    match domain {
+        Domain::Gateway => |s, t| Box::pin(capstan_gateway::run(s, t)),
+        Domain::AgentChannel => |s, t| Box::pin(capstan_agent_channel::run(s, t)),
+        Domain::Incidents => |s, t| Box::pin(capstan_incidents::run(s, t)),
+        Domain::Monitor => |s, t| Box::pin(capstan_monitor::run(s, t)),
+        Domain::Backups => |s, t| Box::pin(capstan_backups::run(s, t)),
+        Domain::Rollouts => |s, t| Box::pin(capstan_rollouts::run(s, t)),
+        Domain::Provisioning => |s, t| Box::pin(capstan_provisioning::run(s, t)),
+        Domain::Dns => |s, t| Box::pin(capstan_dns::run(s, t)),
+        Domain::Billing => |s, t| Box::pin(capstan_billing::run(s, t)),
+    }
+}
+
+fn migrator(domain: Domain) -> &'static Migrator {
+    match domain {
+        Domain::Gateway => &capstan_gateway::MIGRATOR,
+        Domain::AgentChannel => &capstan_agent_channel::MIGRATOR,
+        Domain::Incidents => &capstan_incidents::MIGRATOR,
+        Domain::Monitor => &capstan_monitor::MIGRATOR,
+        Domain::Backups => &capstan_backups::MIGRATOR,
+        Domain::Rollouts => &capstan_rollouts::MIGRATOR,
+        Domain::Provisioning => &capstan_provisioning::MIGRATOR,
+        Domain::Dns => &capstan_dns::MIGRATOR,
+        Domain::Billing => &capstan_billing::MIGRATOR,
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::All => capstan_runtime::main("capstan", run_all),
+        Command::Migrate => capstan_runtime::main("capstan", |settings, _| migrate(settings)),
+        Command::Service(words) => {
+            let name = words.first().map(String::as_str).unwrap_or_default();
+            match name.parse::<Domain>() {
+                Ok(domain) => capstan_runtime::main(
+                    &format!("capstan-{}", domain.service_name()),
+                    runner(domain),
+                ),
+                Err(error) => {
+                    eprintln!("capstan: {error}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+    }
+}
+
+/// Every service together; the first to fail stops the others.
+async fn run_all(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let stop = shutdown.child_token();
+    let mut services = JoinSet::new();
+    for domain in Domain::ALL {
+        let settings = settings.clone();
+        let stop = stop.clone();
+        services.spawn(async move { (domain, runner(domain)(settings, stop).await) });
+    }
+    let mut first_failure = None;
+    while let Some(finished) = services.join_next().await {
+        match finished {
+            Ok((domain, Ok(()))) => info!(service = %domain, "service stopped"),
+            Ok((domain, Err(error))) => {
+                error!(service = %domain, error = format!("{error:#}"), "service failed, stopping the plane");
+                stop.cancel();
+                first_failure.get_or_insert(error);
+            }
+            Err(panic) => {
+                stop.cancel();
+                first_failure.get_or_insert(anyhow::anyhow!("a service panicked: {panic}"));
+            }
+        }
+    }
+    first_failure.map_or(Ok(()), Err)
+}
+
+async fn migrate(settings: Settings) -> anyhow::Result<()> {
+    for domain in Domain::ALL {
+        capstan_runtime::migrate_only(&settings, domain, migrator(domain))
+            .await
+            .with_context(|| format!("migrating {domain}"))?;
+        info!(service = %domain, "migrated");
+    }
+    Ok(())
+}

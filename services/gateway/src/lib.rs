@@ -1,0 +1,53 @@
+//! The gateway: the plane's only HTTP listener. It terminates agent and operator traffic,
+//! renders the operator UI, serves the operator JSON API and `/metrics`, and forwards every
+//! domain question to the owning service over NATS rpc. It owns operator identity and no
+//! domain rule.
+#![forbid(unsafe_code)]
+
+mod health;
+mod http;
+
+pub use http::{app, AppState};
+
+use anyhow::Context;
+use capstan_events::Domain;
+use capstan_runtime::{Part, Service};
+use capstan_settings::Settings;
+use sqlx::migrate::Migrator;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+pub const DOMAIN: Domain = Domain::Gateway;
+
+/// The migrations of the `gateway` schema (operators, sessions, tokens, audit).
+pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/gateway");
+
+/// Runs the gateway until `shutdown`: its rpc, its outbox relay and the HTTP listener.
+pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let service = Service::start(&settings, DOMAIN, &MIGRATOR).await?;
+    let metrics = capstan_telemetry::metrics(settings.telemetry.metrics_listen)
+        .context("starting gateway: metrics")?;
+    let listen = settings.gateway.listen;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("starting gateway: listening on {listen}"))?;
+    let state = AppState {
+        bus: service.bus.clone(),
+        rpc_timeout: settings.bus.rpc_timeout(),
+        metrics,
+    };
+    let serve: Part = Box::new(move |stop: CancellationToken| {
+        Box::pin(async move {
+            info!(%listen, "gateway listening");
+            axum::serve(
+                listener,
+                app(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
+            )
+            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .await
+            .context("gateway: serving HTTP")
+        })
+    });
+    let rpc = service.rpc();
+    service.run(rpc, vec![serve], shutdown).await
+}

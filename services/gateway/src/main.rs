@@ -1,0 +1,6 @@
+//! `capstan-gateway`: the gateway alone, as a container runs it.
+#![forbid(unsafe_code)]
+
+fn main() -> std::process::ExitCode {
+    capstan_runtime::main("capstan-gateway", capstan_gateway::run)
+}

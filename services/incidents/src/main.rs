@@ -1,0 +1,6 @@
+//! `capstan-incidents`: the incidents service alone, as a container runs it.
+#![forbid(unsafe_code)]
+
+fn main() -> std::process::ExitCode {
+    capstan_runtime::main("capstan-incidents", capstan_incidents::run)
+}
