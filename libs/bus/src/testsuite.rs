@@ -112,3 +112,45 @@ impl Drop for NatsServer {
         }
     }
 }
+
+/// A message as JetStream keeps it, for tests that read a stream back.
+#[derive(Debug, Clone)]
+pub struct StoredMessage {
+    pub subject: String,
+    pub headers: std::collections::HashMap<String, String>,
+    pub payload: bytes::Bytes,
+}
+
+/// Every message currently in `stream`, in order (at most `limit`).
+pub async fn read_stream(bus: &crate::Bus, stream: &str, limit: usize) -> Vec<StoredMessage> {
+    let mut stream = bus
+        .jetstream()
+        .get_stream(stream)
+        .await
+        .expect("the stream exists");
+    let state = stream.info().await.expect("stream info").state.clone();
+    let mut messages = Vec::new();
+    if state.messages == 0 {
+        return messages;
+    }
+    for sequence in state.first_sequence..=state.last_sequence {
+        if messages.len() >= limit {
+            break;
+        }
+        let Ok(message) = stream.get_raw_message(sequence).await else {
+            continue;
+        };
+        let mut headers = std::collections::HashMap::new();
+        for (name, values) in message.headers.iter() {
+            if let Some(value) = values.first() {
+                headers.insert(name.to_string(), value.to_string());
+            }
+        }
+        messages.push(StoredMessage {
+            subject: message.subject.to_string(),
+            headers,
+            payload: message.payload,
+        });
+    }
+    messages
+}

@@ -4,9 +4,9 @@
 //! dead-letters at once.
 
 use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
+use capstan_store::PgConnection;
 use capstan_store::{inbox, StoreError};
 use futures::future::BoxFuture;
-use sqlx::PgConnection;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;

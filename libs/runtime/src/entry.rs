@@ -15,6 +15,31 @@ where
     F: FnOnce(Settings, CancellationToken) -> Fut,
     Fut: Future<Output = anyhow::Result<()>>,
 {
+    entry(service_name, Kind::Service, run)
+}
+
+/// As [`main`], for a one-shot command (`capstan migrate`, `capstan health`): logs go to
+/// standard error, leaving standard output to the answer, and no metrics listener is opened
+/// (a probe runs beside the service that already holds that port).
+pub fn command<F, Fut>(name: &str, run: F) -> ExitCode
+where
+    F: FnOnce(Settings, CancellationToken) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    entry(name, Kind::Command, run)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Service,
+    Command,
+}
+
+fn entry<F, Fut>(service_name: &str, kind: Kind, run: F) -> ExitCode
+where
+    F: FnOnce(Settings, CancellationToken) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
     let settings = match Settings::load() {
         Ok(settings) => settings,
         Err(error) => {
@@ -41,6 +66,7 @@ where
             },
             log_level: settings.telemetry.log_level.clone(),
             otlp_endpoint: settings.telemetry.otlp_endpoint.clone(),
+            logs_to_stderr: kind == Kind::Command,
         });
         let _telemetry = match telemetry {
             Ok(guard) => guard,
@@ -49,7 +75,11 @@ where
                 return ExitCode::from(EXIT_BAD_CONFIG as u8);
             }
         };
-        if let Err(error) = capstan_telemetry::metrics(settings.telemetry.metrics_listen) {
+        let metrics_listen = match kind {
+            Kind::Service => settings.telemetry.metrics_listen,
+            Kind::Command => None,
+        };
+        if let Err(error) = capstan_telemetry::metrics(metrics_listen) {
             eprintln!("{service_name}: {error}");
             return ExitCode::from(EXIT_BAD_CONFIG as u8);
         }

@@ -8,7 +8,7 @@ mod consume;
 mod entry;
 mod service;
 
+pub use capstan_store::Migrator;
 pub use consume::{consume_with_inbox, Apply};
-pub use entry::{main, shutdown_on_signals};
+pub use entry::{command, main, shutdown_on_signals};
 pub use service::{migrate_only, BusPublisher, Part, Service};
-pub use sqlx::migrate::Migrator;

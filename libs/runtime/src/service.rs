@@ -7,9 +7,9 @@ use capstan_events::{
     Domain,
 };
 use capstan_settings::Settings;
+use capstan_store::Migrator;
 use capstan_store::{OutboxRelay, Publisher, RelayMessage, Store};
 use futures::future::BoxFuture;
-use sqlx::migrate::Migrator;
 use std::sync::Arc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;

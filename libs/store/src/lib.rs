@@ -10,11 +10,12 @@ mod relay;
 pub mod testsuite;
 
 pub use relay::{OutboxRelay, Publisher, RelayMessage};
+/// The types a service's wiring names without depending on sqlx itself.
+pub use sqlx::{migrate::Migrator, PgConnection, Postgres, Transaction};
 
 use sqlx::{
-    migrate::Migrator,
     postgres::{PgConnectOptions, PgPoolOptions},
-    ConnectOptions, Connection, Executor, PgConnection, PgPool,
+    ConnectOptions, Connection, Executor, PgPool,
 };
 use std::{str::FromStr, time::Duration};
 
@@ -87,10 +88,18 @@ impl Store {
             .log_statements(tracing::log::LevelFilter::Trace)
             .log_slow_statements(tracing::log::LevelFilter::Warn, Duration::from_secs(1));
         let mut first = connect_patiently(&options).await?;
-        first
-            .execute(format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"").as_str())
-            .await
-            .map_err(StoreError::from)?;
+        // Only create what is missing: CREATE SCHEMA needs the CREATE right on the database even
+        // when the schema exists, and a production role owns its schema and nothing more.
+        let exists: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
+                .bind(schema)
+                .fetch_one(&mut first)
+                .await?;
+        if !exists {
+            first
+                .execute(format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"").as_str())
+                .await?;
+        }
         first.close().await.ok();
         let search_path = format!("SET search_path TO \"{schema}\"");
         let pool = PgPoolOptions::new()

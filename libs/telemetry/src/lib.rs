@@ -29,6 +29,9 @@ pub struct TelemetryConfig {
     /// An `EnvFilter` directive; `RUST_LOG` wins when set.
     pub log_level: String,
     pub otlp_endpoint: Option<String>,
+    /// Logs to standard error instead of standard output: for one-shot commands whose
+    /// standard output is their answer.
+    pub logs_to_stderr: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -103,12 +106,21 @@ fn install(
     let filter = EnvFilter::try_new(&directive)
         .map_err(|error| TelemetryError::BadFilter(directive.clone(), error.to_string()))?;
     let tracer = provider.tracer("capstan");
-    let fmt = match config.log_format {
-        LogFormat::Json => tracing_subscriber::fmt::layer()
+    let fmt = match (config.log_format, config.logs_to_stderr) {
+        (LogFormat::Json, false) => tracing_subscriber::fmt::layer()
             .json()
             .with_current_span(true)
             .boxed(),
-        LogFormat::Pretty => tracing_subscriber::fmt::layer().compact().boxed(),
+        (LogFormat::Json, true) => tracing_subscriber::fmt::layer()
+            .json()
+            .with_current_span(true)
+            .with_writer(std::io::stderr)
+            .boxed(),
+        (LogFormat::Pretty, false) => tracing_subscriber::fmt::layer().compact().boxed(),
+        (LogFormat::Pretty, true) => tracing_subscriber::fmt::layer()
+            .compact()
+            .with_writer(std::io::stderr)
+            .boxed(),
     };
     tracing_subscriber::registry()
         .with(filter)

@@ -26,6 +26,12 @@ enum Command {
     All,
     /// Apply every service's migrations to its schema, then exit.
     Migrate,
+    /// Ask one service whether it is ready (its health rpc over NATS): exit 0 when it is,
+    /// 1 when not. What container probes run.
+    Health {
+        /// The service: gateway, agent-channel, incidents, ...
+        service: String,
+    },
     /// Run one service alone: gateway, agent-channel, incidents, monitor, backups, rollouts,
     /// provisioning, dns or billing.
     #[command(external_subcommand)]
@@ -67,7 +73,16 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::All => capstan_runtime::main("capstan", run_all),
-        Command::Migrate => capstan_runtime::main("capstan", |settings, _| migrate(settings)),
+        Command::Migrate => capstan_runtime::command("capstan", |settings, _| migrate(settings)),
+        Command::Health { service } => match service.parse::<Domain>() {
+            Ok(domain) => {
+                capstan_runtime::command("capstan", move |settings, _| health(settings, domain))
+            }
+            Err(error) => {
+                eprintln!("capstan: {error}");
+                ExitCode::from(2)
+            }
+        },
         Command::Service(words) => {
             let name = words.first().map(String::as_str).unwrap_or_default();
             match name.parse::<Domain>() {
@@ -118,5 +133,23 @@ async fn migrate(settings: Settings) -> anyhow::Result<()> {
             .with_context(|| format!("migrating {domain}"))?;
         info!(service = %domain, "migrated");
     }
+    Ok(())
+}
+
+async fn health(settings: Settings, domain: Domain) -> anyhow::Result<()> {
+    let bus = capstan_bus::Bus::connect(&settings.nats.url, "capstan-health")
+        .await
+        .context("connecting to NATS")?;
+    let health: capstan_events::rpc::Health = bus
+        .request(
+            domain,
+            capstan_events::rpc::HEALTH,
+            &serde_json::json!({}),
+            settings.bus.rpc_timeout(),
+        )
+        .await
+        .with_context(|| format!("asking {domain} for its health"))?;
+    anyhow::ensure!(health.ready, "{domain} answers but is not ready");
+    println!("{} {} ready", health.service, health.version);
     Ok(())
 }

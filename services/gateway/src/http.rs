@@ -25,6 +25,7 @@ pub struct AppState {
 pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(crate::health::healthz))
+        .route("/livez", get(|| async { "live\n" }))
         .route("/metrics", get(metrics))
         .layer(middleware::from_fn(trace_request))
         .with_state(state)

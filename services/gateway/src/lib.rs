@@ -39,15 +39,24 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     let serve: Part = Box::new(move |stop: CancellationToken| {
         Box::pin(async move {
             info!(%listen, "gateway listening");
-            axum::serve(
-                listener,
-                app(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
-            )
-            .with_graceful_shutdown(async move { stop.cancelled().await })
-            .await
-            .context("gateway: serving HTTP")
+            serve(listener, state, stop).await
         })
     });
     let rpc = service.rpc();
     service.run(rpc, vec![serve], shutdown).await
+}
+
+/// Serves the gateway's routes on `listener` until `stop`, finishing requests in hand.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    axum::serve(
+        listener,
+        app(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move { stop.cancelled().await })
+    .await
+    .context("gateway: serving HTTP")
 }

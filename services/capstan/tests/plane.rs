@@ -1,0 +1,221 @@
+//! The `capstan` binary as an operator runs it, against a database and a NATS server of the
+//! test's own: start from nothing, report health, stop cleanly, refuse bad configuration.
+
+use capstan_bus::testsuite::NatsServer;
+use capstan_store::testsuite::TestDatabase;
+use std::{
+    net::TcpListener,
+    process::{Child, Command, Output, Stdio},
+    time::{Duration, Instant},
+};
+
+const SERVICES: [&str; 9] = [
+    "gateway",
+    "agent-channel",
+    "incidents",
+    "monitor",
+    "backups",
+    "rollouts",
+    "provisioning",
+    "dns",
+    "billing",
+];
+
+fn free_address() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
+}
+
+fn capstan(args: &[&str], database: &TestDatabase, nats: &NatsServer, listen: &str) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_capstan"));
+    command
+        .args(args)
+        .env("CAPSTAN__DATABASE__URL", database.url())
+        .env("CAPSTAN__DATABASE__MAX_CONNECTIONS", "2")
+        .env("CAPSTAN__NATS__URL", nats.url())
+        .env("CAPSTAN__GATEWAY__LISTEN", listen)
+        .env("CAPSTAN__TELEMETRY__LOG_FORMAT", "json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// Polls `/healthz` until it answers `want`, returning the body.
+async fn healthz_until(listen: &str, want: u16, limit: Duration) -> serde_json::Value {
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Ok(response) = client.get(format!("http://{listen}/healthz")).send().await {
+            if response.status().as_u16() == want {
+                return response.json().await.unwrap();
+            }
+        }
+        assert!(Instant::now() < deadline, "/healthz never answered {want}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Sends SIGTERM and waits for the process to end.
+fn terminate(child: Child) -> Output {
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let pid = child.id();
+    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !waiter.is_finished() {
+        if Instant::now() > deadline {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!("capstan did not stop within 30 s of SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    waiter.join().unwrap()
+}
+
+async fn schemas_with_outbox(database: &TestDatabase) -> Vec<String> {
+    let pool = sqlx::PgPool::connect(database.url()).await.unwrap();
+    let schemas = sqlx::query_scalar(
+        "SELECT table_schema::text FROM information_schema.tables WHERE table_name = 'outbox' ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    schemas
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capstan_all_starts_from_nothing_reports_healthy_and_stops_cleanly_on_sigterm() {
+    let nats = NatsServer::start();
+    let database = TestDatabase::create().await;
+    let listen = free_address();
+    let child = capstan(&["all"], &database, &nats, &listen)
+        .spawn()
+        .unwrap();
+
+    let health = healthz_until(&listen, 200, Duration::from_secs(60)).await;
+    assert_eq!(health["status"], "ready");
+    for service in SERVICES {
+        assert_eq!(
+            health["services"][service]["ready"], true,
+            "{service}: {health}"
+        );
+    }
+    let mut expected: Vec<String> = SERVICES.iter().map(|name| name.replace('-', "_")).collect();
+    expected.sort();
+    assert_eq!(schemas_with_outbox(&database).await, expected);
+    let metrics = reqwest::get(format!("http://{listen}/metrics"))
+        .await
+        .unwrap();
+    assert_eq!(metrics.status(), 200);
+    assert!(metrics
+        .text()
+        .await
+        .unwrap()
+        .contains("capstan_http_request_seconds"));
+
+    let output = terminate(child);
+    let log = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "exit {:?}\n{log}", output.status);
+    assert!(log.contains("SIGTERM received"), "{log}");
+    assert!(log.contains("stopped cleanly"), "{log}");
+    assert!(
+        !log.contains("\"level\":\"ERROR\""),
+        "no errors while stopping:\n{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_alone_answers_503_naming_the_services_that_do_not_answer() {
+    let nats = NatsServer::start();
+    let database = TestDatabase::create().await;
+    let listen = free_address();
+    let child = capstan(&["gateway"], &database, &nats, &listen)
+        .spawn()
+        .unwrap();
+
+    let health = healthz_until(&listen, 503, Duration::from_secs(60)).await;
+    assert_eq!(health["status"], "starting");
+    assert_eq!(health["services"]["gateway"]["ready"], true);
+    assert_eq!(health["services"]["billing"]["ready"], false);
+    assert!(health["services"]["billing"]["error"]
+        .as_str()
+        .unwrap()
+        .contains("billing"));
+    let live = reqwest::get(format!("http://{listen}/livez"))
+        .await
+        .unwrap();
+    assert_eq!(live.status(), 200);
+    assert!(terminate(child).status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_configuration_exits_64_naming_the_key() {
+    let nats = NatsServer::start();
+    let database = TestDatabase::create().await;
+    let output = capstan(&["all"], &database, &nats, "127.0.0.1:1")
+        .env("CAPSTAN__GATEWAY__LISTN", "0.0.0.0:80")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("listn"));
+
+    let output = capstan(&["all"], &database, &nats, "not-an-address")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("listen"));
+
+    let output = capstan(&["nonsense"], &database, &nats, "127.0.0.1:1")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("unknown service"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capstan_migrate_gives_every_service_its_schema_and_capstan_health_asks_one() {
+    let nats = NatsServer::start();
+    let database = TestDatabase::create().await;
+    let output = capstan(&["migrate"], &database, &nats, "127.0.0.1:1")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    assert_eq!(schemas_with_outbox(&database).await.len(), 9);
+
+    // Nobody runs billing yet: the probe fails; then it runs and the probe passes.
+    let probe = capstan(&["health", "billing"], &database, &nats, "127.0.0.1:1")
+        .env("CAPSTAN__BUS__RPC_TIMEOUT_SECS", "1")
+        .output()
+        .unwrap();
+    assert_eq!(probe.status.code(), Some(1));
+    let billing = capstan(&["billing"], &database, &nats, "127.0.0.1:1")
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let probe = capstan(&["health", "billing"], &database, &nats, "127.0.0.1:1")
+            .output()
+            .unwrap();
+        if probe.status.success() {
+            let said = String::from_utf8_lossy(&probe.stdout);
+            assert!(
+                said.lines()
+                    .any(|line| line.starts_with("billing ") && line.ends_with(" ready")),
+                "{said}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "billing never became healthy");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(terminate(billing).status.success());
+}

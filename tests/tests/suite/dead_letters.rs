@@ -1,0 +1,144 @@
+//! Poison messages land on the dead-letter subject with their reason, after the bounded
+//! retries when the failure looked passing, at once when the message itself is wrong; and the
+//! consumer keeps going.
+
+use capstan_bus::{
+    testsuite::{read_stream, NatsServer},
+    ConsumerSpec, Delivery, HandlerError, Outgoing,
+};
+use capstan_e2e::{applied, service, settings, wait_for, Tick};
+use capstan_events::{dead_letter_subject, Domain, Envelope, Message, DEAD_LETTER_STREAM};
+use capstan_runtime::{consume_with_inbox, Apply};
+use capstan_store::{testsuite::TestDatabase, PgConnection};
+use futures::future::BoxFuture;
+use std::{sync::Arc, time::Duration};
+use tokio_util::sync::CancellationToken;
+
+const ALWAYS_FAILS: i64 = 666;
+
+struct PickyApply;
+
+impl Apply for PickyApply {
+    fn apply<'c>(
+        &'c self,
+        connection: &'c mut PgConnection,
+        delivery: &'c Delivery,
+    ) -> BoxFuture<'c, Result<(), HandlerError>> {
+        Box::pin(async move {
+            let tick = delivery
+                .envelope
+                .decode::<Tick>()
+                .map_err(|error| HandlerError::Reject(error.to_string()))?;
+            if tick.data.sequence == ALWAYS_FAILS {
+                return Err(HandlerError::Retry("the ledger is locked".into()));
+            }
+            sqlx::query("INSERT INTO applied (message_id, sequence) VALUES ($1, $2)")
+                .bind(tick.id)
+                .bind(tick.data.sequence)
+                .execute(connection)
+                .await
+                .map_err(|error| HandlerError::Retry(error.to_string()))?;
+            Ok(())
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poison_messages_are_dead_lettered_with_a_reason_and_the_consumer_keeps_going() {
+    let nats = NatsServer::start();
+    let database = TestDatabase::create().await;
+    let settings = settings(&database, &nats, &[]);
+    let service = service(&settings, Domain::Incidents).await;
+    let shutdown = CancellationToken::new();
+    let consumer = {
+        let service = service.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let spec = ConsumerSpec {
+                domain: Domain::Incidents,
+                stream: Tick::stream(),
+                durable: "picky".into(),
+                filter_subject: Tick::subject(),
+                max_deliver: 3,
+                ack_wait: Duration::from_secs(5),
+            };
+            consume_with_inbox(&service, spec, Arc::new(PickyApply), shutdown).await
+        })
+    };
+
+    let garbage = Outgoing {
+        subject: Tick::subject(),
+        message_id: "garbage-1".into(),
+        payload: "{this is not an envelope".into(),
+        traceparent: None,
+    };
+    let mut from_the_future = Envelope::new(Tick { sequence: 2 }, None).into_raw();
+    from_the_future.dataversion = 9;
+    for message in [
+        Outgoing::of(Envelope::new(Tick { sequence: 1 }, None)),
+        garbage,
+        Outgoing::raw(Tick::subject(), &from_the_future),
+        Outgoing::of(Envelope::new(
+            Tick {
+                sequence: ALWAYS_FAILS,
+            },
+            None,
+        )),
+        Outgoing::of(Envelope::new(Tick { sequence: 3 }, None)),
+    ] {
+        service.bus.publish(message).await.unwrap();
+    }
+
+    let dead = wait_for("three dead letters", Duration::from_secs(30), || {
+        let bus = service.bus.clone();
+        async move {
+            let dead = read_stream(&bus, DEAD_LETTER_STREAM, 10).await;
+            (dead.len() >= 3).then_some(dead)
+        }
+    })
+    .await;
+    wait_for("the good ticks applied", Duration::from_secs(30), || {
+        let store = service.store.clone();
+        async move { (applied(&store).await == (2, 2)).then_some(()) }
+    })
+    .await;
+
+    assert_eq!(dead.len(), 3);
+    let expected_subject = dead_letter_subject(Domain::Incidents, "picky");
+    let reason = |index: usize| dead[index].headers["Capstan-Dead-Letter-Reason"].clone();
+    for letter in &dead {
+        assert_eq!(letter.subject, expected_subject);
+        assert_eq!(letter.headers["Capstan-Original-Subject"], Tick::subject());
+        assert_eq!(letter.headers["Capstan-Consumer"], "picky");
+    }
+    assert!(reason(0).contains("malformed envelope"), "{}", reason(0));
+    assert_eq!(dead[0].payload.as_ref(), b"{this is not an envelope");
+    assert!(
+        reason(1).contains("unsupported dataversion 9"),
+        "{}",
+        reason(1)
+    );
+    assert_eq!(
+        dead[1].headers["Capstan-Deliveries"], "1",
+        "a wrong message is not retried"
+    );
+    assert!(
+        reason(2).contains("still failing after 3 deliveries"),
+        "{}",
+        reason(2)
+    );
+    assert!(reason(2).contains("the ledger is locked"), "{}", reason(2));
+    assert_eq!(dead[2].headers["Capstan-Deliveries"], "3");
+
+    let sequences: Vec<i64> = sqlx::query_scalar("SELECT sequence FROM applied ORDER BY sequence")
+        .fetch_all(service.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        sequences,
+        vec![1, 3],
+        "the message after the poison ones was taken"
+    );
+    shutdown.cancel();
+    consumer.await.unwrap().unwrap();
+}

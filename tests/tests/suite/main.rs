@@ -1,0 +1,8 @@
+//! Workspace tests against real servers: each test starts its own `nats-server -js` and
+//! creates its own database, so they run in parallel and leave nothing behind.
+
+mod boundaries;
+mod dead_letters;
+mod nothing_lost;
+mod rpc;
+mod trace;

@@ -1,0 +1,91 @@
+//! Request/reply between services: `{"ok"}` and `{"error": {"code", "message"}}` replies,
+//! refusals of bad requests, and `unavailable` when nobody answers.
+
+use capstan_bus::testsuite::NatsServer;
+use capstan_e2e::{service, settings};
+use capstan_events::{
+    rpc::{ErrorCode, Health, RpcError, HEALTH},
+    Domain,
+};
+use capstan_store::testsuite::TestDatabase;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Serialize, Deserialize)]
+struct Add {
+    left: i64,
+    right: i64,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_answers_its_questions_and_refuses_bad_ones_by_code() {
+    let nats = NatsServer::start();
+    let database = TestDatabase::create().await;
+    let settings = settings(&database, &nats, &[]);
+    let service = service(&settings, Domain::Billing).await;
+    let bus = service.bus.clone();
+    let rpc = service.rpc().route("add", |add: Add| async move {
+        add.left
+            .checked_add(add.right)
+            .ok_or_else(|| RpcError::new(ErrorCode::InvalidRequest, "the sum overflows"))
+    });
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(service.run(rpc, Vec::new(), shutdown.clone()));
+    let timeout = Duration::from_secs(5);
+
+    let health: Health = capstan_e2e::wait_for("billing to answer", timeout, || {
+        let bus = bus.clone();
+        async move {
+            bus.request(Domain::Billing, HEALTH, &json!({}), timeout)
+                .await
+                .ok()
+        }
+    })
+    .await;
+    assert_eq!((health.service.as_str(), health.ready), ("billing", true));
+
+    let sum: i64 = bus
+        .request(Domain::Billing, "add", &Add { left: 2, right: 40 }, timeout)
+        .await
+        .unwrap();
+    assert_eq!(sum, 42);
+
+    let overflow = bus
+        .request::<_, i64>(
+            Domain::Billing,
+            "add",
+            &Add {
+                left: i64::MAX,
+                right: 1,
+            },
+            timeout,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(overflow.code, ErrorCode::InvalidRequest);
+    assert_eq!(overflow.message, "the sum overflows");
+
+    let malformed = bus
+        .request::<_, i64>(Domain::Billing, "add", &json!({"left": "two"}), timeout)
+        .await
+        .unwrap_err();
+    assert_eq!(malformed.code, ErrorCode::InvalidRequest);
+    assert!(malformed.message.contains("add"), "{}", malformed.message);
+
+    let unknown = bus
+        .request::<_, i64>(Domain::Billing, "subtract", &json!({}), timeout)
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code, ErrorCode::NotFound);
+
+    let nobody = bus
+        .request::<_, Health>(Domain::Dns, HEALTH, &json!({}), Duration::from_millis(500))
+        .await
+        .unwrap_err();
+    assert_eq!(nobody.code, ErrorCode::Unavailable);
+
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+}
