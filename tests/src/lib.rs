@@ -78,3 +78,23 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// What the test consumers do with a tick: decode it (a message that is not a tick is
+/// rejected) and insert a row into `applied`. Returns the tick's sequence number.
+pub async fn apply_tick(
+    connection: &mut capstan_store::PgConnection,
+    delivery: &capstan_bus::Delivery,
+) -> Result<i64, capstan_bus::HandlerError> {
+    use capstan_bus::HandlerError;
+    let tick = delivery
+        .envelope
+        .decode::<Tick>()
+        .map_err(|error| HandlerError::Reject(error.to_string()))?;
+    sqlx::query("INSERT INTO applied (message_id, sequence) VALUES ($1, $2)")
+        .bind(tick.id)
+        .bind(tick.data.sequence)
+        .execute(connection)
+        .await
+        .map_err(|error| HandlerError::Retry(error.to_string()))?;
+    Ok(tick.data.sequence)
+}

@@ -6,7 +6,7 @@ use capstan_bus::{
     testsuite::{read_stream, NatsServer},
     ConsumerSpec, Delivery, HandlerError, Outgoing,
 };
-use capstan_e2e::{applied, service, settings, wait_for, Tick};
+use capstan_e2e::{applied, apply_tick, service, settings, wait_for, Tick};
 use capstan_events::{dead_letter_subject, Domain, Envelope, Message, DEAD_LETTER_STREAM};
 use capstan_runtime::{consume_with_inbox, Apply};
 use capstan_store::{testsuite::TestDatabase, PgConnection};
@@ -25,19 +25,10 @@ impl Apply for PickyApply {
         delivery: &'c Delivery,
     ) -> BoxFuture<'c, Result<(), HandlerError>> {
         Box::pin(async move {
-            let tick = delivery
-                .envelope
-                .decode::<Tick>()
-                .map_err(|error| HandlerError::Reject(error.to_string()))?;
-            if tick.data.sequence == ALWAYS_FAILS {
+            // The insert is rolled back with the failing transaction.
+            if apply_tick(connection, delivery).await? == ALWAYS_FAILS {
                 return Err(HandlerError::Retry("the ledger is locked".into()));
             }
-            sqlx::query("INSERT INTO applied (message_id, sequence) VALUES ($1, $2)")
-                .bind(tick.id)
-                .bind(tick.data.sequence)
-                .execute(connection)
-                .await
-                .map_err(|error| HandlerError::Retry(error.to_string()))?;
             Ok(())
         })
     }

@@ -2,7 +2,7 @@
 //! the consumer is killed (and receives redeliveries), and the NATS server restarts.
 
 use capstan_bus::{testsuite::NatsServer, ConsumerSpec, Delivery, HandlerError};
-use capstan_e2e::{applied, service, settings, wait_for, Tick};
+use capstan_e2e::{applied, apply_tick, service, settings, wait_for, Tick};
 use capstan_events::{Domain, Envelope, Message};
 use capstan_runtime::{consume_with_inbox, Apply, BusPublisher, Service};
 use capstan_store::{outbox, testsuite::TestDatabase, OutboxRelay, PgConnection};
@@ -37,17 +37,7 @@ impl Apply for CountingApply {
             if delivery.delivered > 1 {
                 self.redelivered.fetch_add(1, Ordering::Relaxed);
             }
-            let tick = delivery
-                .envelope
-                .decode::<Tick>()
-                .map_err(|error| HandlerError::Reject(error.to_string()))?;
-            sqlx::query("INSERT INTO applied (message_id, sequence) VALUES ($1, $2)")
-                .bind(tick.id)
-                .bind(tick.data.sequence)
-                .execute(connection)
-                .await
-                .map_err(|error| HandlerError::Retry(error.to_string()))?;
-            Ok(())
+            apply_tick(connection, delivery).await.map(|_| ())
         })
     }
 
