@@ -15,10 +15,15 @@ use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::{info_span, warn, Instrument};
 
-use crate::{Bus, BusError};
+use crate::{bodies::META_OBJECT_HEADER, Bus, BusError};
 
-type Route =
-    Arc<dyn Fn(Bytes) -> BoxFuture<'static, Result<serde_json::Value, RpcError>> + Send + Sync>;
+/// The header that carries the JSON half of a request or reply whose payload is a raw body.
+pub const META_HEADER: &str = "Capstan-Meta";
+
+/// A route's answer: the JSON reply, and a raw body when the route has one.
+type Answer = Result<(serde_json::Value, Option<Bytes>), RpcError>;
+
+type Route = Arc<dyn Fn(Option<String>, Bytes) -> BoxFuture<'static, Answer> + Send + Sync>;
 
 impl Bus {
     /// Asks `domain` the question `op` and waits up to `timeout` for the answer. No replica
@@ -73,6 +78,73 @@ impl Bus {
     }
 }
 
+impl Bus {
+    /// Asks `op` with a JSON `meta` and a raw `body` carried byte for byte (an agent's request,
+    /// whose digest covers its exact bytes); the answer is JSON and a raw body likewise. A body
+    /// too large for one message goes through the object store both ways (see [`crate::bodies`]).
+    pub async fn request_with_body<Meta, Resp>(
+        &self,
+        domain: Domain,
+        op: &str,
+        meta: &Meta,
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<(Resp, Bytes), RpcError>
+    where
+        Meta: Serialize + ?Sized,
+        Resp: DeserializeOwned,
+    {
+        let subject = rpc_subject(domain, op);
+        let meta = serde_json::to_string(meta).map_err(|error| {
+            RpcError::new(
+                ErrorCode::InvalidRequest,
+                format!("request to {subject}: {error}"),
+            )
+        })?;
+        let unanswered = || {
+            RpcError::new(
+                ErrorCode::Unavailable,
+                format!("{domain} did not answer {op} within {timeout:?}"),
+            )
+        };
+        // One deadline covers storing a large body, the question and collecting the answer.
+        let exchange = async {
+            let mut headers = HeaderMap::new();
+            if let Some(traceparent) = current_traceparent() {
+                headers.insert(TRACEPARENT, traceparent.as_str());
+            }
+            let payload = self.pack(&mut headers, &meta, body).await?;
+            let answer = self
+                .client()
+                .request_with_headers(subject.clone(), headers, payload)
+                .await
+                .map_err(|error| {
+                    RpcError::new(
+                        ErrorCode::Unavailable,
+                        format!("{domain} cannot be asked {op}: {error}"),
+                    )
+                })?;
+            self.unpack(answer.headers.as_ref(), answer.payload).await
+        };
+        let (meta, body) = tokio::time::timeout(timeout, exchange)
+            .await
+            .map_err(|_| unanswered())??;
+        // A reply without a JSON half carries it in the payload (an answer from a server that
+        // knew nothing of bodies).
+        let (reply_bytes, body) = match meta {
+            Some(meta) => (Bytes::from(meta), body),
+            None => (body, Bytes::new()),
+        };
+        let reply: Reply<Resp> = serde_json::from_slice(&reply_bytes).map_err(|error| {
+            RpcError::new(
+                ErrorCode::Internal,
+                format!("{domain} answered {op} with something unreadable: {error}"),
+            )
+        })?;
+        Result::<Resp, RpcError>::from(reply).map(|response| (response, body))
+    }
+}
+
 /// The rpc questions one service answers, registered by name and served together.
 pub struct RpcServer {
     bus: Bus,
@@ -100,20 +172,43 @@ impl RpcServer {
     {
         let handler = Arc::new(handler);
         let op_name = op.to_string();
-        let route: Route = Arc::new(move |payload: Bytes| {
+        let route: Route = Arc::new(move |_meta: Option<String>, payload: Bytes| {
             let handler = handler.clone();
             let op_name = op_name.clone();
             Box::pin(async move {
-                let request: Req = serde_json::from_slice(&payload).map_err(|error| {
+                let request: Req = parse(&op_name, &payload)?;
+                let response = handler(request).await?;
+                Ok((to_value(&op_name, response)?, None))
+            })
+        });
+        self.routes.insert(op.to_string(), route);
+        self
+    }
+
+    /// Answers `op` for [`Bus::request_with_body`]: `handler` gets the JSON meta and the raw
+    /// body, and answers JSON and a raw body.
+    pub fn route_with_body<Meta, Resp, F, Fut>(mut self, op: &str, handler: F) -> RpcServer
+    where
+        Meta: DeserializeOwned + Send + 'static,
+        Resp: Serialize + Send + 'static,
+        F: Fn(Meta, Bytes) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(Resp, Bytes), RpcError>> + Send + 'static,
+    {
+        let handler = Arc::new(handler);
+        let op_name = op.to_string();
+        let route: Route = Arc::new(move |meta: Option<String>, payload: Bytes| {
+            let handler = handler.clone();
+            let op_name = op_name.clone();
+            Box::pin(async move {
+                let meta = meta.ok_or_else(|| {
                     RpcError::new(
                         ErrorCode::InvalidRequest,
-                        format!("request for {op_name} is not valid: {error}"),
+                        format!("request for {op_name} has no {META_HEADER} header"),
                     )
                 })?;
-                let response = handler(request).await?;
-                serde_json::to_value(response).map_err(|error| {
-                    RpcError::new(ErrorCode::Internal, format!("answer to {op_name}: {error}"))
-                })
+                let meta: Meta = parse(&op_name, meta.as_bytes())?;
+                let (response, body) = handler(meta, payload).await?;
+                Ok((to_value(&op_name, response)?, Some(body)))
             })
         });
         self.routes.insert(op.to_string(), route);
@@ -149,28 +244,51 @@ impl RpcServer {
                 .unwrap_or_default()
                 .to_string();
             let route = self.routes.get(&op).cloned();
-            let traceparent = request
-                .headers
+            let headers = request.headers.clone();
+            let traceparent = headers
                 .as_ref()
                 .and_then(|headers| headers.get(TRACEPARENT))
                 .map(|value| value.to_string());
-            let client = client.clone();
+            // A question asked with a body (its JSON half inline or in the bucket) is answered
+            // the same way.
+            let with_body = headers.as_ref().is_some_and(|headers| {
+                headers.get(META_HEADER).is_some() || headers.get(META_OBJECT_HEADER).is_some()
+            });
+            let bus = self.bus.clone();
             let domain = self.domain;
             tasks.spawn(async move {
                 let span = info_span!("rpc", %domain, op = %op);
                 set_parent(&span, traceparent.as_deref());
-                let answer: Result<serde_json::Value, RpcError> = match route {
-                    Some(route) => route(request.payload).instrument(span.clone()).await,
-                    None => Err(RpcError::new(
-                        ErrorCode::NotFound,
-                        format!("{domain} has no rpc named {op:?}"),
-                    )),
+                let answer: Answer = async {
+                    let (meta, payload) = if with_body {
+                        bus.unpack(headers.as_ref(), request.payload).await?
+                    } else {
+                        (None, request.payload)
+                    };
+                    match route {
+                        Some(route) => route(meta, payload).await,
+                        None => Err(RpcError::new(
+                            ErrorCode::NotFound,
+                            format!("{domain} has no rpc named {op:?}"),
+                        )),
+                    }
+                }
+                .instrument(span.clone())
+                .await;
+                let (reply, body) = match answer {
+                    Ok((value, body)) => (Reply::Ok(value), body),
+                    Err(error) => (Reply::Error(error), None),
                 };
-                let reply: Reply<serde_json::Value> = answer.into();
-                let body = serde_json::to_vec(&reply).unwrap_or_else(|_| {
-                    br#"{"error":{"code":"internal","message":"unserialisable answer"}}"#.to_vec()
-                });
-                if let Err(error) = client.publish(reply_to, body.into()).await {
+                let reply = serialise(&reply);
+                let sent = if with_body {
+                    send_with_body(&bus, reply_to, reply, body.unwrap_or_default()).await
+                } else {
+                    bus.client()
+                        .publish(reply_to, reply.into())
+                        .await
+                        .map_err(|error| error.to_string())
+                };
+                if let Err(error) = sent {
                     warn!(parent: &span, %error, "rpc answer not sent");
                 }
             });
@@ -181,4 +299,49 @@ impl RpcServer {
         let _ = client.flush().await;
         Ok(())
     }
+}
+
+fn serialise(reply: &Reply<serde_json::Value>) -> Vec<u8> {
+    serde_json::to_vec(reply).unwrap_or_else(|_| {
+        br#"{"error":{"code":"internal","message":"unserialisable answer"}}"#.to_vec()
+    })
+}
+
+/// Sends a reply with a body: packed as a request is, and when storing the body fails, the
+/// failure is the answer.
+async fn send_with_body(
+    bus: &Bus,
+    reply_to: async_nats::Subject,
+    reply: Vec<u8>,
+    body: Bytes,
+) -> Result<(), String> {
+    let reply = String::from_utf8_lossy(&reply).into_owned();
+    let mut headers = HeaderMap::new();
+    let payload = match bus.pack(&mut headers, &reply, body).await {
+        Ok(payload) => payload,
+        Err(error) => {
+            headers = HeaderMap::new();
+            let failed = serialise(&Reply::Error(error));
+            headers.insert(META_HEADER, String::from_utf8_lossy(&failed).as_ref());
+            Bytes::new()
+        }
+    };
+    bus.client()
+        .publish_with_headers(reply_to, headers, payload)
+        .await
+        .map_err(|error| error.to_string())
+}
+
+fn parse<T: DeserializeOwned>(op: &str, bytes: &[u8]) -> Result<T, RpcError> {
+    serde_json::from_slice(bytes).map_err(|error| {
+        RpcError::new(
+            ErrorCode::InvalidRequest,
+            format!("request for {op} is not valid: {error}"),
+        )
+    })
+}
+
+fn to_value<T: Serialize>(op: &str, value: T) -> Result<serde_json::Value, RpcError> {
+    serde_json::to_value(value)
+        .map_err(|error| RpcError::new(ErrorCode::Internal, format!("answer to {op}: {error}")))
 }

@@ -16,6 +16,11 @@ pub enum ErrorCode {
     Forbidden,
     Unavailable,
     Internal,
+    /// A job names a primitive the node's agent did not report (PROTOCOL.md: "needs a newer
+    /// agent"); the message names the missing word.
+    NeedsNewerAgent,
+    /// A job for a node that has no paired agent.
+    NotPaired,
 }
 
 impl ErrorCode {
@@ -29,6 +34,8 @@ impl ErrorCode {
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
+            ErrorCode::NeedsNewerAgent => "needs_newer_agent",
+            ErrorCode::NotPaired => "not_paired",
         }
     }
 }
@@ -76,6 +83,64 @@ impl<T> From<Reply<T>> for Result<T, RpcError> {
     }
 }
 
+/// What an operator (or a service acting for the plane) may do. Every route and rpc declares
+/// the level it needs (ARCHITECTURE.md, decision 6.2-3).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(into = "u8", try_from = "u8")]
+pub enum Level {
+    /// 7: reads, and runs read-class jobs.
+    Read = 7,
+    /// 8: changes nodes, runs change-class jobs, cancels jobs, triages.
+    Change = 8,
+    /// 10: destructive and trust-changing acts: approve a join, disconnect, restore, delete.
+    Admin = 10,
+}
+
+impl From<Level> for u8 {
+    fn from(level: Level) -> u8 {
+        level as u8
+    }
+}
+
+impl TryFrom<u8> for Level {
+    type Error = String;
+    fn try_from(value: u8) -> Result<Level, String> {
+        match value {
+            7 => Ok(Level::Read),
+            8 => Ok(Level::Change),
+            10 => Ok(Level::Admin),
+            other => Err(format!("level {other} is not one of 7, 8, 10")),
+        }
+    }
+}
+
+/// Who asks: an operator (by name, with their level) or a service of the plane.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Actor {
+    /// `ada` for an operator, `service/backups` for a service.
+    pub name: String,
+    pub level: Level,
+    /// Where an operator's request came from, for the record.
+    #[serde(default)]
+    pub address: Option<String>,
+}
+
+impl Actor {
+    /// Refuses with `forbidden` unless the actor holds `needed`.
+    pub fn require(&self, needed: Level, what: &str) -> Result<(), RpcError> {
+        if self.level >= needed {
+            Ok(())
+        } else {
+            Err(RpcError::new(
+                ErrorCode::Forbidden,
+                format!("{what} needs level {}; {} has {}", needed as u8, self.name, self.level as u8),
+            ))
+        }
+    }
+}
+
 /// The name of the health question every service answers.
 pub const HEALTH: &str = "health";
 
@@ -90,6 +155,22 @@ pub struct Health {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn levels_travel_as_their_numbers_and_only_7_8_10_exist() {
+        assert_eq!(serde_json::to_value(Level::Admin).unwrap(), serde_json::json!(10));
+        assert_eq!(serde_json::from_value::<Level>(serde_json::json!(8)).unwrap(), Level::Change);
+        assert!(serde_json::from_value::<Level>(serde_json::json!(9)).is_err());
+    }
+
+    #[test]
+    fn an_actor_below_the_needed_level_is_forbidden() {
+        let reader = Actor { name: "ro".into(), level: Level::Read, address: None };
+        assert!(reader.require(Level::Read, "listing nodes").is_ok());
+        let refused = reader.require(Level::Admin, "approving a join").unwrap_err();
+        assert_eq!(refused.code, ErrorCode::Forbidden);
+        assert!(refused.message.contains("needs level 10"), "{}", refused.message);
+    }
 
     #[test]
     fn replies_have_the_documented_json_shape() {

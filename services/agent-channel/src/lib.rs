@@ -1,13 +1,22 @@
-//! The agent-channel service: the node registry, joins, the job queue and everything agents send (claims, results, leaves); the only service that talks to agents, through the gateway.
-//!
-//! Its rooms, as in every service: `domain/` (pure rules), `store.rs` (its SQL), `rpc.rs`,
-//! `consumers.rs`, `tasks.rs`, `drivers/`; each appears with its first content.
+//! The agent-channel service: the node registry, joins, the job queue, and everything agents
+//! send (claims, results, leaves, job status); the only service that talks to agents, through
+//! the gateway. Other services ask it for work with `capstan.cmd.agent_channel.request_job` and
+//! read `capstan.events.agent_channel.job_finished`.
 #![forbid(unsafe_code)]
 
+mod actions;
+mod consumers;
+pub mod domain;
+mod rpc;
+mod store;
+mod tasks;
+mod wake;
+
 use capstan_events::Domain;
-use capstan_runtime::Service;
+use capstan_runtime::{consume_with_inbox, Part, Service};
 use capstan_settings::Settings;
 use sqlx::migrate::Migrator;
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 pub const DOMAIN: Domain = Domain::AgentChannel;
@@ -18,6 +27,32 @@ pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/agent_channel")
 /// Runs the service until `shutdown`.
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
     let service = Service::start(&settings, DOMAIN, &MIGRATOR).await?;
-    let rpc = service.rpc();
-    service.run(rpc, Vec::new(), shutdown).await
+    let state = rpc::State {
+        store: service.store.clone(),
+        wake: Arc::new(wake::Wake::default()),
+        limits: Arc::new(rpc::Limits::default()),
+    };
+    let rpc = rpc::routes(service.rpc(), state.clone());
+    let listening = {
+        let (wake, store) = (state.wake.clone(), state.store.clone());
+        let part: Part = Box::new(move |stop: CancellationToken| Box::pin(wake.listen(store, stop)));
+        part
+    };
+    let sweeping = {
+        let (store, limits, wake) = (state.store.clone(), state.limits.clone(), state.wake.clone());
+        let part: Part =
+            Box::new(move |stop: CancellationToken| Box::pin(tasks::run(store, limits, wake, stop)));
+        part
+    };
+    let commands = {
+        let service = service.clone();
+        let spec = consumers::spec(settings.bus.max_deliver, settings.bus.ack_wait());
+        let part: Part = Box::new(move |stop: CancellationToken| {
+            Box::pin(async move {
+                consume_with_inbox(&service, spec, Arc::new(consumers::Commands), stop).await
+            })
+        });
+        part
+    };
+    service.run(rpc, vec![listening, sweeping, commands], shutdown).await
 }

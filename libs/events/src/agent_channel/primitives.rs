@@ -1,0 +1,327 @@
+//! The primitives the plane knows: each word's class, claim budget and parameter shape. The
+//! agent compiles its own vocabulary and checks every job again on the node; this catalog is
+//! what the plane uses to route, to decide who may ask for a word (its class), to give up on a
+//! claim (its budget), and to draw a form. Adding a word is a visible decision: the test at the
+//! bottom pins the set.
+
+use serde::Serialize;
+use std::time::Duration;
+
+pub use super::PrimitiveClass;
+
+/// The default claim budget (spec: "15 minutes, or the primitive's own budget").
+pub const DEFAULT_CLAIM_BUDGET: Duration = Duration::from_secs(15 * 60);
+
+/// One word of the vocabulary.
+#[derive(Debug, Clone, Serialize)]
+pub struct Primitive {
+    pub name: &'static str,
+    pub class: PrimitiveClass,
+    /// Seconds a claimed job may run before the plane marks it lost.
+    #[serde(serialize_with = "seconds")]
+    pub claim_budget: Duration,
+    pub summary: &'static str,
+    pub params: &'static [Param],
+}
+
+fn seconds<S: serde::Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_u64(duration.as_secs())
+}
+
+/// One declared parameter.
+#[derive(Debug, Clone, Serialize)]
+pub struct Param {
+    pub name: &'static str,
+    pub kind: ParamKind,
+    pub required: bool,
+    pub summary: &'static str,
+}
+
+/// The shape of a parameter's value.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ParamKind {
+    Integer { min: i64, max: i64 },
+    Text { max_len: usize },
+    OneOf { values: &'static [&'static str] },
+    Boolean,
+}
+
+/// The units a unit word may touch: a compiled allow-list, never a parameter's free text.
+pub const UNITS: &[&str] = &[
+    "nginx",
+    "apache2",
+    "php-fpm",
+    "postgresql",
+    "mariadb",
+    "redis-server",
+    "fail2ban",
+    "capstan-agent",
+];
+
+/// Site logs a log word may read.
+pub const SITE_LOGS: &[&str] = &["access", "error"];
+
+/// Host files `file_head` may read.
+pub const HEAD_FILES: &[&str] = &[
+    "/etc/os-release",
+    "/etc/nginx/nginx.conf",
+    "/etc/fstab",
+    "/etc/hosts",
+];
+
+const fn budget(minutes: u64) -> Duration {
+    Duration::from_secs(minutes * 60)
+}
+
+/// Every word the plane knows, by name.
+pub const CATALOG: &[Primitive] = &[
+    Primitive {
+        name: "check_status",
+        class: PrimitiveClass::Read,
+        claim_budget: budget(5),
+        summary: "agent version, uptime, load, memory, disk, certificates, database reachability",
+        params: &[],
+    },
+    Primitive {
+        name: "host_report",
+        class: PrimitiveClass::Read,
+        claim_budget: budget(5),
+        summary: "operating system, kernel, boot id, disk, failed units, containers",
+        params: &[],
+    },
+    Primitive {
+        name: "disk_usage",
+        class: PrimitiveClass::Read,
+        claim_budget: budget(15),
+        summary: "the largest directories under the site root",
+        params: &[Param {
+            name: "max_entries",
+            kind: ParamKind::Integer { min: 1, max: 200 },
+            required: false,
+            summary: "how many directories to list (default 20)",
+        }],
+    },
+    Primitive {
+        name: "unit_journal",
+        class: PrimitiveClass::Read,
+        claim_budget: budget(5),
+        summary: "the latest journal lines of one service unit",
+        params: &[
+            Param {
+                name: "unit",
+                kind: ParamKind::OneOf { values: UNITS },
+                required: true,
+                summary: "the unit",
+            },
+            Param {
+                name: "lines",
+                kind: ParamKind::Integer { min: 1, max: 2000 },
+                required: false,
+                summary: "how many lines (default 200)",
+            },
+        ],
+    },
+    Primitive {
+        name: "restart_unit",
+        class: PrimitiveClass::Change,
+        claim_budget: budget(5),
+        summary: "restart one service unit",
+        params: &[Param {
+            name: "unit",
+            kind: ParamKind::OneOf { values: UNITS },
+            required: true,
+            summary: "the unit",
+        }],
+    },
+    Primitive {
+        name: "reset_failed_unit",
+        class: PrimitiveClass::Change,
+        claim_budget: budget(5),
+        summary: "clear a unit's failed state",
+        params: &[Param {
+            name: "unit",
+            kind: ParamKind::OneOf { values: UNITS },
+            required: true,
+            summary: "the unit",
+        }],
+    },
+    Primitive {
+        name: "site_log",
+        class: PrimitiveClass::Read,
+        claim_budget: budget(5),
+        summary: "the latest lines of the site's log, redacted (needs the owner's log access)",
+        params: &[
+            Param {
+                name: "log",
+                kind: ParamKind::OneOf { values: SITE_LOGS },
+                required: true,
+                summary: "which log",
+            },
+            Param {
+                name: "lines",
+                kind: ParamKind::Integer { min: 1, max: 2000 },
+                required: false,
+                summary: "how many lines (default 200)",
+            },
+        ],
+    },
+    Primitive {
+        name: "file_head",
+        class: PrimitiveClass::Read,
+        claim_budget: budget(5),
+        summary: "the first lines of a host configuration file (needs the owner's log access)",
+        params: &[
+            Param {
+                name: "file",
+                kind: ParamKind::OneOf { values: HEAD_FILES },
+                required: true,
+                summary: "which file",
+            },
+            Param {
+                name: "lines",
+                kind: ParamKind::Integer { min: 1, max: 500 },
+                required: false,
+                summary: "how many lines (default 50)",
+            },
+        ],
+    },
+    Primitive {
+        name: "apply_update",
+        class: PrimitiveClass::Change,
+        claim_budget: budget(30),
+        summary: "fetch, verify and install a signed agent release",
+        params: &[Param {
+            name: "version",
+            kind: ParamKind::Text { max_len: 32 },
+            required: true,
+            summary: "the release to install",
+        }],
+    },
+];
+
+/// The word named `name`, if the plane knows it.
+pub fn find(name: &str) -> Option<&'static Primitive> {
+    CATALOG.iter().find(|primitive| primitive.name == name)
+}
+
+impl Primitive {
+    /// Checks `params` against the declared shape: an object, nothing undeclared, every
+    /// required parameter present, every value of its kind and within its bounds. The message
+    /// names the parameter at fault.
+    pub fn check_params(&self, params: &serde_json::Value) -> Result<(), String> {
+        let empty = serde_json::Map::new();
+        let object = match params {
+            serde_json::Value::Object(object) => object,
+            serde_json::Value::Null => &empty,
+            _ => return Err("params must be a JSON object".into()),
+        };
+        for name in object.keys() {
+            if !self.params.iter().any(|param| param.name == name) {
+                return Err(format!("{} takes no parameter {name:?}", self.name));
+            }
+        }
+        for param in self.params {
+            let Some(value) = object.get(param.name) else {
+                if param.required {
+                    return Err(format!("{} needs the parameter {:?}", self.name, param.name));
+                }
+                continue;
+            };
+            param.check(value)?;
+        }
+        Ok(())
+    }
+}
+
+impl Param {
+    fn check(&self, value: &serde_json::Value) -> Result<(), String> {
+        let name = self.name;
+        match &self.kind {
+            ParamKind::Integer { min, max } => match value.as_i64() {
+                Some(number) if (*min..=*max).contains(&number) => Ok(()),
+                Some(number) => Err(format!("{name} is {number}, outside {min}..={max}")),
+                None => Err(format!("{name} must be a whole number")),
+            },
+            ParamKind::Text { max_len } => match value.as_str() {
+                Some(text) if text.len() <= *max_len && !text.chars().any(char::is_control) => {
+                    Ok(())
+                }
+                Some(_) => Err(format!(
+                    "{name} must be at most {max_len} characters, without control characters"
+                )),
+                None => Err(format!("{name} must be text")),
+            },
+            ParamKind::OneOf { values } => match value.as_str() {
+                Some(text) if values.contains(&text) => Ok(()),
+                _ => Err(format!("{name} must be one of {}", values.join(", "))),
+            },
+            ParamKind::Boolean => match value {
+                serde_json::Value::Bool(_) => Ok(()),
+                _ => Err(format!("{name} must be true or false")),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Adding or reclassing a word is a decision: this list changes with it.
+    #[test]
+    fn the_catalog_is_exactly_these_words_and_classes() {
+        let words: Vec<(&str, PrimitiveClass)> =
+            CATALOG.iter().map(|primitive| (primitive.name, primitive.class)).collect();
+        use PrimitiveClass::*;
+        assert_eq!(
+            words,
+            vec![
+                ("check_status", Read),
+                ("host_report", Read),
+                ("disk_usage", Read),
+                ("unit_journal", Read),
+                ("restart_unit", Change),
+                ("reset_failed_unit", Change),
+                ("site_log", Read),
+                ("file_head", Read),
+                ("apply_update", Change),
+            ]
+        );
+    }
+
+    #[test]
+    fn no_claim_budget_exceeds_the_default_without_reason() {
+        // AC-29: 15 minutes unless the word has its own budget; only apply_update needs more.
+        for primitive in CATALOG {
+            if primitive.name != "apply_update" {
+                assert!(primitive.claim_budget <= DEFAULT_CLAIM_BUDGET, "{}", primitive.name);
+            }
+        }
+    }
+
+    #[test]
+    fn params_outside_the_declared_shape_are_refused_by_name() {
+        let journal = find("unit_journal").unwrap();
+        assert!(journal.check_params(&json!({"unit": "nginx", "lines": 50})).is_ok());
+        assert!(journal.check_params(&json!({"unit": "nginx"})).is_ok());
+        let cases = [
+            (json!({}), "needs the parameter \"unit\""),
+            (json!({"unit": "sshd"}), "unit must be one of"),
+            (json!({"unit": "nginx", "lines": 0}), "lines is 0, outside 1..=2000"),
+            (json!({"unit": "nginx", "lines": "ten"}), "lines must be a whole number"),
+            (json!({"unit": "nginx", "shell": "rm -rf /"}), "takes no parameter \"shell\""),
+            (json!(["nginx"]), "params must be a JSON object"),
+        ];
+        for (params, expected) in cases {
+            let error = journal.check_params(&params).unwrap_err();
+            assert!(error.contains(expected), "{params}: {error}");
+        }
+        assert!(find("check_status").unwrap().check_params(&json!(null)).is_ok());
+        assert!(find("apply_update")
+            .unwrap()
+            .check_params(&json!({"version": "1.2.3\n"}))
+            .is_err());
+    }
+}

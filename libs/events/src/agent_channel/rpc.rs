@@ -1,0 +1,319 @@
+//! The questions the gateway asks the agent channel over rpc (`capstan.rpc.agent_channel.*`):
+//! agent traffic, forwarded whole for the agent channel to verify and answer, and operator acts,
+//! each carrying the [`Actor`] so the service decides who may do what.
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::{JobOutcome, PrimitiveClass};
+use crate::rpc::Actor;
+
+/// The agent routes under `/api/v1/agent/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentEndpoint {
+    Join,
+    JoinStatus,
+    Claim,
+    Result,
+    JobStatus,
+    Leave,
+    Artifact,
+}
+
+impl AgentEndpoint {
+    pub const ALL: [AgentEndpoint; 7] = [
+        AgentEndpoint::Join,
+        AgentEndpoint::JoinStatus,
+        AgentEndpoint::Claim,
+        AgentEndpoint::Result,
+        AgentEndpoint::JobStatus,
+        AgentEndpoint::Leave,
+        AgentEndpoint::Artifact,
+    ];
+
+    /// The last segment of the route: `join_status`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AgentEndpoint::Join => "join",
+            AgentEndpoint::JoinStatus => "join_status",
+            AgentEndpoint::Claim => "claim",
+            AgentEndpoint::Result => "result",
+            AgentEndpoint::JobStatus => "job_status",
+            AgentEndpoint::Leave => "leave",
+            AgentEndpoint::Artifact => "artifact",
+        }
+    }
+
+    /// The body cap (PROTOCOL.md "Limits"): join and join_status 16 KiB, claim 256 KiB,
+    /// result 4 MiB, others 16 KiB. A larger body is `413 too_large` before it is read whole.
+    pub const fn body_limit(self) -> usize {
+        match self {
+            AgentEndpoint::Claim => 256 * 1024,
+            AgentEndpoint::Result => 4 * 1024 * 1024,
+            _ => 16 * 1024,
+        }
+    }
+}
+
+/// rpc `agent_request`: one agent HTTP request, as received. The body travels beside this
+/// (the bus's request-with-body), byte for byte, because the digest covers the exact bytes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AgentRequest {
+    pub endpoint: AgentEndpoint,
+    /// The request path as received, which the signature covers (`@path`).
+    pub path: String,
+    /// The query string without `?`, if any (`wait=20`).
+    pub query: Option<String>,
+    pub content_digest: Option<String>,
+    pub signature_input: Option<String>,
+    pub signature: Option<String>,
+    /// The address the gateway can vouch for.
+    pub source_address: String,
+}
+
+/// The agent channel's answer, which the gateway sends back as it is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AgentResponse {
+    pub status: u16,
+    /// The JSON body (for `artifact` with bytes, the bytes travel beside this instead).
+    pub body: serde_json::Value,
+    /// Seconds, for `429` answers.
+    pub retry_after: Option<u64>,
+}
+
+/// The rpc op names, in one place.
+pub mod ops {
+    pub const AGENT_REQUEST: &str = "agent_request";
+    pub const LIST_JOINS: &str = "list_joins";
+    pub const APPROVE_JOIN: &str = "approve_join";
+    pub const REJECT_JOIN: &str = "reject_join";
+    pub const REOPEN_JOIN: &str = "reopen_join";
+    pub const LIST_NODES: &str = "list_nodes";
+    pub const GET_NODE: &str = "get_node";
+    pub const DISCONNECT_NODE: &str = "disconnect_node";
+    pub const CREATE_JOB: &str = "create_job";
+    pub const LIST_JOBS: &str = "list_jobs";
+    pub const GET_JOB: &str = "get_job";
+    pub const JOB_OUTPUT: &str = "job_output";
+    pub const CANCEL_JOB: &str = "cancel_job";
+    pub const MARK_JOB_FAILED: &str = "mark_job_failed";
+    pub const REFUSAL_COUNT: &str = "refusal_count";
+}
+
+/// Which joins to list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum JoinFilter {
+    #[default]
+    Pending,
+    Rejected,
+    All,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum JoinState {
+    Pending,
+    Approved,
+    Rejected,
+    Expired,
+}
+
+/// A join as an operator sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct JoinView {
+    pub id: Uuid,
+    pub name: String,
+    pub fingerprint: String,
+    pub source_address: String,
+    pub addresses: Vec<String>,
+    pub agent_version: String,
+    pub site_root: Option<String>,
+    pub container: Option<String>,
+    pub state: JoinState,
+    pub requested_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    /// Set when the join claims the name of a node that is connected: shown, never auto-bound.
+    pub name_taken_by: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ListJoins {
+    pub actor: Actor,
+    #[serde(default)]
+    pub state: JoinFilter,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Joins {
+    pub joins: Vec<JoinView>,
+}
+
+/// Approve a join, binding its key to a new node, or to `node_id` when given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ApproveJoin {
+    pub actor: Actor,
+    pub join_id: Uuid,
+    pub node_id: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Approved {
+    pub node_id: i64,
+}
+
+/// Reject or reopen a join.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DecideJoin {
+    pub actor: Actor,
+    pub join_id: Uuid,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ListNodes {
+    pub actor: Actor,
+}
+
+/// A node as an operator sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NodeView {
+    pub id: i64,
+    pub name: String,
+    pub fingerprint: Option<String>,
+    pub agent_version: Option<String>,
+    pub vocabulary: Vec<String>,
+    pub addresses: Vec<String>,
+    pub site_root: Option<String>,
+    pub container: Option<String>,
+    pub connected_at: Option<DateTime<Utc>>,
+    pub last_seen_at: Option<DateTime<Utc>>,
+    pub left_at: Option<DateTime<Utc>>,
+    /// Paired and heard from within the online window.
+    pub online: bool,
+    /// The agent is below the version floor: only `apply_update` is offered.
+    pub below_floor: bool,
+    /// Everything else the last claim reported (recipes, update state, log access, ...).
+    pub facts: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Nodes {
+    pub nodes: Vec<NodeView>,
+}
+
+/// One node (get) or an act on it (disconnect).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NodeRef {
+    pub actor: Actor,
+    pub node_id: i64,
+}
+
+/// An operator asks for a job on a node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CreateJob {
+    pub actor: Actor,
+    pub node_id: i64,
+    pub primitive: String,
+    #[serde(default)]
+    pub params: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Pending,
+    Running,
+    Completed,
+    Failed,
+    Refused,
+    Lost,
+    Withdrawn,
+}
+
+impl JobState {
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, JobState::Pending | JobState::Running)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct JobCreated {
+    pub id: i64,
+    pub state: JobState,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ListJobs {
+    pub actor: Actor,
+    pub node_id: Option<i64>,
+    pub state: Option<JobState>,
+    pub limit: Option<u32>,
+}
+
+/// A job as an operator sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct JobView {
+    pub id: i64,
+    pub node_id: i64,
+    pub primitive: String,
+    pub class: PrimitiveClass,
+    pub params: serde_json::Value,
+    pub state: JobState,
+    /// What the node reported (completed, failed, refused), or lost/withdrawn from the plane.
+    pub outcome: Option<JobOutcome>,
+    pub reason: Option<String>,
+    pub result: Option<serde_json::Value>,
+    pub requested_by: String,
+    pub created_at: DateTime<Utc>,
+    pub claimed_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Jobs {
+    pub jobs: Vec<JobView>,
+}
+
+/// One job (get, cancel, mark failed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct JobRef {
+    pub actor: Actor,
+    pub job_id: i64,
+}
+
+/// A job's output from `offset` (bytes) on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct JobOutputRequest {
+    pub actor: Actor,
+    pub job_id: i64,
+    #[serde(default)]
+    pub offset: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct JobOutput {
+    pub state: JobState,
+    pub new_output: String,
+    pub offset: u64,
+}
+
+/// How many jobs a node refused within the last `window_secs` (AC-27).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RefusalCountRequest {
+    pub actor: Actor,
+    pub node_id: i64,
+    pub window_secs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RefusalCount {
+    pub node_id: i64,
+    pub refused: i64,
+}
+
+/// An answer with nothing to say but that it was done.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+pub struct Done {}

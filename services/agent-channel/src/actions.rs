@@ -1,0 +1,311 @@
+//! The agent channel's acts that more than one door leads to (an operator's rpc, another
+//! service's command, an agent's request, a periodic task): each writes its state change and
+//! the events it causes in the caller's transaction.
+
+use capstan_events::{
+    agent_channel::{
+        primitives, rpc::{JobState, JobView, JoinState, JoinView, NodeView}, JobClaimed, JobFinished,
+        JobOutcome, JobQueued, NodeDisconnected, NodeLeft, PrimitiveClass,
+    },
+    rpc::{ErrorCode, Level, RpcError},
+    Envelope, Message,
+};
+use capstan_store::{outbox, PgConnection, StoreError};
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::{
+    domain::{
+        jobs::{self, lost, Routing, RoutingRefusal},
+        version::below_floor,
+        ONLINE_WINDOW,
+    },
+    store::{self, JobRow, JoinRow, NodeRow},
+};
+
+/// A store failure as an rpc answer; the details go to the log, not to the asker.
+pub fn unavailable(error: StoreError) -> RpcError {
+    tracing::error!(%error, "agent channel store failed");
+    RpcError::new(ErrorCode::Unavailable, "the agent channel's database did not answer")
+}
+
+pub async fn emit<M: Message>(
+    connection: &mut PgConnection,
+    data: M,
+    subject: String,
+) -> Result<(), StoreError> {
+    outbox::push(connection, Envelope::new(data, Some(subject))).await
+}
+
+fn class_of(text: &str) -> PrimitiveClass {
+    match text {
+        "change" => PrimitiveClass::Change,
+        "destructive" => PrimitiveClass::Destructive,
+        _ => PrimitiveClass::Read,
+    }
+}
+
+fn class_name(class: PrimitiveClass) -> &'static str {
+    match class {
+        PrimitiveClass::Read => "read",
+        PrimitiveClass::Change => "change",
+        PrimitiveClass::Destructive => "destructive",
+    }
+}
+
+pub fn job_state(text: &str) -> JobState {
+    match text {
+        "pending" => JobState::Pending,
+        "running" => JobState::Running,
+        "completed" => JobState::Completed,
+        "failed" => JobState::Failed,
+        "refused" => JobState::Refused,
+        "lost" => JobState::Lost,
+        _ => JobState::Withdrawn,
+    }
+}
+
+pub fn job_state_name(state: JobState) -> &'static str {
+    match state {
+        JobState::Pending => "pending",
+        JobState::Running => "running",
+        JobState::Completed => "completed",
+        JobState::Failed => "failed",
+        JobState::Refused => "refused",
+        JobState::Lost => "lost",
+        JobState::Withdrawn => "withdrawn",
+    }
+}
+
+fn outcome_of(text: &str) -> Option<JobOutcome> {
+    match text {
+        "completed" => Some(JobOutcome::Completed),
+        "failed" => Some(JobOutcome::Failed),
+        "refused" => Some(JobOutcome::Refused),
+        "lost" => Some(JobOutcome::Lost),
+        "withdrawn" => Some(JobOutcome::Withdrawn),
+        _ => None,
+    }
+}
+
+pub fn job_view(row: &JobRow) -> JobView {
+    JobView {
+        id: row.id,
+        node_id: row.node_id,
+        primitive: row.primitive.clone(),
+        class: class_of(&row.class),
+        params: row.params.0.clone(),
+        state: job_state(&row.state),
+        outcome: row.outcome.as_deref().and_then(outcome_of),
+        reason: row.reason.clone(),
+        result: row.result.as_ref().map(|result| result.0.clone()),
+        requested_by: row.requested_by.clone(),
+        created_at: row.created_at,
+        claimed_at: row.claimed_at,
+        finished_at: row.finished_at,
+    }
+}
+
+pub fn node_view(row: &NodeRow, now: DateTime<Utc>) -> NodeView {
+    let paired = row.fingerprint.is_some();
+    let heard_lately = row.last_seen_at.is_some_and(|seen| {
+        now.signed_duration_since(seen).to_std().unwrap_or_default() <= ONLINE_WINDOW
+    });
+    NodeView {
+        id: row.id,
+        name: row.name.clone(),
+        fingerprint: row.fingerprint.clone(),
+        agent_version: row.agent_version.clone(),
+        vocabulary: row.vocabulary.0.clone(),
+        addresses: row.addresses.0.clone(),
+        site_root: row.site_root.clone(),
+        container: row.container.clone(),
+        connected_at: row.connected_at,
+        last_seen_at: row.last_seen_at,
+        left_at: row.left_at,
+        online: paired && heard_lately,
+        below_floor: paired && below_floor(row.agent_version.as_deref(), &row.vocabulary.0),
+        facts: Value::Object(row.facts.0.clone()),
+    }
+}
+
+pub fn join_view(row: &JoinRow, name_taken_by: Option<i64>, now: DateTime<Utc>) -> JoinView {
+    let state = match row.state.as_str() {
+        "pending" if row.expires_at <= now => JoinState::Expired,
+        "pending" => JoinState::Pending,
+        "approved" => JoinState::Approved,
+        "rejected" | "retired" => JoinState::Rejected,
+        _ => JoinState::Expired,
+    };
+    JoinView {
+        id: row.id,
+        name: row.name.clone(),
+        fingerprint: row.fingerprint.clone(),
+        source_address: row.source_address.clone(),
+        addresses: row.addresses.0.clone(),
+        agent_version: row.agent_version.clone(),
+        site_root: row.site_root.clone(),
+        container: row.container.clone(),
+        state,
+        requested_at: row.requested_at,
+        expires_at: row.expires_at,
+        name_taken_by,
+    }
+}
+
+/// Who asks for a job, for the record and for its answer.
+pub struct Asker<'a> {
+    pub name: &'a str,
+    pub level: Level,
+    pub idempotency_key: Option<&'a str>,
+    pub correlation_id: Option<Uuid>,
+}
+
+/// Creates a job for a node, or refuses: an unknown word, too low a level for its class,
+/// parameters outside its shape, a node without a paired agent or whose agent lacks the word.
+/// Returns the job (an existing one when the idempotency key was seen before).
+pub async fn create_job(
+    connection: &mut PgConnection,
+    node: &NodeRow,
+    primitive: &str,
+    params: &Value,
+    asker: &Asker<'_>,
+) -> Result<JobRow, RpcError> {
+    if let Some(key) = asker.idempotency_key {
+        if let Some(existing) = store::job_by_key(connection, key).await.map_err(unavailable)? {
+            return Ok(existing);
+        }
+    }
+    let Some(word) = primitives::find(primitive) else {
+        return Err(RpcError::new(
+            ErrorCode::InvalidRequest,
+            format!("primitive: the plane knows no primitive named {primitive:?}"),
+        ));
+    };
+    let needed = jobs::needed_level(word.class);
+    if asker.level < needed {
+        return Err(RpcError::new(
+            ErrorCode::Forbidden,
+            format!("{primitive} is a {} word and needs level {}", class_name(word.class), needed as u8),
+        ));
+    }
+    word.check_params(params)
+        .map_err(|reason| RpcError::new(ErrorCode::InvalidRequest, format!("params: {reason}")))?;
+    let routing = Routing {
+        paired: node.fingerprint.is_some(),
+        agent_version: node.agent_version.as_deref(),
+        vocabulary: &node.vocabulary.0,
+    };
+    jobs::route(&routing, primitive).map_err(|refusal| match refusal {
+        RoutingRefusal::NotPaired => RpcError::new(ErrorCode::NotPaired, refusal.to_string()),
+        RoutingRefusal::NeedsNewerAgent { .. } => {
+            RpcError::new(ErrorCode::NeedsNewerAgent, refusal.to_string())
+        }
+    })?;
+    let params = if params.is_null() { serde_json::json!({}) } else { params.clone() };
+    let new = store::NewJob {
+        node_id: node.id,
+        primitive,
+        class: class_name(word.class),
+        params: &params,
+        requested_by: asker.name,
+        idempotency_key: asker.idempotency_key,
+        correlation_id: asker.correlation_id,
+        budget_s: word.claim_budget.as_secs() as i32,
+        state: "pending",
+        reason: None,
+    };
+    let job = match store::insert_job(connection, &new).await.map_err(unavailable)? {
+        Some(job) => job,
+        // Another transaction made it with the same key a moment ago.
+        None => store::job_by_key(connection, asker.idempotency_key.unwrap_or_default())
+            .await
+            .map_err(unavailable)?
+            .ok_or_else(|| RpcError::new(ErrorCode::Conflict, "the job was made and then removed"))?,
+    };
+    let queued = JobQueued {
+        job_id: job.id,
+        node_id: node.id,
+        primitive: job.primitive.clone(),
+        requested_by: job.requested_by.clone(),
+    };
+    emit(connection, queued, format!("job/{}", job.id)).await.map_err(unavailable)?;
+    metrics::counter!("capstan_agent_jobs_queued_total").increment(1);
+    Ok(job)
+}
+
+/// Announces a job's end to whoever asked for it.
+pub async fn announce_finished(connection: &mut PgConnection, job: &JobRow) -> Result<(), StoreError> {
+    let finished = JobFinished {
+        job_id: job.id,
+        node_id: job.node_id,
+        primitive: job.primitive.clone(),
+        outcome: job.outcome.as_deref().and_then(outcome_of).unwrap_or(JobOutcome::Lost),
+        reason: job.reason.clone(),
+        result: job.result.as_ref().map(|result| result.0.clone()),
+        requested_by: job.requested_by.clone(),
+        correlation_id: job.correlation_id,
+    };
+    let envelope = Envelope::new(finished, Some(format!("job/{}", job.id))).correlated(job.correlation_id);
+    outbox::push(connection, envelope).await?;
+    metrics::counter!("capstan_agent_jobs_finished_total", "outcome" => job.outcome.clone().unwrap_or_default())
+        .increment(1);
+    Ok(())
+}
+
+pub async fn announce_all_finished(connection: &mut PgConnection, jobs: &[JobRow]) -> Result<(), StoreError> {
+    for job in jobs {
+        announce_finished(connection, job).await?;
+    }
+    Ok(())
+}
+
+pub async fn announce_claimed(connection: &mut PgConnection, job: &JobRow) -> Result<(), StoreError> {
+    let claimed = JobClaimed {
+        job_id: job.id,
+        node_id: job.node_id,
+        primitive: job.primitive.clone(),
+    };
+    emit(connection, claimed, format!("job/{}", job.id)).await
+}
+
+/// Why a pairing ends.
+pub enum PairingEnd<'a> {
+    /// The node's own signed goodbye.
+    Left,
+    /// An operator's disconnect.
+    Disconnected { by: &'a str },
+}
+
+/// AC-37, AC-38: the one function that forgets a node's key, for a leave and a disconnect
+/// alike. Running jobs are lost (what they did is unknown), pending ones withdrawn.
+pub async fn forget_agent(
+    connection: &mut PgConnection,
+    node: &NodeRow,
+    end: PairingEnd<'_>,
+) -> Result<(), StoreError> {
+    let Some(fingerprint) = node.fingerprint.clone() else {
+        return Ok(());
+    };
+    store::forget_key(connection, node.id, matches!(end, PairingEnd::Left)).await?;
+    let lost = store::lose_running(connection, node.id, lost::LEFT).await?;
+    let withdrawn = store::withdraw_pending(connection, node.id, "the node's pairing ended").await?;
+    announce_all_finished(connection, &lost).await?;
+    announce_all_finished(connection, &withdrawn).await?;
+    let subject = format!("node/{}", node.id);
+    match end {
+        PairingEnd::Left => {
+            let left = NodeLeft { node_id: node.id, fingerprint, left_at: Utc::now() };
+            emit(connection, left, subject).await
+        }
+        PairingEnd::Disconnected { by } => {
+            let disconnected = NodeDisconnected {
+                node_id: node.id,
+                fingerprint,
+                disconnected_by: by.to_string(),
+            };
+            emit(connection, disconnected, subject).await
+        }
+    }
+}

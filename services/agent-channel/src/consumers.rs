@@ -1,0 +1,122 @@
+//! Commands from other services: `request_job` (the same idempotency key twice makes one job)
+//! and `cancel_job`. A request the plane cannot route still becomes a job, ended `refused` by
+//! the plane with the reason, so the asker always hears back through `job_finished`.
+
+use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
+use capstan_events::{
+    agent_channel::{primitives, CancelJob, RequestJob},
+    rpc::{ErrorCode, Level},
+    Command, Domain, Message,
+};
+use capstan_runtime::Apply;
+use capstan_store::{PgConnection, StoreError};
+use futures::future::BoxFuture;
+use std::time::Duration;
+
+use crate::{
+    actions::{self, Asker},
+    store,
+};
+
+/// The durable consumer of this service's command stream.
+pub fn spec(max_deliver: u32, ack_wait: Duration) -> ConsumerSpec {
+    ConsumerSpec {
+        domain: Domain::AgentChannel,
+        stream: RequestJob::stream(),
+        durable: "agent_channel_commands".into(),
+        filter_subject: Domain::AgentChannel.commands_subjects(),
+        max_deliver,
+        ack_wait,
+    }
+}
+
+pub struct Commands;
+
+fn retry(error: StoreError) -> HandlerError {
+    HandlerError::Retry(error.to_string())
+}
+
+fn decode<M: Command>(delivery: &Delivery) -> Result<capstan_events::Envelope<M>, HandlerError> {
+    delivery
+        .envelope
+        .decode::<M>()
+        .map_err(|error| HandlerError::Reject(error.to_string()))
+}
+
+impl Apply for Commands {
+    fn apply<'c>(
+        &'c self,
+        connection: &'c mut PgConnection,
+        delivery: &'c Delivery,
+    ) -> BoxFuture<'c, Result<(), HandlerError>> {
+        Box::pin(async move {
+            if delivery.envelope.is::<RequestJob>() {
+                request_job(connection, delivery).await
+            } else if delivery.envelope.is::<CancelJob>() {
+                cancel_job(connection, delivery).await
+            } else {
+                Err(HandlerError::Reject(format!(
+                    "the agent channel takes no command {}",
+                    delivery.envelope.event_type
+                )))
+            }
+        })
+    }
+}
+
+async fn request_job(connection: &mut PgConnection, delivery: &Delivery) -> Result<(), HandlerError> {
+    let envelope = decode::<RequestJob>(delivery)?;
+    let request = &envelope.data;
+    let Some(node) = store::node_by_id(connection, request.node_id).await.map_err(retry)? else {
+        return Err(HandlerError::Reject(format!("no node {}", request.node_id)));
+    };
+    let asker = Asker {
+        name: &request.requested_by,
+        // A service asks with the authority of the plane; it checked its own operator's level.
+        level: Level::Admin,
+        idempotency_key: Some(&request.idempotency_key),
+        correlation_id: envelope.correlationid.or(Some(envelope.id)),
+    };
+    match actions::create_job(connection, &node, &request.primitive, &request.params, &asker).await {
+        Ok(_) => Ok(()),
+        Err(error) if error.code == ErrorCode::Unavailable => Err(HandlerError::Retry(error.message)),
+        Err(error) => {
+            let class = match primitives::find(&request.primitive).map(|word| word.class) {
+                Some(capstan_events::agent_channel::PrimitiveClass::Change) => "change",
+                Some(capstan_events::agent_channel::PrimitiveClass::Destructive) => "destructive",
+                _ => "read",
+            };
+            let refused = store::NewJob {
+                node_id: node.id,
+                primitive: &request.primitive,
+                class,
+                params: &request.params,
+                requested_by: &request.requested_by,
+                idempotency_key: Some(&request.idempotency_key),
+                correlation_id: asker.correlation_id,
+                budget_s: 0,
+                state: "refused",
+                reason: Some(&error.message),
+            };
+            if let Some(job) = store::insert_job(connection, &refused).await.map_err(retry)? {
+                actions::announce_finished(connection, &job).await.map_err(retry)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+async fn cancel_job(connection: &mut PgConnection, delivery: &Delivery) -> Result<(), HandlerError> {
+    let envelope = decode::<CancelJob>(delivery)?;
+    let Some(job) = store::job_by_key(connection, &envelope.data.idempotency_key).await.map_err(retry)? else {
+        return Ok(());
+    };
+    if !matches!(job.state.as_str(), "pending" | "running") {
+        return Ok(());
+    }
+    let reason = format!("withdrawn by {}", envelope.data.requested_by);
+    let ended = store::finish_job(connection, job.id, "withdrawn", Some(&reason), None, None, Some(&envelope.data.requested_by))
+        .await
+        .map_err(retry)?;
+    actions::announce_all_finished(connection, ended.as_slice()).await.map_err(retry)
+}

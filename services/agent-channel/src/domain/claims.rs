@@ -1,0 +1,290 @@
+//! What a claim says (PROTOCOL.md "claim"; spec AC-17, AC-18, AC-43, AC-45, AC-51): the fields
+//! the plane knows are read and bounded, anything else is set aside unread and named, and the
+//! node's stored facts change only when the claim says something new.
+
+use serde_json::{Map, Value};
+
+use super::{auth::AgentError, DEFAULT_CLAIM_BYTES};
+
+/// Largest job a node may ask for in one claim answer.
+pub const MAX_CLAIM_BYTES: u64 = 4 * 1024 * 1024;
+/// Words a vocabulary report may hold.
+pub const MAX_VOCABULARY: usize = 256;
+/// The `cases` field as JSON may be at most this large (AC-46 names the cap, not its value).
+pub const MAX_CASES_BYTES: usize = 64 * 1024;
+
+/// AC-43's closed set.
+pub const UPDATE_STATES: &[&str] = &[
+    "none",
+    "current",
+    "update_pending",
+    "fetch_failed",
+    "verify_failed",
+    "unlogged",
+    "version_rejected",
+    "unsigned_build",
+    "no_binary",
+];
+
+/// The claim fields this plane reads; any other is set aside and named.
+pub const KNOWN_FIELDS: &[&str] = &[
+    "agent_version",
+    "idle",
+    "vocabulary",
+    "recipes",
+    "claim_bytes",
+    "update_state",
+    "update_offered",
+    "log_access",
+    "cases",
+    "container",
+];
+
+/// A claim, read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    pub agent_version: String,
+    pub idle: bool,
+    /// `None` when not reported: an absent report is no evidence of any word (AC-18).
+    pub vocabulary: Option<Vec<String>>,
+    pub claim_bytes: Option<u64>,
+    /// The other facts this claim reported, by field.
+    pub facts: Map<String, Value>,
+    /// Fields this plane does not know, sorted.
+    pub ignored_fields: Vec<String>,
+}
+
+/// What the plane keeps of a node's reports.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NodeFacts {
+    pub agent_version: Option<String>,
+    pub vocabulary: Vec<String>,
+    pub claim_bytes: Option<u64>,
+    pub facts: Map<String, Value>,
+}
+
+impl NodeFacts {
+    /// The largest job this node takes in one claim answer.
+    pub fn claim_limit(&self) -> u64 {
+        self.claim_bytes.unwrap_or(DEFAULT_CLAIM_BYTES)
+    }
+}
+
+fn invalid(message: impl Into<String>) -> AgentError {
+    AgentError::InvalidRequest(message.into())
+}
+
+fn word(value: &Value) -> Option<String> {
+    let text = value.as_str()?;
+    let mut chars = text.chars();
+    let shaped = matches!(chars.next(), Some(first) if first.is_ascii_lowercase())
+        && text.len() <= 64
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    shaped.then(|| text.to_string())
+}
+
+/// AC-45: keep entries whose mode and verdict are in the closed sets; strip a verdict from
+/// `not-applicable`; drop the rest.
+pub fn normalise_recipes(value: &Value) -> Result<Value, AgentError> {
+    let Value::Array(entries) = value else {
+        return Err(invalid("recipes must be a list"));
+    };
+    let kept = entries.iter().filter_map(|entry| {
+        let name = word(entry.get("name")?)?;
+        let mode = entry.get("mode")?.as_str()?;
+        let verdict = entry.get("verdict").unwrap_or(&Value::Null);
+        match mode {
+            "not-applicable" => Some(serde_json::json!({"name": name, "mode": mode, "verdict": null})),
+            "armed" | "report-only" => match verdict {
+                Value::Null => Some(serde_json::json!({"name": name, "mode": mode, "verdict": null})),
+                Value::String(verdict) if ["pass", "fail", "unknown"].contains(&verdict.as_str()) => {
+                    Some(serde_json::json!({"name": name, "mode": mode, "verdict": verdict}))
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    });
+    Ok(Value::Array(kept.collect()))
+}
+
+/// Reads a claim body. A known field of the wrong shape is refused naming it; an unknown one
+/// is set aside.
+pub fn parse_claim(body: &[u8]) -> Result<Claim, AgentError> {
+    let Value::Object(fields) = serde_json::from_slice::<Value>(body)
+        .map_err(|error| invalid(format!("the claim body is not valid JSON: {error}")))?
+    else {
+        return Err(invalid("the claim body must be a JSON object"));
+    };
+    let mut ignored_fields: Vec<String> = fields
+        .keys()
+        .filter(|field| !KNOWN_FIELDS.contains(&field.as_str()))
+        .cloned()
+        .collect();
+    ignored_fields.sort();
+    let agent_version = match fields.get("agent_version").and_then(Value::as_str) {
+        Some(version) if !version.is_empty() && version.len() <= 64 => version.to_string(),
+        _ => return Err(invalid("agent_version is required: a string of 1 to 64 characters")),
+    };
+    let idle = match fields.get("idle") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(idle)) => *idle,
+        Some(_) => return Err(invalid("idle must be true or false")),
+    };
+    let vocabulary = match fields.get("vocabulary") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(words)) if words.len() <= MAX_VOCABULARY => Some(
+            words
+                .iter()
+                .map(|entry| word(entry).ok_or_else(|| invalid(format!("vocabulary: {entry} is not a primitive name"))))
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        Some(_) => return Err(invalid(format!("vocabulary must be a list of at most {MAX_VOCABULARY} names"))),
+    };
+    let claim_bytes = match fields.get("claim_bytes") {
+        None | Some(Value::Null) => None,
+        Some(value) => match value.as_u64() {
+            Some(bytes) if (1024..=MAX_CLAIM_BYTES).contains(&bytes) => Some(bytes),
+            _ => return Err(invalid(format!("claim_bytes must be a whole number from 1024 to {MAX_CLAIM_BYTES}"))),
+        },
+    };
+    let mut facts = Map::new();
+    for (field, value) in &fields {
+        let checked = match field.as_str() {
+            "recipes" => normalise_recipes(value)?,
+            "update_state" => match value.as_str() {
+                Some(state) if UPDATE_STATES.contains(&state) => value.clone(),
+                _ => return Err(invalid(format!("update_state must be one of {}", UPDATE_STATES.join(", ")))),
+            },
+            "update_offered" => match value {
+                Value::Null => value.clone(),
+                Value::String(text) if text.len() <= 64 => value.clone(),
+                _ => return Err(invalid("update_offered must be a version string")),
+            },
+            "log_access" => match value.as_str() {
+                Some("on" | "off") => value.clone(),
+                _ => return Err(invalid("log_access must be \"on\" or \"off\"")),
+            },
+            "cases" => {
+                if value.to_string().len() > MAX_CASES_BYTES {
+                    return Err(invalid(format!("cases must be at most {MAX_CASES_BYTES} bytes as JSON")));
+                }
+                value.clone()
+            }
+            "container" => match value {
+                Value::Null => value.clone(),
+                Value::String(name) if name.len() <= 128 => value.clone(),
+                _ => return Err(invalid("container must be a container name or null")),
+            },
+            _ => continue,
+        };
+        facts.insert(field.clone(), checked);
+    }
+    Ok(Claim {
+        agent_version,
+        idle,
+        vocabulary,
+        claim_bytes,
+        facts,
+        ignored_fields,
+    })
+}
+
+/// The node's facts after `claim`, or `None` when the claim changes nothing (then nothing is
+/// written). A fact the claim does not mention keeps its last value (AC-43, AC-51).
+pub fn apply(current: &NodeFacts, claim: &Claim) -> Option<NodeFacts> {
+    let mut next = current.clone();
+    next.agent_version = Some(claim.agent_version.clone());
+    if let Some(vocabulary) = &claim.vocabulary {
+        next.vocabulary = vocabulary.clone();
+    }
+    if claim.claim_bytes.is_some() {
+        next.claim_bytes = claim.claim_bytes;
+    }
+    for (field, value) in &claim.facts {
+        next.facts.insert(field.clone(), value.clone());
+    }
+    (next != *current).then_some(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn claim(body: Value) -> Result<Claim, AgentError> {
+        parse_claim(&serde_json::to_vec(&body).unwrap())
+    }
+
+    #[test]
+    fn ac_17_unknown_fields_are_set_aside_and_named_and_the_rest_is_taken() {
+        let claim = claim(json!({
+            "agent_version": "1.2.3", "vocabulary": ["check_status"], "teleport": true, "aardvark": 1
+        }))
+        .unwrap();
+        assert_eq!(claim.ignored_fields, vec!["aardvark", "teleport"]);
+        assert_eq!(claim.vocabulary, Some(vec!["check_status".to_string()]));
+    }
+
+    #[test]
+    fn a_known_field_of_the_wrong_shape_is_refused_naming_it() {
+        let cases = [
+            (json!({}), "agent_version"),
+            (json!({"agent_version": "1", "idle": "yes"}), "idle"),
+            (json!({"agent_version": "1", "vocabulary": "check_status"}), "vocabulary"),
+            (json!({"agent_version": "1", "vocabulary": ["rm -rf"]}), "vocabulary"),
+            (json!({"agent_version": "1", "claim_bytes": 12}), "claim_bytes"),
+            (json!({"agent_version": "1", "update_state": "sideways"}), "update_state"),
+            (json!({"agent_version": "1", "log_access": true}), "log_access"),
+            (json!({"agent_version": "1", "recipes": "disk:armed:pass"}), "recipes"),
+        ];
+        for (body, field) in cases {
+            let error = claim(body.clone()).unwrap_err();
+            assert!(error.to_string().contains(field), "{body}: {error}");
+        }
+        assert!(parse_claim(b"[1]").is_err());
+    }
+
+    #[test]
+    fn ac_45_recipes_keep_only_closed_set_entries() {
+        let recipes = normalise_recipes(&json!([
+            {"name": "disk_headroom", "mode": "armed", "verdict": "pass"},
+            {"name": "tls_expiry", "mode": "report-only", "verdict": "maybe"},
+            {"name": "swap", "mode": "not-applicable", "verdict": "fail"},
+            {"name": "dns", "mode": "sometimes", "verdict": "pass"},
+            {"name": "ntp", "mode": "armed", "verdict": null}
+        ]))
+        .unwrap();
+        assert_eq!(
+            recipes,
+            json!([
+                {"name": "disk_headroom", "mode": "armed", "verdict": "pass"},
+                {"name": "swap", "mode": "not-applicable", "verdict": null},
+                {"name": "ntp", "mode": "armed", "verdict": null}
+            ])
+        );
+    }
+
+    #[test]
+    fn a_claim_that_changes_nothing_writes_nothing_and_absent_facts_stand() {
+        let first = claim(json!({
+            "agent_version": "1.2.3", "vocabulary": ["check_status"], "log_access": "on",
+            "claim_bytes": 1048576
+        }))
+        .unwrap();
+        let stored = apply(&NodeFacts::default(), &first).unwrap();
+        assert_eq!(stored.claim_limit(), 1_048_576);
+        assert_eq!(apply(&stored, &first), None, "the same claim again changes nothing");
+        let quieter = claim(json!({"agent_version": "1.2.3", "idle": true})).unwrap();
+        assert_eq!(apply(&stored, &quieter), None, "absent vocabulary and log_access keep their values");
+        let upgraded = claim(json!({"agent_version": "1.3.0"})).unwrap();
+        let next = apply(&stored, &upgraded).unwrap();
+        assert_eq!(next.agent_version.as_deref(), Some("1.3.0"));
+        assert_eq!(next.facts["log_access"], "on");
+    }
+
+    #[test]
+    fn ac_16_the_claim_limit_is_64_kib_when_not_reported() {
+        assert_eq!(NodeFacts::default().claim_limit(), 64 * 1024);
+    }
+}

@@ -1,0 +1,305 @@
+//! The agent endpoints (PROTOCOL.md), reached through the gateway's `agent_request` rpc. Every
+//! request is checked in the protocol's order before anything else happens; requests are
+//! metered per node when their signature proves one and per source address otherwise.
+
+use bytes::Bytes;
+use capstan_events::agent_channel::{
+    rpc::{AgentEndpoint, AgentRequest, AgentResponse},
+    JoinRequested,
+};
+use capstan_signing::{ParsedSignature, PublicKey};
+use chrono::Utc;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::{claim, State};
+use crate::{
+    actions::{self, emit, PairingEnd},
+    domain::{
+        auth::{check_signature, check_unkeyed, AgentError},
+        joins::{decide, parse_join, JoinDecision, KnownKey},
+        JOIN_TTL, MAX_PENDING_PER_ADDRESS, MAX_PENDING_TOTAL,
+    },
+    store::{self, NodeRow},
+};
+
+type Answer = Result<(u16, Value), AgentError>;
+
+/// Answers one agent request.
+pub async fn handle(state: &State, request: AgentRequest, body: Bytes) -> AgentResponse {
+    let endpoint = request.endpoint;
+    let answer = match endpoint {
+        AgentEndpoint::Join => join(state, &request, &body).await,
+        AgentEndpoint::JoinStatus => join_status(state, &request, &body).await,
+        _ => signed_by_node(state, &request, &body).await,
+    };
+    let response = match answer {
+        Ok((status, body)) => AgentResponse { status, body, retry_after: None },
+        Err(error) => AgentResponse {
+            status: error.status(),
+            body: error.body(),
+            retry_after: error.retry_after(),
+        },
+    };
+    metrics::counter!("capstan_agent_requests_total", "endpoint" => endpoint.as_str(), "status" => response.status.to_string())
+        .increment(1);
+    response
+}
+
+fn body_of<T: for<'de> Deserialize<'de>>(body: &[u8], what: &str) -> Result<T, AgentError> {
+    serde_json::from_slice(body)
+        .map_err(|error| AgentError::InvalidRequest(format!("the {what} body is not valid: {error}")))
+}
+
+/// Counts a request that proves no node against its address; refuses when the address is
+/// out of requests.
+fn meter_address(state: &State, request: &AgentRequest) -> Result<(), AgentError> {
+    state.limits.take_address(&request.source_address)
+}
+
+/// Checks 1-3, then the key, the signature and the nonce. A failure is metered against the
+/// address (a flood of bad requests never costs the node behind the same address anything).
+async fn authenticate(
+    state: &State,
+    request: &AgentRequest,
+    body: &[u8],
+    key_of: impl AsyncFnOnce(&ParsedSignature) -> Result<PublicKey, AgentError>,
+) -> Result<ParsedSignature, AgentError> {
+    let checked = async {
+        let parsed = check_unkeyed(request, body, Utc::now().timestamp())?;
+        let key = key_of(&parsed).await?;
+        check_signature(&parsed, &key, request)?;
+        Ok(parsed)
+    }
+    .await;
+    match checked {
+        Ok(parsed) => {
+            let mut connection = state.store.pool().acquire().await.map_err(|error| AgentError::unavailable(error))?;
+            let fresh = store::record_nonce(&mut connection, parsed.keyid().as_str(), parsed.nonce())
+                .await
+                .map_err(AgentError::unavailable)?;
+            if fresh { Ok(parsed) } else { Err(AgentError::replayed()) }
+        }
+        Err(error) => {
+            meter_address(state, request)?;
+            Err(error)
+        }
+    }
+}
+
+async fn signed_by_node(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
+    let mut found: Option<NodeRow> = None;
+    authenticate(state, request, body, async |parsed| {
+        let mut connection = state.store.pool().acquire().await.map_err(AgentError::unavailable)?;
+        let node = store::node_by_fingerprint(&mut connection, parsed.keyid().as_str())
+            .await
+            .map_err(AgentError::unavailable)?
+            .ok_or_else(AgentError::unknown_key)?;
+        let key = node
+            .public_key
+            .as_deref()
+            .and_then(|key| PublicKey::from_base64(key).ok())
+            .ok_or_else(AgentError::unknown_key)?;
+        found = Some(node);
+        Ok(key)
+    })
+    .await?;
+    let node = found.ok_or_else(AgentError::unknown_key)?;
+    match request.endpoint {
+        // A claim that succeeds is not counted (PROTOCOL.md "Limits").
+        AgentEndpoint::Claim => {
+            state.limits.check_node(node.id)?;
+            let answer = claim::claim(state, request, &node, body).await;
+            if answer.is_err() {
+                state.limits.take_node(node.id);
+            }
+            answer
+        }
+        endpoint => {
+            state.limits.check_node(node.id)?;
+            state.limits.take_node(node.id);
+            match endpoint {
+                AgentEndpoint::Result => claim::result(state, &node, body).await,
+                AgentEndpoint::JobStatus => job_status(state, &node, body).await,
+                AgentEndpoint::Leave => leave(state, &node).await,
+                _ => artifact(body),
+            }
+        }
+    }
+}
+
+async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
+    meter_address(state, request)?;
+    let mut proposed = None;
+    authenticate(state, request, body, async |parsed| {
+        let join = parse_join(body)?;
+        if parsed.keyid() != &join.fingerprint {
+            return Err(AgentError::Unauthorized {
+                code: "unknown_key",
+                message: "a join must be signed by the key it introduces".into(),
+            });
+        }
+        let key = join.public_key.clone();
+        proposed = Some(join);
+        Ok(key)
+    })
+    .await?;
+    let join = proposed.ok_or_else(AgentError::unknown_key)?;
+    let now = Utc::now();
+    let mut transaction = state.store.begin().await.map_err(AgentError::unavailable)?;
+    let fingerprint = join.fingerprint.as_str().to_string();
+    let paired = store::node_by_fingerprint(&mut transaction, &fingerprint)
+        .await
+        .map_err(AgentError::unavailable)?
+        .is_some();
+    let latest = store::latest_join_of_key(&mut transaction, &fingerprint)
+        .await
+        .map_err(AgentError::unavailable)?;
+    let known = match (&latest, paired) {
+        (_, true) => KnownKey::Paired,
+        (Some(row), _) if row.state == "pending" => KnownKey::Pending,
+        (Some(row), _) if row.state == "rejected" => KnownKey::Rejected {
+            rejected_at: row.decided_at.unwrap_or(row.requested_at),
+        },
+        (Some(row), _) if row.state == "retired" => KnownKey::Retired,
+        _ => KnownKey::Unknown,
+    };
+    let addresses: Vec<String> = join.addresses.iter().map(ToString::to_string).collect();
+    let expires_at = now + chrono::Duration::from_std(JOIN_TTL).expect("an hour fits");
+    let new = store::NewJoin {
+        id: Uuid::now_v7(),
+        public_key: &join.public_key.to_base64(),
+        fingerprint: &fingerprint,
+        name: &join.name,
+        source_address: &request.source_address,
+        addresses: &addresses,
+        agent_version: &join.agent_version,
+        site_root: join.site_root.as_deref(),
+        container: join.container.as_deref(),
+        expires_at,
+    };
+    let answer = |id: Uuid, state: &str, expires_at| {
+        (202, json!({"request_id": id, "fingerprint": fingerprint, "state": state, "expires_at": expires_at}))
+    };
+    let reply = match decide(&known, now) {
+        JoinDecision::AlreadyJoined => return Err(AgentError::AlreadyJoined),
+        JoinDecision::Retired => return Err(AgentError::KeyRetired),
+        JoinDecision::AnswerRejected => {
+            let row = latest.expect("a rejected key has its request");
+            return Ok(answer(row.id, "rejected", row.expires_at));
+        }
+        JoinDecision::Renew => {
+            let row = latest.expect("a pending key has its request");
+            store::renew_join(&mut transaction, row.id, &new).await.map_err(AgentError::unavailable)?;
+            answer(row.id, "pending", expires_at)
+        }
+        JoinDecision::Create => {
+            let (from_address, total) = store::pending_counts(&mut transaction, &request.source_address)
+                .await
+                .map_err(AgentError::unavailable)?;
+            if from_address >= MAX_PENDING_PER_ADDRESS {
+                return Err(AgentError::TooManyPending(" from this address"));
+            }
+            if total >= MAX_PENDING_TOTAL {
+                return Err(AgentError::TooManyPending(""));
+            }
+            store::insert_join(&mut transaction, &new).await.map_err(AgentError::unavailable)?;
+            let requested = JoinRequested {
+                request_id: new.id,
+                name: join.name.clone(),
+                fingerprint: fingerprint.clone(),
+                source_address: request.source_address.clone(),
+                addresses: addresses.clone(),
+                agent_version: join.agent_version.clone(),
+                expires_at,
+            };
+            emit(&mut transaction, requested, format!("join/{}", new.id))
+                .await
+                .map_err(AgentError::unavailable)?;
+            answer(new.id, "pending", expires_at)
+        }
+    };
+    transaction.commit().await.map_err(|error| AgentError::unavailable(error))?;
+    Ok(reply)
+}
+
+#[derive(Deserialize)]
+struct JoinStatusBody {
+    request_id: Uuid,
+}
+
+async fn join_status(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
+    meter_address(state, request)?;
+    let mut found = None;
+    authenticate(state, request, body, async |parsed| {
+        let asked: JoinStatusBody = body_of(body, "join_status")?;
+        let mut connection = state.store.pool().acquire().await.map_err(AgentError::unavailable)?;
+        let join = store::join_by_id(&mut connection, asked.request_id)
+            .await
+            .map_err(AgentError::unavailable)?
+            .ok_or_else(|| AgentError::NotFound(format!("no join request {}", asked.request_id)))?;
+        if parsed.keyid().as_str() != join.fingerprint {
+            return Err(AgentError::Unauthorized {
+                code: "unknown_key",
+                message: "join_status must be signed by the key that asked to join".into(),
+            });
+        }
+        let key = PublicKey::from_base64(&join.public_key).map_err(|_| AgentError::unknown_key())?;
+        found = Some(join);
+        Ok(key)
+    })
+    .await?;
+    let join = found.ok_or_else(AgentError::unknown_key)?;
+    let view = actions::join_view(&join, None, Utc::now());
+    Ok((200, json!({"state": view.state, "node_id": join.node_id})))
+}
+
+#[derive(Deserialize)]
+struct JobStatusBody {
+    job_id: i64,
+}
+
+async fn job_status(state: &State, node: &NodeRow, body: &[u8]) -> Answer {
+    let asked: JobStatusBody = body_of(body, "job_status")?;
+    let mut connection = state.store.pool().acquire().await.map_err(AgentError::unavailable)?;
+    let job = store::job_by_id(&mut connection, asked.job_id)
+        .await
+        .map_err(AgentError::unavailable)?
+        .filter(|job| job.node_id == node.id)
+        .ok_or_else(|| AgentError::NotFound(format!("job {} is not this node's", asked.job_id)))?;
+    Ok((200, json!({"state": job.state})))
+}
+
+async fn leave(state: &State, node: &NodeRow) -> Answer {
+    let mut transaction = state.store.begin().await.map_err(AgentError::unavailable)?;
+    let node = store::lock_node(&mut transaction, node.id)
+        .await
+        .map_err(AgentError::unavailable)?
+        .ok_or_else(AgentError::unknown_key)?;
+    actions::forget_agent(&mut transaction, &node, PairingEnd::Left)
+        .await
+        .map_err(AgentError::unavailable)?;
+    transaction.commit().await.map_err(|error| AgentError::unavailable(error))?;
+    Ok((200, json!({})))
+}
+
+const ARTIFACT_KINDS: &[&str] = &["manifest", "binary", "support_bundle", "release_manifest", "release_file"];
+const ARCHES: &[&str] = &["linux-amd64", "linux-arm64"];
+
+/// PROTOCOL.md "artifact": a request names a kind, never a path. No release has been
+/// published to this plane yet (the rollouts service publishes them), so every valid request
+/// is answered `404 not_found`.
+fn artifact(body: &[u8]) -> Answer {
+    let asked: Value = body_of(body, "artifact")?;
+    let kind = asked.get("kind").and_then(Value::as_str).unwrap_or_default();
+    if !ARTIFACT_KINDS.contains(&kind) {
+        return Err(AgentError::BadKind(format!("kind must be one of {}", ARTIFACT_KINDS.join(", "))));
+    }
+    if let Some(arch) = asked.get("arch") {
+        if !arch.as_str().is_some_and(|arch| ARCHES.contains(&arch)) {
+            return Err(AgentError::BadArch(format!("arch must be one of {}", ARCHES.join(", "))));
+        }
+    }
+    Err(AgentError::NotFound(format!("no {kind} has been published to this plane")))
+}

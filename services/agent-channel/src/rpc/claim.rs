@@ -1,0 +1,222 @@
+//! Claims and results: a node reports in, takes at most one job, and later says how it ended
+//! (PROTOCOL.md "claim", "result"; spec AC-16..AC-18, AC-25..AC-31).
+
+use capstan_events::agent_channel::{primitives, rpc::AgentRequest, NodeReported};
+use capstan_store::PgConnection;
+use chrono::Utc;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+use super::State;
+use crate::{
+    actions::{self, emit},
+    domain::{
+        auth::AgentError,
+        claims::{self, Claim},
+        jobs::{self, lost},
+        LAST_SEEN_RESOLUTION, MAX_WAIT_SECONDS,
+    },
+    store::{self, NodeRow},
+};
+
+type Answer = Result<(u16, Value), AgentError>;
+
+/// Largest `output` a result may carry.
+pub const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
+
+fn wait_of(query: Option<&str>) -> Result<u64, AgentError> {
+    let Some(query) = query else { return Ok(0) };
+    for pair in query.split('&') {
+        if let Some(value) = pair.strip_prefix("wait=") {
+            return match value.parse::<u64>() {
+                Ok(seconds) if seconds <= MAX_WAIT_SECONDS => Ok(seconds),
+                _ => Err(AgentError::InvalidRequest(format!(
+                    "wait must be a whole number of seconds from 0 to {MAX_WAIT_SECONDS}"
+                ))),
+            };
+        }
+    }
+    Ok(0)
+}
+
+pub async fn claim(state: &State, request: &AgentRequest, node: &NodeRow, body: &[u8]) -> Answer {
+    let wait = wait_of(request.query.as_deref())?;
+    let claim = claims::parse_claim(body)?;
+    let bell = state.wake.bell(node.id);
+    let rung = bell.notified();
+    tokio::pin!(rung);
+    rung.as_mut().enable();
+    if let Some(job) = report_and_dispatch(state, node.id, Some(&claim)).await? {
+        return Ok(answer(Some(job), &claim));
+    }
+    if wait == 0 {
+        return Ok(answer(None, &claim));
+    }
+    // Long poll: sleep until a job is queued for this node or the wait runs out, then look once
+    // more. No transaction or connection is held meanwhile.
+    let _ = tokio::time::timeout(Duration::from_secs(wait), rung).await;
+    let job = report_and_dispatch(state, node.id, None).await?;
+    Ok(answer(job, &claim))
+}
+
+fn answer(job: Option<Value>, claim: &Claim) -> (u16, Value) {
+    (200, json!({"job": job, "ignored_fields": claim.ignored_fields}))
+}
+
+/// In one transaction on the locked node: takes the claim's facts (writing only what changed),
+/// loses what an idle claim or an exhausted budget says is lost, and hands out the oldest
+/// pending job when none is running.
+async fn report_and_dispatch(state: &State, node_id: i64, claim: Option<&Claim>) -> Result<Option<Value>, AgentError> {
+    let now = Utc::now();
+    let mut transaction = state.store.begin().await.map_err(AgentError::unavailable)?;
+    let connection: &mut PgConnection = &mut transaction;
+    let node = store::lock_node(connection, node_id)
+        .await
+        .map_err(AgentError::unavailable)?
+        .filter(|node| node.fingerprint.is_some())
+        .ok_or_else(AgentError::unknown_key)?;
+    let mut facts = node.node_facts();
+    if let Some(claim) = claim {
+        match claims::apply(&facts, claim) {
+            Some(next) => {
+                store::save_facts(connection, node.id, &next, now).await.map_err(AgentError::unavailable)?;
+                let reported = NodeReported {
+                    node_id: node.id,
+                    agent_version: next.agent_version.clone().unwrap_or_default(),
+                    vocabulary: next.vocabulary.clone(),
+                    facts: Value::Object(next.facts.clone()),
+                };
+                emit(connection, reported, format!("node/{}", node.id)).await.map_err(AgentError::unavailable)?;
+                facts = next;
+            }
+            None => {
+                let stale = node.last_seen_at.is_none_or(|seen| {
+                    now.signed_duration_since(seen).to_std().unwrap_or_default() >= LAST_SEEN_RESOLUTION
+                });
+                if stale {
+                    store::touch(connection, node.id, now).await.map_err(AgentError::unavailable)?;
+                }
+            }
+        }
+        // AC-28: an idle agent runs nothing; whatever the plane holds as running was lost.
+        if claim.idle {
+            let lost = store::lose_running(connection, node.id, lost::IDLE).await.map_err(AgentError::unavailable)?;
+            actions::announce_all_finished(connection, &lost).await.map_err(AgentError::unavailable)?;
+        }
+    }
+    // AC-29: on every poll, running jobs past their budget are lost.
+    let stale = store::lose_stale(connection, Some(node.id), lost::BUDGET).await.map_err(AgentError::unavailable)?;
+    actions::announce_all_finished(connection, &stale).await.map_err(AgentError::unavailable)?;
+    let mut handed_out = None;
+    // AC-25: one running job per node; a job is handed out once.
+    if !store::has_running(connection, node.id).await.map_err(AgentError::unavailable)? {
+        while let Some(job) = store::next_pending(connection, node.id).await.map_err(AgentError::unavailable)? {
+            let Some(primitive) = primitives::find(&job.primitive) else {
+                let ended = store::finish_job(connection, job.id, "refused", Some("the plane no longer knows this primitive"), None, None, None)
+                    .await
+                    .map_err(AgentError::unavailable)?;
+                actions::announce_all_finished(connection, ended.as_slice()).await.map_err(AgentError::unavailable)?;
+                continue;
+            };
+            let payload = jobs::claim_payload(job.id, primitive, &job.params.0, job.budget_s);
+            if !jobs::fits(&payload, facts.claim_limit()) {
+                let reason = jobs::too_large_reason(payload.to_string().len(), facts.claim_limit());
+                let ended = store::finish_job(connection, job.id, "refused", Some(&reason), None, None, None)
+                    .await
+                    .map_err(AgentError::unavailable)?;
+                actions::announce_all_finished(connection, ended.as_slice()).await.map_err(AgentError::unavailable)?;
+                continue;
+            }
+            store::start_job(connection, job.id, now).await.map_err(AgentError::unavailable)?;
+            actions::announce_claimed(connection, &job).await.map_err(AgentError::unavailable)?;
+            handed_out = Some(payload);
+            break;
+        }
+    }
+    transaction.commit().await.map_err(|error| AgentError::unavailable(error))?;
+    if handed_out.is_some() {
+        metrics::counter!("capstan_agent_jobs_claimed_total").increment(1);
+    }
+    Ok(handed_out)
+}
+
+#[derive(Deserialize)]
+struct ResultBody {
+    job_id: i64,
+    outcome: String,
+    #[serde(default)]
+    output: Option<String>,
+    #[serde(default)]
+    result: Option<Value>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+pub async fn result(state: &State, node: &NodeRow, body: &[u8]) -> Answer {
+    let reported: ResultBody = serde_json::from_slice(body)
+        .map_err(|error| AgentError::InvalidRequest(format!("the result body is not valid: {error}")))?;
+    if !["completed", "failed", "refused"].contains(&reported.outcome.as_str()) {
+        return Err(AgentError::InvalidRequest(
+            "outcome must be completed, failed or refused (lost is only ever the plane's word)".into(),
+        ));
+    }
+    let output = reported.output.unwrap_or_default();
+    if output.len() > MAX_OUTPUT_BYTES {
+        return Err(AgentError::InvalidRequest(format!("output must be at most {MAX_OUTPUT_BYTES} bytes")));
+    }
+    if reported.result.as_ref().is_some_and(|result| !result.is_object() && !result.is_null()) {
+        return Err(AgentError::InvalidRequest("result must be a JSON object or null".into()));
+    }
+    if reported.reason.as_ref().is_some_and(|reason| reason.len() > 4096) {
+        return Err(AgentError::InvalidRequest("reason must be at most 4096 bytes".into()));
+    }
+    let mut transaction = state.store.begin().await.map_err(AgentError::unavailable)?;
+    let job = store::job_by_id(&mut transaction, reported.job_id)
+        .await
+        .map_err(AgentError::unavailable)?
+        .filter(|job| job.node_id == node.id)
+        .ok_or(AgentError::NotRunning(reported.job_id))?;
+    if job.state != "running" {
+        // Repeating the same result is acknowledged again and changes nothing.
+        return if job.state == reported.outcome {
+            Ok((200, json!({"ack": true})))
+        } else {
+            Err(AgentError::NotRunning(job.id))
+        };
+    }
+    let reason = match reported.outcome.as_str() {
+        "refused" => Some(jobs::refused_by_node(reported.reason.as_deref())),
+        _ => reported.reason,
+    };
+    let ended = store::finish_job(
+        &mut transaction,
+        job.id,
+        &reported.outcome,
+        reason.as_deref(),
+        Some(&output),
+        reported.result.as_ref().filter(|result| !result.is_null()),
+        None,
+    )
+    .await
+    .map_err(AgentError::unavailable)?;
+    actions::announce_all_finished(&mut transaction, ended.as_slice())
+        .await
+        .map_err(AgentError::unavailable)?;
+    transaction.commit().await.map_err(|error| AgentError::unavailable(error))?;
+    Ok((200, json!({"ack": true})))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_is_read_from_the_query_and_bounded() {
+        assert_eq!(wait_of(None).unwrap(), 0);
+        assert_eq!(wait_of(Some("wait=20")).unwrap(), 20);
+        assert_eq!(wait_of(Some("x=1&wait=30")).unwrap(), 30);
+        assert!(wait_of(Some("wait=31")).is_err());
+        assert!(wait_of(Some("wait=soon")).is_err());
+    }
+}

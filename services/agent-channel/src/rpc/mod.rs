@@ -1,0 +1,120 @@
+//! The agent channel's rpc: `agent_request` (agent traffic the gateway forwards) and the
+//! operator acts. Each operator question names the level it needs.
+
+mod agent;
+mod claim;
+mod operator;
+
+use bytes::Bytes;
+use capstan_bus::RpcServer;
+use capstan_events::agent_channel::rpc::{ops, AgentRequest, AgentResponse};
+use capstan_events::rpc::RpcError;
+use capstan_store::Store;
+use std::{future::Future, sync::Arc, sync::Mutex};
+use tokio::time::Instant;
+
+use crate::{
+    domain::{
+        auth::AgentError,
+        rate::Buckets,
+        ADDRESS_REQUESTS_PER_MINUTE, NODE_REQUESTS_PER_MINUTE,
+    },
+    wake::Wake,
+};
+
+/// Request meters: per source address for requests that prove no node, per node for the rest.
+/// Kept in each replica's memory (coarse by design: N replicas allow up to N times as much).
+pub struct Limits {
+    addresses: Mutex<Buckets<String>>,
+    nodes: Mutex<Buckets<i64>>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            addresses: Mutex::new(Buckets::new(ADDRESS_REQUESTS_PER_MINUTE)),
+            nodes: Mutex::new(Buckets::new(NODE_REQUESTS_PER_MINUTE)),
+        }
+    }
+}
+
+fn limited(wait: std::time::Duration) -> AgentError {
+    AgentError::RateLimited { retry_after: wait.as_secs().max(1) }
+}
+
+impl Limits {
+    pub fn take_address(&self, address: &str) -> Result<(), AgentError> {
+        let mut buckets = self.addresses.lock().expect("limits are never poisoned");
+        let now = Instant::now();
+        let key = address.to_string();
+        buckets.check(&key, now).map_err(limited)?;
+        buckets.take(&key, now);
+        Ok(())
+    }
+
+    pub fn check_node(&self, node_id: i64) -> Result<(), AgentError> {
+        let buckets = self.nodes.lock().expect("limits are never poisoned");
+        buckets.check(&node_id, Instant::now()).map_err(limited)
+    }
+
+    pub fn take_node(&self, node_id: i64) {
+        let mut buckets = self.nodes.lock().expect("limits are never poisoned");
+        buckets.take(&node_id, Instant::now());
+    }
+
+    pub fn prune(&self) {
+        let now = Instant::now();
+        self.addresses.lock().expect("limits are never poisoned").prune(now);
+        self.nodes.lock().expect("limits are never poisoned").prune(now);
+    }
+}
+
+/// What every handler reaches.
+#[derive(Clone)]
+pub struct State {
+    pub store: Store,
+    pub wake: Arc<Wake>,
+    pub limits: Arc<Limits>,
+}
+
+/// A route handler with the state bound.
+fn with<Req, Resp, F, Fut>(
+    state: &State,
+    handler: F,
+) -> impl Fn(Req) -> std::pin::Pin<Box<dyn Future<Output = Result<Resp, RpcError>> + Send>> + Send + Sync + 'static
+where
+    Req: Send + 'static,
+    Resp: Send + 'static,
+    F: Fn(State, Req) -> Fut + Send + Sync + Copy + 'static,
+    Fut: Future<Output = Result<Resp, RpcError>> + Send + 'static,
+{
+    let state = state.clone();
+    move |request| Box::pin(handler(state.clone(), request))
+}
+
+/// Adds the agent channel's questions to `server`.
+pub fn routes(server: RpcServer, state: State) -> RpcServer {
+    let agent_state = state.clone();
+    server
+        .route_with_body(ops::AGENT_REQUEST, move |request: AgentRequest, body: Bytes| {
+            let state = agent_state.clone();
+            async move {
+                let response: AgentResponse = agent::handle(&state, request, body).await;
+                Ok((response, Bytes::new()))
+            }
+        })
+        .route(ops::LIST_JOINS, with(&state, operator::list_joins))
+        .route(ops::APPROVE_JOIN, with(&state, operator::approve_join))
+        .route(ops::REJECT_JOIN, with(&state, operator::reject_join))
+        .route(ops::REOPEN_JOIN, with(&state, operator::reopen_join))
+        .route(ops::LIST_NODES, with(&state, operator::list_nodes))
+        .route(ops::GET_NODE, with(&state, operator::get_node))
+        .route(ops::DISCONNECT_NODE, with(&state, operator::disconnect_node))
+        .route(ops::CREATE_JOB, with(&state, operator::create_job))
+        .route(ops::LIST_JOBS, with(&state, operator::list_jobs))
+        .route(ops::GET_JOB, with(&state, operator::get_job))
+        .route(ops::JOB_OUTPUT, with(&state, operator::job_output))
+        .route(ops::CANCEL_JOB, with(&state, operator::cancel_job))
+        .route(ops::MARK_JOB_FAILED, with(&state, operator::mark_job_failed))
+        .route(ops::REFUSAL_COUNT, with(&state, operator::refusal_count))
+}

@@ -1,0 +1,290 @@
+//! The operator acts on joins, nodes and jobs. Each checks the actor's level (ARCHITECTURE.md
+//! decision 6.2-3) before it reads or changes anything.
+
+use capstan_events::{
+    agent_channel::{
+        rpc::{
+            ApproveJoin, Approved, CreateJob, DecideJoin, Done, JobCreated, JobOutput, JobOutputRequest,
+            JobRef, JobState, JobView, Jobs, JoinFilter, Joins, ListJobs, ListJoins, ListNodes, NodeRef,
+            NodeView, Nodes, RefusalCount, RefusalCountRequest,
+        },
+        JoinRejected, NodeApproved,
+    },
+    rpc::{ErrorCode, Level, RpcError},
+};
+use chrono::Utc;
+
+use super::State;
+use crate::{
+    actions::{self, emit, unavailable, Asker, PairingEnd},
+    domain::{jobs::lost, joins::reopenable, JOIN_TTL},
+    store::{self, Binding},
+};
+
+type Answer<T> = Result<T, RpcError>;
+
+fn not_found(what: String) -> RpcError {
+    RpcError::new(ErrorCode::NotFound, what)
+}
+
+fn conflict(what: impl Into<String>) -> RpcError {
+    RpcError::new(ErrorCode::Conflict, what)
+}
+
+pub async fn list_joins(state: State, request: ListJoins) -> Answer<Joins> {
+    request.actor.require(Level::Read, "listing joins")?;
+    let filter = match request.state {
+        JoinFilter::Pending => "pending",
+        JoinFilter::Rejected => "rejected",
+        JoinFilter::All => "all",
+    };
+    let mut connection = state.store.pool().acquire().await.map_err(|error| unavailable(error.into()))?;
+    let rows = store::list_joins(&mut connection, filter).await.map_err(unavailable)?;
+    let now = Utc::now();
+    let mut joins = Vec::with_capacity(rows.len());
+    for row in rows {
+        let taken = store::paired_node_named(&mut connection, &row.name).await.map_err(unavailable)?;
+        joins.push(actions::join_view(&row, taken, now));
+    }
+    Ok(Joins { joins })
+}
+
+/// AC-06: binds the join's key to a new node, or to the unpaired node the operator names.
+pub async fn approve_join(state: State, request: ApproveJoin) -> Answer<Approved> {
+    request.actor.require(Level::Admin, "approving a join")?;
+    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    let join = store::join_by_id(&mut transaction, request.join_id)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| not_found(format!("no join request {}", request.join_id)))?;
+    if join.state != "pending" || join.expires_at <= Utc::now() {
+        return Err(conflict(format!("join request {} is not pending", join.id)));
+    }
+    if store::node_by_fingerprint(&mut transaction, &join.fingerprint).await.map_err(unavailable)?.is_some() {
+        return Err(conflict("this key is already paired with a node"));
+    }
+    let binding = Binding {
+        public_key: &join.public_key,
+        fingerprint: &join.fingerprint,
+        addresses: &join.addresses.0,
+        site_root: join.site_root.as_deref(),
+        container: join.container.as_deref(),
+        agent_version: &join.agent_version,
+    };
+    let node_id = match request.node_id {
+        None => store::insert_node(&mut transaction, &join.name, &binding).await.map_err(unavailable)?,
+        Some(node_id) => {
+            store::lock_node(&mut transaction, node_id)
+                .await
+                .map_err(unavailable)?
+                .ok_or_else(|| not_found(format!("no node {node_id}")))?;
+            if !store::bind_key(&mut transaction, node_id, &binding).await.map_err(unavailable)? {
+                return Err(conflict(format!("node {node_id} already has a paired agent; disconnect it first")));
+            }
+            node_id
+        }
+    };
+    store::decide_join(&mut transaction, join.id, "approved", &request.actor.name, Some(node_id))
+        .await
+        .map_err(unavailable)?;
+    let node = store::node_by_id(&mut transaction, node_id).await.map_err(unavailable)?.ok_or_else(|| not_found(format!("no node {node_id}")))?;
+    let approved = NodeApproved {
+        request_id: join.id,
+        node_id,
+        name: node.name.clone(),
+        fingerprint: join.fingerprint.clone(),
+        addresses: join.addresses.0.clone(),
+        site_root: node.site_root.clone(),
+        container: node.container.clone(),
+        approved_by: request.actor.name.clone(),
+    };
+    emit(&mut transaction, approved, format!("node/{node_id}")).await.map_err(unavailable)?;
+    transaction.commit().await.map_err(|error| unavailable(error.into()))?;
+    Ok(Approved { node_id })
+}
+
+pub async fn reject_join(state: State, request: DecideJoin) -> Answer<Done> {
+    request.actor.require(Level::Admin, "rejecting a join")?;
+    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    let join = store::join_by_id(&mut transaction, request.join_id)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| not_found(format!("no join request {}", request.join_id)))?;
+    if join.state != "pending" {
+        return Err(conflict(format!("join request {} is not pending", join.id)));
+    }
+    store::decide_join(&mut transaction, join.id, "rejected", &request.actor.name, None)
+        .await
+        .map_err(unavailable)?;
+    let rejected = JoinRejected {
+        request_id: join.id,
+        name: join.name.clone(),
+        fingerprint: join.fingerprint.clone(),
+        rejected_by: request.actor.name.clone(),
+    };
+    emit(&mut transaction, rejected, format!("join/{}", join.id)).await.map_err(unavailable)?;
+    transaction.commit().await.map_err(|error| unavailable(error.into()))?;
+    Ok(Done {})
+}
+
+/// AC-07: a join rejected within the last day becomes pending again (the node still asks with
+/// the same key, so the fingerprint was already compared).
+pub async fn reopen_join(state: State, request: DecideJoin) -> Answer<Done> {
+    request.actor.require(Level::Admin, "reopening a join")?;
+    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    let join = store::join_by_id(&mut transaction, request.join_id)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| not_found(format!("no join request {}", request.join_id)))?;
+    let now = Utc::now();
+    let rejected_at = join.decided_at.unwrap_or(join.requested_at);
+    if join.state != "rejected" || !reopenable(rejected_at, now) {
+        return Err(conflict(format!("join request {} was not rejected within the last day", join.id)));
+    }
+    let expires_at = now + chrono::Duration::from_std(JOIN_TTL).expect("an hour fits");
+    store::reopen_join(&mut transaction, join.id, expires_at).await.map_err(unavailable)?;
+    transaction.commit().await.map_err(|error| unavailable(error.into()))?;
+    Ok(Done {})
+}
+
+pub async fn list_nodes(state: State, request: ListNodes) -> Answer<Nodes> {
+    request.actor.require(Level::Read, "listing nodes")?;
+    let mut connection = state.store.pool().acquire().await.map_err(|error| unavailable(error.into()))?;
+    let now = Utc::now();
+    let nodes = store::list_nodes(&mut connection).await.map_err(unavailable)?;
+    Ok(Nodes { nodes: nodes.iter().map(|node| actions::node_view(node, now)).collect() })
+}
+
+pub async fn get_node(state: State, request: NodeRef) -> Answer<NodeView> {
+    request.actor.require(Level::Read, "reading a node")?;
+    let mut connection = state.store.pool().acquire().await.map_err(|error| unavailable(error.into()))?;
+    let node = store::node_by_id(&mut connection, request.node_id)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| not_found(format!("no node {}", request.node_id)))?;
+    Ok(actions::node_view(&node, Utc::now()))
+}
+
+pub async fn disconnect_node(state: State, request: NodeRef) -> Answer<Done> {
+    request.actor.require(Level::Admin, "disconnecting a node")?;
+    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    let node = store::lock_node(&mut transaction, request.node_id)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| not_found(format!("no node {}", request.node_id)))?;
+    if node.fingerprint.is_none() {
+        return Err(conflict(format!("node {} has no paired agent", node.id)));
+    }
+    actions::forget_agent(&mut transaction, &node, PairingEnd::Disconnected { by: &request.actor.name })
+        .await
+        .map_err(unavailable)?;
+    transaction.commit().await.map_err(|error| unavailable(error.into()))?;
+    Ok(Done {})
+}
+
+pub async fn create_job(state: State, request: CreateJob) -> Answer<JobCreated> {
+    request.actor.require(Level::Read, "running a job")?;
+    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    let node = store::node_by_id(&mut transaction, request.node_id)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| not_found(format!("no node {}", request.node_id)))?;
+    let asker = Asker {
+        name: &request.actor.name,
+        level: request.actor.level,
+        idempotency_key: None,
+        correlation_id: None,
+    };
+    let job = actions::create_job(&mut transaction, &node, &request.primitive, &request.params, &asker).await?;
+    transaction.commit().await.map_err(|error| unavailable(error.into()))?;
+    Ok(JobCreated { id: job.id, state: JobState::Pending })
+}
+
+pub async fn list_jobs(state: State, request: ListJobs) -> Answer<Jobs> {
+    request.actor.require(Level::Read, "listing jobs")?;
+    let limit = i64::from(request.limit.unwrap_or(50).clamp(1, 500));
+    let state_name = request.state.map(actions::job_state_name);
+    let mut connection = state.store.pool().acquire().await.map_err(|error| unavailable(error.into()))?;
+    let rows = store::list_jobs(&mut connection, request.node_id, state_name, limit).await.map_err(unavailable)?;
+    Ok(Jobs { jobs: rows.iter().map(actions::job_view).collect() })
+}
+
+pub async fn get_job(state: State, request: JobRef) -> Answer<JobView> {
+    request.actor.require(Level::Read, "reading a job")?;
+    let mut connection = state.store.pool().acquire().await.map_err(|error| unavailable(error.into()))?;
+    let job = store::job_by_id(&mut connection, request.job_id)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| not_found(format!("no job {}", request.job_id)))?;
+    Ok(actions::job_view(&job))
+}
+
+/// AC-36: only the output after `offset` (bytes, moved forward to a character boundary).
+pub async fn job_output(state: State, request: JobOutputRequest) -> Answer<JobOutput> {
+    request.actor.require(Level::Read, "reading a job's output")?;
+    let mut connection = state.store.pool().acquire().await.map_err(|error| unavailable(error.into()))?;
+    let (job_state, output) = store::job_output(&mut connection, request.job_id)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| not_found(format!("no job {}", request.job_id)))?;
+    let mut start = (request.offset as usize).min(output.len());
+    while !output.is_char_boundary(start) {
+        start += 1;
+    }
+    Ok(JobOutput {
+        state: actions::job_state(&job_state),
+        new_output: output[start..].to_string(),
+        offset: output.len() as u64,
+    })
+}
+
+/// Withdraws a pending job, or a running one the node holds waiting for its own approval
+/// (it learns so from job_status and ends it as refused).
+pub async fn cancel_job(state: State, request: JobRef) -> Answer<Done> {
+    request.actor.require(Level::Change, "cancelling a job")?;
+    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    let job = store::job_by_id(&mut transaction, request.job_id)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| not_found(format!("no job {}", request.job_id)))?;
+    if !matches!(job.state.as_str(), "pending" | "running") {
+        return Err(conflict(format!("job {} has already ended ({})", job.id, job.state)));
+    }
+    let reason = format!("withdrawn by {}", request.actor.name);
+    let ended = store::finish_job(&mut transaction, job.id, "withdrawn", Some(&reason), None, None, Some(&request.actor.name))
+        .await
+        .map_err(unavailable)?;
+    actions::announce_all_finished(&mut transaction, ended.as_slice()).await.map_err(unavailable)?;
+    transaction.commit().await.map_err(|error| unavailable(error.into()))?;
+    Ok(Done {})
+}
+
+/// AC-30: an operator marks a running job failed; it is recorded as lost, by whom, and the
+/// node is free for its next job.
+pub async fn mark_job_failed(state: State, request: JobRef) -> Answer<Done> {
+    request.actor.require(Level::Change, "marking a job as failed")?;
+    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    let job = store::job_by_id(&mut transaction, request.job_id)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| not_found(format!("no job {}", request.job_id)))?;
+    if job.state != "running" {
+        return Err(conflict(format!("job {} is not running ({})", job.id, job.state)));
+    }
+    let reason = lost::marked(&request.actor.name);
+    let ended = store::finish_job(&mut transaction, job.id, "lost", Some(&reason), None, None, Some(&request.actor.name))
+        .await
+        .map_err(unavailable)?;
+    actions::announce_all_finished(&mut transaction, ended.as_slice()).await.map_err(unavailable)?;
+    transaction.commit().await.map_err(|error| unavailable(error.into()))?;
+    Ok(Done {})
+}
+
+pub async fn refusal_count(state: State, request: RefusalCountRequest) -> Answer<RefusalCount> {
+    request.actor.require(Level::Read, "reading refusals")?;
+    let mut connection = state.store.pool().acquire().await.map_err(|error| unavailable(error.into()))?;
+    let refused = store::refusal_count(&mut connection, request.node_id, request.window_secs as f64)
+        .await
+        .map_err(unavailable)?;
+    Ok(RefusalCount { node_id: request.node_id, refused })
+}

@@ -1,0 +1,211 @@
+//! The job queue's SQL.
+
+use capstan_store::PgConnection;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use super::Result;
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct JobRow {
+    pub id: i64,
+    pub node_id: i64,
+    pub primitive: String,
+    pub class: String,
+    pub params: Json<Value>,
+    pub state: String,
+    pub outcome: Option<String>,
+    pub reason: Option<String>,
+    pub result: Option<Json<Value>>,
+    pub requested_by: String,
+    pub correlation_id: Option<Uuid>,
+    pub budget_s: i32,
+    pub created_at: DateTime<Utc>,
+    pub claimed_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+const JOB_COLUMNS: &str = "id, node_id, primitive, class, params, state, outcome, reason, result, \
+     requested_by, correlation_id, budget_s, created_at, claimed_at, finished_at";
+
+pub struct NewJob<'a> {
+    pub node_id: i64,
+    pub primitive: &'a str,
+    pub class: &'a str,
+    pub params: &'a Value,
+    pub requested_by: &'a str,
+    pub idempotency_key: Option<&'a str>,
+    pub correlation_id: Option<Uuid>,
+    pub budget_s: i32,
+    /// `pending`, or `refused` for a request the plane turns down at once.
+    pub state: &'a str,
+    pub reason: Option<&'a str>,
+}
+
+/// Inserts a job; `None` when its idempotency key already made one (the same key twice makes
+/// one job).
+pub async fn insert_job(connection: &mut PgConnection, job: &NewJob<'_>) -> Result<Option<JobRow>> {
+    let finished = job.state != "pending";
+    Ok(sqlx::query_as(&format!(
+        "INSERT INTO jobs (node_id, primitive, class, params, requested_by, idempotency_key, correlation_id,
+                           budget_s, state, outcome, reason, finished_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CASE WHEN $10 THEN $9 END, $11, CASE WHEN $10 THEN now() END)
+         ON CONFLICT (idempotency_key) DO NOTHING
+         RETURNING {JOB_COLUMNS}"
+    ))
+    .bind(job.node_id)
+    .bind(job.primitive)
+    .bind(job.class)
+    .bind(Json(job.params))
+    .bind(job.requested_by)
+    .bind(job.idempotency_key)
+    .bind(job.correlation_id)
+    .bind(job.budget_s)
+    .bind(job.state)
+    .bind(finished)
+    .bind(job.reason)
+    .fetch_optional(connection)
+    .await?)
+}
+
+pub async fn job_by_id(connection: &mut PgConnection, id: i64) -> Result<Option<JobRow>> {
+    Ok(sqlx::query_as(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1 FOR UPDATE"))
+        .bind(id)
+        .fetch_optional(connection)
+        .await?)
+}
+
+pub async fn job_by_key(connection: &mut PgConnection, key: &str) -> Result<Option<JobRow>> {
+    Ok(sqlx::query_as(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE idempotency_key = $1 FOR UPDATE"))
+        .bind(key)
+        .fetch_optional(connection)
+        .await?)
+}
+
+pub async fn list_jobs(
+    connection: &mut PgConnection,
+    node_id: Option<i64>,
+    state: Option<&str>,
+    limit: i64,
+) -> Result<Vec<JobRow>> {
+    Ok(sqlx::query_as(&format!(
+        "SELECT {JOB_COLUMNS} FROM jobs WHERE ($1::bigint IS NULL OR node_id = $1)
+             AND ($2::text IS NULL OR state = $2) ORDER BY id DESC LIMIT $3"
+    ))
+    .bind(node_id)
+    .bind(state)
+    .bind(limit)
+    .fetch_all(connection)
+    .await?)
+}
+
+/// Ends every running job of a node as lost with `reason` (an idle claim, a leave); returns them.
+pub async fn lose_running(connection: &mut PgConnection, node_id: i64, reason: &str) -> Result<Vec<JobRow>> {
+    Ok(sqlx::query_as(&format!(
+        "UPDATE jobs SET state = 'lost', outcome = 'lost', reason = $2, finished_at = now()
+         WHERE node_id = $1 AND state = 'running' RETURNING {JOB_COLUMNS}"
+    ))
+    .bind(node_id)
+    .bind(reason)
+    .fetch_all(connection)
+    .await?)
+}
+
+/// Ends as lost every running job past its claim budget (AC-29), of one node or of all.
+pub async fn lose_stale(connection: &mut PgConnection, node_id: Option<i64>, reason: &str) -> Result<Vec<JobRow>> {
+    Ok(sqlx::query_as(&format!(
+        "UPDATE jobs SET state = 'lost', outcome = 'lost', reason = $2, finished_at = now()
+         WHERE state = 'running' AND ($1::bigint IS NULL OR node_id = $1)
+           AND claimed_at + make_interval(secs => budget_s) < now()
+         RETURNING {JOB_COLUMNS}"
+    ))
+    .bind(node_id)
+    .bind(reason)
+    .fetch_all(connection)
+    .await?)
+}
+
+/// Withdraws every pending job of a node (its pairing ended).
+pub async fn withdraw_pending(connection: &mut PgConnection, node_id: i64, reason: &str) -> Result<Vec<JobRow>> {
+    Ok(sqlx::query_as(&format!(
+        "UPDATE jobs SET state = 'withdrawn', outcome = 'withdrawn', reason = $2, finished_at = now()
+         WHERE node_id = $1 AND state = 'pending' RETURNING {JOB_COLUMNS}"
+    ))
+    .bind(node_id)
+    .bind(reason)
+    .fetch_all(connection)
+    .await?)
+}
+
+pub async fn has_running(connection: &mut PgConnection, node_id: i64) -> Result<bool> {
+    Ok(sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM jobs WHERE node_id = $1 AND state = 'running')")
+        .bind(node_id)
+        .fetch_one(connection)
+        .await?)
+}
+
+/// The oldest pending job of a node, locked; skipped by any other transaction looking.
+pub async fn next_pending(connection: &mut PgConnection, node_id: i64) -> Result<Option<JobRow>> {
+    Ok(sqlx::query_as(&format!(
+        "SELECT {JOB_COLUMNS} FROM jobs WHERE node_id = $1 AND state = 'pending'
+         ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+    ))
+    .bind(node_id)
+    .fetch_optional(connection)
+    .await?)
+}
+
+pub async fn start_job(connection: &mut PgConnection, id: i64, now: DateTime<Utc>) -> Result<()> {
+    sqlx::query("UPDATE jobs SET state = 'running', claimed_at = $2 WHERE id = $1 AND state = 'pending'")
+        .bind(id)
+        .bind(now)
+        .execute(connection)
+        .await?;
+    Ok(())
+}
+
+/// Ends a job: `state` and `outcome` as given, with what the node said.
+pub async fn finish_job(
+    connection: &mut PgConnection,
+    id: i64,
+    state: &str,
+    reason: Option<&str>,
+    output: Option<&str>,
+    result: Option<&Value>,
+    marked_by: Option<&str>,
+) -> Result<Option<JobRow>> {
+    Ok(sqlx::query_as(&format!(
+        "UPDATE jobs SET state = $2, outcome = $2, reason = $3, output = COALESCE($4, output),
+             result = $5, marked_by = $6, finished_at = now()
+         WHERE id = $1 RETURNING {JOB_COLUMNS}"
+    ))
+    .bind(id)
+    .bind(state)
+    .bind(reason)
+    .bind(output)
+    .bind(result.map(Json))
+    .bind(marked_by)
+    .fetch_optional(connection)
+    .await?)
+}
+
+/// The job's output from byte `offset`, and its length.
+pub async fn job_output(connection: &mut PgConnection, id: i64) -> Result<Option<(String, String)>> {
+    Ok(sqlx::query_as("SELECT state, output FROM jobs WHERE id = $1")
+        .bind(id)
+        .fetch_optional(connection)
+        .await?)
+}
+
+pub async fn refusal_count(connection: &mut PgConnection, node_id: i64, window_secs: f64) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM jobs WHERE node_id = $1 AND outcome = 'refused'
+             AND finished_at > now() - make_interval(secs => $2)",
+    )
+    .bind(node_id)
+    .bind(window_secs)
+    .fetch_one(connection)
+    .await?)
+}

@@ -1,0 +1,358 @@
+//! The agent channel's SQL. Every statement is bound, never built from input; callers hold the
+//! transaction, so a state change and the events it causes commit together.
+
+use capstan_store::{PgConnection, StoreError};
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use crate::domain::claims::NodeFacts;
+
+mod jobs;
+pub use jobs::*;
+
+type Result<T> = std::result::Result<T, StoreError>;
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct NodeRow {
+    pub id: i64,
+    pub name: String,
+    pub public_key: Option<String>,
+    pub fingerprint: Option<String>,
+    pub addresses: Json<Vec<String>>,
+    pub site_root: Option<String>,
+    pub container: Option<String>,
+    pub agent_version: Option<String>,
+    pub vocabulary: Json<Vec<String>>,
+    pub claim_bytes: Option<i64>,
+    pub facts: Json<Map<String, Value>>,
+    pub connected_at: Option<DateTime<Utc>>,
+    pub last_seen_at: Option<DateTime<Utc>>,
+    pub left_at: Option<DateTime<Utc>>,
+}
+
+impl NodeRow {
+    pub fn node_facts(&self) -> NodeFacts {
+        NodeFacts {
+            agent_version: self.agent_version.clone(),
+            vocabulary: self.vocabulary.0.clone(),
+            claim_bytes: self.claim_bytes.map(|bytes| bytes as u64),
+            facts: self.facts.0.clone(),
+        }
+    }
+}
+
+const NODE_COLUMNS: &str = "id, name, public_key, fingerprint, addresses, site_root, container, \
+     agent_version, vocabulary, claim_bytes, facts, connected_at, last_seen_at, left_at";
+
+pub async fn node_by_id(connection: &mut PgConnection, id: i64) -> Result<Option<NodeRow>> {
+    Ok(sqlx::query_as(&format!("SELECT {NODE_COLUMNS} FROM nodes WHERE id = $1"))
+        .bind(id)
+        .fetch_optional(connection)
+        .await?)
+}
+
+/// The node, locked for the rest of the transaction: claims of one node are taken one at a time.
+pub async fn lock_node(connection: &mut PgConnection, id: i64) -> Result<Option<NodeRow>> {
+    Ok(sqlx::query_as(&format!("SELECT {NODE_COLUMNS} FROM nodes WHERE id = $1 FOR UPDATE"))
+        .bind(id)
+        .fetch_optional(connection)
+        .await?)
+}
+
+pub async fn node_by_fingerprint(
+    connection: &mut PgConnection,
+    fingerprint: &str,
+) -> Result<Option<NodeRow>> {
+    Ok(sqlx::query_as(&format!("SELECT {NODE_COLUMNS} FROM nodes WHERE fingerprint = $1"))
+        .bind(fingerprint)
+        .fetch_optional(connection)
+        .await?)
+}
+
+pub async fn list_nodes(connection: &mut PgConnection) -> Result<Vec<NodeRow>> {
+    Ok(sqlx::query_as(&format!("SELECT {NODE_COLUMNS} FROM nodes ORDER BY name, id"))
+        .fetch_all(connection)
+        .await?)
+}
+
+/// A paired node already called `name`, if any (a join claiming it is shown, never bound).
+pub async fn paired_node_named(connection: &mut PgConnection, name: &str) -> Result<Option<i64>> {
+    Ok(sqlx::query_scalar("SELECT id FROM nodes WHERE name = $1 AND fingerprint IS NOT NULL LIMIT 1")
+        .bind(name)
+        .fetch_optional(connection)
+        .await?)
+}
+
+pub struct Binding<'a> {
+    pub public_key: &'a str,
+    pub fingerprint: &'a str,
+    pub addresses: &'a [String],
+    pub site_root: Option<&'a str>,
+    pub container: Option<&'a str>,
+    pub agent_version: &'a str,
+}
+
+pub async fn insert_node(connection: &mut PgConnection, name: &str, binding: &Binding<'_>) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO nodes (name, public_key, fingerprint, addresses, site_root, container, agent_version, connected_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, now()) RETURNING id",
+    )
+    .bind(name)
+    .bind(binding.public_key)
+    .bind(binding.fingerprint)
+    .bind(Json(binding.addresses))
+    .bind(binding.site_root)
+    .bind(binding.container)
+    .bind(binding.agent_version)
+    .fetch_one(connection)
+    .await?)
+}
+
+/// Binds a key to an existing node that has none; fills an empty site root and container from
+/// the join (AC-06, AC-52), never replacing a set one. Returns false when the node is gone or
+/// already paired.
+pub async fn bind_key(connection: &mut PgConnection, node_id: i64, binding: &Binding<'_>) -> Result<bool> {
+    let updated = sqlx::query(
+        "UPDATE nodes SET public_key = $2, fingerprint = $3, addresses = $4,
+             site_root = COALESCE(NULLIF(site_root, ''), $5), container = COALESCE(container, $6),
+             agent_version = $7, connected_at = now(), left_at = NULL
+         WHERE id = $1 AND fingerprint IS NULL",
+    )
+    .bind(node_id)
+    .bind(binding.public_key)
+    .bind(binding.fingerprint)
+    .bind(Json(binding.addresses))
+    .bind(binding.site_root)
+    .bind(binding.container)
+    .bind(binding.agent_version)
+    .execute(connection)
+    .await?
+    .rows_affected();
+    Ok(updated == 1)
+}
+
+/// Forgets a node's key (AC-37, AC-38): one path for the node's leave and the operator's
+/// disconnect; a leave also records when the node left.
+pub async fn forget_key(connection: &mut PgConnection, node_id: i64, left: bool) -> Result<()> {
+    sqlx::query(
+        "UPDATE nodes SET public_key = NULL, fingerprint = NULL,
+             left_at = CASE WHEN $2 THEN now() ELSE left_at END
+         WHERE id = $1",
+    )
+    .bind(node_id)
+    .bind(left)
+    .execute(connection)
+    .await?;
+    Ok(())
+}
+
+pub async fn save_facts(
+    connection: &mut PgConnection,
+    node_id: i64,
+    facts: &NodeFacts,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE nodes SET agent_version = $2, vocabulary = $3, claim_bytes = $4, facts = $5, last_seen_at = $6
+         WHERE id = $1",
+    )
+    .bind(node_id)
+    .bind(&facts.agent_version)
+    .bind(Json(&facts.vocabulary))
+    .bind(facts.claim_bytes.map(|bytes| bytes as i64))
+    .bind(Json(&facts.facts))
+    .bind(now)
+    .execute(connection)
+    .await?;
+    Ok(())
+}
+
+pub async fn touch(connection: &mut PgConnection, node_id: i64, now: DateTime<Utc>) -> Result<()> {
+    sqlx::query("UPDATE nodes SET last_seen_at = $2 WHERE id = $1")
+        .bind(node_id)
+        .bind(now)
+        .execute(connection)
+        .await?;
+    Ok(())
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct JoinRow {
+    pub id: Uuid,
+    pub public_key: String,
+    pub fingerprint: String,
+    pub name: String,
+    pub source_address: String,
+    pub addresses: Json<Vec<String>>,
+    pub agent_version: String,
+    pub site_root: Option<String>,
+    pub container: Option<String>,
+    pub state: String,
+    pub requested_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub decided_at: Option<DateTime<Utc>>,
+    pub node_id: Option<i64>,
+}
+
+const JOIN_COLUMNS: &str = "id, public_key, fingerprint, name, source_address, addresses, \
+     agent_version, site_root, container, state, requested_at, expires_at, decided_at, node_id";
+
+pub async fn join_by_id(connection: &mut PgConnection, id: Uuid) -> Result<Option<JoinRow>> {
+    Ok(sqlx::query_as(&format!("SELECT {JOIN_COLUMNS} FROM joins WHERE id = $1 FOR UPDATE"))
+        .bind(id)
+        .fetch_optional(connection)
+        .await?)
+}
+
+/// The latest request of a key, locked.
+pub async fn latest_join_of_key(connection: &mut PgConnection, fingerprint: &str) -> Result<Option<JoinRow>> {
+    Ok(sqlx::query_as(&format!(
+        "SELECT {JOIN_COLUMNS} FROM joins WHERE fingerprint = $1 ORDER BY requested_at DESC LIMIT 1 FOR UPDATE"
+    ))
+    .bind(fingerprint)
+    .fetch_optional(connection)
+    .await?)
+}
+
+pub struct NewJoin<'a> {
+    pub id: Uuid,
+    pub public_key: &'a str,
+    pub fingerprint: &'a str,
+    pub name: &'a str,
+    pub source_address: &'a str,
+    pub addresses: &'a [String],
+    pub agent_version: &'a str,
+    pub site_root: Option<&'a str>,
+    pub container: Option<&'a str>,
+    pub expires_at: DateTime<Utc>,
+}
+
+pub async fn insert_join(connection: &mut PgConnection, join: &NewJoin<'_>) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO joins (id, public_key, fingerprint, name, source_address, addresses, agent_version,
+                            site_root, container, state, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10)",
+    )
+    .bind(join.id)
+    .bind(join.public_key)
+    .bind(join.fingerprint)
+    .bind(join.name)
+    .bind(join.source_address)
+    .bind(Json(join.addresses))
+    .bind(join.agent_version)
+    .bind(join.site_root)
+    .bind(join.container)
+    .bind(join.expires_at)
+    .execute(connection)
+    .await?;
+    Ok(())
+}
+
+/// Renews a request with what the node says now (name, addresses, version may change).
+pub async fn renew_join(connection: &mut PgConnection, id: Uuid, join: &NewJoin<'_>) -> Result<()> {
+    sqlx::query(
+        "UPDATE joins SET state = 'pending', name = $2, source_address = $3, addresses = $4,
+             agent_version = $5, site_root = $6, container = $7, expires_at = $8
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(join.name)
+    .bind(join.source_address)
+    .bind(Json(join.addresses))
+    .bind(join.agent_version)
+    .bind(join.site_root)
+    .bind(join.container)
+    .bind(join.expires_at)
+    .execute(connection)
+    .await?;
+    Ok(())
+}
+
+/// Pending requests, from one address and in all.
+pub async fn pending_counts(connection: &mut PgConnection, address: &str) -> Result<(i64, i64)> {
+    Ok(sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE source_address = $1), count(*)
+         FROM joins WHERE state = 'pending' AND expires_at > now()",
+    )
+    .bind(address)
+    .fetch_one(connection)
+    .await?)
+}
+
+pub async fn decide_join(
+    connection: &mut PgConnection,
+    id: Uuid,
+    state: &str,
+    by: &str,
+    node_id: Option<i64>,
+) -> Result<()> {
+    sqlx::query("UPDATE joins SET state = $2, decided_at = now(), decided_by = $3, node_id = $4 WHERE id = $1")
+        .bind(id)
+        .bind(state)
+        .bind(by)
+        .bind(node_id)
+        .execute(connection)
+        .await?;
+    Ok(())
+}
+
+pub async fn reopen_join(connection: &mut PgConnection, id: Uuid, expires_at: DateTime<Utc>) -> Result<()> {
+    sqlx::query("UPDATE joins SET state = 'pending', decided_at = NULL, decided_by = NULL, expires_at = $2 WHERE id = $1")
+        .bind(id)
+        .bind(expires_at)
+        .execute(connection)
+        .await?;
+    Ok(())
+}
+
+/// `pending`, `rejected` (within the reopen window) or every request of the last day.
+pub async fn list_joins(connection: &mut PgConnection, filter: &str) -> Result<Vec<JoinRow>> {
+    let condition = match filter {
+        "pending" => "state = 'pending' AND expires_at > now()",
+        "rejected" => "state = 'rejected' AND decided_at > now() - interval '1 day'",
+        _ => "requested_at > now() - interval '1 day' OR state IN ('pending', 'rejected')",
+    };
+    Ok(sqlx::query_as(&format!(
+        "SELECT {JOIN_COLUMNS} FROM joins WHERE {condition} ORDER BY requested_at DESC LIMIT 500"
+    ))
+    .fetch_all(connection)
+    .await?)
+}
+
+/// Marks unrenewed requests expired and retires keys rejected over a day ago; returns counts.
+pub async fn sweep_joins(connection: &mut PgConnection) -> Result<(u64, u64)> {
+    let expired = sqlx::query("UPDATE joins SET state = 'expired' WHERE state = 'pending' AND expires_at <= now()")
+        .execute(&mut *connection)
+        .await?
+        .rows_affected();
+    let retired = sqlx::query(
+        "UPDATE joins SET state = 'retired' WHERE state = 'rejected' AND decided_at <= now() - interval '1 day'",
+    )
+    .execute(connection)
+    .await?
+    .rows_affected();
+    Ok((expired, retired))
+}
+
+/// Records a nonce of a key; false when the key used it within the window (a replay).
+pub async fn record_nonce(connection: &mut PgConnection, fingerprint: &str, nonce: &str) -> Result<bool> {
+    let inserted = sqlx::query(
+        "INSERT INTO nonces (fingerprint, nonce) VALUES ($1, $2) ON CONFLICT (fingerprint, nonce)
+         DO UPDATE SET seen_at = now() WHERE nonces.seen_at < now() - interval '600 seconds'",
+    )
+    .bind(fingerprint)
+    .bind(nonce)
+    .execute(connection)
+    .await?
+    .rows_affected();
+    Ok(inserted == 1)
+}
+
+pub async fn prune_nonces(connection: &mut PgConnection) -> Result<u64> {
+    Ok(sqlx::query("DELETE FROM nonces WHERE seen_at < now() - interval '600 seconds'")
+        .execute(connection)
+        .await?
+        .rows_affected())
+}

@@ -1,0 +1,52 @@
+//! Periodic work, run by one replica per tick (a transaction-scoped advisory lock): joins that
+//! expired or whose rejection is over a day old, claims past their budget, old nonces.
+
+use capstan_store::{Store, StoreError};
+use std::{sync::Arc, time::Duration};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::{actions, domain::jobs::lost, rpc::Limits, store, wake::Wake};
+
+/// How often the sweep runs (AC-29 also runs it on every poll of the node concerned).
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
+
+pub async fn run(
+    store: Store,
+    limits: Arc<Limits>,
+    wake: Arc<Wake>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let mut ticks = tokio::time::interval(SWEEP_INTERVAL);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(()),
+            _ = ticks.tick() => {}
+        }
+        limits.prune();
+        wake.prune();
+        if let Err(error) = sweep(&store).await {
+            warn!(%error, "agent channel sweep failed; trying again next tick");
+        }
+    }
+}
+
+/// One sweep, if no other replica is sweeping now.
+pub async fn sweep(store: &Store) -> Result<(), StoreError> {
+    let mut transaction = store.begin().await?;
+    let leader: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(hashtext('capstan-agent-channel-sweep'))")
+        .fetch_one(&mut *transaction)
+        .await?;
+    if !leader {
+        return Ok(());
+    }
+    let (expired, retired) = store::sweep_joins(&mut transaction).await?;
+    let stale = store::lose_stale(&mut transaction, None, lost::BUDGET).await?;
+    actions::announce_all_finished(&mut transaction, &stale).await?;
+    let nonces = store::prune_nonces(&mut transaction).await?;
+    transaction.commit().await?;
+    if expired + retired + stale.len() as u64 > 0 {
+        info!(expired, retired, lost = stale.len(), nonces, "agent channel sweep");
+    }
+    Ok(())
+}
