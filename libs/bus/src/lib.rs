@@ -3,6 +3,7 @@
 //! request/reply rpc. `async-nats` is used here and nowhere else.
 #![forbid(unsafe_code)]
 
+pub mod bodies;
 mod consumer;
 mod publish;
 pub mod rpc;
@@ -15,7 +16,7 @@ pub use rpc::RpcServer;
 
 use async_nats::jetstream::{self, stream};
 use capstan_events::{Domain, DEAD_LETTER_STREAM, DEAD_LETTER_SUBJECTS, MAX_MESSAGE_BYTES};
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 /// What can go wrong on the bus, named for what the caller can do about it.
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +39,8 @@ pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 pub struct Bus {
     client: async_nats::Client,
     jetstream: jetstream::Context,
+    /// The bucket of large rpc bodies, looked up or created on first use.
+    bodies: Arc<tokio::sync::OnceCell<jetstream::object_store::ObjectStore>>,
 }
 
 impl Bus {
@@ -59,7 +62,11 @@ impl Bus {
         let jetstream = jetstream::ContextBuilder::new()
             .timeout(Duration::from_secs(10))
             .build(client.clone());
-        Ok(Bus { client, jetstream })
+        Ok(Bus {
+            client,
+            jetstream,
+            bodies: Arc::new(tokio::sync::OnceCell::new()),
+        })
     }
 
     /// Creates or updates the event stream and command stream of `domain`, and the shared

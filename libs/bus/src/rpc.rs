@@ -46,29 +46,34 @@ impl Bus {
                 format!("request to {subject}: {error}"),
             )
         })?;
-        let mut headers = HeaderMap::new();
-        if let Some(traceparent) = current_traceparent() {
-            headers.insert(TRACEPARENT, traceparent.as_str());
-        }
-        let answer = tokio::time::timeout(
-            timeout,
-            self.client()
-                .request_with_headers(subject.clone(), headers, payload.into()),
-        )
-        .await
-        .map_err(|_| {
-            RpcError::new(
-                ErrorCode::Unavailable,
-                format!("{domain} did not answer {op} within {timeout:?}"),
-            )
-        })?
-        .map_err(|error| {
-            RpcError::new(
-                ErrorCode::Unavailable,
-                format!("{domain} cannot be asked {op}: {error}"),
-            )
-        })?;
-        let reply: Reply<Resp> = serde_json::from_slice(&answer.payload).map_err(|error| {
+        // One deadline covers storing a large question, asking, and collecting the answer.
+        let exchange = async {
+            let mut headers = HeaderMap::new();
+            if let Some(traceparent) = current_traceparent() {
+                headers.insert(TRACEPARENT, traceparent.as_str());
+            }
+            let payload = self.pack_body(&mut headers, payload.into()).await?;
+            let answer = self
+                .client()
+                .request_with_headers(subject.clone(), headers, payload)
+                .await
+                .map_err(|error| {
+                    RpcError::new(
+                        ErrorCode::Unavailable,
+                        format!("{domain} cannot be asked {op}: {error}"),
+                    )
+                })?;
+            self.unpack(answer.headers.as_ref(), answer.payload).await
+        };
+        let (_, payload) = tokio::time::timeout(timeout, exchange)
+            .await
+            .map_err(|_| {
+                RpcError::new(
+                    ErrorCode::Unavailable,
+                    format!("{domain} did not answer {op} within {timeout:?}"),
+                )
+            })??;
+        let reply: Reply<Resp> = serde_json::from_slice(&payload).map_err(|error| {
             RpcError::new(
                 ErrorCode::Internal,
                 format!("{domain} answered {op} with something unreadable: {error}"),
@@ -260,11 +265,7 @@ impl RpcServer {
                 let span = info_span!("rpc", %domain, op = %op);
                 set_parent(&span, traceparent.as_deref());
                 let answer: Answer = async {
-                    let (meta, payload) = if with_body {
-                        bus.unpack(headers.as_ref(), request.payload).await?
-                    } else {
-                        (None, request.payload)
-                    };
+                    let (meta, payload) = bus.unpack(headers.as_ref(), request.payload).await?;
                     match route {
                         Some(route) => route(meta, payload).await,
                         None => Err(RpcError::new(
@@ -283,10 +284,7 @@ impl RpcServer {
                 let sent = if with_body {
                     send_with_body(&bus, reply_to, reply, body.unwrap_or_default()).await
                 } else {
-                    bus.client()
-                        .publish(reply_to, reply.into())
-                        .await
-                        .map_err(|error| error.to_string())
+                    send_plain(&bus, reply_to, reply).await
                 };
                 if let Err(error) = sent {
                     warn!(parent: &span, %error, "rpc answer not sent");
@@ -324,6 +322,26 @@ async fn send_with_body(
             let failed = serialise(&Reply::Error(error));
             headers.insert(META_HEADER, String::from_utf8_lossy(&failed).as_ref());
             Bytes::new()
+        }
+    };
+    bus.client()
+        .publish_with_headers(reply_to, headers, payload)
+        .await
+        .map_err(|error| error.to_string())
+}
+
+/// Sends a plain JSON reply, through the body store when it is too large for a message.
+async fn send_plain(
+    bus: &Bus,
+    reply_to: async_nats::Subject,
+    reply: Vec<u8>,
+) -> Result<(), String> {
+    let mut headers = HeaderMap::new();
+    let payload = match bus.pack_body(&mut headers, reply.into()).await {
+        Ok(payload) => payload,
+        Err(error) => {
+            headers = HeaderMap::new();
+            serialise(&Reply::Error(error)).into()
         }
     };
     bus.client()

@@ -154,3 +154,64 @@ pub async fn read_stream(bus: &crate::Bus, stream: &str, limit: usize) -> Vec<St
     }
     messages
 }
+
+/// How many bodies wait in the rpc body store (none when the bucket was never made): what a
+/// test checks to see that a receiver collected what was checked in for it.
+pub async fn stored_bodies(bus: &crate::Bus) -> usize {
+    use futures::StreamExt;
+    let Ok(bucket) = bus
+        .jetstream()
+        .get_object_store(crate::bodies::BODY_BUCKET)
+        .await
+    else {
+        return 0;
+    };
+    let mut objects = bucket.list().await.expect("the body bucket lists");
+    let mut count = 0;
+    while let Some(object) = objects.next().await {
+        object.expect("an object's info reads");
+        count += 1;
+    }
+    count
+}
+
+/// A plain subscriber beside the real ones, to see messages as they travel (headers and
+/// payload): which bodies went inline and which through the body store.
+pub struct Spy {
+    subscriber: async_nats::Subscriber,
+}
+
+/// Starts watching `subject` (wildcards allowed; replies travel on `_INBOX.>`).
+pub async fn spy(bus: &crate::Bus, subject: &str) -> Spy {
+    let subscriber = bus
+        .client()
+        .subscribe(subject.to_string())
+        .await
+        .expect("the spy subscribes");
+    bus.client()
+        .flush()
+        .await
+        .expect("the subscription reaches the server");
+    Spy { subscriber }
+}
+
+impl Spy {
+    /// The next message seen, or `None` after `within`.
+    pub async fn next(&mut self, within: Duration) -> Option<StoredMessage> {
+        use futures::StreamExt;
+        let message = tokio::time::timeout(within, self.subscriber.next())
+            .await
+            .ok()??;
+        let mut headers = std::collections::HashMap::new();
+        for (name, values) in message.headers.iter().flat_map(|headers| headers.iter()) {
+            if let Some(value) = values.first() {
+                headers.insert(name.to_string(), value.to_string());
+            }
+        }
+        Some(StoredMessage {
+            subject: message.subject.to_string(),
+            headers,
+            payload: message.payload,
+        })
+    }
+}

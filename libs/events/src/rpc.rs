@@ -135,7 +135,10 @@ impl Actor {
         } else {
             Err(RpcError::new(
                 ErrorCode::Forbidden,
-                format!("{what} needs level {}; {} has {}", needed as u8, self.name, self.level as u8),
+                format!(
+                    "{what} needs level {}; {} has {}",
+                    needed as u8, self.name, self.level as u8
+                ),
             ))
         }
     }
@@ -158,18 +161,34 @@ mod tests {
 
     #[test]
     fn levels_travel_as_their_numbers_and_only_7_8_10_exist() {
-        assert_eq!(serde_json::to_value(Level::Admin).unwrap(), serde_json::json!(10));
-        assert_eq!(serde_json::from_value::<Level>(serde_json::json!(8)).unwrap(), Level::Change);
+        assert_eq!(
+            serde_json::to_value(Level::Admin).unwrap(),
+            serde_json::json!(10)
+        );
+        assert_eq!(
+            serde_json::from_value::<Level>(serde_json::json!(8)).unwrap(),
+            Level::Change
+        );
         assert!(serde_json::from_value::<Level>(serde_json::json!(9)).is_err());
     }
 
     #[test]
     fn an_actor_below_the_needed_level_is_forbidden() {
-        let reader = Actor { name: "ro".into(), level: Level::Read, address: None };
+        let reader = Actor {
+            name: "ro".into(),
+            level: Level::Read,
+            address: None,
+        };
         assert!(reader.require(Level::Read, "listing nodes").is_ok());
-        let refused = reader.require(Level::Admin, "approving a join").unwrap_err();
+        let refused = reader
+            .require(Level::Admin, "approving a join")
+            .unwrap_err();
         assert_eq!(refused.code, ErrorCode::Forbidden);
-        assert!(refused.message.contains("needs level 10"), "{}", refused.message);
+        assert!(
+            refused.message.contains("needs level 10"),
+            "{}",
+            refused.message
+        );
     }
 
     #[test]

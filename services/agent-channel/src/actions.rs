@@ -4,8 +4,9 @@
 
 use capstan_events::{
     agent_channel::{
-        primitives, rpc::{JobState, JobView, JoinState, JoinView, NodeView}, JobClaimed, JobFinished,
-        JobOutcome, JobQueued, NodeDisconnected, NodeLeft, PrimitiveClass,
+        primitives,
+        rpc::{JobState, JobView, JoinState, JoinView, NodeView},
+        JobClaimed, JobFinished, JobOutcome, JobQueued, NodeDisconnected, NodeLeft, PrimitiveClass,
     },
     rpc::{ErrorCode, Level, RpcError},
     Envelope, Message,
@@ -27,7 +28,10 @@ use crate::{
 /// A store failure as an rpc answer; the details go to the log, not to the asker.
 pub fn unavailable(error: StoreError) -> RpcError {
     tracing::error!(%error, "agent channel store failed");
-    RpcError::new(ErrorCode::Unavailable, "the agent channel's database did not answer")
+    RpcError::new(
+        ErrorCode::Unavailable,
+        "the agent channel's database did not answer",
+    )
 }
 
 pub async fn emit<M: Message>(
@@ -173,7 +177,10 @@ pub async fn create_job(
     asker: &Asker<'_>,
 ) -> Result<JobRow, RpcError> {
     if let Some(key) = asker.idempotency_key {
-        if let Some(existing) = store::job_by_key(connection, key).await.map_err(unavailable)? {
+        if let Some(existing) = store::job_by_key(connection, key)
+            .await
+            .map_err(unavailable)?
+        {
             return Ok(existing);
         }
     }
@@ -187,7 +194,11 @@ pub async fn create_job(
     if asker.level < needed {
         return Err(RpcError::new(
             ErrorCode::Forbidden,
-            format!("{primitive} is a {} word and needs level {}", class_name(word.class), needed as u8),
+            format!(
+                "{primitive} is a {} word and needs level {}",
+                class_name(word.class),
+                needed as u8
+            ),
         ));
     }
     word.check_params(params)
@@ -203,7 +214,11 @@ pub async fn create_job(
             RpcError::new(ErrorCode::NeedsNewerAgent, refusal.to_string())
         }
     })?;
-    let params = if params.is_null() { serde_json::json!({}) } else { params.clone() };
+    let params = if params.is_null() {
+        serde_json::json!({})
+    } else {
+        params.clone()
+    };
     let new = store::NewJob {
         node_id: node.id,
         primitive,
@@ -216,13 +231,18 @@ pub async fn create_job(
         state: "pending",
         reason: None,
     };
-    let job = match store::insert_job(connection, &new).await.map_err(unavailable)? {
+    let job = match store::insert_job(connection, &new)
+        .await
+        .map_err(unavailable)?
+    {
         Some(job) => job,
         // Another transaction made it with the same key a moment ago.
         None => store::job_by_key(connection, asker.idempotency_key.unwrap_or_default())
             .await
             .map_err(unavailable)?
-            .ok_or_else(|| RpcError::new(ErrorCode::Conflict, "the job was made and then removed"))?,
+            .ok_or_else(|| {
+                RpcError::new(ErrorCode::Conflict, "the job was made and then removed")
+            })?,
     };
     let queued = JobQueued {
         job_id: job.id,
@@ -230,38 +250,54 @@ pub async fn create_job(
         primitive: job.primitive.clone(),
         requested_by: job.requested_by.clone(),
     };
-    emit(connection, queued, format!("job/{}", job.id)).await.map_err(unavailable)?;
+    emit(connection, queued, format!("job/{}", job.id))
+        .await
+        .map_err(unavailable)?;
     metrics::counter!("capstan_agent_jobs_queued_total").increment(1);
     Ok(job)
 }
 
 /// Announces a job's end to whoever asked for it.
-pub async fn announce_finished(connection: &mut PgConnection, job: &JobRow) -> Result<(), StoreError> {
+pub async fn announce_finished(
+    connection: &mut PgConnection,
+    job: &JobRow,
+) -> Result<(), StoreError> {
     let finished = JobFinished {
         job_id: job.id,
         node_id: job.node_id,
         primitive: job.primitive.clone(),
-        outcome: job.outcome.as_deref().and_then(outcome_of).unwrap_or(JobOutcome::Lost),
+        outcome: job
+            .outcome
+            .as_deref()
+            .and_then(outcome_of)
+            .unwrap_or(JobOutcome::Lost),
         reason: job.reason.clone(),
         result: job.result.as_ref().map(|result| result.0.clone()),
         requested_by: job.requested_by.clone(),
         correlation_id: job.correlation_id,
     };
-    let envelope = Envelope::new(finished, Some(format!("job/{}", job.id))).correlated(job.correlation_id);
+    let envelope =
+        Envelope::new(finished, Some(format!("job/{}", job.id))).correlated(job.correlation_id);
     outbox::push(connection, envelope).await?;
     metrics::counter!("capstan_agent_jobs_finished_total", "outcome" => job.outcome.clone().unwrap_or_default())
         .increment(1);
     Ok(())
 }
 
-pub async fn announce_all_finished(connection: &mut PgConnection, jobs: &[JobRow]) -> Result<(), StoreError> {
+pub async fn announce_all_finished(
+    connection: &mut PgConnection,
+    jobs: &[JobRow],
+) -> Result<(), StoreError> {
     for job in jobs {
         announce_finished(connection, job).await?;
     }
     Ok(())
 }
 
-pub async fn announce_claimed(connection: &mut PgConnection, job: &JobRow) -> Result<(), StoreError> {
+pub async fn announce_claimed(
+    connection: &mut PgConnection,
+    job: &JobRow,
+) -> Result<(), StoreError> {
     let claimed = JobClaimed {
         job_id: job.id,
         node_id: job.node_id,
@@ -290,13 +326,18 @@ pub async fn forget_agent(
     };
     store::forget_key(connection, node.id, matches!(end, PairingEnd::Left)).await?;
     let lost = store::lose_running(connection, node.id, lost::LEFT).await?;
-    let withdrawn = store::withdraw_pending(connection, node.id, "the node's pairing ended").await?;
+    let withdrawn =
+        store::withdraw_pending(connection, node.id, "the node's pairing ended").await?;
     announce_all_finished(connection, &lost).await?;
     announce_all_finished(connection, &withdrawn).await?;
     let subject = format!("node/{}", node.id);
     match end {
         PairingEnd::Left => {
-            let left = NodeLeft { node_id: node.id, fingerprint, left_at: Utc::now() };
+            let left = NodeLeft {
+                node_id: node.id,
+                fingerprint,
+                left_at: Utc::now(),
+            };
             emit(connection, left, subject).await
         }
         PairingEnd::Disconnected { by } => {

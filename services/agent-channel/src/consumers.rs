@@ -64,10 +64,16 @@ impl Apply for Commands {
     }
 }
 
-async fn request_job(connection: &mut PgConnection, delivery: &Delivery) -> Result<(), HandlerError> {
+async fn request_job(
+    connection: &mut PgConnection,
+    delivery: &Delivery,
+) -> Result<(), HandlerError> {
     let envelope = decode::<RequestJob>(delivery)?;
     let request = &envelope.data;
-    let Some(node) = store::node_by_id(connection, request.node_id).await.map_err(retry)? else {
+    let Some(node) = store::node_by_id(connection, request.node_id)
+        .await
+        .map_err(retry)?
+    else {
         return Err(HandlerError::Reject(format!("no node {}", request.node_id)));
     };
     let asker = Asker {
@@ -77,9 +83,19 @@ async fn request_job(connection: &mut PgConnection, delivery: &Delivery) -> Resu
         idempotency_key: Some(&request.idempotency_key),
         correlation_id: envelope.correlationid.or(Some(envelope.id)),
     };
-    match actions::create_job(connection, &node, &request.primitive, &request.params, &asker).await {
+    match actions::create_job(
+        connection,
+        &node,
+        &request.primitive,
+        &request.params,
+        &asker,
+    )
+    .await
+    {
         Ok(_) => Ok(()),
-        Err(error) if error.code == ErrorCode::Unavailable => Err(HandlerError::Retry(error.message)),
+        Err(error) if error.code == ErrorCode::Unavailable => {
+            Err(HandlerError::Retry(error.message))
+        }
         Err(error) => {
             let class = match primitives::find(&request.primitive).map(|word| word.class) {
                 Some(capstan_events::agent_channel::PrimitiveClass::Change) => "change",
@@ -98,25 +114,46 @@ async fn request_job(connection: &mut PgConnection, delivery: &Delivery) -> Resu
                 state: "refused",
                 reason: Some(&error.message),
             };
-            if let Some(job) = store::insert_job(connection, &refused).await.map_err(retry)? {
-                actions::announce_finished(connection, &job).await.map_err(retry)?;
+            if let Some(job) = store::insert_job(connection, &refused)
+                .await
+                .map_err(retry)?
+            {
+                actions::announce_finished(connection, &job)
+                    .await
+                    .map_err(retry)?;
             }
             Ok(())
         }
     }
 }
 
-async fn cancel_job(connection: &mut PgConnection, delivery: &Delivery) -> Result<(), HandlerError> {
+async fn cancel_job(
+    connection: &mut PgConnection,
+    delivery: &Delivery,
+) -> Result<(), HandlerError> {
     let envelope = decode::<CancelJob>(delivery)?;
-    let Some(job) = store::job_by_key(connection, &envelope.data.idempotency_key).await.map_err(retry)? else {
+    let Some(job) = store::job_by_key(connection, &envelope.data.idempotency_key)
+        .await
+        .map_err(retry)?
+    else {
         return Ok(());
     };
     if !matches!(job.state.as_str(), "pending" | "running") {
         return Ok(());
     }
     let reason = format!("withdrawn by {}", envelope.data.requested_by);
-    let ended = store::finish_job(connection, job.id, "withdrawn", Some(&reason), None, None, Some(&envelope.data.requested_by))
+    let ended = store::finish_job(
+        connection,
+        job.id,
+        "withdrawn",
+        Some(&reason),
+        None,
+        None,
+        Some(&envelope.data.requested_by),
+    )
+    .await
+    .map_err(retry)?;
+    actions::announce_all_finished(connection, ended.as_slice())
         .await
-        .map_err(retry)?;
-    actions::announce_all_finished(connection, ended.as_slice()).await.map_err(retry)
+        .map_err(retry)
 }

@@ -35,13 +35,19 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     let rpc = rpc::routes(service.rpc(), state.clone());
     let listening = {
         let (wake, store) = (state.wake.clone(), state.store.clone());
-        let part: Part = Box::new(move |stop: CancellationToken| Box::pin(wake.listen(store, stop)));
+        let part: Part =
+            Box::new(move |stop: CancellationToken| Box::pin(wake.listen(store, stop)));
         part
     };
     let sweeping = {
-        let (store, limits, wake) = (state.store.clone(), state.limits.clone(), state.wake.clone());
-        let part: Part =
-            Box::new(move |stop: CancellationToken| Box::pin(tasks::run(store, limits, wake, stop)));
+        let (store, limits, wake) = (
+            state.store.clone(),
+            state.limits.clone(),
+            state.wake.clone(),
+        );
+        let part: Part = Box::new(move |stop: CancellationToken| {
+            Box::pin(tasks::run(store, limits, wake, stop))
+        });
         part
     };
     let commands = {
@@ -54,5 +60,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         });
         part
     };
-    service.run(rpc, vec![listening, sweeping, commands], shutdown).await
+    service
+        .run(rpc, vec![listening, sweeping, commands], shutdown)
+        .await
 }

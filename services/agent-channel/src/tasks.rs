@@ -34,9 +34,11 @@ pub async fn run(
 /// One sweep, if no other replica is sweeping now.
 pub async fn sweep(store: &Store) -> Result<(), StoreError> {
     let mut transaction = store.begin().await?;
-    let leader: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(hashtext('capstan-agent-channel-sweep'))")
-        .fetch_one(&mut *transaction)
-        .await?;
+    let leader: bool = sqlx::query_scalar(
+        "SELECT pg_try_advisory_xact_lock(hashtext('capstan-agent-channel-sweep'))",
+    )
+    .fetch_one(&mut *transaction)
+    .await?;
     if !leader {
         return Ok(());
     }
@@ -46,7 +48,13 @@ pub async fn sweep(store: &Store) -> Result<(), StoreError> {
     let nonces = store::prune_nonces(&mut transaction).await?;
     transaction.commit().await?;
     if expired + retired + stale.len() as u64 > 0 {
-        info!(expired, retired, lost = stale.len(), nonces, "agent channel sweep");
+        info!(
+            expired,
+            retired,
+            lost = stale.len(),
+            nonces,
+            "agent channel sweep"
+        );
     }
     Ok(())
 }

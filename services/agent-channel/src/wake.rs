@@ -48,7 +48,11 @@ impl Wake {
     }
 
     /// Listens for queued jobs until `shutdown`, reconnecting when the connection drops.
-    pub async fn listen(self: Arc<Self>, store: Store, shutdown: CancellationToken) -> anyhow::Result<()> {
+    pub async fn listen(
+        self: Arc<Self>,
+        store: Store,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<()> {
         while !shutdown.is_cancelled() {
             let mut listener = match sqlx::postgres::PgListener::connect_with(store.pool()).await {
                 Ok(listener) => listener,

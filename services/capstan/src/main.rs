@@ -1,9 +1,10 @@
 //! `capstan`: every service of the plane in one process (`capstan all`), one service alone
-//! (`capstan <service>`), and the admin commands (`capstan migrate`, ...).
+//! (`capstan <service>`), and the admin commands (`capstan migrate`,
+//! `capstan admin create-operator`, ...).
 #![forbid(unsafe_code)]
 
 use anyhow::Context;
-use capstan_events::Domain;
+use capstan_events::{rpc::Level, Domain};
 use capstan_runtime::Migrator;
 use capstan_settings::Settings;
 use clap::{Parser, Subcommand};
@@ -32,10 +33,36 @@ enum Command {
         /// The service: gateway, agent-channel, incidents, ...
         service: String,
     },
+    /// Operator administration: `capstan admin create-operator --name ada --level 10`.
+    Admin {
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
     /// Run one service alone: gateway, agent-channel, incidents, monitor, backups, rollouts,
     /// provisioning, dns or billing.
     #[command(external_subcommand)]
     Service(Vec<String>),
+}
+
+#[derive(Subcommand)]
+enum AdminCommand {
+    /// Create an operator and its first API token; prints `token: <token>` once (only a
+    /// digest is kept).
+    CreateOperator {
+        /// Lower-case letters, digits, '.', '_', '@' or '-'.
+        #[arg(long)]
+        name: String,
+        /// 7 reads and runs read jobs, 8 changes, 10 approves joins and disconnects.
+        #[arg(long, value_parser = parse_level)]
+        level: Level,
+    },
+}
+
+fn parse_level(value: &str) -> Result<Level, String> {
+    let number: u8 = value
+        .parse()
+        .map_err(|_| format!("{value:?} is not one of 7, 8, 10"))?;
+    Level::try_from(number)
 }
 
 type Run = fn(Settings, CancellationToken) -> BoxFuture<'static, anyhow::Result<()>>;
@@ -83,6 +110,11 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Command::Admin {
+            command: AdminCommand::CreateOperator { name, level },
+        } => capstan_runtime::command("capstan", move |settings, _| async move {
+            capstan_gateway::admin::create_operator(&settings, &name, level).await
+        }),
         Command::Service(words) => {
             let name = words.first().map(String::as_str).unwrap_or_default();
             match name.parse::<Domain>() {

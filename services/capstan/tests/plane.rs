@@ -219,3 +219,94 @@ async fn capstan_migrate_gives_every_service_its_schema_and_capstan_health_asks_
     }
     assert!(terminate(billing).status.success());
 }
+
+/// Polls `/livez` until the gateway answers at all.
+async fn wait_for_gateway(listen: &str, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while reqwest::get(format!("http://{listen}/livez"))
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "the gateway never listened");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capstan_admin_create_operator_prints_a_token_the_gateway_accepts() {
+    let nats = NatsServer::start();
+    let database = TestDatabase::create().await;
+    let create = |name: &str, level: &str| {
+        capstan(
+            &["admin", "create-operator", "--name", name, "--level", level],
+            &database,
+            &nats,
+            "127.0.0.1:1",
+        )
+        .output()
+        .unwrap()
+    };
+
+    let created = create("ada", "10");
+    let stdout = String::from_utf8_lossy(&created.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&created.stderr).to_string();
+    assert!(created.status.success(), "{stdout}\n{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "standard output is the token line alone: {stdout:?}"
+    );
+    let token = lines[0]
+        .strip_prefix("token: ")
+        .expect("a line `token: <token>`");
+    assert!(token.starts_with("cap_") && token.len() == 47, "{token}");
+    assert!(!stderr.contains(token), "the token is not logged");
+
+    // The same name again is refused, clearly; a bad level never reaches the database.
+    let again = create("ada", "8");
+    assert_eq!(again.status.code(), Some(1));
+    assert!(again.stdout.is_empty());
+    let said = String::from_utf8_lossy(&again.stderr);
+    assert!(said.contains("already exists"), "{said}");
+    let bad_level = create("bob", "9");
+    assert_eq!(bad_level.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad_level.stderr).contains("7, 8, 10"));
+
+    let listen = free_address();
+    let gateway = capstan(&["gateway"], &database, &nats, &listen)
+        .spawn()
+        .unwrap();
+    wait_for_gateway(&listen, Duration::from_secs(60)).await;
+    let client = reqwest::Client::new();
+    let document = client
+        .get(format!("http://{listen}/api/v1/openapi.json"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(document.status(), 200);
+    let wrong = client
+        .get(format!("http://{listen}/api/v1/openapi.json"))
+        .bearer_auth(format!("cap_{}", "A".repeat(43)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    // A level-10 operator passes the door of an admin act (nothing answers behind it here).
+    let approve = client
+        .post(format!(
+            "http://{listen}/api/v1/joins/0190b5c2-7d1e-7a3c-9f00-000000000001/approve"
+        ))
+        .bearer_auth(token)
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approve.status(), 503);
+    let output = terminate(gateway);
+    assert!(
+        !String::from_utf8_lossy(&output.stdout).contains(token),
+        "the token is not logged by the gateway"
+    );
+}

@@ -2,36 +2,40 @@
 
 use axum::{
     extract::{MatchedPath, Request, State},
-    http::{header, StatusCode},
+    http::{header, StatusCode, Uri},
     middleware::{self, Next},
     response::{IntoResponse, Response},
-    routing::get,
     Router,
 };
 use capstan_bus::Bus;
+use capstan_store::Store;
 use capstan_telemetry::{propagation, MetricsHandle};
 use std::time::Duration;
 use tracing::{info_span, Instrument};
+
+use crate::error::ApiError;
 
 /// What every handler can reach.
 #[derive(Clone)]
 pub struct AppState {
     pub bus: Bus,
+    /// The `gateway` schema: operators, tokens, audit.
+    pub store: Store,
     pub rpc_timeout: Duration,
     pub metrics: MetricsHandle,
 }
 
-/// The gateway's routes, testable in-process.
+/// The gateway's routes (every one from [`crate::routes::ROUTES`]), testable in-process. A
+/// path or method it does not know is answered in the documented JSON error shape.
 pub fn app(state: AppState) -> Router {
-    Router::new()
-        .route("/healthz", get(crate::health::healthz))
-        .route("/livez", get(|| async { "live\n" }))
-        .route("/metrics", get(metrics))
+    crate::routes::router(&state)
+        .fallback(|uri: Uri| async move { ApiError::no_route(uri.path()) })
+        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(middleware::from_fn(trace_request))
         .with_state(state)
 }
 
-async fn metrics(State(state): State<AppState>) -> Response {
+pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(),

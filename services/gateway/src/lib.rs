@@ -4,8 +4,17 @@
 //! domain rule.
 #![forbid(unsafe_code)]
 
+pub mod admin;
+mod agent;
+pub mod error;
 mod health;
 mod http;
+pub mod identity;
+mod input;
+pub mod openapi;
+pub mod operator;
+pub mod routes;
+pub mod store;
 
 pub use http::{app, AppState};
 
@@ -19,7 +28,7 @@ use tracing::info;
 
 pub const DOMAIN: Domain = Domain::Gateway;
 
-/// The migrations of the `gateway` schema (operators, sessions, tokens, audit).
+/// The migrations of the `gateway` schema (operators, API tokens, audit).
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/gateway");
 
 /// Runs the gateway until `shutdown`: its rpc, its outbox relay and the HTTP listener.
@@ -33,6 +42,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         .with_context(|| format!("starting gateway: listening on {listen}"))?;
     let state = AppState {
         bus: service.bus.clone(),
+        store: service.store.clone(),
         rpc_timeout: settings.bus.rpc_timeout(),
         metrics,
     };

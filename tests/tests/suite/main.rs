@@ -1,8 +1,10 @@
 //! Workspace tests against real servers: each test starts its own `nats-server -js` and
 //! creates its own database, so they run in parallel and leave nothing behind.
 
+mod agent_channel;
 mod boundaries;
 mod dead_letters;
 mod nothing_lost;
 mod rpc;
+mod rpc_bodies;
 mod trace;

@@ -91,8 +91,16 @@ async fn one_trace_runs_from_the_gateway_through_an_rpc_and_an_event_into_its_co
     // its health over rpc.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
+    let gateway_store = capstan_store::Store::connect(database.url(), "gateway", 2)
+        .await
+        .unwrap();
+    gateway_store
+        .migrate(&capstan_gateway::MIGRATOR)
+        .await
+        .unwrap();
     let state = capstan_gateway::AppState {
         bus: bus.clone(),
+        store: gateway_store,
         rpc_timeout: Duration::from_secs(1),
         metrics: capstan_telemetry::metrics(None).unwrap(),
     };

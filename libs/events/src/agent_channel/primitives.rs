@@ -224,7 +224,10 @@ impl Primitive {
         for param in self.params {
             let Some(value) = object.get(param.name) else {
                 if param.required {
-                    return Err(format!("{} needs the parameter {:?}", self.name, param.name));
+                    return Err(format!(
+                        "{} needs the parameter {:?}",
+                        self.name, param.name
+                    ));
                 }
                 continue;
             };
@@ -272,8 +275,10 @@ mod tests {
     /// Adding or reclassing a word is a decision: this list changes with it.
     #[test]
     fn the_catalog_is_exactly_these_words_and_classes() {
-        let words: Vec<(&str, PrimitiveClass)> =
-            CATALOG.iter().map(|primitive| (primitive.name, primitive.class)).collect();
+        let words: Vec<(&str, PrimitiveClass)> = CATALOG
+            .iter()
+            .map(|primitive| (primitive.name, primitive.class))
+            .collect();
         use PrimitiveClass::*;
         assert_eq!(
             words,
@@ -296,7 +301,11 @@ mod tests {
         // AC-29: 15 minutes unless the word has its own budget; only apply_update needs more.
         for primitive in CATALOG {
             if primitive.name != "apply_update" {
-                assert!(primitive.claim_budget <= DEFAULT_CLAIM_BUDGET, "{}", primitive.name);
+                assert!(
+                    primitive.claim_budget <= DEFAULT_CLAIM_BUDGET,
+                    "{}",
+                    primitive.name
+                );
             }
         }
     }
@@ -304,21 +313,35 @@ mod tests {
     #[test]
     fn params_outside_the_declared_shape_are_refused_by_name() {
         let journal = find("unit_journal").unwrap();
-        assert!(journal.check_params(&json!({"unit": "nginx", "lines": 50})).is_ok());
+        assert!(journal
+            .check_params(&json!({"unit": "nginx", "lines": 50}))
+            .is_ok());
         assert!(journal.check_params(&json!({"unit": "nginx"})).is_ok());
         let cases = [
             (json!({}), "needs the parameter \"unit\""),
             (json!({"unit": "sshd"}), "unit must be one of"),
-            (json!({"unit": "nginx", "lines": 0}), "lines is 0, outside 1..=2000"),
-            (json!({"unit": "nginx", "lines": "ten"}), "lines must be a whole number"),
-            (json!({"unit": "nginx", "shell": "rm -rf /"}), "takes no parameter \"shell\""),
+            (
+                json!({"unit": "nginx", "lines": 0}),
+                "lines is 0, outside 1..=2000",
+            ),
+            (
+                json!({"unit": "nginx", "lines": "ten"}),
+                "lines must be a whole number",
+            ),
+            (
+                json!({"unit": "nginx", "shell": "rm -rf /"}),
+                "takes no parameter \"shell\"",
+            ),
             (json!(["nginx"]), "params must be a JSON object"),
         ];
         for (params, expected) in cases {
             let error = journal.check_params(&params).unwrap_err();
             assert!(error.contains(expected), "{params}: {error}");
         }
-        assert!(find("check_status").unwrap().check_params(&json!(null)).is_ok());
+        assert!(find("check_status")
+            .unwrap()
+            .check_params(&json!(null))
+            .is_ok());
         assert!(find("apply_update")
             .unwrap()
             .check_params(&json!({"version": "1.2.3\n"}))

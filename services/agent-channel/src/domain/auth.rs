@@ -174,7 +174,9 @@ mod tests {
         assert!(check_signature(&parsed, &key.public_key(), &request).is_ok());
         let stranger = NodeKey::generate();
         assert_eq!(
-            check_signature(&parsed, &stranger.public_key(), &request).unwrap_err().status(),
+            check_signature(&parsed, &stranger.public_key(), &request)
+                .unwrap_err()
+                .status(),
             401
         );
     }
@@ -184,12 +186,27 @@ mod tests {
         let key = NodeKey::generate();
         let mut unsigned = signed(&key, b"{}", 1_000);
         unsigned.signature = None;
-        assert_eq!(code(check_unkeyed(&unsigned, b"{}", 1_000)), "missing_signature");
+        assert_eq!(
+            code(check_unkeyed(&unsigned, b"{}", 1_000)),
+            "missing_signature"
+        );
         // A wrong body and a stale clock: the digest is named first.
-        assert_eq!(code(check_unkeyed(&signed(&key, b"{}", 1_000), b"{ }", 5_000)), "bad_digest");
-        assert_eq!(code(check_unkeyed(&signed(&key, b"{}", 1_000), b"{}", 1_301)), "clock_skew");
-        assert_eq!(code(check_unkeyed(&signed(&key, b"{}", 1_301), b"{}", 1_000)), "clock_skew");
-        assert_eq!(code(check_unkeyed(&signed(&key, b"{}", 1_300), b"{}", 1_000)), "ok");
+        assert_eq!(
+            code(check_unkeyed(&signed(&key, b"{}", 1_000), b"{ }", 5_000)),
+            "bad_digest"
+        );
+        assert_eq!(
+            code(check_unkeyed(&signed(&key, b"{}", 1_000), b"{}", 1_301)),
+            "clock_skew"
+        );
+        assert_eq!(
+            code(check_unkeyed(&signed(&key, b"{}", 1_301), b"{}", 1_000)),
+            "clock_skew"
+        );
+        assert_eq!(
+            code(check_unkeyed(&signed(&key, b"{}", 1_300), b"{}", 1_000)),
+            "ok"
+        );
     }
 
     #[test]
@@ -205,10 +222,18 @@ mod tests {
     #[test]
     fn every_refusal_has_the_documented_status_and_body_shape() {
         let cases = [
-            (AgentError::InvalidRequest("name".into()), 400, "invalid_request"),
+            (
+                AgentError::InvalidRequest("name".into()),
+                400,
+                "invalid_request",
+            ),
             (AgentError::unknown_key(), 401, "unknown_key"),
             (AgentError::replayed(), 401, "replayed"),
-            (AgentError::RateLimited { retry_after: 3 }, 429, "rate_limited"),
+            (
+                AgentError::RateLimited { retry_after: 3 },
+                429,
+                "rate_limited",
+            ),
             (AgentError::TooManyPending(""), 429, "too_many_pending"),
             (AgentError::AlreadyJoined, 409, "already_joined"),
             (AgentError::NotRunning(4), 409, "not_running"),
@@ -219,7 +244,10 @@ mod tests {
         for (error, status, code) in cases {
             assert_eq!((error.status(), error.code()), (status, code));
             assert_eq!(error.body()["error"]["code"], code);
-            assert!(!error.body()["error"]["message"].as_str().unwrap().is_empty());
+            assert!(!error.body()["error"]["message"]
+                .as_str()
+                .unwrap()
+                .is_empty());
         }
     }
 }

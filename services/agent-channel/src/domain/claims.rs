@@ -94,10 +94,16 @@ pub fn normalise_recipes(value: &Value) -> Result<Value, AgentError> {
         let mode = entry.get("mode")?.as_str()?;
         let verdict = entry.get("verdict").unwrap_or(&Value::Null);
         match mode {
-            "not-applicable" => Some(serde_json::json!({"name": name, "mode": mode, "verdict": null})),
+            "not-applicable" => {
+                Some(serde_json::json!({"name": name, "mode": mode, "verdict": null}))
+            }
             "armed" | "report-only" => match verdict {
-                Value::Null => Some(serde_json::json!({"name": name, "mode": mode, "verdict": null})),
-                Value::String(verdict) if ["pass", "fail", "unknown"].contains(&verdict.as_str()) => {
+                Value::Null => {
+                    Some(serde_json::json!({"name": name, "mode": mode, "verdict": null}))
+                }
+                Value::String(verdict)
+                    if ["pass", "fail", "unknown"].contains(&verdict.as_str()) =>
+                {
                     Some(serde_json::json!({"name": name, "mode": mode, "verdict": verdict}))
                 }
                 _ => None,
@@ -124,7 +130,11 @@ pub fn parse_claim(body: &[u8]) -> Result<Claim, AgentError> {
     ignored_fields.sort();
     let agent_version = match fields.get("agent_version").and_then(Value::as_str) {
         Some(version) if !version.is_empty() && version.len() <= 64 => version.to_string(),
-        _ => return Err(invalid("agent_version is required: a string of 1 to 64 characters")),
+        _ => {
+            return Err(invalid(
+                "agent_version is required: a string of 1 to 64 characters",
+            ))
+        }
     };
     let idle = match fields.get("idle") {
         None | Some(Value::Null) => false,
@@ -136,16 +146,28 @@ pub fn parse_claim(body: &[u8]) -> Result<Claim, AgentError> {
         Some(Value::Array(words)) if words.len() <= MAX_VOCABULARY => Some(
             words
                 .iter()
-                .map(|entry| word(entry).ok_or_else(|| invalid(format!("vocabulary: {entry} is not a primitive name"))))
+                .map(|entry| {
+                    word(entry).ok_or_else(|| {
+                        invalid(format!("vocabulary: {entry} is not a primitive name"))
+                    })
+                })
                 .collect::<Result<Vec<_>, _>>()?,
         ),
-        Some(_) => return Err(invalid(format!("vocabulary must be a list of at most {MAX_VOCABULARY} names"))),
+        Some(_) => {
+            return Err(invalid(format!(
+                "vocabulary must be a list of at most {MAX_VOCABULARY} names"
+            )))
+        }
     };
     let claim_bytes = match fields.get("claim_bytes") {
         None | Some(Value::Null) => None,
         Some(value) => match value.as_u64() {
             Some(bytes) if (1024..=MAX_CLAIM_BYTES).contains(&bytes) => Some(bytes),
-            _ => return Err(invalid(format!("claim_bytes must be a whole number from 1024 to {MAX_CLAIM_BYTES}"))),
+            _ => {
+                return Err(invalid(format!(
+                    "claim_bytes must be a whole number from 1024 to {MAX_CLAIM_BYTES}"
+                )))
+            }
         },
     };
     let mut facts = Map::new();
@@ -154,7 +176,12 @@ pub fn parse_claim(body: &[u8]) -> Result<Claim, AgentError> {
             "recipes" => normalise_recipes(value)?,
             "update_state" => match value.as_str() {
                 Some(state) if UPDATE_STATES.contains(&state) => value.clone(),
-                _ => return Err(invalid(format!("update_state must be one of {}", UPDATE_STATES.join(", ")))),
+                _ => {
+                    return Err(invalid(format!(
+                        "update_state must be one of {}",
+                        UPDATE_STATES.join(", ")
+                    )))
+                }
             },
             "update_offered" => match value {
                 Value::Null => value.clone(),
@@ -167,7 +194,9 @@ pub fn parse_claim(body: &[u8]) -> Result<Claim, AgentError> {
             },
             "cases" => {
                 if value.to_string().len() > MAX_CASES_BYTES {
-                    return Err(invalid(format!("cases must be at most {MAX_CASES_BYTES} bytes as JSON")));
+                    return Err(invalid(format!(
+                        "cases must be at most {MAX_CASES_BYTES} bytes as JSON"
+                    )));
                 }
                 value.clone()
             }
@@ -231,12 +260,30 @@ mod tests {
         let cases = [
             (json!({}), "agent_version"),
             (json!({"agent_version": "1", "idle": "yes"}), "idle"),
-            (json!({"agent_version": "1", "vocabulary": "check_status"}), "vocabulary"),
-            (json!({"agent_version": "1", "vocabulary": ["rm -rf"]}), "vocabulary"),
-            (json!({"agent_version": "1", "claim_bytes": 12}), "claim_bytes"),
-            (json!({"agent_version": "1", "update_state": "sideways"}), "update_state"),
-            (json!({"agent_version": "1", "log_access": true}), "log_access"),
-            (json!({"agent_version": "1", "recipes": "disk:armed:pass"}), "recipes"),
+            (
+                json!({"agent_version": "1", "vocabulary": "check_status"}),
+                "vocabulary",
+            ),
+            (
+                json!({"agent_version": "1", "vocabulary": ["rm -rf"]}),
+                "vocabulary",
+            ),
+            (
+                json!({"agent_version": "1", "claim_bytes": 12}),
+                "claim_bytes",
+            ),
+            (
+                json!({"agent_version": "1", "update_state": "sideways"}),
+                "update_state",
+            ),
+            (
+                json!({"agent_version": "1", "log_access": true}),
+                "log_access",
+            ),
+            (
+                json!({"agent_version": "1", "recipes": "disk:armed:pass"}),
+                "recipes",
+            ),
         ];
         for (body, field) in cases {
             let error = claim(body.clone()).unwrap_err();
@@ -274,9 +321,17 @@ mod tests {
         .unwrap();
         let stored = apply(&NodeFacts::default(), &first).unwrap();
         assert_eq!(stored.claim_limit(), 1_048_576);
-        assert_eq!(apply(&stored, &first), None, "the same claim again changes nothing");
+        assert_eq!(
+            apply(&stored, &first),
+            None,
+            "the same claim again changes nothing"
+        );
         let quieter = claim(json!({"agent_version": "1.2.3", "idle": true})).unwrap();
-        assert_eq!(apply(&stored, &quieter), None, "absent vocabulary and log_access keep their values");
+        assert_eq!(
+            apply(&stored, &quieter),
+            None,
+            "absent vocabulary and log_access keep their values"
+        );
         let upgraded = claim(json!({"agent_version": "1.3.0"})).unwrap();
         let next = apply(&stored, &upgraded).unwrap();
         assert_eq!(next.agent_version.as_deref(), Some("1.3.0"));

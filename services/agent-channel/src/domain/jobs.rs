@@ -91,7 +91,10 @@ pub fn too_large_reason(size: usize, limit: u64) -> String {
 
 /// AC-29: a running job older than its budget is lost.
 pub fn past_budget(claimed_at: DateTime<Utc>, budget: Duration, now: DateTime<Utc>) -> bool {
-    now.signed_duration_since(claimed_at).to_std().unwrap_or_default() > budget
+    now.signed_duration_since(claimed_at)
+        .to_std()
+        .unwrap_or_default()
+        > budget
 }
 
 /// The words a lost job ends with: what it did on the node is unknown.
@@ -100,7 +103,8 @@ pub mod lost {
         "the node checked in idle while the plane had this job running; what it did on the node is unknown";
     pub const BUDGET: &str =
         "no result came back within the claim budget; what it did on the node is unknown";
-    pub const LEFT: &str = "the node's pairing ended while the job was running; what it did on the node is unknown";
+    pub const LEFT: &str =
+        "the node's pairing ended while the job was running; what it did on the node is unknown";
 
     pub fn marked(by: &str) -> String {
         format!("marked as failed by {by}; what it did on the node is unknown")
@@ -109,7 +113,10 @@ pub mod lost {
 
 /// AC-26: a refusal reads "Refused by the node: <the node's reason>".
 pub fn refused_by_node(reason: Option<&str>) -> String {
-    format!("Refused by the node: {}", reason.unwrap_or("no reason given"))
+    format!(
+        "Refused by the node: {}",
+        reason.unwrap_or("no reason given")
+    )
 }
 
 #[cfg(test)]
@@ -131,14 +138,22 @@ mod tests {
     #[test]
     fn ac_19_an_unpaired_node_is_refused_and_told_to_pair() {
         let vocabulary = words(&["check_status"]);
-        let node = Routing { paired: false, agent_version: Some("1.0.0"), vocabulary: &vocabulary };
+        let node = Routing {
+            paired: false,
+            agent_version: Some("1.0.0"),
+            vocabulary: &vocabulary,
+        };
         assert_eq!(route(&node, "check_status"), Err(RoutingRefusal::NotPaired));
     }
 
     #[test]
     fn ac_21_a_missing_word_gets_the_standard_sentence_naming_it() {
         let vocabulary = words(&["check_status"]);
-        let node = Routing { paired: true, agent_version: Some("1.0.0"), vocabulary: &vocabulary };
+        let node = Routing {
+            paired: true,
+            agent_version: Some("1.0.0"),
+            vocabulary: &vocabulary,
+        };
         assert!(route(&node, "check_status").is_ok());
         let refusal = route(&node, "restart_unit").unwrap_err();
         assert_eq!(
@@ -150,7 +165,11 @@ mod tests {
     #[test]
     fn ac_20_below_the_floor_only_apply_update_is_offered() {
         let vocabulary = words(&["check_status", "apply_update"]);
-        let node = Routing { paired: true, agent_version: Some("0.0.1"), vocabulary: &vocabulary };
+        let node = Routing {
+            paired: true,
+            agent_version: Some("0.0.1"),
+            vocabulary: &vocabulary,
+        };
         assert!(route(&node, "apply_update").is_ok());
         let refusal = route(&node, "check_status").unwrap_err().to_string();
         assert!(refusal.contains("below the minimum 0.1.0"), "{refusal}");
@@ -160,7 +179,12 @@ mod tests {
     fn ac_16_a_job_over_the_claim_limit_does_not_fit() {
         let primitive = find("apply_update").unwrap();
         let budget = primitive.claim_budget.as_secs() as i32;
-        let small = claim_payload(1, primitive, &serde_json::json!({"version": "1.2.3"}), budget);
+        let small = claim_payload(
+            1,
+            primitive,
+            &serde_json::json!({"version": "1.2.3"}),
+            budget,
+        );
         assert!(fits(&small, 64 * 1024));
         assert!(!fits(&small, 100));
         assert_eq!(small["budget_s"], 1800);
@@ -171,8 +195,16 @@ mod tests {
     fn ac_29_a_claim_older_than_its_budget_is_lost() {
         let now = Utc::now();
         let budget = Duration::from_secs(15 * 60);
-        assert!(!past_budget(now - chrono::Duration::minutes(14), budget, now));
-        assert!(past_budget(now - chrono::Duration::minutes(16), budget, now));
+        assert!(!past_budget(
+            now - chrono::Duration::minutes(14),
+            budget,
+            now
+        ));
+        assert!(past_budget(
+            now - chrono::Duration::minutes(16),
+            budget,
+            now
+        ));
     }
 
     #[test]

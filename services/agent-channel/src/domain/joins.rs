@@ -45,15 +45,20 @@ pub fn valid_node_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(first) if first.is_ascii_lowercase() || first.is_ascii_digit())
         && name.len() <= 64
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'))
+        && chars
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'))
 }
 
 fn text(value: &serde_json::Value, field: &str, max: usize) -> Result<String, AgentError> {
     match value.as_str() {
-        Some(text) if !text.is_empty() && text.len() <= max && !text.chars().any(char::is_control) => {
+        Some(text)
+            if !text.is_empty() && text.len() <= max && !text.chars().any(char::is_control) =>
+        {
             Ok(text.to_string())
         }
-        Some(_) => Err(invalid(format!("{field} must be 1 to {max} printable characters"))),
+        Some(_) => Err(invalid(format!(
+            "{field} must be 1 to {max} printable characters"
+        ))),
         None => Err(invalid(format!("{field} must be a string"))),
     }
 }
@@ -81,14 +86,21 @@ pub fn parse_join(body: &[u8]) -> Result<ValidJoin, AgentError> {
         .map_err(|error| invalid(format!("public_key: {error}")))?;
     let agent_version = text(&body.agent_version, "agent_version", 64)?;
     let site_root = optional_text(&body.site_root, "site_root", 4096)?;
-    if site_root.as_deref().is_some_and(|root| !root.starts_with('/')) {
+    if site_root
+        .as_deref()
+        .is_some_and(|root| !root.starts_with('/'))
+    {
         return Err(invalid("site_root must be an absolute path"));
     }
     let container = optional_text(&body.container, "container", 128)?;
     if container.as_deref().is_some_and(|name| {
-        !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
     }) {
-        return Err(invalid("container must be a container name (letters, digits, . _ -)"));
+        return Err(invalid(
+            "container must be a container name (letters, digits, . _ -)",
+        ));
     }
     let addresses = match &body.addresses {
         serde_json::Value::Null => Vec::new(),
@@ -126,7 +138,9 @@ pub enum KnownKey {
     Paired,
     /// An open request exists.
     Pending,
-    Rejected { rejected_at: DateTime<Utc> },
+    Rejected {
+        rejected_at: DateTime<Utc>,
+    },
     Retired,
 }
 
@@ -159,7 +173,10 @@ pub fn decide(known: &KnownKey, now: DateTime<Utc>) -> JoinDecision {
 
 /// Whether a key rejected at `rejected_at` may still be reopened.
 pub fn reopenable(rejected_at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
-    now.signed_duration_since(rejected_at).to_std().unwrap_or_default() < REJECTED_REOPENABLE_FOR
+    now.signed_duration_since(rejected_at)
+        .to_std()
+        .unwrap_or_default()
+        < REJECTED_REOPENABLE_FOR
 }
 
 #[cfg(test)]
@@ -210,7 +227,10 @@ mod tests {
             assert_eq!(error.code(), "invalid_request");
             assert!(error.to_string().contains(field), "{overrides}: {error}");
         }
-        assert_eq!(parse_join(b"not json").unwrap_err().code(), "invalid_request");
+        assert_eq!(
+            parse_join(b"not json").unwrap_err().code(),
+            "invalid_request"
+        );
     }
 
     #[test]
@@ -221,12 +241,22 @@ mod tests {
         assert_eq!(decide(&KnownKey::Paired, now), JoinDecision::AlreadyJoined);
         let yesterday_morning = now - chrono::Duration::hours(23);
         assert_eq!(
-            decide(&KnownKey::Rejected { rejected_at: yesterday_morning }, now),
+            decide(
+                &KnownKey::Rejected {
+                    rejected_at: yesterday_morning
+                },
+                now
+            ),
             JoinDecision::AnswerRejected
         );
         let two_days_ago = now - chrono::Duration::hours(48);
         assert_eq!(
-            decide(&KnownKey::Rejected { rejected_at: two_days_ago }, now),
+            decide(
+                &KnownKey::Rejected {
+                    rejected_at: two_days_ago
+                },
+                now
+            ),
             JoinDecision::Retired
         );
         assert_eq!(decide(&KnownKey::Retired, now), JoinDecision::Retired);

@@ -22,7 +22,8 @@ impl<K: Hash + Eq + Clone> Buckets<K> {
         match self.buckets.get(key) {
             None => self.per_minute,
             Some((tokens, at)) => {
-                let refill = now.saturating_duration_since(*at).as_secs_f64() * self.per_minute / 60.0;
+                let refill =
+                    now.saturating_duration_since(*at).as_secs_f64() * self.per_minute / 60.0;
                 (tokens + refill).min(self.per_minute)
             }
         }
@@ -42,18 +43,21 @@ impl<K: Hash + Eq + Clone> Buckets<K> {
     /// Counts one request of `key`.
     pub fn take(&mut self, key: &K, now: Instant) {
         let level = self.level(key, now);
-        self.buckets.insert(key.clone(), ((level - 1.0).max(0.0), now));
+        self.buckets
+            .insert(key.clone(), ((level - 1.0).max(0.0), now));
     }
 
     /// Forgets buckets that have refilled completely, so the map does not grow forever.
     pub fn prune(&mut self, now: Instant) {
         let per_minute = self.per_minute;
         self.buckets.retain(|_, (tokens, at)| {
-            *tokens + now.saturating_duration_since(*at).as_secs_f64() * per_minute / 60.0 < per_minute
+            *tokens + now.saturating_duration_since(*at).as_secs_f64() * per_minute / 60.0
+                < per_minute
         });
     }
 
-    pub fn len(&self) -> usize {
+    /// How many keys have a bucket that is not full.
+    pub fn tracked(&self) -> usize {
         self.buckets.len()
     }
 }
@@ -72,7 +76,9 @@ mod tests {
         }
         let wait = buckets.check(&"10.0.0.1", now).unwrap_err();
         assert_eq!(wait, Duration::from_secs(1), "two tokens a second refill");
-        assert!(buckets.check(&"10.0.0.1", now + Duration::from_millis(600)).is_ok());
+        assert!(buckets
+            .check(&"10.0.0.1", now + Duration::from_millis(600))
+            .is_ok());
     }
 
     #[test]
@@ -93,8 +99,8 @@ mod tests {
             assert!(buckets.check(&1, now).is_ok());
         }
         buckets.take(&1, now);
-        assert_eq!(buckets.len(), 1);
+        assert_eq!(buckets.tracked(), 1);
         buckets.prune(now + Duration::from_secs(61));
-        assert_eq!(buckets.len(), 0);
+        assert_eq!(buckets.tracked(), 0);
     }
 }

@@ -35,7 +35,11 @@ pub async fn handle(state: &State, request: AgentRequest, body: Bytes) -> AgentR
         _ => signed_by_node(state, &request, &body).await,
     };
     let response = match answer {
-        Ok((status, body)) => AgentResponse { status, body, retry_after: None },
+        Ok((status, body)) => AgentResponse {
+            status,
+            body,
+            retry_after: None,
+        },
         Err(error) => AgentResponse {
             status: error.status(),
             body: error.body(),
@@ -48,8 +52,9 @@ pub async fn handle(state: &State, request: AgentRequest, body: Bytes) -> AgentR
 }
 
 fn body_of<T: for<'de> Deserialize<'de>>(body: &[u8], what: &str) -> Result<T, AgentError> {
-    serde_json::from_slice(body)
-        .map_err(|error| AgentError::InvalidRequest(format!("the {what} body is not valid: {error}")))
+    serde_json::from_slice(body).map_err(|error| {
+        AgentError::InvalidRequest(format!("the {what} body is not valid: {error}"))
+    })
 }
 
 /// Counts a request that proves no node against its address; refuses when the address is
@@ -75,11 +80,21 @@ async fn authenticate(
     .await;
     match checked {
         Ok(parsed) => {
-            let mut connection = state.store.pool().acquire().await.map_err(|error| AgentError::unavailable(error))?;
-            let fresh = store::record_nonce(&mut connection, parsed.keyid().as_str(), parsed.nonce())
+            let mut connection = state
+                .store
+                .pool()
+                .acquire()
                 .await
                 .map_err(AgentError::unavailable)?;
-            if fresh { Ok(parsed) } else { Err(AgentError::replayed()) }
+            let fresh =
+                store::record_nonce(&mut connection, parsed.keyid().as_str(), parsed.nonce())
+                    .await
+                    .map_err(AgentError::unavailable)?;
+            if fresh {
+                Ok(parsed)
+            } else {
+                Err(AgentError::replayed())
+            }
         }
         Err(error) => {
             meter_address(state, request)?;
@@ -91,7 +106,12 @@ async fn authenticate(
 async fn signed_by_node(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
     let mut found: Option<NodeRow> = None;
     authenticate(state, request, body, async |parsed| {
-        let mut connection = state.store.pool().acquire().await.map_err(AgentError::unavailable)?;
+        let mut connection = state
+            .store
+            .pool()
+            .acquire()
+            .await
+            .map_err(AgentError::unavailable)?;
         let node = store::node_by_fingerprint(&mut connection, parsed.keyid().as_str())
             .await
             .map_err(AgentError::unavailable)?
@@ -140,7 +160,7 @@ async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
                 message: "a join must be signed by the key it introduces".into(),
             });
         }
-        let key = join.public_key.clone();
+        let key = join.public_key;
         proposed = Some(join);
         Ok(key)
     })
@@ -180,7 +200,10 @@ async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
         expires_at,
     };
     let answer = |id: Uuid, state: &str, expires_at| {
-        (202, json!({"request_id": id, "fingerprint": fingerprint, "state": state, "expires_at": expires_at}))
+        (
+            202,
+            json!({"request_id": id, "fingerprint": fingerprint, "state": state, "expires_at": expires_at}),
+        )
     };
     let reply = match decide(&known, now) {
         JoinDecision::AlreadyJoined => return Err(AgentError::AlreadyJoined),
@@ -191,20 +214,25 @@ async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
         }
         JoinDecision::Renew => {
             let row = latest.expect("a pending key has its request");
-            store::renew_join(&mut transaction, row.id, &new).await.map_err(AgentError::unavailable)?;
+            store::renew_join(&mut transaction, row.id, &new)
+                .await
+                .map_err(AgentError::unavailable)?;
             answer(row.id, "pending", expires_at)
         }
         JoinDecision::Create => {
-            let (from_address, total) = store::pending_counts(&mut transaction, &request.source_address)
-                .await
-                .map_err(AgentError::unavailable)?;
+            let (from_address, total) =
+                store::pending_counts(&mut transaction, &request.source_address)
+                    .await
+                    .map_err(AgentError::unavailable)?;
             if from_address >= MAX_PENDING_PER_ADDRESS {
                 return Err(AgentError::TooManyPending(" from this address"));
             }
             if total >= MAX_PENDING_TOTAL {
                 return Err(AgentError::TooManyPending(""));
             }
-            store::insert_join(&mut transaction, &new).await.map_err(AgentError::unavailable)?;
+            store::insert_join(&mut transaction, &new)
+                .await
+                .map_err(AgentError::unavailable)?;
             let requested = JoinRequested {
                 request_id: new.id,
                 name: join.name.clone(),
@@ -220,7 +248,10 @@ async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
             answer(new.id, "pending", expires_at)
         }
     };
-    transaction.commit().await.map_err(|error| AgentError::unavailable(error))?;
+    transaction
+        .commit()
+        .await
+        .map_err(AgentError::unavailable)?;
     Ok(reply)
 }
 
@@ -234,7 +265,12 @@ async fn join_status(state: &State, request: &AgentRequest, body: &[u8]) -> Answ
     let mut found = None;
     authenticate(state, request, body, async |parsed| {
         let asked: JoinStatusBody = body_of(body, "join_status")?;
-        let mut connection = state.store.pool().acquire().await.map_err(AgentError::unavailable)?;
+        let mut connection = state
+            .store
+            .pool()
+            .acquire()
+            .await
+            .map_err(AgentError::unavailable)?;
         let join = store::join_by_id(&mut connection, asked.request_id)
             .await
             .map_err(AgentError::unavailable)?
@@ -245,7 +281,8 @@ async fn join_status(state: &State, request: &AgentRequest, body: &[u8]) -> Answ
                 message: "join_status must be signed by the key that asked to join".into(),
             });
         }
-        let key = PublicKey::from_base64(&join.public_key).map_err(|_| AgentError::unknown_key())?;
+        let key =
+            PublicKey::from_base64(&join.public_key).map_err(|_| AgentError::unknown_key())?;
         found = Some(join);
         Ok(key)
     })
@@ -262,7 +299,12 @@ struct JobStatusBody {
 
 async fn job_status(state: &State, node: &NodeRow, body: &[u8]) -> Answer {
     let asked: JobStatusBody = body_of(body, "job_status")?;
-    let mut connection = state.store.pool().acquire().await.map_err(AgentError::unavailable)?;
+    let mut connection = state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(AgentError::unavailable)?;
     let job = store::job_by_id(&mut connection, asked.job_id)
         .await
         .map_err(AgentError::unavailable)?
@@ -280,11 +322,20 @@ async fn leave(state: &State, node: &NodeRow) -> Answer {
     actions::forget_agent(&mut transaction, &node, PairingEnd::Left)
         .await
         .map_err(AgentError::unavailable)?;
-    transaction.commit().await.map_err(|error| AgentError::unavailable(error))?;
+    transaction
+        .commit()
+        .await
+        .map_err(AgentError::unavailable)?;
     Ok((200, json!({})))
 }
 
-const ARTIFACT_KINDS: &[&str] = &["manifest", "binary", "support_bundle", "release_manifest", "release_file"];
+const ARTIFACT_KINDS: &[&str] = &[
+    "manifest",
+    "binary",
+    "support_bundle",
+    "release_manifest",
+    "release_file",
+];
 const ARCHES: &[&str] = &["linux-amd64", "linux-arm64"];
 
 /// PROTOCOL.md "artifact": a request names a kind, never a path. No release has been
@@ -292,14 +343,25 @@ const ARCHES: &[&str] = &["linux-amd64", "linux-arm64"];
 /// is answered `404 not_found`.
 fn artifact(body: &[u8]) -> Answer {
     let asked: Value = body_of(body, "artifact")?;
-    let kind = asked.get("kind").and_then(Value::as_str).unwrap_or_default();
+    let kind = asked
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     if !ARTIFACT_KINDS.contains(&kind) {
-        return Err(AgentError::BadKind(format!("kind must be one of {}", ARTIFACT_KINDS.join(", "))));
+        return Err(AgentError::BadKind(format!(
+            "kind must be one of {}",
+            ARTIFACT_KINDS.join(", ")
+        )));
     }
     if let Some(arch) = asked.get("arch") {
         if !arch.as_str().is_some_and(|arch| ARCHES.contains(&arch)) {
-            return Err(AgentError::BadArch(format!("arch must be one of {}", ARCHES.join(", "))));
+            return Err(AgentError::BadArch(format!(
+                "arch must be one of {}",
+                ARCHES.join(", ")
+            )));
         }
     }
-    Err(AgentError::NotFound(format!("no {kind} has been published to this plane")))
+    Err(AgentError::NotFound(format!(
+        "no {kind} has been published to this plane"
+    )))
 }

@@ -61,13 +61,20 @@ pub async fn claim(state: &State, request: &AgentRequest, node: &NodeRow, body: 
 }
 
 fn answer(job: Option<Value>, claim: &Claim) -> (u16, Value) {
-    (200, json!({"job": job, "ignored_fields": claim.ignored_fields}))
+    (
+        200,
+        json!({"job": job, "ignored_fields": claim.ignored_fields}),
+    )
 }
 
 /// In one transaction on the locked node: takes the claim's facts (writing only what changed),
 /// loses what an idle claim or an exhausted budget says is lost, and hands out the oldest
 /// pending job when none is running.
-async fn report_and_dispatch(state: &State, node_id: i64, claim: Option<&Claim>) -> Result<Option<Value>, AgentError> {
+async fn report_and_dispatch(
+    state: &State,
+    node_id: i64,
+    claim: Option<&Claim>,
+) -> Result<Option<Value>, AgentError> {
     let now = Utc::now();
     let mut transaction = state.store.begin().await.map_err(AgentError::unavailable)?;
     let connection: &mut PgConnection = &mut transaction;
@@ -80,61 +87,109 @@ async fn report_and_dispatch(state: &State, node_id: i64, claim: Option<&Claim>)
     if let Some(claim) = claim {
         match claims::apply(&facts, claim) {
             Some(next) => {
-                store::save_facts(connection, node.id, &next, now).await.map_err(AgentError::unavailable)?;
+                store::save_facts(connection, node.id, &next, now)
+                    .await
+                    .map_err(AgentError::unavailable)?;
                 let reported = NodeReported {
                     node_id: node.id,
                     agent_version: next.agent_version.clone().unwrap_or_default(),
                     vocabulary: next.vocabulary.clone(),
                     facts: Value::Object(next.facts.clone()),
                 };
-                emit(connection, reported, format!("node/{}", node.id)).await.map_err(AgentError::unavailable)?;
+                emit(connection, reported, format!("node/{}", node.id))
+                    .await
+                    .map_err(AgentError::unavailable)?;
                 facts = next;
             }
             None => {
                 let stale = node.last_seen_at.is_none_or(|seen| {
-                    now.signed_duration_since(seen).to_std().unwrap_or_default() >= LAST_SEEN_RESOLUTION
+                    now.signed_duration_since(seen).to_std().unwrap_or_default()
+                        >= LAST_SEEN_RESOLUTION
                 });
                 if stale {
-                    store::touch(connection, node.id, now).await.map_err(AgentError::unavailable)?;
+                    store::touch(connection, node.id, now)
+                        .await
+                        .map_err(AgentError::unavailable)?;
                 }
             }
         }
         // AC-28: an idle agent runs nothing; whatever the plane holds as running was lost.
         if claim.idle {
-            let lost = store::lose_running(connection, node.id, lost::IDLE).await.map_err(AgentError::unavailable)?;
-            actions::announce_all_finished(connection, &lost).await.map_err(AgentError::unavailable)?;
+            let lost = store::lose_running(connection, node.id, lost::IDLE)
+                .await
+                .map_err(AgentError::unavailable)?;
+            actions::announce_all_finished(connection, &lost)
+                .await
+                .map_err(AgentError::unavailable)?;
         }
     }
     // AC-29: on every poll, running jobs past their budget are lost.
-    let stale = store::lose_stale(connection, Some(node.id), lost::BUDGET).await.map_err(AgentError::unavailable)?;
-    actions::announce_all_finished(connection, &stale).await.map_err(AgentError::unavailable)?;
+    let stale = store::lose_stale(connection, Some(node.id), lost::BUDGET)
+        .await
+        .map_err(AgentError::unavailable)?;
+    actions::announce_all_finished(connection, &stale)
+        .await
+        .map_err(AgentError::unavailable)?;
     let mut handed_out = None;
     // AC-25: one running job per node; a job is handed out once.
-    if !store::has_running(connection, node.id).await.map_err(AgentError::unavailable)? {
-        while let Some(job) = store::next_pending(connection, node.id).await.map_err(AgentError::unavailable)? {
+    if !store::has_running(connection, node.id)
+        .await
+        .map_err(AgentError::unavailable)?
+    {
+        while let Some(job) = store::next_pending(connection, node.id)
+            .await
+            .map_err(AgentError::unavailable)?
+        {
             let Some(primitive) = primitives::find(&job.primitive) else {
-                let ended = store::finish_job(connection, job.id, "refused", Some("the plane no longer knows this primitive"), None, None, None)
+                let ended = store::finish_job(
+                    connection,
+                    job.id,
+                    "refused",
+                    Some("the plane no longer knows this primitive"),
+                    None,
+                    None,
+                    None,
+                )
+                .await
+                .map_err(AgentError::unavailable)?;
+                actions::announce_all_finished(connection, ended.as_slice())
                     .await
                     .map_err(AgentError::unavailable)?;
-                actions::announce_all_finished(connection, ended.as_slice()).await.map_err(AgentError::unavailable)?;
                 continue;
             };
             let payload = jobs::claim_payload(job.id, primitive, &job.params.0, job.budget_s);
             if !jobs::fits(&payload, facts.claim_limit()) {
                 let reason = jobs::too_large_reason(payload.to_string().len(), facts.claim_limit());
-                let ended = store::finish_job(connection, job.id, "refused", Some(&reason), None, None, None)
+                let ended = store::finish_job(
+                    connection,
+                    job.id,
+                    "refused",
+                    Some(&reason),
+                    None,
+                    None,
+                    None,
+                )
+                .await
+                .map_err(AgentError::unavailable)?;
+                actions::announce_all_finished(connection, ended.as_slice())
                     .await
                     .map_err(AgentError::unavailable)?;
-                actions::announce_all_finished(connection, ended.as_slice()).await.map_err(AgentError::unavailable)?;
                 continue;
             }
-            store::start_job(connection, job.id, now).await.map_err(AgentError::unavailable)?;
-            actions::announce_claimed(connection, &job).await.map_err(AgentError::unavailable)?;
+            store::start_job(connection, job.id, now)
+                .await
+                .map_err(AgentError::unavailable)?;
+            actions::announce_claimed(connection, &job)
+                .await
+                .map_err(AgentError::unavailable)?;
             handed_out = Some(payload);
             break;
         }
     }
-    transaction.commit().await.map_err(|error| AgentError::unavailable(error))?;
+    transaction
+        .commit()
+        .await
+        .map_err(AgentError::unavailable)?;
     if handed_out.is_some() {
         metrics::counter!("capstan_agent_jobs_claimed_total").increment(1);
     }
@@ -154,22 +209,38 @@ struct ResultBody {
 }
 
 pub async fn result(state: &State, node: &NodeRow, body: &[u8]) -> Answer {
-    let reported: ResultBody = serde_json::from_slice(body)
-        .map_err(|error| AgentError::InvalidRequest(format!("the result body is not valid: {error}")))?;
+    let reported: ResultBody = serde_json::from_slice(body).map_err(|error| {
+        AgentError::InvalidRequest(format!("the result body is not valid: {error}"))
+    })?;
     if !["completed", "failed", "refused"].contains(&reported.outcome.as_str()) {
         return Err(AgentError::InvalidRequest(
-            "outcome must be completed, failed or refused (lost is only ever the plane's word)".into(),
+            "outcome must be completed, failed or refused (lost is only ever the plane's word)"
+                .into(),
         ));
     }
     let output = reported.output.unwrap_or_default();
     if output.len() > MAX_OUTPUT_BYTES {
-        return Err(AgentError::InvalidRequest(format!("output must be at most {MAX_OUTPUT_BYTES} bytes")));
+        return Err(AgentError::InvalidRequest(format!(
+            "output must be at most {MAX_OUTPUT_BYTES} bytes"
+        )));
     }
-    if reported.result.as_ref().is_some_and(|result| !result.is_object() && !result.is_null()) {
-        return Err(AgentError::InvalidRequest("result must be a JSON object or null".into()));
+    if reported
+        .result
+        .as_ref()
+        .is_some_and(|result| !result.is_object() && !result.is_null())
+    {
+        return Err(AgentError::InvalidRequest(
+            "result must be a JSON object or null".into(),
+        ));
     }
-    if reported.reason.as_ref().is_some_and(|reason| reason.len() > 4096) {
-        return Err(AgentError::InvalidRequest("reason must be at most 4096 bytes".into()));
+    if reported
+        .reason
+        .as_ref()
+        .is_some_and(|reason| reason.len() > 4096)
+    {
+        return Err(AgentError::InvalidRequest(
+            "reason must be at most 4096 bytes".into(),
+        ));
     }
     let mut transaction = state.store.begin().await.map_err(AgentError::unavailable)?;
     let job = store::job_by_id(&mut transaction, reported.job_id)
@@ -203,7 +274,10 @@ pub async fn result(state: &State, node: &NodeRow, body: &[u8]) -> Answer {
     actions::announce_all_finished(&mut transaction, ended.as_slice())
         .await
         .map_err(AgentError::unavailable)?;
-    transaction.commit().await.map_err(|error| AgentError::unavailable(error))?;
+    transaction
+        .commit()
+        .await
+        .map_err(AgentError::unavailable)?;
     Ok((200, json!({"ack": true})))
 }
 

@@ -15,9 +15,7 @@ use tokio::time::Instant;
 
 use crate::{
     domain::{
-        auth::AgentError,
-        rate::Buckets,
-        ADDRESS_REQUESTS_PER_MINUTE, NODE_REQUESTS_PER_MINUTE,
+        auth::AgentError, rate::Buckets, ADDRESS_REQUESTS_PER_MINUTE, NODE_REQUESTS_PER_MINUTE,
     },
     wake::Wake,
 };
@@ -39,7 +37,9 @@ impl Default for Limits {
 }
 
 fn limited(wait: std::time::Duration) -> AgentError {
-    AgentError::RateLimited { retry_after: wait.as_secs().max(1) }
+    AgentError::RateLimited {
+        retry_after: wait.as_secs().max(1),
+    }
 }
 
 impl Limits {
@@ -64,8 +64,14 @@ impl Limits {
 
     pub fn prune(&self) {
         let now = Instant::now();
-        self.addresses.lock().expect("limits are never poisoned").prune(now);
-        self.nodes.lock().expect("limits are never poisoned").prune(now);
+        self.addresses
+            .lock()
+            .expect("limits are never poisoned")
+            .prune(now);
+        self.nodes
+            .lock()
+            .expect("limits are never poisoned")
+            .prune(now);
     }
 }
 
@@ -81,7 +87,10 @@ pub struct State {
 fn with<Req, Resp, F, Fut>(
     state: &State,
     handler: F,
-) -> impl Fn(Req) -> std::pin::Pin<Box<dyn Future<Output = Result<Resp, RpcError>> + Send>> + Send + Sync + 'static
+) -> impl Fn(Req) -> std::pin::Pin<Box<dyn Future<Output = Result<Resp, RpcError>> + Send>>
+       + Send
+       + Sync
+       + 'static
 where
     Req: Send + 'static,
     Resp: Send + 'static,
@@ -96,25 +105,34 @@ where
 pub fn routes(server: RpcServer, state: State) -> RpcServer {
     let agent_state = state.clone();
     server
-        .route_with_body(ops::AGENT_REQUEST, move |request: AgentRequest, body: Bytes| {
-            let state = agent_state.clone();
-            async move {
-                let response: AgentResponse = agent::handle(&state, request, body).await;
-                Ok((response, Bytes::new()))
-            }
-        })
+        .route_with_body(
+            ops::AGENT_REQUEST,
+            move |request: AgentRequest, body: Bytes| {
+                let state = agent_state.clone();
+                async move {
+                    let response: AgentResponse = agent::handle(&state, request, body).await;
+                    Ok((response, Bytes::new()))
+                }
+            },
+        )
         .route(ops::LIST_JOINS, with(&state, operator::list_joins))
         .route(ops::APPROVE_JOIN, with(&state, operator::approve_join))
         .route(ops::REJECT_JOIN, with(&state, operator::reject_join))
         .route(ops::REOPEN_JOIN, with(&state, operator::reopen_join))
         .route(ops::LIST_NODES, with(&state, operator::list_nodes))
         .route(ops::GET_NODE, with(&state, operator::get_node))
-        .route(ops::DISCONNECT_NODE, with(&state, operator::disconnect_node))
+        .route(
+            ops::DISCONNECT_NODE,
+            with(&state, operator::disconnect_node),
+        )
         .route(ops::CREATE_JOB, with(&state, operator::create_job))
         .route(ops::LIST_JOBS, with(&state, operator::list_jobs))
         .route(ops::GET_JOB, with(&state, operator::get_job))
         .route(ops::JOB_OUTPUT, with(&state, operator::job_output))
         .route(ops::CANCEL_JOB, with(&state, operator::cancel_job))
-        .route(ops::MARK_JOB_FAILED, with(&state, operator::mark_job_failed))
+        .route(
+            ops::MARK_JOB_FAILED,
+            with(&state, operator::mark_job_failed),
+        )
         .route(ops::REFUSAL_COUNT, with(&state, operator::refusal_count))
 }

@@ -4,9 +4,9 @@
 use capstan_events::{
     agent_channel::{
         rpc::{
-            ApproveJoin, Approved, CreateJob, DecideJoin, Done, JobCreated, JobOutput, JobOutputRequest,
-            JobRef, JobState, JobView, Jobs, JoinFilter, Joins, ListJobs, ListJoins, ListNodes, NodeRef,
-            NodeView, Nodes, RefusalCount, RefusalCountRequest,
+            ApproveJoin, Approved, CreateJob, DecideJoin, Done, JobCreated, JobOutput,
+            JobOutputRequest, JobRef, JobState, JobView, Jobs, JoinFilter, Joins, ListJobs,
+            ListJoins, ListNodes, NodeRef, NodeView, Nodes, RefusalCount, RefusalCountRequest,
         },
         JoinRejected, NodeApproved,
     },
@@ -38,12 +38,21 @@ pub async fn list_joins(state: State, request: ListJoins) -> Answer<Joins> {
         JoinFilter::Rejected => "rejected",
         JoinFilter::All => "all",
     };
-    let mut connection = state.store.pool().acquire().await.map_err(|error| unavailable(error.into()))?;
-    let rows = store::list_joins(&mut connection, filter).await.map_err(unavailable)?;
+    let mut connection = state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(|error| unavailable(error.into()))?;
+    let rows = store::list_joins(&mut connection, filter)
+        .await
+        .map_err(unavailable)?;
     let now = Utc::now();
     let mut joins = Vec::with_capacity(rows.len());
     for row in rows {
-        let taken = store::paired_node_named(&mut connection, &row.name).await.map_err(unavailable)?;
+        let taken = store::paired_node_named(&mut connection, &row.name)
+            .await
+            .map_err(unavailable)?;
         joins.push(actions::join_view(&row, taken, now));
     }
     Ok(Joins { joins })
@@ -60,7 +69,11 @@ pub async fn approve_join(state: State, request: ApproveJoin) -> Answer<Approved
     if join.state != "pending" || join.expires_at <= Utc::now() {
         return Err(conflict(format!("join request {} is not pending", join.id)));
     }
-    if store::node_by_fingerprint(&mut transaction, &join.fingerprint).await.map_err(unavailable)?.is_some() {
+    if store::node_by_fingerprint(&mut transaction, &join.fingerprint)
+        .await
+        .map_err(unavailable)?
+        .is_some()
+    {
         return Err(conflict("this key is already paired with a node"));
     }
     let binding = Binding {
@@ -72,22 +85,38 @@ pub async fn approve_join(state: State, request: ApproveJoin) -> Answer<Approved
         agent_version: &join.agent_version,
     };
     let node_id = match request.node_id {
-        None => store::insert_node(&mut transaction, &join.name, &binding).await.map_err(unavailable)?,
+        None => store::insert_node(&mut transaction, &join.name, &binding)
+            .await
+            .map_err(unavailable)?,
         Some(node_id) => {
             store::lock_node(&mut transaction, node_id)
                 .await
                 .map_err(unavailable)?
                 .ok_or_else(|| not_found(format!("no node {node_id}")))?;
-            if !store::bind_key(&mut transaction, node_id, &binding).await.map_err(unavailable)? {
-                return Err(conflict(format!("node {node_id} already has a paired agent; disconnect it first")));
+            if !store::bind_key(&mut transaction, node_id, &binding)
+                .await
+                .map_err(unavailable)?
+            {
+                return Err(conflict(format!(
+                    "node {node_id} already has a paired agent; disconnect it first"
+                )));
             }
             node_id
         }
     };
-    store::decide_join(&mut transaction, join.id, "approved", &request.actor.name, Some(node_id))
+    store::decide_join(
+        &mut transaction,
+        join.id,
+        "approved",
+        &request.actor.name,
+        Some(node_id),
+    )
+    .await
+    .map_err(unavailable)?;
+    let node = store::node_by_id(&mut transaction, node_id)
         .await
-        .map_err(unavailable)?;
-    let node = store::node_by_id(&mut transaction, node_id).await.map_err(unavailable)?.ok_or_else(|| not_found(format!("no node {node_id}")))?;
+        .map_err(unavailable)?
+        .ok_or_else(|| not_found(format!("no node {node_id}")))?;
     let approved = NodeApproved {
         request_id: join.id,
         node_id,
@@ -98,8 +127,13 @@ pub async fn approve_join(state: State, request: ApproveJoin) -> Answer<Approved
         container: node.container.clone(),
         approved_by: request.actor.name.clone(),
     };
-    emit(&mut transaction, approved, format!("node/{node_id}")).await.map_err(unavailable)?;
-    transaction.commit().await.map_err(|error| unavailable(error.into()))?;
+    emit(&mut transaction, approved, format!("node/{node_id}"))
+        .await
+        .map_err(unavailable)?;
+    transaction
+        .commit()
+        .await
+        .map_err(|error| unavailable(error.into()))?;
     Ok(Approved { node_id })
 }
 
@@ -113,17 +147,28 @@ pub async fn reject_join(state: State, request: DecideJoin) -> Answer<Done> {
     if join.state != "pending" {
         return Err(conflict(format!("join request {} is not pending", join.id)));
     }
-    store::decide_join(&mut transaction, join.id, "rejected", &request.actor.name, None)
-        .await
-        .map_err(unavailable)?;
+    store::decide_join(
+        &mut transaction,
+        join.id,
+        "rejected",
+        &request.actor.name,
+        None,
+    )
+    .await
+    .map_err(unavailable)?;
     let rejected = JoinRejected {
         request_id: join.id,
         name: join.name.clone(),
         fingerprint: join.fingerprint.clone(),
         rejected_by: request.actor.name.clone(),
     };
-    emit(&mut transaction, rejected, format!("join/{}", join.id)).await.map_err(unavailable)?;
-    transaction.commit().await.map_err(|error| unavailable(error.into()))?;
+    emit(&mut transaction, rejected, format!("join/{}", join.id))
+        .await
+        .map_err(unavailable)?;
+    transaction
+        .commit()
+        .await
+        .map_err(|error| unavailable(error.into()))?;
     Ok(Done {})
 }
 
@@ -139,25 +184,50 @@ pub async fn reopen_join(state: State, request: DecideJoin) -> Answer<Done> {
     let now = Utc::now();
     let rejected_at = join.decided_at.unwrap_or(join.requested_at);
     if join.state != "rejected" || !reopenable(rejected_at, now) {
-        return Err(conflict(format!("join request {} was not rejected within the last day", join.id)));
+        return Err(conflict(format!(
+            "join request {} was not rejected within the last day",
+            join.id
+        )));
     }
     let expires_at = now + chrono::Duration::from_std(JOIN_TTL).expect("an hour fits");
-    store::reopen_join(&mut transaction, join.id, expires_at).await.map_err(unavailable)?;
-    transaction.commit().await.map_err(|error| unavailable(error.into()))?;
+    store::reopen_join(&mut transaction, join.id, expires_at)
+        .await
+        .map_err(unavailable)?;
+    transaction
+        .commit()
+        .await
+        .map_err(|error| unavailable(error.into()))?;
     Ok(Done {})
 }
 
 pub async fn list_nodes(state: State, request: ListNodes) -> Answer<Nodes> {
     request.actor.require(Level::Read, "listing nodes")?;
-    let mut connection = state.store.pool().acquire().await.map_err(|error| unavailable(error.into()))?;
+    let mut connection = state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(|error| unavailable(error.into()))?;
     let now = Utc::now();
-    let nodes = store::list_nodes(&mut connection).await.map_err(unavailable)?;
-    Ok(Nodes { nodes: nodes.iter().map(|node| actions::node_view(node, now)).collect() })
+    let nodes = store::list_nodes(&mut connection)
+        .await
+        .map_err(unavailable)?;
+    Ok(Nodes {
+        nodes: nodes
+            .iter()
+            .map(|node| actions::node_view(node, now))
+            .collect(),
+    })
 }
 
 pub async fn get_node(state: State, request: NodeRef) -> Answer<NodeView> {
     request.actor.require(Level::Read, "reading a node")?;
-    let mut connection = state.store.pool().acquire().await.map_err(|error| unavailable(error.into()))?;
+    let mut connection = state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(|error| unavailable(error.into()))?;
     let node = store::node_by_id(&mut connection, request.node_id)
         .await
         .map_err(unavailable)?
@@ -166,7 +236,9 @@ pub async fn get_node(state: State, request: NodeRef) -> Answer<NodeView> {
 }
 
 pub async fn disconnect_node(state: State, request: NodeRef) -> Answer<Done> {
-    request.actor.require(Level::Admin, "disconnecting a node")?;
+    request
+        .actor
+        .require(Level::Admin, "disconnecting a node")?;
     let mut transaction = state.store.begin().await.map_err(unavailable)?;
     let node = store::lock_node(&mut transaction, request.node_id)
         .await
@@ -175,10 +247,19 @@ pub async fn disconnect_node(state: State, request: NodeRef) -> Answer<Done> {
     if node.fingerprint.is_none() {
         return Err(conflict(format!("node {} has no paired agent", node.id)));
     }
-    actions::forget_agent(&mut transaction, &node, PairingEnd::Disconnected { by: &request.actor.name })
+    actions::forget_agent(
+        &mut transaction,
+        &node,
+        PairingEnd::Disconnected {
+            by: &request.actor.name,
+        },
+    )
+    .await
+    .map_err(unavailable)?;
+    transaction
+        .commit()
         .await
-        .map_err(unavailable)?;
-    transaction.commit().await.map_err(|error| unavailable(error.into()))?;
+        .map_err(|error| unavailable(error.into()))?;
     Ok(Done {})
 }
 
@@ -195,23 +276,50 @@ pub async fn create_job(state: State, request: CreateJob) -> Answer<JobCreated> 
         idempotency_key: None,
         correlation_id: None,
     };
-    let job = actions::create_job(&mut transaction, &node, &request.primitive, &request.params, &asker).await?;
-    transaction.commit().await.map_err(|error| unavailable(error.into()))?;
-    Ok(JobCreated { id: job.id, state: JobState::Pending })
+    let job = actions::create_job(
+        &mut transaction,
+        &node,
+        &request.primitive,
+        &request.params,
+        &asker,
+    )
+    .await?;
+    transaction
+        .commit()
+        .await
+        .map_err(|error| unavailable(error.into()))?;
+    Ok(JobCreated {
+        id: job.id,
+        state: JobState::Pending,
+    })
 }
 
 pub async fn list_jobs(state: State, request: ListJobs) -> Answer<Jobs> {
     request.actor.require(Level::Read, "listing jobs")?;
     let limit = i64::from(request.limit.unwrap_or(50).clamp(1, 500));
     let state_name = request.state.map(actions::job_state_name);
-    let mut connection = state.store.pool().acquire().await.map_err(|error| unavailable(error.into()))?;
-    let rows = store::list_jobs(&mut connection, request.node_id, state_name, limit).await.map_err(unavailable)?;
-    Ok(Jobs { jobs: rows.iter().map(actions::job_view).collect() })
+    let mut connection = state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(|error| unavailable(error.into()))?;
+    let rows = store::list_jobs(&mut connection, request.node_id, state_name, limit)
+        .await
+        .map_err(unavailable)?;
+    Ok(Jobs {
+        jobs: rows.iter().map(actions::job_view).collect(),
+    })
 }
 
 pub async fn get_job(state: State, request: JobRef) -> Answer<JobView> {
     request.actor.require(Level::Read, "reading a job")?;
-    let mut connection = state.store.pool().acquire().await.map_err(|error| unavailable(error.into()))?;
+    let mut connection = state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(|error| unavailable(error.into()))?;
     let job = store::job_by_id(&mut connection, request.job_id)
         .await
         .map_err(unavailable)?
@@ -221,8 +329,15 @@ pub async fn get_job(state: State, request: JobRef) -> Answer<JobView> {
 
 /// AC-36: only the output after `offset` (bytes, moved forward to a character boundary).
 pub async fn job_output(state: State, request: JobOutputRequest) -> Answer<JobOutput> {
-    request.actor.require(Level::Read, "reading a job's output")?;
-    let mut connection = state.store.pool().acquire().await.map_err(|error| unavailable(error.into()))?;
+    request
+        .actor
+        .require(Level::Read, "reading a job's output")?;
+    let mut connection = state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(|error| unavailable(error.into()))?;
     let (job_state, output) = store::job_output(&mut connection, request.job_id)
         .await
         .map_err(unavailable)?
@@ -248,43 +363,86 @@ pub async fn cancel_job(state: State, request: JobRef) -> Answer<Done> {
         .map_err(unavailable)?
         .ok_or_else(|| not_found(format!("no job {}", request.job_id)))?;
     if !matches!(job.state.as_str(), "pending" | "running") {
-        return Err(conflict(format!("job {} has already ended ({})", job.id, job.state)));
+        return Err(conflict(format!(
+            "job {} has already ended ({})",
+            job.id, job.state
+        )));
     }
     let reason = format!("withdrawn by {}", request.actor.name);
-    let ended = store::finish_job(&mut transaction, job.id, "withdrawn", Some(&reason), None, None, Some(&request.actor.name))
+    let ended = store::finish_job(
+        &mut transaction,
+        job.id,
+        "withdrawn",
+        Some(&reason),
+        None,
+        None,
+        Some(&request.actor.name),
+    )
+    .await
+    .map_err(unavailable)?;
+    actions::announce_all_finished(&mut transaction, ended.as_slice())
         .await
         .map_err(unavailable)?;
-    actions::announce_all_finished(&mut transaction, ended.as_slice()).await.map_err(unavailable)?;
-    transaction.commit().await.map_err(|error| unavailable(error.into()))?;
+    transaction
+        .commit()
+        .await
+        .map_err(|error| unavailable(error.into()))?;
     Ok(Done {})
 }
 
 /// AC-30: an operator marks a running job failed; it is recorded as lost, by whom, and the
 /// node is free for its next job.
 pub async fn mark_job_failed(state: State, request: JobRef) -> Answer<Done> {
-    request.actor.require(Level::Change, "marking a job as failed")?;
+    request
+        .actor
+        .require(Level::Change, "marking a job as failed")?;
     let mut transaction = state.store.begin().await.map_err(unavailable)?;
     let job = store::job_by_id(&mut transaction, request.job_id)
         .await
         .map_err(unavailable)?
         .ok_or_else(|| not_found(format!("no job {}", request.job_id)))?;
     if job.state != "running" {
-        return Err(conflict(format!("job {} is not running ({})", job.id, job.state)));
+        return Err(conflict(format!(
+            "job {} is not running ({})",
+            job.id, job.state
+        )));
     }
     let reason = lost::marked(&request.actor.name);
-    let ended = store::finish_job(&mut transaction, job.id, "lost", Some(&reason), None, None, Some(&request.actor.name))
+    let ended = store::finish_job(
+        &mut transaction,
+        job.id,
+        "lost",
+        Some(&reason),
+        None,
+        None,
+        Some(&request.actor.name),
+    )
+    .await
+    .map_err(unavailable)?;
+    actions::announce_all_finished(&mut transaction, ended.as_slice())
         .await
         .map_err(unavailable)?;
-    actions::announce_all_finished(&mut transaction, ended.as_slice()).await.map_err(unavailable)?;
-    transaction.commit().await.map_err(|error| unavailable(error.into()))?;
+    transaction
+        .commit()
+        .await
+        .map_err(|error| unavailable(error.into()))?;
     Ok(Done {})
 }
 
 pub async fn refusal_count(state: State, request: RefusalCountRequest) -> Answer<RefusalCount> {
     request.actor.require(Level::Read, "reading refusals")?;
-    let mut connection = state.store.pool().acquire().await.map_err(|error| unavailable(error.into()))?;
-    let refused = store::refusal_count(&mut connection, request.node_id, request.window_secs as f64)
+    let mut connection = state
+        .store
+        .pool()
+        .acquire()
         .await
-        .map_err(unavailable)?;
-    Ok(RefusalCount { node_id: request.node_id, refused })
+        .map_err(|error| unavailable(error.into()))?;
+    let refused =
+        store::refusal_count(&mut connection, request.node_id, request.window_secs as f64)
+            .await
+            .map_err(unavailable)?;
+    Ok(RefusalCount {
+        node_id: request.node_id,
+        refused,
+    })
 }

@@ -71,17 +71,21 @@ pub async fn insert_job(connection: &mut PgConnection, job: &NewJob<'_>) -> Resu
 }
 
 pub async fn job_by_id(connection: &mut PgConnection, id: i64) -> Result<Option<JobRow>> {
-    Ok(sqlx::query_as(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1 FOR UPDATE"))
-        .bind(id)
-        .fetch_optional(connection)
-        .await?)
+    Ok(sqlx::query_as(&format!(
+        "SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1 FOR UPDATE"
+    ))
+    .bind(id)
+    .fetch_optional(connection)
+    .await?)
 }
 
 pub async fn job_by_key(connection: &mut PgConnection, key: &str) -> Result<Option<JobRow>> {
-    Ok(sqlx::query_as(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE idempotency_key = $1 FOR UPDATE"))
-        .bind(key)
-        .fetch_optional(connection)
-        .await?)
+    Ok(sqlx::query_as(&format!(
+        "SELECT {JOB_COLUMNS} FROM jobs WHERE idempotency_key = $1 FOR UPDATE"
+    ))
+    .bind(key)
+    .fetch_optional(connection)
+    .await?)
 }
 
 pub async fn list_jobs(
@@ -102,7 +106,11 @@ pub async fn list_jobs(
 }
 
 /// Ends every running job of a node as lost with `reason` (an idle claim, a leave); returns them.
-pub async fn lose_running(connection: &mut PgConnection, node_id: i64, reason: &str) -> Result<Vec<JobRow>> {
+pub async fn lose_running(
+    connection: &mut PgConnection,
+    node_id: i64,
+    reason: &str,
+) -> Result<Vec<JobRow>> {
     Ok(sqlx::query_as(&format!(
         "UPDATE jobs SET state = 'lost', outcome = 'lost', reason = $2, finished_at = now()
          WHERE node_id = $1 AND state = 'running' RETURNING {JOB_COLUMNS}"
@@ -114,7 +122,11 @@ pub async fn lose_running(connection: &mut PgConnection, node_id: i64, reason: &
 }
 
 /// Ends as lost every running job past its claim budget (AC-29), of one node or of all.
-pub async fn lose_stale(connection: &mut PgConnection, node_id: Option<i64>, reason: &str) -> Result<Vec<JobRow>> {
+pub async fn lose_stale(
+    connection: &mut PgConnection,
+    node_id: Option<i64>,
+    reason: &str,
+) -> Result<Vec<JobRow>> {
     Ok(sqlx::query_as(&format!(
         "UPDATE jobs SET state = 'lost', outcome = 'lost', reason = $2, finished_at = now()
          WHERE state = 'running' AND ($1::bigint IS NULL OR node_id = $1)
@@ -128,7 +140,11 @@ pub async fn lose_stale(connection: &mut PgConnection, node_id: Option<i64>, rea
 }
 
 /// Withdraws every pending job of a node (its pairing ended).
-pub async fn withdraw_pending(connection: &mut PgConnection, node_id: i64, reason: &str) -> Result<Vec<JobRow>> {
+pub async fn withdraw_pending(
+    connection: &mut PgConnection,
+    node_id: i64,
+    reason: &str,
+) -> Result<Vec<JobRow>> {
     Ok(sqlx::query_as(&format!(
         "UPDATE jobs SET state = 'withdrawn', outcome = 'withdrawn', reason = $2, finished_at = now()
          WHERE node_id = $1 AND state = 'pending' RETURNING {JOB_COLUMNS}"
@@ -140,10 +156,12 @@ pub async fn withdraw_pending(connection: &mut PgConnection, node_id: i64, reaso
 }
 
 pub async fn has_running(connection: &mut PgConnection, node_id: i64) -> Result<bool> {
-    Ok(sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM jobs WHERE node_id = $1 AND state = 'running')")
-        .bind(node_id)
-        .fetch_one(connection)
-        .await?)
+    Ok(sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM jobs WHERE node_id = $1 AND state = 'running')",
+    )
+    .bind(node_id)
+    .fetch_one(connection)
+    .await?)
 }
 
 /// The oldest pending job of a node, locked; skipped by any other transaction looking.
@@ -158,11 +176,13 @@ pub async fn next_pending(connection: &mut PgConnection, node_id: i64) -> Result
 }
 
 pub async fn start_job(connection: &mut PgConnection, id: i64, now: DateTime<Utc>) -> Result<()> {
-    sqlx::query("UPDATE jobs SET state = 'running', claimed_at = $2 WHERE id = $1 AND state = 'pending'")
-        .bind(id)
-        .bind(now)
-        .execute(connection)
-        .await?;
+    sqlx::query(
+        "UPDATE jobs SET state = 'running', claimed_at = $2 WHERE id = $1 AND state = 'pending'",
+    )
+    .bind(id)
+    .bind(now)
+    .execute(connection)
+    .await?;
     Ok(())
 }
 
@@ -192,14 +212,23 @@ pub async fn finish_job(
 }
 
 /// The job's output from byte `offset`, and its length.
-pub async fn job_output(connection: &mut PgConnection, id: i64) -> Result<Option<(String, String)>> {
-    Ok(sqlx::query_as("SELECT state, output FROM jobs WHERE id = $1")
-        .bind(id)
-        .fetch_optional(connection)
-        .await?)
+pub async fn job_output(
+    connection: &mut PgConnection,
+    id: i64,
+) -> Result<Option<(String, String)>> {
+    Ok(
+        sqlx::query_as("SELECT state, output FROM jobs WHERE id = $1")
+            .bind(id)
+            .fetch_optional(connection)
+            .await?,
+    )
 }
 
-pub async fn refusal_count(connection: &mut PgConnection, node_id: i64, window_secs: f64) -> Result<i64> {
+pub async fn refusal_count(
+    connection: &mut PgConnection,
+    node_id: i64,
+    window_secs: f64,
+) -> Result<i64> {
     Ok(sqlx::query_scalar(
         "SELECT count(*) FROM jobs WHERE node_id = $1 AND outcome = 'refused'
              AND finished_at > now() - make_interval(secs => $2)",

@@ -47,42 +47,52 @@ const NODE_COLUMNS: &str = "id, name, public_key, fingerprint, addresses, site_r
      agent_version, vocabulary, claim_bytes, facts, connected_at, last_seen_at, left_at";
 
 pub async fn node_by_id(connection: &mut PgConnection, id: i64) -> Result<Option<NodeRow>> {
-    Ok(sqlx::query_as(&format!("SELECT {NODE_COLUMNS} FROM nodes WHERE id = $1"))
-        .bind(id)
-        .fetch_optional(connection)
-        .await?)
+    Ok(
+        sqlx::query_as(&format!("SELECT {NODE_COLUMNS} FROM nodes WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(connection)
+            .await?,
+    )
 }
 
 /// The node, locked for the rest of the transaction: claims of one node are taken one at a time.
 pub async fn lock_node(connection: &mut PgConnection, id: i64) -> Result<Option<NodeRow>> {
-    Ok(sqlx::query_as(&format!("SELECT {NODE_COLUMNS} FROM nodes WHERE id = $1 FOR UPDATE"))
-        .bind(id)
-        .fetch_optional(connection)
-        .await?)
+    Ok(sqlx::query_as(&format!(
+        "SELECT {NODE_COLUMNS} FROM nodes WHERE id = $1 FOR UPDATE"
+    ))
+    .bind(id)
+    .fetch_optional(connection)
+    .await?)
 }
 
 pub async fn node_by_fingerprint(
     connection: &mut PgConnection,
     fingerprint: &str,
 ) -> Result<Option<NodeRow>> {
-    Ok(sqlx::query_as(&format!("SELECT {NODE_COLUMNS} FROM nodes WHERE fingerprint = $1"))
-        .bind(fingerprint)
-        .fetch_optional(connection)
-        .await?)
+    Ok(sqlx::query_as(&format!(
+        "SELECT {NODE_COLUMNS} FROM nodes WHERE fingerprint = $1"
+    ))
+    .bind(fingerprint)
+    .fetch_optional(connection)
+    .await?)
 }
 
 pub async fn list_nodes(connection: &mut PgConnection) -> Result<Vec<NodeRow>> {
-    Ok(sqlx::query_as(&format!("SELECT {NODE_COLUMNS} FROM nodes ORDER BY name, id"))
-        .fetch_all(connection)
-        .await?)
+    Ok(sqlx::query_as(&format!(
+        "SELECT {NODE_COLUMNS} FROM nodes ORDER BY name, id"
+    ))
+    .fetch_all(connection)
+    .await?)
 }
 
 /// A paired node already called `name`, if any (a join claiming it is shown, never bound).
 pub async fn paired_node_named(connection: &mut PgConnection, name: &str) -> Result<Option<i64>> {
-    Ok(sqlx::query_scalar("SELECT id FROM nodes WHERE name = $1 AND fingerprint IS NOT NULL LIMIT 1")
-        .bind(name)
-        .fetch_optional(connection)
-        .await?)
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM nodes WHERE name = $1 AND fingerprint IS NOT NULL LIMIT 1",
+    )
+    .bind(name)
+    .fetch_optional(connection)
+    .await?)
 }
 
 pub struct Binding<'a> {
@@ -94,7 +104,11 @@ pub struct Binding<'a> {
     pub agent_version: &'a str,
 }
 
-pub async fn insert_node(connection: &mut PgConnection, name: &str, binding: &Binding<'_>) -> Result<i64> {
+pub async fn insert_node(
+    connection: &mut PgConnection,
+    name: &str,
+    binding: &Binding<'_>,
+) -> Result<i64> {
     Ok(sqlx::query_scalar(
         "INSERT INTO nodes (name, public_key, fingerprint, addresses, site_root, container, agent_version, connected_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, now()) RETURNING id",
@@ -113,7 +127,11 @@ pub async fn insert_node(connection: &mut PgConnection, name: &str, binding: &Bi
 /// Binds a key to an existing node that has none; fills an empty site root and container from
 /// the join (AC-06, AC-52), never replacing a set one. Returns false when the node is gone or
 /// already paired.
-pub async fn bind_key(connection: &mut PgConnection, node_id: i64, binding: &Binding<'_>) -> Result<bool> {
+pub async fn bind_key(
+    connection: &mut PgConnection,
+    node_id: i64,
+    binding: &Binding<'_>,
+) -> Result<bool> {
     let updated = sqlx::query(
         "UPDATE nodes SET public_key = $2, fingerprint = $3, addresses = $4,
              site_root = COALESCE(NULLIF(site_root, ''), $5), container = COALESCE(container, $6),
@@ -200,14 +218,19 @@ const JOIN_COLUMNS: &str = "id, public_key, fingerprint, name, source_address, a
      agent_version, site_root, container, state, requested_at, expires_at, decided_at, node_id";
 
 pub async fn join_by_id(connection: &mut PgConnection, id: Uuid) -> Result<Option<JoinRow>> {
-    Ok(sqlx::query_as(&format!("SELECT {JOIN_COLUMNS} FROM joins WHERE id = $1 FOR UPDATE"))
-        .bind(id)
-        .fetch_optional(connection)
-        .await?)
+    Ok(sqlx::query_as(&format!(
+        "SELECT {JOIN_COLUMNS} FROM joins WHERE id = $1 FOR UPDATE"
+    ))
+    .bind(id)
+    .fetch_optional(connection)
+    .await?)
 }
 
 /// The latest request of a key, locked.
-pub async fn latest_join_of_key(connection: &mut PgConnection, fingerprint: &str) -> Result<Option<JoinRow>> {
+pub async fn latest_join_of_key(
+    connection: &mut PgConnection,
+    fingerprint: &str,
+) -> Result<Option<JoinRow>> {
     Ok(sqlx::query_as(&format!(
         "SELECT {JOIN_COLUMNS} FROM joins WHERE fingerprint = $1 ORDER BY requested_at DESC LIMIT 1 FOR UPDATE"
     ))
@@ -298,7 +321,11 @@ pub async fn decide_join(
     Ok(())
 }
 
-pub async fn reopen_join(connection: &mut PgConnection, id: Uuid, expires_at: DateTime<Utc>) -> Result<()> {
+pub async fn reopen_join(
+    connection: &mut PgConnection,
+    id: Uuid,
+    expires_at: DateTime<Utc>,
+) -> Result<()> {
     sqlx::query("UPDATE joins SET state = 'pending', decided_at = NULL, decided_by = NULL, expires_at = $2 WHERE id = $1")
         .bind(id)
         .bind(expires_at)
@@ -323,10 +350,12 @@ pub async fn list_joins(connection: &mut PgConnection, filter: &str) -> Result<V
 
 /// Marks unrenewed requests expired and retires keys rejected over a day ago; returns counts.
 pub async fn sweep_joins(connection: &mut PgConnection) -> Result<(u64, u64)> {
-    let expired = sqlx::query("UPDATE joins SET state = 'expired' WHERE state = 'pending' AND expires_at <= now()")
-        .execute(&mut *connection)
-        .await?
-        .rows_affected();
+    let expired = sqlx::query(
+        "UPDATE joins SET state = 'expired' WHERE state = 'pending' AND expires_at <= now()",
+    )
+    .execute(&mut *connection)
+    .await?
+    .rows_affected();
     let retired = sqlx::query(
         "UPDATE joins SET state = 'retired' WHERE state = 'rejected' AND decided_at <= now() - interval '1 day'",
     )
@@ -337,7 +366,11 @@ pub async fn sweep_joins(connection: &mut PgConnection) -> Result<(u64, u64)> {
 }
 
 /// Records a nonce of a key; false when the key used it within the window (a replay).
-pub async fn record_nonce(connection: &mut PgConnection, fingerprint: &str, nonce: &str) -> Result<bool> {
+pub async fn record_nonce(
+    connection: &mut PgConnection,
+    fingerprint: &str,
+    nonce: &str,
+) -> Result<bool> {
     let inserted = sqlx::query(
         "INSERT INTO nonces (fingerprint, nonce) VALUES ($1, $2) ON CONFLICT (fingerprint, nonce)
          DO UPDATE SET seen_at = now() WHERE nonces.seen_at < now() - interval '600 seconds'",
@@ -351,8 +384,10 @@ pub async fn record_nonce(connection: &mut PgConnection, fingerprint: &str, nonc
 }
 
 pub async fn prune_nonces(connection: &mut PgConnection) -> Result<u64> {
-    Ok(sqlx::query("DELETE FROM nonces WHERE seen_at < now() - interval '600 seconds'")
-        .execute(connection)
-        .await?
-        .rows_affected())
+    Ok(
+        sqlx::query("DELETE FROM nonces WHERE seen_at < now() - interval '600 seconds'")
+            .execute(connection)
+            .await?
+            .rows_affected(),
+    )
 }

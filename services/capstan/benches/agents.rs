@@ -1,0 +1,385 @@
+//! The agent channel under load: N simulated agents enrol (join, operator approval, first
+//! claim), then report signed claims per second with latency, then all long-poll while jobs are
+//! queued one by one, reporting dispatch latency (job queued → agent holds it). The plane is the
+//! real `capstan all` release binary in its own process; its peak RSS is read from /proc. Raw
+//! Ed25519 verifications per second on this machine are the ceiling.
+//!
+//! `cargo bench -p capstan --bench agents` (`BENCH_AGENTS=1000,10000` by default)
+
+use capstan_bus::testsuite::NatsServer;
+use capstan_signing::{sign_request, NodeKey};
+use capstan_store::testsuite::TestDatabase;
+use futures::{stream, StreamExt};
+use serde_json::{json, Value};
+use std::{
+    collections::HashMap,
+    net::{IpAddr, Ipv4Addr, TcpListener},
+    process::{Child, Command, Stdio},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+const VOCABULARY: &[&str] = &["check_status", "host_report"];
+const CLAIM_SECONDS: u64 = 10;
+const DISPATCHES: usize = 300;
+
+struct Agent {
+    key: NodeKey,
+    http: reqwest::Client,
+    node: i64,
+}
+
+/// Each agent speaks from its own loopback address, as a fleet's machines have their own.
+fn address(index: usize) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(
+        127,
+        10 + (index / 62_500) as u8,
+        ((index / 250) % 250) as u8,
+        (1 + index % 250) as u8,
+    ))
+}
+
+fn now() -> i64 {
+    chrono_now()
+}
+
+fn chrono_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+async fn signed(
+    http: &reqwest::Client,
+    base: &str,
+    key: &NodeKey,
+    endpoint: &str,
+    query: &str,
+    body: &Value,
+) -> (u16, Value) {
+    let bytes = serde_json::to_vec(body).unwrap();
+    let path = format!("/api/v1/agent/{endpoint}");
+    let headers = sign_request(key, "POST", &path, &bytes, now());
+    let response = http
+        .post(format!("{base}{path}{query}"))
+        .header("content-type", "application/json")
+        .header("content-digest", headers.content_digest)
+        .header("signature-input", headers.signature_input)
+        .header("signature", headers.signature)
+        .body(bytes)
+        .send()
+        .await;
+    match response {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            (status, response.json().await.unwrap_or(Value::Null))
+        }
+        Err(error) => (0, json!({"transport": error.to_string()})),
+    }
+}
+
+fn claim_body() -> Value {
+    json!({"agent_version": "0.1.0", "vocabulary": VOCABULARY, "claim_bytes": 1048576})
+}
+
+fn percentile(samples: &mut [Duration], fraction: f64) -> f64 {
+    samples.sort();
+    let index = ((samples.len() as f64 - 1.0) * fraction).round() as usize;
+    samples[index].as_secs_f64() * 1e3
+}
+
+fn peak_rss_mib(child: &Child) -> f64 {
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+    status
+        .lines()
+        .find(|line| line.starts_with("VmHWM:"))
+        .and_then(|line| line.split_whitespace().nth(1))
+        .and_then(|kib| kib.parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+fn main() {
+    let sizes: Vec<usize> = std::env::var("BENCH_AGENTS")
+        .unwrap_or_else(|_| "1000,10000".into())
+        .split(',')
+        .filter_map(|size| size.trim().parse().ok())
+        .collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    println!(
+        "agent channel load, `capstan all` (release) in its own process, {} cores",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!(
+        "  raw Ed25519 verifications (one core): {:.0}/s",
+        verifications_per_second()
+    );
+    for size in sizes {
+        runtime.block_on(run(size));
+    }
+}
+
+fn verifications_per_second() -> f64 {
+    let key = NodeKey::generate();
+    let headers = sign_request(&key, "POST", "/api/v1/agent/claim", b"{}", now());
+    let parsed =
+        capstan_signing::parse_signature(&headers.signature_input, &headers.signature).unwrap();
+    let public = key.public_key();
+    let started = Instant::now();
+    let rounds = 20_000;
+    for _ in 0..rounds {
+        parsed
+            .verify(
+                &public,
+                "POST",
+                "/api/v1/agent/claim",
+                &headers.content_digest,
+            )
+            .unwrap();
+    }
+    rounds as f64 / started.elapsed().as_secs_f64()
+}
+
+async fn run(size: usize) {
+    let nats = NatsServer::start();
+    let database = TestDatabase::create().await;
+    let listen = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let base = format!("http://{listen}");
+    let environment = [
+        ("CAPSTAN__DATABASE__URL", database.url().to_string()),
+        ("CAPSTAN__NATS__URL", nats.url()),
+        ("CAPSTAN__GATEWAY__LISTEN", listen.clone()),
+        ("CAPSTAN__DATABASE__MAX_CONNECTIONS", "16".to_string()),
+        ("CAPSTAN__TELEMETRY__LOG_LEVEL", "warn".to_string()),
+    ];
+    let binary = env!("CARGO_BIN_EXE_capstan");
+    let output = Command::new(binary)
+        .args([
+            "admin",
+            "create-operator",
+            "--name",
+            "bench",
+            "--level",
+            "10",
+        ])
+        .envs(environment.iter().cloned())
+        .output()
+        .unwrap();
+    let token = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix("token: ").map(str::to_string))
+        .expect("create-operator prints a token");
+    let mut plane = Command::new(binary)
+        .arg("all")
+        .envs(environment.iter().cloned())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let operator = reqwest::Client::new();
+    let started = Instant::now();
+    while operator
+        .get(format!("{base}/healthz"))
+        .send()
+        .await
+        .map(|r| r.status() != 200)
+        .unwrap_or(true)
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "plane never healthy"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Enrol: join from its own address, approve through the operator API, first claim.
+    let enrolling = Instant::now();
+    let mut agents: Vec<Agent> = Vec::with_capacity(size);
+    for chunk_start in (0..size).step_by(500) {
+        let chunk: Vec<usize> = (chunk_start..(chunk_start + 500).min(size)).collect();
+        let joined: Vec<(NodeKey, reqwest::Client, String)> = stream::iter(chunk)
+            .map(|index| {
+                let base = base.clone();
+                async move {
+                    let http = reqwest::Client::builder().local_address(address(index)).build().unwrap();
+                    let key = NodeKey::generate();
+                    let body = json!({"name": format!("node-{index}"), "public_key": key.public_key().to_base64(), "agent_version": "0.1.0", "addresses": []});
+                    let (status, answer) = signed(&http, &base, &key, "join", "", &body).await;
+                    assert_eq!(status, 202, "join: {answer}");
+                    let id = answer["request_id"].as_str().unwrap().to_string();
+                    (key, http, id)
+                }
+            })
+            .buffer_unordered(64)
+            .collect()
+            .await;
+        let approved: Vec<(NodeKey, reqwest::Client, i64)> = stream::iter(joined)
+            .map(|(key, http, id)| {
+                let (operator, base, token) = (operator.clone(), base.clone(), token.clone());
+                async move {
+                    let response = operator
+                        .post(format!("{base}/api/v1/joins/{id}/approve"))
+                        .bearer_auth(&token)
+                        .json(&json!({}))
+                        .send()
+                        .await
+                        .unwrap();
+                    let answer: Value = response.json().await.unwrap();
+                    (key, http, answer["node_id"].as_i64().expect("approved"))
+                }
+            })
+            .buffer_unordered(32)
+            .collect()
+            .await;
+        for (key, http, node) in approved {
+            agents.push(Agent { key, http, node });
+        }
+    }
+    let agents = Arc::new(agents);
+    stream::iter(0..size)
+        .for_each_concurrent(64, |index| {
+            let (agents, base) = (agents.clone(), base.clone());
+            async move {
+                let agent = &agents[index];
+                let (status, answer) =
+                    signed(&agent.http, &base, &agent.key, "claim", "", &claim_body()).await;
+                assert_eq!(status, 200, "first claim: {answer}");
+            }
+        })
+        .await;
+    let enrolment = enrolling.elapsed();
+
+    // Signed claims per second: 64 at a time, round robin over the fleet, nothing to hand out.
+    let latencies = Arc::new(Mutex::new(Vec::new()));
+    let deadline = Instant::now() + Duration::from_secs(CLAIM_SECONDS);
+    let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let claiming = Instant::now();
+    let workers: Vec<_> = (0..64)
+        .map(|_| {
+            let (agents, base, latencies, counter) = (
+                agents.clone(),
+                base.clone(),
+                latencies.clone(),
+                counter.clone(),
+            );
+            tokio::spawn(async move {
+                while Instant::now() < deadline {
+                    let index =
+                        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % agents.len();
+                    let agent = &agents[index];
+                    let sent = Instant::now();
+                    let (status, _) =
+                        signed(&agent.http, &base, &agent.key, "claim", "", &claim_body()).await;
+                    if status == 200 {
+                        latencies.lock().unwrap().push(sent.elapsed());
+                    }
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    let elapsed = claiming.elapsed().as_secs_f64();
+    let mut claim_latencies = latencies.lock().unwrap().clone();
+    let claims_per_second = claim_latencies.len() as f64 / elapsed;
+
+    // Dispatch: every agent long-polls; jobs are queued one at a time on random nodes.
+    let queued_at: Arc<Mutex<HashMap<i64, Instant>>> = Arc::default();
+    let dispatch: Arc<Mutex<Vec<Duration>>> = Arc::default();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let pollers: Vec<_> = (0..size)
+        .map(|index| {
+            let (agents, base, queued_at, dispatch, stop) = (
+                agents.clone(),
+                base.clone(),
+                queued_at.clone(),
+                dispatch.clone(),
+                stop.clone(),
+            );
+            tokio::spawn(async move {
+                let agent = &agents[index];
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let (status, answer) = signed(
+                        &agent.http,
+                        &base,
+                        &agent.key,
+                        "claim",
+                        "?wait=25",
+                        &claim_body(),
+                    )
+                    .await;
+                    if status != 200 {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        continue;
+                    }
+                    if let Some(job) = answer["job"]["id"].as_i64() {
+                        if let Some(at) = queued_at.lock().unwrap().remove(&agent.node) {
+                            dispatch.lock().unwrap().push(at.elapsed());
+                        }
+                        signed(
+                            &agent.http,
+                            &base,
+                            &agent.key,
+                            "result",
+                            "",
+                            &json!({"job_id": job, "outcome": "completed", "output": ""}),
+                        )
+                        .await;
+                    }
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(if size > 5_000 { 20 } else { 5 })).await;
+    for round in 0..DISPATCHES {
+        let node = agents[(round * 7919) % size].node;
+        queued_at.lock().unwrap().insert(node, Instant::now());
+        let response = operator
+            .post(format!("{base}/api/v1/nodes/{node}/jobs"))
+            .bearer_auth(&token)
+            .json(&json!({"primitive": "check_status", "params": {}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 201);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut dispatch_latencies = dispatch.lock().unwrap().clone();
+    let rss = peak_rss_mib(&plane);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    Command::new("kill")
+        .args(["-TERM", &plane.id().to_string()])
+        .status()
+        .unwrap();
+    let _ = plane.wait();
+    for poller in pollers {
+        poller.abort();
+    }
+
+    println!(
+        "  N = {size} agents (enrolled in {:.1} s)",
+        enrolment.as_secs_f64()
+    );
+    println!(
+        "    signed claims        {claims_per_second:>8.0}/s   p50 {:>6.1} ms   p99 {:>6.1} ms",
+        percentile(&mut claim_latencies, 0.5),
+        percentile(&mut claim_latencies, 0.99)
+    );
+    println!(
+        "    dispatch ({} of {DISPATCHES} jobs seen)   p50 {:>6.1} ms   p99 {:>6.1} ms",
+        dispatch_latencies.len(),
+        percentile(&mut dispatch_latencies, 0.5),
+        percentile(&mut dispatch_latencies, 0.99)
+    );
+    println!("    plane peak RSS      {rss:>8.1} MiB");
+}

@@ -1,0 +1,175 @@
+//! The agent routes (`POST /api/v1/agent/*`, PROTOCOL.md): the body is read under the
+//! endpoint's cap ("a larger body is refused with `413 too_large` before it is read whole") and
+//! forwarded byte for byte, with the request's path, query, signature headers and source
+//! address, to the agent channel, which verifies the signature and answers. The gateway sends
+//! that answer back as it is.
+
+use axum::{
+    extract::Request,
+    http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode},
+    response::{IntoResponse, Response},
+    Json,
+};
+use bytes::Bytes;
+use capstan_events::{
+    agent_channel::rpc::{ops, AgentEndpoint, AgentRequest, AgentResponse},
+    Domain,
+};
+use std::time::Duration;
+
+use crate::{error::ApiError, identity::peer_address, input::read_limited, AppState};
+
+/// The longest a claim may be held open for a job (PROTOCOL.md: `wait=<0..30>`).
+pub const CLAIM_WAIT_MAX_SECS: i64 = 30;
+/// Time beyond a claim's wait for the agent channel to answer.
+pub const CLAIM_ANSWER_MARGIN: Duration = Duration::from_secs(5);
+/// Beyond the rpc timeout, for a claim whose `wait` does not parse: the agent channel refuses
+/// it (`400`), and the gateway does not guess how long it would have waited.
+pub const UNREADABLE_WAIT_MARGIN: Duration = Duration::from_secs(30);
+
+const CONTENT_DIGEST: HeaderName = HeaderName::from_static("content-digest");
+const SIGNATURE_INPUT: HeaderName = HeaderName::from_static("signature-input");
+const SIGNATURE: HeaderName = HeaderName::from_static("signature");
+
+/// Answers one agent request: the agent channel's answer, or the gateway's refusal.
+pub async fn forward(state: AppState, endpoint: AgentEndpoint, request: Request) -> Response {
+    match ask(state, endpoint, request).await {
+        Ok(response) => response,
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+async fn ask(
+    state: AppState,
+    endpoint: AgentEndpoint,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let source = peer_address(&request)
+        .ok_or_else(|| ApiError::internal("the gateway does not know the caller's address"))?;
+    let (parts, body) = request.into_parts();
+    let body = read_limited(&parts.headers, body, endpoint.body_limit()).await?;
+    let query = parts.uri.query().map(str::to_string);
+    let timeout = rpc_timeout(endpoint, query.as_deref(), state.rpc_timeout);
+    let meta = AgentRequest {
+        endpoint,
+        path: parts.uri.path().to_string(),
+        query,
+        content_digest: field(&parts.headers, &CONTENT_DIGEST),
+        signature_input: field(&parts.headers, &SIGNATURE_INPUT),
+        signature: field(&parts.headers, &SIGNATURE),
+        source_address: source.to_string(),
+    };
+    let (answer, bytes): (AgentResponse, Bytes) = state
+        .bus
+        .request_with_body(
+            Domain::AgentChannel,
+            ops::AGENT_REQUEST,
+            &meta,
+            body,
+            timeout,
+        )
+        .await?;
+    respond(endpoint, answer, bytes)
+}
+
+/// A header's value as the agent sent it; several lines of one field are joined with `, `
+/// (RFC 9110 §5.3), and a value that is not visible ASCII is treated as absent (the agent
+/// channel then answers `missing_signature`).
+fn field(headers: &HeaderMap, name: &HeaderName) -> Option<String> {
+    let values: Vec<&str> = headers
+        .get_all(name)
+        .iter()
+        .map(|value| value.to_str().ok())
+        .collect::<Option<_>>()?;
+    (!values.is_empty()).then(|| values.join(", "))
+}
+
+/// How long to wait for the agent channel: a claim is held open for its `wait` (clamped to
+/// 0..=30 s) and then answered, so it gets that plus a margin; every other request the usual
+/// rpc timeout.
+pub fn rpc_timeout(endpoint: AgentEndpoint, query: Option<&str>, usual: Duration) -> Duration {
+    if endpoint != AgentEndpoint::Claim {
+        return usual;
+    }
+    match claim_wait(query) {
+        Some(wait) => (Duration::from_secs(wait) + CLAIM_ANSWER_MARGIN).max(usual),
+        None => usual + UNREADABLE_WAIT_MARGIN,
+    }
+}
+
+/// The claim's `wait` in seconds, clamped; `Some(0)` when absent, `None` when unreadable.
+fn claim_wait(query: Option<&str>) -> Option<u64> {
+    let Some(value) = query
+        .into_iter()
+        .flat_map(|query| query.split('&'))
+        .find_map(|pair| pair.strip_prefix("wait="))
+    else {
+        return Some(0);
+    };
+    let wait: i64 = value.parse().ok()?;
+    Some(wait.clamp(0, CLAIM_WAIT_MAX_SECS) as u64)
+}
+
+/// The agent channel's answer as HTTP: its status and JSON body, `Retry-After` when it set
+/// one, and for an artifact with bytes, the bytes.
+fn respond(
+    endpoint: AgentEndpoint,
+    answer: AgentResponse,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    let status = StatusCode::from_u16(answer.status)
+        .ok()
+        .filter(|status| !status.is_informational())
+        .ok_or_else(|| {
+            ApiError::internal(format!(
+                "the agent channel answered status {}",
+                answer.status
+            ))
+        })?;
+    let mut response = if endpoint == AgentEndpoint::Artifact && !bytes.is_empty() {
+        (
+            status,
+            [(header::CONTENT_TYPE, "application/octet-stream")],
+            bytes,
+        )
+            .into_response()
+    } else {
+        (status, Json(answer.body)).into_response()
+    };
+    if let Some(seconds) = answer.retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const USUAL: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn a_claim_waits_its_clamped_wait_plus_a_margin_and_others_the_usual_timeout() {
+        let claim = |query| rpc_timeout(AgentEndpoint::Claim, query, USUAL);
+        assert_eq!(claim(Some("wait=20")), Duration::from_secs(25));
+        assert_eq!(claim(Some("x=1&wait=99")), Duration::from_secs(35));
+        assert_eq!(claim(Some("wait=-4")), USUAL);
+        assert_eq!(claim(None), USUAL);
+        assert_eq!(claim(Some("wait=soon")), Duration::from_secs(35));
+        assert_eq!(
+            rpc_timeout(AgentEndpoint::Result, Some("wait=20"), USUAL),
+            USUAL
+        );
+    }
+
+    #[test]
+    fn repeated_signature_fields_are_joined_and_absent_ones_are_none() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(field(&headers, &SIGNATURE), None);
+        headers.append(SIGNATURE, HeaderValue::from_static("a=:x:"));
+        headers.append(SIGNATURE, HeaderValue::from_static("b=:y:"));
+        assert_eq!(field(&headers, &SIGNATURE).as_deref(), Some("a=:x:, b=:y:"));
+    }
+}

@@ -1,0 +1,62 @@
+//! The OpenAPI 3.1 document of the gateway (`GET /api/v1/openapi.json`), kept as a file beside
+//! the code. Its paths are written by hand; its component schemas are those of the contract
+//! types, and a test fails when either drifts from the code (`CAPSTAN_WRITE_DOCS=1` rewrites
+//! the schemas).
+
+use axum::{
+    http::header,
+    response::{IntoResponse, Response},
+};
+use capstan_events::agent_channel::rpc::{
+    Approved, Done, JobCreated, JobOutput, JobView, Jobs, Joins, NodeView, Nodes, RefusalCount,
+};
+use schemars::{generate::SchemaSettings, JsonSchema};
+use serde_json::{Map, Value};
+
+use crate::{
+    error::ErrorBody,
+    operator::{ApproveBody, CreateJobBody},
+};
+
+/// The document, as served.
+pub const DOCUMENT: &str = include_str!("../openapi.json");
+
+pub async fn document() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], DOCUMENT).into_response()
+}
+
+fn generator(settings: SchemaSettings) -> schemars::SchemaGenerator {
+    settings
+        .with(|settings| {
+            settings.definitions_path = "/components/schemas".into();
+            settings.meta_schema = None;
+        })
+        .into_generator()
+}
+
+fn add<T: JsonSchema>(generator: &mut schemars::SchemaGenerator) {
+    generator.subschema_for::<T>();
+}
+
+/// The schemas `components.schemas` must hold: what the gateway answers (as serialised) and
+/// the bodies it takes (as parsed), with everything they refer to.
+pub fn component_schemas() -> Map<String, Value> {
+    let mut answers = generator(SchemaSettings::draft2020_12().for_serialize());
+    add::<Joins>(&mut answers);
+    add::<Approved>(&mut answers);
+    add::<Done>(&mut answers);
+    add::<Nodes>(&mut answers);
+    add::<NodeView>(&mut answers);
+    add::<JobCreated>(&mut answers);
+    add::<Jobs>(&mut answers);
+    add::<JobView>(&mut answers);
+    add::<JobOutput>(&mut answers);
+    add::<RefusalCount>(&mut answers);
+    add::<ErrorBody>(&mut answers);
+    let mut bodies = generator(SchemaSettings::draft2020_12().for_deserialize());
+    add::<ApproveBody>(&mut bodies);
+    add::<CreateJobBody>(&mut bodies);
+    let mut schemas = answers.take_definitions(true);
+    schemas.extend(bodies.take_definitions(true));
+    schemas
+}

@@ -1,0 +1,289 @@
+//! The operator JSON API: each handler extracts and validates its input, asks the agent channel
+//! with the operator as the [`Actor`], and maps the answer. Who may call which route is the
+//! route table's business ([`crate::routes`]); what an actor may do to a given node or job is
+//! the agent channel's.
+
+use axum::{
+    extract::State,
+    http::{StatusCode, Uri},
+    response::{IntoResponse, Response},
+    Json,
+};
+use capstan_events::{
+    agent_channel::rpc::{
+        ops, ApproveJoin, Approved, CreateJob, DecideJoin, Done, JobCreated, JobOutput,
+        JobOutputRequest, JobRef, JobState, JobView, Jobs, JoinFilter, Joins, ListJobs, ListJoins,
+        ListNodes, NodeRef, NodeView, Nodes, RefusalCount, RefusalCountRequest,
+    },
+    Domain,
+};
+use schemars::JsonSchema;
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::{
+    error::ApiError,
+    identity::{AuditDetail, Operator},
+    input::{JobId, JoinId, JsonBody, NodeId, QueryParams},
+    AppState,
+};
+
+/// The body of `POST /api/v1/joins/{id}/approve`: `{}` binds the key to a new node,
+/// `{"node_id": N}` to node N.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApproveBody {
+    #[serde(default)]
+    pub node_id: Option<i64>,
+}
+
+/// The body of `POST /api/v1/nodes/{id}/jobs`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateJobBody {
+    /// A primitive of the plane's catalog that the node's agent reported.
+    pub primitive: String,
+    /// The primitive's parameters; the agent validates them against the primitive's shape.
+    #[serde(default)]
+    pub params: Value,
+}
+
+/// The longest window the refusal count looks back over, and the default.
+pub const REFUSAL_WINDOW_MAX_SECS: u64 = 366 * 24 * 3600;
+pub const REFUSAL_WINDOW_DEFAULT_SECS: u64 = 24 * 3600;
+/// The most jobs one listing asks for.
+pub const JOB_LIST_LIMIT_MAX: u32 = 1000;
+
+async fn ask<Req, Resp>(state: &AppState, op: &str, request: &Req) -> Result<Resp, ApiError>
+where
+    Req: Serialize,
+    Resp: DeserializeOwned,
+{
+    Ok(state
+        .bus
+        .request(Domain::AgentChannel, op, request, state.rpc_timeout)
+        .await?)
+}
+
+/// An answer to an act, with what the audit record should add to it.
+fn acted<T: Serialize>(status: StatusCode, answer: T, detail: Value) -> Response {
+    let mut response = (status, Json(answer)).into_response();
+    response.extensions_mut().insert(AuditDetail(detail));
+    response
+}
+
+/// A `snake_case` enum value of the contract from a query parameter.
+fn query_enum<T: DeserializeOwned>(
+    query: &QueryParams,
+    name: &str,
+    choices: &str,
+) -> Result<Option<T>, ApiError> {
+    let Some(raw) = query.get::<String>(name, choices)? else {
+        return Ok(None);
+    };
+    serde_json::from_value(Value::String(raw.clone()))
+        .map(Some)
+        .map_err(|_| ApiError::invalid(name, format!("{raw:?} is not one of {choices}")))
+}
+
+pub async fn list_joins(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    uri: Uri,
+) -> Result<Json<Joins>, ApiError> {
+    let query = QueryParams::parse(&uri, &["state"])?;
+    let filter: JoinFilter =
+        query_enum(&query, "state", "pending, rejected, all")?.unwrap_or_default();
+    let request = ListJoins {
+        actor,
+        state: filter,
+    };
+    Ok(Json(ask(&state, ops::LIST_JOINS, &request).await?))
+}
+
+pub async fn approve_join(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    JoinId(join_id): JoinId,
+    JsonBody(body): JsonBody<ApproveBody>,
+) -> Result<Response, ApiError> {
+    if body.node_id.is_some_and(|node_id| node_id <= 0) {
+        return Err(ApiError::invalid(
+            "node_id",
+            "must be a positive whole number",
+        ));
+    }
+    let request = ApproveJoin {
+        actor,
+        join_id,
+        node_id: body.node_id,
+    };
+    let approved: Approved = ask(&state, ops::APPROVE_JOIN, &request).await?;
+    let detail = json!({"requested_node_id": body.node_id, "node_id": approved.node_id});
+    Ok(acted(StatusCode::OK, approved, detail))
+}
+
+pub async fn reject_join(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    JoinId(join_id): JoinId,
+) -> Result<Json<Done>, ApiError> {
+    let request = DecideJoin { actor, join_id };
+    Ok(Json(ask(&state, ops::REJECT_JOIN, &request).await?))
+}
+
+pub async fn reopen_join(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    JoinId(join_id): JoinId,
+) -> Result<Json<Done>, ApiError> {
+    let request = DecideJoin { actor, join_id };
+    Ok(Json(ask(&state, ops::REOPEN_JOIN, &request).await?))
+}
+
+pub async fn list_nodes(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+) -> Result<Json<Nodes>, ApiError> {
+    Ok(Json(
+        ask(&state, ops::LIST_NODES, &ListNodes { actor }).await?,
+    ))
+}
+
+pub async fn get_node(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+) -> Result<Json<NodeView>, ApiError> {
+    let request = NodeRef { actor, node_id };
+    Ok(Json(ask(&state, ops::GET_NODE, &request).await?))
+}
+
+pub async fn disconnect_node(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+) -> Result<Json<Done>, ApiError> {
+    let request = NodeRef { actor, node_id };
+    Ok(Json(ask(&state, ops::DISCONNECT_NODE, &request).await?))
+}
+
+pub async fn create_job(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+    JsonBody(body): JsonBody<CreateJobBody>,
+) -> Result<Response, ApiError> {
+    if body.primitive.trim().is_empty() {
+        return Err(ApiError::invalid("primitive", "must name a primitive"));
+    }
+    let request = CreateJob {
+        actor,
+        node_id,
+        primitive: body.primitive.clone(),
+        params: body.params.clone(),
+    };
+    let created: JobCreated = ask(&state, ops::CREATE_JOB, &request).await?;
+    let detail = json!({"primitive": body.primitive, "params": body.params, "job_id": created.id});
+    Ok(acted(StatusCode::CREATED, created, detail))
+}
+
+pub async fn list_jobs(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    uri: Uri,
+) -> Result<Json<Jobs>, ApiError> {
+    let query = QueryParams::parse(&uri, &["node_id", "state", "limit"])?;
+    let node_id = query.get::<i64>("node_id", "a positive whole number")?;
+    if node_id.is_some_and(|node_id| node_id <= 0) {
+        return Err(ApiError::invalid(
+            "node_id",
+            "must be a positive whole number",
+        ));
+    }
+    let job_state: Option<JobState> = query_enum(
+        &query,
+        "state",
+        "pending, running, completed, failed, refused, lost, withdrawn",
+    )?;
+    let limit = query.get::<u32>("limit", "a whole number from 1 to 1000")?;
+    if limit.is_some_and(|limit| limit == 0 || limit > JOB_LIST_LIMIT_MAX) {
+        return Err(ApiError::invalid("limit", "must be from 1 to 1000"));
+    }
+    let request = ListJobs {
+        actor,
+        node_id,
+        state: job_state,
+        limit,
+    };
+    Ok(Json(ask(&state, ops::LIST_JOBS, &request).await?))
+}
+
+pub async fn get_job(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    JobId(job_id): JobId,
+) -> Result<Json<JobView>, ApiError> {
+    let request = JobRef { actor, job_id };
+    Ok(Json(ask(&state, ops::GET_JOB, &request).await?))
+}
+
+pub async fn job_output(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    JobId(job_id): JobId,
+    uri: Uri,
+) -> Result<Json<JobOutput>, ApiError> {
+    let query = QueryParams::parse(&uri, &["offset"])?;
+    let offset = query
+        .get::<u64>("offset", "a whole number of bytes")?
+        .unwrap_or(0);
+    let request = JobOutputRequest {
+        actor,
+        job_id,
+        offset,
+    };
+    Ok(Json(ask(&state, ops::JOB_OUTPUT, &request).await?))
+}
+
+pub async fn cancel_job(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    JobId(job_id): JobId,
+) -> Result<Json<Done>, ApiError> {
+    let request = JobRef { actor, job_id };
+    Ok(Json(ask(&state, ops::CANCEL_JOB, &request).await?))
+}
+
+pub async fn mark_job_failed(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    JobId(job_id): JobId,
+) -> Result<Json<Done>, ApiError> {
+    let request = JobRef { actor, job_id };
+    Ok(Json(ask(&state, ops::MARK_JOB_FAILED, &request).await?))
+}
+
+pub async fn refusal_count(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+    uri: Uri,
+) -> Result<Json<RefusalCount>, ApiError> {
+    let query = QueryParams::parse(&uri, &["window_secs"])?;
+    let window_secs = query
+        .get::<u64>("window_secs", "a whole number of seconds")?
+        .unwrap_or(REFUSAL_WINDOW_DEFAULT_SECS);
+    if window_secs == 0 || window_secs > REFUSAL_WINDOW_MAX_SECS {
+        return Err(ApiError::invalid(
+            "window_secs",
+            format!("must be from 1 to {REFUSAL_WINDOW_MAX_SECS} seconds"),
+        ));
+    }
+    let request = RefusalCountRequest {
+        actor,
+        node_id,
+        window_secs,
+    };
+    Ok(Json(ask(&state, ops::REFUSAL_COUNT, &request).await?))
+}

@@ -1,0 +1,331 @@
+//! Every route of the gateway, in one table: its method, path, who may call it and what it
+//! does. The router is built from this table and nothing else, so a route without a declared
+//! access cannot exist (ARCHITECTURE.md 6.2-3: "every route and rpc declares its level"); the
+//! tests and the OpenAPI check read the same table.
+
+use axum::{
+    extract::{Request, State},
+    middleware::{self, Next},
+    routing::{on, MethodFilter, MethodRouter},
+    Router,
+};
+use capstan_events::{agent_channel::rpc::AgentEndpoint, rpc::Level};
+
+use crate::{agent, health, http, identity, openapi, operator, AppState};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Post,
+}
+
+impl Method {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+        }
+    }
+
+    fn filter(self) -> MethodFilter {
+        match self {
+            Method::Get => MethodFilter::GET,
+            Method::Post => MethodFilter::POST,
+        }
+    }
+}
+
+/// Who may call a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone: probes and metrics.
+    Public,
+    /// An agent, signed as PROTOCOL.md says; the agent channel checks the signature.
+    AgentSigned,
+    /// An operator with a bearer token of at least this level.
+    Operator(Level),
+}
+
+impl Access {
+    /// As the OpenAPI document's `x-capstan-level` states it: `7`, `"agent-signed"`, `"public"`.
+    pub fn as_json(self) -> serde_json::Value {
+        match self {
+            Access::Public => "public".into(),
+            Access::AgentSigned => "agent-signed".into(),
+            Access::Operator(level) => u8::from(level).into(),
+        }
+    }
+}
+
+/// What a route does; each has exactly one handler (see [`handler`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Healthz,
+    Livez,
+    Metrics,
+    OpenApi,
+    Agent(AgentEndpoint),
+    ListJoins,
+    ApproveJoin,
+    RejectJoin,
+    ReopenJoin,
+    ListNodes,
+    GetNode,
+    DisconnectNode,
+    CreateJob,
+    ListJobs,
+    GetJob,
+    JobOutput,
+    CancelJob,
+    MarkJobFailed,
+    RefusalCount,
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, Copy)]
+pub struct Route {
+    pub method: Method,
+    /// axum's syntax: `/api/v1/nodes/{id}`.
+    pub path: &'static str,
+    pub access: Access,
+    pub op: Op,
+    /// For an operator act that changes something, its name in the audit log.
+    pub action: Option<&'static str>,
+}
+
+impl Route {
+    const fn public(method: Method, path: &'static str, op: Op) -> Route {
+        Route {
+            method,
+            path,
+            access: Access::Public,
+            op,
+            action: None,
+        }
+    }
+
+    const fn agent(path: &'static str, endpoint: AgentEndpoint) -> Route {
+        Route {
+            method: Method::Post,
+            path,
+            access: Access::AgentSigned,
+            op: Op::Agent(endpoint),
+            action: None,
+        }
+    }
+
+    const fn read(method: Method, path: &'static str, level: Level, op: Op) -> Route {
+        Route {
+            method,
+            path,
+            access: Access::Operator(level),
+            op,
+            action: None,
+        }
+    }
+
+    const fn act(path: &'static str, level: Level, op: Op, action: &'static str) -> Route {
+        Route {
+            method: Method::Post,
+            path,
+            access: Access::Operator(level),
+            op,
+            action: Some(action),
+        }
+    }
+
+    /// What the `{id}` of the path names in the audit log: `join`, `node`, `job`.
+    pub fn target_kind(&self) -> Option<&'static str> {
+        let before = self.path.split("/{id}").next()?;
+        if before == self.path {
+            return None;
+        }
+        let collection = before.rsplit('/').next()?;
+        collection.strip_suffix('s')
+    }
+}
+
+use Level::{Admin, Change, Read};
+use Method::Get;
+
+/// The table.
+pub const ROUTES: &[Route] = &[
+    Route::public(Get, "/healthz", Op::Healthz),
+    Route::public(Get, "/livez", Op::Livez),
+    Route::public(Get, "/metrics", Op::Metrics),
+    Route::agent("/api/v1/agent/join", AgentEndpoint::Join),
+    Route::agent("/api/v1/agent/join_status", AgentEndpoint::JoinStatus),
+    Route::agent("/api/v1/agent/claim", AgentEndpoint::Claim),
+    Route::agent("/api/v1/agent/result", AgentEndpoint::Result),
+    Route::agent("/api/v1/agent/job_status", AgentEndpoint::JobStatus),
+    Route::agent("/api/v1/agent/leave", AgentEndpoint::Leave),
+    Route::agent("/api/v1/agent/artifact", AgentEndpoint::Artifact),
+    Route::read(Get, "/api/v1/openapi.json", Read, Op::OpenApi),
+    Route::read(Get, "/api/v1/joins", Read, Op::ListJoins),
+    Route::act(
+        "/api/v1/joins/{id}/approve",
+        Admin,
+        Op::ApproveJoin,
+        "approve_join",
+    ),
+    Route::act(
+        "/api/v1/joins/{id}/reject",
+        Admin,
+        Op::RejectJoin,
+        "reject_join",
+    ),
+    Route::act(
+        "/api/v1/joins/{id}/reopen",
+        Admin,
+        Op::ReopenJoin,
+        "reopen_join",
+    ),
+    Route::read(Get, "/api/v1/nodes", Read, Op::ListNodes),
+    Route::read(Get, "/api/v1/nodes/{id}", Read, Op::GetNode),
+    Route::act(
+        "/api/v1/nodes/{id}/disconnect",
+        Admin,
+        Op::DisconnectNode,
+        "disconnect_node",
+    ),
+    // Level 7 at the route: the agent channel refines it by the primitive's class (change 8,
+    // destructive 10), which only it knows.
+    Route::act("/api/v1/nodes/{id}/jobs", Read, Op::CreateJob, "create_job"),
+    Route::read(Get, "/api/v1/nodes/{id}/refusals", Read, Op::RefusalCount),
+    Route::read(Get, "/api/v1/jobs", Read, Op::ListJobs),
+    Route::read(Get, "/api/v1/jobs/{id}", Read, Op::GetJob),
+    Route::read(Get, "/api/v1/jobs/{id}/output", Read, Op::JobOutput),
+    Route::act(
+        "/api/v1/jobs/{id}/cancel",
+        Change,
+        Op::CancelJob,
+        "cancel_job",
+    ),
+    Route::act(
+        "/api/v1/jobs/{id}/mark-failed",
+        Change,
+        Op::MarkJobFailed,
+        "mark_job_failed",
+    ),
+];
+
+/// The handler of `op` on `method`.
+fn handler(method: Method, op: Op) -> MethodRouter<AppState> {
+    let filter = method.filter();
+    match op {
+        Op::Healthz => on(filter, health::healthz),
+        Op::Livez => on(filter, || async { "live\n" }),
+        Op::Metrics => on(filter, http::metrics),
+        Op::OpenApi => on(filter, openapi::document),
+        Op::Agent(endpoint) => on(
+            filter,
+            move |State(state): State<AppState>, request: Request| {
+                agent::forward(state, endpoint, request)
+            },
+        ),
+        Op::ListJoins => on(filter, operator::list_joins),
+        Op::ApproveJoin => on(filter, operator::approve_join),
+        Op::RejectJoin => on(filter, operator::reject_join),
+        Op::ReopenJoin => on(filter, operator::reopen_join),
+        Op::ListNodes => on(filter, operator::list_nodes),
+        Op::GetNode => on(filter, operator::get_node),
+        Op::DisconnectNode => on(filter, operator::disconnect_node),
+        Op::CreateJob => on(filter, operator::create_job),
+        Op::ListJobs => on(filter, operator::list_jobs),
+        Op::GetJob => on(filter, operator::get_job),
+        Op::JobOutput => on(filter, operator::job_output),
+        Op::CancelJob => on(filter, operator::cancel_job),
+        Op::MarkJobFailed => on(filter, operator::mark_job_failed),
+        Op::RefusalCount => on(filter, operator::refusal_count),
+    }
+}
+
+/// The router of every route in [`ROUTES`], each behind its access check.
+pub fn router(state: &AppState) -> Router<AppState> {
+    ROUTES.iter().fold(Router::new(), |router, route| {
+        let method_router = handler(route.method, route.op);
+        let method_router = match route.access {
+            Access::Public | Access::AgentSigned => method_router,
+            Access::Operator(needed) => method_router.route_layer(middleware::from_fn_with_state(
+                state.clone(),
+                move |state: State<AppState>, request: Request, next: Next| {
+                    identity::authorize(state, route, needed, request, next)
+                },
+            )),
+        };
+        router.route(route.path, method_router)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_method_and_path_appears_once() {
+        for (index, route) in ROUTES.iter().enumerate() {
+            assert!(
+                !ROUTES[..index]
+                    .iter()
+                    .any(|other| other.method == route.method && other.path == route.path),
+                "{} {} twice",
+                route.method.as_str(),
+                route.path
+            );
+        }
+    }
+
+    #[test]
+    fn the_agent_routes_are_the_protocol_endpoints_signed_and_posted() {
+        for endpoint in AgentEndpoint::ALL {
+            let route = ROUTES
+                .iter()
+                .find(|route| route.op == Op::Agent(endpoint))
+                .expect("every endpoint has a route");
+            assert_eq!(route.path, format!("/api/v1/agent/{}", endpoint.as_str()));
+            assert_eq!(
+                (route.method, route.access),
+                (Method::Post, Access::AgentSigned)
+            );
+        }
+    }
+
+    #[test]
+    fn every_act_is_an_operator_post_and_names_its_target() {
+        for route in ROUTES.iter().filter(|route| route.action.is_some()) {
+            assert_eq!(route.method, Method::Post, "{}", route.path);
+            assert!(
+                matches!(route.access, Access::Operator(_)),
+                "{}",
+                route.path
+            );
+            assert!(route.target_kind().is_some(), "{}", route.path);
+        }
+        let approve = ROUTES
+            .iter()
+            .find(|route| route.op == Op::ApproveJoin)
+            .unwrap();
+        assert_eq!(approve.target_kind(), Some("join"));
+        let listing = ROUTES
+            .iter()
+            .find(|route| route.op == Op::ListJobs)
+            .unwrap();
+        assert_eq!(listing.target_kind(), None);
+    }
+
+    #[test]
+    fn trust_changing_acts_need_level_10_and_job_changes_level_8() {
+        let level = |op: Op| ROUTES.iter().find(|route| route.op == op).unwrap().access;
+        for op in [
+            Op::ApproveJoin,
+            Op::RejectJoin,
+            Op::ReopenJoin,
+            Op::DisconnectNode,
+        ] {
+            assert_eq!(level(op), Access::Operator(Level::Admin), "{op:?}");
+        }
+        for op in [Op::CancelJob, Op::MarkJobFailed] {
+            assert_eq!(level(op), Access::Operator(Level::Change), "{op:?}");
+        }
+    }
+}

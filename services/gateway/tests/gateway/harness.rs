@@ -1,0 +1,366 @@
+//! `Gateway::start`: a NATS server, a database, the gateway serving on a free port, and
+//! (optionally) a fake agent channel that records what it is asked and answers as told.
+
+use bytes::Bytes;
+use capstan_bus::{testsuite::NatsServer, Bus, RpcServer};
+use capstan_events::{
+    agent_channel::{
+        rpc::{
+            ops, AgentEndpoint, AgentRequest, AgentResponse, ApproveJoin, Approved, CreateJob,
+            DecideJoin, Done, JobCreated, JobOutput, JobOutputRequest, JobRef, JobState, JobView,
+            Jobs, JoinState, JoinView, Joins, ListJobs, ListJoins, ListNodes, NodeRef, NodeView,
+            Nodes, RefusalCount, RefusalCountRequest,
+        },
+        PrimitiveClass,
+    },
+    rpc::{Level, RpcError},
+    Domain,
+};
+use capstan_gateway::AppState;
+use capstan_store::{testsuite::TestDatabase, Store};
+use serde::{de::DeserializeOwned, Serialize};
+use serde_json::{json, Value};
+use std::{
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc, Mutex, OnceLock,
+    },
+    time::Duration,
+};
+use tokio_util::sync::CancellationToken;
+
+/// What the fake agent channel answers, and what it was asked.
+#[derive(Default)]
+pub struct Script {
+    /// When set, every operator op answers this error.
+    pub failure: Option<RpcError>,
+    /// The answer to `agent_request` (default: 200 `{"ok": true}`).
+    pub agent_answer: Option<(AgentResponse, Bytes)>,
+    /// Every operator op asked, with its request as JSON.
+    pub asked: Vec<(String, Value)>,
+    /// Every agent request, with its body.
+    pub agent_requests: Vec<(AgentRequest, Bytes)>,
+}
+
+pub struct Gateway {
+    pub url: String,
+    pub address: std::net::SocketAddr,
+    pub bus: Bus,
+    pub store: Store,
+    pub script: Arc<Mutex<Script>>,
+    pub client: reqwest::Client,
+    operators: AtomicUsize,
+    stop: CancellationToken,
+    _nats: NatsServer,
+    _database: TestDatabase,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+fn metrics() -> capstan_telemetry::MetricsHandle {
+    static HANDLE: OnceLock<capstan_telemetry::MetricsHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| capstan_telemetry::metrics(None).expect("a metrics recorder"))
+        .clone()
+}
+
+pub const RPC_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Gateway {
+    /// The gateway with a fake agent channel answering.
+    pub async fn start() -> Gateway {
+        let gateway = Gateway::start_alone().await;
+        gateway.serve_fake().await;
+        gateway
+    }
+
+    /// The gateway with nobody answering its questions.
+    pub async fn start_alone() -> Gateway {
+        let nats = NatsServer::start();
+        let database = TestDatabase::create().await;
+        let bus = Bus::connect(&nats.url(), "gateway-test").await.unwrap();
+        let store = Store::connect(database.url(), "gateway", 4).await.unwrap();
+        store.migrate(&capstan_gateway::MIGRATOR).await.unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let state = AppState {
+            bus: bus.clone(),
+            store: store.clone(),
+            rpc_timeout: RPC_TIMEOUT,
+            metrics: metrics(),
+        };
+        let stop = CancellationToken::new();
+        tokio::spawn(capstan_gateway::serve(listener, state, stop.clone()));
+        Gateway {
+            url: format!("http://{address}"),
+            address,
+            bus,
+            store,
+            script: Arc::default(),
+            client: reqwest::Client::new(),
+            operators: AtomicUsize::new(0),
+            stop,
+            _nats: nats,
+            _database: database,
+        }
+    }
+
+    async fn serve_fake(&self) {
+        let script = self.script.clone();
+        let agent_script = self.script.clone();
+        let server = RpcServer::new(self.bus.clone(), Domain::AgentChannel).route_with_body(
+            ops::AGENT_REQUEST,
+            move |request: AgentRequest, body: Bytes| {
+                let script = agent_script.clone();
+                async move {
+                    let mut script = script.lock().unwrap();
+                    script.agent_requests.push((request, body));
+                    Ok::<_, RpcError>(script.agent_answer.clone().unwrap_or_else(|| {
+                        let answer = AgentResponse {
+                            status: 200,
+                            body: json!({"ok": true}),
+                            retry_after: None,
+                        };
+                        (answer, Bytes::new())
+                    }))
+                }
+            },
+        );
+        let server = fake(server, &script, ops::LIST_JOINS, |_: ListJoins| Joins {
+            joins: vec![join_view()],
+        });
+        let server = fake(
+            server,
+            &script,
+            ops::APPROVE_JOIN,
+            |request: ApproveJoin| Approved {
+                node_id: request.node_id.unwrap_or(17),
+            },
+        );
+        let server = fake(server, &script, ops::REJECT_JOIN, |_: DecideJoin| Done {});
+        let server = fake(server, &script, ops::REOPEN_JOIN, |_: DecideJoin| Done {});
+        let server = fake(server, &script, ops::LIST_NODES, |_: ListNodes| Nodes {
+            nodes: vec![node_view(17)],
+        });
+        let server = fake(server, &script, ops::GET_NODE, |request: NodeRef| {
+            node_view(request.node_id)
+        });
+        let server = fake(server, &script, ops::DISCONNECT_NODE, |_: NodeRef| Done {});
+        let server = fake(server, &script, ops::CREATE_JOB, |_: CreateJob| {
+            JobCreated {
+                id: 42,
+                state: JobState::Pending,
+            }
+        });
+        let server = fake(server, &script, ops::LIST_JOBS, |_: ListJobs| Jobs {
+            jobs: vec![job_view(42)],
+        });
+        let server = fake(server, &script, ops::GET_JOB, |request: JobRef| {
+            job_view(request.job_id)
+        });
+        let server = fake(
+            server,
+            &script,
+            ops::JOB_OUTPUT,
+            |request: JobOutputRequest| JobOutput {
+                state: JobState::Running,
+                new_output: "hello".into(),
+                offset: request.offset + 5,
+            },
+        );
+        let server = fake(server, &script, ops::CANCEL_JOB, |_: JobRef| Done {});
+        let server = fake(server, &script, ops::MARK_JOB_FAILED, |_: JobRef| Done {});
+        let server = fake(
+            server,
+            &script,
+            ops::REFUSAL_COUNT,
+            |request: RefusalCountRequest| RefusalCount {
+                node_id: request.node_id,
+                refused: 3,
+            },
+        );
+        tokio::spawn(server.serve(self.stop.clone()));
+        // Ready once it answers (the subscription is made asynchronously).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let answer: Result<Nodes, _> = self
+                .bus
+                .request(
+                    Domain::AgentChannel,
+                    ops::LIST_NODES,
+                    &json!({"actor": {"name": "t", "level": 7}}),
+                    Duration::from_millis(500),
+                )
+                .await;
+            if answer.is_ok() {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the fake agent channel never answered"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.script.lock().unwrap().asked.clear();
+    }
+
+    /// A fresh operator at `level` and its token.
+    pub async fn token(&self, level: Level) -> String {
+        let number = self.operators.fetch_add(1, Ordering::SeqCst);
+        let name = format!("operator{number}-level{}", u8::from(level));
+        capstan_gateway::admin::issue_operator(&self.store, &name, level)
+            .await
+            .unwrap()
+            .expose()
+            .to_string()
+    }
+
+    pub fn get(&self, path: &str, token: &str) -> reqwest::RequestBuilder {
+        self.client
+            .get(format!("{}{path}", self.url))
+            .bearer_auth(token)
+    }
+
+    pub fn post(&self, path: &str, token: &str, body: Value) -> reqwest::RequestBuilder {
+        self.client
+            .post(format!("{}{path}", self.url))
+            .bearer_auth(token)
+            .json(&body)
+    }
+
+    /// The ops the fake was asked, in order.
+    pub fn asked_ops(&self) -> Vec<String> {
+        self.script
+            .lock()
+            .unwrap()
+            .asked
+            .iter()
+            .map(|(op, _)| op.clone())
+            .collect()
+    }
+}
+
+/// Registers a fake op that records its request and answers `answer(request)`, or the
+/// scripted failure.
+fn fake<Req, Resp>(
+    server: RpcServer,
+    script: &Arc<Mutex<Script>>,
+    op: &'static str,
+    answer: fn(Req) -> Resp,
+) -> RpcServer
+where
+    Req: DeserializeOwned + Serialize + Send + 'static,
+    Resp: Serialize + Send + 'static,
+{
+    let script = script.clone();
+    server.route(op, move |request: Req| {
+        let script = script.clone();
+        async move {
+            let mut script = script.lock().unwrap();
+            script
+                .asked
+                .push((op.to_string(), serde_json::to_value(&request).unwrap()));
+            match &script.failure {
+                Some(failure) => Err(failure.clone()),
+                None => Ok(answer(request)),
+            }
+        }
+    })
+}
+
+pub fn join_view() -> JoinView {
+    JoinView {
+        id: uuid::Uuid::nil(),
+        name: "web-1".into(),
+        fingerprint: "SHA256:abc".into(),
+        source_address: "203.0.113.7".into(),
+        addresses: vec!["203.0.113.7".into()],
+        agent_version: "1.2.3".into(),
+        site_root: None,
+        container: None,
+        state: JoinState::Pending,
+        requested_at: chrono::Utc::now(),
+        expires_at: chrono::Utc::now(),
+        name_taken_by: None,
+    }
+}
+
+pub fn node_view(id: i64) -> NodeView {
+    NodeView {
+        id,
+        name: "web-1".into(),
+        fingerprint: Some("SHA256:abc".into()),
+        agent_version: Some("1.2.3".into()),
+        vocabulary: vec!["check_status".into()],
+        addresses: vec![],
+        site_root: None,
+        container: None,
+        connected_at: None,
+        last_seen_at: None,
+        left_at: None,
+        online: true,
+        below_floor: false,
+        facts: json!({}),
+    }
+}
+
+pub fn job_view(id: i64) -> JobView {
+    JobView {
+        id,
+        node_id: 17,
+        primitive: "check_status".into(),
+        class: PrimitiveClass::Read,
+        params: json!({}),
+        state: JobState::Pending,
+        outcome: None,
+        reason: None,
+        result: None,
+        requested_by: "ada".into(),
+        created_at: chrono::Utc::now(),
+        claimed_at: None,
+        finished_at: None,
+    }
+}
+
+/// The path of `route` with its `{id}` filled in.
+pub fn concrete_path(path: &str) -> String {
+    if path.starts_with("/api/v1/joins/") {
+        path.replace("{id}", "0190b5c2-7d1e-7a3c-9f00-000000000001")
+    } else {
+        path.replace("{id}", "5")
+    }
+}
+
+/// A body the route takes.
+pub fn body_for(path: &str) -> Value {
+    if path.ends_with("/jobs") {
+        json!({"primitive": "check_status", "params": {}})
+    } else {
+        json!({})
+    }
+}
+
+pub fn endpoint_path(endpoint: AgentEndpoint) -> String {
+    format!("/api/v1/agent/{}", endpoint.as_str())
+}
+
+/// The error body's `(code, message)`.
+pub async fn error_of(response: reqwest::Response) -> (u16, String, String) {
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.expect("an error body is JSON");
+    (
+        status,
+        body["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    )
+}

@@ -1,0 +1,123 @@
+//! The OpenAPI document covers exactly the route table, with each route's level, and its
+//! component schemas are those of the contract types (`CAPSTAN_WRITE_DOCS=1` rewrites them).
+
+use capstan_events::rpc::Level;
+use capstan_gateway::{
+    openapi::{component_schemas, DOCUMENT},
+    routes::ROUTES,
+};
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+fn document() -> Value {
+    serde_json::from_str(DOCUMENT).expect("openapi.json is JSON")
+}
+
+#[test]
+fn the_document_covers_every_route_in_the_table_at_its_level_and_nothing_else() {
+    let document = document();
+    assert_eq!(document["openapi"], "3.1.0");
+    let mut documented = BTreeSet::new();
+    for (path, item) in document["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            documented.insert((method.to_uppercase(), path.clone()));
+            let route = ROUTES
+                .iter()
+                .find(|route| route.path == path && route.method.as_str() == method.to_uppercase());
+            let route = route.unwrap_or_else(|| {
+                panic!("{method} {path} is documented but not in the route table")
+            });
+            assert_eq!(
+                operation["x-capstan-level"],
+                route.access.as_json(),
+                "{method} {path}: x-capstan-level"
+            );
+            let bearer = operation["security"]
+                .as_array()
+                .is_some_and(|security| !security.is_empty());
+            assert_eq!(
+                bearer,
+                matches!(route.access, capstan_gateway::routes::Access::Operator(_)),
+                "{method} {path}: bearer security exactly on operator routes"
+            );
+        }
+    }
+    let table: BTreeSet<_> = ROUTES
+        .iter()
+        .map(|route| (route.method.as_str().to_string(), route.path.to_string()))
+        .collect();
+    let missing: Vec<_> = table.difference(&documented).collect();
+    assert!(
+        missing.is_empty(),
+        "routes missing from openapi.json: {missing:?}"
+    );
+    assert_eq!(table, documented);
+}
+
+#[test]
+fn the_component_schemas_are_the_contract_types() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("openapi.json");
+    let mut document = document();
+    let generated = Value::Object(component_schemas());
+    if document["components"]["schemas"] != generated {
+        if std::env::var_os("CAPSTAN_WRITE_DOCS").is_some() {
+            document["components"]["schemas"] = generated;
+            let mut text = serde_json::to_string_pretty(&document).unwrap();
+            text.push('\n');
+            std::fs::write(&path, text).unwrap();
+            return;
+        }
+        panic!(
+            "services/gateway/openapi.json's components.schemas drifted from the contract types; \
+             run `CAPSTAN_WRITE_DOCS=1 cargo test -p capstan-gateway --test gateway openapi` and commit it"
+        );
+    }
+}
+
+#[test]
+fn every_reference_in_the_document_resolves() {
+    let document = document();
+    let mut references = Vec::new();
+    collect_references(&document, &mut references);
+    assert!(!references.is_empty());
+    for reference in references {
+        let pointer = reference.strip_prefix('#').expect("local references only");
+        assert!(
+            document.pointer(pointer).is_some(),
+            "{reference} does not resolve"
+        );
+    }
+}
+
+fn collect_references(value: &Value, into: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::String(reference)) = map.get("$ref") {
+                into.push(reference.clone());
+            }
+            map.values()
+                .for_each(|value| collect_references(value, into));
+        }
+        Value::Array(items) => items
+            .iter()
+            .for_each(|value| collect_references(value, into)),
+        _ => {}
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_serves_the_document_to_a_level_7_operator() {
+    let gateway = crate::harness::Gateway::start_alone().await;
+    let token = gateway.token(Level::Read).await;
+    let response = gateway
+        .get("/api/v1/openapi.json", &token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers().get("content-type").unwrap(),
+        "application/json"
+    );
+    assert_eq!(response.json::<Value>().await.unwrap(), document());
+}
