@@ -53,9 +53,15 @@ impl Bus {
                 headers.insert(TRACEPARENT, traceparent.as_str());
             }
             let payload = self.pack_body(&mut headers, payload.into()).await?;
+            // The request carries the caller's deadline; the client's default (10 s) would cut a
+            // long poll short while the service still holds it.
+            let request = async_nats::Request::new()
+                .headers(headers)
+                .payload(payload)
+                .timeout(Some(timeout));
             let answer = self
                 .client()
-                .request_with_headers(subject.clone(), headers, payload)
+                .send_request(subject.clone(), request)
                 .await
                 .map_err(|error| {
                     RpcError::new(
@@ -119,9 +125,15 @@ impl Bus {
                 headers.insert(TRACEPARENT, traceparent.as_str());
             }
             let payload = self.pack(&mut headers, &meta, body).await?;
+            // The request carries the caller's deadline; the client's default (10 s) would cut a
+            // long poll short while the service still holds it.
+            let request = async_nats::Request::new()
+                .headers(headers)
+                .payload(payload)
+                .timeout(Some(timeout));
             let answer = self
                 .client()
-                .request_with_headers(subject.clone(), headers, payload)
+                .send_request(subject.clone(), request)
                 .await
                 .map_err(|error| {
                     RpcError::new(

@@ -89,3 +89,37 @@ async fn a_service_answers_its_questions_and_refuses_bad_ones_by_code() {
     shutdown.cancel();
     running.await.unwrap().unwrap();
 }
+
+/// An answer that takes longer than the client's default request timeout (10 s) still arrives
+/// when the caller allows it: a long poll held by a service is never cut short in between.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_answer_arrives_within_the_callers_own_deadline() {
+    let nats = NatsServer::start();
+    let database = TestDatabase::create().await;
+    let settings = settings(&database, &nats, &[]);
+    let service = service(&settings, Domain::Billing).await;
+    let bus = service.bus.clone();
+    let rpc = service.rpc().route("slow", |seconds: u64| async move {
+        tokio::time::sleep(Duration::from_secs(seconds)).await;
+        Ok::<_, RpcError>(seconds)
+    });
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(service.run(rpc, Vec::new(), shutdown.clone()));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let waited: u64 = bus
+        .request(Domain::Billing, "slow", &11u64, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(waited, 11);
+    let cut = bus
+        .request::<_, u64>(Domain::Billing, "slow", &3u64, Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        cut.code,
+        ErrorCode::Unavailable,
+        "the caller's own deadline still holds"
+    );
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+}

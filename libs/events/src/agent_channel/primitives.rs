@@ -12,6 +12,14 @@ pub use super::PrimitiveClass;
 /// The default claim budget (spec: "15 minutes, or the primitive's own budget").
 pub const DEFAULT_CLAIM_BUDGET: Duration = Duration::from_secs(15 * 60);
 
+/// The longest a node lets one word run before it stops it and reports it failed (AG-21:
+/// "30 min per step by default").
+pub const DEFAULT_RUN_BUDGET: Duration = Duration::from_secs(30 * 60);
+
+/// What a node keeps back from a job's claim budget to post its result before the plane gives
+/// up on the claim.
+pub const REPORT_MARGIN: Duration = Duration::from_secs(60);
+
 /// One word of the vocabulary.
 #[derive(Debug, Clone, Serialize)]
 pub struct Primitive {
@@ -200,6 +208,15 @@ pub const CATALOG: &[Primitive] = &[
     },
 ];
 
+impl Primitive {
+    /// How long a node lets this word run before it stops it and reports it failed: the
+    /// default run budget, but never so long that the plane gives up on the claim first (its
+    /// claim budget less the report margin). Plane and node read the same number.
+    pub fn run_budget(&self) -> Duration {
+        DEFAULT_RUN_BUDGET.min(self.claim_budget.saturating_sub(REPORT_MARGIN))
+    }
+}
+
 /// The word named `name`, if the plane knows it.
 pub fn find(name: &str) -> Option<&'static Primitive> {
     CATALOG.iter().find(|primitive| primitive.name == name)
@@ -308,6 +325,24 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn every_run_budget_ends_before_its_claim_budget_with_room_to_report() {
+        for primitive in CATALOG {
+            let run = primitive.run_budget();
+            assert!(run > Duration::ZERO, "{}", primitive.name);
+            assert!(run <= DEFAULT_RUN_BUDGET, "{}", primitive.name);
+            assert!(
+                run + REPORT_MARGIN <= primitive.claim_budget,
+                "{}",
+                primitive.name
+            );
+        }
+        assert_eq!(
+            find("check_status").unwrap().run_budget(),
+            Duration::from_secs(4 * 60)
+        );
     }
 
     #[test]

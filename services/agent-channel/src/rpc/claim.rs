@@ -67,6 +67,41 @@ fn answer(job: Option<Value>, claim: &Claim) -> (u16, Value) {
     )
 }
 
+/// Whether a claim can be answered "no job" without writing anything: its facts change
+/// nothing, the heartbeat is fresh, no job waits, and none running is lost (by an idle claim or
+/// by its budget). One read and no lock, so a quiet fleet costs the database little.
+async fn nothing_to_do(
+    state: &State,
+    node_id: i64,
+    claim: Option<&Claim>,
+) -> Result<bool, AgentError> {
+    let mut connection = state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(AgentError::unavailable)?;
+    let Some(glance) = store::glance(&mut connection, node_id)
+        .await
+        .map_err(AgentError::unavailable)?
+    else {
+        return Ok(false);
+    };
+    let now = Utc::now();
+    let unchanged =
+        claim.is_none_or(|claim| claims::apply(&glance.node.node_facts(), claim).is_none());
+    let heard_lately = glance.node.last_seen_at.is_some_and(|seen| {
+        now.signed_duration_since(seen).to_std().unwrap_or_default() < LAST_SEEN_RESOLUTION
+    });
+    let idle_with_running = claim.is_some_and(|claim| claim.idle) && glance.has_running;
+    Ok(glance.node.fingerprint.is_some()
+        && unchanged
+        && (heard_lately || claim.is_none())
+        && !glance.has_pending
+        && !glance.has_stale
+        && !idle_with_running)
+}
+
 /// In one transaction on the locked node: takes the claim's facts (writing only what changed),
 /// loses what an idle claim or an exhausted budget says is lost, and hands out the oldest
 /// pending job when none is running.
@@ -75,6 +110,9 @@ async fn report_and_dispatch(
     node_id: i64,
     claim: Option<&Claim>,
 ) -> Result<Option<Value>, AgentError> {
+    if nothing_to_do(state, node_id, claim).await? {
+        return Ok(None);
+    }
     let now = Utc::now();
     let mut transaction = state.store.begin().await.map_err(AgentError::unavailable)?;
     let connection: &mut PgConnection = &mut transaction;

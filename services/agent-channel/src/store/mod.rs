@@ -391,3 +391,29 @@ pub async fn prune_nonces(connection: &mut PgConnection) -> Result<u64> {
             .rows_affected(),
     )
 }
+
+/// A node with what its claim needs to know at a glance: whether a job waits for it and
+/// whether a running one has outlived its budget.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Glance {
+    #[sqlx(flatten)]
+    pub node: NodeRow,
+    pub has_pending: bool,
+    pub has_running: bool,
+    pub has_stale: bool,
+}
+
+/// One read, no lock: what a claim that changes nothing needs to answer without writing.
+pub async fn glance(connection: &mut PgConnection, node_id: i64) -> Result<Option<Glance>> {
+    Ok(sqlx::query_as(&format!(
+        "SELECT {NODE_COLUMNS},
+             EXISTS (SELECT 1 FROM jobs WHERE node_id = nodes.id AND state = 'pending') AS has_pending,
+             EXISTS (SELECT 1 FROM jobs WHERE node_id = nodes.id AND state = 'running') AS has_running,
+             EXISTS (SELECT 1 FROM jobs WHERE node_id = nodes.id AND state = 'running'
+                     AND claimed_at + make_interval(secs => budget_s) < now()) AS has_stale
+         FROM nodes WHERE id = $1"
+    ))
+    .bind(node_id)
+    .fetch_optional(connection)
+    .await?)
+}

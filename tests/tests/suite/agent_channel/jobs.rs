@@ -350,3 +350,43 @@ async fn a_cancelled_job_reads_withdrawn_and_refusals_are_counted() {
     assert_eq!(count["refused"], 1, "AC-27");
     plane.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn artifact_requests_name_a_kind_never_a_path() {
+    let plane = Plane::start().await;
+    let (agent, _) = plane.paired_agent("web-1").await;
+    let (status, refused) = agent
+        .send("artifact", &json!({"kind": "../../etc/passwd"}))
+        .await;
+    assert_eq!(
+        (status, refused["error"]["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_kind"))
+    );
+    let (status, refused) = agent
+        .send("artifact", &json!({"kind": "binary", "arch": "sparc"}))
+        .await;
+    assert_eq!(
+        (status, refused["error"]["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_arch"))
+    );
+    let (status, missing) = agent
+        .send(
+            "artifact",
+            &json!({"kind": "binary", "arch": "linux-amd64", "version": "9.9.9"}),
+        )
+        .await;
+    assert_eq!(
+        (status, missing["error"]["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("not_found"))
+    );
+    let stranger = super::TestAgent::new(&plane);
+    let (status, _) = stranger
+        .send("artifact", &json!({"kind": "manifest"}))
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::UNAUTHORIZED,
+        "artifact requests are signed by a paired node"
+    );
+    plane.stop().await;
+}
