@@ -122,10 +122,15 @@ fn install(
             .with_writer(std::io::stderr)
             .boxed(),
     };
+    // The log level governs what is printed, not what is traced: spans at info and above always
+    // exist, so a `traceparent` travels on whatever the logs are set to.
     tracing_subscriber::registry()
-        .with(filter)
-        .with(fmt)
-        .with(tracing_opentelemetry::layer().with_tracer(tracer))
+        .with(fmt.with_filter(filter))
+        .with(
+            tracing_opentelemetry::layer()
+                .with_tracer(tracer)
+                .with_filter(tracing_subscriber::filter::LevelFilter::INFO),
+        )
         .try_init()
         .map_err(|_| TelemetryError::AlreadyInitialised)?;
     Ok(TelemetryGuard { provider })

@@ -44,7 +44,8 @@ async fn one_trace_runs_from_the_gateway_through_an_rpc_and_an_event_into_its_co
         &TelemetryConfig {
             service_name: "capstan-test".into(),
             log_format: LogFormat::Pretty,
-            log_level: "info".into(),
+            // Spans travel whatever the logs are set to.
+            log_level: "error".into(),
             otlp_endpoint: None,
             logs_to_stderr: false,
         },
