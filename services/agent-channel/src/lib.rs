@@ -31,6 +31,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         store: service.store.clone(),
         wake: Arc::new(wake::Wake::default()),
         limits: Arc::new(rpc::Limits::default()),
+        keys: Arc::new(rpc::Keys::default()),
     };
     let rpc = rpc::routes(service.rpc(), state.clone());
     let listening = {

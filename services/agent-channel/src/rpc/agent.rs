@@ -119,7 +119,7 @@ async fn signed_by_node(state: &State, request: &AgentRequest, body: &[u8]) -> A
         let key = node
             .public_key
             .as_deref()
-            .and_then(|key| PublicKey::from_base64(key).ok())
+            .and_then(|key| state.keys.decode(key))
             .ok_or_else(AgentError::unknown_key)?;
         found = Some(node);
         Ok(key)

@@ -75,12 +75,41 @@ impl Limits {
     }
 }
 
+/// Decoded node keys by their base64 form. Decoding a key decompresses a curve point, which
+/// costs about as much as verifying a signature; the mapping never changes, so it is kept.
+#[derive(Default)]
+pub struct Keys {
+    decoded: Mutex<std::collections::HashMap<String, capstan_signing::PublicKey>>,
+}
+
+/// Keys kept at most; past it the cache starts over (a fleet is far smaller).
+const MAX_CACHED_KEYS: usize = 100_000;
+
+impl Keys {
+    pub fn decode(&self, base64: &str) -> Option<capstan_signing::PublicKey> {
+        let mut decoded = self
+            .decoded
+            .lock()
+            .expect("the key cache is never poisoned");
+        if let Some(key) = decoded.get(base64) {
+            return Some(*key);
+        }
+        let key = capstan_signing::PublicKey::from_base64(base64).ok()?;
+        if decoded.len() >= MAX_CACHED_KEYS {
+            decoded.clear();
+        }
+        decoded.insert(base64.to_string(), key);
+        Some(key)
+    }
+}
+
 /// What every handler reaches.
 #[derive(Clone)]
 pub struct State {
     pub store: Store,
     pub wake: Arc<Wake>,
     pub limits: Arc<Limits>,
+    pub keys: Arc<Keys>,
 }
 
 /// A route handler with the state bound.
@@ -135,4 +164,23 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
             with(&state, operator::mark_job_failed),
         )
         .route(ops::REFUSAL_COUNT, with(&state, operator::refusal_count))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_decoded_key_is_the_key_and_a_bad_one_is_refused_and_not_kept() {
+        let keys = Keys::default();
+        let key = capstan_signing::NodeKey::generate().public_key();
+        assert_eq!(keys.decode(&key.to_base64()), Some(key));
+        assert_eq!(
+            keys.decode(&key.to_base64()),
+            Some(key),
+            "the second time from the cache"
+        );
+        assert_eq!(keys.decode("not a key"), None);
+        assert_eq!(keys.decoded.lock().unwrap().len(), 1);
+    }
 }
