@@ -17,6 +17,9 @@ use tracing::{info_span, warn, Instrument};
 
 use crate::{bodies::META_OBJECT_HEADER, Bus, BusError};
 
+/// How long a stopping server waits for NATS to take its last words.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
 /// The header that carries the JSON half of a request or reply whose payload is a raw body.
 pub const META_HEADER: &str = "Capstan-Meta";
 
@@ -303,10 +306,11 @@ impl RpcServer {
                 }
             });
         }
-        let _ = subscription.unsubscribe().await;
+        // With the server gone these would wait for it forever; a stop must not.
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, subscription.unsubscribe()).await;
         tasks.close();
         tasks.wait().await;
-        let _ = client.flush().await;
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, client.flush()).await;
         Ok(())
     }
 }

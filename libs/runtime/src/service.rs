@@ -161,7 +161,8 @@ impl Service {
         stop_relay.cancel();
         let _ = relay.await;
         self.store.close().await;
-        let _ = self.bus.flush().await;
+        // NATS may be gone; a stop must not wait for it forever.
+        let _ = tokio::time::timeout(capstan_bus::rpc::SHUTDOWN_GRACE, self.bus.flush()).await;
         info!(service = %domain, "service stopped");
         first_failure.map_or(Ok(()), Err)
     }

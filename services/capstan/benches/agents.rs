@@ -89,6 +89,18 @@ fn percentile(samples: &mut [Duration], fraction: f64) -> f64 {
     samples[index].as_secs_f64() * 1e3
 }
 
+/// The plane's process, stopped with SIGTERM when dropped, also when the benchmark panics.
+struct PlaneProcess(Child);
+
+impl Drop for PlaneProcess {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
 fn peak_rss_mib(child: &Child) -> f64 {
     let status =
         std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
@@ -177,13 +189,15 @@ async fn run(size: usize) {
         .lines()
         .find_map(|line| line.strip_prefix("token: ").map(str::to_string))
         .expect("create-operator prints a token");
-    let mut plane = Command::new(binary)
-        .arg("all")
-        .envs(environment.iter().cloned())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let plane = PlaneProcess(
+        Command::new(binary)
+            .arg("all")
+            .envs(environment.iter().cloned())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let operator = reqwest::Client::new();
     let started = Instant::now();
     while operator
@@ -355,13 +369,9 @@ async fn run(size: usize) {
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     let mut dispatch_latencies = dispatch.lock().unwrap().clone();
-    let rss = peak_rss_mib(&plane);
+    let rss = peak_rss_mib(&plane.0);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    Command::new("kill")
-        .args(["-TERM", &plane.id().to_string()])
-        .status()
-        .unwrap();
-    let _ = plane.wait();
+    drop(plane);
     for poller in pollers {
         poller.abort();
     }

@@ -310,3 +310,21 @@ async fn capstan_admin_create_operator_prints_a_token_the_gateway_accepts() {
         "the token is not logged by the gateway"
     );
 }
+
+/// A stop must not wait for a NATS server that is gone: shutdown's last flushes are bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capstan_all_stops_on_sigterm_even_after_nats_has_gone() {
+    let mut nats = NatsServer::start();
+    let database = TestDatabase::create().await;
+    let listen = free_address();
+    let child = capstan(&["all"], &database, &nats, &listen)
+        .spawn()
+        .unwrap();
+    healthz_until(&listen, 200, Duration::from_secs(60)).await;
+    nats.stop();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let output = terminate(child);
+    let log = String::from_utf8_lossy(&output.stdout);
+    assert!(log.contains("SIGTERM received"), "{log}");
+    assert!(log.contains("service stopped"), "{log}");
+}
