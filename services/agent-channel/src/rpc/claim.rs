@@ -179,39 +179,18 @@ async fn report_and_dispatch(
             .map_err(AgentError::unavailable)?
         {
             let Some(primitive) = primitives::find(&job.primitive) else {
-                let ended = store::finish_job(
+                refuse_by_plane(
                     connection,
                     job.id,
-                    "refused",
-                    Some("the plane no longer knows this primitive"),
-                    None,
-                    None,
-                    None,
+                    "the plane no longer knows this primitive",
                 )
-                .await
-                .map_err(AgentError::unavailable)?;
-                actions::announce_all_finished(connection, ended.as_slice())
-                    .await
-                    .map_err(AgentError::unavailable)?;
+                .await?;
                 continue;
             };
             let payload = jobs::claim_payload(job.id, primitive, &job.params.0, job.budget_s);
             if !jobs::fits(&payload, facts.claim_limit()) {
                 let reason = jobs::too_large_reason(payload.to_string().len(), facts.claim_limit());
-                let ended = store::finish_job(
-                    connection,
-                    job.id,
-                    "refused",
-                    Some(&reason),
-                    None,
-                    None,
-                    None,
-                )
-                .await
-                .map_err(AgentError::unavailable)?;
-                actions::announce_all_finished(connection, ended.as_slice())
-                    .await
-                    .map_err(AgentError::unavailable)?;
+                refuse_by_plane(connection, job.id, &reason).await?;
                 continue;
             }
             store::start_job(connection, job.id, now)
@@ -232,6 +211,28 @@ async fn report_and_dispatch(
         metrics::counter!("capstan_agent_jobs_claimed_total").increment(1);
     }
     Ok(handed_out)
+}
+
+/// Ends a job the plane cannot hand out as `refused`, with the plane's reason, and announces it.
+async fn refuse_by_plane(
+    connection: &mut PgConnection,
+    job_id: i64,
+    reason: &str,
+) -> Result<(), AgentError> {
+    let ended = store::finish_job(
+        connection,
+        job_id,
+        "refused",
+        Some(reason),
+        None,
+        None,
+        None,
+    )
+    .await
+    .map_err(AgentError::unavailable)?;
+    actions::announce_all_finished(connection, ended.as_slice())
+        .await
+        .map_err(AgentError::unavailable)
 }
 
 #[derive(Deserialize)]

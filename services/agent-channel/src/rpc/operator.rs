@@ -357,37 +357,15 @@ pub async fn job_output(state: State, request: JobOutputRequest) -> Answer<JobOu
 /// (it learns so from job_status and ends it as refused).
 pub async fn cancel_job(state: State, request: JobRef) -> Answer<Done> {
     request.actor.require(Level::Change, "cancelling a job")?;
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    let job = store::job_by_id(&mut transaction, request.job_id)
-        .await
-        .map_err(unavailable)?
-        .ok_or_else(|| not_found(format!("no job {}", request.job_id)))?;
-    if !matches!(job.state.as_str(), "pending" | "running") {
-        return Err(conflict(format!(
-            "job {} has already ended ({})",
-            job.id, job.state
-        )));
-    }
     let reason = format!("withdrawn by {}", request.actor.name);
-    let ended = store::finish_job(
-        &mut transaction,
-        job.id,
+    end_job(
+        &state,
+        &request,
+        &["pending", "running"],
         "withdrawn",
-        Some(&reason),
-        None,
-        None,
-        Some(&request.actor.name),
+        &reason,
     )
     .await
-    .map_err(unavailable)?;
-    actions::announce_all_finished(&mut transaction, ended.as_slice())
-        .await
-        .map_err(unavailable)?;
-    transaction
-        .commit()
-        .await
-        .map_err(|error| unavailable(error.into()))?;
-    Ok(Done {})
 }
 
 /// AC-30: an operator marks a running job failed; it is recorded as lost, by whom, and the
@@ -396,29 +374,36 @@ pub async fn mark_job_failed(state: State, request: JobRef) -> Answer<Done> {
     request
         .actor
         .require(Level::Change, "marking a job as failed")?;
+    let reason = lost::marked(&request.actor.name);
+    end_job(&state, &request, &["running"], "lost", &reason).await
+}
+
+/// Ends a job an operator names, if it is in one of `from`, as `to` with `reason` and the
+/// operator's name, and announces it.
+async fn end_job(
+    state: &State,
+    request: &JobRef,
+    from: &[&str],
+    to: &str,
+    reason: &str,
+) -> Answer<Done> {
     let mut transaction = state.store.begin().await.map_err(unavailable)?;
     let job = store::job_by_id(&mut transaction, request.job_id)
         .await
         .map_err(unavailable)?
         .ok_or_else(|| not_found(format!("no job {}", request.job_id)))?;
-    if job.state != "running" {
+    if !from.contains(&job.state.as_str()) {
         return Err(conflict(format!(
-            "job {} is not running ({})",
-            job.id, job.state
+            "job {} is {}, not {}",
+            job.id,
+            job.state,
+            from.join(" or ")
         )));
     }
-    let reason = lost::marked(&request.actor.name);
-    let ended = store::finish_job(
-        &mut transaction,
-        job.id,
-        "lost",
-        Some(&reason),
-        None,
-        None,
-        Some(&request.actor.name),
-    )
-    .await
-    .map_err(unavailable)?;
+    let by = Some(request.actor.name.as_str());
+    let ended = store::finish_job(&mut transaction, job.id, to, Some(reason), None, None, by)
+        .await
+        .map_err(unavailable)?;
     actions::announce_all_finished(&mut transaction, ended.as_slice())
         .await
         .map_err(unavailable)?;
