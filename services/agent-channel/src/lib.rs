@@ -32,6 +32,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         wake: Arc::new(wake::Wake::default()),
         limits: Arc::new(rpc::Limits::default()),
         keys: Arc::new(rpc::Keys::default()),
+        stopping: shutdown.clone(),
     };
     let rpc = rpc::routes(service.rpc(), state.clone());
     let listening = {

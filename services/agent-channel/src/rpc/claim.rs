@@ -55,7 +55,10 @@ pub async fn claim(state: &State, request: &AgentRequest, node: &NodeRow, body: 
     }
     // Long poll: sleep until a job is queued for this node or the wait runs out, then look once
     // more. No transaction or connection is held meanwhile.
-    let _ = tokio::time::timeout(Duration::from_secs(wait), rung).await;
+    tokio::select! {
+        _ = tokio::time::timeout(Duration::from_secs(wait), rung) => {}
+        _ = state.stopping.cancelled() => {}
+    }
     let job = report_and_dispatch(state, node.id, None).await?;
     Ok(answer(job, &claim))
 }

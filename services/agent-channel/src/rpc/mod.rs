@@ -110,6 +110,8 @@ pub struct State {
     pub wake: Arc<Wake>,
     pub limits: Arc<Limits>,
     pub keys: Arc<Keys>,
+    /// Ends long polls at once when the service stops, so a stop does not wait out a claim.
+    pub stopping: tokio_util::sync::CancellationToken,
 }
 
 /// A route handler with the state bound.

@@ -390,3 +390,24 @@ async fn artifact_requests_name_a_kind_never_a_path() {
     );
     plane.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_ends_long_polls_instead_of_waiting_them_out() {
+    let plane = Plane::start().await;
+    let (agent, _) = plane.paired_agent("web-1").await;
+    let body =
+        serde_json::to_vec(&json!({"agent_version": "0.1.0", "vocabulary": VOCABULARY})).unwrap();
+    let polling = tokio::spawn(async move {
+        agent
+            .send_at("claim", "?wait=30", &body, super::now())
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stopping = Instant::now();
+    plane.stop().await;
+    assert!(
+        stopping.elapsed() < Duration::from_secs(20),
+        "the 30 s poll did not hold the stop"
+    );
+    polling.abort();
+}
