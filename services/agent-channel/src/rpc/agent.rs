@@ -103,34 +103,50 @@ async fn authenticate(
     }
 }
 
+/// Node-signed requests: checks 1-3 need no key; then one statement finds the node, records the
+/// nonce and glances at its jobs, and the outcome is reported in protocol order (unknown key,
+/// bad signature, replay). A request that fails before the node is proved counts against its
+/// address.
 async fn signed_by_node(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
-    let mut found: Option<NodeRow> = None;
-    authenticate(state, request, body, async |parsed| {
+    let proved = async {
+        let parsed = check_unkeyed(request, body, Utc::now().timestamp())?;
         let mut connection = state
             .store
             .pool()
             .acquire()
             .await
             .map_err(AgentError::unavailable)?;
-        let node = store::node_by_fingerprint(&mut connection, parsed.keyid().as_str())
+        let arrival = store::arrive(&mut connection, parsed.keyid().as_str(), parsed.nonce())
             .await
             .map_err(AgentError::unavailable)?
             .ok_or_else(AgentError::unknown_key)?;
-        let key = node
+        drop(connection);
+        let key = arrival
+            .node
             .public_key
             .as_deref()
             .and_then(|key| state.keys.decode(key))
             .ok_or_else(AgentError::unknown_key)?;
-        found = Some(node);
-        Ok(key)
-    })
-    .await?;
-    let node = found.ok_or_else(AgentError::unknown_key)?;
+        check_signature(&parsed, &key, request)?;
+        Ok(arrival)
+    }
+    .await;
+    let arrival = match proved {
+        Ok(arrival) => arrival,
+        Err(error) => {
+            meter_address(state, request)?;
+            return Err(error);
+        }
+    };
+    if !arrival.fresh {
+        return Err(AgentError::replayed());
+    }
+    let node = &arrival.node;
     match request.endpoint {
         // A claim that succeeds is not counted (PROTOCOL.md "Limits").
         AgentEndpoint::Claim => {
             state.limits.check_node(node.id)?;
-            let answer = claim::claim(state, request, &node, body).await;
+            let answer = claim::claim(state, request, &arrival.glance(), body).await;
             if answer.is_err() {
                 state.limits.take_node(node.id);
             }
@@ -140,9 +156,9 @@ async fn signed_by_node(state: &State, request: &AgentRequest, body: &[u8]) -> A
             state.limits.check_node(node.id)?;
             state.limits.take_node(node.id);
             match endpoint {
-                AgentEndpoint::Result => claim::result(state, &node, body).await,
-                AgentEndpoint::JobStatus => job_status(state, &node, body).await,
-                AgentEndpoint::Leave => leave(state, &node).await,
+                AgentEndpoint::Result => claim::result(state, node, body).await,
+                AgentEndpoint::JobStatus => job_status(state, node, body).await,
+                AgentEndpoint::Leave => leave(state, node).await,
                 _ => artifact(body),
             }
         }

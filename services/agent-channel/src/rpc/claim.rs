@@ -17,7 +17,7 @@ use crate::{
         jobs::{self, lost},
         LAST_SEEN_RESOLUTION, MAX_WAIT_SECONDS,
     },
-    store::{self, NodeRow},
+    store::{self, Glance, NodeRow},
 };
 
 type Answer = Result<(u16, Value), AgentError>;
@@ -40,14 +40,15 @@ fn wait_of(query: Option<&str>) -> Result<u64, AgentError> {
     Ok(0)
 }
 
-pub async fn claim(state: &State, request: &AgentRequest, node: &NodeRow, body: &[u8]) -> Answer {
+pub async fn claim(state: &State, request: &AgentRequest, glance: &Glance, body: &[u8]) -> Answer {
+    let node = &glance.node;
     let wait = wait_of(request.query.as_deref())?;
     let claim = claims::parse_claim(body)?;
     let bell = state.wake.bell(node.id);
     let rung = bell.notified();
     tokio::pin!(rung);
     rung.as_mut().enable();
-    if let Some(job) = report_and_dispatch(state, node.id, Some(&claim)).await? {
+    if let Some(job) = report_and_dispatch(state, node.id, Some(&claim), Some(glance)).await? {
         return Ok(answer(Some(job), &claim));
     }
     if wait == 0 {
@@ -59,7 +60,7 @@ pub async fn claim(state: &State, request: &AgentRequest, node: &NodeRow, body: 
         _ = tokio::time::timeout(Duration::from_secs(wait), rung) => {}
         _ = state.stopping.cancelled() => {}
     }
-    let job = report_and_dispatch(state, node.id, None).await?;
+    let job = report_and_dispatch(state, node.id, None, None).await?;
     Ok(answer(job, &claim))
 }
 
@@ -73,22 +74,31 @@ fn answer(job: Option<Value>, claim: &Claim) -> (u16, Value) {
 /// Whether a claim can be answered "no job" without writing anything: its facts change
 /// nothing, the heartbeat is fresh, no job waits, and none running is lost (by an idle claim or
 /// by its budget). One read and no lock, so a quiet fleet costs the database little.
+/// `known` is the glance the request's first read already took, if any.
 async fn nothing_to_do(
     state: &State,
     node_id: i64,
     claim: Option<&Claim>,
+    known: Option<&Glance>,
 ) -> Result<bool, AgentError> {
-    let mut connection = state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(AgentError::unavailable)?;
-    let Some(glance) = store::glance(&mut connection, node_id)
-        .await
-        .map_err(AgentError::unavailable)?
-    else {
-        return Ok(false);
+    let fetched;
+    let glance = match known {
+        Some(glance) => glance,
+        None => {
+            let mut connection = state
+                .store
+                .pool()
+                .acquire()
+                .await
+                .map_err(AgentError::unavailable)?;
+            fetched = store::glance(&mut connection, node_id)
+                .await
+                .map_err(AgentError::unavailable)?;
+            match &fetched {
+                Some(glance) => glance,
+                None => return Ok(false),
+            }
+        }
     };
     let now = Utc::now();
     let unchanged =
@@ -112,8 +122,9 @@ async fn report_and_dispatch(
     state: &State,
     node_id: i64,
     claim: Option<&Claim>,
+    known: Option<&Glance>,
 ) -> Result<Option<Value>, AgentError> {
-    if nothing_to_do(state, node_id, claim).await? {
+    if nothing_to_do(state, node_id, claim, known).await? {
         return Ok(None);
     }
     let now = Utc::now();

@@ -417,3 +417,54 @@ pub async fn glance(connection: &mut PgConnection, node_id: i64) -> Result<Optio
     .fetch_optional(connection)
     .await?)
 }
+
+/// A node-signed request's first read, in one statement: the node holding `fingerprint` with
+/// its glance, and whether `nonce` is new for that key (recorded in the same statement). The
+/// caller still reports in protocol order: an unknown key, then a bad signature, then a replay.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Arrival {
+    #[sqlx(flatten)]
+    pub node: NodeRow,
+    pub has_pending: bool,
+    pub has_running: bool,
+    pub has_stale: bool,
+    pub fresh: bool,
+}
+
+impl Arrival {
+    pub fn glance(&self) -> Glance {
+        Glance {
+            node: self.node.clone(),
+            has_pending: self.has_pending,
+            has_running: self.has_running,
+            has_stale: self.has_stale,
+        }
+    }
+}
+
+pub async fn arrive(
+    connection: &mut PgConnection,
+    fingerprint: &str,
+    nonce: &str,
+) -> Result<Option<Arrival>> {
+    Ok(sqlx::query_as(&format!(
+        "WITH node AS (SELECT {NODE_COLUMNS} FROM nodes WHERE fingerprint = $1),
+         recorded AS (
+             INSERT INTO nonces (fingerprint, nonce) SELECT $1, $2 WHERE EXISTS (SELECT 1 FROM node)
+             ON CONFLICT (fingerprint, nonce) DO UPDATE SET seen_at = now()
+                 WHERE nonces.seen_at < now() - interval '600 seconds'
+             RETURNING 1
+         )
+         SELECT node.*,
+             EXISTS (SELECT 1 FROM jobs WHERE node_id = node.id AND state = 'pending') AS has_pending,
+             EXISTS (SELECT 1 FROM jobs WHERE node_id = node.id AND state = 'running') AS has_running,
+             EXISTS (SELECT 1 FROM jobs WHERE node_id = node.id AND state = 'running'
+                     AND claimed_at + make_interval(secs => budget_s) < now()) AS has_stale,
+             EXISTS (SELECT 1 FROM recorded) AS fresh
+         FROM node"
+    ))
+    .bind(fingerprint)
+    .bind(nonce)
+    .fetch_optional(connection)
+    .await?)
+}
