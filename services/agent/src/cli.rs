@@ -1,0 +1,439 @@
+//! The command line (AG-06, AG-13): `join`, `status`, `enable`, `disable`, `leave`, `run`,
+//! `approve`, `deny`, `log-access`, `--version`. Every command takes `--state-dir`.
+
+use anyhow::{bail, Context as _};
+use chrono::Utc;
+use clap::{Parser, Subcommand};
+use serde_json::{json, Value};
+use std::{path::PathBuf, process::ExitCode, time::Duration};
+
+use crate::{
+    config::Config,
+    domain::{
+        join::{name_from_hostname, next_step, valid_name, JoinStep, Pairing},
+        AGENT_VERSION, JOIN_STATUS_EVERY, JOIN_WAIT, MAX_ANSWER_BYTES,
+    },
+    join::{self, JoinError},
+    plane::{base_url, Plane},
+    state::{self, RunStatus, StateDir},
+};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "capstan-agent",
+    version,
+    about = "The Capstan node agent: joins a management node, takes work from it, and runs only the words compiled into it"
+)]
+pub struct Cli {
+    /// Where the agent keeps its identity, switches and policy (0700).
+    #[arg(
+        long,
+        global = true,
+        env = "CAPSTAN_AGENT_STATE_DIR",
+        default_value = "/etc/capstan-agent"
+    )]
+    pub state_dir: PathBuf,
+    /// The site's root directory; absent on a machine with no site.
+    #[arg(long, global = true, env = "CAPSTAN_AGENT_SITE_ROOT")]
+    pub site_root: Option<PathBuf>,
+    /// Where certificate lineages live.
+    #[arg(
+        long,
+        global = true,
+        env = "CAPSTAN_AGENT_LETSENCRYPT_DIR",
+        default_value = "/etc/letsencrypt/live"
+    )]
+    pub letsencrypt_dir: PathBuf,
+    /// host:port where PostgreSQL should answer.
+    #[arg(
+        long,
+        global = true,
+        env = "CAPSTAN_AGENT_POSTGRES",
+        default_value = "127.0.0.1:5432"
+    )]
+    pub postgres: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Ask a management node to admit this machine (sends only the public key).
+    Join {
+        #[arg(long = "management-node", value_name = "URL")]
+        management_node: String,
+        /// The name the pending request shows (default: the hostname).
+        #[arg(long)]
+        name: Option<String>,
+        /// Return once the request is lodged instead of waiting up to five minutes.
+        #[arg(long)]
+        no_wait: bool,
+    },
+    /// Show the pairing, fingerprint, management node, switches, version and last claim.
+    Status,
+    /// Switch the agent on: it takes work while paired.
+    Enable,
+    /// Switch the agent off: it takes no work.
+    Disable,
+    /// Say goodbye to the management node and delete this machine's identity.
+    Leave,
+    /// Run the agent (what the service runs).
+    Run,
+    /// Approve a job the policy holds for approval on this node.
+    Approve { job: i64 },
+    /// Deny a job the policy holds for approval on this node.
+    Deny { job: i64 },
+    /// The owner's log access switch (off by default): on allows the log words and file_head.
+    LogAccess {
+        #[arg(value_parser = ["on", "off"])]
+        switch: String,
+    },
+}
+
+/// Parses the command line, runs the command, and maps the outcome to an exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = if matches!(cli.command, Command::Run) {
+        "info"
+    } else {
+        "warn"
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CAPSTAN_AGENT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("capstan-agent: cannot start: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(dispatch(cli)) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("capstan-agent: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    let state = StateDir::open(&cli.state_dir)
+        .with_context(|| format!("the state directory {}", cli.state_dir.display()))?;
+    let config = Config {
+        site_root: cli.site_root,
+        letsencrypt_dir: cli.letsencrypt_dir,
+        postgres: cli.postgres,
+    };
+    match cli.command {
+        Command::Join {
+            management_node,
+            name,
+            no_wait,
+        } => join_command(&state, &config, &management_node, name, no_wait).await,
+        Command::Status => status(&state).map(|()| ExitCode::SUCCESS),
+        Command::Enable => {
+            state.write(state::ENABLED, b"enabled\n", 0o600)?;
+            println!("enabled: the agent takes work while paired");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Disable => {
+            state.remove(state::ENABLED)?;
+            println!("disabled: the agent takes no work");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::LogAccess { switch } => {
+            state.write(state::LOG_ACCESS, format!("{switch}\n").as_bytes(), 0o600)?;
+            println!("log access {switch}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Leave => leave(&state).await,
+        Command::Run => crate::run::run(state, config)
+            .await
+            .map(|()| ExitCode::SUCCESS),
+        Command::Approve { job } => decide(&state, job, "approve"),
+        Command::Deny { job } => decide(&state, job, "deny"),
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .unwrap_or_default()
+}
+
+async fn join_command(
+    state: &StateDir,
+    config: &Config,
+    management_node: &str,
+    name: Option<String>,
+    no_wait: bool,
+) -> anyhow::Result<ExitCode> {
+    let management_node = base_url(management_node).map_err(anyhow::Error::msg)?;
+    if let Some(name) = &name {
+        if !valid_name(name) {
+            bail!("--name must match ^[a-z0-9][a-z0-9._-]{{0,63}}$");
+        }
+    }
+    let plane = Plane::new(&management_node).map_err(anyhow::Error::msg)?;
+    let existing = state.identity()?;
+    let (identity, saved) = match existing {
+        Some(identity) => match identity.pairing.clone() {
+            Pairing::Paired { node_id, .. } => bail!(
+                "this machine is already paired with {} as node {node_id}; run `capstan-agent leave` first",
+                identity.management_node
+            ),
+            Pairing::Pending { .. } | Pairing::Rejected { .. }
+                if identity.management_node != management_node =>
+            {
+                bail!(
+                    "a join to {} is staged; run `capstan-agent leave` to discard it first",
+                    identity.management_node
+                )
+            }
+            // The same key asks again (a rejected key is kept, AG-11).
+            Pairing::Pending { .. } | Pairing::Rejected { .. } => {
+                let fingerprint = identity.fingerprint.clone();
+                let mut identity = identity;
+                if let Some(name) = name {
+                    identity.name = name;
+                }
+                (identity, Some(fingerprint))
+            }
+            // A disconnected node joins again with a new key.
+            Pairing::Disconnected { .. } => {
+                let fingerprint = identity.fingerprint.clone();
+                let name = name.unwrap_or(identity.name);
+                (join::new_identity(&management_node, &name), Some(fingerprint))
+            }
+        },
+        None => {
+            let name = name.unwrap_or_else(|| name_from_hostname(&hostname()));
+            (join::new_identity(&management_node, &name), None)
+        }
+    };
+    let mut identity = join::ask(state, config, &plane, identity, saved.as_deref()).await?;
+    println!(
+        "asked {management_node} to admit this machine as {:?}",
+        identity.name
+    );
+    println!("fingerprint: {}", identity.fingerprint);
+    println!("compare it with the pending request on the management node before approving it");
+    if let Pairing::Rejected { .. } = identity.pairing {
+        println!("rejected: the key is kept and asks again every five minutes; an operator may reopen the request");
+        return Ok(ExitCode::FAILURE);
+    }
+    if no_wait {
+        println!("the running agent finishes the join when the management node approves it");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let deadline = tokio::time::Instant::now() + JOIN_WAIT;
+    let mut last_check = None;
+    loop {
+        if let Pairing::Paired { node_id, .. } = identity.pairing {
+            println!("approved: this machine is node {node_id} on {management_node}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        if let Pairing::Rejected { .. } = identity.pairing {
+            println!("rejected: the key is kept and asks again every five minutes; an operator may reopen the request");
+            return Ok(ExitCode::FAILURE);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            println!("no answer within five minutes; the running agent finishes the join when the management node approves it");
+            return Ok(ExitCode::SUCCESS);
+        }
+        tokio::time::sleep(JOIN_STATUS_EVERY).await;
+        // The running agent may have answered it meanwhile (or replaced a retired key).
+        match state.identity()? {
+            Some(current) => identity = current,
+            None => bail!("the identity was deleted (capstan-agent leave) while waiting"),
+        }
+        let now = Utc::now();
+        let step = next_step(&identity.pairing, last_check, now);
+        let fingerprint = identity.fingerprint.clone();
+        let advanced = match step {
+            JoinStep::Wait => continue,
+            JoinStep::AskStatus => {
+                last_check = Some(now);
+                join::check(state, config, &plane, identity.clone()).await
+            }
+            JoinStep::AskAgain => {
+                join::ask(state, config, &plane, identity.clone(), Some(&fingerprint)).await
+            }
+        };
+        match advanced {
+            Ok(next) => {
+                if next.fingerprint != fingerprint {
+                    println!(
+                        "the management node retired the key; new fingerprint: {}",
+                        next.fingerprint
+                    );
+                }
+                identity = next;
+            }
+            Err(JoinError::Superseded) => {}
+            Err(error) => eprintln!("capstan-agent: {error} (still waiting)"),
+        }
+    }
+}
+
+/// AG-09: finishes any running job (by taking the job lock), sends one signed goodbye, and
+/// deletes the identity even when the goodbye cannot be delivered.
+async fn leave(state: &StateDir) -> anyhow::Result<ExitCode> {
+    state.write(state::LEAVE_REQUEST, b"leave\n", 0o600)?;
+    let lock = match state.try_lock(state::JOB_LOCK)? {
+        Some(lock) => lock,
+        None => {
+            println!("waiting for the running agent to finish its job");
+            let locking = state.clone();
+            tokio::task::spawn_blocking(move || locking.lock(state::JOB_LOCK)).await??
+        }
+    };
+    let outcome = goodbye(state).await;
+    let _ = state.remove(state::LEAVE_REQUEST);
+    drop(lock);
+    outcome
+}
+
+async fn goodbye(state: &StateDir) -> anyhow::Result<ExitCode> {
+    let identity = match state.identity() {
+        Ok(Some(identity)) => identity,
+        Ok(None) => {
+            println!("this machine is not paired; nothing to leave");
+            return Ok(ExitCode::SUCCESS);
+        }
+        // An identity the agent cannot trust is deleted all the same.
+        Err(error) => {
+            eprintln!("capstan-agent: {error}; deleting it");
+            state.remove(state::IDENTITY)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    if let Pairing::Paired { node_id, .. } = identity.pairing {
+        let said = match (Plane::new(&identity.management_node), identity.key()) {
+            (Ok(plane), Ok(key)) => plane
+                .send(
+                    &key,
+                    "leave",
+                    "",
+                    &json!({}),
+                    MAX_ANSWER_BYTES,
+                    Duration::ZERO,
+                )
+                .await
+                .map(|_| ())
+                .map_err(|error| error.to_string()),
+            (Err(error), _) | (_, Err(error)) => Err(error),
+        };
+        match said {
+            Ok(()) => println!(
+                "said goodbye to {}: it forgot this machine's key (node {node_id})",
+                identity.management_node
+            ),
+            Err(error) => println!(
+                "the goodbye could not be delivered ({error}); the identity is deleted anyway: disconnect node {node_id} on {} too",
+                identity.management_node
+            ),
+        }
+    }
+    state.remove(state::IDENTITY)?;
+    for name in state.names_with_prefix("awaiting-")? {
+        state.remove(&name)?;
+    }
+    println!("left: the identity is deleted; the agent takes no work until it joins again");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn decide(state: &StateDir, job: i64, decision: &str) -> anyhow::Result<ExitCode> {
+    let Some(waiting) = state.read_json::<Value>(&state::awaiting(job))? else {
+        bail!("no job {job} is waiting for approval on this node");
+    };
+    state.write(
+        &state::decision(job),
+        format!("{decision}\n").as_bytes(),
+        0o600,
+    )?;
+    let verb = if decision == "approve" {
+        "approved"
+    } else {
+        "denied"
+    };
+    println!(
+        "{verb} job {job}: {} {}",
+        waiting["primitive"].as_str().unwrap_or("?"),
+        waiting["params"]
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn status(state: &StateDir) -> anyhow::Result<()> {
+    println!("version: {AGENT_VERSION}");
+    match state.identity() {
+        Ok(Some(identity)) => {
+            println!("pairing: {}", identity.pairing.describe());
+            println!("fingerprint: {}", identity.fingerprint);
+            println!("management node: {}", identity.management_node);
+            println!("name: {}", identity.name);
+        }
+        Ok(None) => println!("pairing: not paired"),
+        Err(error) => println!("pairing: unreadable: {error}"),
+    }
+    println!("enabled: {}", if state.enabled() { "yes" } else { "no" });
+    let (log_access, note) = state.log_access();
+    println!("log access: {}", if log_access { "on" } else { "off" });
+    if let Some(note) = note {
+        println!("  {note}");
+    }
+    println!("policy: {}", state.policy().describe());
+    let running = state.try_lock(state::RUN_LOCK)?.is_none();
+    let recorded: Option<RunStatus> = state.read_json(state::STATUS).unwrap_or_default();
+    match (running, recorded) {
+        (true, Some(recorded)) => {
+            println!(
+                "agent: running (pid {}): {}",
+                recorded.pid, recorded.connection
+            );
+            print_run_status(&recorded);
+        }
+        (true, None) => println!("agent: running"),
+        (false, Some(recorded)) => {
+            println!("agent: not running (last: {})", recorded.connection);
+            print_run_status(&recorded);
+        }
+        (false, None) => println!("agent: not running"),
+    }
+    for name in state.names_with_prefix("awaiting-")? {
+        if let Ok(Some(waiting)) = state.read_json::<Value>(&name) {
+            println!(
+                "waiting for approval: job {} {} {} (capstan-agent approve|deny {})",
+                waiting["job_id"],
+                waiting["primitive"].as_str().unwrap_or("?"),
+                waiting["params"],
+                waiting["job_id"]
+            );
+        }
+    }
+    Ok(())
+}
+
+fn print_run_status(recorded: &RunStatus) {
+    match (&recorded.last_claim_at, &recorded.last_claim) {
+        (Some(at), Some(claim)) => println!("last claim: {} at {}", claim, at.to_rfc3339()),
+        _ => println!("last claim: none yet"),
+    }
+    if let Some(error) = &recorded.last_error {
+        println!("last error: {error}");
+    }
+    if let Some(crashed) = &recorded.crashed_job {
+        println!("note: {crashed}");
+    }
+    for note in &recorded.notes {
+        println!("note: {note}");
+    }
+}

@@ -1,0 +1,42 @@
+//! The agent's rules, without I/O: which jobs it runs (vocabulary and policy), what leaves the
+//! node (redaction, output caps), how it waits (backoff, join schedule), and which files it
+//! trusts. Every constant the spec leaves unvalued is named here.
+
+pub mod backoff;
+pub mod certificates;
+pub mod join;
+pub mod output;
+pub mod policy;
+pub mod redact;
+pub mod trust;
+pub mod vocabulary;
+
+use std::time::Duration;
+
+/// The version this binary reports in every claim and join.
+pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The most a claim answer may hold, as reported in `claim_bytes` (AG-16, AG-19: 1 MiB).
+pub const CLAIM_BYTES: usize = 1024 * 1024;
+/// The most an ordinary plane answer is read to (AG-19: 64 KiB).
+pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
+/// The long poll a claim asks for (PROTOCOL.md allows 0..30; this leaves room under proxies
+/// that cut idle requests at 30 seconds).
+pub const CLAIM_WAIT_SECONDS: u64 = 25;
+/// The most a result's `output` carries (PROTOCOL.md "result": at most 1 MiB).
+pub const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
+/// How long `join` waits for an operator's answer unless `--no-wait` (AG-06: five minutes).
+pub const JOIN_WAIT: Duration = Duration::from_secs(5 * 60);
+/// How often a rejected key asks again (AG-11: every five minutes).
+pub const REJECTED_REASK: Duration = Duration::from_secs(5 * 60);
+/// A pending join expires an hour after it was lodged or renewed; the agent renews it well
+/// before that ("the agent renews its own while it waits").
+pub const JOIN_RENEW_AFTER: Duration = Duration::from_secs(45 * 60);
+/// How often a pending join asks `join_status` (the plane counts these against the address,
+/// 120 a minute, so this stays far below).
+pub const JOIN_STATUS_EVERY: Duration = Duration::from_secs(3);
+/// How often a job waiting for the node's approval asks the plane whether it is still wanted
+/// (AG-23: every 30 seconds).
+pub const APPROVAL_CHECK_EVERY: Duration = Duration::from_secs(30);
+/// How often the running agent looks at its state directory (identity, leave, switches): a
+/// `leave` is noticed "within seconds" (AG-08).
+pub const WATCH_EVERY: Duration = Duration::from_secs(1);

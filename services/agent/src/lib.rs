@@ -1,0 +1,18 @@
+//! `capstan-agent`: the node agent. It joins a management node with an Ed25519 key (sending only
+//! the public half), long-polls for jobs over signed HTTPS, and runs only the primitives
+//! compiled into it, each checked against its declared shape and the node's own policy.
+//!
+//! Rooms: `domain/` (pure rules: policy, vocabulary and judgement, redaction, backoff, join
+//! schedule, file trust), `state` (the state directory), `plane` (the wire), `join` and `run`
+//! (the two conversations), `jobs` (one job's life), `words/` (the primitives on Linux), `cli`.
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod config;
+pub mod domain;
+pub mod jobs;
+pub mod join;
+pub mod plane;
+pub mod run;
+pub mod state;
+pub mod words;

@@ -1,0 +1,312 @@
+//! Talking to the plane (PROTOCOL.md): every request is a signed `POST` of JSON under
+//! `/api/v1/agent/`, and every answer is read only up to the size it may have (AG-19).
+
+use bytes::Bytes;
+use capstan_signing::{sign_request, NodeKey};
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Incoming;
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_util::{
+    client::legacy::{connect::HttpConnector, Client},
+    rt::TokioExecutor,
+};
+use serde_json::Value;
+use std::{net::IpAddr, time::Duration};
+use tracing::warn;
+use url::Url;
+
+use crate::domain::{backoff, AGENT_VERSION};
+
+/// How long a connection may take to open.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long any request may take beyond its long poll.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why a request did not get an answer the agent can use.
+#[derive(Debug, thiserror::Error)]
+pub enum PlaneError {
+    /// No answer, or a `5xx`: try again later, backing off.
+    #[error("the management node cannot be reached: {0}")]
+    Unreachable(String),
+    /// `429`: wait what `Retry-After` says.
+    #[error("the management node asks to wait {} seconds (429 {code})", .wait.as_secs())]
+    RateLimited { wait: Duration, code: String },
+    /// A `4xx` with the protocol's error body.
+    #[error("the management node refused ({status} {code}): {message}")]
+    Refused {
+        status: u16,
+        code: String,
+        message: String,
+    },
+    /// An answer that is too large or not the JSON it should be.
+    #[error("the management node's answer cannot be read: {0}")]
+    BadAnswer(String),
+}
+
+impl PlaneError {
+    /// The protocol's error code of a refusal.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            PlaneError::Refused { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+}
+
+/// The management node's address, checked: `https://host[:port]`, or `http://` only to this
+/// machine itself (a plane on the same box, or a test); no path, query or user.
+pub fn base_url(text: &str) -> Result<String, String> {
+    let url = Url::parse(text.trim()).map_err(|error| format!("{text:?} is not a URL: {error}"))?;
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("the management node's URL must not carry a user or password".into());
+    }
+    if url.query().is_some() || url.fragment().is_some() || !matches!(url.path(), "" | "/") {
+        return Err(
+            "give the management node's address only (https://host[:port]), without a path".into(),
+        );
+    }
+    let Some(host) = url.host_str() else {
+        return Err("the management node's URL has no host".into());
+    };
+    match url.scheme() {
+        "https" => {}
+        "http" => {
+            let bare = host.trim_start_matches('[').trim_end_matches(']');
+            let loopback = bare == "localhost"
+                || bare
+                    .parse::<IpAddr>()
+                    .is_ok_and(|address| address.is_loopback());
+            if !loopback {
+                return Err("the management node must be reached over https".into());
+            }
+        }
+        other => return Err(format!("{other}:// is not https://")),
+    }
+    let mut base = format!("{}://{}", url.scheme(), host);
+    if let Some(port) = url.port() {
+        base.push_str(&format!(":{port}"));
+    }
+    Ok(base)
+}
+
+/// A client for one management node.
+#[derive(Debug, Clone)]
+pub struct Plane {
+    base: String,
+    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+}
+
+/// TLS through rustls with the ring provider and the system's trusted roots.
+fn https_connector() -> HttpsConnector<HttpConnector> {
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    connector.enforce_http(false);
+    let provider = rustls::crypto::ring::default_provider();
+    let builder = match HttpsConnectorBuilder::new().with_provider_and_native_roots(provider) {
+        Ok(builder) => builder,
+        Err(error) => {
+            // No trusted roots on this machine: https will fail to verify, and say why.
+            warn!(%error, "no trusted certificate authorities found; https to the management node cannot be verified");
+            let config = rustls::ClientConfig::builder_with_provider(
+                rustls::crypto::ring::default_provider().into(),
+            )
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default protocol versions")
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+            HttpsConnectorBuilder::new().with_tls_config(config)
+        }
+    };
+    builder
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(connector)
+}
+
+impl Plane {
+    pub fn new(management_node: &str) -> Result<Plane, String> {
+        let base = base_url(management_node)?;
+        let http = Client::builder(TokioExecutor::new()).build(https_connector());
+        Ok(Plane { base, http })
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// Sends `body` to `endpoint`, signed by `key`, and reads a JSON answer of at most
+    /// `limit` bytes. `wait` is the long poll the request asks for.
+    pub async fn send(
+        &self,
+        key: &NodeKey,
+        endpoint: &str,
+        query: &str,
+        body: &Value,
+        limit: usize,
+        wait: Duration,
+    ) -> Result<Value, PlaneError> {
+        let path = format!("/api/v1/agent/{endpoint}");
+        let bytes = serde_json::to_vec(body).expect("a JSON value serializes");
+        let created = chrono::Utc::now().timestamp();
+        let headers = sign_request(key, "POST", &path, &bytes, created);
+        let request = hyper::Request::post(format!("{}{path}{query}", self.base))
+            .header("content-type", "application/json")
+            .header("user-agent", format!("capstan-agent/{AGENT_VERSION}"))
+            .header("content-digest", headers.content_digest)
+            .header("signature-input", headers.signature_input)
+            .header("signature", headers.signature)
+            .body(Full::new(Bytes::from(bytes)))
+            .map_err(|error| {
+                PlaneError::BadAnswer(format!("the request cannot be made: {error}"))
+            })?;
+        let limit_time = REQUEST_TIMEOUT + wait;
+        let exchange = async {
+            let response = self
+                .http
+                .request(request)
+                .await
+                .map_err(|error| PlaneError::Unreachable(error_chain(&error)))?;
+            let status = response.status().as_u16();
+            let retry_after = response
+                .headers()
+                .get("retry-after")
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_string);
+            let answer = read_capped(response.into_body(), limit).await;
+            Ok::<_, PlaneError>((status, retry_after, answer))
+        };
+        let (status, retry_after, answer) = tokio::time::timeout(limit_time, exchange)
+            .await
+            .map_err(|_| {
+                PlaneError::Unreachable(format!(
+                    "no answer within {} seconds",
+                    limit_time.as_secs()
+                ))
+            })??;
+        match status {
+            200..=299 => {
+                let bytes = answer?;
+                serde_json::from_slice(&bytes)
+                    .map_err(|error| PlaneError::BadAnswer(format!("not JSON: {error}")))
+            }
+            429 => Err(PlaneError::RateLimited {
+                wait: backoff::retry_after(retry_after.as_deref()),
+                code: error_of(answer.ok().as_deref()).0,
+            }),
+            500..=599 => Err(PlaneError::Unreachable(format!(
+                "it answered {status}: {}",
+                error_of(answer.ok().as_deref()).1
+            ))),
+            _ => {
+                let (code, message) = error_of(answer.ok().as_deref());
+                Err(PlaneError::Refused {
+                    status,
+                    code,
+                    message,
+                })
+            }
+        }
+    }
+}
+
+/// The body, refusing to read past `limit`.
+async fn read_capped(mut body: Incoming, limit: usize) -> Result<Vec<u8>, PlaneError> {
+    let mut bytes = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|error| PlaneError::Unreachable(error_chain(&error)))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if bytes.len() + data.len() > limit {
+            return Err(PlaneError::BadAnswer(format!(
+                "the answer is larger than the {limit} bytes the agent reads"
+            )));
+        }
+        bytes.extend_from_slice(&data);
+    }
+    Ok(bytes)
+}
+
+/// `(code, message)` of the protocol's error body, or words saying there was none.
+fn error_of(body: Option<&[u8]>) -> (String, String) {
+    let parsed: Option<Value> = body.and_then(|bytes| serde_json::from_slice(bytes).ok());
+    let error = parsed.as_ref().and_then(|value| value.get("error"));
+    let text = |field: &str| {
+        error
+            .and_then(|error| error.get(field))
+            .and_then(Value::as_str)
+            .map(|text| text.chars().take(500).collect::<String>())
+    };
+    (
+        text("code").unwrap_or_else(|| "unknown".into()),
+        text("message").unwrap_or_else(|| "no error body".into()),
+    )
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_management_node_is_an_https_origin() {
+        assert_eq!(
+            base_url("https://plane.example.com").unwrap(),
+            "https://plane.example.com"
+        );
+        assert_eq!(
+            base_url("https://plane.example.com:8443/").unwrap(),
+            "https://plane.example.com:8443"
+        );
+        assert_eq!(
+            base_url("http://127.0.0.1:8080").unwrap(),
+            "http://127.0.0.1:8080"
+        );
+        assert_eq!(base_url("http://[::1]:8080").unwrap(), "http://[::1]:8080");
+        assert_eq!(
+            base_url("http://localhost:8080").unwrap(),
+            "http://localhost:8080"
+        );
+    }
+
+    #[test]
+    fn plain_http_to_another_machine_and_urls_with_more_than_an_origin_are_refused() {
+        for (url, expected) in [
+            ("http://plane.example.com", "over https"),
+            ("ftp://plane.example.com", "is not https"),
+            ("https://plane.example.com/prefix", "without a path"),
+            ("https://plane.example.com/?x=1", "without a path"),
+            ("https://user:pw@plane.example.com", "user or password"),
+            ("plane.example.com", "is not a URL"),
+        ] {
+            let error = base_url(url).unwrap_err();
+            assert!(error.contains(expected), "{url}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_protocol_error_body_is_read_and_its_absence_said() {
+        let body = br#"{"error": {"code": "unknown_key", "message": "no approved node holds it"}}"#;
+        assert_eq!(
+            error_of(Some(body)),
+            (
+                "unknown_key".to_string(),
+                "no approved node holds it".to_string()
+            )
+        );
+        assert_eq!(
+            error_of(Some(b"<html>")),
+            ("unknown".to_string(), "no error body".to_string())
+        );
+    }
+}

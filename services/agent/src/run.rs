@@ -1,0 +1,466 @@
+//! The running agent (`capstan-agent run`): it finishes a staged join when the plane approves
+//! it, long-polls for work while paired and switched on, runs one job at a time under the job
+//! lock with a job marker on disk, and posts the result. It backs off while the plane cannot be
+//! reached, honours `Retry-After`, stops taking work when the plane no longer knows its key,
+//! and lets go of a claim within seconds of a `leave`.
+
+use anyhow::{bail, Context as _};
+use chrono::Utc;
+use serde_json::json;
+use std::time::Duration;
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use crate::{
+    config::Config,
+    domain::{
+        backoff,
+        join::{next_step, JoinStep, Pairing},
+        vocabulary, AGENT_VERSION, CLAIM_BYTES, CLAIM_WAIT_SECONDS, WATCH_EVERY,
+    },
+    jobs::{self, JobContext, Undelivered},
+    join::{self, JoinError},
+    plane::{Plane, PlaneError},
+    state::{self, Identity, RunStatus, StateDir},
+};
+
+/// How often an agent with nothing to do (no identity, switched off, disconnected) looks again.
+const IDLE_LOOK: Duration = Duration::from_secs(2);
+/// `status.json` is rewritten at least this often while nothing changes.
+const STATUS_REFRESH: Duration = Duration::from_secs(60);
+/// The wait after a state directory the agent cannot read.
+const STATE_TROUBLE_WAIT: Duration = Duration::from_secs(10);
+
+/// Runs until SIGTERM or SIGINT.
+pub async fn run(state: StateDir, config: Config) -> anyhow::Result<()> {
+    // `status` holds the run lock for an instant to see whether an agent runs; try a while.
+    let mut run_lock = None;
+    for _ in 0..30 {
+        run_lock = state
+            .try_lock(state::RUN_LOCK)
+            .context("taking the run lock")?;
+        if run_lock.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if run_lock.is_none() {
+        bail!(
+            "another capstan-agent is already running with {}",
+            state.path().display()
+        );
+    }
+    let (stop, shutdown) = watch::channel(false);
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        let _ = stop.send(true);
+        // Keep the sender alive so receivers see `true`, not a closed channel.
+        std::future::pending::<()>().await;
+    });
+    let mut agent = Agent {
+        status: RunStatus {
+            pid: std::process::id(),
+            ..RunStatus::default()
+        },
+        state,
+        config,
+        shutdown: shutdown.clone(),
+        failures: 0,
+        last_status_check: None,
+        plane: None,
+        last_saved: None,
+    };
+    agent.recover_from_crash();
+    agent.save_status();
+    info!(version = AGENT_VERSION, state_dir = %agent.state.path().display(), "agent running");
+    let mut shutdown = shutdown;
+    while !*shutdown.borrow() {
+        let pause = agent.tick().await;
+        agent.save_status();
+        if pause.is_zero() {
+            continue;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            _ = shutdown.wait_for(|stop| *stop) => {}
+        }
+    }
+    agent.status.connection = "stopped".into();
+    agent.save_status();
+    info!("agent stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut terminate) => {
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+struct Agent {
+    state: StateDir,
+    config: Config,
+    shutdown: watch::Receiver<bool>,
+    status: RunStatus,
+    /// Failed claims in a row, for the backoff.
+    failures: u32,
+    last_status_check: Option<chrono::DateTime<Utc>>,
+    /// The client for the plane the identity names.
+    plane: Option<Plane>,
+    /// What `status.json` last said (without its time) and when it was written.
+    last_saved: Option<(String, std::time::Instant)>,
+}
+
+impl Agent {
+    /// A job marker left by a process that stopped mid-job: the job is never run again, and the
+    /// next claim says `idle`, so the plane marks it lost (AG-16, AG-22).
+    fn recover_from_crash(&mut self) {
+        if let Ok(Some((bytes, _))) = self.state.read(state::JOB_MARKER) {
+            let text = String::from_utf8_lossy(&bytes);
+            let job = text.lines().nth(1).unwrap_or("an unknown job").to_string();
+            warn!(%job, "the previous run stopped in the middle of a job; it is not run again, and the management node will mark it lost");
+            self.status.crashed_job = Some(format!(
+                "the previous run stopped in the middle of {job}; it was not run again (the management node marks it lost)"
+            ));
+            let _ = self.state.remove(state::JOB_MARKER);
+        }
+        for name in self
+            .state
+            .names_with_prefix("awaiting-")
+            .unwrap_or_default()
+            .into_iter()
+            .chain(
+                self.state
+                    .names_with_prefix("decision-")
+                    .unwrap_or_default(),
+            )
+        {
+            let _ = self.state.remove(&name);
+        }
+    }
+
+    /// Writes `status.json` when what it says changed, and at least once a minute so a
+    /// reader can tell the agent is alive; never on every idle look.
+    fn save_status(&mut self) {
+        let mut compared = self.status.clone();
+        compared.updated_at = None;
+        let said = serde_json::to_string(&compared).unwrap_or_default();
+        let fresh = self
+            .last_saved
+            .as_ref()
+            .is_some_and(|(before, at)| *before == said && at.elapsed() < STATUS_REFRESH);
+        if fresh {
+            return;
+        }
+        self.status.updated_at = Some(Utc::now());
+        match self.state.write_json(state::STATUS, &self.status, 0o600) {
+            Ok(()) => self.last_saved = Some((said, std::time::Instant::now())),
+            Err(error) => warn!(%error, "cannot write status.json"),
+        }
+    }
+
+    fn set(&mut self, connection: &str, error: Option<String>) {
+        if self.status.connection != connection {
+            info!(connection, "agent state");
+        }
+        self.status.connection = connection.into();
+        self.status.last_error = error;
+    }
+
+    fn plane_for(&mut self, management_node: &str) -> Result<Plane, String> {
+        if let Some(plane) = &self.plane {
+            if crate::plane::base_url(management_node).as_deref() == Ok(plane.base()) {
+                return Ok(plane.clone());
+            }
+        }
+        let plane = Plane::new(management_node)?;
+        self.plane = Some(plane.clone());
+        Ok(plane)
+    }
+
+    fn backoff(&mut self) -> Duration {
+        self.failures += 1;
+        backoff::delay(self.failures, rand::random::<f64>())
+    }
+
+    /// One step; returns how long to pause before the next.
+    async fn tick(&mut self) -> Duration {
+        // `leave` holds the job lock while it says goodbye; wait for it.
+        let lock = match self.state.try_lock(state::JOB_LOCK) {
+            Ok(Some(lock)) => lock,
+            Ok(None) => return WATCH_EVERY,
+            Err(error) => {
+                self.set("state directory trouble", Some(error.to_string()));
+                return STATE_TROUBLE_WAIT;
+            }
+        };
+        if self.state.has_marker(state::LEAVE_REQUEST) {
+            return WATCH_EVERY;
+        }
+        let identity = match self.state.identity() {
+            Ok(Some(identity)) => identity,
+            Ok(None) => {
+                self.set("not paired", None);
+                return IDLE_LOOK;
+            }
+            Err(error) => {
+                self.set("state directory trouble", Some(error.to_string()));
+                return STATE_TROUBLE_WAIT;
+            }
+        };
+        let plane = match self.plane_for(&identity.management_node) {
+            Ok(plane) => plane,
+            Err(error) => {
+                self.set("misconfigured", Some(error));
+                return STATE_TROUBLE_WAIT;
+            }
+        };
+        match &identity.pairing {
+            Pairing::Pending { .. } | Pairing::Rejected { .. } => {
+                return self.advance_join(identity, &plane).await
+            }
+            Pairing::Disconnected { reason, .. } => {
+                let reason = reason.clone();
+                self.set("disconnected", Some(reason));
+                return IDLE_LOOK;
+            }
+            Pairing::Paired { .. } => {}
+        }
+        if !self.state.enabled() {
+            self.set("disabled (capstan-agent enable switches it on)", None);
+            return IDLE_LOOK;
+        }
+        let pause = self.claim_and_run(&identity, &plane).await;
+        drop(lock);
+        pause
+    }
+
+    /// AG-07: the running agent finishes a staged join itself.
+    async fn advance_join(&mut self, identity: Identity, plane: &Plane) -> Duration {
+        let now = Utc::now();
+        let step = next_step(&identity.pairing, self.last_status_check, now);
+        let fingerprint = identity.fingerprint.clone();
+        let result = match step {
+            JoinStep::Wait => {
+                self.set("joining", self.status.last_error.clone());
+                return WATCH_EVERY;
+            }
+            JoinStep::AskStatus => {
+                self.last_status_check = Some(now);
+                join::check(&self.state, &self.config, plane, identity).await
+            }
+            JoinStep::AskAgain => {
+                join::ask(
+                    &self.state,
+                    &self.config,
+                    plane,
+                    identity,
+                    Some(&fingerprint),
+                )
+                .await
+            }
+        };
+        match result {
+            Ok(identity) => {
+                self.failures = 0;
+                if let Pairing::Paired { node_id, .. } = identity.pairing {
+                    info!(node_id, fingerprint = %identity.fingerprint, "join approved; taking work");
+                    self.set("paired", None);
+                    return Duration::ZERO;
+                }
+                self.set("joining", None);
+                WATCH_EVERY
+            }
+            Err(JoinError::Plane(PlaneError::RateLimited { wait, .. })) => {
+                self.set(
+                    "joining",
+                    Some("rate limited by the management node".into()),
+                );
+                wait
+            }
+            Err(error) => {
+                warn!(%error, "the join could not be advanced");
+                self.set("joining", Some(error.to_string()));
+                self.backoff()
+            }
+        }
+    }
+
+    async fn claim_and_run(&mut self, identity: &Identity, plane: &Plane) -> Duration {
+        let key = match identity.key() {
+            Ok(key) => key,
+            Err(error) => {
+                self.set("state directory trouble", Some(error));
+                return STATE_TROUBLE_WAIT;
+            }
+        };
+        let (log_access, note) = self.state.log_access();
+        self.status.notes = note.into_iter().collect();
+        // The agent claims only while it runs nothing and owes no result, so every claim says
+        // `idle`: whatever the plane still holds as running for this node was lost (AG-16).
+        let body = json!({
+            "agent_version": AGENT_VERSION,
+            "idle": true,
+            "vocabulary": vocabulary::names(),
+            "claim_bytes": CLAIM_BYTES,
+            "log_access": if log_access { "on" } else { "off" },
+        });
+        // What `status` shows must not wait for the long poll to end.
+        self.save_status();
+        let query = format!("?wait={CLAIM_WAIT_SECONDS}");
+        let claim = plane.send(
+            &key,
+            "claim",
+            &query,
+            &body,
+            CLAIM_BYTES,
+            Duration::from_secs(CLAIM_WAIT_SECONDS),
+        );
+        let mut shutdown = self.shutdown.clone();
+        let answer = tokio::select! {
+            answer = claim => answer,
+            why = watch_for_change(&self.state, &identity.fingerprint) => {
+                debug!(why, "claim let go");
+                return Duration::ZERO;
+            }
+            _ = shutdown.wait_for(|stop| *stop) => return Duration::ZERO,
+        };
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(PlaneError::RateLimited { wait, code }) => {
+                self.set(
+                    "rate limited",
+                    Some(format!("429 {code}: waiting {} seconds", wait.as_secs())),
+                );
+                return wait;
+            }
+            Err(PlaneError::Refused {
+                status: 401, code, ..
+            }) if code == "unknown_key" => {
+                self.disconnect(identity);
+                return Duration::ZERO;
+            }
+            Err(PlaneError::Refused {
+                status: 401,
+                code,
+                message,
+            }) if code == "clock_skew" => {
+                self.set(
+                    "clock skew",
+                    Some(format!("this machine's clock is more than five minutes from the management node's; fix the clock ({message})")),
+                );
+                return self.backoff();
+            }
+            Err(error) => {
+                let connection = match error {
+                    PlaneError::Unreachable(_) => "unreachable",
+                    _ => "refused",
+                };
+                self.set(connection, Some(error.to_string()));
+                let wait = self.backoff();
+                warn!(%error, wait_s = wait.as_secs(), "claim failed");
+                return wait;
+            }
+        };
+        self.failures = 0;
+        self.set("connected", None);
+        self.status.last_claim_at = Some(Utc::now());
+        if let Some(ignored) = answer["ignored_fields"]
+            .as_array()
+            .filter(|fields| !fields.is_empty())
+        {
+            debug!(?ignored, "the plane set claim fields aside");
+        }
+        let job = match answer.get("job") {
+            Some(job) if !job.is_null() => job.clone(),
+            _ => {
+                self.status.last_claim = Some("no job".into());
+                return Duration::ZERO;
+            }
+        };
+        self.status.last_claim = Some(format!(
+            "job {} {}",
+            job["id"],
+            job["primitive"].as_str().unwrap_or("?")
+        ));
+        self.save_status();
+        let context = JobContext {
+            state: &self.state,
+            config: &self.config,
+            plane,
+            key: &key,
+            shutdown: self.shutdown.clone(),
+        };
+        let delivered = match jobs::handle(&context, &job).await {
+            Some(report) => {
+                self.status.last_claim = Some(format!(
+                    "job {} {}: {}",
+                    report.job_id,
+                    job["primitive"].as_str().unwrap_or("?"),
+                    report.outcome
+                ));
+                jobs::post(&context, &report).await
+            }
+            None => Ok(()),
+        };
+        match delivered {
+            Ok(()) => {
+                let _ = self.state.remove(state::JOB_MARKER);
+            }
+            Err(Undelivered::UnknownKey) => {
+                let _ = self.state.remove(state::JOB_MARKER);
+                self.disconnect(identity);
+            }
+            // The marker stays: the next start says it is idle and the plane marks the job lost.
+            Err(Undelivered::Stopped) => {}
+        }
+        Duration::ZERO
+    }
+
+    /// `401 unknown_key` after pairing: the plane forgot this key (an operator disconnected the
+    /// node); the agent takes no work until it joins again.
+    fn disconnect(&mut self, identity: &Identity) {
+        let reason = "the management node no longer knows this key (401 unknown_key): the node was disconnected there".to_string();
+        warn!(fingerprint = %identity.fingerprint, "{reason}; taking no work");
+        let mut disconnected = identity.clone();
+        disconnected.pairing = Pairing::Disconnected {
+            since: Utc::now(),
+            reason: reason.clone(),
+        };
+        if let Err(error) =
+            join::save_if_current(&self.state, &disconnected, Some(&identity.fingerprint))
+        {
+            warn!(%error, "cannot record the disconnect");
+        }
+        self.set("disconnected", Some(reason));
+    }
+}
+
+/// Returns (with why) once a claim in flight should be let go: `leave` asked for the job lock,
+/// the identity went or changed, or the run switch went off.
+async fn watch_for_change(state: &StateDir, fingerprint: &str) -> &'static str {
+    loop {
+        tokio::time::sleep(WATCH_EVERY).await;
+        if state.has_marker(state::LEAVE_REQUEST) {
+            return "leave requested";
+        }
+        match state.identity() {
+            Ok(Some(identity))
+                if identity.fingerprint == fingerprint
+                    && matches!(identity.pairing, Pairing::Paired { .. }) => {}
+            _ => return "the identity changed",
+        }
+        if !state.enabled() {
+            return "switched off";
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! The unit words: `unit_journal` (state and latest journal lines), `restart_unit` and
+//! `reset_failed_unit`. The unit is one of the catalog's compiled list (checked before the
+//! word runs); `systemctl` and `journalctl` run with fixed arguments and no shell. Without
+//! systemd, the unit's state is "unknown" and nothing is changed.
+
+use serde_json::{json, Map, Value};
+use std::path::PathBuf;
+
+use super::{find_program, run_program, systemd_running, Failed, Finished, Redaction};
+
+const PROPERTIES: &str =
+    "--property=LoadState,ActiveState,SubState,Result,ExecMainStatus,ExecMainExitTimestamp";
+
+fn unit_of(params: &Value) -> String {
+    let unit = params["unit"].as_str().unwrap_or_default();
+    format!("{unit}.service")
+}
+
+fn lines_of(params: &Value, default: u64) -> u64 {
+    params
+        .get("lines")
+        .and_then(Value::as_u64)
+        .unwrap_or(default)
+}
+
+/// Why the unit words cannot ask systemd, if they cannot.
+fn systemctl() -> Result<PathBuf, String> {
+    if !systemd_running() {
+        return Err("systemd is not running on this machine".into());
+    }
+    find_program("systemctl").ok_or_else(|| "systemctl is not installed".into())
+}
+
+/// The unit's state from `systemctl show`, as an object of the properties asked for.
+async fn unit_state(systemctl: &std::path::Path, unit: &str) -> Result<Value, String> {
+    let ran = run_program(systemctl, &["show", unit, PROPERTIES, "--no-pager"]).await?;
+    if !ran.success {
+        return Err(format!("systemctl show {unit}: {}", ran.stderr.trim()));
+    }
+    Ok(parse_show(&ran.stdout))
+}
+
+fn parse_show(text: &str) -> Value {
+    let mut state = Map::new();
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let field = match key {
+            "LoadState" => "load_state",
+            "ActiveState" => "state",
+            "SubState" => "sub_state",
+            "Result" => "result",
+            "ExecMainStatus" => "exit_status",
+            "ExecMainExitTimestamp" => "last_exit",
+            _ => continue,
+        };
+        state.insert(field.into(), json!(value));
+    }
+    Value::Object(state)
+}
+
+fn unknown(unit: &str, why: &str) -> Value {
+    json!({"unit": unit, "state": "unknown", "why": why})
+}
+
+pub async fn unit_journal(params: &Value) -> Result<Finished, Failed> {
+    let unit = unit_of(params);
+    let lines = lines_of(params, 200);
+    let systemctl = match systemctl() {
+        Ok(systemctl) => systemctl,
+        Err(why) => {
+            let mut result = unknown(&unit, &why);
+            result["lines"] = json!([]);
+            return Ok(Finished {
+                output: format!("{unit}: state unknown ({why})"),
+                result,
+                redaction: Redaction::Text,
+            });
+        }
+    };
+    let mut result = match unit_state(&systemctl, &unit).await {
+        Ok(state) => state,
+        Err(why) => unknown(&unit, &why),
+    };
+    result["unit"] = json!(unit);
+    let journal = match find_program("journalctl") {
+        None => Err("journalctl is not installed".to_string()),
+        Some(journalctl) => {
+            let count = lines.to_string();
+            match run_program(
+                &journalctl,
+                &["-u", &unit, "-n", &count, "--no-pager", "-o", "short-iso"],
+            )
+            .await
+            {
+                Ok(ran) if ran.success => Ok(ran.stdout),
+                Ok(ran) => Err(format!("journalctl: {}", ran.stderr.trim())),
+                Err(why) => Err(why),
+            }
+        }
+    };
+    let output = match journal {
+        Ok(text) => {
+            let kept: Vec<&str> = text.lines().collect();
+            result["lines"] = json!(kept);
+            text
+        }
+        Err(why) => {
+            result["lines"] = json!([]);
+            result["journal_why"] = json!(why);
+            format!("journal unavailable: {why}")
+        }
+    };
+    Ok(Finished {
+        output,
+        result,
+        redaction: Redaction::Text,
+    })
+}
+
+pub async fn restart_unit(params: &Value) -> Result<Finished, Failed> {
+    change_unit(params, "restart").await
+}
+
+pub async fn reset_failed_unit(params: &Value) -> Result<Finished, Failed> {
+    change_unit(params, "reset-failed").await
+}
+
+/// Runs `systemctl <action> <unit>` and reports the unit's state before and after.
+async fn change_unit(params: &Value, action: &str) -> Result<Finished, Failed> {
+    let unit = unit_of(params);
+    let systemctl = systemctl().map_err(|why| Failed {
+        reason: format!("{why}; {unit} was not touched"),
+        output: String::new(),
+        result: unknown(&unit, &why),
+    })?;
+    let before = unit_state(&systemctl, &unit)
+        .await
+        .unwrap_or_else(|why| unknown(&unit, &why));
+    if before["load_state"] == "not-found" {
+        return Err(Failed {
+            reason: format!("{unit} is not installed on this machine"),
+            output: String::new(),
+            result: json!({"unit": unit, "before": before}),
+        });
+    }
+    let ran = run_program(&systemctl, &[action, &unit])
+        .await
+        .map_err(Failed::new)?;
+    let after = unit_state(&systemctl, &unit)
+        .await
+        .unwrap_or_else(|why| unknown(&unit, &why));
+    let result = json!({"unit": unit, "before": before, "after": after, "accepted": ran.success,
+                        "exit_code": ran.code});
+    let output = format!(
+        "systemctl {action} {unit}: {}\nbefore: {before}\nafter: {after}\n{}",
+        if ran.success { "accepted" } else { "failed" },
+        ran.stderr.trim()
+    );
+    if ran.success {
+        Ok(Finished {
+            output,
+            result,
+            redaction: Redaction::Text,
+        })
+    } else {
+        Err(Failed {
+            reason: format!(
+                "systemctl {action} {unit} failed with exit code {}",
+                ran.code
+                    .map_or("unknown".to_string(), |code| code.to_string())
+            ),
+            output,
+            result,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn systemctl_show_is_read_into_named_fields() {
+        let text = "LoadState=loaded\nActiveState=failed\nSubState=failed\nResult=exit-code\nExecMainStatus=1\nOther=x\n";
+        assert_eq!(
+            parse_show(text),
+            json!({"load_state": "loaded", "state": "failed", "sub_state": "failed",
+                   "result": "exit-code", "exit_status": "1"})
+        );
+    }
+
+    #[test]
+    fn the_unit_parameter_names_a_service() {
+        assert_eq!(unit_of(&json!({"unit": "nginx"})), "nginx.service");
+        assert_eq!(lines_of(&json!({"unit": "nginx"}), 200), 200);
+        assert_eq!(lines_of(&json!({"lines": 5}), 200), 5);
+    }
+}
