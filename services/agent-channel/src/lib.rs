@@ -33,6 +33,9 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         limits: Arc::new(rpc::Limits::default()),
         keys: Arc::new(rpc::Keys::default()),
         stopping: shutdown.clone(),
+        agent_slots: Arc::new(tokio::sync::Semaphore::new(rpc::agent_slots(
+            settings.database.max_connections,
+        ))),
     };
     let rpc = rpc::routes(service.rpc(), state.clone());
     let listening = {

@@ -110,6 +110,7 @@ async fn authenticate(
 async fn signed_by_node(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
     let proved = async {
         let parsed = check_unkeyed(request, body, Utc::now().timestamp())?;
+        let _slot = state.agent_slot().await?;
         let mut connection = state
             .store
             .pool()
@@ -167,6 +168,7 @@ async fn signed_by_node(state: &State, request: &AgentRequest, body: &[u8]) -> A
 
 async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
     meter_address(state, request)?;
+    let _slot = state.agent_slot().await?;
     let mut proposed = None;
     authenticate(state, request, body, async |parsed| {
         let join = parse_join(body)?;
@@ -278,6 +280,7 @@ struct JoinStatusBody {
 
 async fn join_status(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
     meter_address(state, request)?;
+    let _slot = state.agent_slot().await?;
     let mut found = None;
     authenticate(state, request, body, async |parsed| {
         let asked: JoinStatusBody = body_of(body, "join_status")?;
@@ -315,6 +318,7 @@ struct JobStatusBody {
 
 async fn job_status(state: &State, node: &NodeRow, body: &[u8]) -> Answer {
     let asked: JobStatusBody = body_of(body, "job_status")?;
+    let _slot = state.agent_slot().await?;
     let mut connection = state
         .store
         .pool()
@@ -330,6 +334,7 @@ async fn job_status(state: &State, node: &NodeRow, body: &[u8]) -> Answer {
 }
 
 async fn leave(state: &State, node: &NodeRow) -> Answer {
+    let _slot = state.agent_slot().await?;
     let mut transaction = state.store.begin().await.map_err(AgentError::unavailable)?;
     let node = store::lock_node(&mut transaction, node.id)
         .await

@@ -124,6 +124,7 @@ async fn report_and_dispatch(
     claim: Option<&Claim>,
     known: Option<&Glance>,
 ) -> Result<Option<Value>, AgentError> {
+    let _slot = state.agent_slot().await?;
     if nothing_to_do(state, node_id, claim, known).await? {
         return Ok(None);
     }
@@ -262,6 +263,7 @@ struct ResultBody {
 }
 
 pub async fn result(state: &State, node: &NodeRow, body: &[u8]) -> Answer {
+    let _slot = state.agent_slot().await?;
     let reported: ResultBody = serde_json::from_slice(body).map_err(|error| {
         AgentError::InvalidRequest(format!("the result body is not valid: {error}"))
     })?;

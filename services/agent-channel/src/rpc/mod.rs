@@ -112,6 +112,28 @@ pub struct State {
     pub keys: Arc<Keys>,
     /// Ends long polls at once when the service stops, so a stop does not wait out a claim.
     pub stopping: tokio_util::sync::CancellationToken,
+    /// Agent requests doing database work at once: fewer than the pool holds, so a burst of
+    /// claims (a fleet coming back) never takes the connections an operator's act needs. A
+    /// long poll holds no slot while it waits.
+    pub agent_slots: Arc<tokio::sync::Semaphore>,
+}
+
+/// Connections of the pool kept for operator acts, commands and the sweep.
+pub const RESERVED_CONNECTIONS: u32 = 2;
+
+/// Agent slots for a pool of `max_connections`.
+pub fn agent_slots(max_connections: u32) -> usize {
+    max_connections.saturating_sub(RESERVED_CONNECTIONS).max(1) as usize
+}
+
+impl State {
+    /// Waits for a slot to do an agent request's database work.
+    pub async fn agent_slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>, AgentError> {
+        self.agent_slots
+            .acquire()
+            .await
+            .map_err(|_| AgentError::Unavailable("the agent channel is stopping".into()))
+    }
 }
 
 /// A route handler with the state bound.
@@ -171,6 +193,13 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agent_work_always_leaves_connections_for_operator_acts() {
+        assert_eq!(agent_slots(5), 3);
+        assert_eq!(agent_slots(16), 14);
+        assert_eq!(agent_slots(2), 1, "at least one slot, however small the pool");
+    }
 
     #[test]
     fn a_decoded_key_is_the_key_and_a_bad_one_is_refused_and_not_kept() {
