@@ -198,7 +198,11 @@ mod tests {
     fn agent_work_always_leaves_connections_for_operator_acts() {
         assert_eq!(agent_slots(5), 3);
         assert_eq!(agent_slots(16), 14);
-        assert_eq!(agent_slots(2), 1, "at least one slot, however small the pool");
+        assert_eq!(
+            agent_slots(2),
+            1,
+            "at least one slot, however small the pool"
+        );
     }
 
     #[test]
