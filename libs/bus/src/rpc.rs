@@ -28,6 +28,12 @@ type Answer = Result<(serde_json::Value, Option<Bytes>), RpcError>;
 
 type Route = Arc<dyn Fn(Option<String>, Bytes) -> BoxFuture<'static, Answer> + Send + Sync>;
 
+/// What a question carries: JSON alone, or a JSON half beside a raw body.
+enum Question {
+    Json(Bytes),
+    WithBody { meta: String, body: Bytes },
+}
+
 impl Bus {
     /// Asks `domain` the question `op` and waits up to `timeout` for the answer. No replica
     /// listening, or none answering in time, is `unavailable`.
@@ -42,57 +48,13 @@ impl Bus {
         Req: Serialize + ?Sized,
         Resp: DeserializeOwned,
     {
-        let subject = rpc_subject(domain, op);
-        let payload = serde_json::to_vec(request).map_err(|error| {
-            RpcError::new(
-                ErrorCode::InvalidRequest,
-                format!("request to {subject}: {error}"),
-            )
-        })?;
-        // One deadline covers storing a large question, asking, and collecting the answer.
-        let exchange = async {
-            let mut headers = HeaderMap::new();
-            if let Some(traceparent) = current_traceparent() {
-                headers.insert(TRACEPARENT, traceparent.as_str());
-            }
-            let payload = self.pack_body(&mut headers, payload.into()).await?;
-            // The request carries the caller's deadline; the client's default (10 s) would cut a
-            // long poll short while the service still holds it.
-            let request = async_nats::Request::new()
-                .headers(headers)
-                .payload(payload)
-                .timeout(Some(timeout));
-            let answer = self
-                .client()
-                .send_request(subject.clone(), request)
-                .await
-                .map_err(|error| {
-                    RpcError::new(
-                        ErrorCode::Unavailable,
-                        format!("{domain} cannot be asked {op}: {error}"),
-                    )
-                })?;
-            self.unpack(answer.headers.as_ref(), answer.payload).await
-        };
-        let (_, payload) = tokio::time::timeout(timeout, exchange)
-            .await
-            .map_err(|_| {
-                RpcError::new(
-                    ErrorCode::Unavailable,
-                    format!("{domain} did not answer {op} within {timeout:?}"),
-                )
-            })??;
-        let reply: Reply<Resp> = serde_json::from_slice(&payload).map_err(|error| {
-            RpcError::new(
-                ErrorCode::Internal,
-                format!("{domain} answered {op} with something unreadable: {error}"),
-            )
-        })?;
-        reply.into()
+        let payload = serde_json::to_vec(request).map_err(|error| unwritable(domain, op, error))?;
+        let (_, payload) = self
+            .exchange(domain, op, Question::Json(payload.into()), timeout)
+            .await?;
+        read_reply(domain, op, &payload)
     }
-}
 
-impl Bus {
     /// Asks `op` with a JSON `meta` and a raw `body` carried byte for byte (an agent's request,
     /// whose digest covers its exact bytes); the answer is JSON and a raw body likewise. A body
     /// too large for one message goes through the object store both ways (see [`crate::bodies`]).
@@ -108,26 +70,38 @@ impl Bus {
         Meta: Serialize + ?Sized,
         Resp: DeserializeOwned,
     {
-        let subject = rpc_subject(domain, op);
-        let meta = serde_json::to_string(meta).map_err(|error| {
-            RpcError::new(
-                ErrorCode::InvalidRequest,
-                format!("request to {subject}: {error}"),
-            )
-        })?;
-        let unanswered = || {
-            RpcError::new(
-                ErrorCode::Unavailable,
-                format!("{domain} did not answer {op} within {timeout:?}"),
-            )
+        let meta = serde_json::to_string(meta).map_err(|error| unwritable(domain, op, error))?;
+        let (meta, body) = self
+            .exchange(domain, op, Question::WithBody { meta, body }, timeout)
+            .await?;
+        // A reply without a JSON half carries it in the payload (an answer from a server that
+        // knew nothing of bodies).
+        let (reply, body) = match meta {
+            Some(meta) => (Bytes::from(meta), body),
+            None => (body, Bytes::new()),
         };
-        // One deadline covers storing a large body, the question and collecting the answer.
+        read_reply(domain, op, &reply).map(|response| (response, body))
+    }
+
+    /// Sends one question and collects its answer (the JSON half, if any, and the payload).
+    /// One deadline covers parking a large body in the object store, asking, and collecting.
+    async fn exchange(
+        &self,
+        domain: Domain,
+        op: &str,
+        question: Question,
+        timeout: Duration,
+    ) -> Result<(Option<String>, Bytes), RpcError> {
+        let subject = rpc_subject(domain, op);
         let exchange = async {
             let mut headers = HeaderMap::new();
             if let Some(traceparent) = current_traceparent() {
                 headers.insert(TRACEPARENT, traceparent.as_str());
             }
-            let payload = self.pack(&mut headers, &meta, body).await?;
+            let payload = match question {
+                Question::Json(payload) => self.pack_body(&mut headers, payload).await?,
+                Question::WithBody { meta, body } => self.pack(&mut headers, &meta, body).await?,
+            };
             // The request carries the caller's deadline; the client's default (10 s) would cut a
             // long poll short while the service still holds it.
             let request = async_nats::Request::new()
@@ -136,7 +110,7 @@ impl Bus {
                 .timeout(Some(timeout));
             let answer = self
                 .client()
-                .send_request(subject.clone(), request)
+                .send_request(subject, request)
                 .await
                 .map_err(|error| {
                     RpcError::new(
@@ -146,23 +120,35 @@ impl Bus {
                 })?;
             self.unpack(answer.headers.as_ref(), answer.payload).await
         };
-        let (meta, body) = tokio::time::timeout(timeout, exchange)
-            .await
-            .map_err(|_| unanswered())??;
-        // A reply without a JSON half carries it in the payload (an answer from a server that
-        // knew nothing of bodies).
-        let (reply_bytes, body) = match meta {
-            Some(meta) => (Bytes::from(meta), body),
-            None => (body, Bytes::new()),
-        };
-        let reply: Reply<Resp> = serde_json::from_slice(&reply_bytes).map_err(|error| {
+        tokio::time::timeout(timeout, exchange).await.map_err(|_| {
             RpcError::new(
-                ErrorCode::Internal,
-                format!("{domain} answered {op} with something unreadable: {error}"),
+                ErrorCode::Unavailable,
+                format!("{domain} did not answer {op} within {timeout:?}"),
             )
-        })?;
-        Result::<Resp, RpcError>::from(reply).map(|response| (response, body))
+        })?
     }
+}
+
+fn unwritable(domain: Domain, op: &str, error: serde_json::Error) -> RpcError {
+    RpcError::new(
+        ErrorCode::InvalidRequest,
+        format!("request to {}: {error}", rpc_subject(domain, op)),
+    )
+}
+
+/// Reads a reply, `{"ok": ...}` or `{"error": ...}`, into the answer or its error.
+fn read_reply<Resp: DeserializeOwned>(
+    domain: Domain,
+    op: &str,
+    bytes: &[u8],
+) -> Result<Resp, RpcError> {
+    let reply: Reply<Resp> = serde_json::from_slice(bytes).map_err(|error| {
+        RpcError::new(
+            ErrorCode::Internal,
+            format!("{domain} answered {op} with something unreadable: {error}"),
+        )
+    })?;
+    reply.into()
 }
 
 /// The rpc questions one service answers, registered by name and served together.

@@ -4,7 +4,9 @@
 
 use serde_json::{Map, Value};
 
-use super::{auth::AgentError, DEFAULT_CLAIM_BYTES};
+use chrono::{DateTime, Utc};
+
+use super::{auth::AgentError, DEFAULT_CLAIM_BYTES, LAST_SEEN_RESOLUTION};
 
 /// Largest job a node may ask for in one claim answer.
 pub const MAX_CLAIM_BYTES: u64 = 4 * 1024 * 1024;
@@ -236,6 +238,35 @@ pub fn apply(current: &NodeFacts, claim: &Claim) -> Option<NodeFacts> {
     (next != *current).then_some(next)
 }
 
+/// What the plane knows of a node at a glance, when a claim arrives.
+#[derive(Debug, Clone)]
+pub struct Glimpse {
+    pub paired: bool,
+    pub facts: NodeFacts,
+    pub last_seen_at: Option<DateTime<Utc>>,
+    pub has_pending: bool,
+    pub has_running: bool,
+    /// A running job has outlived its claim budget (AC-29).
+    pub has_stale: bool,
+}
+
+/// Whether a claim (or, with `None`, a long poll looking again) can be answered "no job"
+/// without writing anything: its facts change nothing, the heartbeat is fresh, no job waits,
+/// and nothing running is lost, neither by an idle claim (AC-28) nor by its budget (AC-29).
+pub fn nothing_to_do(node: &Glimpse, claim: Option<&Claim>, now: DateTime<Utc>) -> bool {
+    let unchanged = claim.is_none_or(|claim| apply(&node.facts, claim).is_none());
+    let heard_lately = node.last_seen_at.is_some_and(|seen| {
+        now.signed_duration_since(seen).to_std().unwrap_or_default() < LAST_SEEN_RESOLUTION
+    });
+    let idle_with_running = claim.is_some_and(|claim| claim.idle) && node.has_running;
+    node.paired
+        && unchanged
+        && (heard_lately || claim.is_none())
+        && !node.has_pending
+        && !node.has_stale
+        && !idle_with_running
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,5 +372,83 @@ mod tests {
     #[test]
     fn ac_16_the_claim_limit_is_64_kib_when_not_reported() {
         assert_eq!(NodeFacts::default().claim_limit(), 64 * 1024);
+    }
+
+    fn quiet_node(claim: &Claim, now: DateTime<Utc>) -> Glimpse {
+        Glimpse {
+            paired: true,
+            facts: apply(&NodeFacts::default(), claim).unwrap(),
+            last_seen_at: Some(now - chrono::Duration::seconds(5)),
+            has_pending: false,
+            has_running: false,
+            has_stale: false,
+        }
+    }
+
+    #[test]
+    fn a_quiet_claim_with_nothing_waiting_needs_no_write() {
+        let now = Utc::now();
+        let same =
+            claim(json!({"agent_version": "1.0.0", "vocabulary": ["check_status"]})).unwrap();
+        let node = quiet_node(&same, now);
+        assert!(nothing_to_do(&node, Some(&same), now));
+        assert!(nothing_to_do(&node, None, now), "a long poll looking again");
+    }
+
+    #[test]
+    fn anything_to_write_hand_out_or_lose_takes_the_locked_path() {
+        let now = Utc::now();
+        let same = claim(json!({"agent_version": "1.0.0"})).unwrap();
+        let quiet = quiet_node(&same, now);
+        let newer = claim(json!({"agent_version": "1.1.0"})).unwrap();
+        assert!(!nothing_to_do(&quiet, Some(&newer), now), "facts changed");
+        let stale_heartbeat = Glimpse {
+            last_seen_at: Some(now - chrono::Duration::minutes(5)),
+            ..quiet.clone()
+        };
+        assert!(
+            !nothing_to_do(&stale_heartbeat, Some(&same), now),
+            "heartbeat due"
+        );
+        assert!(!nothing_to_do(
+            &Glimpse {
+                has_pending: true,
+                ..quiet.clone()
+            },
+            Some(&same),
+            now
+        ));
+        assert!(
+            !nothing_to_do(
+                &Glimpse {
+                    has_stale: true,
+                    ..quiet.clone()
+                },
+                Some(&same),
+                now
+            ),
+            "AC-29"
+        );
+        let idle = claim(json!({"agent_version": "1.0.0", "idle": true})).unwrap();
+        let running = Glimpse {
+            has_running: true,
+            ..quiet.clone()
+        };
+        assert!(
+            !nothing_to_do(&running, Some(&idle), now),
+            "AC-28: an idle claim loses what runs"
+        );
+        assert!(
+            nothing_to_do(&running, Some(&same), now),
+            "a busy node claiming is told no job"
+        );
+        assert!(!nothing_to_do(
+            &Glimpse {
+                paired: false,
+                ..quiet
+            },
+            Some(&same),
+            now
+        ));
     }
 }

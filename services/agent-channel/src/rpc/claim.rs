@@ -13,7 +13,7 @@ use crate::{
     actions::{self, emit},
     domain::{
         auth::AgentError,
-        claims::{self, Claim},
+        claims::{self, Claim, Glimpse},
         jobs::{self, lost},
         LAST_SEEN_RESOLUTION, MAX_WAIT_SECONDS,
     },
@@ -100,19 +100,18 @@ async fn nothing_to_do(
             }
         }
     };
-    let now = Utc::now();
-    let unchanged =
-        claim.is_none_or(|claim| claims::apply(&glance.node.node_facts(), claim).is_none());
-    let heard_lately = glance.node.last_seen_at.is_some_and(|seen| {
-        now.signed_duration_since(seen).to_std().unwrap_or_default() < LAST_SEEN_RESOLUTION
-    });
-    let idle_with_running = claim.is_some_and(|claim| claim.idle) && glance.has_running;
-    Ok(glance.node.fingerprint.is_some()
-        && unchanged
-        && (heard_lately || claim.is_none())
-        && !glance.has_pending
-        && !glance.has_stale
-        && !idle_with_running)
+    Ok(claims::nothing_to_do(
+        &Glimpse {
+            paired: glance.node.fingerprint.is_some(),
+            facts: glance.node.node_facts(),
+            last_seen_at: glance.node.last_seen_at,
+            has_pending: glance.has_pending,
+            has_running: glance.has_running,
+            has_stale: glance.has_stale,
+        },
+        claim,
+        Utc::now(),
+    ))
 }
 
 /// In one transaction on the locked node: takes the claim's facts (writing only what changed),
