@@ -43,6 +43,30 @@ pub struct NatsSettings {
 #[serde(deny_unknown_fields)]
 pub struct GatewaySettings {
     pub listen: SocketAddr,
+    /// The operator UI's name for this plane, shown in its top bar and page titles.
+    pub plane_name: String,
+    /// Minutes a browser session may sit unused before it ends.
+    pub session_idle_minutes: u64,
+    /// Hours a browser session lasts at most, however busy.
+    pub session_lifetime_hours: u64,
+    /// Failed sign-ins to one operator name within the window before it is throttled.
+    pub sign_in_account_failures: u32,
+    /// Failed sign-ins from one address within the window before it is throttled.
+    pub sign_in_address_failures: u32,
+    /// The window sign-in failures are counted over, in minutes.
+    pub sign_in_window_minutes: u64,
+}
+
+impl GatewaySettings {
+    pub fn session_idle(&self) -> Duration {
+        Duration::from_secs(self.session_idle_minutes * 60)
+    }
+    pub fn session_lifetime(&self) -> Duration {
+        Duration::from_secs(self.session_lifetime_hours * 3600)
+    }
+    pub fn sign_in_window(&self) -> Duration {
+        Duration::from_secs(self.sign_in_window_minutes * 60)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -120,6 +144,12 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("database.max_connections", "5"),
     ("nats.url", "nats://127.0.0.1:4222"),
     ("gateway.listen", "127.0.0.1:8080"),
+    ("gateway.plane_name", "Capstan"),
+    ("gateway.session_idle_minutes", "30"),
+    ("gateway.session_lifetime_hours", "12"),
+    ("gateway.sign_in_account_failures", "5"),
+    ("gateway.sign_in_address_failures", "20"),
+    ("gateway.sign_in_window_minutes", "15"),
     ("telemetry.log_format", "pretty"),
     ("telemetry.log_level", "info"),
     ("bus.max_deliver", "5"),
@@ -206,6 +236,51 @@ impl Settings {
                 reason: "must start with nats:// or tls://".into(),
             });
         }
+        let gateway = &self.gateway;
+        let plane_name = gateway.plane_name.trim();
+        if plane_name.is_empty()
+            || plane_name.chars().count() > 64
+            || plane_name.chars().any(char::is_control)
+        {
+            return Err(SettingsError::BadValue {
+                key: "gateway.plane_name",
+                reason: "must be 1 to 64 characters without control characters".into(),
+            });
+        }
+        for (key, value, most) in [
+            (
+                "gateway.session_idle_minutes",
+                gateway.session_idle_minutes,
+                24 * 60,
+            ),
+            (
+                "gateway.session_lifetime_hours",
+                gateway.session_lifetime_hours,
+                24 * 30,
+            ),
+            (
+                "gateway.sign_in_window_minutes",
+                gateway.sign_in_window_minutes,
+                24 * 60,
+            ),
+            (
+                "gateway.sign_in_account_failures",
+                u64::from(gateway.sign_in_account_failures),
+                1000,
+            ),
+            (
+                "gateway.sign_in_address_failures",
+                u64::from(gateway.sign_in_address_failures),
+                100_000,
+            ),
+        ] {
+            if value == 0 || value > most {
+                return Err(SettingsError::BadValue {
+                    key,
+                    reason: format!("must be between 1 and {most}"),
+                });
+            }
+        }
         if self.bus.max_deliver == 0 {
             return Err(SettingsError::BadValue {
                 key: "bus.max_deliver",
@@ -240,6 +315,45 @@ mod tests {
         assert_eq!(settings.nats.url, "nats://127.0.0.1:4222");
         assert_eq!(settings.gateway.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(settings.telemetry.otlp_endpoint, None);
+        assert_eq!(settings.gateway.plane_name, "Capstan");
+        assert_eq!(
+            settings.gateway.session_idle(),
+            Duration::from_secs(30 * 60)
+        );
+        assert_eq!(
+            settings.gateway.session_lifetime(),
+            Duration::from_secs(12 * 3600)
+        );
+        assert_eq!(
+            (
+                settings.gateway.sign_in_account_failures,
+                settings.gateway.sign_in_address_failures,
+                settings.gateway.sign_in_window()
+            ),
+            (5, 20, Duration::from_secs(15 * 60))
+        );
+    }
+
+    #[test]
+    fn the_operator_ui_settings_are_bounded_by_name() {
+        for (key, value, named) in [
+            (
+                "CAPSTAN__GATEWAY__SESSION_IDLE_MINUTES",
+                "0",
+                "gateway.session_idle_minutes",
+            ),
+            (
+                "CAPSTAN__GATEWAY__SIGN_IN_ACCOUNT_FAILURES",
+                "0",
+                "gateway.sign_in_account_failures",
+            ),
+            ("CAPSTAN__GATEWAY__PLANE_NAME", " ", "gateway.plane_name"),
+        ] {
+            let error = Settings::load_from(None, env(&[(key, value)]))
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(named), "{error}");
+        }
     }
 
     #[test]

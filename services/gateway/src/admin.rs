@@ -1,5 +1,6 @@
 //! Operator administration from the command line: `capstan admin create-operator` creates an
-//! operator and its first API token, and prints the token once (only its digest is kept).
+//! operator, its first API token and a one-time password for the web UI, and prints both once
+//! (only the token's digest and the password's argon2id hash are kept).
 
 use anyhow::Context;
 use capstan_events::rpc::Level;
@@ -8,6 +9,7 @@ use capstan_store::{Store, StoreError};
 
 use crate::{
     identity::{OperatorName, Token},
+    password::{self, Password},
     store, DOMAIN, MIGRATOR,
 };
 
@@ -20,6 +22,63 @@ pub enum AdminError {
     NameTaken(String),
     #[error("the gateway's database: {0}")]
     Store(#[from] StoreError),
+    #[error("the password could not be hashed: {0}")]
+    Hash(String),
+    #[error("there is no operator named {0:?}")]
+    NoSuchOperator(String),
+}
+
+/// What `create-operator` hands out, once.
+#[derive(Debug)]
+pub struct Issued {
+    pub token: Token,
+    /// For the first sign-in to the web UI, which then asks for a new one.
+    pub password: Password,
+}
+
+/// Creates operator `name` at `level` with a first API token and a one-time password (the
+/// operator must choose a new one at the first sign-in).
+pub async fn issue_operator_with_password(
+    store: &Store,
+    name: &str,
+    level: Level,
+) -> Result<Issued, AdminError> {
+    let password = Password::generate();
+    // Hashed before the operator is written, so a failure leaves no operator behind.
+    let hash = password::hash(password.clone())
+        .await
+        .map_err(AdminError::Hash)?;
+    let token = issue_operator(store, name, level).await?;
+    set_password(store, name, &hash, true).await?;
+    Ok(Issued { token, password })
+}
+
+/// Sets operator `name`'s password hash; `must_change` makes the UI ask for a new password
+/// at the next sign-in.
+pub async fn set_password(
+    store: &Store,
+    name: &str,
+    password_hash: &str,
+    must_change: bool,
+) -> Result<(), AdminError> {
+    if store::set_password(store, name, password_hash, must_change).await? {
+        Ok(())
+    } else {
+        Err(AdminError::NoSuchOperator(name.to_string()))
+    }
+}
+
+/// Hashes `password` and makes it operator `name`'s (tests and tools).
+pub async fn set_password_plain(
+    store: &Store,
+    name: &str,
+    password: &str,
+    must_change: bool,
+) -> Result<(), AdminError> {
+    let hash = password::hash(Password::new(password.to_string()))
+        .await
+        .map_err(AdminError::Hash)?;
+    set_password(store, name, &hash, must_change).await
 }
 
 /// Creates operator `name` at `level` with a first API token, and returns the token.
@@ -46,8 +105,8 @@ pub async fn issue_operator(store: &Store, name: &str, level: Level) -> Result<T
 }
 
 /// `capstan admin create-operator --name NAME --level N`: connects, migrates the gateway's
-/// schema, creates the operator and prints `token: <token>` on standard output (logs go to
-/// standard error), the only time the token is shown.
+/// schema, creates the operator and prints `token: <token>` and `password: <one-time
+/// password>` on standard output (logs go to standard error), the only time either is shown.
 pub async fn create_operator(settings: &Settings, name: &str, level: Level) -> anyhow::Result<()> {
     let store = Store::connect(settings.database.url(), DOMAIN.as_str(), 1)
         .await
@@ -57,12 +116,13 @@ pub async fn create_operator(settings: &Settings, name: &str, level: Level) -> a
             .migrate(&MIGRATOR)
             .await
             .context("migrating the gateway schema")?;
-        Ok::<_, anyhow::Error>(issue_operator(&store, name, level).await?)
+        Ok::<_, anyhow::Error>(issue_operator_with_password(&store, name, level).await?)
     }
     .await;
     store.close().await;
-    let token = issued?;
+    let issued = issued?;
     tracing::info!(operator = name, level = u8::from(level), "operator created");
-    println!("token: {}", token.expose());
+    println!("token: {}", issued.token.expose());
+    println!("password: {}", issued.password.expose());
     Ok(())
 }

@@ -2,7 +2,7 @@
 
 use axum::{
     extract::{MatchedPath, Request, State},
-    http::{header, StatusCode, Uri},
+    http::{header, HeaderValue, StatusCode, Uri},
     middleware::{self, Next},
     response::{IntoResponse, Response},
     Router,
@@ -31,6 +31,7 @@ pub fn app(state: AppState) -> Router {
     crate::routes::router(&state)
         .fallback(|uri: Uri| async move { ApiError::no_route(uri.path()) })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+        .layer(middleware::from_fn(page_headers))
         .layer(middleware::from_fn(trace_request))
         .with_state(state)
 }
@@ -41,6 +42,41 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
         state.metrics.render(),
     )
         .into_response()
+}
+
+/// The operator UI's pages may load only this site's own script, style and images, may not be
+/// framed, and post forms only here.
+pub const CONTENT_SECURITY_POLICY: &str =
+    "default-src 'self'; script-src 'self'; style-src 'self'; \
+     img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'";
+
+/// The headers of every UI answer (`/` and `/ui...`): the CSP, no sniffing, the referrer kept
+/// to this site, and for anything but the versioned assets, no caching.
+async fn page_headers(request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    let is_ui = path == "/" || path == "/ui" || path.starts_with("/ui/");
+    let mut response = next.run(request).await;
+    if !is_ui {
+        return response;
+    }
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    if !headers.contains_key(header::CACHE_CONTROL) {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    response
 }
 
 /// Every request runs in a span that continues the caller's trace (`traceparent`), so an rpc

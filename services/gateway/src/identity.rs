@@ -89,7 +89,7 @@ impl fmt::Debug for Token {
     }
 }
 
-fn digest(token: &str) -> [u8; 32] {
+pub(crate) fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
@@ -192,13 +192,7 @@ pub async fn authorize(
         Err(refusal) => return refusal.into_response(),
     };
     let (mut parts, body) = request.into_parts();
-    let target = RawPathParams::from_request_parts(&mut parts, &())
-        .await
-        .ok()
-        .and_then(|params| {
-            let id = params.iter().find(|(name, _)| *name == "id")?.1.to_string();
-            Some(format!("{}/{id}", route.target_kind()?))
-        });
+    let target = audit_target(route, &mut parts).await;
     let mut request = Request::from_parts(parts, body);
     let response = if actor.level < needed {
         ApiError::forbidden(format!(
@@ -214,20 +208,46 @@ pub async fn authorize(
         request.extensions_mut().insert(actor.clone());
         next.run(request).await
     };
-    if let Some(action) = route.action {
-        let (outcome, detail) = outcome_of(&response);
-        let entry = AuditEntry {
-            operator: actor.name,
-            level: actor.level,
-            address: actor.address,
-            action,
-            target,
-            outcome,
-            detail,
-        };
+    if let Some(entry) = audit_entry(route, actor, target, &response, None) {
         record_act(&state.store, &entry).await;
     }
     response
+}
+
+/// What the `{id}` of `route` names, as the audit log writes it: `job/42`.
+pub(crate) async fn audit_target(route: &Route, parts: &mut Parts) -> Option<String> {
+    RawPathParams::from_request_parts(parts, &())
+        .await
+        .ok()
+        .and_then(|params| {
+            let id = params.iter().find(|(name, _)| *name == "id")?.1.to_string();
+            Some(format!("{}/{id}", route.target_kind()?))
+        })
+}
+
+/// The audit row of `route`'s act (none for a route that is not an act), with how `response`
+/// ended it; `via` is added to the detail (`"ui"` for the web UI's acts).
+pub(crate) fn audit_entry(
+    route: &Route,
+    actor: Actor,
+    target: Option<String>,
+    response: &Response,
+    via: Option<&str>,
+) -> Option<AuditEntry> {
+    let action = route.action?;
+    let (outcome, mut detail) = outcome_of(response);
+    if let (Some(via), Value::Object(detail)) = (via, &mut detail) {
+        detail.insert("via".into(), via.into());
+    }
+    Some(AuditEntry {
+        operator: actor.name,
+        level: actor.level,
+        address: actor.address,
+        action,
+        target,
+        outcome,
+        detail,
+    })
 }
 
 /// How an act ended (`ok` or the error code) and the detail to keep: the refusal's words, or
@@ -238,7 +258,10 @@ fn outcome_of(response: &Response) -> (String, Value) {
             refusal.code.to_string(),
             json!({"message": refusal.message}),
         ),
-        None if response.status().is_success() => ("ok".to_string(), json!({})),
+        // The UI answers a done act with a redirect back to its page.
+        None if response.status().is_success() || response.status().is_redirection() => {
+            ("ok".to_string(), json!({}))
+        }
         None => (response.status().as_u16().to_string(), json!({})),
     };
     if let (Some(AuditDetail(Value::Object(extra))), Value::Object(detail)) =
@@ -252,7 +275,7 @@ fn outcome_of(response: &Response) -> (String, Value) {
 /// Writes the audit row of an answered act. The act has happened (or been refused) by now; a
 /// row that cannot be written is logged loudly rather than turned into a failure the caller
 /// would retry.
-async fn record_act(store: &Store, entry: &AuditEntry) {
+pub(crate) async fn record_act(store: &Store, entry: &AuditEntry) {
     if let Err(failure) = store::insert_audit(store, entry).await {
         error!(
             operator = %entry.operator,

@@ -6,6 +6,8 @@
 
 pub mod admin;
 mod agent;
+mod ask;
+pub mod domain;
 pub mod error;
 mod health;
 mod http;
@@ -13,8 +15,10 @@ pub mod identity;
 mod input;
 pub mod openapi;
 pub mod operator;
+pub mod password;
 pub mod routes;
 pub mod store;
+pub mod ui;
 
 pub use http::{app, AppState};
 
@@ -28,7 +32,7 @@ use tracing::info;
 
 pub const DOMAIN: Domain = Domain::Gateway;
 
-/// The migrations of the `gateway` schema (operators, API tokens, audit).
+/// The migrations of the `gateway` schema (operators, API tokens, audit, passwords, sessions).
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/gateway");
 
 /// Runs the gateway until `shutdown`: its rpc, its outbox relay and the HTTP listener.
@@ -37,6 +41,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     let metrics = capstan_telemetry::metrics(settings.telemetry.metrics_listen)
         .context("starting gateway: metrics")?;
     let listen = settings.gateway.listen;
+    ui::configure(&settings.gateway);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("starting gateway: listening on {listen}"))?;

@@ -9,19 +9,17 @@ use axum::{
     response::{IntoResponse, Response},
     Json,
 };
-use capstan_events::{
-    agent_channel::rpc::{
-        ops, ApproveJoin, Approved, CreateJob, DecideJoin, Done, JobCreated, JobOutput,
-        JobOutputRequest, JobRef, JobState, JobView, Jobs, JoinFilter, Joins, ListJobs, ListJoins,
-        ListNodes, NodeRef, NodeView, Nodes, RefusalCount, RefusalCountRequest,
-    },
-    Domain,
+use capstan_events::agent_channel::rpc::{
+    ops, ApproveJoin, Approved, CreateJob, DecideJoin, Done, JobCreated, JobOutput,
+    JobOutputRequest, JobRef, JobState, JobView, Jobs, JoinFilter, Joins, ListJobs, ListJoins,
+    ListNodes, NodeRef, NodeView, Nodes, RefusalCount, RefusalCountRequest,
 };
 use schemars::JsonSchema;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::{
+    ask::ask,
     error::ApiError,
     identity::{AuditDetail, Operator},
     input::{JobId, JoinId, JsonBody, NodeId, QueryParams},
@@ -53,17 +51,6 @@ pub const REFUSAL_WINDOW_MAX_SECS: u64 = 366 * 24 * 3600;
 pub const REFUSAL_WINDOW_DEFAULT_SECS: u64 = 24 * 3600;
 /// The most jobs one listing asks for.
 pub const JOB_LIST_LIMIT_MAX: u32 = 1000;
-
-async fn ask<Req, Resp>(state: &AppState, op: &str, request: &Req) -> Result<Resp, ApiError>
-where
-    Req: Serialize,
-    Resp: DeserializeOwned,
-{
-    Ok(state
-        .bus
-        .request(Domain::AgentChannel, op, request, state.rpc_timeout)
-        .await?)
-}
 
 /// An answer to an act, with what the audit record should add to it.
 fn acted<T: Serialize>(status: StatusCode, answer: T, detail: Value) -> Response {

@@ -2,6 +2,11 @@
 //! does. The router is built from this table and nothing else, so a route without a declared
 //! access cannot exist (ARCHITECTURE.md 6.2-3: "every route and rpc declares its level"); the
 //! tests and the OpenAPI check read the same table.
+//!
+//! The operator UI's routes are rows of the same table: `Session(level)` routes are reached
+//! only with a browser session (never a token), and every `Session` POST has its CSRF token
+//! checked by the session guard before anything else, whatever the route: there is no
+//! per-route switch to forget. API routes are reached only with a bearer token.
 
 use axum::{
     extract::{Request, State},
@@ -11,7 +16,7 @@ use axum::{
 };
 use capstan_events::{agent_channel::rpc::AgentEndpoint, rpc::Level};
 
-use crate::{agent, health, http, identity, openapi, operator, AppState};
+use crate::{agent, health, http, identity, openapi, operator, ui, AppState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
@@ -44,6 +49,12 @@ pub enum Access {
     AgentSigned,
     /// An operator with a bearer token of at least this level.
     Operator(Level),
+    /// An operator signed in to the web UI with a session of at least this level; a POST also
+    /// needs the session's CSRF token.
+    Session(Level),
+    /// The sign-in form's POST: no session yet, so its CSRF token is the double-submit
+    /// pre-session cookie's.
+    PreSession,
 }
 
 impl Access {
@@ -52,7 +63,8 @@ impl Access {
         match self {
             Access::Public => "public".into(),
             Access::AgentSigned => "agent-signed".into(),
-            Access::Operator(level) => u8::from(level).into(),
+            Access::Operator(level) | Access::Session(level) => u8::from(level).into(),
+            Access::PreSession => "pre-session".into(),
         }
     }
 }
@@ -79,6 +91,38 @@ pub enum Op {
     CancelJob,
     MarkJobFailed,
     RefusalCount,
+    /// A page or form of the operator UI.
+    Ui(UiOp),
+}
+
+/// What a route of the operator UI does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UiOp {
+    /// `/` and `/ui`: to the dashboard.
+    ToDashboard,
+    Static,
+    SignInPage,
+    SignIn,
+    SignOut,
+    PasswordPage,
+    ChangePassword,
+    Dashboard,
+    AccountPage,
+    CreateToken,
+    RevokeToken,
+    AuditPage,
+    ApproveJoin,
+    RejectJoin,
+    ReopenJoin,
+    NodePage,
+    DisconnectPage,
+    DisconnectNode,
+    CreateJob,
+    JobPage,
+    JobOutput,
+    CancelJob,
+    MarkFailedPage,
+    MarkJobFailed,
 }
 
 /// One row of the table.
@@ -134,6 +178,35 @@ impl Route {
         }
     }
 
+    const fn ui_public(method: Method, path: &'static str, op: UiOp) -> Route {
+        Route::public(method, path, Op::Ui(op))
+    }
+
+    const fn page(path: &'static str, level: Level, op: UiOp) -> Route {
+        Route {
+            method: Method::Get,
+            path,
+            access: Access::Session(level),
+            op: Op::Ui(op),
+            action: None,
+        }
+    }
+
+    const fn form(path: &'static str, level: Level, op: UiOp, action: &'static str) -> Route {
+        Route {
+            method: Method::Post,
+            path,
+            access: Access::Session(level),
+            op: Op::Ui(op),
+            action: Some(action),
+        }
+    }
+
+    /// Whether the route belongs to the operator UI (`/` and `/ui...`), not the API.
+    pub fn is_ui(&self) -> bool {
+        self.path == "/" || self.path == "/ui" || self.path.starts_with("/ui/")
+    }
+
     /// What the `{id}` of the path names in the audit log: `join`, `node`, `job`.
     pub fn target_kind(&self) -> Option<&'static str> {
         let before = self.path.split("/{id}").next()?;
@@ -146,7 +219,7 @@ impl Route {
 }
 
 use Level::{Admin, Change, Read};
-use Method::Get;
+use Method::{Get, Post};
 
 /// The table.
 pub const ROUTES: &[Route] = &[
@@ -207,7 +280,88 @@ pub const ROUTES: &[Route] = &[
         Op::MarkJobFailed,
         "mark_job_failed",
     ),
+    // The operator UI. Public: the way in and the assets; everything else needs a session.
+    Route::ui_public(Get, "/", UiOp::ToDashboard),
+    Route::ui_public(Get, "/ui", UiOp::ToDashboard),
+    Route::ui_public(Get, "/ui/static/{file}", UiOp::Static),
+    Route::ui_public(Get, "/ui/sign-in", UiOp::SignInPage),
+    Route {
+        method: Post,
+        path: "/ui/sign-in",
+        access: Access::PreSession,
+        op: Op::Ui(UiOp::SignIn),
+        action: None,
+    },
+    Route::form("/ui/sign-out", Read, UiOp::SignOut, "sign_out"),
+    Route::page("/ui/password", Read, UiOp::PasswordPage),
+    Route::form(
+        "/ui/password",
+        Read,
+        UiOp::ChangePassword,
+        "change_password",
+    ),
+    Route::page("/ui/", Read, UiOp::Dashboard),
+    Route::page("/ui/account", Read, UiOp::AccountPage),
+    Route::form(
+        "/ui/account/tokens",
+        Read,
+        UiOp::CreateToken,
+        "create_token",
+    ),
+    Route::form(
+        "/ui/account/tokens/{id}/revoke",
+        Read,
+        UiOp::RevokeToken,
+        "revoke_token",
+    ),
+    Route::page("/ui/audit", Admin, UiOp::AuditPage),
+    Route::form(
+        "/ui/joins/{id}/approve",
+        Admin,
+        UiOp::ApproveJoin,
+        "approve_join",
+    ),
+    Route::form(
+        "/ui/joins/{id}/reject",
+        Admin,
+        UiOp::RejectJoin,
+        "reject_join",
+    ),
+    Route::form(
+        "/ui/joins/{id}/reopen",
+        Admin,
+        UiOp::ReopenJoin,
+        "reopen_join",
+    ),
+    Route::page("/ui/nodes/{id}", Read, UiOp::NodePage),
+    Route::page("/ui/nodes/{id}/disconnect", Admin, UiOp::DisconnectPage),
+    Route::form(
+        "/ui/nodes/{id}/disconnect",
+        Admin,
+        UiOp::DisconnectNode,
+        "disconnect_node",
+    ),
+    // As in the API: 7 at the route, the word's class decides (change 8, destructive 10).
+    Route::form("/ui/nodes/{id}/jobs", Read, UiOp::CreateJob, "create_job"),
+    Route::page("/ui/jobs/{id}", Read, UiOp::JobPage),
+    Route::page("/ui/jobs/{id}/output", Read, UiOp::JobOutput),
+    Route::form(
+        "/ui/jobs/{id}/cancel",
+        Change,
+        UiOp::CancelJob,
+        "cancel_job",
+    ),
+    Route::page("/ui/jobs/{id}/mark-failed", Change, UiOp::MarkFailedPage),
+    Route::form(
+        "/ui/jobs/{id}/mark-failed",
+        Change,
+        UiOp::MarkJobFailed,
+        "mark_job_failed",
+    ),
 ];
+
+/// The public routes of the UI, by path: the only `/ui` routes without a session.
+pub const PUBLIC_UI_PATHS: &[&str] = &["/", "/ui", "/ui/static/{file}", "/ui/sign-in"];
 
 /// The handler of `op` on `method`.
 fn handler(method: Method, op: Op) -> MethodRouter<AppState> {
@@ -237,6 +391,7 @@ fn handler(method: Method, op: Op) -> MethodRouter<AppState> {
         Op::CancelJob => on(filter, operator::cancel_job),
         Op::MarkJobFailed => on(filter, operator::mark_job_failed),
         Op::RefusalCount => on(filter, operator::refusal_count),
+        Op::Ui(op) => ui::handler(filter, op),
     }
 }
 
@@ -250,6 +405,17 @@ pub fn router(state: &AppState) -> Router<AppState> {
                 state.clone(),
                 move |state: State<AppState>, request: Request, next: Next| {
                     identity::authorize(state, route, needed, request, next)
+                },
+            )),
+            Access::Session(needed) => method_router.route_layer(middleware::from_fn_with_state(
+                state.clone(),
+                move |state: State<AppState>, request: Request, next: Next| {
+                    ui::guard::require_session(state, route, needed, request, next)
+                },
+            )),
+            Access::PreSession => method_router.route_layer(middleware::from_fn(
+                move |request: Request, next: Next| {
+                    ui::guard::require_pre_session(route, request, next)
                 },
             )),
         };
@@ -295,11 +461,18 @@ mod tests {
         for route in ROUTES.iter().filter(|route| route.action.is_some()) {
             assert_eq!(route.method, Method::Post, "{}", route.path);
             assert!(
-                matches!(route.access, Access::Operator(_)),
+                matches!(route.access, Access::Operator(_) | Access::Session(_)),
                 "{}",
                 route.path
             );
-            assert!(route.target_kind().is_some(), "{}", route.path);
+            // An act on a thing names it; the UI's acts on the operator themselves (sign
+            // out, change password, create a token) have no `{id}`.
+            assert_eq!(
+                route.target_kind().is_some(),
+                route.path.contains("{id}"),
+                "{}",
+                route.path
+            );
         }
         let approve = ROUTES
             .iter()
@@ -326,6 +499,78 @@ mod tests {
         }
         for op in [Op::CancelJob, Op::MarkJobFailed] {
             assert_eq!(level(op), Access::Operator(Level::Change), "{op:?}");
+        }
+        for op in [
+            UiOp::ApproveJoin,
+            UiOp::RejectJoin,
+            UiOp::ReopenJoin,
+            UiOp::DisconnectNode,
+            UiOp::DisconnectPage,
+            UiOp::AuditPage,
+        ] {
+            assert_eq!(level(Op::Ui(op)), Access::Session(Level::Admin), "{op:?}");
+        }
+        for op in [UiOp::CancelJob, UiOp::MarkJobFailed, UiOp::MarkFailedPage] {
+            assert_eq!(level(Op::Ui(op)), Access::Session(Level::Change), "{op:?}");
+        }
+    }
+
+    #[test]
+    fn every_post_of_the_ui_is_a_session_form_checked_for_csrf_and_audited() {
+        // The guard checks the CSRF token of every `Session` POST; the only other UI POST is
+        // the sign-in form, whose guard checks the pre-session token.
+        for route in ROUTES
+            .iter()
+            .filter(|route| route.is_ui() && route.method == Method::Post)
+        {
+            match route.access {
+                Access::Session(_) => assert!(route.action.is_some(), "{}", route.path),
+                Access::PreSession => assert_eq!(route.path, "/ui/sign-in"),
+                other => panic!("POST {} is {other:?}", route.path),
+            }
+        }
+        assert!(ROUTES
+            .iter()
+            .any(|route| route.access == Access::PreSession && route.method == Method::Post));
+    }
+
+    #[test]
+    fn no_ui_path_is_reached_without_a_session_but_the_named_public_ones() {
+        for route in ROUTES.iter().filter(|route| route.is_ui()) {
+            match route.access {
+                Access::Session(_) => {}
+                Access::Public | Access::PreSession => assert!(
+                    PUBLIC_UI_PATHS.contains(&route.path),
+                    "{} {} is public but not named public",
+                    route.method.as_str(),
+                    route.path
+                ),
+                other => panic!("{} is {other:?}", route.path),
+            }
+        }
+        for route in ROUTES.iter().filter(|route| !route.is_ui()) {
+            assert!(
+                !matches!(route.access, Access::Session(_) | Access::PreSession),
+                "{}: a session reaches only the UI, a token only the API",
+                route.path
+            );
+            assert!(!route.path.starts_with("/ui"), "{}", route.path);
+        }
+    }
+
+    #[test]
+    fn sessions_never_reach_the_api_and_tokens_never_reach_the_ui() {
+        for route in ROUTES {
+            if route.path.starts_with("/api/") {
+                assert!(
+                    matches!(route.access, Access::Operator(_) | Access::AgentSigned),
+                    "{}",
+                    route.path
+                );
+            }
+            if matches!(route.access, Access::Operator(_)) {
+                assert!(route.path.starts_with("/api/v1/"), "{}", route.path);
+            }
         }
     }
 }

@@ -305,6 +305,10 @@ pub fn node_view(id: i64) -> NodeView {
         online: true,
         below_floor: false,
         facts: json!({}),
+        health: Default::default(),
+        last_check: None,
+        last_report: None,
+        placement: Default::default(),
     }
 }
 

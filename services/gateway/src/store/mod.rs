@@ -114,3 +114,14 @@ pub async fn insert_audit(store: &Store, entry: &AuditEntry) -> Result<(), Store
     .await?;
     Ok(())
 }
+
+mod sessions;
+pub use sessions::*;
+
+/// A level as stored (`smallint`), checked.
+fn level_of(name: &str, level: i16) -> Result<Level, StoreError> {
+    u8::try_from(level)
+        .ok()
+        .and_then(|level| Level::try_from(level).ok())
+        .ok_or_else(|| StoreError::Database(format!("operator {name} has level {level}")))
+}

@@ -1,0 +1,152 @@
+//! Operator passwords: argon2id with the crate's default parameters, kept as a PHC string.
+//! Hashing and verifying take tens of milliseconds of CPU, so both run on the blocking pool.
+//! A password never reaches a log line, an error message or a `Debug` output.
+
+use argon2::{
+    password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString},
+    Argon2,
+};
+use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
+use rand::RngCore;
+use std::{fmt, sync::OnceLock};
+
+/// The shortest password an operator may choose.
+pub const MIN_PASSWORD_CHARS: usize = 12;
+/// The longest password accepted (hashing a huge input is a cost anyone could impose).
+pub const MAX_PASSWORD_BYTES: usize = 1024;
+
+/// A password as typed or generated. Its `Debug` does not show it.
+#[derive(Clone)]
+pub struct Password(String);
+
+impl Password {
+    pub fn new(password: String) -> Password {
+        Password(password)
+    }
+
+    /// A one-time password: 18 random bytes, base64url (24 characters).
+    pub fn generate() -> Password {
+        let mut bytes = [0u8; 18];
+        rand::rng().fill_bytes(&mut bytes);
+        Password(URL_SAFE_NO_PAD.encode(bytes))
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Password {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("Password(…)")
+    }
+}
+
+/// Why a new password is not taken, in words for the person choosing it.
+pub fn check_new_password(password: &str) -> Result<(), String> {
+    if password.chars().count() < MIN_PASSWORD_CHARS {
+        return Err(format!(
+            "Choose a password of at least {MIN_PASSWORD_CHARS} characters."
+        ));
+    }
+    if password.len() > MAX_PASSWORD_BYTES {
+        return Err(format!(
+            "Choose a password of at most {MAX_PASSWORD_BYTES} bytes."
+        ));
+    }
+    if password.trim() != password {
+        return Err("A password cannot start or end with a space.".into());
+    }
+    Ok(())
+}
+
+/// The argon2id PHC string of `password`, computed on the blocking pool.
+pub async fn hash(password: Password) -> Result<String, String> {
+    tokio::task::spawn_blocking(move || hash_now(password.expose()))
+        .await
+        .map_err(|_| "password hashing stopped".to_string())?
+}
+
+fn hash_now(password: &str) -> Result<String, String> {
+    let mut salt = [0u8; 16];
+    rand::rng().fill_bytes(&mut salt);
+    let salt = SaltString::encode_b64(&salt).map_err(|error| format!("salt: {error}"))?;
+    Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map(|hash| hash.to_string())
+        .map_err(|error| format!("argon2: {error}"))
+}
+
+/// Whether `password` matches `stored`. With no stored hash (an unknown operator, or one
+/// without a password) a dummy hash is verified instead, so the answer takes as long either
+/// way and says nothing about which names exist.
+pub async fn verify(password: Password, stored: Option<String>) -> bool {
+    tokio::task::spawn_blocking(move || {
+        let (phc, real) = match stored {
+            Some(phc) => (phc, true),
+            None => (dummy_hash().to_string(), false),
+        };
+        let matches = PasswordHash::new(&phc)
+            .map(|parsed| {
+                Argon2::default()
+                    .verify_password(password.expose().as_bytes(), &parsed)
+                    .is_ok()
+            })
+            .unwrap_or(false);
+        real && matches
+    })
+    .await
+    .unwrap_or(false)
+}
+
+/// A hash of a random password nobody knows, made once per process.
+fn dummy_hash() -> &'static str {
+    static DUMMY: OnceLock<String> = OnceLock::new();
+    DUMMY.get_or_init(|| {
+        hash_now(Password::generate().expose()).unwrap_or_else(|_| {
+            // Never expected; a malformed hash still costs a parse, which is the best left.
+            "$argon2id$v=19$m=19456,t=2,p=1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA".into()
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_hash_is_an_argon2id_phc_string_that_verifies_only_its_password() {
+        let hashed = hash(Password::new("correct horse battery".into()))
+            .await
+            .unwrap();
+        assert!(hashed.starts_with("$argon2id$v=19$"), "{hashed}");
+        assert!(!hashed.contains("correct horse"));
+        assert!(
+            verify(
+                Password::new("correct horse battery".into()),
+                Some(hashed.clone())
+            )
+            .await
+        );
+        assert!(!verify(Password::new("correct horse batterz".into()), Some(hashed)).await);
+        assert!(!verify(Password::new("anything".into()), None).await);
+        assert!(!verify(Password::new("x".into()), Some("not a hash".into())).await);
+    }
+
+    #[test]
+    fn generated_passwords_differ_and_never_show_in_debug() {
+        let one = Password::generate();
+        assert_eq!(one.expose().len(), 24);
+        assert_ne!(one.expose(), Password::generate().expose());
+        assert_eq!(format!("{one:?}"), "Password(…)");
+        assert!(check_new_password(one.expose()).is_ok());
+    }
+
+    #[test]
+    fn new_passwords_are_long_enough_bounded_and_untrimmed() {
+        assert!(check_new_password("short").is_err());
+        assert!(check_new_password(&"a".repeat(12)).is_ok());
+        assert!(check_new_password(&"a".repeat(2000)).is_err());
+        assert!(check_new_password(" aaaaaaaaaaaaa").is_err());
+    }
+}

@@ -1,0 +1,349 @@
+//! Signing in and out, and choosing a password. Sign-in answers an unknown name and a wrong
+//! password alike (and verifies a dummy hash for an unknown name, so the time taken tells
+//! nothing either), and is throttled per operator name and per address
+//! ([`crate::domain::throttle`]).
+
+use askama::Template;
+use axum::{
+    extract::{Query, State},
+    http::{header, HeaderMap, StatusCode},
+    response::{IntoResponse, Redirect, Response},
+};
+use serde::Deserialize;
+use tracing::{error, info};
+
+use super::{
+    cookies,
+    guard::{FormFields, PeerAddress},
+    redirect_with, render, retry_after, settings, Chrome, Flash, UiError, UiSession,
+};
+use crate::{
+    domain::{next_path::safe_next, throttle},
+    identity::{digest, record_act},
+    password::{self, check_new_password, Password},
+    store::{self, AuditEntry},
+    AppState,
+};
+
+#[derive(Template)]
+#[template(path = "sign_in.html")]
+struct SignInPage {
+    chrome: Chrome,
+    next: String,
+    name: String,
+    problem: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct NextQuery {
+    next: Option<String>,
+}
+
+/// The sign-in form, with a fresh pre-session token in a cookie and in the form.
+fn sign_in_form(
+    headers: &HeaderMap,
+    status: StatusCode,
+    next: String,
+    name: String,
+    problem: Option<String>,
+) -> Response {
+    let token = cookies::random_secret();
+    let mut chrome = Chrome::anonymous(headers, "Sign in", "");
+    chrome.csrf = token.clone();
+    let page = SignInPage {
+        chrome,
+        next,
+        name,
+        problem,
+    };
+    let mut response = render(status, &page.chrome, &page);
+    response
+        .headers_mut()
+        .append(header::SET_COOKIE, cookies::pre_session(token));
+    response
+}
+
+pub async fn page(headers: HeaderMap, Query(query): Query<NextQuery>) -> Response {
+    sign_in_form(
+        &headers,
+        StatusCode::OK,
+        safe_next(query.next.as_deref()),
+        String::new(),
+        None,
+    )
+}
+
+/// The longest operator name worth looking up (the table's rule is 64).
+const MAX_NAME: usize = 64;
+
+pub async fn sign_in(
+    State(state): State<AppState>,
+    PeerAddress(address): PeerAddress,
+    headers: HeaderMap,
+    fields: FormFields,
+) -> Response {
+    let next = safe_next(fields.get("next"));
+    let name: String = fields
+        .get("name")
+        .unwrap_or_default()
+        .trim()
+        .chars()
+        .take(200)
+        .collect();
+    let typed = Password::new(fields.get("password").unwrap_or_default().to_string());
+    let address = address.unwrap_or_else(|| "unknown".into());
+    let ui = settings();
+    let refused = |status: StatusCode, problem: String| {
+        sign_in_form(&headers, status, next.clone(), name.clone(), Some(problem))
+    };
+    if name.is_empty() || typed.expose().is_empty() {
+        return refused(
+            StatusCode::BAD_REQUEST,
+            "Enter your operator name and password.".into(),
+        );
+    }
+    let window = ui
+        .throttle
+        .window
+        .to_std()
+        .unwrap_or(std::time::Duration::from_secs(15 * 60));
+    let recent = match store::recent_sign_in_failures(
+        &state.store,
+        &name,
+        Some(&address),
+        window,
+        ui.throttle.account_failures,
+        ui.throttle.address_failures,
+    )
+    .await
+    {
+        Ok(recent) => recent,
+        Err(failure) => {
+            error!(error = %failure, "cannot read sign-in failures");
+            return UiError::unavailable().into_response();
+        }
+    };
+    let verdict = throttle::verdict(recent.now, &recent.account, &recent.address, ui.throttle);
+    if let (Some(sentence), Some(seconds)) = (verdict.sentence(), verdict.retry_after_secs()) {
+        info!(%address, "sign-in throttled");
+        let mut response = refused(StatusCode::TOO_MANY_REQUESTS, sentence);
+        retry_after(&mut response, seconds);
+        return response;
+    }
+    let record = if name.len() <= MAX_NAME {
+        match store::operator_for_sign_in(&state.store, &name).await {
+            Ok(record) => record,
+            Err(failure) => {
+                error!(error = %failure, "cannot look up an operator");
+                return UiError::unavailable().into_response();
+            }
+        }
+    } else {
+        None
+    };
+    let stored = record
+        .as_ref()
+        .and_then(|record| record.password_hash.clone());
+    let matches = password::verify(typed, stored).await;
+    let Some(record) = record.filter(|_| matches) else {
+        if let Err(failure) =
+            store::record_sign_in_failure(&state.store, &name, Some(&address)).await
+        {
+            error!(error = %failure, "cannot record a sign-in failure");
+        }
+        info!(%address, "sign-in refused");
+        return refused(
+            StatusCode::UNAUTHORIZED,
+            "That operator name and password do not match.".into(),
+        );
+    };
+    if let Err(failure) = store::clear_sign_in_failures(&state.store, &record.name).await {
+        error!(error = %failure, "cannot clear sign-in failures");
+    }
+    let secret = cookies::random_secret();
+    let csrf = cookies::random_secret();
+    if let Err(failure) = store::insert_session(
+        &state.store,
+        record.id,
+        &digest(&secret),
+        &csrf,
+        Some(&address),
+        ui.session_idle,
+        ui.session_lifetime,
+    )
+    .await
+    {
+        error!(error = %failure, "cannot start a session");
+        return UiError::unavailable().into_response();
+    }
+    record_act(
+        &state.store,
+        &AuditEntry {
+            operator: record.name.clone(),
+            level: record.level,
+            address: Some(address),
+            action: "sign_in",
+            target: None,
+            outcome: "ok".into(),
+            detail: serde_json::json!({"via": "ui"}),
+        },
+    )
+    .await;
+    let to = if record.must_change_password {
+        "/ui/password".to_string()
+    } else {
+        next
+    };
+    let mut response = Redirect::to(&to).into_response();
+    let headers = response.headers_mut();
+    headers.append(header::SET_COOKIE, cookies::session(secret));
+    headers.append(
+        header::SET_COOKIE,
+        cookies::clear(cookies::PRE_SESSION_COOKIE),
+    );
+    response
+}
+
+pub async fn sign_out(State(state): State<AppState>, session: UiSession) -> Response {
+    if let Err(failure) = store::delete_session(&state.store, session.session_id).await {
+        error!(error = %failure, "cannot end a session");
+        return UiError::unavailable()
+            .with_session(&session)
+            .into_response();
+    }
+    let mut response = redirect_with(
+        "/ui/sign-in",
+        Flash {
+            ok: true,
+            text: "You are signed out.".into(),
+        },
+    );
+    response
+        .headers_mut()
+        .append(header::SET_COOKIE, cookies::clear(cookies::SESSION_COOKIE));
+    response
+}
+
+#[derive(Template)]
+#[template(path = "password.html")]
+struct PasswordPage {
+    chrome: Chrome,
+    required: bool,
+    problem: Option<String>,
+    min_chars: usize,
+}
+
+async fn must_change(state: &AppState, session: &UiSession) -> bool {
+    matches!(
+        store::operator_for_sign_in(&state.store, &session.name).await,
+        Ok(Some(record)) if record.must_change_password
+    )
+}
+
+fn password_form(
+    headers: &HeaderMap,
+    session: &UiSession,
+    status: StatusCode,
+    required: bool,
+    problem: Option<String>,
+) -> Response {
+    let page = PasswordPage {
+        chrome: Chrome::signed_in(session, headers, "Change your password", "account"),
+        required,
+        problem,
+        min_chars: password::MIN_PASSWORD_CHARS,
+    };
+    render(status, &page.chrome, &page)
+}
+
+pub async fn password_page(
+    State(state): State<AppState>,
+    session: UiSession,
+    headers: HeaderMap,
+) -> Response {
+    let required = must_change(&state, &session).await;
+    password_form(&headers, &session, StatusCode::OK, required, None)
+}
+
+pub async fn change_password(
+    State(state): State<AppState>,
+    session: UiSession,
+    headers: HeaderMap,
+    fields: FormFields,
+) -> Response {
+    let required = must_change(&state, &session).await;
+    let refuse = |problem: &str| {
+        let mut response = password_form(
+            &headers,
+            &session,
+            StatusCode::BAD_REQUEST,
+            required,
+            Some(problem.to_string()),
+        );
+        response
+            .extensions_mut()
+            .insert(crate::error::AnsweredError {
+                code: "invalid_request",
+                message: problem.to_string(),
+            });
+        response
+    };
+    let current = Password::new(
+        fields
+            .get("current_password")
+            .unwrap_or_default()
+            .to_string(),
+    );
+    let new = fields.get("new_password").unwrap_or_default().to_string();
+    let confirm = fields.get("confirm_password").unwrap_or_default();
+    let stored = match store::password_hash_of(&state.store, session.operator_id).await {
+        Ok(stored) => stored,
+        Err(failure) => {
+            error!(error = %failure, "cannot read a password hash");
+            return UiError::unavailable()
+                .with_session(&session)
+                .into_response();
+        }
+    };
+    if !password::verify(current.clone(), stored).await {
+        return refuse("Your current password is not right.");
+    }
+    if let Err(problem) = check_new_password(&new) {
+        return refuse(&problem);
+    }
+    if new != confirm {
+        return refuse("The new password and its confirmation differ.");
+    }
+    if new == current.expose() {
+        return refuse("Choose a password different from the current one.");
+    }
+    let hashed = match password::hash(Password::new(new)).await {
+        Ok(hashed) => hashed,
+        Err(failure) => {
+            error!(error = %failure, "cannot hash a password");
+            return UiError::unavailable()
+                .with_session(&session)
+                .into_response();
+        }
+    };
+    if let Err(failure) = store::change_password(
+        &state.store,
+        session.operator_id,
+        &hashed,
+        session.session_id,
+    )
+    .await
+    {
+        error!(error = %failure, "cannot store a password");
+        return UiError::unavailable()
+            .with_session(&session)
+            .into_response();
+    }
+    redirect_with(
+        "/ui/",
+        Flash {
+            ok: true,
+            text: "Your password is changed; your other sessions are signed out.".into(),
+        },
+    )
+}
