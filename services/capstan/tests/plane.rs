@@ -254,14 +254,19 @@ async fn capstan_admin_create_operator_prints_a_token_the_gateway_accepts() {
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(
         lines.len(),
-        1,
-        "standard output is the token line alone: {stdout:?}"
+        2,
+        "standard output is the token line and the one-time password line: {stdout:?}"
     );
     let token = lines[0]
         .strip_prefix("token: ")
         .expect("a line `token: <token>`");
     assert!(token.starts_with("cap_") && token.len() == 47, "{token}");
     assert!(!stderr.contains(token), "the token is not logged");
+    let password = lines[1]
+        .strip_prefix("password: ")
+        .expect("a line `password: <one-time password>`");
+    assert!(password.len() >= 20, "{password}");
+    assert!(!stderr.contains(password), "the password is not logged");
 
     // The same name again is refused, clearly; a bad level never reaches the database.
     let again = create("ada", "8");

@@ -292,13 +292,14 @@ pub struct TokenRow {
 }
 
 pub async fn tokens_of(store: &Store, operator_id: i64) -> Result<Vec<TokenRow>, StoreError> {
-    let rows: Vec<(
+    type Row = (
         i64,
         String,
         DateTime<Utc>,
         Option<DateTime<Utc>>,
         Option<DateTime<Utc>>,
-    )> = sqlx::query_as(
+    );
+    let rows: Vec<Row> = sqlx::query_as(
         "SELECT id, label, created_at, last_used_at, revoked_at FROM api_tokens
              WHERE operator_id = $1 ORDER BY revoked_at IS NOT NULL, id DESC LIMIT 500",
     )

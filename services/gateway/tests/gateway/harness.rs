@@ -8,8 +8,8 @@ use capstan_events::{
         rpc::{
             ops, AgentEndpoint, AgentRequest, AgentResponse, ApproveJoin, Approved, CreateJob,
             DecideJoin, Done, JobCreated, JobOutput, JobOutputRequest, JobRef, JobState, JobView,
-            Jobs, JoinState, JoinView, Joins, ListJobs, ListJoins, ListNodes, NodeRef, NodeView,
-            Nodes, RefusalCount, RefusalCountRequest,
+            Jobs, JoinFilter, JoinState, JoinView, Joins, ListJobs, ListJoins, ListNodes, NodeRef,
+            NodeView, Nodes, RefusalCount, RefusalCountRequest,
         },
         PrimitiveClass,
     },
@@ -40,6 +40,14 @@ pub struct Script {
     pub asked: Vec<(String, Value)>,
     /// Every agent request, with its body.
     pub agent_requests: Vec<(AgentRequest, Bytes)>,
+    /// When set, the nodes `list_nodes` and `get_node` answer (default: node 17).
+    pub nodes: Option<Vec<NodeView>>,
+    /// When set, the pending joins `list_joins` answers (default: one, [`join_view`]).
+    pub joins: Option<Vec<JoinView>>,
+    /// The joins `list_joins` answers for `rejected` (default: none).
+    pub rejected: Vec<JoinView>,
+    /// When set, the job `get_job` answers (with the asked id).
+    pub job: Option<JobView>,
 }
 
 pub struct Gateway {
@@ -130,55 +138,102 @@ impl Gateway {
                 }
             },
         );
-        let server = fake(server, &script, ops::LIST_JOINS, |_: ListJoins| Joins {
-            joins: vec![join_view()],
-        });
+        let server = fake(
+            server,
+            &script,
+            ops::LIST_JOINS,
+            |script, request: ListJoins| Joins {
+                joins: match request.state {
+                    JoinFilter::Rejected => script.rejected.clone(),
+                    _ => script.joins.clone().unwrap_or_else(|| vec![join_view()]),
+                },
+            },
+        );
         let server = fake(
             server,
             &script,
             ops::APPROVE_JOIN,
-            |request: ApproveJoin| Approved {
+            |_, request: ApproveJoin| Approved {
                 node_id: request.node_id.unwrap_or(17),
             },
         );
-        let server = fake(server, &script, ops::REJECT_JOIN, |_: DecideJoin| Done {});
-        let server = fake(server, &script, ops::REOPEN_JOIN, |_: DecideJoin| Done {});
-        let server = fake(server, &script, ops::LIST_NODES, |_: ListNodes| Nodes {
-            nodes: vec![node_view(17)],
+        let server = fake(
+            server,
+            &script,
+            ops::REJECT_JOIN,
+            |_, _: DecideJoin| Done {},
+        );
+        let server = fake(
+            server,
+            &script,
+            ops::REOPEN_JOIN,
+            |_, _: DecideJoin| Done {},
+        );
+        let server = fake(server, &script, ops::LIST_NODES, |script, _: ListNodes| {
+            Nodes {
+                nodes: script.nodes.clone().unwrap_or_else(|| vec![node_view(17)]),
+            }
         });
-        let server = fake(server, &script, ops::GET_NODE, |request: NodeRef| {
-            node_view(request.node_id)
+        let server = fake(
+            server,
+            &script,
+            ops::GET_NODE,
+            |script, request: NodeRef| {
+                script
+                    .nodes
+                    .iter()
+                    .flatten()
+                    .find(|node| node.id == request.node_id)
+                    .cloned()
+                    .unwrap_or_else(|| node_view(request.node_id))
+            },
+        );
+        let server = fake(server, &script, ops::DISCONNECT_NODE, |_, _: NodeRef| {
+            Done {}
         });
-        let server = fake(server, &script, ops::DISCONNECT_NODE, |_: NodeRef| Done {});
-        let server = fake(server, &script, ops::CREATE_JOB, |_: CreateJob| {
+        let server = fake(server, &script, ops::CREATE_JOB, |_, _: CreateJob| {
             JobCreated {
                 id: 42,
                 state: JobState::Pending,
             }
         });
-        let server = fake(server, &script, ops::LIST_JOBS, |_: ListJobs| Jobs {
+        let server = fake(server, &script, ops::LIST_JOBS, |_, _: ListJobs| Jobs {
             jobs: vec![job_view(42)],
-        });
-        let server = fake(server, &script, ops::GET_JOB, |request: JobRef| {
-            job_view(request.job_id)
         });
         let server = fake(
             server,
             &script,
+            ops::GET_JOB,
+            |script, request: JobRef| match &script.job {
+                Some(job) => JobView {
+                    id: request.job_id,
+                    ..job.clone()
+                },
+                None => job_view(request.job_id),
+            },
+        );
+        let server = fake(
+            server,
+            &script,
             ops::JOB_OUTPUT,
-            |request: JobOutputRequest| JobOutput {
+            |_, request: JobOutputRequest| JobOutput {
                 state: JobState::Running,
                 new_output: "hello".into(),
                 offset: request.offset + 5,
             },
         );
-        let server = fake(server, &script, ops::CANCEL_JOB, |_: JobRef| Done {});
-        let server = fake(server, &script, ops::MARK_JOB_FAILED, |_: JobRef| Done {});
+        let server = fake(server, &script, ops::CANCEL_JOB, |_, _: JobRef| Done {});
+        let server = fake(
+            server,
+            &script,
+            ops::MARK_JOB_FAILED,
+            |_, _: JobRef| Done {},
+        );
         let server = fake(
             server,
             &script,
             ops::REFUSAL_COUNT,
-            |request: RefusalCountRequest| RefusalCount {
+            |_, request: RefusalCountRequest| RefusalCount {
                 node_id: request.node_id,
                 refused: 3,
             },
@@ -250,7 +305,7 @@ fn fake<Req, Resp>(
     server: RpcServer,
     script: &Arc<Mutex<Script>>,
     op: &'static str,
-    answer: fn(Req) -> Resp,
+    answer: fn(&Script, Req) -> Resp,
 ) -> RpcServer
 where
     Req: DeserializeOwned + Serialize + Send + 'static,
@@ -266,7 +321,7 @@ where
                 .push((op.to_string(), serde_json::to_value(&request).unwrap()));
             match &script.failure {
                 Some(failure) => Err(failure.clone()),
-                None => Ok(answer(request)),
+                None => Ok(answer(&script, request)),
             }
         }
     })

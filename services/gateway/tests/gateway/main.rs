@@ -5,6 +5,9 @@
 
 mod agent;
 mod auth;
+mod browser;
 mod errors;
 mod harness;
 mod openapi;
+mod ui;
+mod ui_routes;
