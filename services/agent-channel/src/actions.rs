@@ -5,7 +5,7 @@
 use capstan_events::{
     agent_channel::{
         primitives,
-        rpc::{JobState, JobView, JoinState, JoinView, NodeView},
+        rpc::{Finding, Health, JobState, JobView, JoinState, JoinView, NodeView, Placement},
         JobClaimed, JobFinished, JobOutcome, JobQueued, NodeDisconnected, NodeLeft, PrimitiveClass,
     },
     rpc::{ErrorCode, Level, RpcError},
@@ -14,15 +14,17 @@ use capstan_events::{
 use capstan_store::{outbox, PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use std::collections::HashMap;
 use uuid::Uuid;
 
 use crate::{
     domain::{
+        fleet,
         jobs::{self, lost, Routing, RoutingRefusal},
         version::below_floor,
         ONLINE_WINDOW,
     },
-    store::{self, JobRow, JoinRow, NodeRow},
+    store::{self, JobRow, JoinRow, NodeRow, ReadingRow},
 };
 
 /// A store failure as an rpc answer; the details go to the log, not to the asker.
@@ -111,7 +113,84 @@ pub fn job_view(row: &JobRow) -> JobView {
     }
 }
 
-pub fn node_view(row: &NodeRow, now: DateTime<Utc>) -> NodeView {
+/// The views of `rows`, each node's latest readings (`store::latest_readings`) judged into its
+/// health dot and placement (domain/fleet.rs). `readings` may also hold the host reports of
+/// nodes not in `rows` (the hosts a container asked for alone may sit on); placement reads
+/// them, and no view is made of them.
+pub fn node_views(rows: &[NodeRow], readings: &[ReadingRow], now: DateTime<Utc>) -> Vec<NodeView> {
+    let mut checks: HashMap<i64, &ReadingRow> = HashMap::new();
+    let mut reports: HashMap<i64, &ReadingRow> = HashMap::new();
+    for reading in readings {
+        match reading.primitive.as_str() {
+            "check_status" => checks.insert(reading.node_id, reading),
+            "host_report" => reports.insert(reading.node_id, reading),
+            _ => None,
+        };
+    }
+    let report_result = |id: i64| {
+        reports
+            .get(&id)
+            .filter(|reading| reading.outcome == "completed")
+            .and_then(|reading| reading.result.as_ref())
+            .map(|result| &result.0)
+    };
+    let mut inputs: Vec<fleet::PlacementInput<'_>> = rows
+        .iter()
+        .map(|row| fleet::PlacementInput {
+            id: row.id,
+            container: row.container.as_deref(),
+            host_report: report_result(row.id),
+        })
+        .collect();
+    inputs.extend(
+        reports
+            .keys()
+            .filter(|id| !rows.iter().any(|row| row.id == **id))
+            .map(|id| fleet::PlacementInput {
+                id: *id,
+                container: None,
+                host_report: report_result(*id),
+            }),
+    );
+    let placements = fleet::placements(&inputs);
+    rows.iter()
+        .map(|row| {
+            let last_check = checks.get(&row.id).and_then(|reading| finding(reading));
+            let last_report = reports.get(&row.id).and_then(|reading| finding(reading));
+            let health = fleet::health(
+                last_check
+                    .as_ref()
+                    .map(|check| (check.outcome, check.result.as_ref())),
+            );
+            node_view(
+                row,
+                now,
+                health,
+                last_check,
+                last_report,
+                placements.get(&row.id).copied().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+fn finding(reading: &ReadingRow) -> Option<Finding> {
+    Some(Finding {
+        job_id: reading.id,
+        outcome: outcome_of(&reading.outcome)?,
+        finished_at: reading.finished_at,
+        result: reading.result.as_ref().map(|result| result.0.clone()),
+    })
+}
+
+fn node_view(
+    row: &NodeRow,
+    now: DateTime<Utc>,
+    health: Health,
+    last_check: Option<Finding>,
+    last_report: Option<Finding>,
+    placement: Placement,
+) -> NodeView {
     let paired = row.fingerprint.is_some();
     let heard_lately = row.last_seen_at.is_some_and(|seen| {
         now.signed_duration_since(seen).to_std().unwrap_or_default() <= ONLINE_WINDOW
@@ -131,6 +210,10 @@ pub fn node_view(row: &NodeRow, now: DateTime<Utc>) -> NodeView {
         online: paired && heard_lately,
         below_floor: paired && below_floor(row.agent_version.as_deref(), &row.vocabulary.0),
         facts: Value::Object(row.facts.0.clone()),
+        health,
+        last_check,
+        last_report,
+        placement,
     }
 }
 

@@ -197,6 +197,58 @@ pub struct NodeView {
     pub below_floor: bool,
     /// Everything else the last claim reported (recipes, update state, log access, ...).
     pub facts: serde_json::Value,
+    /// The dashboard's dot for this node, from its latest `check_status`.
+    pub health: Health,
+    /// The latest finished `check_status` job, with its structured result.
+    pub last_check: Option<Finding>,
+    /// The latest finished `host_report` job, with its structured result.
+    pub last_report: Option<Finding>,
+    /// Where the node sits in the fleet: a machine of its own, a Docker host, or a container
+    /// placed on a host.
+    pub placement: Placement,
+}
+
+/// A node's health dot (spec, "Dashboard Features"): red when the last check failed, the disk
+/// is over 90 % full or PostgreSQL does not accept connections; yellow when the disk is over
+/// 80 % or the load average over 5; green when all is well; gray when never checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HealthDot {
+    Green,
+    Yellow,
+    Red,
+    #[default]
+    Gray,
+}
+
+/// The dot and, for any colour but green, the sentences that made it so.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Health {
+    pub dot: HealthDot,
+    pub reasons: Vec<String>,
+}
+
+/// What a finished reading job found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Finding {
+    pub job_id: i64,
+    pub outcome: JobOutcome,
+    pub finished_at: DateTime<Utc>,
+    pub result: Option<serde_json::Value>,
+}
+
+/// Where a node sits: the dashboard groups Docker hosts with their containers under them and
+/// lists every other node flat under Machines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Placement {
+    /// A machine in its own right (also a container whose host is not known here).
+    #[default]
+    Machine,
+    /// A Docker box: its latest `host_report` says Docker is installed.
+    Host,
+    /// A container node whose name its host's latest `host_report` lists.
+    Container { host_node_id: i64 },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod claims;
+pub mod fleet;
 pub mod jobs;
 pub mod joins;
 pub mod rate;

@@ -208,15 +208,15 @@ pub async fn list_nodes(state: State, request: ListNodes) -> Answer<Nodes> {
         .acquire()
         .await
         .map_err(|error| unavailable(error.into()))?;
-    let now = Utc::now();
     let nodes = store::list_nodes(&mut connection)
         .await
         .map_err(unavailable)?;
+    let ids: Vec<i64> = nodes.iter().map(|node| node.id).collect();
+    let readings = store::latest_readings(&mut connection, &ids)
+        .await
+        .map_err(unavailable)?;
     Ok(Nodes {
-        nodes: nodes
-            .iter()
-            .map(|node| actions::node_view(node, now))
-            .collect(),
+        nodes: actions::node_views(&nodes, &readings, Utc::now()),
     })
 }
 
@@ -232,7 +232,20 @@ pub async fn get_node(state: State, request: NodeRef) -> Answer<NodeView> {
         .await
         .map_err(unavailable)?
         .ok_or_else(|| not_found(format!("no node {}", request.node_id)))?;
-    Ok(actions::node_view(&node, Utc::now()))
+    let mut ids = vec![node.id];
+    if let Some(container) = &node.container {
+        ids.extend(
+            store::hosts_listing_container(&mut connection, container)
+                .await
+                .map_err(unavailable)?,
+        );
+    }
+    let readings = store::latest_readings(&mut connection, &ids)
+        .await
+        .map_err(unavailable)?;
+    actions::node_views(std::slice::from_ref(&node), &readings, Utc::now())
+        .pop()
+        .ok_or_else(|| not_found(format!("no node {}", request.node_id)))
 }
 
 pub async fn disconnect_node(state: State, request: NodeRef) -> Answer<Done> {

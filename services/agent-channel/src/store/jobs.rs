@@ -238,3 +238,67 @@ pub async fn refusal_count(
     .fetch_one(connection)
     .await?)
 }
+
+/// A finished reading job (`check_status`, `host_report`) as the node list needs it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ReadingRow {
+    pub node_id: i64,
+    pub primitive: String,
+    pub id: i64,
+    pub outcome: String,
+    pub finished_at: DateTime<Utc>,
+    pub result: Option<Json<Value>>,
+}
+
+/// The latest finished `check_status` and `host_report` of each node in `node_ids`; a job
+/// withdrawn on the plane says nothing about the node and is passed over.
+pub async fn latest_readings(
+    connection: &mut PgConnection,
+    node_ids: &[i64],
+) -> Result<Vec<ReadingRow>> {
+    Ok(sqlx::query_as(
+        "SELECT latest.node_id, latest.primitive, latest.id, latest.outcome, latest.finished_at,
+                latest.result
+         FROM unnest($1::bigint[]) AS wanted (node_id)
+         CROSS JOIN (VALUES ('check_status'), ('host_report')) AS word (primitive)
+         CROSS JOIN LATERAL (
+             SELECT j.node_id, j.primitive, j.id, j.outcome, j.finished_at, j.result
+             FROM jobs j
+             WHERE j.node_id = wanted.node_id AND j.primitive = word.primitive
+               AND j.finished_at IS NOT NULL AND j.outcome IS NOT NULL
+               AND j.outcome <> 'withdrawn'
+             ORDER BY j.finished_at DESC, j.id DESC
+             LIMIT 1
+         ) AS latest",
+    )
+    .bind(node_ids)
+    .fetch_all(connection)
+    .await?)
+}
+
+/// The nodes whose latest completed `host_report` lists a container named `name`: where a
+/// container node asked for alone may sit.
+pub async fn hosts_listing_container(
+    connection: &mut PgConnection,
+    name: &str,
+) -> Result<Vec<i64>> {
+    Ok(sqlx::query_scalar(
+        "SELECT n.id
+         FROM nodes n
+         CROSS JOIN LATERAL (
+             SELECT j.outcome, j.result
+             FROM jobs j
+             WHERE j.node_id = n.id AND j.primitive = 'host_report'
+               AND j.finished_at IS NOT NULL AND j.outcome IS NOT NULL
+               AND j.outcome <> 'withdrawn'
+             ORDER BY j.finished_at DESC, j.id DESC
+             LIMIT 1
+         ) AS latest
+         WHERE latest.outcome = 'completed'
+           AND latest.result -> 'containers' @> jsonb_build_array(jsonb_build_object('name', $1::text))
+         ORDER BY n.id",
+    )
+    .bind(name)
+    .fetch_all(connection)
+    .await?)
+}

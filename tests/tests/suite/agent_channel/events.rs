@@ -1,5 +1,6 @@
 //! The agent channel's events, read back from JetStream as CloudEvents, and its commands.
 
+use super::PairedAgent;
 use super::{Plane, TestAgent};
 use capstan_bus::{testsuite::read_stream, Outgoing};
 use capstan_e2e::wait_for;

@@ -1,5 +1,6 @@
 //! Jobs over the wire (PROTOCOL.md "claim", "result", "job_status"; AC-16..AC-36).
 
+use super::PairedAgent;
 use super::{Plane, VOCABULARY};
 use reqwest::StatusCode;
 use serde_json::json;

@@ -1,5 +1,6 @@
 //! Joins (PROTOCOL.md "join", "join_status", "leave"; AC-02..AC-07, AC-37, AC-38).
 
+use super::PairedAgent;
 use super::{Plane, TestAgent};
 use reqwest::StatusCode;
 use serde_json::json;

@@ -1,5 +1,6 @@
 //! Every refusal of PROTOCOL.md "Signing" and "Limits", in order, over HTTP.
 
+use super::PairedAgent;
 use super::{now, Plane, TestAgent};
 use capstan_signing::{sign_request, NodeKey};
 use reqwest::StatusCode;

@@ -1,0 +1,179 @@
+//! How the fleet is drawn for the dashboard: health dots from each node's latest `check_status`
+//! (MO-07) and placement from the latest `host_report`s (PV-15), read back over the operator
+//! API.
+
+use super::PairedAgent;
+use super::{Plane, TestAgent};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+/// Runs `primitive` on `node` through `agent`, which reports `outcome` with `result`.
+async fn reading(
+    plane: &Plane,
+    agent: &TestAgent,
+    node: i64,
+    primitive: &str,
+    outcome: &str,
+    result: Value,
+) -> i64 {
+    let job = plane.queue(node, primitive, json!({})).await;
+    let (status, claimed) = agent.claim(&json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{claimed}");
+    assert_eq!(claimed["job"]["id"], job);
+    let (status, answer) = agent
+        .send(
+            "result",
+            &json!({"job_id": job, "outcome": outcome, "output": "", "result": result,
+                    "reason": if outcome == "completed" { Value::Null } else { json!("it broke") }}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    job
+}
+
+async fn node(plane: &Plane, id: i64) -> Value {
+    let (status, view) = plane
+        .api(&plane.reader, "GET", &format!("/api/v1/nodes/{id}"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    view
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mo_07_the_health_dot_follows_the_latest_check() {
+    let plane = Plane::start().await;
+    let (agent, id) = plane.paired_agent("web-1").await;
+    let view = node(&plane, id).await;
+    assert_eq!(
+        view["health"],
+        json!({"dot": "gray", "reasons": ["never checked"]})
+    );
+    assert_eq!(view["last_check"], Value::Null);
+
+    let full = json!({"disk": {"used_percent": 93.5}, "load": {"1m": 0.2},
+                      "postgresql": {"answers": true}});
+    let job = reading(
+        &plane,
+        &agent,
+        id,
+        "check_status",
+        "completed",
+        full.clone(),
+    )
+    .await;
+    let view = node(&plane, id).await;
+    assert_eq!(view["health"]["dot"], "red");
+    assert_eq!(
+        view["health"]["reasons"],
+        json!(["disk 93.5% full (over 90%)"])
+    );
+    assert_eq!(view["last_check"]["job_id"], job);
+    assert_eq!(view["last_check"]["outcome"], "completed");
+    assert_eq!(view["last_check"]["result"], full);
+
+    let busy = json!({"disk": {"used_percent": 50}, "load": {"1m": 7.25}});
+    reading(&plane, &agent, id, "check_status", "completed", busy).await;
+    assert_eq!(node(&plane, id).await["health"]["dot"], "yellow");
+
+    let fine = json!({"disk": {"used_percent": 50}, "load": {"1m": 0.5},
+                      "postgresql": {"answers": true}});
+    reading(&plane, &agent, id, "check_status", "completed", fine).await;
+    assert_eq!(node(&plane, id).await["health"]["dot"], "green");
+
+    // A host report is not a check: the dot stays as the last check left it.
+    reading(
+        &plane,
+        &agent,
+        id,
+        "host_report",
+        "completed",
+        json!({"docker": "absent"}),
+    )
+    .await;
+    let view = node(&plane, id).await;
+    assert_eq!(view["health"]["dot"], "green");
+    assert_eq!(view["last_report"]["result"], json!({"docker": "absent"}));
+
+    reading(&plane, &agent, id, "check_status", "failed", json!({})).await;
+    let view = node(&plane, id).await;
+    assert_eq!(
+        view["health"],
+        json!({"dot": "red", "reasons": ["the last check failed"]})
+    );
+
+    // A check withdrawn on the plane says nothing about the node.
+    let withdrawn = plane.queue(id, "check_status", json!({})).await;
+    let (status, _) = plane
+        .api(
+            &plane.admin,
+            "POST",
+            &format!("/api/v1/jobs/{withdrawn}/cancel"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(node(&plane, id).await["health"]["dot"], "red");
+    plane.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pv_15_docker_hosts_carry_their_containers_and_everything_else_is_a_machine() {
+    let plane = Plane::start().await;
+    let (host_agent, host) = plane.paired_agent("box-1-host").await;
+    let (_site_agent, site) = plane.paired_agent("shop").await;
+    let (_bare_agent, bare) = plane.paired_agent("relay").await;
+    // The test agent joins with no container; name one for the site node as its agent would.
+    let database = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
+    sqlx::query("UPDATE agent_channel.nodes SET container = 'shop' WHERE id = $1")
+        .bind(site)
+        .execute(&database)
+        .await
+        .unwrap();
+    database.close().await;
+
+    let placements = |nodes: &Value| -> Vec<(i64, Value)> {
+        nodes["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|node| (node["id"].as_i64().unwrap(), node["placement"].clone()))
+            .collect()
+    };
+    let (_, nodes) = plane.api(&plane.reader, "GET", "/api/v1/nodes", None).await;
+    assert!(
+        placements(&nodes)
+            .iter()
+            .all(|(_, placement)| *placement == json!({"kind": "machine"})),
+        "before any host report every node is a machine: {nodes}"
+    );
+
+    reading(
+        &plane,
+        &host_agent,
+        host,
+        "host_report",
+        "completed",
+        json!({"docker": "installed",
+               "containers": [{"name": "shop", "state": "running", "status": "Up 2 days"}]}),
+    )
+    .await;
+    let (_, nodes) = plane.api(&plane.reader, "GET", "/api/v1/nodes", None).await;
+    let placed = placements(&nodes);
+    let of = |id: i64| {
+        placed
+            .iter()
+            .find(|(node, _)| *node == id)
+            .unwrap()
+            .1
+            .clone()
+    };
+    assert_eq!(of(host), json!({"kind": "host"}));
+    assert_eq!(of(site), json!({"kind": "container", "host_node_id": host}));
+    assert_eq!(of(bare), json!({"kind": "machine"}));
+    // Asked for alone, the container node finds its host too.
+    assert_eq!(
+        node(&plane, site).await["placement"],
+        json!({"kind": "container", "host_node_id": host})
+    );
+    plane.stop().await;
+}
