@@ -1,7 +1,10 @@
 //! Shared fixtures of the workspace tests and benchmarks: a test event, a service wired to a
-//! test's own database and NATS server, and helpers that wait for an effect instead of
-//! sleeping.
+//! test's own database and NATS server, a whole plane of the test's own ([`plane`]), the real
+//! agent binary ([`agent`]), and helpers that wait for an effect instead of sleeping.
 #![forbid(unsafe_code)]
+
+pub mod agent;
+pub mod plane;
 
 use capstan_bus::testsuite::NatsServer;
 use capstan_events::{Domain, Event, Kind, Message};

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{mode_of, wait_for, Agent, Plane};
+use common::{mode_of, wait_for, Plane};
 use serde_json::json;
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ const LOG_ACCESS_OFF: &str =
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_joins_runs_read_words_and_leaves() {
     let plane = Plane::start().await;
-    let mut agent = Agent::new();
+    let mut agent = common::agent();
     agent.ok(&["enable"]).await;
     agent.start();
     wait_for(
@@ -155,7 +155,7 @@ async fn the_agent_joins_runs_read_words_and_leaves() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejected_join_keeps_its_key_and_is_approved_once_reopened() {
     let plane = Plane::start().await;
-    let agent = Agent::new();
+    let agent = common::agent();
     let management_node = format!("--management-node={}", plane.base);
     agent
         .ok(&["join", &management_node, "--name=web-2", "--no-wait"])
@@ -181,10 +181,15 @@ async fn a_rejected_join_keeps_its_key_and_is_approved_once_reopened() {
     )
     .await;
     let node = plane.approve(&fingerprint).await;
-    let output = tokio::time::timeout(Duration::from_secs(60), waiting.wait_with_output())
+    let output = match tokio::time::timeout(Duration::from_secs(60), waiting.wait_with_output())
         .await
-        .expect("join returns once approved")
-        .unwrap();
+    {
+        Ok(output) => output.unwrap(),
+        Err(_) => {
+            let join = plane.join_of(&fingerprint).await;
+            panic!("join did not return within 60 s of the approval; the plane has {join:?}; the agent says {}", agent.status().await);
+        }
+    };
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}");
     assert!(
@@ -200,7 +205,7 @@ async fn a_rejected_join_keeps_its_key_and_is_approved_once_reopened() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_mid_job_is_lost_and_never_run_again() {
     let plane = Plane::start().await;
-    let mut agent = Agent::new();
+    let mut agent = common::agent();
     // Held for approval, the job is deterministically in the middle of its life on the node.
     agent.ok(&["status"]).await;
     agent.policy(r#"{"read": "ask"}"#, 0o600);
@@ -260,7 +265,7 @@ async fn a_crash_mid_job_is_lost_and_never_run_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_refusal_is_reported_as_refused_with_its_reason() {
     let plane = Plane::start().await;
-    let mut agent = Agent::new();
+    let mut agent = common::agent();
     agent.ok(&["status"]).await;
     agent.policy(r#"{"change": "refuse"}"#, 0o600);
     let node = agent.paired(&plane, "web-4").await;
@@ -373,12 +378,13 @@ async fn every_refusal_is_reported_as_refused_with_its_reason() {
 
     let (status, count) = plane
         .api(
+            &plane.admin,
             "GET",
             &format!("/api/v1/nodes/{node}/refusals?window_secs=3600"),
             None,
         )
         .await;
-    assert_eq!(status, 200, "{count}");
+    assert_eq!(status, 200u16, "{count}");
     assert_eq!(count["refused"], 7, "{count}");
     plane.stop().await;
 }
@@ -389,7 +395,7 @@ async fn every_refusal_is_reported_as_refused_with_its_reason() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_held_for_approval_runs_when_approved_and_is_refused_when_denied() {
     let plane = Plane::start().await;
-    let mut agent = Agent::new();
+    let mut agent = common::agent();
     agent.ok(&["status"]).await;
     agent.policy(r#"{"read": "ask"}"#, 0o600);
     let node = agent.paired(&plane, "web-5").await;
@@ -439,9 +445,14 @@ async fn a_job_held_for_approval_runs_when_approved_and_is_refused_when_denied()
     )
     .await;
     let (status, answer) = plane
-        .api("POST", &format!("/api/v1/jobs/{job}/cancel"), None)
+        .api(
+            &plane.admin,
+            "POST",
+            &format!("/api/v1/jobs/{job}/cancel"),
+            None,
+        )
         .await;
-    assert_eq!(status, 200, "{answer}");
+    assert_eq!(status, 200u16, "{answer}");
     wait_for(
         "the node to end its wait",
         Duration::from_secs(60),
@@ -470,12 +481,17 @@ async fn a_job_held_for_approval_runs_when_approved_and_is_refused_when_denied()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_disconnected_on_the_plane_stops_taking_work() {
     let plane = Plane::start().await;
-    let mut agent = Agent::new();
+    let mut agent = common::agent();
     let node = agent.paired(&plane, "web-6").await;
     let (status, answer) = plane
-        .api("POST", &format!("/api/v1/nodes/{node}/disconnect"), None)
+        .api(
+            &plane.admin,
+            "POST",
+            &format!("/api/v1/nodes/{node}/disconnect"),
+            None,
+        )
         .await;
-    assert_eq!(status, 200, "{answer}");
+    assert_eq!(status, 200u16, "{answer}");
     wait_for(
         "the agent to report it is disconnected",
         Duration::from_secs(60),

@@ -1,0 +1,198 @@
+//! The real `capstan-agent` binary on a temporary state directory and site of its own, run
+//! against a [`Plane`].
+
+use serde_json::Value;
+use std::{
+    path::{Path, PathBuf},
+    process::Stdio,
+};
+use tokio::process::Child;
+
+use crate::plane::Plane;
+
+/// The `capstan-agent` binary that `cargo build` (or `cargo nextest run --workspace`) left
+/// beside the running test binary's directory: `target/<profile>/capstan-agent`. Tests outside
+/// the agent's own package find it here; a clear failure says how to build it when absent.
+pub fn binary() -> PathBuf {
+    let test = std::env::current_exe().expect("the test binary has a path");
+    let profile_dir = test
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("the test binary sits in target/<profile>/deps");
+    let binary = profile_dir.join("capstan-agent");
+    assert!(
+        binary.is_file(),
+        "{} is missing: build it with `cargo build -p capstan-agent` (deploy/local/test builds \
+         every binary of the workspace before it tests)",
+        binary.display()
+    );
+    binary
+}
+
+/// The real agent binary on a state directory of its own.
+pub struct Agent {
+    pub dir: tempfile::TempDir,
+    binary: PathBuf,
+    child: Option<Child>,
+}
+
+impl Agent {
+    /// An agent run from `binary` (`env!("CARGO_BIN_EXE_capstan-agent")` in the agent's own
+    /// tests, [`binary`] elsewhere).
+    pub fn new(binary: impl Into<PathBuf>) -> Agent {
+        let dir = tempfile::tempdir().unwrap();
+        let site = dir.path().join("site");
+        std::fs::create_dir_all(site.join("logs")).unwrap();
+        std::fs::write(
+            site.join("logs/access.log"),
+            "203.0.113.9 - - GET /login?password=hunter2 200\n",
+        )
+        .unwrap();
+        Agent {
+            dir,
+            binary: binary.into(),
+            child: None,
+        }
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.state_dir().join(name)
+    }
+
+    fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(&self.binary);
+        command
+            .arg(format!("--state-dir={}", self.state_dir().display()))
+            .arg(format!(
+                "--site-root={}",
+                self.dir.path().join("site").display()
+            ))
+            .arg(format!(
+                "--letsencrypt-dir={}",
+                self.dir.path().join("letsencrypt").display()
+            ))
+            .args(args)
+            .env("CAPSTAN_AGENT_LOG", "capstan_agent=debug")
+            .kill_on_drop(true);
+        command
+    }
+
+    /// Runs a command to its end: (exit code, stdout, stderr).
+    pub async fn cli(&self, args: &[&str]) -> (i32, String, String) {
+        let output = self.command(args).output().await.unwrap();
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
+    /// Runs a command that must succeed; its stdout.
+    pub async fn ok(&self, args: &[&str]) -> String {
+        let (code, stdout, stderr) = self.cli(args).await;
+        assert_eq!(code, 0, "capstan-agent {args:?}: {stdout}{stderr}");
+        stdout
+    }
+
+    /// Starts a command in the background (for `join` that waits).
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Starts `run`, logging to `agent.log` beside the state directory.
+    pub fn start(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("agent.log"))
+            .unwrap();
+        let child = self
+            .command(&["run"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("agent.log")).unwrap_or_default()
+    }
+
+    /// Kills `run` with SIGKILL (no chance to clean up) and waits for it.
+    pub async fn kill9(&mut self) {
+        let mut child = self.child.take().expect("the agent runs");
+        child.start_kill().unwrap();
+        child.wait().await.unwrap();
+    }
+
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|child| child.try_wait().unwrap().is_none())
+    }
+
+    pub async fn status(&self) -> String {
+        self.ok(&["status"]).await
+    }
+
+    /// The identity file as JSON.
+    pub fn identity(&self) -> Option<Value> {
+        let bytes = std::fs::read(self.file("node_identity.json")).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    pub fn fingerprint(&self) -> String {
+        self.identity().unwrap()["fingerprint"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// Joins `plane` without waiting, approves it, starts `run` switched on, and waits until
+    /// the node reports in; returns the node id.
+    pub async fn paired(&mut self, plane: &Plane, name: &str) -> i64 {
+        self.ok(&[
+            "join",
+            &format!("--management-node={}", plane.base),
+            &format!("--name={name}"),
+            "--no-wait",
+        ])
+        .await;
+        self.ok(&["enable"]).await;
+        let node = plane.approve(&self.fingerprint()).await;
+        self.start();
+        plane.wait_online(node).await;
+        node
+    }
+
+    /// Writes `policy.json` with `mode`.
+    pub fn policy(&self, body: &str, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.file("policy.json");
+        std::fs::write(&path, body).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- agent log ---\n{}", self.log());
+        }
+    }
+}
+
+/// The permission bits of `path`.
+pub fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}

@@ -1,0 +1,307 @@
+//! A plane of the test's own: the real agent-channel service and the real gateway in this
+//! process, on a fresh database and a private NATS server, with an operator at each level
+//! (each with an API token and a known password for the web UI).
+
+use capstan_bus::{testsuite::NatsServer, Bus};
+use capstan_events::rpc::Level;
+use capstan_settings::Settings;
+use capstan_store::testsuite::TestDatabase;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::wait_for;
+
+/// An operator of the test plane.
+#[derive(Debug, Clone)]
+pub struct TestOperator {
+    pub name: &'static str,
+    pub level: Level,
+    /// Its API token (`Authorization: Bearer`).
+    pub token: String,
+    /// Its web UI password (already chosen: no change asked for at sign-in).
+    pub password: String,
+}
+
+pub struct Plane {
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    pub http: reqwest::Client,
+    /// API tokens of `ada` (10), `chris` (8) and `rita` (7).
+    pub admin: String,
+    pub changer: String,
+    pub reader: String,
+    pub operators: Vec<TestOperator>,
+    pub bus: Bus,
+    pub database: TestDatabase,
+    pub settings: Settings,
+    shutdown: CancellationToken,
+    services: Vec<JoinHandle<anyhow::Result<()>>>,
+    _nats: NatsServer,
+}
+
+impl Plane {
+    /// Starts the plane and waits until both services answer.
+    pub async fn start() -> Plane {
+        Plane::start_with(&[]).await
+    }
+
+    /// As [`Plane::start`], with further `CAPSTAN__*` settings.
+    pub async fn start_with(extra: &[(&str, &str)]) -> Plane {
+        let nats = NatsServer::start();
+        let database = TestDatabase::create().await;
+        let listen = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .to_string();
+        let mut overrides = vec![
+            ("CAPSTAN__GATEWAY__LISTEN", listen.as_str()),
+            ("CAPSTAN__DATABASE__MAX_CONNECTIONS", "8"),
+        ];
+        overrides.extend_from_slice(extra);
+        let settings = crate::settings(&database, &nats, &overrides);
+        let shutdown = CancellationToken::new();
+        let services = vec![
+            tokio::spawn(capstan_agent_channel::run(
+                settings.clone(),
+                shutdown.clone(),
+            )),
+            tokio::spawn(capstan_gateway::run(settings.clone(), shutdown.clone())),
+        ];
+        let base = format!("http://{listen}");
+        let http = reqwest::Client::new();
+        let bus = Bus::connect(&nats.url(), "test").await.unwrap();
+        wait_for(
+            "the agent channel to answer",
+            Duration::from_secs(60),
+            || {
+                let bus = bus.clone();
+                async move {
+                    bus.request::<_, Value>(
+                        capstan_events::Domain::AgentChannel,
+                        "health",
+                        &json!({}),
+                        Duration::from_millis(500),
+                    )
+                    .await
+                    .ok()
+                }
+            },
+        )
+        .await;
+        wait_for("the gateway to listen", Duration::from_secs(60), || {
+            let (http, base) = (http.clone(), base.clone());
+            async move { http.get(format!("{base}/livez")).send().await.ok() }
+        })
+        .await;
+        let gateway_store = capstan_store::Store::connect(database.url(), "gateway", 1)
+            .await
+            .unwrap();
+        let mut operators = Vec::new();
+        for (name, level) in [
+            ("ada", Level::Admin),
+            ("chris", Level::Change),
+            ("rita", Level::Read),
+        ] {
+            let token = capstan_gateway::admin::issue_operator(&gateway_store, name, level)
+                .await
+                .unwrap()
+                .expose()
+                .to_string();
+            let password = format!("{name}-correct-horse-battery");
+            capstan_gateway::admin::set_password_plain(&gateway_store, name, &password, false)
+                .await
+                .unwrap();
+            operators.push(TestOperator {
+                name,
+                level,
+                token,
+                password,
+            });
+        }
+        gateway_store.close().await;
+        Plane {
+            admin: operators[0].token.clone(),
+            changer: operators[1].token.clone(),
+            reader: operators[2].token.clone(),
+            operators,
+            base,
+            http,
+            bus,
+            database,
+            settings,
+            shutdown,
+            services,
+            _nats: nats,
+        }
+    }
+
+    /// The test operator called `name`.
+    pub fn operator(&self, name: &str) -> &TestOperator {
+        self.operators
+            .iter()
+            .find(|operator| operator.name == name)
+            .unwrap_or_else(|| panic!("no test operator {name}"))
+    }
+
+    /// An operator request with `token`: `(status, body)`.
+    pub async fn api(
+        &self,
+        token: &str,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let url = format!("{}{path}", self.base);
+        let request = match method {
+            "GET" => self.http.get(url),
+            _ => self.http.post(url).json(&body.unwrap_or(json!({}))),
+        };
+        let response = request.bearer_auth(token).send().await.unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// The join request of `fingerprint`, in any state.
+    pub async fn join_of(&self, fingerprint: &str) -> Option<Value> {
+        let (status, joins) = self
+            .api(&self.admin, "GET", "/api/v1/joins?state=all", None)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{joins}");
+        joins["joins"]
+            .as_array()?
+            .iter()
+            .find(|join| join["fingerprint"] == fingerprint)
+            .cloned()
+    }
+
+    /// Waits for the join of `fingerprint` to be listed and `act`s on it (`approve`, `reject`,
+    /// `reopen`) as the admin; the answer.
+    pub async fn decide_join(&self, fingerprint: &str, act: &str) -> Value {
+        let join = wait_for("the join to be listed", Duration::from_secs(30), || async {
+            self.join_of(fingerprint).await
+        })
+        .await;
+        let id = join["id"].as_str().unwrap();
+        let (status, answer) = self
+            .api(
+                &self.admin,
+                "POST",
+                &format!("/api/v1/joins/{id}/{act}"),
+                Some(json!({})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{act}: {answer}");
+        answer
+    }
+
+    /// Approves the join of `fingerprint` to a new node; the node id.
+    pub async fn approve(&self, fingerprint: &str) -> i64 {
+        self.decide_join(fingerprint, "approve").await["node_id"]
+            .as_i64()
+            .unwrap()
+    }
+
+    pub async fn node(&self, node: i64) -> Value {
+        let (status, view) = self
+            .api(&self.reader, "GET", &format!("/api/v1/nodes/{node}"), None)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{view}");
+        view
+    }
+
+    /// Waits until the node's agent is online and has reported its vocabulary.
+    pub async fn wait_online(&self, node: i64) -> Value {
+        wait_for(
+            "the agent to report in",
+            Duration::from_secs(60),
+            || async {
+                let view = self.node(node).await;
+                (view["online"] == true && !view["vocabulary"].as_array()?.is_empty())
+                    .then_some(view)
+            },
+        )
+        .await
+    }
+
+    /// A job on `node` asked for by the admin; its id.
+    pub async fn queue(&self, node: i64, primitive: &str, params: Value) -> i64 {
+        let (status, created) = self
+            .api(
+                &self.admin,
+                "POST",
+                &format!("/api/v1/nodes/{node}/jobs"),
+                Some(json!({"primitive": primitive, "params": params})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{created}");
+        assert_eq!(created["state"], "pending");
+        created["id"].as_i64().unwrap()
+    }
+
+    /// A job written straight into the plane's table, as a plane that does not check what it
+    /// asks for would hand it out (the node must refuse it on its own).
+    pub async fn queue_unchecked(
+        &self,
+        node: i64,
+        primitive: &str,
+        class: &str,
+        params: Value,
+    ) -> i64 {
+        let pool = sqlx::PgPool::connect(self.database.url()).await.unwrap();
+        let (id,): (i64,) = sqlx::query_as(
+            "INSERT INTO agent_channel.jobs (node_id, primitive, class, params, state, requested_by, budget_s)
+             VALUES ($1, $2, $3, $4, 'pending', 'test', 300) RETURNING id",
+        )
+        .bind(node)
+        .bind(primitive)
+        .bind(class)
+        .bind(params)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+        id
+    }
+
+    pub async fn job(&self, id: i64) -> Value {
+        let (status, job) = self
+            .api(&self.reader, "GET", &format!("/api/v1/jobs/{id}"), None)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{job}");
+        job
+    }
+
+    /// Waits until job `id` is in a terminal state; the job.
+    pub async fn finished(&self, id: i64) -> Value {
+        wait_for(
+            &format!("job {id} to end"),
+            Duration::from_secs(60),
+            || async {
+                let job = self.job(id).await;
+                (!["pending", "running"].contains(&job["state"].as_str()?)).then_some(job)
+            },
+        )
+        .await
+    }
+
+    /// Starts another agent-channel replica on the same database and NATS server; rpc
+    /// questions are then shared between the replicas by the queue group.
+    pub fn add_agent_channel_replica(&mut self) {
+        self.services.push(tokio::spawn(capstan_agent_channel::run(
+            self.settings.clone(),
+            self.shutdown.clone(),
+        )));
+    }
+
+    /// Stops every service and waits for each to end cleanly.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        for service in self.services {
+            service.await.unwrap().unwrap();
+        }
+    }
+}
