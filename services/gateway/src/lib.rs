@@ -42,6 +42,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         .context("starting gateway: metrics")?;
     let listen = settings.gateway.listen;
     ui::configure(&settings.gateway);
+    tokio::task::spawn_blocking(password::warm_up);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("starting gateway: listening on {listen}"))?;

@@ -99,6 +99,12 @@ pub async fn verify(password: Password, stored: Option<String>) -> bool {
     .unwrap_or(false)
 }
 
+/// Makes the dummy hash now (at start-up), so the first unknown name tried does not take
+/// longer than the others.
+pub fn warm_up() {
+    let _ = dummy_hash();
+}
+
 /// A hash of a random password nobody knows, made once per process.
 fn dummy_hash() -> &'static str {
     static DUMMY: OnceLock<String> = OnceLock::new();
