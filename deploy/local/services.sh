@@ -76,6 +76,15 @@ _capstan_apt_install() {
 }
 
 # True when something accepts TCP connections on HOST PORT (bounded: 2 seconds).
+# The browser tests drive Debian's Chromium through chromedriver (tests/tests/suite/ui).
+ensure_browser() {
+    if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then
+        return 0
+    fi
+    capstan_log "installing chromium and chromium-driver for the browser tests"
+    _capstan_apt_install chromium chromium-driver fonts-dejavu-core
+}
+
 _capstan_tcp_open() {
     # shellcheck disable=SC2016 # $0 and $1 are expanded by the inner bash
     timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null

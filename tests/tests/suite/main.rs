@@ -8,3 +8,4 @@ mod nothing_lost;
 mod rpc;
 mod rpc_bodies;
 mod trace;
+mod ui;
