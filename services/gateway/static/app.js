@@ -1,6 +1,7 @@
 // The operator UI's only script: follows a running job's output live. It polls
 // /ui/jobs/<id>/output?offset=N every 2 s, appends the new text with textContent (never as
-// HTML), and stops at a terminal state, then updates the state line.
+// HTML), and at a terminal state reloads the page once, so the times, outcome, result and
+// buttons are the ended job's (a terminal job's page does not follow, so it cannot loop).
 "use strict";
 
 (function () {
@@ -28,10 +29,11 @@
         stateLine.textContent = state;
         stateLine.className = "state state-" + state.replace(/[^a-z]/g, "");
       }
-      say("The job has ended.");
+      say("The job has ended; showing its result.");
       if (reload) {
         reload.hidden = false;
       }
+      window.location.reload();
     }
 
     function poll() {

@@ -130,6 +130,9 @@ async fn an_operator_approves_a_join_runs_check_status_and_watches_it_complete()
         output.contains("agent_version").then_some(output)
     })
     .await;
+    // At the end the page shows the ended job whole: its structured result, no Cancel.
+    browser.find("pre[data-test=job-result]").await;
+    assert_eq!(browser.count("button[data-test=cancel]").await, 0);
     let job = plane.job(job_id).await;
     assert_eq!(job["state"], "completed");
     assert_eq!(job["requested_by"], "ada");
