@@ -56,6 +56,12 @@ enum AdminCommand {
         #[arg(long, value_parser = parse_level)]
         level: Level,
     },
+    /// Give an operator a new one-time password for the web UI (changed at the next sign-in)
+    /// and end their sessions; prints `password: <password>` once.
+    ResetPassword {
+        #[arg(long)]
+        name: String,
+    },
 }
 
 fn parse_level(value: &str) -> Result<Level, String> {
@@ -114,6 +120,11 @@ fn main() -> ExitCode {
             command: AdminCommand::CreateOperator { name, level },
         } => capstan_runtime::command("capstan", move |settings, _| async move {
             capstan_gateway::admin::create_operator(&settings, &name, level).await
+        }),
+        Command::Admin {
+            command: AdminCommand::ResetPassword { name },
+        } => capstan_runtime::command("capstan", move |settings, _| async move {
+            capstan_gateway::admin::reset_password_command(&settings, &name).await
         }),
         Command::Service(words) => {
             let name = words.first().map(String::as_str).unwrap_or_default();

@@ -278,6 +278,37 @@ async fn capstan_admin_create_operator_prints_a_token_the_gateway_accepts() {
     assert_eq!(bad_level.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad_level.stderr).contains("7, 8, 10"));
 
+    // A forgotten password is replaced by a new one-time one; an unknown name is said so.
+    let reset = |name: &str| {
+        capstan(
+            &["admin", "reset-password", "--name", name],
+            &database,
+            &nats,
+            "127.0.0.1:1",
+        )
+        .output()
+        .unwrap()
+    };
+    let hash_before = password_hash_of(&database, "ada").await;
+    let replaced = reset("ada");
+    let said = String::from_utf8_lossy(&replaced.stdout).to_string();
+    assert!(replaced.status.success(), "{said}");
+    let new_password = said
+        .trim()
+        .strip_prefix("password: ")
+        .expect("one line `password: <one-time password>`");
+    assert_ne!(new_password, password);
+    assert!(!String::from_utf8_lossy(&replaced.stderr).contains(new_password));
+    let (hash_after, must_change) = password_state_of(&database, "ada").await;
+    assert_ne!(hash_after, hash_before);
+    assert!(
+        must_change,
+        "the new password must be changed at the next sign-in"
+    );
+    let nobody = reset("nobody");
+    assert_eq!(nobody.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&nobody.stderr).contains("no operator named"));
+
     let listen = free_address();
     let gateway = capstan(&["gateway"], &database, &nats, &listen)
         .spawn()
@@ -314,6 +345,23 @@ async fn capstan_admin_create_operator_prints_a_token_the_gateway_accepts() {
         !String::from_utf8_lossy(&output.stdout).contains(token),
         "the token is not logged by the gateway"
     );
+}
+
+async fn password_state_of(database: &TestDatabase, name: &str) -> (String, bool) {
+    let pool = sqlx::PgPool::connect(database.url()).await.unwrap();
+    let state = sqlx::query_as(
+        "SELECT password_hash, must_change_password FROM gateway.operators WHERE name = $1",
+    )
+    .bind(name)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    state
+}
+
+async fn password_hash_of(database: &TestDatabase, name: &str) -> String {
+    password_state_of(database, name).await.0
 }
 
 /// A stop must not wait for a NATS server that is gone: shutdown's last flushes are bounded.

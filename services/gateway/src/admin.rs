@@ -126,3 +126,40 @@ pub async fn create_operator(settings: &Settings, name: &str, level: Level) -> a
     println!("password: {}", issued.password.expose());
     Ok(())
 }
+
+/// Gives operator `name` a new one-time password (to be changed at the next sign-in) and ends
+/// their sessions: for an operator who forgot it, or one created before passwords existed.
+pub async fn reset_password(store: &Store, name: &str) -> Result<Password, AdminError> {
+    let password = Password::generate();
+    let hash = password::hash(password.clone())
+        .await
+        .map_err(AdminError::Hash)?;
+    if store::reset_password(store, name, &hash).await? {
+        Ok(password)
+    } else {
+        Err(AdminError::NoSuchOperator(name.to_string()))
+    }
+}
+
+/// `capstan admin reset-password --name NAME`: prints `password: <one-time password>` once.
+pub async fn reset_password_command(settings: &Settings, name: &str) -> anyhow::Result<()> {
+    let store = Store::connect(settings.database.url(), DOMAIN.as_str(), 1)
+        .await
+        .context("connecting to the database")?;
+    let reset = async {
+        store
+            .migrate(&MIGRATOR)
+            .await
+            .context("migrating the gateway schema")?;
+        Ok::<_, anyhow::Error>(reset_password(&store, name).await?)
+    }
+    .await;
+    store.close().await;
+    let password = reset?;
+    tracing::info!(
+        operator = name,
+        "operator password reset; their sessions ended"
+    );
+    println!("password: {}", password.expose());
+    Ok(())
+}

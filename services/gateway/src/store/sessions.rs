@@ -88,6 +88,33 @@ pub async fn set_password(
     Ok(updated.rows_affected() > 0)
 }
 
+/// Gives operator `name` a new password that must be changed at the next sign-in and ends
+/// every session of theirs (`capstan admin reset-password`); whether the operator exists.
+pub async fn reset_password(
+    store: &Store,
+    name: &str,
+    password_hash: &str,
+) -> Result<bool, StoreError> {
+    let mut transaction = store.begin().await?;
+    let id: Option<i64> = sqlx::query_scalar(
+        "UPDATE operators SET password_hash = $2, must_change_password = true WHERE name = $1
+         RETURNING id",
+    )
+    .bind(name)
+    .bind(password_hash)
+    .fetch_optional(&mut *transaction)
+    .await?;
+    let Some(id) = id else {
+        return Ok(false);
+    };
+    sqlx::query("DELETE FROM sessions WHERE operator_id = $1")
+        .bind(id)
+        .execute(&mut *transaction)
+        .await?;
+    transaction.commit().await?;
+    Ok(true)
+}
+
 /// Sets operator `operator_id`'s own new password and ends every other session of theirs.
 pub async fn change_password(
     store: &Store,
