@@ -10,14 +10,14 @@ use axum::{
     response::Response,
 };
 use capstan_events::agent_channel::rpc::{
-    ops, ApproveJoin, Approved, DecideJoin, Done, HealthDot, JobView, Jobs, JoinFilter, JoinView,
-    Joins, ListJobs, ListJoins, ListNodes, NodeView, Nodes, Placement,
+    ops, ApproveJoin, Approved, DecideJoin, HealthDot, JobView, Jobs, JoinFilter, JoinView, Joins,
+    ListJobs, ListJoins, ListNodes, NodeView, Nodes, Placement,
 };
 use capstan_events::rpc::Level;
 use std::collections::HashMap;
 
 use super::{
-    acted,
+    act_done, acted,
     format::{ago, fingerprint_groups, Ago},
     guard::{FormFields, PathUuid},
     refusal_sentence, render, Chrome, UiSession,
@@ -316,11 +316,14 @@ pub async fn reject_join(
         actor: session.actor(),
         join_id,
     };
-    let answer: Result<Done, ApiError> = ask(&state, ops::REJECT_JOIN, &request).await;
-    acted(
+    act_done(
+        &state,
+        ops::REJECT_JOIN,
+        &request,
         "/ui/",
-        answer.map(|_| "Rejected. It can be reopened for a day.".to_string()),
+        "Rejected. It can be reopened for a day.",
     )
+    .await
 }
 
 pub async fn reopen_join(
@@ -332,11 +335,12 @@ pub async fn reopen_join(
         actor: session.actor(),
         join_id,
     };
-    let answer: Result<Done, ApiError> = ask(&state, ops::REOPEN_JOIN, &request).await;
-    acted(
+    act_done(
+        &state,
+        ops::REOPEN_JOIN,
+        &request,
         "/ui/",
-        answer.map(|_| {
-            "Reopened: it is waiting again; compare the fingerprint before approving.".to_string()
-        }),
+        "Reopened: it is waiting again; compare the fingerprint before approving.",
     )
+    .await
 }

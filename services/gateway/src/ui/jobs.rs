@@ -12,13 +12,13 @@ use axum::{
 };
 use capstan_events::{
     agent_channel::rpc::{
-        ops, Done, JobOutput, JobOutputRequest, JobRef, JobState, JobView, NodeRef, NodeView,
+        ops, JobOutput, JobOutputRequest, JobRef, JobState, JobView, NodeRef, NodeView,
     },
     rpc::Level,
 };
 
 use super::{
-    acted,
+    act_done,
     dashboard::state_name,
     format::{ago, Ago},
     forms::class_name,
@@ -26,7 +26,7 @@ use super::{
     nodes::ConfirmPage,
     render, Chrome, UiError, UiSession,
 };
-use crate::{ask::ask, error::ApiError, input::QueryParams, AppState};
+use crate::{ask::ask, input::QueryParams, AppState};
 
 #[derive(Template)]
 #[template(path = "job.html")]
@@ -159,11 +159,14 @@ pub async fn cancel(
         actor: session.actor(),
         job_id,
     };
-    let answer: Result<Done, ApiError> = ask(&state, ops::CANCEL_JOB, &request).await;
-    acted(
+    act_done(
+        &state,
+        ops::CANCEL_JOB,
+        &request,
         &format!("/ui/jobs/{job_id}"),
-        answer.map(|_| "Cancelled: no node will be handed this job.".to_string()),
+        "Cancelled: no node will be handed this job.",
     )
+    .await
 }
 
 pub async fn mark_failed_page(
@@ -196,9 +199,12 @@ pub async fn mark_failed(
         actor: session.actor(),
         job_id,
     };
-    let answer: Result<Done, ApiError> = ask(&state, ops::MARK_JOB_FAILED, &request).await;
-    acted(
+    act_done(
+        &state,
+        ops::MARK_JOB_FAILED,
+        &request,
         &format!("/ui/jobs/{job_id}"),
-        answer.map(|_| "Marked as failed.".to_string()),
+        "Marked as failed.",
     )
+    .await
 }

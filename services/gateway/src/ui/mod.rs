@@ -239,6 +239,20 @@ pub fn redirect_with(to: &str, flash: Flash) -> Response {
     response
 }
 
+/// Asks the agent channel for an act that answers `Done` (`op` with `request`) and sends the
+/// browser back to `to` saying `done`, or why it was refused.
+pub async fn act_done<Req: serde::Serialize>(
+    state: &AppState,
+    op: &str,
+    request: &Req,
+    to: &str,
+    done: &str,
+) -> Response {
+    let answer: Result<capstan_events::agent_channel::rpc::Done, ApiError> =
+        crate::ask::ask(state, op, request).await;
+    acted(to, answer.map(|_| done.to_string()))
+}
+
 /// The answer to a UI act: back to `to` with a sentence saying it was done, or with the
 /// refusal in words; a refusal is also left for the audit record.
 pub fn acted(to: &str, outcome: Result<String, ApiError>) -> Response {

@@ -11,13 +11,13 @@ use axum::{
     response::Response,
 };
 use capstan_events::{
-    agent_channel::rpc::{ops, CreateJob, Done, JobCreated, Jobs, ListJobs, NodeRef, NodeView},
+    agent_channel::rpc::{ops, CreateJob, JobCreated, Jobs, ListJobs, NodeRef, NodeView},
     rpc::Level,
 };
 use std::collections::HashMap;
 
 use super::{
-    acted,
+    act_done, acted,
     dashboard::{dot_of, job_row, JobRow},
     format::{ago, clip, fingerprint_groups, overview_facts, Ago, Fact},
     forms::{self, WordForm},
@@ -260,11 +260,14 @@ pub async fn disconnect(
         actor: session.actor(),
         node_id,
     };
-    let answer: Result<Done, ApiError> = ask(&state, ops::DISCONNECT_NODE, &request).await;
-    acted(
+    act_done(
+        &state,
+        ops::DISCONNECT_NODE,
+        &request,
         &format!("/ui/nodes/{node_id}?tab=agent"),
-        answer.map(|_| "Disconnected: the plane has forgotten this node's key.".to_string()),
+        "Disconnected: the plane has forgotten this node's key.",
     )
+    .await
 }
 
 pub async fn create_job(
