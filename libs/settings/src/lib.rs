@@ -55,6 +55,13 @@ pub struct GatewaySettings {
     pub sign_in_address_failures: u32,
     /// The window sign-in failures are counted over, in minutes.
     pub sign_in_window_minutes: u64,
+    /// Proxies in front of the gateway whose client address header is believed (GW-07):
+    /// addresses or networks, comma-separated (`10.0.0.0/8, 192.0.2.5`). Empty: the TCP peer
+    /// is every request's address.
+    pub trusted_proxies: String,
+    /// The header those proxies put the client's address in: `x-forwarded-for` (a list, each
+    /// proxy appending), or a single-address one such as `cf-connecting-ip`.
+    pub client_address_header: String,
 }
 
 impl GatewaySettings {
@@ -66,6 +73,24 @@ impl GatewaySettings {
     }
     pub fn sign_in_window(&self) -> Duration {
         Duration::from_secs(self.sign_in_window_minutes * 60)
+    }
+
+    /// [`GatewaySettings::trusted_proxies`] read as networks (a lone address is a /32 or
+    /// /128); validated when the settings load.
+    pub fn trusted_networks(&self) -> Result<Vec<ipnet::IpNet>, String> {
+        self.trusted_proxies
+            .split(',')
+            .map(str::trim)
+            .filter(|entry| !entry.is_empty())
+            .map(|entry| {
+                entry
+                    .parse::<ipnet::IpNet>()
+                    .or_else(|_| entry.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                    .map_err(|_| {
+                        format!("{entry:?} is not an address or a network like 10.0.0.0/8")
+                    })
+            })
+            .collect()
     }
 }
 
@@ -150,6 +175,8 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("gateway.sign_in_account_failures", "5"),
     ("gateway.sign_in_address_failures", "20"),
     ("gateway.sign_in_window_minutes", "15"),
+    ("gateway.trusted_proxies", ""),
+    ("gateway.client_address_header", "x-forwarded-for"),
     ("telemetry.log_format", "pretty"),
     ("telemetry.log_level", "info"),
     ("bus.max_deliver", "5"),
@@ -281,6 +308,23 @@ impl Settings {
                 });
             }
         }
+        if let Err(reason) = gateway.trusted_networks() {
+            return Err(SettingsError::BadValue {
+                key: "gateway.trusted_proxies",
+                reason,
+            });
+        }
+        let header = &gateway.client_address_header;
+        if header.is_empty()
+            || !header
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_')
+        {
+            return Err(SettingsError::BadValue {
+                key: "gateway.client_address_header",
+                reason: "must be a header name: letters, digits, '-' or '_'".into(),
+            });
+        }
         if self.bus.max_deliver == 0 {
             return Err(SettingsError::BadValue {
                 key: "bus.max_deliver",
@@ -348,6 +392,16 @@ mod tests {
                 "gateway.sign_in_account_failures",
             ),
             ("CAPSTAN__GATEWAY__PLANE_NAME", " ", "gateway.plane_name"),
+            (
+                "CAPSTAN__GATEWAY__TRUSTED_PROXIES",
+                "10.0.0.0/8, proxy.example",
+                "gateway.trusted_proxies",
+            ),
+            (
+                "CAPSTAN__GATEWAY__CLIENT_ADDRESS_HEADER",
+                "x forwarded",
+                "gateway.client_address_header",
+            ),
         ] {
             let error = Settings::load_from(None, env(&[(key, value)]))
                 .unwrap_err()

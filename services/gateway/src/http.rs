@@ -1,19 +1,25 @@
 //! The router and the layers every request passes through.
 
 use axum::{
-    extract::{MatchedPath, Request, State},
-    http::{header, HeaderValue, StatusCode, Uri},
+    extract::{ConnectInfo, MatchedPath, Request, State},
+    http::{header, HeaderName, HeaderValue, StatusCode, Uri},
     middleware::{self, Next},
     response::{IntoResponse, Response},
     Router,
 };
 use capstan_bus::Bus;
+use capstan_settings::GatewaySettings;
 use capstan_store::Store;
 use capstan_telemetry::{propagation, MetricsHandle};
-use std::time::Duration;
+use ipnet::IpNet;
+use std::{
+    net::{IpAddr, SocketAddr},
+    sync::Arc,
+    time::Duration,
+};
 use tracing::{info_span, Instrument};
 
-use crate::error::ApiError;
+use crate::{domain::client_address::client_address, error::ApiError};
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -23,6 +29,68 @@ pub struct AppState {
     pub store: Store,
     pub rpc_timeout: Duration,
     pub metrics: MetricsHandle,
+    /// Whose word the gateway takes for a request's client address.
+    pub client_addresses: ClientAddresses,
+}
+
+/// The proxies whose client address header is believed, and that header (GW-07;
+/// `gateway.trusted_proxies`, `gateway.client_address_header`). The default trusts nobody: the
+/// TCP peer is every request's address.
+#[derive(Debug, Clone)]
+pub struct ClientAddresses {
+    pub trusted: Arc<[IpNet]>,
+    pub header: HeaderName,
+}
+
+impl Default for ClientAddresses {
+    fn default() -> ClientAddresses {
+        ClientAddresses {
+            trusted: Arc::from(Vec::new()),
+            header: HeaderName::from_static("x-forwarded-for"),
+        }
+    }
+}
+
+impl ClientAddresses {
+    pub fn from_settings(gateway: &GatewaySettings) -> Result<ClientAddresses, String> {
+        let header = HeaderName::try_from(gateway.client_address_header.to_ascii_lowercase())
+            .map_err(|error| format!("gateway.client_address_header: {error}"))?;
+        let trusted = gateway
+            .trusted_networks()
+            .map_err(|reason| format!("gateway.trusted_proxies: {reason}"))?;
+        Ok(ClientAddresses {
+            trusted: Arc::from(trusted),
+            header,
+        })
+    }
+}
+
+/// The client address of a request, as [`resolve_client`] worked it out.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddress(pub IpAddr);
+
+/// Works out once, before any route, which address the request comes from: the TCP peer, or
+/// what a trusted proxy says in the client address header (domain/client_address.rs).
+async fn resolve_client(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(address)| address.ip());
+    if let Some(peer) = peer {
+        let values: Vec<&str> = request
+            .headers()
+            .get_all(&state.client_addresses.header)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .collect();
+        let client = client_address(peer, &values, &state.client_addresses.trusted);
+        request.extensions_mut().insert(ClientAddress(client));
+    }
+    next.run(request).await
 }
 
 /// The gateway's routes (every one from [`crate::routes::ROUTES`]), testable in-process. A
@@ -32,6 +100,10 @@ pub fn app(state: AppState) -> Router {
         .fallback(|uri: Uri| async move { ApiError::no_route(uri.path()) })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(middleware::from_fn(page_headers))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            resolve_client,
+        ))
         .layer(middleware::from_fn(trace_request))
         .with_state(state)
 }

@@ -20,6 +20,7 @@ use tracing::{error, warn};
 
 use crate::{
     error::{AnsweredError, ApiError},
+    http::ClientAddress,
     routes::Route,
     store::{self, AuditEntry},
     AppState,
@@ -102,12 +103,23 @@ fn looks_like_token(candidate: &str) -> bool {
             .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_')
 }
 
-/// The address of the peer the gateway can vouch for (the TCP peer), IPv4 shown as IPv4.
+/// The address a request comes from, as far as the gateway can vouch for it: the TCP peer, or
+/// the client a trusted proxy names (see [`crate::http::ClientAddresses`]); IPv4 shown as IPv4.
 pub fn peer_address(request: &Request) -> Option<IpAddr> {
-    request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(address)| address.ip().to_canonical())
+    address_of(request.extensions())
+}
+
+/// [`peer_address`] from a request's extensions.
+pub fn address_of(extensions: &axum::http::Extensions) -> Option<IpAddr> {
+    extensions
+        .get::<ClientAddress>()
+        .map(|ClientAddress(address)| *address)
+        .or_else(|| {
+            extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|ConnectInfo(address)| address.ip())
+        })
+        .map(|address| address.to_canonical())
 }
 
 /// The bearer token of `Authorization: Bearer <token>`, or why there is none usable.

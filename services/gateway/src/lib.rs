@@ -20,7 +20,7 @@ pub mod routes;
 pub mod store;
 pub mod ui;
 
-pub use http::{app, AppState};
+pub use http::{app, AppState, ClientAddresses};
 
 use anyhow::Context;
 use capstan_events::Domain;
@@ -51,6 +51,9 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         store: service.store.clone(),
         rpc_timeout: settings.bus.rpc_timeout(),
         metrics,
+        client_addresses: ClientAddresses::from_settings(&settings.gateway)
+            .map_err(anyhow::Error::msg)
+            .context("starting gateway: client addresses")?,
     };
     let serve: Part = Box::new(move |stop: CancellationToken| {
         Box::pin(async move {

@@ -104,6 +104,7 @@ async fn one_trace_runs_from_the_gateway_through_an_rpc_and_an_event_into_its_co
         store: gateway_store,
         rpc_timeout: Duration::from_secs(1),
         metrics: capstan_telemetry::metrics(None).unwrap(),
+        client_addresses: Default::default(),
     };
     tokio::spawn(async move { axum_serve(listener, state).await });
     let mut connection = tokio::net::TcpStream::connect(address).await.unwrap();

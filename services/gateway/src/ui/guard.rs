@@ -267,10 +267,7 @@ impl<S: Send + Sync> FromRequestParts<S> for PeerAddress {
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         Ok(PeerAddress(
-            parts
-                .extensions
-                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-                .map(|axum::extract::ConnectInfo(address)| address.ip().to_canonical().to_string()),
+            identity::address_of(&parts.extensions).map(|address| address.to_string()),
         ))
     }
 }

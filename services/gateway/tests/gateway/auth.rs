@@ -250,3 +250,45 @@ async fn approvals_are_audited_with_who_from_where_what_and_how_they_ended() {
         ("conflict", &json!({"message": "the join expired"}))
     );
 }
+
+/// GW-07: behind a trusted proxy the client address header names who acted (and where an
+/// agent's request came from); from any other peer the header is ignored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_proxy_names_the_client_and_anyone_else_is_not_believed() {
+    let trusted = capstan_gateway::ClientAddresses {
+        trusted: std::sync::Arc::from(vec!["127.0.0.0/8".parse::<ipnet::IpNet>().unwrap()]),
+        header: axum::http::HeaderName::from_static("x-forwarded-for"),
+    };
+    let join = "0190b5c2-7d1e-7a3c-9f00-000000000001";
+    let approve = format!("/api/v1/joins/{join}/approve");
+    for (client_addresses, expected) in [
+        (trusted, "203.0.113.7"),
+        (capstan_gateway::ClientAddresses::default(), "127.0.0.1"),
+    ] {
+        let gateway = Gateway::start_behind(client_addresses).await;
+        let admin = gateway.token(Level::Admin).await;
+        let approved = gateway
+            .post(&approve, &admin, json!({}))
+            .header("x-forwarded-for", "198.51.100.1, 203.0.113.7")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(approved.status(), 200);
+        let (_, asked) = gateway.script.lock().unwrap().asked[0].clone();
+        assert_eq!(asked["actor"]["address"], expected);
+        assert_eq!(audit_rows(&gateway).await[0].2.as_deref(), Some(expected));
+
+        let agent = gateway
+            .client
+            .post(format!("{}/api/v1/agent/claim", gateway.url))
+            .header("content-type", "application/json")
+            .header("x-forwarded-for", "203.0.113.7")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(agent.status(), 200);
+        let (request, _) = gateway.script.lock().unwrap().agent_requests.pop().unwrap();
+        assert_eq!(request.source_address, expected);
+    }
+}

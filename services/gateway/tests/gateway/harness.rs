@@ -86,8 +86,19 @@ impl Gateway {
         gateway
     }
 
+    /// The gateway with a fake agent channel answering, believing `client_addresses`.
+    pub async fn start_behind(client_addresses: capstan_gateway::ClientAddresses) -> Gateway {
+        let gateway = Gateway::start_alone_behind(client_addresses).await;
+        gateway.serve_fake().await;
+        gateway
+    }
+
     /// The gateway with nobody answering its questions.
     pub async fn start_alone() -> Gateway {
+        Gateway::start_alone_behind(Default::default()).await
+    }
+
+    async fn start_alone_behind(client_addresses: capstan_gateway::ClientAddresses) -> Gateway {
         let nats = NatsServer::start();
         let database = TestDatabase::create().await;
         let bus = Bus::connect(&nats.url(), "gateway-test").await.unwrap();
@@ -100,6 +111,7 @@ impl Gateway {
             store: store.clone(),
             rpc_timeout: RPC_TIMEOUT,
             metrics: metrics(),
+            client_addresses,
         };
         let stop = CancellationToken::new();
         tokio::spawn(capstan_gateway::serve(listener, state, stop.clone()));
