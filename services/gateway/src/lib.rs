@@ -18,6 +18,7 @@ pub mod operator;
 pub mod password;
 pub mod routes;
 pub mod store;
+pub mod tasks;
 pub mod ui;
 
 pub use http::{app, AppState, ClientAddresses};
@@ -61,8 +62,16 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
             serve(listener, state, stop).await
         })
     });
+    let sweeping: Part = {
+        let (store, idle, lifetime) = (
+            service.store.clone(),
+            settings.gateway.session_idle(),
+            settings.gateway.session_lifetime(),
+        );
+        Box::new(move |stop: CancellationToken| Box::pin(tasks::run(store, idle, lifetime, stop)))
+    };
     let rpc = service.rpc();
-    service.run(rpc, vec![serve], shutdown).await
+    service.run(rpc, vec![serve, sweeping], shutdown).await
 }
 
 /// Serves the gateway's routes on `listener` until `stop`, finishing requests in hand.

@@ -3,7 +3,7 @@
 //! the SHA-256 digest of its cookie, never by the cookie itself.
 
 use capstan_events::rpc::Level;
-use capstan_store::{Store, StoreError};
+use capstan_store::{PgConnection, Store, StoreError};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::time::Duration;
@@ -430,4 +430,28 @@ pub async fn audit_page(
             },
         )
         .collect())
+}
+
+/// Deletes sessions past `idle` unused or `lifetime` old, and sign-in failures older than a
+/// day (longer than any throttling window); how many of each.
+pub async fn sweep_sessions_and_failures(
+    connection: &mut PgConnection,
+    idle: Duration,
+    lifetime: Duration,
+) -> Result<(u64, u64), StoreError> {
+    let sessions = sqlx::query(
+        "DELETE FROM sessions
+         WHERE last_seen_at < now() - make_interval(secs => $1)
+            OR created_at < now() - make_interval(secs => $2)",
+    )
+    .bind(idle.as_secs_f64())
+    .bind(lifetime.as_secs_f64())
+    .execute(&mut *connection)
+    .await?
+    .rows_affected();
+    let failures = sqlx::query("DELETE FROM sign_in_failures WHERE at < now() - interval '1 day'")
+        .execute(&mut *connection)
+        .await?
+        .rows_affected();
+    Ok((sessions, failures))
 }

@@ -292,3 +292,67 @@ async fn a_trusted_proxy_names_the_client_and_anyone_else_is_not_believed() {
         assert_eq!(request.source_address, expected);
     }
 }
+
+/// The periodic sweep deletes sessions past their idle timeout or lifetime and sign-in failures
+/// older than a day, and keeps live ones; one replica sweeps at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_forgets_ended_sessions_and_old_sign_in_failures() {
+    let gateway = Gateway::start_alone().await;
+    gateway.token(Level::Read).await;
+    let pool = gateway.store.pool();
+    let operator: i64 = sqlx::query_scalar("SELECT id FROM operators LIMIT 1")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    for (tag, created, seen) in [
+        (1u8, "now()", "now()"),
+        (2, "now()", "now() - interval '2 hours'"),
+        (3, "now() - interval '13 hours'", "now()"),
+    ] {
+        sqlx::query(&format!(
+            "INSERT INTO sessions (operator_id, session_sha256, csrf_token, created_at, last_seen_at)
+             VALUES ($1, $2, $3, {created}, {seen})"
+        ))
+        .bind(operator)
+        .bind(vec![tag; 32])
+        .bind("c".repeat(43))
+        .execute(pool)
+        .await
+        .unwrap();
+    }
+    sqlx::query(
+        "INSERT INTO sign_in_failures (name, address, at)
+         VALUES ('ada', '192.0.2.1', now()), ('ada', '192.0.2.1', now() - interval '25 hours')",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+
+    let idle = std::time::Duration::from_secs(30 * 60);
+    let lifetime = std::time::Duration::from_secs(12 * 3600);
+    // Another replica holding the sweep's lock: this one sweeps nothing.
+    let mut other = gateway.store.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('capstan-gateway-sweep'))")
+        .execute(&mut *other)
+        .await
+        .unwrap();
+    assert_eq!(
+        capstan_gateway::tasks::sweep(&gateway.store, idle, lifetime)
+            .await
+            .unwrap(),
+        (0, 0)
+    );
+    other.rollback().await.unwrap();
+
+    assert_eq!(
+        capstan_gateway::tasks::sweep(&gateway.store, idle, lifetime)
+            .await
+            .unwrap(),
+        (2, 1)
+    );
+    let left: Vec<Vec<u8>> = sqlx::query_scalar("SELECT session_sha256 FROM sessions")
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    assert_eq!(left, vec![vec![1u8; 32]]);
+}
