@@ -187,13 +187,16 @@ async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
     let now = Utc::now();
     let mut transaction = state.store.begin().await.map_err(AgentError::unavailable)?;
     let fingerprint = join.fingerprint.as_str().to_string();
+    // The key's latest request is locked first, as an approval locks it: an approval that
+    // commits while this waits is then seen whole (its node too), never a half that would
+    // make this key's request anew or set an approved one back to pending.
+    let latest = store::latest_join_of_key(&mut transaction, &fingerprint)
+        .await
+        .map_err(AgentError::unavailable)?;
     let paired = store::node_by_fingerprint(&mut transaction, &fingerprint)
         .await
         .map_err(AgentError::unavailable)?
         .is_some();
-    let latest = store::latest_join_of_key(&mut transaction, &fingerprint)
-        .await
-        .map_err(AgentError::unavailable)?;
     let known = match (&latest, paired) {
         (_, true) => KnownKey::Paired,
         (Some(row), _) if row.state == "pending" => KnownKey::Pending,

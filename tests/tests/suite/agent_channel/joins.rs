@@ -249,3 +249,70 @@ async fn bad_join_bodies_are_refused_naming_the_field_and_pending_joins_are_capp
     );
     plane.stop().await;
 }
+
+/// How many statements of this test's database wait on a lock now.
+async fn lock_waiters(pool: &sqlx::PgPool) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE wait_event_type = 'Lock' AND datname = current_database()",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+async fn until_waiting(pool: &sqlx::PgPool, count: i64) {
+    capstan_e2e::wait_for(
+        &format!("{count} statements to wait on the request's lock"),
+        std::time::Duration::from_secs(10),
+        || async { (lock_waiters(pool).await >= count).then_some(()) },
+    )
+    .await;
+}
+
+/// AC-03, AC-04: a renewal that waits while an approval of the same request commits sees the
+/// node the approval made (`already_joined`); it never files a second request for the key nor
+/// sets the approved one back to pending. (Found when the agent's reopen test hung: the key's
+/// node was looked for before the request was locked.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_racing_an_approval_sees_the_node_it_made() {
+    let plane = Plane::start().await;
+    let agent = TestAgent::new(&plane);
+    let (status, asked) = agent.join("web-1").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{asked}");
+    let request_id = asked["request_id"].as_str().unwrap().to_string();
+    let pool = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
+
+    // Hold the request's lock, queue the approval behind it, then the renewal behind that.
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM agent_channel.joins WHERE id = $1::uuid FOR UPDATE")
+        .bind(&request_id)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let approve_path = format!("/api/v1/joins/{request_id}/approve");
+    let approve = plane.api(&plane.admin, "POST", &approve_path, Some(json!({})));
+    let renew = async {
+        until_waiting(&pool, 1).await;
+        agent.join("web-1").await
+    };
+    let release = async {
+        until_waiting(&pool, 2).await;
+        holder.rollback().await.unwrap();
+    };
+    let ((approved, answer), (renewed, renewal), ()) = tokio::join!(approve, renew, release);
+    assert_eq!(approved, StatusCode::OK, "{answer}");
+    assert_eq!(renewed, StatusCode::CONFLICT, "{renewal}");
+    assert_eq!(renewal["error"]["code"], "already_joined");
+
+    let requests: Vec<(String,)> = sqlx::query_as(
+        "SELECT state FROM agent_channel.joins WHERE fingerprint = $1",
+    )
+    .bind(agent.fingerprint())
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(requests, [("approved".to_string(),)]);
+    pool.close().await;
+    plane.stop().await;
+}
