@@ -305,13 +305,12 @@ async fn a_renewal_racing_an_approval_sees_the_node_it_made() {
     assert_eq!(renewed, StatusCode::CONFLICT, "{renewal}");
     assert_eq!(renewal["error"]["code"], "already_joined");
 
-    let requests: Vec<(String,)> = sqlx::query_as(
-        "SELECT state FROM agent_channel.joins WHERE fingerprint = $1",
-    )
-    .bind(agent.fingerprint())
-    .fetch_all(&pool)
-    .await
-    .unwrap();
+    let requests: Vec<(String,)> =
+        sqlx::query_as("SELECT state FROM agent_channel.joins WHERE fingerprint = $1")
+            .bind(agent.fingerprint())
+            .fetch_all(&pool)
+            .await
+            .unwrap();
     assert_eq!(requests, [("approved".to_string(),)]);
     pool.close().await;
     plane.stop().await;
