@@ -101,15 +101,24 @@ impl Drop for PlaneProcess {
     }
 }
 
-fn peak_rss_mib(child: &Child) -> f64 {
+/// A memory figure of the plane's process from /proc (`VmHWM` peak, `VmRSS` now), in MiB.
+fn rss_mib(child: &Child, field: &str) -> f64 {
     let status =
         std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
     status
         .lines()
-        .find(|line| line.starts_with("VmHWM:"))
+        .find(|line| line.starts_with(field))
         .and_then(|line| line.split_whitespace().nth(1))
         .and_then(|kib| kib.parse::<f64>().ok())
         .map_or(0.0, |kib| kib / 1024.0)
+}
+
+fn peak_rss_mib(child: &Child) -> f64 {
+    rss_mib(child, "VmHWM:")
+}
+
+fn rss_now_mib(child: &Child) -> f64 {
+    rss_mib(child, "VmRSS:")
 }
 
 fn main() {
@@ -189,8 +198,23 @@ async fn run(size: usize) {
         .lines()
         .find_map(|line| line.strip_prefix("token: ").map(str::to_string))
         .expect("create-operator prints a token");
+    // `BENCH_PLANE_WRAPPER="heaptrack -o /tmp/plane"`: run the plane under a profiler (the
+    // RSS figures are then the wrapper's, not the plane's).
+    let wrapper: Vec<String> = std::env::var("BENCH_PLANE_WRAPPER")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let mut command = match wrapper.split_first() {
+        Some((program, arguments)) => {
+            let mut command = Command::new(program);
+            command.args(arguments).arg(binary);
+            command
+        }
+        None => Command::new(binary),
+    };
     let plane = PlaneProcess(
-        Command::new(binary)
+        command
             .arg("all")
             .envs(environment.iter().cloned())
             .stdout(Stdio::null())
@@ -270,6 +294,7 @@ async fn run(size: usize) {
         })
         .await;
     let enrolment = enrolling.elapsed();
+    let rss_enrolled = rss_now_mib(&plane.0);
 
     // Signed claims per second: 64 at a time, round robin over the fleet, nothing to hand out.
     let latencies = Arc::new(Mutex::new(Vec::new()));
@@ -305,6 +330,7 @@ async fn run(size: usize) {
     let elapsed = claiming.elapsed().as_secs_f64();
     let mut claim_latencies = latencies.lock().unwrap().clone();
     let claims_per_second = claim_latencies.len() as f64 / elapsed;
+    let rss_claimed = rss_now_mib(&plane.0);
 
     // Dispatch: every agent long-polls; jobs are queued one at a time on random nodes.
     let queued_at: Arc<Mutex<HashMap<i64, Instant>>> = Arc::default();
@@ -354,6 +380,19 @@ async fn run(size: usize) {
         })
         .collect();
     tokio::time::sleep(Duration::from_secs(if size > 5_000 { 20 } else { 5 })).await;
+    let rss_polling = rss_now_mib(&plane.0);
+    // `BENCH_HOLD=<seconds>`: keep every long poll open that long before the jobs are queued,
+    // to look at the plane (its pid is printed) with a profiler.
+    if let Some(hold) = std::env::var("BENCH_HOLD")
+        .ok()
+        .and_then(|seconds| seconds.parse().ok())
+    {
+        println!(
+            "  holding {size} long polls for {hold} s; the plane is pid {}",
+            plane.0.id()
+        );
+        tokio::time::sleep(Duration::from_secs(hold)).await;
+    }
     for round in 0..DISPATCHES {
         let node = agents[(round * 7919) % size].node;
         queued_at.lock().unwrap().insert(node, Instant::now());
@@ -392,4 +431,9 @@ async fn run(size: usize) {
         percentile(&mut dispatch_latencies, 0.99)
     );
     println!("    plane peak RSS      {rss:>8.1} MiB");
+    println!(
+        "    plane RSS enrolled {rss_enrolled:.1} MiB, after claims {rss_claimed:.1} MiB, \
+         all polling {rss_polling:.1} MiB ({:.1} KiB per open long poll)",
+        (rss_polling - rss_claimed) * 1024.0 / size as f64
+    );
 }
