@@ -18,6 +18,7 @@ use async_nats::{
 };
 use bytes::Bytes;
 use capstan_events::rpc::{ErrorCode, RpcError};
+use futures::future::BoxFuture;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
@@ -81,7 +82,18 @@ impl Bus {
     }
 
     /// Stores `bytes` under a fresh name (a UUIDv7) and returns the name.
-    pub(crate) async fn check_in(&self, bytes: &[u8]) -> Result<String, RpcError> {
+    ///
+    /// Boxed, as is [`Bus::check_out`]: the object store's futures take kilobytes, and inline
+    /// they would make every request and reply future that large while it waits (at thousands
+    /// of long polls, tens of megabytes), though few bodies ever go this way.
+    pub(crate) fn check_in<'a>(
+        &'a self,
+        bytes: &'a [u8],
+    ) -> BoxFuture<'a, Result<String, RpcError>> {
+        Box::pin(self.check_in_boxed(bytes))
+    }
+
+    async fn check_in_boxed(&self, bytes: &[u8]) -> Result<String, RpcError> {
         let bucket = self.body_bucket().await?;
         let name = uuid::Uuid::now_v7().to_string();
         let mut reader = bytes;
@@ -93,8 +105,13 @@ impl Bus {
         Ok(name)
     }
 
-    /// Fetches the object `name`, deletes it, and returns its bytes.
-    pub(crate) async fn check_out(&self, name: &str) -> Result<Bytes, RpcError> {
+    /// Fetches the object `name`, deletes it, and returns its bytes (boxed, see
+    /// [`Bus::check_in`]).
+    pub(crate) fn check_out<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Bytes, RpcError>> {
+        Box::pin(self.check_out_boxed(name))
+    }
+
+    async fn check_out_boxed(&self, name: &str) -> Result<Bytes, RpcError> {
         let bucket = self.body_bucket().await?;
         let mut object = bucket
             .get(name)
