@@ -29,9 +29,12 @@ type Answer = Result<(u16, Value), AgentError>;
 /// Answers one agent request.
 pub async fn handle(state: &State, request: AgentRequest, body: Bytes) -> AgentResponse {
     let endpoint = request.endpoint;
+    // The database work of each step is boxed (here and in the claim), and taken only once the
+    // request has its agent slot, so what a request holds while it waits (for a slot, or for a
+    // job in a long poll) is its own small state, not the largest future of any step.
     let answer = match endpoint {
-        AgentEndpoint::Join => join(state, &request, &body).await,
-        AgentEndpoint::JoinStatus => join_status(state, &request, &body).await,
+        AgentEndpoint::Join => Box::pin(join(state, &request, &body)).await,
+        AgentEndpoint::JoinStatus => Box::pin(join_status(state, &request, &body)).await,
         _ => signed_by_node(state, &request, &body).await,
     };
     let response = match answer {
@@ -111,25 +114,7 @@ async fn signed_by_node(state: &State, request: &AgentRequest, body: &[u8]) -> A
     let proved = async {
         let parsed = check_unkeyed(request, body, Utc::now().timestamp())?;
         let _slot = state.agent_slot().await?;
-        let mut connection = state
-            .store
-            .pool()
-            .acquire()
-            .await
-            .map_err(AgentError::unavailable)?;
-        let arrival = store::arrive(&mut connection, parsed.keyid().as_str(), parsed.nonce())
-            .await
-            .map_err(AgentError::unavailable)?
-            .ok_or_else(AgentError::unknown_key)?;
-        drop(connection);
-        let key = arrival
-            .node
-            .public_key
-            .as_deref()
-            .and_then(|key| state.keys.decode(key))
-            .ok_or_else(AgentError::unknown_key)?;
-        check_signature(&parsed, &key, request)?;
-        Ok(arrival)
+        Box::pin(prove(state, request, parsed)).await
     }
     .await;
     let arrival = match proved {
@@ -157,13 +142,41 @@ async fn signed_by_node(state: &State, request: &AgentRequest, body: &[u8]) -> A
             state.limits.check_node(node.id)?;
             state.limits.take_node(node.id);
             match endpoint {
-                AgentEndpoint::Result => claim::result(state, node, body).await,
-                AgentEndpoint::JobStatus => job_status(state, node, body).await,
-                AgentEndpoint::Leave => leave(state, node).await,
+                AgentEndpoint::Result => Box::pin(claim::result(state, node, body)).await,
+                AgentEndpoint::JobStatus => Box::pin(job_status(state, node, body)).await,
+                AgentEndpoint::Leave => Box::pin(leave(state, node)).await,
                 _ => artifact(body),
             }
         }
     }
+}
+
+/// In an agent slot: one statement finds the node, records the nonce and glances at its jobs;
+/// then the signature is checked with the node's key.
+async fn prove(
+    state: &State,
+    request: &AgentRequest,
+    parsed: ParsedSignature,
+) -> Result<store::Arrival, AgentError> {
+    let mut connection = state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(AgentError::unavailable)?;
+    let arrival = store::arrive(&mut connection, parsed.keyid().as_str(), parsed.nonce())
+        .await
+        .map_err(AgentError::unavailable)?
+        .ok_or_else(AgentError::unknown_key)?;
+    drop(connection);
+    let key = arrival
+        .node
+        .public_key
+        .as_deref()
+        .and_then(|key| state.keys.decode(key))
+        .ok_or_else(AgentError::unknown_key)?;
+    check_signature(&parsed, &key, request)?;
+    Ok(arrival)
 }
 
 async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {

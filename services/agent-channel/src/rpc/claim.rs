@@ -114,9 +114,9 @@ async fn nothing_to_do(
     ))
 }
 
-/// In one transaction on the locked node: takes the claim's facts (writing only what changed),
-/// loses what an idle claim or an exhausted budget says is lost, and hands out the oldest
-/// pending job when none is running.
+/// Takes an agent slot, then does [`report_and_dispatch_in_slot`]. That work is boxed: its
+/// future is kilobytes, and neither a claim waiting for a slot nor one sleeping in a long poll
+/// should hold that much.
 async fn report_and_dispatch(
     state: &State,
     node_id: i64,
@@ -124,6 +124,18 @@ async fn report_and_dispatch(
     known: Option<&Glance>,
 ) -> Result<Option<Value>, AgentError> {
     let _slot = state.agent_slot().await?;
+    Box::pin(report_and_dispatch_in_slot(state, node_id, claim, known)).await
+}
+
+/// In one transaction on the locked node: takes the claim's facts (writing only what changed),
+/// loses what an idle claim or an exhausted budget says is lost, and hands out the oldest
+/// pending job when none is running.
+async fn report_and_dispatch_in_slot(
+    state: &State,
+    node_id: i64,
+    claim: Option<&Claim>,
+    known: Option<&Glance>,
+) -> Result<Option<Value>, AgentError> {
     if nothing_to_do(state, node_id, claim, known).await? {
         return Ok(None);
     }
