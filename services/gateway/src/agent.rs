@@ -15,7 +15,8 @@ use capstan_events::{
     agent_channel::rpc::{ops, AgentEndpoint, AgentRequest, AgentResponse},
     Domain,
 };
-use std::time::Duration;
+use futures::FutureExt;
+use std::{future::Future, time::Duration};
 
 use crate::{error::ApiError, identity::peer_address, input::read_limited, AppState};
 
@@ -31,12 +32,15 @@ const CONTENT_DIGEST: HeaderName = HeaderName::from_static("content-digest");
 const SIGNATURE_INPUT: HeaderName = HeaderName::from_static("signature-input");
 const SIGNATURE: HeaderName = HeaderName::from_static("signature");
 
-/// Answers one agent request: the agent channel's answer, or the gateway's refusal.
-pub async fn forward(state: AppState, endpoint: AgentEndpoint, request: Request) -> Response {
-    match ask(state, endpoint, request).await {
-        Ok(response) => response,
-        Err(refusal) => refusal.into_response(),
-    }
+/// Answers one agent request: the agent channel's answer, or the gateway's refusal. Not an
+/// `async fn`, which would hold its arguments a second time beside `ask`'s future for as long as
+/// a long poll waits.
+pub fn forward(
+    state: AppState,
+    endpoint: AgentEndpoint,
+    request: Request,
+) -> impl Future<Output = Response> {
+    ask(state, endpoint, request).map(|answer| answer.unwrap_or_else(IntoResponse::into_response))
 }
 
 async fn ask(
@@ -59,6 +63,10 @@ async fn ask(
         signature: field(&parts.headers, &SIGNATURE),
         source_address: source.to_string(),
     };
+    // Let go of the request's head before waiting: its URI and header values are slices of the
+    // connection's read buffer (8 KiB), and while they are held, hyper has to take a second
+    // buffer to watch the connection during a long poll.
+    drop(parts);
     let (answer, bytes): (AgentResponse, Bytes) = state
         .bus
         .request_with_body(

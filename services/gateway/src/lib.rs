@@ -75,16 +75,54 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
 }
 
 /// Serves the gateway's routes on `listener` until `stop`, finishing requests in hand.
+///
+/// HTTP/1.1 only, served by hyper directly rather than through `axum::serve`, whose
+/// version-sniffing first read (24 bytes, for an HTTP/2 preface) leaves every connection a
+/// 16 KiB read buffer; here it is 8 KiB, which at thousands of agents holding a long poll each
+/// is tens of megabytes.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
-    axum::serve(
-        listener,
-        app(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move { stop.cancelled().await })
-    .await
-    .context("gateway: serving HTTP")
+    use hyper::service::Service as _;
+    use hyper_util::{rt::TokioIo, service::TowerToHyperService};
+    use std::net::SocketAddr;
+
+    let connect =
+        TowerToHyperService::new(app(state).into_make_service_with_connect_info::<SocketAddr>());
+    let connections = tokio_util::task::TaskTracker::new();
+    loop {
+        let (stream, address) = tokio::select! {
+            _ = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors and the like: wait a moment rather than spin.
+                    tracing::warn!(%error, "gateway: accepting a connection failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        // The router with this connection's `ConnectInfo`.
+        let Ok(service) = connect.call(address).await;
+        let stop = stop.clone();
+        connections.spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service))
+                .with_upgrades();
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => return,
+                _ = stop.cancelled() => connection.as_mut().graceful_shutdown(),
+            }
+            // Finishes the request in hand, then closes.
+            let _ = connection.await;
+        });
+    }
+    drop(listener);
+    connections.close();
+    connections.wait().await;
+    Ok(())
 }
