@@ -100,12 +100,8 @@ async fn an_operator_approves_a_join_runs_check_status_and_watches_it_complete()
         .await;
     browser.click("[data-test=tab-jobs]").await;
     browser.click("[data-test=run-check_status]").await;
-    assert!(
-        browser.path().await.starts_with("/ui/jobs/"),
-        "a new job opens its page: {}",
-        browser.path().await
-    );
-    let job_id: i64 = browser.path().await["/ui/jobs/".len()..]
+    // A new job opens its page.
+    let job_id: i64 = browser.wait_path("/ui/jobs/").await["/ui/jobs/".len()..]
         .split(['?', '/'])
         .next()
         .unwrap()
@@ -193,6 +189,7 @@ async fn an_operator_approves_a_join_runs_check_status_and_watches_it_complete()
     // Sign out: the session is gone, the pages send to sign-in again.
     browser.goto(&format!("{base}/ui/")).await;
     browser.click("button[data-test=sign-out]").await;
+    browser.wait_path("/ui/sign-in").await;
     browser.goto(&format!("{base}/ui/nodes/{node_id}")).await;
     assert!(
         browser.path().await.starts_with("/ui/sign-in"),

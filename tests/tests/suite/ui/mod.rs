@@ -134,6 +134,26 @@ impl Browser {
         }
     }
 
+    /// Waits (up to 20 s) until the browser is at a path starting with `prefix`, as after a
+    /// form's redirect; the path. Fails with the page's flash message if it never gets there.
+    pub async fn wait_path(&self, prefix: &str) -> String {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let path = self.path().await;
+            if path.starts_with(prefix) {
+                return path;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                let flash = match self.client.find(Locator::Css("[data-test=flash]")).await {
+                    Ok(flash) => flash.text().await.unwrap_or_default(),
+                    Err(_) => "no flash message".to_string(),
+                };
+                panic!("never reached {prefix}: still at {path} ({flash})");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// The first element matching `css`, waiting up to 20 s for it to appear.
     pub async fn find(&self, css: &str) -> fantoccini::elements::Element {
         self.client
