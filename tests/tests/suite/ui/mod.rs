@@ -169,8 +169,24 @@ impl Browser {
         self.client.find_all(Locator::Css(css)).await.unwrap().len()
     }
 
+    /// The text of the first element matching `css`. A page that reloads itself (the job page
+    /// when its job ends) can replace the element between finding and reading it; that is
+    /// read again from the new page.
     pub async fn text(&self, css: &str) -> String {
-        self.find(css).await.text().await.unwrap()
+        let mut attempts = 0;
+        loop {
+            match self.find(css).await.text().await {
+                Ok(text) => return text,
+                Err(fantoccini::error::CmdError::Standard(error))
+                    if error.error == fantoccini::error::ErrorStatus::StaleElementReference
+                        && attempts < 20 =>
+                {
+                    attempts += 1;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(error) => panic!("reading {css}: {error}"),
+            }
+        }
     }
 
     pub async fn click(&self, css: &str) {
