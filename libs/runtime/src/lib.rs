@@ -6,6 +6,7 @@
 
 mod consume;
 mod entry;
+pub mod periodic;
 mod service;
 
 pub use capstan_store::Migrator;

@@ -4,7 +4,7 @@
 use capstan_store::{Store, StoreError};
 use std::{sync::Arc, time::Duration};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::{actions, domain::jobs::lost, rpc::Limits, store, wake::Wake};
 
@@ -17,18 +17,12 @@ pub async fn run(
     wake: Arc<Wake>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let mut ticks = tokio::time::interval(SWEEP_INTERVAL);
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return Ok(()),
-            _ = ticks.tick() => {}
-        }
+    capstan_runtime::periodic::every(SWEEP_INTERVAL, "agent channel sweep", shutdown, || {
         limits.prune();
         wake.prune();
-        if let Err(error) = sweep(&store).await {
-            warn!(%error, "agent channel sweep failed; trying again next tick");
-        }
-    }
+        sweep(&store)
+    })
+    .await
 }
 
 /// One sweep, if no other replica is sweeping now.

@@ -5,7 +5,7 @@
 use capstan_store::{Store, StoreError};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::store;
 
@@ -18,16 +18,10 @@ pub async fn run(
     lifetime: Duration,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let mut ticks = tokio::time::interval(SWEEP_INTERVAL);
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return Ok(()),
-            _ = ticks.tick() => {}
-        }
-        if let Err(error) = sweep(&store, idle, lifetime).await {
-            warn!(%error, "gateway sweep failed; trying again next tick");
-        }
-    }
+    capstan_runtime::periodic::every(SWEEP_INTERVAL, "gateway sweep", shutdown, || async {
+        sweep(&store, idle, lifetime).await.map(|_| ())
+    })
+    .await
 }
 
 /// One sweep, if no other replica is sweeping now: (sessions, sign-in failures) deleted.
