@@ -44,20 +44,9 @@ pub async fn emit<M: Message>(
     outbox::push(connection, Envelope::new(data, Some(subject))).await
 }
 
+/// A class as the table keeps it (its CHECK allows only the three).
 fn class_of(text: &str) -> PrimitiveClass {
-    match text {
-        "change" => PrimitiveClass::Change,
-        "destructive" => PrimitiveClass::Destructive,
-        _ => PrimitiveClass::Read,
-    }
-}
-
-fn class_name(class: PrimitiveClass) -> &'static str {
-    match class {
-        PrimitiveClass::Read => "read",
-        PrimitiveClass::Change => "change",
-        PrimitiveClass::Destructive => "destructive",
-    }
+    PrimitiveClass::parse(text).unwrap_or(PrimitiveClass::Read)
 }
 
 pub fn job_state(text: &str) -> JobState {
@@ -273,13 +262,13 @@ pub async fn create_job(
             format!("primitive: the plane knows no primitive named {primitive:?}"),
         ));
     };
-    let needed = jobs::needed_level(word.class);
+    let needed = word.class.needed_level();
     if asker.level < needed {
         return Err(RpcError::new(
             ErrorCode::Forbidden,
             format!(
                 "{primitive} is a {} word and needs level {}",
-                class_name(word.class),
+                word.class.as_str(),
                 needed as u8
             ),
         ));
@@ -305,7 +294,7 @@ pub async fn create_job(
     let new = store::NewJob {
         node_id: node.id,
         primitive,
-        class: class_name(word.class),
+        class: word.class.as_str(),
         params: &params,
         requested_by: asker.name,
         idempotency_key: asker.idempotency_key,

@@ -97,11 +97,8 @@ async fn request_job(
             Err(HandlerError::Retry(error.message))
         }
         Err(error) => {
-            let class = match primitives::find(&request.primitive).map(|word| word.class) {
-                Some(capstan_events::agent_channel::PrimitiveClass::Change) => "change",
-                Some(capstan_events::agent_channel::PrimitiveClass::Destructive) => "destructive",
-                _ => "read",
-            };
+            let class =
+                primitives::find(&request.primitive).map_or("read", |word| word.class.as_str());
             let refused = store::NewJob {
                 node_id: node.id,
                 primitive: &request.primitive,

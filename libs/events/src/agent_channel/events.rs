@@ -29,6 +29,41 @@ pub enum PrimitiveClass {
     Destructive,
 }
 
+impl PrimitiveClass {
+    pub const ALL: [PrimitiveClass; 3] = [
+        PrimitiveClass::Read,
+        PrimitiveClass::Change,
+        PrimitiveClass::Destructive,
+    ];
+
+    /// The class as the wire, the tables and the node's policy file spell it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PrimitiveClass::Read => "read",
+            PrimitiveClass::Change => "change",
+            PrimitiveClass::Destructive => "destructive",
+        }
+    }
+
+    /// The class spelled `text`, if it is one.
+    pub fn parse(text: &str) -> Option<PrimitiveClass> {
+        PrimitiveClass::ALL
+            .into_iter()
+            .find(|class| class.as_str() == text)
+    }
+
+    /// The operator level a word of this class needs (decision 6.2-3, GW-02): read words at
+    /// 7, change at 8, destructive at 10. The agent channel enforces it; the UI offers only
+    /// what it would allow.
+    pub const fn needed_level(self) -> crate::rpc::Level {
+        match self {
+            PrimitiveClass::Read => crate::rpc::Level::Read,
+            PrimitiveClass::Change => crate::rpc::Level::Change,
+            PrimitiveClass::Destructive => crate::rpc::Level::Admin,
+        }
+    }
+}
+
 /// How a job ended, in the plane's words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -163,3 +198,29 @@ pub struct CancelJob {
     pub requested_by: String,
 }
 message!(Command, Command, CancelJob, "cancel_job");
+
+#[cfg(test)]
+mod class_tests {
+    use super::PrimitiveClass;
+    use crate::rpc::Level;
+
+    #[test]
+    fn decision_6_2_3_classes_need_7_8_and_10() {
+        assert_eq!(PrimitiveClass::Read.needed_level(), Level::Read);
+        assert_eq!(PrimitiveClass::Change.needed_level(), Level::Change);
+        assert_eq!(PrimitiveClass::Destructive.needed_level(), Level::Admin);
+    }
+
+    #[test]
+    fn a_class_reads_back_as_it_is_spelled_and_nothing_else_is_one() {
+        for class in PrimitiveClass::ALL {
+            assert_eq!(PrimitiveClass::parse(class.as_str()), Some(class));
+            assert_eq!(
+                serde_json::to_value(class).unwrap(),
+                serde_json::Value::from(class.as_str())
+            );
+        }
+        assert_eq!(PrimitiveClass::parse("Read"), None);
+        assert_eq!(PrimitiveClass::parse(""), None);
+    }
+}

@@ -9,6 +9,9 @@ use std::time::Duration;
 
 pub use super::PrimitiveClass;
 
+/// The only word a node below the version floor is offered (AC-20): how it gets back above.
+pub const UPDATE: &str = "apply_update";
+
 /// The default claim budget (spec: "15 minutes, or the primitive's own budget").
 pub const DEFAULT_CLAIM_BUDGET: Duration = Duration::from_secs(15 * 60);
 

@@ -1,27 +1,12 @@
 //! Jobs: who may ask for a word, when a node can be given it, what the claim answer holds, and
 //! the words the plane uses when it gives up on one (spec AC-19..AC-30).
 
-use capstan_events::{
-    agent_channel::{primitives::Primitive, PrimitiveClass},
-    rpc::Level,
-};
+use capstan_events::agent_channel::primitives::{self, Primitive};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use std::time::Duration;
 
 use super::version::{below_floor, FLOOR};
-
-/// The only word a node below the version floor is offered (AC-20).
-pub const UPDATE_PRIMITIVE: &str = "apply_update";
-
-/// Decision 6.2-3: read words at 7, change at 8, destructive at 10.
-pub fn needed_level(class: PrimitiveClass) -> Level {
-    match class {
-        PrimitiveClass::Read => Level::Read,
-        PrimitiveClass::Change => Level::Change,
-        PrimitiveClass::Destructive => Level::Admin,
-    }
-}
 
 /// What the plane knows of a node when it decides whether a word can go to it.
 #[derive(Debug, Clone)]
@@ -49,7 +34,7 @@ pub fn route(node: &Routing<'_>, primitive: &str) -> Result<(), RoutingRefusal> 
     }
     let offered = node.vocabulary.iter().any(|word| word == primitive);
     let below = below_floor(node.agent_version, node.vocabulary);
-    if offered && (!below || primitive == UPDATE_PRIMITIVE) {
+    if offered && (!below || primitive == primitives::UPDATE) {
         return Ok(());
     }
     let floor = if below {
@@ -126,13 +111,6 @@ mod tests {
 
     fn words(list: &[&str]) -> Vec<String> {
         list.iter().map(|word| word.to_string()).collect()
-    }
-
-    #[test]
-    fn decision_6_2_3_classes_need_7_8_and_10() {
-        assert_eq!(needed_level(PrimitiveClass::Read), Level::Read);
-        assert_eq!(needed_level(PrimitiveClass::Change), Level::Change);
-        assert_eq!(needed_level(PrimitiveClass::Destructive), Level::Admin);
     }
 
     #[test]

@@ -147,14 +147,6 @@ pub enum Verdict {
     Refuse(String),
 }
 
-fn class_name(class: PrimitiveClass) -> &'static str {
-    match class {
-        PrimitiveClass::Read => "read",
-        PrimitiveClass::Change => "change",
-        PrimitiveClass::Destructive => "destructive",
-    }
-}
-
 /// Judges a job against the compiled vocabulary, the owner's switches and the policy.
 pub fn judge(job: &ClaimedJob, node: &NodeView<'_>) -> Verdict {
     // An untrusted policy refuses everything, before anything about the job is read.
@@ -171,7 +163,7 @@ pub fn judge(job: &ClaimedJob, node: &NodeView<'_>) -> Verdict {
         Ok(acceptance) => acceptance,
         Err(reason) => return Verdict::Refuse(reason),
     };
-    let compiled_class = class_name(word.class());
+    let compiled_class = word.class().as_str();
     if let Some(claimed) = &job.class {
         if claimed != compiled_class {
             return Verdict::Refuse(format!(

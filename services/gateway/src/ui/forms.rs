@@ -7,7 +7,6 @@ use capstan_events::{
     agent_channel::{
         primitives::{self, ParamKind, Primitive, CATALOG},
         rpc::NodeView,
-        PrimitiveClass,
     },
     rpc::Level,
 };
@@ -15,26 +14,6 @@ use serde_json::{Map, Value};
 
 /// The prefix of a parameter's form field: `p.unit`.
 pub const PARAM_PREFIX: &str = "p.";
-
-/// The word that brings an agent above the version floor.
-pub const UPDATE_WORD: &str = "apply_update";
-
-/// The level a word's class needs (ARCHITECTURE: read 7, change 8, destructive 10).
-pub fn level_for(class: PrimitiveClass) -> Level {
-    match class {
-        PrimitiveClass::Read => Level::Read,
-        PrimitiveClass::Change => Level::Change,
-        PrimitiveClass::Destructive => Level::Admin,
-    }
-}
-
-pub fn class_name(class: PrimitiveClass) -> &'static str {
-    match class {
-        PrimitiveClass::Read => "read",
-        PrimitiveClass::Change => "change",
-        PrimitiveClass::Destructive => "destructive",
-    }
-}
 
 /// One input of a word's form.
 #[derive(Debug, Clone, PartialEq)]
@@ -139,11 +118,11 @@ fn fields_of(primitive: &Primitive) -> Vec<Field> {
 pub fn offered(node: &NodeView, level: Level) -> Vec<WordForm> {
     CATALOG
         .iter()
-        .filter(|primitive| level >= level_for(primitive.class))
-        .filter(|primitive| !node.below_floor || primitive.name == UPDATE_WORD)
+        .filter(|primitive| level >= primitive.class.needed_level())
+        .filter(|primitive| !node.below_floor || primitive.name == primitives::UPDATE)
         .map(|primitive| WordForm {
             name: primitive.name,
-            class: class_name(primitive.class),
+            class: primitive.class.as_str(),
             summary: primitive.summary,
             fields: fields_of(primitive),
             missing: !node.below_floor
@@ -156,7 +135,7 @@ pub fn offered(node: &NodeView, level: Level) -> Vec<WordForm> {
 pub fn above_level(level: Level) -> usize {
     CATALOG
         .iter()
-        .filter(|primitive| level < level_for(primitive.class))
+        .filter(|primitive| level < primitive.class.needed_level())
         .count()
 }
 
@@ -266,7 +245,7 @@ mod tests {
     fn below_the_floor_only_apply_update_is_offered() {
         let offered = offered(&node(&[], true), Level::Admin);
         assert_eq!(offered.len(), 1);
-        assert_eq!(offered[0].name, UPDATE_WORD);
+        assert_eq!(offered[0].name, primitives::UPDATE);
         assert!(!offered[0].missing);
     }
 

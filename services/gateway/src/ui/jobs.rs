@@ -21,7 +21,6 @@ use super::{
     act_done,
     dashboard::state_name,
     format::{ago, Ago},
-    forms::class_name,
     guard::PathId,
     nodes::ConfirmPage,
     render, Chrome, UiError, UiSession,
@@ -101,7 +100,7 @@ pub async fn page(
             .map(|node| node.name)
             .unwrap_or_else(|_| format!("node {}", job.node_id)),
         primitive: job.primitive.clone(),
-        class: class_name(job.class),
+        class: job.class.as_str(),
         state: state_name(&job),
         terminal: job.state.is_terminal(),
         requested_by: job.requested_by.clone(),
