@@ -144,29 +144,3 @@ impl IntoResponse for ApiError {
         response
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_rpc_code_has_its_documented_status() {
-        let expected = [
-            (ErrorCode::InvalidRequest, 400),
-            (ErrorCode::NotFound, 404),
-            (ErrorCode::AlreadyExists, 409),
-            (ErrorCode::Conflict, 409),
-            (ErrorCode::Refused, 422),
-            (ErrorCode::NeedsNewerAgent, 422),
-            (ErrorCode::NotPaired, 422),
-            (ErrorCode::Forbidden, 403),
-            (ErrorCode::Unavailable, 503),
-            (ErrorCode::Internal, 500),
-        ];
-        for (code, status) in expected {
-            let error = ApiError::from(RpcError::new(code, "x"));
-            assert_eq!(error.status.as_u16(), status, "{code:?}");
-            assert_eq!(error.code, code.as_str());
-        }
-    }
-}

@@ -290,6 +290,17 @@ async fn a_read_only_operator_cannot_see_or_post_trust_acts() {
     // The console shows the refused fetches as failed loads; those are the test's own.
     let _ = browser.console_errors().await;
 
+    // The console check itself sees an error the page logs (so its silence above means
+    // something too).
+    browser
+        .run("console.error('capstan console self-test'); return null;")
+        .await;
+    let logged = browser.console_errors().await;
+    assert!(
+        logged.iter().any(|entry| entry.contains("capstan console self-test")),
+        "{logged:#?}"
+    );
+
     // The control checker itself notices a control the keyboard cannot reach and one with no
     // name (so its silence above means something).
     browser

@@ -234,8 +234,8 @@ impl Browser {
             .unwrap();
         answer["value"]
             .as_array()
-            .into_iter()
-            .flatten()
+            .unwrap_or_else(|| panic!("chromedriver gave no browser log: {answer}"))
+            .iter()
             .filter(|entry| entry["level"] == "SEVERE")
             .map(|entry| entry["message"].as_str().unwrap_or_default().to_string())
             .collect()
