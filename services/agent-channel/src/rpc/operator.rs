@@ -12,7 +12,9 @@ use capstan_events::{
     },
     rpc::{ErrorCode, Level, RpcError},
 };
+use capstan_store::StoreError;
 use chrono::Utc;
+use sqlx::{pool::PoolConnection, Postgres};
 
 use super::State;
 use crate::{
@@ -27,6 +29,23 @@ fn not_found(what: String) -> RpcError {
     RpcError::new(ErrorCode::NotFound, what)
 }
 
+/// A connection from the pool, or `unavailable`.
+async fn connection(state: &State) -> Result<PoolConnection<Postgres>, RpcError> {
+    state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(|error| unavailable(error.into()))
+}
+
+/// The row a look-up found, `not_found` naming `what` (`node 7`) when it found none, or
+/// `unavailable` when the store failed.
+fn found<T>(row: Result<Option<T>, StoreError>, what: String) -> Result<T, RpcError> {
+    row.map_err(unavailable)?
+        .ok_or_else(|| not_found(format!("no {what}")))
+}
+
 fn conflict(what: impl Into<String>) -> RpcError {
     RpcError::new(ErrorCode::Conflict, what)
 }
@@ -38,12 +57,7 @@ pub async fn list_joins(state: State, request: ListJoins) -> Answer<Joins> {
         JoinFilter::Rejected => "rejected",
         JoinFilter::All => "all",
     };
-    let mut connection = state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|error| unavailable(error.into()))?;
+    let mut connection = connection(&state).await?;
     let rows = store::list_joins(&mut connection, filter)
         .await
         .map_err(unavailable)?;
@@ -62,10 +76,10 @@ pub async fn list_joins(state: State, request: ListJoins) -> Answer<Joins> {
 pub async fn approve_join(state: State, request: ApproveJoin) -> Answer<Approved> {
     request.actor.require(Level::Admin, "approving a join")?;
     let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    let join = store::join_by_id(&mut transaction, request.join_id)
-        .await
-        .map_err(unavailable)?
-        .ok_or_else(|| not_found(format!("no join request {}", request.join_id)))?;
+    let join = found(
+        store::join_by_id(&mut transaction, request.join_id).await,
+        format!("join request {}", request.join_id),
+    )?;
     if join.state != "pending" || join.expires_at <= Utc::now() {
         return Err(conflict(format!("join request {} is not pending", join.id)));
     }
@@ -89,10 +103,10 @@ pub async fn approve_join(state: State, request: ApproveJoin) -> Answer<Approved
             .await
             .map_err(unavailable)?,
         Some(node_id) => {
-            store::lock_node(&mut transaction, node_id)
-                .await
-                .map_err(unavailable)?
-                .ok_or_else(|| not_found(format!("no node {node_id}")))?;
+            found(
+                store::lock_node(&mut transaction, node_id).await,
+                format!("node {node_id}"),
+            )?;
             if !store::bind_key(&mut transaction, node_id, &binding)
                 .await
                 .map_err(unavailable)?
@@ -113,10 +127,10 @@ pub async fn approve_join(state: State, request: ApproveJoin) -> Answer<Approved
     )
     .await
     .map_err(unavailable)?;
-    let node = store::node_by_id(&mut transaction, node_id)
-        .await
-        .map_err(unavailable)?
-        .ok_or_else(|| not_found(format!("no node {node_id}")))?;
+    let node = found(
+        store::node_by_id(&mut transaction, node_id).await,
+        format!("node {node_id}"),
+    )?;
     let approved = NodeApproved {
         request_id: join.id,
         node_id,
@@ -140,10 +154,10 @@ pub async fn approve_join(state: State, request: ApproveJoin) -> Answer<Approved
 pub async fn reject_join(state: State, request: DecideJoin) -> Answer<Done> {
     request.actor.require(Level::Admin, "rejecting a join")?;
     let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    let join = store::join_by_id(&mut transaction, request.join_id)
-        .await
-        .map_err(unavailable)?
-        .ok_or_else(|| not_found(format!("no join request {}", request.join_id)))?;
+    let join = found(
+        store::join_by_id(&mut transaction, request.join_id).await,
+        format!("join request {}", request.join_id),
+    )?;
     if join.state != "pending" {
         return Err(conflict(format!("join request {} is not pending", join.id)));
     }
@@ -177,10 +191,10 @@ pub async fn reject_join(state: State, request: DecideJoin) -> Answer<Done> {
 pub async fn reopen_join(state: State, request: DecideJoin) -> Answer<Done> {
     request.actor.require(Level::Admin, "reopening a join")?;
     let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    let join = store::join_by_id(&mut transaction, request.join_id)
-        .await
-        .map_err(unavailable)?
-        .ok_or_else(|| not_found(format!("no join request {}", request.join_id)))?;
+    let join = found(
+        store::join_by_id(&mut transaction, request.join_id).await,
+        format!("join request {}", request.join_id),
+    )?;
     let now = Utc::now();
     let rejected_at = join.decided_at.unwrap_or(join.requested_at);
     if join.state != "rejected" || !reopenable(rejected_at, now) {
@@ -202,12 +216,7 @@ pub async fn reopen_join(state: State, request: DecideJoin) -> Answer<Done> {
 
 pub async fn list_nodes(state: State, request: ListNodes) -> Answer<Nodes> {
     request.actor.require(Level::Read, "listing nodes")?;
-    let mut connection = state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|error| unavailable(error.into()))?;
+    let mut connection = connection(&state).await?;
     let nodes = store::list_nodes(&mut connection)
         .await
         .map_err(unavailable)?;
@@ -222,16 +231,11 @@ pub async fn list_nodes(state: State, request: ListNodes) -> Answer<Nodes> {
 
 pub async fn get_node(state: State, request: NodeRef) -> Answer<NodeView> {
     request.actor.require(Level::Read, "reading a node")?;
-    let mut connection = state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|error| unavailable(error.into()))?;
-    let node = store::node_by_id(&mut connection, request.node_id)
-        .await
-        .map_err(unavailable)?
-        .ok_or_else(|| not_found(format!("no node {}", request.node_id)))?;
+    let mut connection = connection(&state).await?;
+    let node = found(
+        store::node_by_id(&mut connection, request.node_id).await,
+        format!("node {}", request.node_id),
+    )?;
     let mut ids = vec![node.id];
     if let Some(container) = &node.container {
         ids.extend(
@@ -253,10 +257,10 @@ pub async fn disconnect_node(state: State, request: NodeRef) -> Answer<Done> {
         .actor
         .require(Level::Admin, "disconnecting a node")?;
     let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    let node = store::lock_node(&mut transaction, request.node_id)
-        .await
-        .map_err(unavailable)?
-        .ok_or_else(|| not_found(format!("no node {}", request.node_id)))?;
+    let node = found(
+        store::lock_node(&mut transaction, request.node_id).await,
+        format!("node {}", request.node_id),
+    )?;
     if node.fingerprint.is_none() {
         return Err(conflict(format!("node {} has no paired agent", node.id)));
     }
@@ -279,10 +283,10 @@ pub async fn disconnect_node(state: State, request: NodeRef) -> Answer<Done> {
 pub async fn create_job(state: State, request: CreateJob) -> Answer<JobCreated> {
     request.actor.require(Level::Read, "running a job")?;
     let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    let node = store::node_by_id(&mut transaction, request.node_id)
-        .await
-        .map_err(unavailable)?
-        .ok_or_else(|| not_found(format!("no node {}", request.node_id)))?;
+    let node = found(
+        store::node_by_id(&mut transaction, request.node_id).await,
+        format!("node {}", request.node_id),
+    )?;
     let asker = Asker {
         name: &request.actor.name,
         level: request.actor.level,
@@ -311,12 +315,7 @@ pub async fn list_jobs(state: State, request: ListJobs) -> Answer<Jobs> {
     request.actor.require(Level::Read, "listing jobs")?;
     let limit = i64::from(request.limit.unwrap_or(50).clamp(1, 500));
     let state_name = request.state.map(actions::job_state_name);
-    let mut connection = state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|error| unavailable(error.into()))?;
+    let mut connection = connection(&state).await?;
     let rows = store::list_jobs(&mut connection, request.node_id, state_name, limit)
         .await
         .map_err(unavailable)?;
@@ -327,16 +326,11 @@ pub async fn list_jobs(state: State, request: ListJobs) -> Answer<Jobs> {
 
 pub async fn get_job(state: State, request: JobRef) -> Answer<JobView> {
     request.actor.require(Level::Read, "reading a job")?;
-    let mut connection = state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|error| unavailable(error.into()))?;
-    let job = store::job_by_id(&mut connection, request.job_id)
-        .await
-        .map_err(unavailable)?
-        .ok_or_else(|| not_found(format!("no job {}", request.job_id)))?;
+    let mut connection = connection(&state).await?;
+    let job = found(
+        store::job_by_id(&mut connection, request.job_id).await,
+        format!("job {}", request.job_id),
+    )?;
     Ok(actions::job_view(&job))
 }
 
@@ -345,16 +339,11 @@ pub async fn job_output(state: State, request: JobOutputRequest) -> Answer<JobOu
     request
         .actor
         .require(Level::Read, "reading a job's output")?;
-    let mut connection = state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|error| unavailable(error.into()))?;
-    let (job_state, output) = store::job_output(&mut connection, request.job_id)
-        .await
-        .map_err(unavailable)?
-        .ok_or_else(|| not_found(format!("no job {}", request.job_id)))?;
+    let mut connection = connection(&state).await?;
+    let (job_state, output) = found(
+        store::job_output(&mut connection, request.job_id).await,
+        format!("job {}", request.job_id),
+    )?;
     let mut start = (request.offset as usize).min(output.len());
     while !output.is_char_boundary(start) {
         start += 1;
@@ -401,10 +390,10 @@ async fn end_job(
     reason: &str,
 ) -> Answer<Done> {
     let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    let job = store::job_by_id(&mut transaction, request.job_id)
-        .await
-        .map_err(unavailable)?
-        .ok_or_else(|| not_found(format!("no job {}", request.job_id)))?;
+    let job = found(
+        store::job_by_id(&mut transaction, request.job_id).await,
+        format!("job {}", request.job_id),
+    )?;
     if !from.contains(&job.state.as_str()) {
         return Err(conflict(format!(
             "job {} is {}, not {}",
@@ -429,12 +418,7 @@ async fn end_job(
 
 pub async fn refusal_count(state: State, request: RefusalCountRequest) -> Answer<RefusalCount> {
     request.actor.require(Level::Read, "reading refusals")?;
-    let mut connection = state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|error| unavailable(error.into()))?;
+    let mut connection = connection(&state).await?;
     let refused =
         store::refusal_count(&mut connection, request.node_id, request.window_secs as f64)
             .await
