@@ -83,12 +83,7 @@ async fn authenticate(
     .await;
     match checked {
         Ok(parsed) => {
-            let mut connection = state
-                .store
-                .pool()
-                .acquire()
-                .await
-                .map_err(AgentError::unavailable)?;
+            let mut connection = state.connection().await.map_err(AgentError::unavailable)?;
             let fresh =
                 store::record_nonce(&mut connection, parsed.keyid().as_str(), parsed.nonce())
                     .await
@@ -158,12 +153,7 @@ async fn prove(
     request: &AgentRequest,
     parsed: ParsedSignature,
 ) -> Result<store::Arrival, AgentError> {
-    let mut connection = state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(AgentError::unavailable)?;
+    let mut connection = state.connection().await.map_err(AgentError::unavailable)?;
     let arrival = store::arrive(&mut connection, parsed.keyid().as_str(), parsed.nonce())
         .await
         .map_err(AgentError::unavailable)?
@@ -300,12 +290,7 @@ async fn join_status(state: &State, request: &AgentRequest, body: &[u8]) -> Answ
     let mut found = None;
     authenticate(state, request, body, async |parsed| {
         let asked: JoinStatusBody = body_of(body, "join_status")?;
-        let mut connection = state
-            .store
-            .pool()
-            .acquire()
-            .await
-            .map_err(AgentError::unavailable)?;
+        let mut connection = state.connection().await.map_err(AgentError::unavailable)?;
         let join = store::join_by_id(&mut connection, asked.request_id)
             .await
             .map_err(AgentError::unavailable)?
@@ -335,12 +320,7 @@ struct JobStatusBody {
 async fn job_status(state: &State, node: &NodeRow, body: &[u8]) -> Answer {
     let asked: JobStatusBody = body_of(body, "job_status")?;
     let _slot = state.agent_slot().await?;
-    let mut connection = state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(AgentError::unavailable)?;
+    let mut connection = state.connection().await.map_err(AgentError::unavailable)?;
     let job = store::job_by_id(&mut connection, asked.job_id)
         .await
         .map_err(AgentError::unavailable)?

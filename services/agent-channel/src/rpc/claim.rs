@@ -85,12 +85,7 @@ async fn nothing_to_do(
     let glance = match known {
         Some(glance) => glance,
         None => {
-            let mut connection = state
-                .store
-                .pool()
-                .acquire()
-                .await
-                .map_err(AgentError::unavailable)?;
+            let mut connection = state.connection().await.map_err(AgentError::unavailable)?;
             fetched = store::glance(&mut connection, node_id)
                 .await
                 .map_err(AgentError::unavailable)?;

@@ -127,6 +127,13 @@ pub fn agent_slots(max_connections: u32) -> usize {
 }
 
 impl State {
+    /// A connection from the service's pool.
+    pub async fn connection(
+        &self,
+    ) -> Result<sqlx::pool::PoolConnection<sqlx::Postgres>, capstan_store::StoreError> {
+        self.store.pool().acquire().await.map_err(Into::into)
+    }
+
     /// Waits for a slot to do an agent request's database work.
     pub async fn agent_slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>, AgentError> {
         self.agent_slots

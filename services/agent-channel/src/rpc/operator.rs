@@ -31,12 +31,7 @@ fn not_found(what: String) -> RpcError {
 
 /// A connection from the pool, or `unavailable`.
 async fn connection(state: &State) -> Result<PoolConnection<Postgres>, RpcError> {
-    state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|error| unavailable(error.into()))
+    state.connection().await.map_err(unavailable)
 }
 
 /// The row a look-up found, `not_found` naming `what` (`node 7`) when it found none, or
