@@ -27,14 +27,19 @@ pub enum RoutingRefusal {
 }
 
 /// AC-19, AC-20, AC-21: a word runs only on the node's own paired agent, only if that agent
-/// reported it, and a node below the floor is offered `apply_update` alone.
+/// reported it; a node below the floor (or reporting no version or no vocabulary) is offered
+/// `apply_update` alone, whatever it reported, since that is how it gets back above.
 pub fn route(node: &Routing<'_>, primitive: &str) -> Result<(), RoutingRefusal> {
     if !node.paired {
         return Err(RoutingRefusal::NotPaired);
     }
-    let offered = node.vocabulary.iter().any(|word| word == primitive);
     let below = below_floor(node.agent_version, node.vocabulary);
-    if offered && (!below || primitive == primitives::UPDATE) {
+    let routable = if below {
+        primitive == primitives::UPDATE
+    } else {
+        node.vocabulary.iter().any(|word| word == primitive)
+    };
+    if routable {
         return Ok(());
     }
     let floor = if below {
@@ -151,6 +156,17 @@ mod tests {
         assert!(route(&node, "apply_update").is_ok());
         let refusal = route(&node, "check_status").unwrap_err().to_string();
         assert!(refusal.contains("below the minimum 0.1.0"), "{refusal}");
+
+        // An agent that reports no version or no words is below the floor too, and is still
+        // offered the update: nothing else would bring it back.
+        let nothing = Vec::new();
+        let silent = Routing {
+            paired: true,
+            agent_version: None,
+            vocabulary: &nothing,
+        };
+        assert!(route(&silent, "apply_update").is_ok());
+        assert!(route(&silent, "check_status").is_err());
     }
 
     #[test]
