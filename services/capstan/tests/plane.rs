@@ -290,6 +290,16 @@ async fn capstan_admin_create_operator_prints_a_token_the_gateway_accepts() {
         .unwrap()
     };
     let hash_before = password_hash_of(&database, "ada").await;
+    let pool = sqlx::PgPool::connect(database.url()).await.unwrap();
+    sqlx::query(
+        "INSERT INTO gateway.sessions (operator_id, session_sha256, csrf_token)
+         SELECT id, $1, $2 FROM gateway.operators WHERE name = 'ada'",
+    )
+    .bind(vec![7u8; 32])
+    .bind("c".repeat(43))
+    .execute(&pool)
+    .await
+    .unwrap();
     let replaced = reset("ada");
     let said = String::from_utf8_lossy(&replaced.stdout).to_string();
     assert!(replaced.status.success(), "{said}");
@@ -305,6 +315,12 @@ async fn capstan_admin_create_operator_prints_a_token_the_gateway_accepts() {
         must_change,
         "the new password must be changed at the next sign-in"
     );
+    let sessions: i64 = sqlx::query_scalar("SELECT count(*) FROM gateway.sessions")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(sessions, 0, "the operator's sessions end with the reset");
+    pool.close().await;
     let nobody = reset("nobody");
     assert_eq!(nobody.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&nobody.stderr).contains("no operator named"));

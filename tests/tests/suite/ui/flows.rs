@@ -39,6 +39,9 @@ async fn an_operator_approves_a_join_runs_check_status_and_watches_it_complete()
         ])
         .await;
     agent.ok(&["enable"]).await;
+    // The node's owner asks to approve read words first: the job then waits on the node while
+    // the job page is open, so the page has to follow it live to see it end.
+    agent.policy(r#"{"read": "ask"}"#, 0o600);
     agent.start();
     let fingerprint = agent.fingerprint();
 
@@ -108,7 +111,28 @@ async fn an_operator_approves_a_join_runs_check_status_and_watches_it_complete()
         .parse()
         .unwrap();
 
-    // The job page follows the job live until it completes, with its output.
+    // The job waits on the node for its owner; the page shows it unfinished, with no output.
+    wait_for(
+        "the job to wait for approval",
+        Duration::from_secs(30),
+        || async {
+            agent
+                .status()
+                .await
+                .contains(&format!("waiting for approval: job {job_id}"))
+                .then_some(())
+        },
+    )
+    .await;
+    let waiting = browser.text("[data-test=job-state]").await;
+    assert!(
+        waiting == "pending" || waiting == "running",
+        "the page opened before the job ended: {waiting}"
+    );
+    assert!(browser.text("[data-test=job-output]").await.is_empty());
+    agent.ok(&["approve", &job_id.to_string()]).await;
+
+    // Without the test touching the page, it follows the job until it completes, with output.
     wait_for(
         "the job page to say completed",
         Duration::from_secs(60),
@@ -297,7 +321,9 @@ async fn a_read_only_operator_cannot_see_or_post_trust_acts() {
         .await;
     let logged = browser.console_errors().await;
     assert!(
-        logged.iter().any(|entry| entry.contains("capstan console self-test")),
+        logged
+            .iter()
+            .any(|entry| entry.contains("capstan console self-test")),
         "{logged:#?}"
     );
 
