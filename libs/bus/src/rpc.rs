@@ -58,29 +58,33 @@ impl Bus {
     /// Asks `op` with a JSON `meta` and a raw `body` carried byte for byte (an agent's request,
     /// whose digest covers its exact bytes); the answer is JSON and a raw body likewise. A body
     /// too large for one message goes through the object store both ways (see [`crate::bodies`]).
-    pub async fn request_with_body<Meta, Resp>(
-        &self,
+    ///
+    /// `meta` is written out before this returns, so the caller need not keep it while the
+    /// answer is awaited (a long poll's seconds).
+    pub fn request_with_body<'a, Meta, Resp>(
+        &'a self,
         domain: Domain,
-        op: &str,
+        op: &'a str,
         meta: &Meta,
         body: Bytes,
         timeout: Duration,
-    ) -> Result<(Resp, Bytes), RpcError>
+    ) -> impl Future<Output = Result<(Resp, Bytes), RpcError>> + 'a
     where
-        Meta: Serialize + ?Sized,
-        Resp: DeserializeOwned,
+        Meta: Serialize + ?Sized + 'a,
+        Resp: DeserializeOwned + 'a,
     {
-        let meta = serde_json::to_string(meta).map_err(|error| unwritable(domain, op, error))?;
-        let (meta, body) = self
-            .exchange(domain, op, Question::WithBody { meta, body }, timeout)
-            .await?;
-        // A reply without a JSON half carries it in the payload (an answer from a server that
-        // knew nothing of bodies).
-        let (reply, body) = match meta {
-            Some(meta) => (Bytes::from(meta), body),
-            None => (body, Bytes::new()),
-        };
-        read_reply(domain, op, &reply).map(|response| (response, body))
+        let meta = serde_json::to_string(meta).map_err(|error| unwritable(domain, op, error));
+        async move {
+            let question = Question::WithBody { meta: meta?, body };
+            let (meta, body) = self.exchange(domain, op, question, timeout).await?;
+            // A reply without a JSON half carries it in the payload (an answer from a server
+            // that knew nothing of bodies).
+            let (reply, body) = match meta {
+                Some(meta) => (Bytes::from(meta), body),
+                None => (body, Bytes::new()),
+            };
+            read_reply(domain, op, &reply).map(|response| (response, body))
+        }
     }
 
     /// Sends one question and collects its answer (the JSON half, if any, and the payload).

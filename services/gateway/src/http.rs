@@ -8,11 +8,14 @@ use axum::{
     Router,
 };
 use capstan_bus::Bus;
+use capstan_events::agent_channel::rpc::AgentEndpoint;
 use capstan_settings::GatewaySettings;
 use capstan_store::Store;
 use capstan_telemetry::{propagation, MetricsHandle};
 use ipnet::IpNet;
 use std::{
+    borrow::Cow,
+    future::Future,
     net::{IpAddr, SocketAddr},
     sync::Arc,
     time::Duration,
@@ -21,9 +24,28 @@ use tracing::{info_span, Instrument};
 
 use crate::{domain::client_address::client_address, error::ApiError};
 
-/// What every handler can reach.
+/// What every handler can reach: one pointer to the gateway's [`Shared`] parts. A request holds
+/// it in several places at once (the edge, the handler, the rpc it waits on), for as long as a
+/// long poll waits, so a copy is a pointer rather than the 800 bytes of the parts.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl From<Shared> for AppState {
+    fn from(shared: Shared) -> AppState {
+        AppState(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// The gateway's bus, store and settings, shared by every request through [`AppState`].
+pub struct Shared {
     pub bus: Bus,
     /// The `gateway` schema: operators, tokens, audit.
     pub store: Store,
@@ -116,15 +138,41 @@ pub const CONTENT_SECURITY_POLICY: &str =
 /// caller's trace) and duration metric, and on a UI answer the page headers. One layer rather
 /// than three because each `from_fn` layer boxes a future and copies the routes' service, and
 /// an open long poll holds all of that while it waits (about 10 KiB per agent for three).
+/// An agent's request read by [`crate::connection`] takes the same way in
+/// [`answer_agent`] without the router.
 async fn edge(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     resolve_client(&state, &mut request);
     let path = request.uri().path();
     let is_ui = path == "/" || path == "/ui" || path.starts_with("/ui/");
-    let mut response = trace_request(request, next).await;
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|path| Cow::Owned(path.as_str().to_string()))
+        .unwrap_or(Cow::Borrowed("unmatched"));
+    let span = request_span(&request, &route);
+    let mut response = traced(span, route, next.run(request)).await;
     if is_ui {
         page_headers(&mut response);
     }
     response
+}
+
+/// An agent's request to `route` (one of the agent routes of [`crate::routes::ROUTES`]), as
+/// the router would answer it: client address, span and metric as in [`edge`], then
+/// [`crate::agent::forward`].
+pub(crate) fn answer_agent(
+    state: AppState,
+    route: &'static crate::routes::Route,
+    endpoint: AgentEndpoint,
+    mut request: Request,
+) -> impl Future<Output = Response> {
+    resolve_client(&state, &mut request);
+    let span = request_span(&request, route.path);
+    traced(
+        span,
+        Cow::Borrowed(route.path),
+        crate::agent::forward(state, endpoint, request),
+    )
 }
 
 /// The headers of every UI answer (`/` and `/ui...`): the CSP, no sniffing, the referrer kept
@@ -151,24 +199,29 @@ fn page_headers(response: &mut Response) {
 
 /// Every request runs in a span that continues the caller's trace (`traceparent`), so an rpc
 /// or an event it causes carries the same trace id onward.
-async fn trace_request(request: Request, next: Next) -> Response {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|path| path.as_str().to_string())
-        .unwrap_or_else(|| "unmatched".to_string());
+fn request_span(request: &Request, route: &str) -> tracing::Span {
     let span = info_span!("http", method = %request.method(), route = %route, status = tracing::field::Empty);
     let traceparent = request
         .headers()
         .get(propagation::TRACEPARENT)
         .and_then(|value| value.to_str().ok());
     propagation::set_parent(&span, traceparent);
+    span
+}
+
+/// Runs `answer` in `span`, records its status there and its duration as a metric.
+async fn traced(
+    span: tracing::Span,
+    route: Cow<'static, str>,
+    answer: impl Future<Output = Response>,
+) -> Response {
     let started = std::time::Instant::now();
-    let response = next.run(request).instrument(span.clone()).await;
-    span.record("status", response.status().as_u16());
-    metrics::histogram!("capstan_http_request_seconds", "route" => route, "status" => response.status().as_u16().to_string())
+    let response = answer.instrument(span.clone()).await;
+    let status = response.status();
+    span.record("status", status.as_u16());
+    metrics::histogram!("capstan_http_request_seconds", "route" => route, "status" => status.as_u16().to_string())
         .record(started.elapsed().as_secs_f64());
-    if response.status() == StatusCode::INTERNAL_SERVER_ERROR {
+    if status == StatusCode::INTERNAL_SERVER_ERROR {
         tracing::error!(parent: &span, "request failed");
     }
     response

@@ -7,6 +7,7 @@
 pub mod admin;
 mod agent;
 mod ask;
+mod connection;
 pub mod domain;
 pub mod error;
 mod health;
@@ -21,7 +22,7 @@ pub mod store;
 pub mod tasks;
 pub mod ui;
 
-pub use http::{app, AppState, ClientAddresses};
+pub use http::{app, AppState, ClientAddresses, Shared};
 
 use anyhow::Context;
 use capstan_events::Domain;
@@ -47,7 +48,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("starting gateway: listening on {listen}"))?;
-    let state = AppState {
+    let state = AppState::from(Shared {
         bus: service.bus.clone(),
         store: service.store.clone(),
         rpc_timeout: settings.bus.rpc_timeout(),
@@ -55,7 +56,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         client_addresses: ClientAddresses::from_settings(&settings.gateway)
             .map_err(anyhow::Error::msg)
             .context("starting gateway: client addresses")?,
-    };
+    });
     let serve: Part = Box::new(move |stop: CancellationToken| {
         Box::pin(async move {
             info!(%listen, "gateway listening");
@@ -76,21 +77,15 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
 
 /// Serves the gateway's routes on `listener` until `stop`, finishing requests in hand.
 ///
-/// HTTP/1.1 only, served by hyper directly rather than through `axum::serve`, whose
-/// version-sniffing first read (24 bytes, for an HTTP/2 preface) leaves every connection a
-/// 16 KiB read buffer; here it is 8 KiB, which at thousands of agents holding a long poll each
-/// is tens of megabytes.
+/// HTTP/1.1 only. Each connection is served by [`connection::serve`]: an agent's request there,
+/// everything else by hyper directly (not through `axum::serve`, whose version-sniffing first
+/// read leaves every connection a 16 KiB read buffer).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
-    use hyper::service::Service as _;
-    use hyper_util::{rt::TokioIo, service::TowerToHyperService};
-    use std::net::SocketAddr;
-
-    let connect =
-        TowerToHyperService::new(app(state).into_make_service_with_connect_info::<SocketAddr>());
+    let routes = app(state.clone());
     let connections = tokio_util::task::TaskTracker::new();
     loop {
         let (stream, address) = tokio::select! {
@@ -105,21 +100,13 @@ pub async fn serve(
                 }
             },
         };
-        // The router with this connection's `ConnectInfo`.
-        let Ok(service) = connect.call(address).await;
-        let stop = stop.clone();
-        connections.spawn(async move {
-            let connection = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service))
-                .with_upgrades();
-            tokio::pin!(connection);
-            tokio::select! {
-                _ = connection.as_mut() => return,
-                _ = stop.cancelled() => connection.as_mut().graceful_shutdown(),
-            }
-            // Finishes the request in hand, then closes.
-            let _ = connection.await;
-        });
+        connections.spawn(connection::serve(
+            stream,
+            address,
+            state.clone(),
+            routes.clone(),
+            stop.clone(),
+        ));
     }
     drop(listener);
     connections.close();

@@ -99,13 +99,13 @@ async fn one_trace_runs_from_the_gateway_through_an_rpc_and_an_event_into_its_co
         .migrate(&capstan_gateway::MIGRATOR)
         .await
         .unwrap();
-    let state = capstan_gateway::AppState {
+    let state = capstan_gateway::AppState::from(capstan_gateway::Shared {
         bus: bus.clone(),
         store: gateway_store,
         rpc_timeout: Duration::from_secs(1),
         metrics: capstan_telemetry::metrics(None).unwrap(),
         client_addresses: Default::default(),
-    };
+    });
     tokio::spawn(async move { axum_serve(listener, state).await });
     let mut connection = tokio::net::TcpStream::connect(address).await.unwrap();
     connection

@@ -106,13 +106,13 @@ impl Gateway {
         store.migrate(&capstan_gateway::MIGRATOR).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
-        let state = AppState {
+        let state = AppState::from(capstan_gateway::Shared {
             bus: bus.clone(),
             store: store.clone(),
             rpc_timeout: RPC_TIMEOUT,
             metrics: metrics(),
             client_addresses,
-        };
+        });
         let stop = CancellationToken::new();
         tokio::spawn(capstan_gateway::serve(listener, state, stop.clone()));
         Gateway {
