@@ -14,9 +14,9 @@ use tracing::{debug, info, warn};
 use crate::{
     config::Config,
     domain::{
-        backoff,
+        backoff, claim_wait,
         join::{next_step, JoinStep, Pairing},
-        vocabulary, AGENT_VERSION, CLAIM_BYTES, CLAIM_WAIT_SECONDS, WATCH_EVERY,
+        vocabulary, AGENT_VERSION, CLAIM_BYTES, WATCH_EVERY,
     },
     jobs::{self, JobContext, Undelivered},
     join::{self, JoinError},
@@ -316,14 +316,15 @@ impl Agent {
         });
         // What `status` shows must not wait for the long poll to end.
         self.save_status();
-        let query = format!("?wait={CLAIM_WAIT_SECONDS}");
+        let wait = claim_wait(rand::random::<f64>());
+        let query = format!("?wait={wait}");
         let claim = plane.send(
             &key,
             "claim",
             &query,
             &body,
             CLAIM_BYTES,
-            Duration::from_secs(CLAIM_WAIT_SECONDS),
+            Duration::from_secs(wait),
         );
         let mut shutdown = self.shutdown.clone();
         let answer = tokio::select! {

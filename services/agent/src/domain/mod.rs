@@ -19,9 +19,20 @@ pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const CLAIM_BYTES: usize = 1024 * 1024;
 /// The most an ordinary plane answer is read to (AG-19: 64 KiB).
 pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
-/// The long poll a claim asks for (PROTOCOL.md allows 0..30; this leaves room under proxies
-/// that cut idle requests at 30 seconds).
+/// The longest long poll a claim asks for (PROTOCOL.md allows 0..30; this leaves room under
+/// proxies that cut idle requests at 30 seconds).
 pub const CLAIM_WAIT_SECONDS: u64 = 25;
+/// The shortest: each claim waits between this and [`CLAIM_WAIT_SECONDS`] (see [`claim_wait`]).
+pub const CLAIM_WAIT_SHORTEST: u64 = 20;
+
+/// The `wait` of one claim, from `jitter` in `0.0..=1.0` (the caller's randomness): between 20
+/// and 25 seconds. A fleet that came back at the same moment (a plane restart) would otherwise
+/// renew every long poll in the same second, every 25 seconds, for as long as it runs; with a
+/// few seconds of jitter the renewals spread out within a few rounds.
+pub fn claim_wait(jitter: f64) -> u64 {
+    let spread = (CLAIM_WAIT_SECONDS - CLAIM_WAIT_SHORTEST) as f64;
+    CLAIM_WAIT_SHORTEST + (jitter.clamp(0.0, 1.0) * spread).round() as u64
+}
 /// The most a result's `output` carries (PROTOCOL.md "result": at most 1 MiB).
 pub const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
 /// How long `join` waits for an operator's answer unless `--no-wait` (AG-06: five minutes).
@@ -40,3 +51,22 @@ pub const APPROVAL_CHECK_EVERY: Duration = Duration::from_secs(30);
 /// How often the running agent looks at its state directory (identity, leave, switches): a
 /// `leave` is noticed "within seconds" (AG-08).
 pub const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_waits_between_twenty_and_twenty_five_seconds_spread_by_jitter() {
+        assert_eq!(claim_wait(0.0), 20);
+        assert_eq!(claim_wait(1.0), 25);
+        assert_eq!(claim_wait(0.5), 23);
+        // Out-of-range randomness is held to the bounds.
+        assert_eq!(claim_wait(-3.0), 20);
+        assert_eq!(claim_wait(7.0), 25);
+        let waits: std::collections::BTreeSet<u64> = (0..=100)
+            .map(|step| claim_wait(step as f64 / 100.0))
+            .collect();
+        assert_eq!(waits, (20..=25).collect());
+    }
+}
