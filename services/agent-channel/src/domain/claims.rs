@@ -250,21 +250,35 @@ pub struct Glimpse {
     pub has_stale: bool,
 }
 
-/// Whether a claim (or, with `None`, a long poll looking again) can be answered "no job"
-/// without writing anything: its facts change nothing, the heartbeat is fresh, no job waits,
-/// and nothing running is lost, neither by an idle claim (AC-28) nor by its budget (AC-29).
-pub fn nothing_to_do(node: &Glimpse, claim: Option<&Claim>, now: DateTime<Utc>) -> bool {
+/// What a claim (or, with `None`, a long poll looking again) needs beyond its first read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    /// Nothing: it is answered "no job" and nothing is written.
+    Nothing,
+    /// Only its heartbeat stamped (`last_seen_at`, at most every [`LAST_SEEN_RESOLUTION`]):
+    /// one statement, no transaction and no lock. A fleet long-polling every 20 to 25 seconds
+    /// needs this on about every other claim.
+    Heartbeat,
+    /// The transaction on the locked node: facts that changed, jobs lost, a job handed out.
+    Work,
+}
+
+/// What a claim needs: nothing when its facts change nothing, its heartbeat is fresh, no job
+/// waits, and nothing running is lost, neither by an idle claim (AC-28) nor by its budget
+/// (AC-29); only its heartbeat when that alone is due; otherwise the locked work.
+pub fn needs(node: &Glimpse, claim: Option<&Claim>, now: DateTime<Utc>) -> Needs {
     let unchanged = claim.is_none_or(|claim| apply(&node.facts, claim).is_none());
     let heard_lately = node.last_seen_at.is_some_and(|seen| {
         now.signed_duration_since(seen).to_std().unwrap_or_default() < LAST_SEEN_RESOLUTION
     });
     let idle_with_running = claim.is_some_and(|claim| claim.idle) && node.has_running;
-    node.paired
-        && unchanged
-        && (heard_lately || claim.is_none())
-        && !node.has_pending
-        && !node.has_stale
-        && !idle_with_running
+    let quiet =
+        node.paired && unchanged && !node.has_pending && !node.has_stale && !idle_with_running;
+    match (quiet, heard_lately || claim.is_none()) {
+        (false, _) => Needs::Work,
+        (true, true) => Needs::Nothing,
+        (true, false) => Needs::Heartbeat,
+    }
 }
 
 #[cfg(test)]
@@ -391,8 +405,36 @@ mod tests {
         let same =
             claim(json!({"agent_version": "1.0.0", "vocabulary": ["check_status"]})).unwrap();
         let node = quiet_node(&same, now);
-        assert!(nothing_to_do(&node, Some(&same), now));
-        assert!(nothing_to_do(&node, None, now), "a long poll looking again");
+        assert_eq!(needs(&node, Some(&same), now), Needs::Nothing);
+        assert_eq!(
+            needs(&node, None, now),
+            Needs::Nothing,
+            "a long poll looking again"
+        );
+    }
+
+    #[test]
+    fn a_quiet_claim_whose_heartbeat_is_due_only_stamps_it() {
+        let now = Utc::now();
+        let same = claim(json!({"agent_version": "1.0.0"})).unwrap();
+        let due = Glimpse {
+            last_seen_at: Some(now - chrono::Duration::seconds(30)),
+            ..quiet_node(&same, now)
+        };
+        assert_eq!(needs(&due, Some(&same), now), Needs::Heartbeat);
+        let never = Glimpse {
+            last_seen_at: None,
+            ..due.clone()
+        };
+        assert_eq!(needs(&never, Some(&same), now), Needs::Heartbeat);
+        // A long poll looking again is the same request: its claim stamped it already.
+        assert_eq!(needs(&due, None, now), Needs::Nothing);
+        // Due, and something else to do: the locked work stamps it too.
+        let waiting = Glimpse {
+            has_pending: true,
+            ..due
+        };
+        assert_eq!(needs(&waiting, Some(&same), now), Needs::Work);
     }
 
     #[test]
@@ -401,54 +443,45 @@ mod tests {
         let same = claim(json!({"agent_version": "1.0.0"})).unwrap();
         let quiet = quiet_node(&same, now);
         let newer = claim(json!({"agent_version": "1.1.0"})).unwrap();
-        assert!(!nothing_to_do(&quiet, Some(&newer), now), "facts changed");
-        let stale_heartbeat = Glimpse {
-            last_seen_at: Some(now - chrono::Duration::minutes(5)),
+        assert_eq!(
+            needs(&quiet, Some(&newer), now),
+            Needs::Work,
+            "facts changed"
+        );
+        let pending = Glimpse {
+            has_pending: true,
             ..quiet.clone()
         };
-        assert!(
-            !nothing_to_do(&stale_heartbeat, Some(&same), now),
-            "heartbeat due"
+        assert_eq!(
+            needs(&pending, Some(&same), now),
+            Needs::Work,
+            "a job waits"
         );
-        assert!(!nothing_to_do(
-            &Glimpse {
-                has_pending: true,
-                ..quiet.clone()
-            },
-            Some(&same),
-            now
-        ));
-        assert!(
-            !nothing_to_do(
-                &Glimpse {
-                    has_stale: true,
-                    ..quiet.clone()
-                },
-                Some(&same),
-                now
-            ),
-            "AC-29"
-        );
+        assert_eq!(needs(&pending, None, now), Needs::Work, "woken for a job");
+        let stale = Glimpse {
+            has_stale: true,
+            ..quiet.clone()
+        };
+        assert_eq!(needs(&stale, Some(&same), now), Needs::Work, "AC-29");
         let idle = claim(json!({"agent_version": "1.0.0", "idle": true})).unwrap();
         let running = Glimpse {
             has_running: true,
             ..quiet.clone()
         };
-        assert!(
-            !nothing_to_do(&running, Some(&idle), now),
+        assert_eq!(
+            needs(&running, Some(&idle), now),
+            Needs::Work,
             "AC-28: an idle claim loses what runs"
         );
-        assert!(
-            nothing_to_do(&running, Some(&same), now),
+        assert_eq!(
+            needs(&running, Some(&same), now),
+            Needs::Nothing,
             "a busy node claiming is told no job"
         );
-        assert!(!nothing_to_do(
-            &Glimpse {
-                paired: false,
-                ..quiet
-            },
-            Some(&same),
-            now
-        ));
+        let unpaired = Glimpse {
+            paired: false,
+            ..quiet
+        };
+        assert_eq!(needs(&unpaired, Some(&same), now), Needs::Work);
     }
 }

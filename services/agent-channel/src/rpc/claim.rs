@@ -13,7 +13,7 @@ use crate::{
     actions::{self, emit},
     domain::{
         auth::AgentError,
-        claims::{self, Claim, Glimpse},
+        claims::{self, Claim, Glimpse, Needs},
         jobs::{self, lost},
         LAST_SEEN_RESOLUTION, MAX_WAIT_SECONDS,
     },
@@ -71,16 +71,15 @@ fn answer(job: Option<Value>, claim: &Claim) -> (u16, Value) {
     )
 }
 
-/// Whether a claim can be answered "no job" without writing anything: its facts change
-/// nothing, the heartbeat is fresh, no job waits, and none running is lost (by an idle claim or
-/// by its budget). One read and no lock, so a quiet fleet costs the database little.
-/// `known` is the glance the request's first read already took, if any.
-async fn nothing_to_do(
+/// What a claim needs ([`claims::needs`]): nothing, its heartbeat alone, or the locked work.
+/// One read and no lock, so a quiet fleet costs the database little. `known` is the glance the
+/// request's first read already took, if any.
+async fn needs(
     state: &State,
     node_id: i64,
     claim: Option<&Claim>,
     known: Option<&Glance>,
-) -> Result<bool, AgentError> {
+) -> Result<Needs, AgentError> {
     let fetched;
     let glance = match known {
         Some(glance) => glance,
@@ -91,11 +90,11 @@ async fn nothing_to_do(
                 .map_err(AgentError::unavailable)?;
             match &fetched {
                 Some(glance) => glance,
-                None => return Ok(false),
+                None => return Ok(Needs::Work),
             }
         }
     };
-    Ok(claims::nothing_to_do(
+    Ok(claims::needs(
         &Glimpse {
             paired: glance.node.fingerprint.is_some(),
             facts: glance.node.node_facts(),
@@ -131,10 +130,18 @@ async fn report_and_dispatch_in_slot(
     claim: Option<&Claim>,
     known: Option<&Glance>,
 ) -> Result<Option<Value>, AgentError> {
-    if nothing_to_do(state, node_id, claim, known).await? {
-        return Ok(None);
-    }
     let now = Utc::now();
+    match needs(state, node_id, claim, known).await? {
+        Needs::Nothing => return Ok(None),
+        Needs::Heartbeat => {
+            let mut connection = state.connection().await.map_err(AgentError::unavailable)?;
+            store::heartbeat(&mut connection, node_id, now)
+                .await
+                .map_err(AgentError::unavailable)?;
+            return Ok(None);
+        }
+        Needs::Work => {}
+    }
     let mut transaction = state.store.begin().await.map_err(AgentError::unavailable)?;
     let connection: &mut PgConnection = &mut transaction;
     let node = store::lock_node(connection, node_id)

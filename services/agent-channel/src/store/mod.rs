@@ -187,6 +187,25 @@ pub async fn save_facts(
     Ok(())
 }
 
+/// A quiet claim's heartbeat, in one statement outside any transaction: only a paired node's,
+/// and never backwards (a slower request stamping an older time).
+pub async fn heartbeat(
+    connection: &mut PgConnection,
+    node_id: i64,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE nodes SET last_seen_at = $2 \
+         WHERE id = $1 AND fingerprint IS NOT NULL \
+           AND (last_seen_at IS NULL OR last_seen_at < $2)",
+    )
+    .bind(node_id)
+    .bind(now)
+    .execute(connection)
+    .await?;
+    Ok(())
+}
+
 pub async fn touch(connection: &mut PgConnection, node_id: i64, now: DateTime<Utc>) -> Result<()> {
     sqlx::query("UPDATE nodes SET last_seen_at = $2 WHERE id = $1")
         .bind(node_id)

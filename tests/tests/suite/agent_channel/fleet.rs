@@ -177,3 +177,59 @@ async fn pv_15_docker_hosts_carry_their_containers_and_everything_else_is_a_mach
     );
     plane.stop().await;
 }
+
+/// A quiet claim stamps the node's `last_seen_at` at most every 30 seconds, and only that: its
+/// facts unchanged, no job waiting, nothing else written (the heartbeat alone is one statement
+/// without a transaction or a lock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_claim_only_stamps_a_heartbeat_that_is_due() {
+    let plane = Plane::start().await;
+    let (agent, id) = plane.paired_agent("web-1").await;
+    let (status, _) = agent.claim(&json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    let database = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
+    let seen = |database: sqlx::PgPool| async move {
+        sqlx::query_as::<_, (chrono::DateTime<chrono::Utc>, String)>(
+            "SELECT last_seen_at, agent_version FROM agent_channel.nodes WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_one(&database)
+        .await
+        .unwrap()
+    };
+    // Heard from 20 s ago: fresh, so a quiet claim writes nothing.
+    let twenty_ago: chrono::DateTime<chrono::Utc> = sqlx::query_scalar(
+        "UPDATE agent_channel.nodes SET last_seen_at = now() - interval '20 seconds' \
+         WHERE id = $1 RETURNING last_seen_at",
+    )
+    .bind(id)
+    .fetch_one(&database)
+    .await
+    .unwrap();
+    agent.claim(&json!({})).await;
+    assert_eq!(seen(database.clone()).await.0, twenty_ago);
+    // Heard from a minute ago: due, so the quiet claim stamps it, and nothing else changes.
+    let (_, version) = seen(database.clone()).await;
+    sqlx::query(
+        "UPDATE agent_channel.nodes SET last_seen_at = now() - interval '1 minute' WHERE id = $1",
+    )
+    .bind(id)
+    .execute(&database)
+    .await
+    .unwrap();
+    let before = chrono::Utc::now();
+    let (status, answer) = agent.claim(&json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(answer["job"], Value::Null);
+    let (stamped, still) = seen(database.clone()).await;
+    assert!(
+        stamped >= before - chrono::Duration::seconds(1),
+        "{stamped} not after {before}"
+    );
+    assert_eq!(still, version);
+    assert_eq!(
+        node(&plane, id).await["last_seen_at"],
+        json!(stamped.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+    );
+    database.close().await;
+}
