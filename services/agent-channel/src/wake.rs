@@ -5,7 +5,10 @@
 use capstan_store::Store;
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex,
+    },
     time::Duration,
 };
 use tokio::sync::Notify;
@@ -18,9 +21,24 @@ pub const CHANNEL: &str = "capstan_agent_channel_jobs";
 #[derive(Default)]
 pub struct Wake {
     waiting: Mutex<HashMap<i64, Arc<Notify>>>,
+    /// How many times any bell was rung: a claim compares it across the moments between its
+    /// first read and arming its bell, when a ring would find nobody to wake.
+    rung: AtomicU64,
 }
 
 impl Wake {
+    /// Taken before a claim's first read of its node's jobs; see [`Wake::rung_since`].
+    pub fn generation(&self) -> u64 {
+        self.rung.load(Ordering::SeqCst)
+    }
+
+    /// Whether any bell rang since `generation`. A claim reads its node's jobs before it knows
+    /// which bell to arm; a job queued in between rings a bell nobody holds yet, so a claim
+    /// whose bell is armed must not trust that read when this is true, and looks again.
+    pub fn rung_since(&self, generation: u64) -> bool {
+        self.generation() != generation
+    }
+
     /// The bell of `node_id`; arm its `notified()` before looking for a job, then await it.
     pub fn bell(&self, node_id: i64) -> Arc<Notify> {
         let mut waiting = self.waiting.lock().expect("the wake map is never poisoned");
@@ -28,6 +46,9 @@ impl Wake {
     }
 
     pub fn ring(&self, node_id: i64) {
+        // Counted before anyone is woken: a claim that then finds the count unchanged armed its
+        // bell before this ring looks for it.
+        self.rung.fetch_add(1, Ordering::SeqCst);
         let bell = self
             .waiting
             .lock()
@@ -86,5 +107,43 @@ impl Wake {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_job_queued_before_the_claim_arms_its_bell_is_not_slept_through() {
+        let wake = Wake::default();
+        // The claim's first read: no job yet.
+        let before = wake.generation();
+        // The job is queued and rung before the claim holds a bell: nobody is woken...
+        wake.ring(7);
+        let bell = wake.bell(7);
+        let rung = bell.notified();
+        tokio::pin!(rung);
+        rung.as_mut().enable();
+        // ...but the claim, bell armed, sees a ring since its read and looks again.
+        assert!(wake.rung_since(before));
+        // With nothing rung since, its read stands and it sleeps until the bell rings.
+        let armed = wake.generation();
+        assert!(!wake.rung_since(armed));
+        wake.ring(7);
+        tokio::time::timeout(Duration::from_secs(1), rung)
+            .await
+            .expect("the armed bell wakes the claim");
+    }
+
+    #[test]
+    fn a_bell_nobody_holds_is_pruned() {
+        let wake = Wake::default();
+        let held = wake.bell(1);
+        drop(wake.bell(2));
+        wake.prune();
+        let waiting = wake.waiting.lock().unwrap();
+        assert!(waiting.contains_key(&1) && !waiting.contains_key(&2));
+        drop(held);
     }
 }

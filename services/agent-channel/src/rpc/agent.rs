@@ -106,6 +106,8 @@ async fn authenticate(
 /// bad signature, replay). A request that fails before the node is proved counts against its
 /// address.
 async fn signed_by_node(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
+    // Before the first read of the node's jobs (see `Wake::rung_since`).
+    let generation = state.wake.generation();
     let proved = async {
         let parsed = check_unkeyed(request, body, Utc::now().timestamp())?;
         let _slot = state.agent_slot().await?;
@@ -127,7 +129,7 @@ async fn signed_by_node(state: &State, request: &AgentRequest, body: &[u8]) -> A
         // A claim that succeeds is not counted (PROTOCOL.md "Limits").
         AgentEndpoint::Claim => {
             state.limits.check_node(node.id)?;
-            let answer = claim::claim(state, request, &arrival.glance(), body).await;
+            let answer = claim::claim(state, request, &arrival.glance(), generation, body).await;
             if answer.is_err() {
                 state.limits.take_node(node.id);
             }

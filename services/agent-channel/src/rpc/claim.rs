@@ -40,7 +40,15 @@ fn wait_of(query: Option<&str>) -> Result<u64, AgentError> {
     Ok(0)
 }
 
-pub async fn claim(state: &State, request: &AgentRequest, glance: &Glance, body: &[u8]) -> Answer {
+/// A claim: `glance` is the request's first read of the node's jobs, taken when the wake-ups
+/// had rung `generation` times.
+pub async fn claim(
+    state: &State,
+    request: &AgentRequest,
+    glance: &Glance,
+    generation: u64,
+    body: &[u8],
+) -> Answer {
     let node = &glance.node;
     let wait = wait_of(request.query.as_deref())?;
     let claim = claims::parse_claim(body)?;
@@ -48,7 +56,9 @@ pub async fn claim(state: &State, request: &AgentRequest, glance: &Glance, body:
     let rung = bell.notified();
     tokio::pin!(rung);
     rung.as_mut().enable();
-    if let Some(job) = report_and_dispatch(state, node.id, Some(&claim), Some(glance)).await? {
+    // A job queued since the first read rang before this bell was armed: read again.
+    let known = (!state.wake.rung_since(generation)).then_some(glance);
+    if let Some(job) = report_and_dispatch(state, node.id, Some(&claim), known).await? {
         return Ok(answer(Some(job), &claim));
     }
     if wait == 0 {
