@@ -1,6 +1,7 @@
 //! The agent channel under load: N simulated agents enrol (join, operator approval, first
-//! claim), then report signed claims per second with latency, then all long-poll while jobs are
-//! queued one by one, reporting dispatch latency (job queued → agent holds it). The plane is the
+//! claim), then report signed claims per second with latency, then all long-poll (20 to 25 s
+//! as the agent does, the first poll spread over 5 to 25 s) while jobs are queued one by one,
+//! reporting dispatch latency (job queued → agent holds it). The plane is the
 //! real `capstan all` release binary in its own process; its peak RSS is read from /proc. Raw
 //! Ed25519 verifications per second on this machine are the ceiling.
 //!
@@ -76,6 +77,18 @@ async fn signed(
             (status, response.json().await.unwrap_or(Value::Null))
         }
         Err(error) => (0, json!({"transport": error.to_string()})),
+    }
+}
+
+/// The `wait` of an agent's long poll: as the agent asks (20 to 25 s, spread), except the first,
+/// which is spread over 5 to 25 s as in a fleet whose agents came up over time rather than in
+/// the same second. (A fleet that renews every poll at once is a burst of N signed claims: at
+/// 10,000, several seconds of the plane's two cores, during which a queued job waits its turn.)
+fn poll_wait(agent: usize, round: usize) -> usize {
+    if round == 0 {
+        5 + agent * 7919 % 21
+    } else {
+        20 + (agent + round) % 6
     }
 }
 
@@ -336,28 +349,40 @@ async fn run(size: usize) {
     let queued_at: Arc<Mutex<HashMap<i64, Instant>>> = Arc::default();
     let dispatch: Arc<Mutex<Vec<Duration>>> = Arc::default();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Long polls answered otherwise than 200, by status (0: the request failed), with a sample.
+    let unanswered: Arc<Mutex<HashMap<u16, (usize, String)>>> = Arc::default();
     let pollers: Vec<_> = (0..size)
         .map(|index| {
-            let (agents, base, queued_at, dispatch, stop) = (
+            let (agents, base, queued_at, dispatch, stop, unanswered) = (
                 agents.clone(),
                 base.clone(),
                 queued_at.clone(),
                 dispatch.clone(),
                 stop.clone(),
+                unanswered.clone(),
             );
             tokio::spawn(async move {
                 let agent = &agents[index];
+                let mut round = 0;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let wait = poll_wait(index, round);
+                    round += 1;
                     let (status, answer) = signed(
                         &agent.http,
                         &base,
                         &agent.key,
                         "claim",
-                        "?wait=25",
+                        &format!("?wait={wait}"),
                         &claim_body(),
                     )
                     .await;
                     if status != 200 {
+                        unanswered
+                            .lock()
+                            .unwrap()
+                            .entry(status)
+                            .or_insert((0, answer.to_string()))
+                            .0 += 1;
                         tokio::time::sleep(Duration::from_millis(200)).await;
                         continue;
                     }
@@ -393,9 +418,11 @@ async fn run(size: usize) {
         );
         tokio::time::sleep(Duration::from_secs(hold)).await;
     }
+    let mut queueing = Vec::with_capacity(DISPATCHES);
     for round in 0..DISPATCHES {
         let node = agents[(round * 7919) % size].node;
-        queued_at.lock().unwrap().insert(node, Instant::now());
+        let asked = Instant::now();
+        queued_at.lock().unwrap().insert(node, asked);
         let response = operator
             .post(format!("{base}/api/v1/nodes/{node}/jobs"))
             .bearer_auth(&token)
@@ -404,10 +431,30 @@ async fn run(size: usize) {
             .await
             .unwrap();
         assert_eq!(response.status(), 201);
+        queueing.push(asked.elapsed());
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     let mut dispatch_latencies = dispatch.lock().unwrap().clone();
+    // What became of a job its agent did not get in time.
+    let unseen: Vec<i64> = queued_at.lock().unwrap().keys().copied().collect();
+    for node in unseen {
+        let jobs: Value = operator
+            .get(format!("{base}/api/v1/jobs?node_id={node}"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap_or(Value::Null);
+        for job in jobs["jobs"].as_array().into_iter().flatten() {
+            println!(
+                "    not seen in time: job {} on node {node}: {}, created {}, claimed {}",
+                job["id"], job["state"], job["created_at"], job["claimed_at"]
+            );
+        }
+    }
     let rss = peak_rss_mib(&plane.0);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     drop(plane);
@@ -430,6 +477,14 @@ async fn run(size: usize) {
         percentile(&mut dispatch_latencies, 0.5),
         percentile(&mut dispatch_latencies, 0.99)
     );
+    println!(
+        "      of which queueing it (operator POST answered)      p50 {:>6.1} ms   p99 {:>6.1} ms",
+        percentile(&mut queueing, 0.5),
+        percentile(&mut queueing, 0.99)
+    );
+    for (status, (count, sample)) in unanswered.lock().unwrap().iter() {
+        println!("    long polls answered {status}: {count} (for example {sample})");
+    }
     println!("    plane peak RSS      {rss:>8.1} MiB");
     println!(
         "    plane RSS enrolled {rss_enrolled:.1} MiB, after claims {rss_claimed:.1} MiB, \
