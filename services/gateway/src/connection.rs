@@ -7,10 +7,10 @@
 //! was about 160 MiB of the plane's memory. Here a connection between requests holds no buffer,
 //! and a request in hand holds its own bytes and no more.
 //!
-//! The path is narrow on purpose ([`Head::lane`]): `POST` to one of the agent endpoints, HTTP/1.1,
-//! its body framed by exactly one `Content-Length` within the endpoint's limit, and no
-//! `Transfer-Encoding`, `Expect` or upgrade. The head is parsed by `httparse`, hyper's own
-//! parser. Anything else (a chunked body, a body over the limit, which hyper then refuses with
+//! The path is narrow on purpose ([`crate::domain::agent_request`]): `POST` to one of the agent
+//! endpoints, HTTP/1.1, its body framed by exactly one `Content-Length` within the endpoint's
+//! limit, and no `Transfer-Encoding`, `Expect` or upgrade. The head is parsed by `httparse`,
+//! hyper's own parser. Anything else (a chunked body, a body over the limit, which hyper then refuses with
 //! `413 too_large` through the same handler, a head this path cannot read, an operator's or a
 //! browser's request) goes to hyper together with the bytes already read, so every framing
 //! rule beyond the one plain case stays hyper's. Both ways the request reaches the same router,
@@ -19,12 +19,11 @@
 use axum::{
     body::Body,
     extract::{ConnectInfo, Request},
-    http::{header, HeaderMap, HeaderName, HeaderValue, Method, Uri, Version},
+    http::{header, Method, Version},
     response::Response,
     Router,
 };
 use bytes::{Buf, Bytes, BytesMut};
-use capstan_events::agent_channel::rpc::AgentEndpoint;
 use std::{
     io,
     net::SocketAddr,
@@ -39,15 +38,13 @@ use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
 use crate::{
+    domain::agent_request::{Head, Lane, Parsed},
     http::answer_agent,
-    routes::{Op, Route, ROUTES},
     AppState,
 };
 
 /// A head longer than this is not an agent's (theirs are about 1 KiB); hyper reads it instead.
 const MAX_HEAD: usize = 8 * 1024;
-/// An agent sends about ten header fields.
-const MAX_FIELDS: usize = 32;
 /// Room taken for each read of a head.
 const READ_ROOM: usize = 2 * 1024;
 /// A body up to this size is copied out of the read buffer, so the buffer is let go while the
@@ -78,7 +75,7 @@ pub(crate) async fn serve(
             Ok(Read::Closed) | Err(_) => return,
         };
         let (route, endpoint, close) = (lane.route, lane.endpoint, lane.close);
-        let mut request = lane.into_request(body);
+        let mut request = request_of(*lane, body);
         request.extensions_mut().insert(ConnectInfo(address));
         // Boxed: an idle connection's task stays small, and only a request in hand holds this.
         let response = Box::pin(answer_agent(state.clone(), route, endpoint, request)).await;
@@ -167,119 +164,14 @@ async fn read_first(stream: &TcpStream, buffer: &mut BytesMut) -> io::Result<usi
     }
 }
 
-enum Parsed {
-    Complete(Head),
-    Partial,
-    Unreadable,
-}
-
-/// A request head as read: its length in bytes and, when this path takes it, what it needs.
-#[derive(Debug)]
-struct Head {
-    length: usize,
-    lane: Option<Box<Lane>>,
-}
-
-/// An agent's request this path answers.
-#[derive(Debug)]
-struct Lane {
-    route: &'static Route,
-    endpoint: AgentEndpoint,
-    uri: Uri,
-    headers: HeaderMap,
-    content_length: usize,
-    close: bool,
-}
-
-impl Lane {
-    /// The request as the router would have it, with `body`.
-    fn into_request(self, body: Bytes) -> Request {
-        let mut request = Request::new(Body::from(body));
-        *request.method_mut() = Method::POST;
-        *request.uri_mut() = self.uri;
-        *request.version_mut() = Version::HTTP_11;
-        *request.headers_mut() = self.headers;
-        request
-    }
-}
-
-impl Head {
-    fn parse(bytes: &[u8]) -> Parsed {
-        let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
-        let mut request = httparse::Request::new(&mut fields);
-        match request.parse(bytes) {
-            Ok(httparse::Status::Complete(length)) => Parsed::Complete(Head {
-                length,
-                lane: Head::lane(&request),
-            }),
-            Ok(httparse::Status::Partial) => Parsed::Partial,
-            // Too many fields, a bad token: hyper reads it and answers as it does.
-            Err(_) => Parsed::Unreadable,
-        }
-    }
-
-    /// The request when this path takes it: see the module's words. `None` sends it to hyper.
-    fn lane(request: &httparse::Request) -> Option<Box<Lane>> {
-        let target = request.path?;
-        let (route, endpoint) = agent_route(target)?;
-        if request.version != Some(1) || request.method != Some(route.method.as_str()) {
-            return None;
-        }
-        let mut content_length = None;
-        let mut close = false;
-        let mut headers = HeaderMap::with_capacity(request.headers.len());
-        for field in request.headers.iter() {
-            let name = HeaderName::from_bytes(field.name.as_bytes()).ok()?;
-            if name == header::TRANSFER_ENCODING
-                || name == header::EXPECT
-                || name == header::UPGRADE
-            {
-                return None;
-            }
-            if name == header::CONTENT_LENGTH {
-                if content_length.is_some() {
-                    return None;
-                }
-                content_length = Some(decimal(field.value)?);
-            }
-            if name == header::CONNECTION {
-                for token in std::str::from_utf8(field.value).ok()?.split(',') {
-                    let token = token.trim();
-                    if token.eq_ignore_ascii_case("upgrade") {
-                        return None;
-                    }
-                    close |= token.eq_ignore_ascii_case("close");
-                }
-            }
-            headers.append(name, HeaderValue::from_bytes(field.value).ok()?);
-        }
-        let content_length = content_length.filter(|length| *length <= endpoint.body_limit())?;
-        Some(Box::new(Lane {
-            route,
-            endpoint,
-            uri: Uri::try_from(target).ok()?,
-            headers,
-            content_length,
-            close,
-        }))
-    }
-}
-
-/// The agent route of [`ROUTES`] a request target names (its path, before any query).
-fn agent_route(target: &str) -> Option<(&'static Route, AgentEndpoint)> {
-    let path = target.split_once('?').map_or(target, |(path, _)| path);
-    ROUTES.iter().find_map(|route| match route.op {
-        Op::Agent(endpoint) if route.path == path => Some((route, endpoint)),
-        _ => None,
-    })
-}
-
-/// A `Content-Length` value: digits only (no sign, no space, no list), that fit.
-fn decimal(value: &[u8]) -> Option<usize> {
-    if value.is_empty() || value.len() > 12 || !value.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(value).ok()?.parse().ok()
+/// The request as the router would have it, with `body`.
+fn request_of(lane: Lane, body: Bytes) -> Request {
+    let mut request = Request::new(Body::from(body));
+    *request.method_mut() = Method::POST;
+    *request.uri_mut() = lane.uri;
+    *request.version_mut() = Version::HTTP_11;
+    *request.headers_mut() = lane.headers;
+    request
 }
 
 /// Writes a response: its head, then its body, whole (an agent's answers are JSON or an
@@ -438,86 +330,10 @@ impl AsyncWrite for Rewind {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::{HeaderMap, HeaderName, HeaderValue};
+    use capstan_events::agent_channel::rpc::AgentEndpoint;
     use serde_json::json;
     use tokio::net::TcpListener;
-
-    const CLAIM: &str = "POST /api/v1/agent/claim?wait=0 HTTP/1.1\r\nhost: plane\r\n\
-                         content-type: application/json\r\nsignature: sig=:AA==:\r\n";
-
-    fn head(bytes: &str) -> Head {
-        match Head::parse(bytes.as_bytes()) {
-            Parsed::Complete(head) => head,
-            Parsed::Partial => panic!("partial: {bytes:?}"),
-            Parsed::Unreadable => panic!("unreadable: {bytes:?}"),
-        }
-    }
-
-    fn claim(extra: &str) -> String {
-        format!("{CLAIM}{extra}\r\n")
-    }
-
-    #[test]
-    fn an_agents_post_framed_by_one_content_length_is_answered_here() {
-        let taken = head(&claim("content-length: 2\r\n"));
-        let lane = taken.lane.expect("taken");
-        assert_eq!(lane.content_length, 2);
-        assert_eq!(lane.uri, "/api/v1/agent/claim?wait=0");
-        assert_eq!(lane.headers["signature"], "sig=:AA==:");
-        assert!(!lane.close);
-        assert_eq!(taken.length, claim("content-length: 2\r\n").len());
-        let closing = head(&claim(
-            "content-length: 0\r\nconnection: keep-alive, Close\r\n",
-        ));
-        assert!(closing.lane.expect("taken").close);
-        for endpoint in AgentEndpoint::ALL {
-            let request = format!(
-                "POST /api/v1/agent/{} HTTP/1.1\r\ncontent-length: 0\r\n\r\n",
-                endpoint.as_str()
-            );
-            assert!(head(&request).lane.is_some(), "{request}");
-        }
-    }
-
-    #[test]
-    fn every_other_framing_is_left_to_hyper() {
-        let limit = AgentEndpoint::Claim.body_limit();
-        for extra in [
-            "transfer-encoding: chunked\r\n".to_string(),
-            "content-length: 2\r\ntransfer-encoding: chunked\r\n".into(),
-            "content-length: 2\r\ncontent-length: 2\r\n".into(),
-            "content-length: 2\r\nexpect: 100-continue\r\n".into(),
-            "content-length: 2\r\nconnection: upgrade\r\nupgrade: websocket\r\n".into(),
-            "content-length: +2\r\n".into(),
-            "content-length: 2, 2\r\n".into(),
-            "content-length: 99999999999999999999\r\n".into(),
-            format!("content-length: {}\r\n", limit + 1),
-            // No length at all.
-            String::new(),
-        ] {
-            assert!(head(&claim(&extra)).lane.is_none(), "taken: {extra:?}");
-        }
-        assert!(head(&claim(&format!("content-length: {limit}\r\n")))
-            .lane
-            .is_some());
-        for request in [
-            "GET /api/v1/agent/claim HTTP/1.1\r\ncontent-length: 0\r\n\r\n",
-            "POST /api/v1/agent/claim HTTP/1.0\r\ncontent-length: 0\r\n\r\n",
-            "POST /api/v1/agent/claimx HTTP/1.1\r\ncontent-length: 0\r\n\r\n",
-            "POST /api/v1/agent/ HTTP/1.1\r\ncontent-length: 0\r\n\r\n",
-            "POST /api/v1/joins/1/approve HTTP/1.1\r\ncontent-length: 0\r\n\r\n",
-            "POST http://plane/api/v1/agent/claim HTTP/1.1\r\ncontent-length: 0\r\n\r\n",
-        ] {
-            assert!(head(request).lane.is_none(), "taken: {request:?}");
-        }
-        assert!(matches!(
-            Head::parse(b"POST /api/v1/agent/claim HTTP/1.1\r\nbad field\r\n\r\n"),
-            Parsed::Unreadable
-        ));
-        assert!(matches!(
-            Head::parse(b"POST /api/v1/agent/claim HTTP/1.1\r\ncontent-le"),
-            Parsed::Partial
-        ));
-    }
 
     /// The gateway's state on a NATS server and a database of the test's own, with a fake agent
     /// channel that answers an agent request with where it came from and its body (after a
