@@ -144,6 +144,21 @@ impl Agent {
         self.ok(&["status"]).await
     }
 
+    /// Waits (30 s at most) until `status` shows `job` held on the node for its owner's
+    /// approval, and returns that status.
+    pub async fn held_for_approval(&self, job: i64) -> String {
+        let held = format!("waiting for approval: job {job} ");
+        crate::wait_for(
+            "the job to wait for approval",
+            std::time::Duration::from_secs(30),
+            || async {
+                let status = self.status().await;
+                status.contains(&held).then_some(status)
+            },
+        )
+        .await
+    }
+
     /// The identity file as JSON.
     pub fn identity(&self) -> Option<Value> {
         let bytes = std::fs::read(self.file("node_identity.json")).ok()?;

@@ -211,18 +211,7 @@ async fn a_crash_mid_job_is_lost_and_never_run_again() {
     agent.policy(r#"{"read": "ask"}"#, 0o600);
     let node = agent.paired(&plane, "web-3").await;
     let job = plane.queue(node, "check_status", json!({})).await;
-    wait_for(
-        "the job to wait for approval",
-        Duration::from_secs(30),
-        || async {
-            agent
-                .status()
-                .await
-                .contains(&format!("waiting for approval: job {job}"))
-                .then_some(())
-        },
-    )
-    .await;
+    agent.held_for_approval(job).await;
     let marker = std::fs::read_to_string(agent.file("job-running")).unwrap();
     assert!(
         marker.contains(&format!("job {job} check_status")),
@@ -402,18 +391,8 @@ async fn a_job_held_for_approval_runs_when_approved_and_is_refused_when_denied()
 
     for (primitive, decision) in [("check_status", "approve"), ("host_report", "deny")] {
         let job = plane.queue(node, primitive, json!({})).await;
-        wait_for(
-            "the job to wait for approval",
-            Duration::from_secs(30),
-            || async {
-                agent
-                    .status()
-                    .await
-                    .contains(&format!("waiting for approval: job {job} {primitive}"))
-                    .then_some(())
-            },
-        )
-        .await;
+        let held = agent.held_for_approval(job).await;
+        assert!(held.contains(&format!("job {job} {primitive}")), "{held}");
         assert_eq!(plane.job(job).await["state"], "running");
         let said = agent.ok(&[decision, &job.to_string()]).await;
         assert!(said.contains(&format!("job {job}: {primitive}")), "{said}");
@@ -432,18 +411,7 @@ async fn a_job_held_for_approval_runs_when_approved_and_is_refused_when_denied()
     // Withdrawn on the plane while it waits: the node learns it from job_status (every 30
     // seconds), ends its wait, and never runs the job.
     let job = plane.queue(node, "check_status", json!({})).await;
-    wait_for(
-        "the job to wait for approval",
-        Duration::from_secs(30),
-        || async {
-            agent
-                .status()
-                .await
-                .contains(&format!("waiting for approval: job {job}"))
-                .then_some(())
-        },
-    )
-    .await;
+    agent.held_for_approval(job).await;
     let (status, answer) = plane
         .api(
             &plane.admin,

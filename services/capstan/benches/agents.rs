@@ -41,10 +41,6 @@ fn address(index: usize) -> IpAddr {
 }
 
 fn now() -> i64 {
-    chrono_now()
-}
-
-fn chrono_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

@@ -183,7 +183,7 @@ async fn report_and_dispatch_in_slot(
                         >= LAST_SEEN_RESOLUTION
                 });
                 if stale {
-                    store::touch(connection, node.id, now)
+                    store::heartbeat(connection, node.id, now)
                         .await
                         .map_err(AgentError::unavailable)?;
                 }
@@ -370,5 +370,86 @@ mod tests {
         assert_eq!(wait_of(Some("x=1&wait=30")).unwrap(), 30);
         assert!(wait_of(Some("wait=31")).is_err());
         assert!(wait_of(Some("wait=soon")).is_err());
+    }
+
+    /// A paired node's claim state on a database of the test's own: the node, its first read
+    /// taken while nothing waits, and then a job queued (as it would be between that read and
+    /// the claim arming its bell).
+    async fn node_whose_job_came_after_the_first_read(
+        database: &capstan_store::testsuite::TestDatabase,
+    ) -> (State, Glance, AgentRequest) {
+        let store = capstan_store::Store::connect(database.url(), "agent_channel", 4)
+            .await
+            .unwrap();
+        store.migrate(&crate::MIGRATOR).await.unwrap();
+        let state = State {
+            store: store.clone(),
+            wake: Default::default(),
+            limits: Default::default(),
+            keys: Default::default(),
+            stopping: Default::default(),
+            agent_slots: std::sync::Arc::new(tokio::sync::Semaphore::new(2)),
+        };
+        let mut connection = state.connection().await.unwrap();
+        let node: i64 = sqlx::query_scalar(
+            "INSERT INTO nodes (name, public_key, fingerprint, agent_version, vocabulary, \
+                                last_seen_at) \
+             VALUES ('web-1', 'key', 'SHA256:web-1', '0.1.0', '[\"check_status\"]', now()) \
+             RETURNING id",
+        )
+        .fetch_one(&mut *connection)
+        .await
+        .unwrap();
+        let glance = store::glance(&mut connection, node).await.unwrap().unwrap();
+        assert!(!glance.has_pending);
+        sqlx::query(
+            "INSERT INTO jobs (node_id, primitive, class, state, requested_by, budget_s) \
+             VALUES ($1, 'check_status', 'read', 'pending', 'test', 900)",
+        )
+        .bind(node)
+        .execute(&mut *connection)
+        .await
+        .unwrap();
+        let request = AgentRequest {
+            endpoint: capstan_events::agent_channel::rpc::AgentEndpoint::Claim,
+            path: "/api/v1/agent/claim".into(),
+            query: None,
+            content_digest: None,
+            signature_input: None,
+            signature: None,
+            source_address: "127.0.0.1".into(),
+        };
+        (state, glance, request)
+    }
+
+    const CLAIM: &[u8] = br#"{"agent_version": "0.1.0", "vocabulary": ["check_status"]}"#;
+
+    // AC-25 and the long poll: a job queued after the claim's first read, whose wake-up rang
+    // before the claim held a bell, is handed out by that claim, not slept through. (Fails
+    // when the claim trusts its first read whatever rang.)
+    #[tokio::test]
+    async fn a_claim_reads_again_when_a_bell_rang_since_its_first_read() {
+        let database = capstan_store::testsuite::TestDatabase::create().await;
+        let (state, glance, request) = node_whose_job_came_after_the_first_read(&database).await;
+        let before = state.wake.generation();
+        // The NOTIFY of the job's commit, before the claim armed its bell: it wakes nobody.
+        state.wake.ring(glance.node.id);
+        let (status, answer) = claim(&state, &request, &glance, before, CLAIM)
+            .await
+            .unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(answer["job"]["primitive"], "check_status", "{answer}");
+    }
+
+    // The other side: with no ring since its first read, that read stands and the quiet claim
+    // costs no second one (the job queued here without a ring is one no wake-up announced).
+    #[tokio::test]
+    async fn with_no_ring_since_its_first_read_a_claim_answers_from_it() {
+        let database = capstan_store::testsuite::TestDatabase::create().await;
+        let (state, glance, request) = node_whose_job_came_after_the_first_read(&database).await;
+        let now = state.wake.generation();
+        let (status, answer) = claim(&state, &request, &glance, now, CLAIM).await.unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(answer["job"], Value::Null, "{answer}");
     }
 }

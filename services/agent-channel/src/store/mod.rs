@@ -187,8 +187,9 @@ pub async fn save_facts(
     Ok(())
 }
 
-/// A quiet claim's heartbeat, in one statement outside any transaction: only a paired node's,
-/// and never backwards (a slower request stamping an older time).
+/// A claim's heartbeat (`last_seen_at`), one statement: a quiet claim's outside any
+/// transaction, the locked claim's inside its own. Only a paired node's, and never backwards (a
+/// slower request stamping an older time).
 pub async fn heartbeat(
     connection: &mut PgConnection,
     node_id: i64,
@@ -203,15 +204,6 @@ pub async fn heartbeat(
     .bind(now)
     .execute(connection)
     .await?;
-    Ok(())
-}
-
-pub async fn touch(connection: &mut PgConnection, node_id: i64, now: DateTime<Utc>) -> Result<()> {
-    sqlx::query("UPDATE nodes SET last_seen_at = $2 WHERE id = $1")
-        .bind(node_id)
-        .bind(now)
-        .execute(connection)
-        .await?;
     Ok(())
 }
 

@@ -112,18 +112,7 @@ async fn an_operator_approves_a_join_runs_check_status_and_watches_it_complete()
         .unwrap();
 
     // The job waits on the node for its owner; the page shows it unfinished, with no output.
-    wait_for(
-        "the job to wait for approval",
-        Duration::from_secs(30),
-        || async {
-            agent
-                .status()
-                .await
-                .contains(&format!("waiting for approval: job {job_id}"))
-                .then_some(())
-        },
-    )
-    .await;
+    agent.held_for_approval(job_id).await;
     let waiting = browser.text("[data-test=job-state]").await;
     assert!(
         waiting == "pending" || waiting == "running",
