@@ -445,6 +445,66 @@ mod tests {
         }
     }
 
+    /// Both ends of a loopback connection: the client's and the server's.
+    async fn connected() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        (client, server)
+    }
+
+    // The point of this path: an agent's request is read here (not handed to hyper), and
+    // between requests the connection holds no buffer; what follows a request stays, exactly.
+    #[tokio::test]
+    async fn an_agents_request_is_read_here_and_leaves_no_buffer_behind() {
+        let (mut client, mut server) = connected().await;
+        let mut buffer = BytesMut::new();
+        client
+            .write_all(b"POST /api/v1/agent/claim?wait=20 HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}")
+            .await
+            .unwrap();
+        let Read::Agent { lane, body } = read(&mut server, &mut buffer).await.unwrap() else {
+            panic!("an agent's claim went to hyper");
+        };
+        assert_eq!(
+            (lane.endpoint, &body[..]),
+            (AgentEndpoint::Claim, &b"{}"[..])
+        );
+        assert_eq!(lane.uri, "/api/v1/agent/claim?wait=20");
+        assert_eq!(buffer.capacity(), 0, "a buffer is kept between requests");
+
+        // Two at once: the second stays in a buffer of its own size.
+        let second = b"POST /api/v1/agent/leave HTTP/1.1\r\ncontent-length: 0\r\n\r\n";
+        let mut both = b"POST /api/v1/agent/result HTTP/1.1\r\ncontent-length: 1\r\n\r\nx".to_vec();
+        both.extend_from_slice(second);
+        client.write_all(&both).await.unwrap();
+        let Read::Agent { lane, body } = read(&mut server, &mut buffer).await.unwrap() else {
+            panic!("an agent's result went to hyper");
+        };
+        assert_eq!(
+            (lane.endpoint, &body[..]),
+            (AgentEndpoint::Result, &b"x"[..])
+        );
+        assert_eq!(&buffer[..], &second[..]);
+        assert!(
+            buffer.capacity() < 2 * second.len(),
+            "{}",
+            buffer.capacity()
+        );
+
+        // A chunked body is hyper's: everything read so far is kept for it.
+        let mut buffer = BytesMut::new();
+        let chunked = b"POST /api/v1/agent/claim HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n";
+        client.write_all(chunked).await.unwrap();
+        assert!(matches!(
+            read(&mut server, &mut buffer).await.unwrap(),
+            Read::Other
+        ));
+        assert_eq!(&buffer[..], &chunked[..]);
+    }
+
     async fn closed(stream: &mut TcpStream) -> bool {
         let mut rest = Vec::new();
         let read = tokio::time::timeout(
