@@ -263,14 +263,20 @@ pub enum Needs {
     Work,
 }
 
+/// Whether a node last heard from at `last_seen_at` is due its heartbeat stamp: never heard
+/// from, or not for [`LAST_SEEN_RESOLUTION`].
+pub fn heartbeat_due(last_seen_at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
+    last_seen_at.is_none_or(|seen| {
+        now.signed_duration_since(seen).to_std().unwrap_or_default() >= LAST_SEEN_RESOLUTION
+    })
+}
+
 /// What a claim needs: nothing when its facts change nothing, its heartbeat is fresh, no job
 /// waits, and nothing running is lost, neither by an idle claim (AC-28) nor by its budget
 /// (AC-29); only its heartbeat when that alone is due; otherwise the locked work.
 pub fn needs(node: &Glimpse, claim: Option<&Claim>, now: DateTime<Utc>) -> Needs {
     let unchanged = claim.is_none_or(|claim| apply(&node.facts, claim).is_none());
-    let heard_lately = node.last_seen_at.is_some_and(|seen| {
-        now.signed_duration_since(seen).to_std().unwrap_or_default() < LAST_SEEN_RESOLUTION
-    });
+    let heard_lately = !heartbeat_due(node.last_seen_at, now);
     let idle_with_running = claim.is_some_and(|claim| claim.idle) && node.has_running;
     let quiet =
         node.paired && unchanged && !node.has_pending && !node.has_stale && !idle_with_running;

@@ -15,7 +15,7 @@ use crate::{
         auth::AgentError,
         claims::{self, Claim, Glimpse, Needs},
         jobs::{self, lost},
-        LAST_SEEN_RESOLUTION, MAX_WAIT_SECONDS,
+        MAX_WAIT_SECONDS,
     },
     store::{self, Glance, NodeRow},
 };
@@ -178,11 +178,7 @@ async fn report_and_dispatch_in_slot(
                 facts = next;
             }
             None => {
-                let stale = node.last_seen_at.is_none_or(|seen| {
-                    now.signed_duration_since(seen).to_std().unwrap_or_default()
-                        >= LAST_SEEN_RESOLUTION
-                });
-                if stale {
+                if claims::heartbeat_due(node.last_seen_at, now) {
                     store::heartbeat(connection, node.id, now)
                         .await
                         .map_err(AgentError::unavailable)?;
