@@ -2,7 +2,8 @@
 # Installs the Capstan node agent on this machine, as root:
 #   the binary           /usr/local/bin/capstan-agent
 #   the state directory  /etc/capstan-agent (0700), with agent.env written on first install only
-#   supervision          the systemd unit when systemd runs; otherwise a cron keepalive
+#   supervision          the systemd unit when systemd runs (confined to what the words
+#                        need: docs/agent-confinement.md); otherwise a cron keepalive
 #                        (/etc/cron.d/capstan-agent: @reboot and once a minute, logging to
 #                        /var/log/capstan-agent.log)
 #
@@ -26,7 +27,7 @@ for argument in "$@"; do
         --enable) ENABLE=yes ;;
         --management-node=*) MANAGEMENT_NODE=${argument#--management-node=} ;;
         --name=*) NAME=${argument#--name=} ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
         *) echo "install.sh: unknown argument $argument" >&2; exit 64 ;;
     esac
 done

@@ -18,6 +18,10 @@ use crate::{
     state::{self, RunStatus, StateDir},
 };
 
+/// The state directory when none is given; the systemd unit makes it the one place the agent
+/// may write.
+pub const DEFAULT_STATE_DIR: &str = "/etc/capstan-agent";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "capstan-agent",
@@ -30,7 +34,7 @@ pub struct Cli {
         long,
         global = true,
         env = "CAPSTAN_AGENT_STATE_DIR",
-        default_value = "/etc/capstan-agent"
+        default_value = DEFAULT_STATE_DIR
     )]
     pub state_dir: PathBuf,
     /// The site's root directory; absent on a machine with no site.

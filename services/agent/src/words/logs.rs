@@ -4,14 +4,16 @@
 //! have planted: the site tree belongs to the web user, so a site log is opened directory by
 //! directory without following any link and must be a regular file with one name; a host
 //! file is read only when every directory and link on its way is root's (or the agent's) and
-//! writable by nobody else.
+//! writable by nobody else. Both open the file itself without waiting and read it only when
+//! it is a regular file: a named pipe planted where a log should be would hold an ordinary open
+//! until some writer came, and the word with it.
 
-use rustix::fs::{openat, Mode, OFlags, CWD};
+use rustix::fs::{fcntl_getfl, fcntl_setfl, fstat, openat, FileType, Mode, OFlags, CWD};
 use serde_json::{json, Value};
 use std::{
     fs::File,
     io::{Read, Seek, SeekFrom},
-    os::unix::fs::MetadataExt,
+    os::{fd::OwnedFd, unix::fs::MetadataExt},
     path::{Component, Path, PathBuf},
 };
 
@@ -90,14 +92,11 @@ fn open_beneath(root: &Path, relative: &Path) -> Result<File, String> {
             return Err("the path has a component that is not a plain name".into());
         };
         let last = index + 1 == parts.len();
-        let flags = OFlags::RDONLY
-            | OFlags::NOFOLLOW
-            | OFlags::CLOEXEC
-            | if last {
-                OFlags::empty()
-            } else {
-                OFlags::DIRECTORY
-            };
+        let flags = if last {
+            FINAL_OPEN
+        } else {
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::DIRECTORY
+        };
         directory = openat(&directory, *name, flags, Mode::empty()).map_err(|error| {
             if error == rustix::io::Errno::LOOP || error == rustix::io::Errno::NOTDIR {
                 format!(
@@ -109,11 +108,8 @@ fn open_beneath(root: &Path, relative: &Path) -> Result<File, String> {
             }
         })?;
     }
-    let file = File::from(directory);
+    let file = regular_only(directory)?;
     let metadata = file.metadata().map_err(|error| error.to_string())?;
-    if !metadata.is_file() {
-        return Err("it is not a regular file".into());
-    }
     if metadata.nlink() > 1 {
         return Err("it has more than one name (a hard link), so it may be another file".into());
     }
@@ -147,18 +143,38 @@ fn open_trusted(path: &Path) -> Result<File, String> {
     check_prefixes(path)?;
     let resolved = std::fs::canonicalize(path).map_err(|error| error.to_string())?;
     check_prefixes(&resolved)?;
-    let file = rustix::fs::open(
-        resolved.as_path(),
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map(File::from)
-    .map_err(|error| error.to_string())?;
-    let metadata = file.metadata().map_err(|error| error.to_string())?;
-    if !metadata.is_file() {
-        return Err("it is not a regular file".into());
-    }
-    Ok(file)
+    let opened = rustix::fs::open(resolved.as_path(), FINAL_OPEN, Mode::empty())
+        .map_err(|error| error.to_string())?;
+    regular_only(opened)
+}
+
+/// How the file a word reads is itself opened: never through a link, and without waiting, so
+/// that a named pipe (or a device) answers the open at once and [`regular_only`] refuses it.
+const FINAL_OPEN: OFlags = OFlags::RDONLY
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::NONBLOCK)
+    .union(OFlags::CLOEXEC);
+
+/// The file opened with [`FINAL_OPEN`], when `fstat` says it is a regular file; anything else
+/// is refused, naming what it is, before a byte is read.
+fn regular_only(opened: OwnedFd) -> Result<File, String> {
+    let kind = FileType::from_raw_mode(fstat(&opened).map_err(|error| error.to_string())?.st_mode);
+    let what = match kind {
+        FileType::RegularFile => {
+            // Reads of a regular file never wait; the flag goes so they behave as usual.
+            let flags = fcntl_getfl(&opened).map_err(|error| error.to_string())?;
+            fcntl_setfl(&opened, flags - OFlags::NONBLOCK).map_err(|error| error.to_string())?;
+            return Ok(File::from(opened));
+        }
+        FileType::Fifo => "a named pipe",
+        FileType::Directory => "a directory",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice | FileType::BlockDevice => "a device",
+        _ => "something else",
+    };
+    Err(format!(
+        "it is {what}, not a regular file, so it is not read"
+    ))
 }
 
 /// The last `window` bytes of a file as text (from the first whole line when cut).
@@ -180,7 +196,74 @@ fn tail(file: &mut File, window: u64) -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::symlink;
+    use rustix::fs::{mknodat, FileType};
+    use std::{os::unix::fs::symlink, time::Duration};
+
+    /// Not a speed claim: how long a test lets a word run before taking it for hung (the old
+    /// code waited on a named pipe forever).
+    const HANG_GUARD: Duration = Duration::from_secs(10);
+
+    fn make_fifo(path: &Path) {
+        mknodat(CWD, path, FileType::Fifo, Mode::RUSR | Mode::WUSR, 0).unwrap();
+    }
+
+    /// Runs a word that must not wait on the named pipe at `fifo`. Should it hang, a writer
+    /// opens the pipe, so the blocked reader returns and the test fails instead of hanging.
+    async fn without_hanging<T>(fifo: &Path, word: impl std::future::Future<Output = T>) -> T {
+        match tokio::time::timeout(HANG_GUARD, word).await {
+            Ok(ended) => ended,
+            Err(_) => {
+                let _writer = rustix::fs::open(
+                    fifo,
+                    OFlags::WRONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+                    Mode::empty(),
+                );
+                panic!("the word waited on the named pipe {}", fifo.display());
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_named_pipe_as_the_site_log_is_refused_without_blocking() {
+        let site = tempfile::tempdir().unwrap();
+        std::fs::create_dir(site.path().join("logs")).unwrap();
+        let fifo = site.path().join("logs/access.log");
+        make_fifo(&fifo);
+        let config = Config {
+            site_root: Some(site.path().to_path_buf()),
+            letsencrypt_dir: "/nonexistent".into(),
+            postgres: "127.0.0.1:1".into(),
+        };
+        let failed = without_hanging(&fifo, site_log(&config, &json!({"log": "access"})))
+            .await
+            .unwrap_err();
+        assert!(
+            failed.reason.contains("a named pipe, not a regular file"),
+            "{}",
+            failed.reason
+        );
+    }
+
+    #[tokio::test]
+    async fn a_named_pipe_as_a_host_file_is_refused_without_blocking() {
+        // Every directory on the way must be the agent's and closed to others, as a host
+        // file's are; the test binary's own directory is (a shared /tmp is not).
+        let exe = std::env::current_exe().unwrap();
+        let trusted = tempfile::tempdir_in(exe.parent().unwrap()).unwrap();
+        let fifo = trusted.path().join("hosts");
+        make_fifo(&fifo);
+        let failed = without_hanging(
+            &fifo,
+            file_head(&json!({"file": fifo.display().to_string()})),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            failed.reason.contains("a named pipe, not a regular file"),
+            "{}",
+            failed.reason
+        );
+    }
 
     #[test]
     fn a_site_log_is_opened_beneath_the_site_root() {
