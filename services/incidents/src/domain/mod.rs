@@ -1,0 +1,38 @@
+//! The incidents service's rules, without I/O: time is passed in, nothing here reads a clock,
+//! a database or the bus. What lives where:
+//!
+//! * `record.rs` — an incident's two answers (the source's status, a person's triage), its
+//!   severity, and what is derived on read: the five views and "needs you" (IN-01, IN-02, IN-07).
+//! * `timeline.rs` — the entries a change writes (IN-09); never one per tick.
+//! * `triage.rs` — a person's acts: the `do` values, snooze choices, notes (IN-06, IN-18, IN-19).
+//! * `sources.rs` — `agent:<recipe>` and `plane:<name>`, the registry of plane detectors with
+//!   `plane:agent_silent`, a node's facts, install states and alerts setting (IN-12, IN-13, IN-15).
+//!
+//! Every number the spec leaves unvalued is a named constant in the file of its rule.
+
+pub mod record;
+pub mod sources;
+pub mod timeline;
+pub mod triage;
+
+/// A node, as the agent channel numbers it.
+pub type NodeId = i64;
+/// An incident, as this service numbers it.
+pub type IncidentId = i64;
+
+/// Input that breaks a rule: what was wrong, naming the field. Nothing is changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct InvalidInput {
+    pub field: &'static str,
+    pub reason: String,
+}
+
+impl InvalidInput {
+    pub fn new(field: &'static str, reason: impl Into<String>) -> InvalidInput {
+        InvalidInput {
+            field,
+            reason: reason.into(),
+        }
+    }
+}
