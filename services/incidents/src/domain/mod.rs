@@ -7,10 +7,18 @@
 //! * `triage.rs` — a person's acts: the `do` values, snooze choices, notes (IN-06, IN-18, IN-19).
 //! * `sources.rs` — `agent:<recipe>` and `plane:<name>`, the registry of plane detectors with
 //!   `plane:agent_silent`, a node's facts, install states and alerts setting (IN-12, IN-13, IN-15).
+//! * `reconcile/` — the pass as a function: held incidents and the conditions that hold now in,
+//!   effects out (open, refresh, clear, settle, reopen, unproven; IN-03..IN-07, IN-14).
+//! * `signals.rs` — who is told: exactly one signal per opening, reopening or unproven fix, and
+//!   why one is held back (alerts off, a silence, grouped under the host; IN-14, IN-15).
+//! * `grouping.rs` — a Docker host and its containers, and silences (maintenance windows).
 //!
 //! Every number the spec leaves unvalued is a named constant in the file of its rule.
 
+pub mod grouping;
+pub mod reconcile;
 pub mod record;
+pub mod signals;
 pub mod sources;
 pub mod timeline;
 pub mod triage;
