@@ -9,12 +9,15 @@
 //!   `plane:agent_silent`, a node's facts, install states and alerts setting (IN-12, IN-13, IN-15).
 //! * `reconcile/` — the pass as a function: held incidents and the conditions that hold now in,
 //!   effects out (open, refresh, clear, settle, reopen, unproven; IN-03..IN-07, IN-14).
+//! * `cases/` — intake of an agent's cases from the claim's `cases` field (AC-46, AC-47), and
+//!   in `cases/incidents.rs` what each intake outcome does to the node's incidents (IN-11).
 //! * `signals.rs` — who is told: exactly one signal per opening, reopening or unproven fix, and
 //!   why one is held back (alerts off, a silence, grouped under the host; IN-14, IN-15).
 //! * `grouping.rs` — a Docker host and its containers, and silences (maintenance windows).
 //!
 //! Every number the spec leaves unvalued is a named constant in the file of its rule.
 
+pub mod cases;
 pub mod grouping;
 pub mod reconcile;
 pub mod record;
