@@ -14,11 +14,13 @@
 //! * `signals.rs` — who is told: exactly one signal per opening, reopening or unproven fix, and
 //!   why one is held back (alerts off, a silence, grouped under the host; IN-14, IN-15).
 //! * `grouping.rs` — a Docker host and its containers, and silences (maintenance windows).
+//! * `header.rs` — the header line's counts and colour (IN-16).
 //!
 //! Every number the spec leaves unvalued is a named constant in the file of its rule.
 
 pub mod cases;
 pub mod grouping;
+pub mod header;
 pub mod reconcile;
 pub mod record;
 pub mod signals;
