@@ -15,10 +15,13 @@
 //!   why one is held back (alerts off, a silence, grouped under the host; IN-14, IN-15).
 //! * `grouping.rs` — a Docker host and its containers, and silences (maintenance windows).
 //! * `header.rs` — the header line's counts and colour (IN-16).
+//! * `webhooks.rs` — Standard Webhooks signing and the bodies sent.
+//! * `delivery.rs` — the retry schedule of a signal's delivery, given up after a day.
 //!
 //! Every number the spec leaves unvalued is a named constant in the file of its rule.
 
 pub mod cases;
+pub mod delivery;
 pub mod grouping;
 pub mod header;
 pub mod reconcile;
@@ -27,6 +30,7 @@ pub mod signals;
 pub mod sources;
 pub mod timeline;
 pub mod triage;
+pub mod webhooks;
 
 /// A node, as the agent channel numbers it.
 pub type NodeId = i64;
