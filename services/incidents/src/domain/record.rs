@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::sources::SourceName;
-use super::{IncidentId, NodeId};
+use super::{IncidentId, InvalidInput, NodeId};
 
 /// Is the condition still there? Owned by the source; nothing a person does changes it (IN-01).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -160,6 +160,43 @@ impl Incident {
     /// IN-02, the one definition: new, or snoozed and its time has come.
     pub fn needs_you(&self, now: DateTime<Utc>) -> bool {
         self.view(now) == View::New
+    }
+}
+
+/// The API's `view=` (IN-17): needs you (the default), one of the five, or all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ViewFilter {
+    #[default]
+    NeedsYou,
+    Only(View),
+    All,
+}
+
+impl ViewFilter {
+    /// Reads `view=`; absent is needs you, anything unknown is refused naming the values.
+    pub fn parse(text: Option<&str>) -> Result<ViewFilter, InvalidInput> {
+        match text {
+            None | Some("needs_you") => Ok(ViewFilter::NeedsYou),
+            Some("all") => Ok(ViewFilter::All),
+            Some(other) => View::ALL
+                .into_iter()
+                .find(|view| view.as_str() == other)
+                .map(ViewFilter::Only)
+                .ok_or_else(|| {
+                    InvalidInput::new(
+                        "view",
+                        "must be one of needs_you, new, snoozed, waiting, resolved, ignored, all",
+                    )
+                }),
+        }
+    }
+
+    pub fn matches(self, incident: &Incident, now: DateTime<Utc>) -> bool {
+        match self {
+            ViewFilter::NeedsYou => incident.needs_you(now),
+            ViewFilter::Only(view) => incident.view(now) == view,
+            ViewFilter::All => true,
+        }
     }
 }
 
@@ -331,6 +368,21 @@ pub(crate) mod tests {
                 all: 6,
             }
         );
+    }
+
+    #[test]
+    fn in_17_the_view_filter_defaults_to_needs_you_and_refuses_an_unknown_view() {
+        assert_eq!(ViewFilter::parse(None).unwrap(), ViewFilter::NeedsYou);
+        assert_eq!(
+            ViewFilter::parse(Some("waiting")).unwrap(),
+            ViewFilter::Only(View::Waiting)
+        );
+        assert_eq!(ViewFilter::parse(Some("all")).unwrap(), ViewFilter::All);
+        assert_eq!(ViewFilter::parse(Some("open")).unwrap_err().field, "view");
+        let expired = with(Triage::Snoozed, Status::Open, Some(at(-1)));
+        assert!(ViewFilter::NeedsYou.matches(&expired, at(0)));
+        assert!(ViewFilter::Only(View::New).matches(&expired, at(0)));
+        assert!(!ViewFilter::Only(View::Snoozed).matches(&expired, at(0)));
     }
 
     #[test]

@@ -148,6 +148,54 @@ pub fn webhook_wants(min_severity: Severity, signal: &Signal) -> bool {
     signal.severity >= min_severity
 }
 
+/// A level-10 operator, as a signal reaches them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recipient {
+    pub operator_id: i64,
+    /// Mail goes only to an operator with an address.
+    pub email: Option<String>,
+    pub mail: MailPreferences,
+}
+
+/// A webhook, as a signal reaches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WebhookTarget {
+    pub webhook_id: i64,
+    pub min_severity: Severity,
+}
+
+/// One delivery a signal makes: an outbox row, retried until delivered or given up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "channel", content = "target", rename_all = "snake_case")]
+pub enum Delivery {
+    /// The operator's bell: always.
+    Bell(i64),
+    /// Mail to the operator, by their preference for this severity.
+    Mail(i64),
+    Webhook(i64),
+}
+
+/// Every delivery of `signal`: a bell for each recipient, mail where wanted, and each webhook
+/// whose minimum severity it meets.
+pub fn deliveries(
+    signal: &Signal,
+    recipients: &[Recipient],
+    webhooks: &[WebhookTarget],
+) -> Vec<Delivery> {
+    let bells = recipients
+        .iter()
+        .map(|recipient| Delivery::Bell(recipient.operator_id));
+    let mails = recipients
+        .iter()
+        .filter(|recipient| recipient.email.is_some() && recipient.mail.wants(signal.severity))
+        .map(|recipient| Delivery::Mail(recipient.operator_id));
+    let hooks = webhooks
+        .iter()
+        .filter(|webhook| webhook_wants(webhook.min_severity, signal))
+        .map(|webhook| Delivery::Webhook(webhook.webhook_id));
+    bells.chain(mails).chain(hooks).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,5 +257,67 @@ mod tests {
             .unwrap();
         assert!(webhook_wants(Severity::Warning, &warning));
         assert!(!webhook_wants(Severity::Critical, &warning));
+    }
+
+    #[test]
+    fn in_14_a_signal_rings_every_bell_mails_by_preference_and_reaches_webhooks_at_their_severity()
+    {
+        let recipients = [
+            Recipient {
+                operator_id: 1,
+                email: Some("ann@example.com".into()),
+                mail: MailPreferences::default(),
+            },
+            Recipient {
+                operator_id: 2,
+                email: Some("bob@example.com".into()),
+                mail: MailPreferences {
+                    email_warning: true,
+                    email_critical: false,
+                },
+            },
+            Recipient {
+                operator_id: 3,
+                email: None,
+                mail: MailPreferences::default(),
+            },
+        ];
+        let webhooks = [
+            WebhookTarget {
+                webhook_id: 7,
+                min_severity: Severity::Warning,
+            },
+            WebhookTarget {
+                webhook_id: 8,
+                min_severity: Severity::Critical,
+            },
+        ];
+        let critical = announce(SignalReason::Opened, Severity::Critical, Hush::default())
+            .signal()
+            .unwrap();
+        assert_eq!(
+            deliveries(&critical, &recipients, &webhooks),
+            [
+                Delivery::Bell(1),
+                Delivery::Bell(2),
+                Delivery::Bell(3),
+                Delivery::Mail(1),
+                Delivery::Webhook(7),
+                Delivery::Webhook(8),
+            ]
+        );
+        let warning = announce(SignalReason::Opened, Severity::Warning, Hush::default())
+            .signal()
+            .unwrap();
+        assert_eq!(
+            deliveries(&warning, &recipients, &webhooks),
+            [
+                Delivery::Bell(1),
+                Delivery::Bell(2),
+                Delivery::Bell(3),
+                Delivery::Mail(2),
+                Delivery::Webhook(7),
+            ]
+        );
     }
 }

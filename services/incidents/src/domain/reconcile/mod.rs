@@ -88,7 +88,9 @@ pub enum Change {
     },
     /// The source says it is over (status closed).
     Clear { at: DateTime<Utc> },
-    /// IN-04: the condition came back within the window (status open, triage new).
+    /// IN-04: the condition came back within the window: status open, closed time cleared,
+    /// triage new by the reconciler, last seen `at`, `heard_open` true, and the case it now
+    /// carries when `case_id` is set.
     Reopen {
         at: DateTime<Utc>,
         detail: String,
