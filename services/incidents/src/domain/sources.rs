@@ -1,0 +1,439 @@
+//! Sources (IN-11, IN-12, IN-13): who may say a condition holds on a node. `agent:<recipe>` is a
+//! node's own agent (its cases, see `cases.rs`); `plane:<name>` is one of this plane's
+//! detectors, registered in a [`Registry`] and judging only from the facts this service holds
+//! about the node (projections of other services' events), never probing. A node whose install
+//! state is not operational opens nothing (IN-13). Other services' judgements (`site_down`,
+//! `cert_problem`, `backup_*`, `agent_update_refused`, `unmanageable`) are added here as new
+//! [`PlaneSourceName`]s and [`PlaneSource`]s, not as new code paths.
+
+use std::fmt;
+
+use chrono::{DateTime, Duration, Utc};
+
+use super::record::Severity;
+use super::{InvalidInput, NodeId};
+
+/// The agent channel stamps a node's last check-in at most this often (its
+/// `LAST_SEEN_RESOLUTION`): a check-in within this long after the last stamp may go unrecorded.
+pub const HEARTBEAT_RESOLUTION: Duration = Duration::seconds(30);
+/// `CAPSTAN__INCIDENTS__AGENT_SILENT_SECS` when not set.
+pub const DEFAULT_AGENT_SILENT_SECS: u64 = 600;
+/// The shortest silence that may be configured: twice the heartbeat's resolution, so an agent
+/// that keeps claiming is never called silent.
+pub const MIN_AGENT_SILENT_SECS: u64 = 2 * HEARTBEAT_RESOLUTION.num_seconds() as u64;
+
+/// A recipe's name as the agent reports it (`^[a-z][a-z0-9_]{0,63}$`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RecipeName(String);
+
+impl RecipeName {
+    pub fn parse(text: &str) -> Result<RecipeName, InvalidInput> {
+        let mut chars = text.chars();
+        let shaped = matches!(chars.next(), Some(first) if first.is_ascii_lowercase())
+            && text.len() <= 64
+            && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !shaped {
+            return Err(InvalidInput::new(
+                "source",
+                "a recipe name is 1 to 64 lowercase letters, digits and underscores",
+            ));
+        }
+        Ok(RecipeName(text.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// This plane's own detectors. Each is a variant here and a [`PlaneSource`] in the registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PlaneSourceName {
+    /// A paired node whose agent has not checked in for the configured silence (critical).
+    AgentSilent,
+}
+
+impl PlaneSourceName {
+    pub const ALL: [PlaneSourceName; 1] = [PlaneSourceName::AgentSilent];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PlaneSourceName::AgentSilent => "agent_silent",
+        }
+    }
+}
+
+/// Who says a condition holds: `agent:<recipe>` or `plane:<name>`. It is also an incident's
+/// kind, which grouping compares.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SourceName {
+    Agent(RecipeName),
+    Plane(PlaneSourceName),
+}
+
+impl SourceName {
+    /// Reads `agent:<recipe>` or `plane:<name>`; anything else is refused.
+    pub fn parse(text: &str) -> Result<SourceName, InvalidInput> {
+        if let Some(recipe) = text.strip_prefix("agent:") {
+            return Ok(SourceName::Agent(RecipeName::parse(recipe)?));
+        }
+        if let Some(name) = text.strip_prefix("plane:") {
+            return PlaneSourceName::ALL
+                .into_iter()
+                .find(|known| known.as_str() == name)
+                .map(SourceName::Plane)
+                .ok_or_else(|| {
+                    InvalidInput::new("source", format!("no plane source is named {name:?}"))
+                });
+        }
+        Err(InvalidInput::new(
+            "source",
+            "must be agent:<recipe> or plane:<name>",
+        ))
+    }
+
+    /// The plane's own words for the condition (IN-10/IN-11's `IncidentTitles`); the source's
+    /// detail is shown beneath it.
+    pub fn title(&self) -> String {
+        match self {
+            SourceName::Agent(recipe) => match recipe.as_str() {
+                "disk_headroom" => "The site's disk is running out of space".to_string(),
+                "fail2ban" => "Fail2ban is not protecting the server".to_string(),
+                "agent_supervision" => "Nothing would restart the agent if it stopped".to_string(),
+                other => format!("The agent's {other} check failed and could not be repaired"),
+            },
+            SourceName::Plane(PlaneSourceName::AgentSilent) => {
+                "The agent has stopped checking in".to_string()
+            }
+        }
+    }
+}
+
+impl fmt::Display for SourceName {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SourceName::Agent(recipe) => write!(formatter, "agent:{}", recipe.as_str()),
+            SourceName::Plane(name) => write!(formatter, "plane:{}", name.as_str()),
+        }
+    }
+}
+
+/// A node's install state (PV-01). Only a node with none is operational; any other state, or
+/// one this service does not know, opens nothing (IN-13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstallState {
+    Operational,
+    Installing,
+    InstallFailed,
+    Copy,
+    Switching,
+    Retired,
+    Unknown,
+}
+
+impl InstallState {
+    /// The state as the provisioning events spell it (`None`: installed and running).
+    pub fn from_reported(state: Option<&str>) -> InstallState {
+        match state {
+            None => InstallState::Operational,
+            Some("installing") => InstallState::Installing,
+            Some("install_failed") => InstallState::InstallFailed,
+            Some("copy") => InstallState::Copy,
+            Some("switching") => InstallState::Switching,
+            Some("retired") => InstallState::Retired,
+            Some(_) => InstallState::Unknown,
+        }
+    }
+
+    pub fn is_operational(self) -> bool {
+        self == InstallState::Operational
+    }
+}
+
+/// A node's Alerts setting (IN-15, `mgn_alerts`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Alerts {
+    /// Off for a box in the test cloud account, on for every other node.
+    #[default]
+    Automatic,
+    On,
+    Off,
+}
+
+impl Alerts {
+    /// Whether this node's incidents tell anyone (`ManagedNode::sends_alerts()`).
+    pub fn sends(self, in_test_account: bool) -> bool {
+        match self {
+            Alerts::Automatic => !in_test_account,
+            Alerts::On => true,
+            Alerts::Off => false,
+        }
+    }
+}
+
+/// What this service holds about a node, built from other services' events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeFacts {
+    pub node_id: NodeId,
+    /// When its agent was paired; `None` for a node without a paired agent.
+    pub paired_at: Option<DateTime<Utc>>,
+    /// The agent channel's last stamp of a check-in (at [`HEARTBEAT_RESOLUTION`]).
+    pub last_checkin_at: Option<DateTime<Utc>>,
+    pub install_state: InstallState,
+    /// The recipes the node last reported, by name.
+    pub recipes: Vec<String>,
+    pub alerts: Alerts,
+    pub in_test_account: bool,
+    /// The Docker host's node, for a node that is one of its containers.
+    pub docker_host: Option<NodeId>,
+}
+
+/// A condition a source says holds on a node now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    pub source: SourceName,
+    pub severity: Severity,
+    /// What the source saw, in its words (shown beneath the plane's title).
+    pub detail: String,
+    /// When the source says it started.
+    pub since: DateTime<Utc>,
+}
+
+/// One of this plane's detectors: judges a node from the facts held, never probing.
+pub trait PlaneSource: Send + Sync {
+    fn name(&self) -> PlaneSourceName;
+    /// The condition this source sees on `node` at `now`, if any.
+    fn judge(&self, node: &NodeFacts, now: DateTime<Utc>) -> Option<Condition>;
+}
+
+/// `plane:agent_silent`: a paired node whose agent has not checked in for the configured
+/// silence. Critical: nothing on the node can be seen or done while it is silent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentSilent {
+    silence: Duration,
+}
+
+impl AgentSilent {
+    /// `CAPSTAN__INCIDENTS__AGENT_SILENT_SECS`, refused below [`MIN_AGENT_SILENT_SECS`].
+    pub fn new(silence_secs: u64) -> Result<AgentSilent, InvalidInput> {
+        if !(MIN_AGENT_SILENT_SECS..=7 * 24 * 3600).contains(&silence_secs) {
+            return Err(InvalidInput::new(
+                "agent_silent_secs",
+                format!(
+                    "must be from {MIN_AGENT_SILENT_SECS} (twice the agent channel's heartbeat resolution) to 604800 seconds"
+                ),
+            ));
+        }
+        Ok(AgentSilent {
+            silence: Duration::seconds(silence_secs as i64),
+        })
+    }
+}
+
+impl PlaneSource for AgentSilent {
+    fn name(&self) -> PlaneSourceName {
+        PlaneSourceName::AgentSilent
+    }
+
+    /// The stamp is taken at most every [`HEARTBEAT_RESOLUTION`], so a check-in up to that long
+    /// after it may be unrecorded: the agent is proven silent only once the stamp is older than
+    /// the silence plus that resolution. An agent that keeps claiming (every 30 s at most) has
+    /// a stamp at most 60 s old and is never called silent, even at the shortest silence.
+    fn judge(&self, node: &NodeFacts, now: DateTime<Utc>) -> Option<Condition> {
+        let paired_at = node.paired_at?;
+        let heard_at = node
+            .last_checkin_at
+            .map_or(paired_at, |at| at.max(paired_at));
+        let latest_possible_checkin = heard_at + HEARTBEAT_RESOLUTION;
+        if now - latest_possible_checkin <= self.silence {
+            return None;
+        }
+        Some(Condition {
+            source: SourceName::Plane(PlaneSourceName::AgentSilent),
+            severity: Severity::Critical,
+            detail: format!(
+                "Last check-in recorded at {}",
+                heard_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ),
+            since: latest_possible_checkin,
+        })
+    }
+}
+
+/// The plane's sources, each registered once.
+#[derive(Default)]
+pub struct Registry {
+    sources: Vec<Box<dyn PlaneSource>>,
+}
+
+impl Registry {
+    /// Adds `source`; a second source of the same name is refused.
+    pub fn register(&mut self, source: Box<dyn PlaneSource>) -> Result<(), InvalidInput> {
+        if self.sources.iter().any(|held| held.name() == source.name()) {
+            return Err(InvalidInput::new(
+                "source",
+                format!("plane:{} is registered twice", source.name().as_str()),
+            ));
+        }
+        self.sources.push(source);
+        Ok(())
+    }
+
+    pub fn names(&self) -> Vec<SourceName> {
+        self.sources
+            .iter()
+            .map(|source| SourceName::Plane(source.name()))
+            .collect()
+    }
+
+    /// The conditions every registered source sees on `node` at `now`; none for a node that is
+    /// not operational (IN-13).
+    pub fn conditions(&self, node: &NodeFacts, now: DateTime<Utc>) -> Vec<Condition> {
+        if !node.install_state.is_operational() {
+            return Vec::new();
+        }
+        self.sources
+            .iter()
+            .filter_map(|source| source.judge(node, now))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::domain::record::tests::at;
+
+    pub(crate) fn node(node_id: NodeId) -> NodeFacts {
+        NodeFacts {
+            node_id,
+            paired_at: Some(at(-600)),
+            last_checkin_at: Some(at(0)),
+            install_state: InstallState::Operational,
+            recipes: vec!["disk_headroom".into(), "fail2ban".into()],
+            alerts: Alerts::Automatic,
+            in_test_account: false,
+            docker_host: None,
+        }
+    }
+
+    fn seconds(count: i64) -> DateTime<Utc> {
+        at(0) + Duration::seconds(count)
+    }
+
+    #[test]
+    fn in_12_source_names_read_and_spell_back_and_anything_else_is_refused() {
+        for text in ["agent:disk_headroom", "plane:agent_silent"] {
+            assert_eq!(SourceName::parse(text).unwrap().to_string(), text);
+        }
+        for bad in ["plane:nope", "agent:Disk", "agent:", "recipe:fail2ban", ""] {
+            assert_eq!(SourceName::parse(bad).unwrap_err().field, "source", "{bad}");
+        }
+    }
+
+    #[test]
+    fn in_11_titles_are_the_planes_own_words_and_an_unknown_recipe_still_gets_one() {
+        let disk = SourceName::parse("agent:disk_headroom").unwrap();
+        assert_eq!(disk.title(), "The site's disk is running out of space");
+        let other = SourceName::parse("agent:certificate_expiry").unwrap();
+        assert!(other.title().contains("certificate_expiry"));
+    }
+
+    #[test]
+    fn agent_silent_fires_for_a_paired_node_unheard_for_longer_than_the_silence_and_is_critical() {
+        let source = AgentSilent::new(60).unwrap();
+        let node = node(1);
+        // stamp at 0 s; a check-in may be unrecorded until 30 s; silent once 60 s past that
+        assert_eq!(source.judge(&node, seconds(90)), None);
+        let condition = source.judge(&node, seconds(91)).unwrap();
+        assert_eq!(condition.severity, Severity::Critical);
+        assert_eq!(condition.source.to_string(), "plane:agent_silent");
+        assert_eq!(condition.since, seconds(30));
+    }
+
+    #[test]
+    fn agent_silent_at_60_seconds_never_fires_for_an_agent_that_keeps_claiming_every_30_seconds() {
+        let source = AgentSilent::new(60).unwrap();
+        let mut node = node(1);
+        // the agent claims just under every 30 s (its longest long poll); the channel stamps a
+        // claim only when the last stamp is at least 30 s old, so every other claim goes
+        // unstamped; and a stamp reaches this service's projection through the bus, seconds late
+        let bus_lag = Duration::seconds(10);
+        let mut stamps = vec![at(0)];
+        let mut claim = at(0);
+        for _ in 0..200 {
+            claim += Duration::milliseconds(29_900);
+            if claim - *stamps.last().unwrap() >= HEARTBEAT_RESOLUTION {
+                stamps.push(claim);
+            }
+            // judge at every second a pass could run before the next claim
+            for step in 0..30 {
+                let now = claim + Duration::seconds(step);
+                node.last_checkin_at = stamps.iter().rev().copied().find(|s| *s + bus_lag <= now);
+                assert_eq!(source.judge(&node, now), None, "now {now}");
+            }
+        }
+    }
+
+    #[test]
+    fn agent_silent_counts_from_the_pairing_for_an_agent_never_heard_and_ignores_unpaired_nodes() {
+        let source = AgentSilent::new(60).unwrap();
+        let mut node = node(1);
+        node.last_checkin_at = None;
+        node.paired_at = Some(at(0));
+        assert_eq!(source.judge(&node, seconds(90)), None);
+        assert!(source.judge(&node, seconds(91)).is_some());
+        node.paired_at = None;
+        assert_eq!(source.judge(&node, seconds(10_000)), None);
+    }
+
+    #[test]
+    fn agent_silent_refuses_a_silence_shorter_than_twice_the_heartbeat_resolution() {
+        assert_eq!(MIN_AGENT_SILENT_SECS, 60);
+        assert_eq!(AgentSilent::new(59).unwrap_err().field, "agent_silent_secs");
+        assert!(AgentSilent::new(60).is_ok());
+        assert!(AgentSilent::new(DEFAULT_AGENT_SILENT_SECS).is_ok());
+    }
+
+    #[test]
+    fn in_13_a_node_in_a_non_operational_install_state_opens_nothing() {
+        let mut registry = Registry::default();
+        registry
+            .register(Box::new(AgentSilent::new(60).unwrap()))
+            .unwrap();
+        let mut node = node(1);
+        let silent = at(60);
+        assert_eq!(registry.conditions(&node, silent).len(), 1);
+        for state in [
+            Some("installing"),
+            Some("install_failed"),
+            Some("copy"),
+            Some("switching"),
+            Some("retired"),
+            Some("something_new"),
+        ] {
+            node.install_state = InstallState::from_reported(state);
+            assert!(registry.conditions(&node, silent).is_empty(), "{state:?}");
+        }
+    }
+
+    #[test]
+    fn in_12_a_source_is_registered_once() {
+        let mut registry = Registry::default();
+        registry
+            .register(Box::new(AgentSilent::new(60).unwrap()))
+            .unwrap();
+        assert!(registry
+            .register(Box::new(AgentSilent::new(600).unwrap()))
+            .is_err());
+        assert_eq!(registry.names().len(), 1);
+    }
+
+    #[test]
+    fn in_15_automatic_alerts_are_off_for_a_test_cloud_box_and_on_otherwise() {
+        assert!(Alerts::Automatic.sends(false));
+        assert!(!Alerts::Automatic.sends(true));
+        assert!(Alerts::On.sends(true));
+        assert!(!Alerts::Off.sends(false));
+    }
+}
