@@ -162,6 +162,21 @@ impl Store {
         Ok(self.pool.begin().await?)
     }
 
+    /// Starts the transaction of one periodic tick as the one replica that runs it: `None`
+    /// when another replica holds `lock` now. The lock is transaction-scoped, so it ends with
+    /// the transaction; a tick whose connection is lost cannot commit what it did as leader.
+    pub async fn lead_tick(
+        &self,
+        lock: &str,
+    ) -> Result<Option<sqlx::Transaction<'static, sqlx::Postgres>>, StoreError> {
+        let mut transaction = self.pool.begin().await?;
+        let leader: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(hashtext($1))")
+            .bind(lock)
+            .fetch_one(&mut *transaction)
+            .await?;
+        Ok(leader.then_some(transaction))
+    }
+
     /// A connection of its own, outside the pool, in this schema: for a session-level lock
     /// that must end when its holder dies (a pooled connection would keep it).
     pub async fn dedicated_connection(&self) -> Result<PgConnection, StoreError> {
