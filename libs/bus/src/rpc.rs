@@ -180,7 +180,12 @@ impl RpcServer {
 
     /// As [`RpcServer::route`], for a handler that takes the service's state first: each
     /// request gets its own clone of `state` (what every service's handlers need, written once).
-    pub fn route_with_state<S, Req, Resp, F, Fut>(self, op: &str, state: &S, handler: F) -> RpcServer
+    pub fn route_with_state<S, Req, Resp, F, Fut>(
+        self,
+        op: &str,
+        state: &S,
+        handler: F,
+    ) -> RpcServer
     where
         S: Clone + Send + Sync + 'static,
         Req: DeserializeOwned + Send + 'static,

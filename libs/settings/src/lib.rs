@@ -21,6 +21,45 @@ pub struct Settings {
     pub telemetry: TelemetrySettings,
     pub bus: BusSettings,
     pub outbox: OutboxSettings,
+    pub incidents: IncidentsSettings,
+}
+
+/// The incidents service: its pass, its plane detector, and where signals go.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IncidentsSettings {
+    /// Seconds between two reconciler passes (one replica per pass).
+    pub pass_secs: u64,
+    /// A paired node whose agent has not checked in for this long opens `plane:agent_silent`;
+    /// at least 60 (twice the agent channel's heartbeat resolution).
+    pub agent_silent_secs: u64,
+    /// `smtp://host:port` or `smtps://user:pass@host:465` (STARTTLS when offered on smtp://);
+    /// mail is not sent when unset. A secret: it may carry a password. `SMTP_URL_FILE` reads it
+    /// from a file.
+    pub smtp_url: Option<SecretString>,
+    pub smtp_url_file: Option<PathBuf>,
+    /// The sender of the plane's mail.
+    pub mail_from: String,
+    /// Lets webhooks reach loopback, private and link-local addresses and plain `http://`
+    /// (tests; never in production).
+    pub webhook_allow_private: bool,
+    /// Seconds before a failed delivery's first retry; each further failure doubles it.
+    pub retry_first_secs: u64,
+    /// Milliseconds between two looks for deliveries that are due.
+    pub deliver_interval_ms: u64,
+}
+
+impl IncidentsSettings {
+    pub fn pass_interval(&self) -> Duration {
+        Duration::from_secs(self.pass_secs)
+    }
+    pub fn deliver_interval(&self) -> Duration {
+        Duration::from_millis(self.deliver_interval_ms)
+    }
+    /// The SMTP URL, for the one place that connects.
+    pub fn smtp_url(&self) -> Option<&str> {
+        self.smtp_url.as_ref().map(|url| url.expose_secret())
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -184,6 +223,12 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("bus.rpc_timeout_secs", "5"),
     ("outbox.batch_size", "256"),
     ("outbox.poll_interval_ms", "1000"),
+    ("incidents.pass_secs", "60"),
+    ("incidents.agent_silent_secs", "600"),
+    ("incidents.mail_from", "capstan@localhost"),
+    ("incidents.webhook_allow_private", "false"),
+    ("incidents.retry_first_secs", "10"),
+    ("incidents.deliver_interval_ms", "1000"),
 ];
 
 impl Settings {
@@ -240,6 +285,13 @@ impl Settings {
             })?;
             self.database.url = SecretString::from(url.trim().to_string());
         }
+        if let Some(path) = &self.incidents.smtp_url_file {
+            let url = std::fs::read_to_string(path).map_err(|error| SettingsError::BadValue {
+                key: "incidents.smtp_url_file",
+                reason: format!("cannot read {}: {error}", path.display()),
+            })?;
+            self.incidents.smtp_url = Some(SecretString::from(url.trim().to_string()));
+        }
         Ok(())
     }
 
@@ -261,6 +313,39 @@ impl Settings {
             return Err(SettingsError::BadValue {
                 key: "nats.url",
                 reason: "must start with nats:// or tls://".into(),
+            });
+        }
+        let incidents = &self.incidents;
+        if !(1..=3600).contains(&incidents.pass_secs) {
+            return Err(SettingsError::BadValue {
+                key: "incidents.pass_secs",
+                reason: "must be from 1 to 3600 seconds".into(),
+            });
+        }
+        if !(60..=604_800).contains(&incidents.agent_silent_secs) {
+            return Err(SettingsError::BadValue {
+                key: "incidents.agent_silent_secs",
+                reason: "must be from 60 (twice the agent channel's heartbeat resolution) to 604800 seconds".into(),
+            });
+        }
+        if let Some(url) = incidents.smtp_url() {
+            if !(url.starts_with("smtp://") || url.starts_with("smtps://")) {
+                return Err(SettingsError::BadValue {
+                    key: "incidents.smtp_url",
+                    reason: "must start with smtp:// or smtps://".into(),
+                });
+            }
+        }
+        if !(1..=3600).contains(&incidents.retry_first_secs) {
+            return Err(SettingsError::BadValue {
+                key: "incidents.retry_first_secs",
+                reason: "must be from 1 to 3600 seconds".into(),
+            });
+        }
+        if !(10..=60_000).contains(&incidents.deliver_interval_ms) {
+            return Err(SettingsError::BadValue {
+                key: "incidents.deliver_interval_ms",
+                reason: "must be from 10 to 60000 milliseconds".into(),
             });
         }
         let gateway = &self.gateway;

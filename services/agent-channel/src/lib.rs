@@ -72,6 +72,10 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         part
     };
     service
-        .run(rpc, vec![listening, sweeping, reporting, commands], shutdown)
+        .run(
+            rpc,
+            vec![listening, sweeping, reporting, commands],
+            shutdown,
+        )
         .await
 }

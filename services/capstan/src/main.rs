@@ -55,6 +55,9 @@ enum AdminCommand {
         /// 7 reads and runs read jobs, 8 changes, 10 approves joins and disconnects.
         #[arg(long, value_parser = parse_level)]
         level: Level,
+        /// Where incident signals are mailed to this operator (optional).
+        #[arg(long)]
+        email: Option<String>,
     },
     /// Give an operator a new one-time password for the web UI (changed at the next sign-in)
     /// and end their sessions; prints `password: <password>` once.
@@ -117,9 +120,9 @@ fn main() -> ExitCode {
             }
         },
         Command::Admin {
-            command: AdminCommand::CreateOperator { name, level },
+            command: AdminCommand::CreateOperator { name, level, email },
         } => capstan_runtime::command("capstan", move |settings, _| async move {
-            capstan_gateway::admin::create_operator(&settings, &name, level).await
+            capstan_gateway::admin::create_operator(&settings, &name, level, email.as_deref()).await
         }),
         Command::Admin {
             command: AdminCommand::ResetPassword { name },

@@ -111,7 +111,12 @@ pub struct NodeDisconnected {
     pub fingerprint: String,
     pub disconnected_by: String,
 }
-crate::message!(Domain::AgentChannel, Event, NodeDisconnected, "node_disconnected");
+crate::message!(
+    Domain::AgentChannel,
+    Event,
+    NodeDisconnected,
+    "node_disconnected"
+);
 
 /// A node said goodbye with its own signed request; its key is forgotten.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

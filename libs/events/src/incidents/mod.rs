@@ -29,7 +29,9 @@ impl Status {
     }
 
     pub fn parse(text: &str) -> Option<Status> {
-        Status::ALL.into_iter().find(|status| status.as_str() == text)
+        Status::ALL
+            .into_iter()
+            .find(|status| status.as_str() == text)
     }
 }
 
@@ -63,7 +65,9 @@ impl Triage {
     }
 
     pub fn parse(text: &str) -> Option<Triage> {
-        Triage::ALL.into_iter().find(|triage| triage.as_str() == text)
+        Triage::ALL
+            .into_iter()
+            .find(|triage| triage.as_str() == text)
     }
 }
 
