@@ -69,6 +69,7 @@ impl Plane {
                 settings.clone(),
                 shutdown.clone(),
             )),
+            tokio::spawn(capstan_incidents::run(settings.clone(), shutdown.clone())),
             tokio::spawn(capstan_gateway::run(settings.clone(), shutdown.clone())),
         ];
         let base = format!("http://{listen}");
@@ -82,6 +83,24 @@ impl Plane {
                 async move {
                     bus.request::<_, Value>(
                         capstan_events::Domain::AgentChannel,
+                        "health",
+                        &json!({}),
+                        Duration::from_millis(500),
+                    )
+                    .await
+                    .ok()
+                }
+            },
+        )
+        .await;
+        wait_for(
+            "the incidents service to answer",
+            Duration::from_secs(60),
+            || {
+                let bus = bus.clone();
+                async move {
+                    bus.request::<_, Value>(
+                        capstan_events::Domain::Incidents,
                         "health",
                         &json!({}),
                         Duration::from_millis(500),
@@ -158,6 +177,8 @@ impl Plane {
         let url = format!("{}{path}", self.base);
         let request = match method {
             "GET" => self.http.get(url),
+            "DELETE" => self.http.delete(url),
+            "PUT" => self.http.put(url).json(&body.unwrap_or(json!({}))),
             _ => self.http.post(url).json(&body.unwrap_or(json!({}))),
         };
         let response = request.bearer_auth(token).send().await.unwrap();

@@ -316,7 +316,9 @@ pub async fn active_silences(
 /// Who a signal tells: every active level-10 operator, with their address and preferences
 /// (no address when mail is not `enabled`, so no mail delivery is made).
 pub async fn recipients(connection: &mut PgConnection, enabled: bool) -> Result<Vec<Recipient>> {
-    let rows: Vec<(i64, Option<String>, Option<bool>, Option<bool>)> = sqlx::query_as(
+    /// An operator, their address and their preferences (absent: the default).
+    type Row = (i64, Option<String>, Option<bool>, Option<bool>);
+    let rows: Vec<Row> = sqlx::query_as(
         "SELECT o.operator_id, o.email, p.email_warning, p.email_critical
          FROM operators o LEFT JOIN mail_preferences p USING (operator_id)
          WHERE o.active AND o.level = 10 ORDER BY o.operator_id",

@@ -14,7 +14,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 /// A paired test agent: joined, approved, and having reported its vocabulary in one claim.
-trait PairedAgent {
+pub(crate) trait PairedAgent {
     async fn paired_agent(&self, name: &str) -> (TestAgent, i64);
 }
 
