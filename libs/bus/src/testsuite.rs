@@ -74,6 +74,11 @@ impl NatsServer {
         server
     }
 
+    /// Whether the server runs the generated authorization ([`NatsServer::start_secured`]).
+    pub fn is_secured(&self) -> bool {
+        !self.passwords.is_empty()
+    }
+
     /// The password of `user` on a server from [`NatsServer::start_secured`].
     pub fn password(&self, user: BusUser) -> String {
         self.passwords
