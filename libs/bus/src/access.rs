@@ -383,6 +383,27 @@ mod tests {
         assert!(!subject_matches("a.b", "a.b.c"));
     }
 
+    /// docker-compose.yml and deploy/k8s serve this file to their NATS server: it fails when
+    /// the file no longer says what the code generates. `CAPSTAN_WRITE_DOCS=1` rewrites it.
+    #[test]
+    fn deploy_nats_auth_conf_matches_the_code() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/nats/auth.conf");
+        let generated = authorization(Auth::Password);
+        let current = std::fs::read_to_string(&path).unwrap_or_default();
+        if current != generated && std::env::var_os("CAPSTAN_WRITE_DOCS").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &generated).unwrap();
+            return;
+        }
+        assert!(
+            current == generated,
+            "deploy/nats/auth.conf drifted from the code; run `CAPSTAN_WRITE_DOCS=1 cargo test -p \
+             capstan-bus --lib deploy_nats` (or `capstan admin nats-config > deploy/nats/auth.conf`) \
+             and commit the result"
+        );
+    }
+
     #[test]
     fn the_configuration_names_every_user_and_no_secret() {
         let config = authorization(Auth::Password);
