@@ -20,6 +20,10 @@ pub struct NatsServer {
     /// With the generated authorization: each user's password, given to the server through
     /// its environment as the generated configuration expects.
     passwords: Vec<(BusUser, String)>,
+    /// How the users prove themselves (what `passwords` holds: passwords or public nkeys).
+    auth: Auth,
+    /// A certificate and its key (PEM) the server serves TLS with, requiring it of clients.
+    tls: Option<(PathBuf, PathBuf)>,
 }
 
 fn binary() -> PathBuf {
@@ -53,6 +57,8 @@ impl NatsServer {
             store: tempfile::tempdir().expect("a temporary directory for the JetStream store"),
             child: None,
             passwords: Vec::new(),
+            auth: Auth::Password,
+            tls: None,
         };
         server.spawn();
         server
@@ -61,14 +67,27 @@ impl NatsServer {
     /// Starts a server with the authorization `capstan admin nats-config` generates (every
     /// service's user and `all`, each with a fresh password), logging to a file of its own.
     pub fn start_secured() -> NatsServer {
+        let passwords = BusUser::every()
+            .into_iter()
+            .map(|user| (user, format!("{}-{}", user.name(), uuid::Uuid::now_v7())))
+            .collect();
+        NatsServer::start_configured(Auth::Password, passwords, None)
+    }
+
+    /// Starts a server with the generated authorization of kind `auth`, each user's secret
+    /// (a password, or a public nkey) as given, and TLS with `tls` (certificate, key) if set.
+    pub fn start_configured(
+        auth: Auth,
+        secrets: Vec<(BusUser, String)>,
+        tls: Option<(PathBuf, PathBuf)>,
+    ) -> NatsServer {
         let mut server = NatsServer {
             port: free_port(),
             store: tempfile::tempdir().expect("a temporary directory for the JetStream store"),
             child: None,
-            passwords: BusUser::every()
-                .into_iter()
-                .map(|user| (user, format!("{}-{}", user.name(), uuid::Uuid::now_v7())))
-                .collect(),
+            passwords: secrets,
+            auth,
+            tls,
         };
         server.spawn();
         server
@@ -147,15 +166,22 @@ impl NatsServer {
             .stderr(Stdio::null());
         if !self.passwords.is_empty() {
             let config = self.store.path().join("nats-server.conf");
-            std::fs::write(&config, authorization(Auth::Password))
-                .expect("the configuration is written");
+            let mut text = authorization(self.auth);
+            if let Some((certificate, key)) = &self.tls {
+                text.push_str(&format!(
+                    "tls {{\n  cert_file: {:?}\n  key_file: {:?}\n}}\n",
+                    certificate.display().to_string(),
+                    key.display().to_string()
+                ));
+            }
+            std::fs::write(&config, text).expect("the configuration is written");
             command
                 .arg("-c")
                 .arg(&config)
                 .arg("-l")
                 .arg(self.store.path().join("nats-server.log"));
             for (user, password) in &self.passwords {
-                command.env(user.secret_variable(Auth::Password), password);
+                command.env(user.secret_variable(self.auth), password);
             }
         }
         let child = command

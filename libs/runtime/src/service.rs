@@ -206,3 +206,40 @@ pub async fn migrate_only(
     store.close().await;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use secrecy::ExposeSecret;
+
+    #[test]
+    fn a_service_connects_with_the_configured_credentials_and_its_own_reply_prefix() {
+        let settings = Settings::load_from(
+            None,
+            [
+                ("CAPSTAN__NATS__USER", "agent_channel"),
+                ("CAPSTAN__NATS__PASSWORD", "s3cret"),
+            ]
+            .map(|(key, value)| (key.to_string(), value.to_string())),
+        )
+        .unwrap();
+        let options = bus_options(&settings, Domain::AgentChannel);
+        assert_eq!(
+            options.inbox_prefix.as_deref(),
+            Some("_INBOX.agent_channel")
+        );
+        assert!(matches!(
+            &options.credentials,
+            Credentials::UserPassword { user, password }
+                if user == "agent_channel" && password.expose_secret() == "s3cret"
+        ));
+        assert!(!format!("{options:?}").contains("s3cret"));
+
+        let open = bus_options(
+            &Settings::load_from(None, Vec::new()).unwrap(),
+            Domain::Billing,
+        );
+        assert!(matches!(open.credentials, Credentials::None));
+        assert_eq!(open.tls_ca_file, None);
+    }
+}
