@@ -104,6 +104,13 @@ impl NatsSettings {
         if !(self.url.starts_with("nats://") || self.url.starts_with("tls://")) {
             return bad("nats.url", "must start with nats:// or tls://");
         }
+        // The URL is logged and shown in errors; a secret in it would be too.
+        if self.url.contains('@') {
+            return bad(
+                "nats.url",
+                "must not carry credentials: set nats.user and nats.password (or their _file)",
+            );
+        }
         match (&self.user, &self.password) {
             (Some(user), _) if user.trim().is_empty() => {
                 return bad("nats.user", "must not be empty")
@@ -652,11 +659,16 @@ mod tests {
                 vec![("CAPSTAN__NATS__TLS_CERT_FILE", creds)],
                 "nats.tls_cert_file",
             ),
+            (
+                vec![("CAPSTAN__NATS__URL", "nats://gateway:hunter2@nats:4222")],
+                "nats.url",
+            ),
         ] {
             let error = Settings::load_from(None, env(&pairs))
                 .unwrap_err()
                 .to_string();
             assert!(error.contains(named), "{pairs:?}: {error}");
+            assert!(!error.contains("hunter2"), "{error}");
         }
     }
 
