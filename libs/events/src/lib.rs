@@ -4,6 +4,7 @@
 //! outboxes.
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod agent_channel;
 pub mod catalog;
 mod domain;

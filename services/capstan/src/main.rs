@@ -65,6 +65,23 @@ enum AdminCommand {
         #[arg(long)]
         name: String,
     },
+    /// Print the `authorization` block of the NATS server's configuration: one user per
+    /// service with only its own subjects, and `all` for `capstan all`. Secrets are read by the
+    /// server from its environment (`CAPSTAN_NATS_PASSWORD_<USER>`); include the block from
+    /// the server's configuration file.
+    NatsConfig {
+        /// `password` (user and password) or `nkey` (the server holds public nkeys).
+        #[arg(long, default_value = "password", value_parser = parse_auth)]
+        auth: capstan_bus::access::Auth,
+    },
+}
+
+fn parse_auth(value: &str) -> Result<capstan_bus::access::Auth, String> {
+    match value {
+        "password" => Ok(capstan_bus::access::Auth::Password),
+        "nkey" => Ok(capstan_bus::access::Auth::Nkey),
+        other => Err(format!("{other:?} is not one of password, nkey")),
+    }
 }
 
 fn parse_level(value: &str) -> Result<Level, String> {
@@ -129,6 +146,12 @@ fn main() -> ExitCode {
         } => capstan_runtime::command("capstan", move |settings, _| async move {
             capstan_gateway::admin::reset_password_command(&settings, &name).await
         }),
+        Command::Admin {
+            command: AdminCommand::NatsConfig { auth },
+        } => {
+            print!("{}", capstan_bus::access::authorization(auth));
+            ExitCode::SUCCESS
+        }
         Command::Service(words) => {
             let name = words.first().map(String::as_str).unwrap_or_default();
             match name.parse::<Domain>() {
@@ -183,7 +206,11 @@ async fn migrate(settings: Settings) -> anyhow::Result<()> {
 }
 
 async fn health(settings: Settings, domain: Domain) -> anyhow::Result<()> {
-    let bus = capstan_bus::Bus::connect(&settings.nats.url, "capstan-health")
+    // With the asked service's reply prefix: run beside a service with that service's
+    // credentials, the probe may read only that service's replies.
+    let mut options = capstan_runtime::bus_options(&settings, domain);
+    options.name = "capstan-health".into();
+    let bus = capstan_bus::Bus::connect_with(&options)
         .await
         .context("connecting to NATS")?;
     let health: capstan_events::rpc::Health = bus

@@ -25,13 +25,16 @@ use crate::store::{self, projections, Audience};
 
 /// The durable consumers of this service: one per stream it reads.
 pub fn specs(max_deliver: u32, ack_wait: Duration) -> Vec<ConsumerSpec> {
-    [Domain::AgentChannel, Domain::Gateway]
-        .into_iter()
-        .map(|from| ConsumerSpec {
+    // The bus's permissions are made from the same table (`Domain::reach`).
+    Domain::Incidents
+        .reach()
+        .consumes
+        .iter()
+        .map(|subscription| ConsumerSpec {
             domain: Domain::Incidents,
-            stream: from.events_stream(),
-            durable: format!("incidents_{}", from.as_str()),
-            filter_subject: from.events_subjects(),
+            stream: subscription.from.events_stream(),
+            durable: subscription.durable.to_string(),
+            filter_subject: subscription.from.events_subjects(),
             max_deliver,
             ack_wait,
         })

@@ -14,9 +14,8 @@ pub mod rpc;
 pub mod store;
 pub mod tasks;
 
-use anyhow::Context;
 use capstan_events::Domain;
-use capstan_runtime::{consume_with_inbox, Part, Service};
+use capstan_runtime::{consume_patiently, Part, Service};
 use capstan_settings::Settings;
 use sqlx::migrate::Migrator;
 use std::sync::Arc;
@@ -67,14 +66,6 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         plane_name: settings.gateway.plane_name.clone(),
     });
     let service = Service::start(&settings, DOMAIN, &MIGRATOR).await?;
-    // The streams this service reads: a consumer waits for nobody's start-up order.
-    for from in [Domain::AgentChannel, Domain::Gateway] {
-        service
-            .bus
-            .ensure_streams(from)
-            .await
-            .with_context(|| format!("starting incidents: the {from} streams"))?;
-    }
     let state = rpc::State {
         store: service.store.clone(),
         webhook_allow_private: settings.incidents.webhook_allow_private,
@@ -87,7 +78,8 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         parts.push(Box::new(move |stop: CancellationToken| {
             Box::pin(async move {
                 let events = Arc::new(consumers::Events { mail_enabled });
-                consume_with_inbox(&service, spec, events, stop).await
+                // Another service's stream may not exist until that service first starts.
+                consume_patiently(&service, spec, events, stop).await
             })
         }));
     }

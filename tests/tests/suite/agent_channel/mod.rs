@@ -6,6 +6,7 @@ mod events;
 mod fleet;
 mod jobs;
 mod joins;
+mod secured;
 mod signing;
 
 pub use capstan_e2e::plane::Plane;
