@@ -1,0 +1,5 @@
+//! Running as replicas (issue 17): one outbox relay per schema and one replica per periodic
+//! tick through a lost database connection, and whole planes of two replicas under faults.
+
+mod relay;
+mod ticks;
