@@ -96,9 +96,17 @@ impl Store {
                 .fetch_one(&mut first)
                 .await?;
         if !exists {
-            first
+            // Replicas starting together on a fresh database race here: IF NOT EXISTS does not
+            // keep two concurrent creates from colliding on pg_namespace's unique index, and
+            // the loser's schema exists all the same.
+            match first
                 .execute(format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"").as_str())
-                .await?;
+                .await
+                .map_err(StoreError::from)
+            {
+                Ok(_) | Err(StoreError::AlreadyExists(_)) => {}
+                Err(error) => return Err(error),
+            }
         }
         first.close().await.ok();
         let search_path = format!("SET search_path TO \"{schema}\"");

@@ -58,3 +58,22 @@ async fn a_tick_whose_lock_connection_is_terminated_commits_nothing_as_leader() 
     // The lock went with the connection: another replica leads the next tick.
     assert!(other_replica.lead_tick(LOCK).await.unwrap().is_some());
 }
+
+/// Found by the fault tests: two `capstan all` started together on a fresh database failed
+/// now and then with "duplicate key value violates unique constraint pg_namespace_nspname_index"
+/// as both created the same schema.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_starting_together_on_a_fresh_database_all_start() {
+    for _ in 0..5 {
+        let database = TestDatabase::create().await;
+        let starting: Vec<_> = (0..6)
+            .map(|_| {
+                let url = database.url().to_string();
+                tokio::spawn(async move { Store::connect(&url, "billing", 1).await.map(|_| ()) })
+            })
+            .collect();
+        for replica in starting {
+            replica.await.unwrap().expect("every replica connects");
+        }
+    }
+}
