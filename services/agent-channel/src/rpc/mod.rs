@@ -7,7 +7,9 @@ mod operator;
 
 use bytes::Bytes;
 use capstan_bus::RpcServer;
-use capstan_events::agent_channel::rpc::{ops, AgentRequest, AgentResponse};
+use capstan_events::agent_channel::rpc::{
+    ops, AgentRequest, AgentResponse, ClaimsReleased, ReleaseClaims,
+};
 use capstan_events::rpc::RpcError;
 use capstan_store::Store;
 use std::{future::Future, sync::Arc, sync::Mutex};
@@ -175,6 +177,16 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
                 }
             },
         )
+        .route_on_every_replica(ops::RELEASE_CLAIMS, {
+            let wake = state.wake.clone();
+            move |request: ReleaseClaims| {
+                let released = wake.release(request.gateway);
+                if released > 0 {
+                    tracing::info!(gateway = %request.gateway, released, "long polls released: their gateway stops");
+                }
+                async move { Ok(ClaimsReleased { released }) }
+            }
+        })
         .route(ops::LIST_JOINS, with(&state, operator::list_joins))
         .route(ops::APPROVE_JOIN, with(&state, operator::approve_join))
         .route(ops::REJECT_JOIN, with(&state, operator::reject_join))
