@@ -162,6 +162,9 @@ fn service_permissions(domain: Domain) -> Permissions {
     // rpc: serve its own subjects as its queue group, read its own replies, ask its own
     // health (a probe run with this service's credentials) and whatever its reach names.
     subscribe.insert(format!("{SUBJECT_ROOT}.rpc.{own}.> {own}"));
+    for op in reach.every_replica {
+        subscribe.insert(format!("{SUBJECT_ROOT}.rpc.{own}.{op}"));
+    }
     subscribe.insert(format!("{}.>", domain.inbox_prefix()));
     publish.insert(format!(
         "{SUBJECT_ROOT}.rpc.{own}.{}",

@@ -1,6 +1,8 @@
 //! Request/reply over core NATS: `capstan.rpc.<domain>.<op>`, answered by one replica of the
 //! owning service (queue group `<domain>`). Every reply is `{"ok": ...}` or
 //! `{"error": {"code", "message"}}`; the trace travels in a `traceparent` header both ways.
+//! A few questions are for every replica at once ([`RpcServer::route_on_every_replica`]): each
+//! answers, and the asker takes the first answer.
 
 use async_nats::HeaderMap;
 use bytes::Bytes;
@@ -167,6 +169,8 @@ pub struct RpcServer {
     bus: Bus,
     domain: Domain,
     routes: HashMap<String, Route>,
+    /// Routes every replica answers, each on a subscription outside the queue group.
+    everyone: HashMap<String, Route>,
 }
 
 impl RpcServer {
@@ -175,6 +179,7 @@ impl RpcServer {
             bus,
             domain,
             routes: HashMap::new(),
+            everyone: HashMap::new(),
         }
     }
 
@@ -195,6 +200,22 @@ impl RpcServer {
     {
         let state = state.clone();
         self.route(op, move |request: Req| handler(state.clone(), request))
+    }
+
+    /// Answers `op` as [`RpcServer::route`] does, but on every replica rather than one: for a
+    /// question about what each replica holds in memory (a stopping gateway's long polls).
+    pub fn route_on_every_replica<Req, Resp, F, Fut>(mut self, op: &str, handler: F) -> RpcServer
+    where
+        Req: DeserializeOwned + Send + 'static,
+        Resp: Serialize + Send + 'static,
+        F: Fn(Req) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Resp, RpcError>> + Send + 'static,
+    {
+        self = self.route(op, handler);
+        if let Some(route) = self.routes.remove(op) {
+            self.everyone.insert(op.to_string(), route);
+        }
+        self
     }
 
     /// Answers `capstan.rpc.<domain>.<op>` with `handler`. A request that does not parse as
@@ -265,6 +286,33 @@ impl RpcServer {
         let tasks = TaskTracker::new();
         // Shared by the questions in hand: a `Bus` is two clients' worth of handles.
         let bus = Arc::new(self.bus.clone());
+        for (op, route) in self.everyone.clone() {
+            let subject = format!("{prefix}{op}");
+            let mut own = client.subscribe(subject.clone()).await.map_err(|error| {
+                BusError::Unavailable(format!("subscribing to {subject}: {error}"))
+            })?;
+            let (bus, domain, shutdown) = (bus.clone(), self.domain, shutdown.clone());
+            tasks.spawn(async move {
+                loop {
+                    let request = tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        request = own.next() => request,
+                    };
+                    let Some(request) = request else { break };
+                    if request.reply.is_some() {
+                        answer(
+                            bus.clone(),
+                            domain,
+                            op.clone(),
+                            Some(route.clone()),
+                            request,
+                        )
+                        .await;
+                    }
+                }
+                let _ = tokio::time::timeout(SHUTDOWN_GRACE, own.unsubscribe()).await;
+            });
+        }
         loop {
             let request = tokio::select! {
                 _ = shutdown.cancelled() => break,
@@ -281,6 +329,10 @@ impl RpcServer {
                 .strip_prefix(&prefix)
                 .unwrap_or_default()
                 .to_string();
+            if self.everyone.contains_key(&op) {
+                // This replica's own subscription to it answers (see above).
+                continue;
+            }
             let route = self.routes.get(&op).cloned();
             tasks.spawn(answer(bus.clone(), self.domain, op, route, request));
         }

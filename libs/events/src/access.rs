@@ -26,6 +26,9 @@ pub struct Reach {
     /// Domains this domain asks questions of (`capstan.rpc.<domain>.>`). Every domain may also
     /// ask its own `health` (what `capstan health <service>` runs with that service's user).
     pub asks: &'static [Domain],
+    /// Its own rpc ops that every replica answers (outside its queue group), such as the agent
+    /// channel's `release_claims`, asked of every replica when a gateway stops.
+    pub every_replica: &'static [&'static str],
 }
 
 impl Reach {
@@ -33,6 +36,7 @@ impl Reach {
         consumes: &[],
         commands: &[],
         asks: &[],
+        every_replica: &[],
     };
 }
 
@@ -48,6 +52,7 @@ impl Domain {
                 consumes: &[],
                 commands: &[],
                 asks: &Domain::ALL,
+                every_replica: &[],
             },
             // The node facts and cases it projects, and who a signal tells.
             Domain::Incidents => Reach {
@@ -63,9 +68,13 @@ impl Domain {
                 ],
                 commands: &[],
                 asks: &[],
+                every_replica: &[],
             },
-            Domain::AgentChannel
-            | Domain::Monitor
+            Domain::AgentChannel => Reach {
+                every_replica: &[crate::agent_channel::rpc::ops::RELEASE_CLAIMS],
+                ..Reach::OWN_ONLY
+            },
+            Domain::Monitor
             | Domain::Backups
             | Domain::Rollouts
             | Domain::Provisioning

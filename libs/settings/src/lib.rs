@@ -268,7 +268,8 @@ pub struct TelemetrySettings {
     pub log_format: LogFormat,
     /// An `EnvFilter` directive such as `info,capstan_bus=debug`.
     pub log_level: String,
-    /// OTLP/HTTP endpoint (`http://collector:4318`); traces are exported only when set.
+    /// OTLP/HTTP endpoint (`http://collector:4318`, or `https://` verified against the system's
+    /// certificate authorities, or `SSL_CERT_FILE`'s); traces are exported only when set.
     pub otlp_endpoint: Option<String>,
     /// Where a service running alone serves `/metrics`; the gateway always serves its own.
     pub metrics_listen: Option<SocketAddr>,

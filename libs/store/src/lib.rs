@@ -96,9 +96,17 @@ impl Store {
                 .fetch_one(&mut first)
                 .await?;
         if !exists {
-            first
+            // Replicas starting together on a fresh database race here: IF NOT EXISTS does not
+            // keep two concurrent creates from colliding on pg_namespace's unique index, and
+            // the loser's schema exists all the same.
+            match first
                 .execute(format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"").as_str())
-                .await?;
+                .await
+                .map_err(StoreError::from)
+            {
+                Ok(_) | Err(StoreError::AlreadyExists(_)) => {}
+                Err(error) => return Err(error),
+            }
         }
         first.close().await.ok();
         let search_path = format!("SET search_path TO \"{schema}\"");
@@ -185,6 +193,17 @@ impl Store {
             .execute(format!("SET search_path TO \"{}\"", self.schema).as_str())
             .await?;
         Ok(connection)
+    }
+
+    /// A LISTEN connection of its own, outside the pool: a listener holds its connection for
+    /// as long as it listens, and must not take one of the slots the service's work shares.
+    pub async fn listener(&self) -> Result<sqlx::postgres::PgListener, StoreError> {
+        let own = PgPoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(self.options.clone())
+            .await?;
+        Ok(sqlx::postgres::PgListener::connect_with(&own).await?)
     }
 
     /// Whether the database answers.

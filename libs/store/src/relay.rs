@@ -2,9 +2,16 @@
 //! acknowledged it, and retries with backoff while the bus is away. One replica relays a
 //! schema at a time (a session advisory lock on a connection of its own, released if the
 //! holder dies); a `NOTIFY` at commit wakes it at once, a slow sweep covers lost wake-ups.
+//!
+//! "One relay per schema at a time" holds through a lost connection because every batch is
+//! read and deleted on the lock's own connection: when PostgreSQL ends that backend (a
+//! restart, `pg_terminate_backend`, a network cut) the lock is gone for this replica and so is
+//! the connection, so the next batch fails before anything is published and the relay steps
+//! down. What may still go out twice is the one batch handed to the bus as the connection
+//! died, as after a crash; JetStream drops it by its message id.
 
 use futures::future::BoxFuture;
-use sqlx::{postgres::PgListener, Row};
+use sqlx::{postgres::PgListener, PgConnection, Row};
 use std::{sync::Arc, time::Duration};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -58,8 +65,15 @@ impl OutboxRelay {
     pub async fn run(self, shutdown: CancellationToken) {
         let mut backoff = Duration::from_millis(100);
         while !shutdown.is_cancelled() {
-            match self.lead(&shutdown).await {
+            let mut led = false;
+            match self.lead(&shutdown, &mut led).await {
                 Ok(()) => backoff = Duration::from_millis(100),
+                Err(error) if led => {
+                    warn!(schema = %self.store.schema(), %error, "outbox relay stepped down: its lock connection failed, publishing nothing more until it leads again");
+                    metrics::counter!("capstan_outbox_relay_step_downs_total", "schema" => self.store.schema().to_string())
+                        .increment(1);
+                    backoff = Duration::from_millis(100);
+                }
                 Err(error) => {
                     warn!(schema = %self.store.schema(), %error, "outbox relay interrupted");
                     backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -73,9 +87,10 @@ impl OutboxRelay {
         debug!(schema = %self.store.schema(), "outbox relay stopped");
     }
 
-    /// Takes the relay lock if free and relays while holding it. Returns `Ok` when another
-    /// replica holds it (try again later) or on shutdown.
-    async fn lead(&self, shutdown: &CancellationToken) -> Result<(), StoreError> {
+    /// Takes the relay lock if free and relays while holding it, setting `led` once it leads.
+    /// Returns `Ok` when another replica holds it (try again later) or on shutdown, and an
+    /// error when the lock's connection fails (the lock may be another replica's by now).
+    async fn lead(&self, shutdown: &CancellationToken, led: &mut bool) -> Result<(), StoreError> {
         let mut lock = self.store.dedicated_connection().await?;
         let leader: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock(hashtext($1))")
             .bind(format!("capstan-outbox-{}", self.store.schema()))
@@ -92,13 +107,14 @@ impl OutboxRelay {
         listener
             .listen(&outbox::channel(self.store.schema()))
             .await?;
+        *led = true;
         info!(schema = %self.store.schema(), "outbox relay leading");
         let mut backoff = Duration::from_millis(100);
         loop {
             if shutdown.is_cancelled() {
                 return Ok(());
             }
-            match self.relay_batch().await {
+            match self.relay_batch(&mut lock).await {
                 Ok(sent) if sent > 0 => {
                     backoff = Duration::from_millis(100);
                     continue;
@@ -127,13 +143,15 @@ impl OutboxRelay {
         }
     }
 
-    /// Publishes the oldest rows and deletes those acknowledged. Returns how many went out.
-    async fn relay_batch(&self) -> Result<usize, RelayError> {
+    /// Publishes the oldest rows and deletes those acknowledged, reading and deleting on `lock`,
+    /// the connection that holds the relay lock: a batch is published only while that
+    /// connection (and so the lock) is alive. Returns how many went out.
+    async fn relay_batch(&self, lock: &mut PgConnection) -> Result<usize, RelayError> {
         let rows = sqlx::query(
             "SELECT id, message_id, subject, payload, traceparent FROM outbox ORDER BY id LIMIT $1",
         )
         .bind(self.batch_size)
-        .fetch_all(self.store.pool())
+        .fetch_all(&mut *lock)
         .await
         .map_err(|error| RelayError::Store(error.into()))?;
         if rows.is_empty() {
@@ -159,7 +177,7 @@ impl OutboxRelay {
         let sent = &ids[..acknowledged.min(total)];
         sqlx::query("DELETE FROM outbox WHERE id = ANY($1)")
             .bind(sent)
-            .execute(self.store.pool())
+            .execute(&mut *lock)
             .await
             .map_err(|error| RelayError::Store(error.into()))?;
         metrics::counter!("capstan_outbox_relayed_total", "schema" => self.store.schema().to_string())

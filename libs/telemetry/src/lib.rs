@@ -60,22 +60,68 @@ impl Drop for TelemetryGuard {
 }
 
 /// Sets up logging and tracing for the process. Spans always get real trace ids (so they
-/// propagate across the bus); they leave the process only when an OTLP endpoint is set.
+/// propagate across the bus); they leave the process only when an OTLP endpoint is set
+/// (`http://` or `https://`). Call it inside the tokio runtime that will carry the exports.
 pub fn init(config: &TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
     let mut builder = SdkTracerProvider::builder().with_resource(resource(&config.service_name));
     if let Some(endpoint) = &config.otlp_endpoint {
         use opentelemetry_otlp::WithExportConfig;
+        use opentelemetry_otlp::WithHttpConfig;
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
+            .with_http_client(otlp_client())
             .with_endpoint(format!("{}/v1/traces", endpoint.trim_end_matches('/')))
             .build()
             .map_err(|error| TelemetryError::Exporter {
                 endpoint: endpoint.clone(),
                 reason: error.to_string(),
             })?;
-        builder = builder.with_batch_exporter(exporter);
+        // Exports run as a task of the process's tokio runtime, where the HTTP client can run.
+        let processor =
+            opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor::builder(
+                exporter,
+                opentelemetry_sdk::runtime::Tokio,
+            )
+            .build();
+        builder = builder.with_span_processor(processor);
     }
     install(config, builder.build())
+}
+
+/// How long one export may take before it is given up.
+const OTLP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The OTLP client: `http://` or `https://` through rustls with the ring provider, trusting the
+/// system's certificate authorities (`SSL_CERT_FILE` or `SSL_CERT_DIR` name others, such as a
+/// private CA of the collector's).
+fn otlp_client() -> opentelemetry_http::hyper::HyperClient<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+> {
+    let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    connector.enforce_http(false);
+    let provider = rustls::crypto::ring::default_provider();
+    let builder = match hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_native_roots(provider)
+    {
+        Ok(builder) => builder,
+        Err(error) => {
+            // No trusted roots here: https exports fail to verify, and each failure says why.
+            eprintln!("capstan-telemetry: no trusted certificate authorities ({error}); https OTLP exports cannot be verified");
+            let config = rustls::ClientConfig::builder_with_provider(
+                rustls::crypto::ring::default_provider().into(),
+            )
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default protocol versions")
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+            hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
+        }
+    };
+    let connector = builder
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(connector);
+    opentelemetry_http::hyper::HyperClient::new(connector, OTLP_TIMEOUT, None)
 }
 
 /// Sets up tracing with spans going to `exporter` synchronously: for tests that read spans

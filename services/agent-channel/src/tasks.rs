@@ -11,6 +11,8 @@ use crate::{actions, domain::jobs::lost, rpc::Limits, store, wake::Wake};
 
 /// How often the sweep runs (AC-29 also runs it on every poll of the node concerned).
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
+/// The advisory lock one replica holds for a sweep ([`Store::lead_tick`]).
+pub const SWEEP_LOCK: &str = "capstan-agent-channel-sweep";
 
 /// How often the check-ins stamped since the last report are told (`nodes_seen`).
 pub const NODES_SEEN_INTERVAL: Duration = Duration::from_secs(10);
@@ -68,15 +70,9 @@ pub async fn run(
 
 /// One sweep, if no other replica is sweeping now.
 pub async fn sweep(store: &Store) -> Result<(), StoreError> {
-    let mut transaction = store.begin().await?;
-    let leader: bool = sqlx::query_scalar(
-        "SELECT pg_try_advisory_xact_lock(hashtext('capstan-agent-channel-sweep'))",
-    )
-    .fetch_one(&mut *transaction)
-    .await?;
-    if !leader {
+    let Some(mut transaction) = store.lead_tick(SWEEP_LOCK).await? else {
         return Ok(());
-    }
+    };
     let (expired, retired) = store::sweep_joins(&mut transaction).await?;
     let stale = store::lose_stale(&mut transaction, None, lost::BUDGET).await?;
     actions::announce_all_finished(&mut transaction, &stale).await?;

@@ -1,6 +1,8 @@
 //! Long polls: a claim with `wait` sleeps until a job is queued for its node. The insert's
 //! trigger sends `NOTIFY capstan_agent_channel_jobs, '<node id>'` at commit; every replica
-//! listens, so the claim wakes whichever replica holds it.
+//! listens, so the claim wakes whichever replica holds it. A gateway that stops releases the
+//! long polls it forwarded ([`Wake::release`]): they end at once without a job, since nobody is
+//! left to take one to the agent.
 
 use capstan_store::Store;
 use std::{
@@ -14,6 +16,7 @@ use std::{
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
+use uuid::Uuid;
 
 pub const CHANNEL: &str = "capstan_agent_channel_jobs";
 
@@ -24,6 +27,10 @@ pub struct Wake {
     /// How many times any bell was rung: a claim compares it across the moments between its
     /// first read and arming its bell, when a ring would find nobody to wake.
     rung: AtomicU64,
+    /// Per gateway process, the token its long polls end on when it stops. A released token
+    /// stays (cancelled) until pruned, so a claim that arrives just after the release is not
+    /// held either.
+    gateways: Mutex<HashMap<Uuid, Arc<CancellationToken>>>,
 }
 
 impl Wake {
@@ -60,12 +67,33 @@ impl Wake {
         }
     }
 
-    /// Forgets bells nobody holds.
+    /// What ends the long polls forwarded by `gateway` when it stops.
+    pub fn released(&self, gateway: Uuid) -> Arc<CancellationToken> {
+        let mut gateways = self
+            .gateways
+            .lock()
+            .expect("the wake map is never poisoned");
+        gateways.entry(gateway).or_default().clone()
+    }
+
+    /// Ends every long poll `gateway` forwarded here; how many were waiting.
+    pub fn release(&self, gateway: Uuid) -> u64 {
+        let token = self.released(gateway);
+        token.cancel();
+        // Less this function's own handle and the map's.
+        Arc::strong_count(&token).saturating_sub(2) as u64
+    }
+
+    /// Forgets bells and gateways nobody holds.
     pub fn prune(&self) {
         self.waiting
             .lock()
             .expect("the wake map is never poisoned")
             .retain(|_, bell| Arc::strong_count(bell) > 1);
+        self.gateways
+            .lock()
+            .expect("the wake map is never poisoned")
+            .retain(|_, token| Arc::strong_count(token) > 1);
     }
 
     /// Listens for queued jobs until `shutdown`, reconnecting when the connection drops.
@@ -75,7 +103,7 @@ impl Wake {
         shutdown: CancellationToken,
     ) -> anyhow::Result<()> {
         while !shutdown.is_cancelled() {
-            let mut listener = match sqlx::postgres::PgListener::connect_with(store.pool()).await {
+            let mut listener = match store.listener().await {
                 Ok(listener) => listener,
                 Err(error) => {
                     warn!(%error, "job wake-up listener cannot connect, retrying");
@@ -134,6 +162,21 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(1), rung)
             .await
             .expect("the armed bell wakes the claim");
+    }
+
+    #[tokio::test]
+    async fn releasing_a_gateway_ends_its_long_polls_and_no_others() {
+        let wake = Wake::default();
+        let (stopping, staying) = (Uuid::now_v7(), Uuid::now_v7());
+        let held = wake.released(stopping);
+        let other = wake.released(staying);
+        assert_eq!(wake.release(stopping), 1, "one long poll was waiting");
+        tokio::time::timeout(Duration::from_secs(1), held.cancelled())
+            .await
+            .expect("the released long poll ends");
+        assert!(!other.is_cancelled());
+        // A claim forwarded by the stopped gateway after its release is not held either.
+        assert!(wake.released(stopping).is_cancelled());
     }
 
     #[test]

@@ -12,7 +12,9 @@ use axum::{
 };
 use bytes::Bytes;
 use capstan_events::{
-    agent_channel::rpc::{ops, AgentEndpoint, AgentRequest, AgentResponse},
+    agent_channel::rpc::{
+        ops, AgentEndpoint, AgentRequest, AgentResponse, ClaimsReleased, ReleaseClaims,
+    },
     Domain,
 };
 use futures::FutureExt;
@@ -48,7 +50,10 @@ async fn ask(
     endpoint: AgentEndpoint,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let (meta, body, timeout) = question(endpoint, request, state.rpc_timeout).await?;
+    let (mut meta, body, timeout) = question(endpoint, request, state.rpc_timeout).await?;
+    meta.gateway = Some(state.long_polls().gateway);
+    let long_poll =
+        endpoint == AgentEndpoint::Claim && claim_wait(meta.query.as_deref()) != Some(0);
     let asking = state.bus.request_with_body(
         Domain::AgentChannel,
         ops::AGENT_REQUEST,
@@ -58,8 +63,67 @@ async fn ask(
     );
     // Written out already: a long poll waits without it.
     drop(meta);
-    let (answer, bytes): (AgentResponse, Bytes) = asking.await?;
+    if !long_poll {
+        let (answer, bytes): (AgentResponse, Bytes) = asking.await?;
+        return respond(endpoint, answer, bytes);
+    }
+    let mut asking = Box::pin(asking);
+    let stopping = &state.long_polls().stopping;
+    let (answer, bytes): (AgentResponse, Bytes) = tokio::select! {
+        answered = &mut asking => answered?,
+        _ = stopping.cancelled() => {
+            // The agent channel ends a released claim at once with its own answer (or the job
+            // it was handing out just then); past a moment, the agent gets an empty claim here.
+            match tokio::time::timeout(RELEASE_GRACE, asking).await {
+                Ok(answered) => answered?,
+                Err(_) => return Ok(empty_claim()),
+            }
+        }
+    };
     respond(endpoint, answer, bytes)
+}
+
+/// How long a stopping gateway waits for the agent channel to answer a released long poll.
+pub const RELEASE_GRACE: Duration = Duration::from_millis(500);
+/// How long a stopping gateway waits for the agent channel to take its release.
+pub const RELEASE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A claim answered with no job, as the agent channel answers one whose wait ran out.
+fn empty_claim() -> Response {
+    (
+        StatusCode::OK,
+        Json(serde_json::json!({"job": null, "ignored_fields": []})),
+    )
+        .into_response()
+}
+
+/// As the gateway stops: answers its open long polls (each waits at most [`RELEASE_GRACE`] more)
+/// and asks every agent-channel replica to release the claims it holds for them, so none is
+/// handed a job nobody would take to its agent.
+pub async fn release(state: &AppState) {
+    let long_polls = state.long_polls();
+    long_polls.stopping.cancel();
+    let asked: Result<ClaimsReleased, _> = state
+        .bus
+        .request(
+            Domain::AgentChannel,
+            ops::RELEASE_CLAIMS,
+            &ReleaseClaims {
+                gateway: long_polls.gateway,
+            },
+            RELEASE_TIMEOUT,
+        )
+        .await;
+    match asked {
+        Ok(answer) => tracing::info!(
+            gateway = %long_polls.gateway,
+            released = answer.released,
+            "long polls released"
+        ),
+        Err(error) => {
+            tracing::warn!(%error, "the agent channel did not take the release of this gateway's long polls")
+        }
+    }
 }
 
 /// The question for the agent channel: the request's path, query, signature headers and source
@@ -86,6 +150,7 @@ async fn question(
         signature_input: field(&parts.headers, &SIGNATURE_INPUT),
         signature: field(&parts.headers, &SIGNATURE),
         source_address: source.to_string(),
+        gateway: None,
     };
     Ok((meta, body, timeout))
 }

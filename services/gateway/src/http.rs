@@ -28,11 +28,11 @@ use crate::{domain::client_address::client_address, error::ApiError};
 /// it in several places at once (the edge, the handler, the rpc it waits on), for as long as a
 /// long poll waits, so a copy is a pointer rather than the 800 bytes of the parts.
 #[derive(Clone)]
-pub struct AppState(Arc<Shared>);
+pub struct AppState(Arc<(Shared, LongPolls)>);
 
 impl From<Shared> for AppState {
     fn from(shared: Shared) -> AppState {
-        AppState(Arc::new(shared))
+        AppState(Arc::new((shared, LongPolls::default())))
     }
 }
 
@@ -40,7 +40,31 @@ impl std::ops::Deref for AppState {
     type Target = Shared;
 
     fn deref(&self) -> &Shared {
-        &self.0
+        &self.0 .0
+    }
+}
+
+impl AppState {
+    /// This gateway process's long polls, released together when it stops.
+    pub(crate) fn long_polls(&self) -> &LongPolls {
+        &self.0 .1
+    }
+}
+
+/// This gateway process as the agent channel knows it: every agent request it forwards names
+/// `gateway`, and when it stops (`stopping`) its open long polls are answered at once and the
+/// claims the agent channel holds for them are released ([`crate::agent::release`]).
+pub struct LongPolls {
+    pub gateway: uuid::Uuid,
+    pub stopping: tokio_util::sync::CancellationToken,
+}
+
+impl Default for LongPolls {
+    fn default() -> LongPolls {
+        LongPolls {
+            gateway: uuid::Uuid::now_v7(),
+            stopping: tokio_util::sync::CancellationToken::new(),
+        }
     }
 }
 

@@ -110,6 +110,7 @@ pub async fn serve(
         ));
     }
     drop(listener);
+    agent::release(&state).await;
     connections.close();
     connections.wait().await;
     Ok(())

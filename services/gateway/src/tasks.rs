@@ -11,6 +11,8 @@ use crate::store;
 
 /// How often the sweep runs.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(5 * 60);
+/// The advisory lock one replica holds for a sweep ([`Store::lead_tick`]).
+pub const SWEEP_LOCK: &str = "capstan-gateway-sweep";
 
 pub async fn run(
     store: Store,
@@ -30,14 +32,9 @@ pub async fn sweep(
     idle: Duration,
     lifetime: Duration,
 ) -> Result<(u64, u64), StoreError> {
-    let mut transaction = store.begin().await?;
-    let leader: bool =
-        sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(hashtext('capstan-gateway-sweep'))")
-            .fetch_one(&mut *transaction)
-            .await?;
-    if !leader {
+    let Some(mut transaction) = store.lead_tick(SWEEP_LOCK).await? else {
         return Ok((0, 0));
-    }
+    };
     let swept = store::sweep_sessions_and_failures(&mut transaction, idle, lifetime).await?;
     transaction.commit().await?;
     if swept.0 + swept.1 > 0 {

@@ -72,6 +72,25 @@ pub struct AgentRequest {
     pub signature: Option<String>,
     /// The address the gateway can vouch for.
     pub source_address: String,
+    /// The gateway process holding the request: when it stops it releases its long polls
+    /// together ([`ops::RELEASE_CLAIMS`]). Absent from an older gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<Uuid>,
+}
+
+/// rpc `release_claims`, sent by a gateway as it stops and answered by every agent-channel
+/// replica (not shared by the queue group): each ends the long polls it holds for `gateway`
+/// at once, without handing them a job, since nobody is left to take the answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ReleaseClaims {
+    pub gateway: Uuid,
+}
+
+/// The answer of one replica to [`ReleaseClaims`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ClaimsReleased {
+    /// The long polls that replica ended.
+    pub released: u64,
 }
 
 /// The agent channel's answer, which the gateway sends back as it is.
@@ -87,6 +106,8 @@ pub struct AgentResponse {
 /// The rpc op names, in one place.
 pub mod ops {
     pub const AGENT_REQUEST: &str = "agent_request";
+    /// Answered by every replica: see [`super::ReleaseClaims`].
+    pub const RELEASE_CLAIMS: &str = "release_claims";
     pub const LIST_JOINS: &str = "list_joins";
     pub const APPROVE_JOIN: &str = "approve_join";
     pub const REJECT_JOIN: &str = "reject_join";

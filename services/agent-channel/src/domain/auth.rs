@@ -158,6 +158,7 @@ mod tests {
             signature_input: Some(headers.signature_input),
             signature: Some(headers.signature),
             source_address: "203.0.113.7".into(),
+            gateway: None,
         }
     }
 

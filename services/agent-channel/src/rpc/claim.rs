@@ -65,13 +65,40 @@ pub async fn claim(
         return Ok(answer(None, &claim));
     }
     // Long poll: sleep until a job is queued for this node or the wait runs out, then look once
-    // more. No transaction or connection is held meanwhile.
+    // more. No transaction or connection is held meanwhile. When the gateway holding the
+    // request stops, it has already answered the agent itself: a job handed out now would reach
+    // nobody and end lost, so the claim ends with none.
+    let released = request.gateway.map(|gateway| state.wake.released(gateway));
+    let gateway_stopped = async {
+        match &released {
+            Some(token) => token.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
+    let _open = OpenLongPoll::new();
     tokio::select! {
         _ = tokio::time::timeout(Duration::from_secs(wait), rung) => {}
         _ = state.stopping.cancelled() => {}
+        _ = gateway_stopped => return Ok(answer(None, &claim)),
     }
     let job = report_and_dispatch(state, node.id, None, None).await?;
     Ok(answer(job, &claim))
+}
+
+/// Counts a claim in `capstan_agent_long_polls` while it sleeps: what this replica holds open.
+struct OpenLongPoll;
+
+impl OpenLongPoll {
+    fn new() -> OpenLongPoll {
+        metrics::gauge!("capstan_agent_long_polls").increment(1.0);
+        OpenLongPoll
+    }
+}
+
+impl Drop for OpenLongPoll {
+    fn drop(&mut self) {
+        metrics::gauge!("capstan_agent_long_polls").decrement(1.0);
+    }
 }
 
 fn answer(job: Option<Value>, claim: &Claim) -> (u16, Value) {
@@ -414,6 +441,7 @@ mod tests {
             signature_input: None,
             signature: None,
             source_address: "127.0.0.1".into(),
+            gateway: None,
         };
         (state, glance, request)
     }

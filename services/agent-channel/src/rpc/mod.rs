@@ -7,7 +7,9 @@ mod operator;
 
 use bytes::Bytes;
 use capstan_bus::RpcServer;
-use capstan_events::agent_channel::rpc::{ops, AgentRequest, AgentResponse};
+use capstan_events::agent_channel::rpc::{
+    ops, AgentRequest, AgentResponse, ClaimsReleased, ReleaseClaims,
+};
 use capstan_store::Store;
 use std::{sync::Arc, sync::Mutex};
 use tokio::time::Instant;
@@ -156,6 +158,16 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
                 }
             },
         )
+        .route_on_every_replica(ops::RELEASE_CLAIMS, {
+            let wake = state.wake.clone();
+            move |request: ReleaseClaims| {
+                let released = wake.release(request.gateway);
+                if released > 0 {
+                    tracing::info!(gateway = %request.gateway, released, "long polls released: their gateway stops");
+                }
+                async move { Ok(ClaimsReleased { released }) }
+            }
+        })
         .route_with_state(ops::LIST_JOINS, &state, operator::list_joins)
         .route_with_state(ops::APPROVE_JOIN, &state, operator::approve_join)
         .route_with_state(ops::REJECT_JOIN, &state, operator::reject_join)
