@@ -30,7 +30,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     let state = rpc::State {
         store: service.store.clone(),
         wake: Arc::new(wake::Wake::default()),
-        limits: Arc::new(rpc::Limits::default()),
+        limits: Arc::new(rpc::Limits::from_settings(&settings.agent_channel)),
         keys: Arc::new(rpc::Keys::default()),
         stopping: shutdown.clone(),
         agent_slots: Arc::new(tokio::sync::Semaphore::new(rpc::agent_slots(

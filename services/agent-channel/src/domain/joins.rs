@@ -6,7 +6,9 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use std::net::IpAddr;
 
-use super::{auth::AgentError, REJECTED_REOPENABLE_FOR};
+use super::{
+    auth::AgentError, MAX_PENDING_PER_NETWORK, MAX_PENDING_TOTAL, REJECTED_REOPENABLE_FOR,
+};
 
 /// At most this many addresses in a join.
 pub const MAX_ADDRESSES: usize = 16;
@@ -171,6 +173,19 @@ pub fn decide(known: &KnownKey, now: DateTime<Utc>) -> JoinDecision {
     }
 }
 
+/// AC-02: whether a new pending join may be lodged, given how many are pending from its source
+/// network and in all. One network's share is a small part of the total, so a flood from one
+/// network (an IPv6 /64 however many addresses it uses) is stopped long before the total.
+pub fn pending_cap(from_network: i64, total: i64) -> Result<(), AgentError> {
+    if from_network >= MAX_PENDING_PER_NETWORK {
+        return Err(AgentError::TooManyPending(" from this network"));
+    }
+    if total >= MAX_PENDING_TOTAL {
+        return Err(AgentError::TooManyPending(""));
+    }
+    Ok(())
+}
+
 /// Whether a key rejected at `rejected_at` may still be reopened.
 pub fn reopenable(rejected_at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
     now.signed_duration_since(rejected_at)
@@ -231,6 +246,20 @@ mod tests {
             parse_join(b"not json").unwrap_err().code(),
             "invalid_request"
         );
+    }
+
+    #[test]
+    fn ac_02_a_flood_from_one_network_is_stopped_at_its_share_leaving_the_total_for_others() {
+        assert!(pending_cap(MAX_PENDING_PER_NETWORK - 1, 0).is_ok());
+        let refused = pending_cap(MAX_PENDING_PER_NETWORK, MAX_PENDING_PER_NETWORK).unwrap_err();
+        assert_eq!(refused.code(), "too_many_pending");
+        assert!(refused.to_string().contains("from this network"));
+        // What one network can hold is a small share: more than a hundred networks' worth of
+        // room stays for the others.
+        let (share, total) = (MAX_PENDING_PER_NETWORK, MAX_PENDING_TOTAL);
+        assert!(total >= 100 * share, "{share} of {total}");
+        assert!(pending_cap(0, MAX_PENDING_PER_NETWORK).is_ok());
+        assert!(pending_cap(0, MAX_PENDING_TOTAL).is_err());
     }
 
     #[test]

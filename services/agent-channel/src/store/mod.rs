@@ -5,6 +5,7 @@ use capstan_store::{PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use sqlx::types::Json;
+use std::time::Duration;
 use uuid::Uuid;
 
 use crate::domain::claims::NodeFacts;
@@ -256,6 +257,8 @@ pub struct NewJoin<'a> {
     pub fingerprint: &'a str,
     pub name: &'a str,
     pub source_address: &'a str,
+    /// What the per-source cap counts by ([`crate::domain::rate::source_network`]).
+    pub source_network: &'a str,
     pub addresses: &'a [String],
     pub agent_version: &'a str,
     pub site_root: Option<&'a str>,
@@ -266,8 +269,8 @@ pub struct NewJoin<'a> {
 pub async fn insert_join(connection: &mut PgConnection, join: &NewJoin<'_>) -> Result<()> {
     sqlx::query(
         "INSERT INTO joins (id, public_key, fingerprint, name, source_address, addresses, agent_version,
-                            site_root, container, state, expires_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10)",
+                            site_root, container, state, expires_at, source_network)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11)",
     )
     .bind(join.id)
     .bind(join.public_key)
@@ -279,6 +282,7 @@ pub async fn insert_join(connection: &mut PgConnection, join: &NewJoin<'_>) -> R
     .bind(join.site_root)
     .bind(join.container)
     .bind(join.expires_at)
+    .bind(join.source_network)
     .execute(connection)
     .await?;
     Ok(())
@@ -288,7 +292,8 @@ pub async fn insert_join(connection: &mut PgConnection, join: &NewJoin<'_>) -> R
 pub async fn renew_join(connection: &mut PgConnection, id: Uuid, join: &NewJoin<'_>) -> Result<()> {
     sqlx::query(
         "UPDATE joins SET state = 'pending', name = $2, source_address = $3, addresses = $4,
-             agent_version = $5, site_root = $6, container = $7, expires_at = $8
+             agent_version = $5, site_root = $6, container = $7, expires_at = $8,
+             source_network = $9
          WHERE id = $1",
     )
     .bind(id)
@@ -299,18 +304,19 @@ pub async fn renew_join(connection: &mut PgConnection, id: Uuid, join: &NewJoin<
     .bind(join.site_root)
     .bind(join.container)
     .bind(join.expires_at)
+    .bind(join.source_network)
     .execute(connection)
     .await?;
     Ok(())
 }
 
-/// Pending requests, from one address and in all.
-pub async fn pending_counts(connection: &mut PgConnection, address: &str) -> Result<(i64, i64)> {
+/// Pending requests, from one source network and in all.
+pub async fn pending_counts(connection: &mut PgConnection, network: &str) -> Result<(i64, i64)> {
     Ok(sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE source_address = $1), count(*)
+        "SELECT count(*) FILTER (WHERE source_network = $1), count(*)
          FROM joins WHERE state = 'pending' AND expires_at > now()",
     )
-    .bind(address)
+    .bind(network)
     .fetch_one(connection)
     .await?)
 }
@@ -376,27 +382,40 @@ pub async fn sweep_joins(connection: &mut PgConnection) -> Result<(u64, u64)> {
     Ok((expired, retired))
 }
 
-/// Records a nonce of a key; false when the key used it within the window (a replay).
+/// Records a nonce of a key at `now`; false when the key used it within `window` before (a
+/// replay). `now` is the agent channel's clock, the one the signature's skew was judged by.
 pub async fn record_nonce(
     connection: &mut PgConnection,
     fingerprint: &str,
     nonce: &str,
+    now: DateTime<Utc>,
+    window: Duration,
 ) -> Result<bool> {
     let inserted = sqlx::query(
-        "INSERT INTO nonces (fingerprint, nonce) VALUES ($1, $2) ON CONFLICT (fingerprint, nonce)
-         DO UPDATE SET seen_at = now() WHERE nonces.seen_at < now() - interval '600 seconds'",
+        "INSERT INTO nonces (fingerprint, nonce, seen_at) VALUES ($1, $2, $3)
+         ON CONFLICT (fingerprint, nonce) DO UPDATE SET seen_at = $3
+             WHERE nonces.seen_at < $3 - make_interval(secs => $4)",
     )
     .bind(fingerprint)
     .bind(nonce)
+    .bind(now)
+    .bind(window.as_secs_f64())
     .execute(connection)
     .await?
     .rows_affected();
     Ok(inserted == 1)
 }
 
-pub async fn prune_nonces(connection: &mut PgConnection) -> Result<u64> {
+/// Forgets nonces seen more than `window` before `now`.
+pub async fn prune_nonces(
+    connection: &mut PgConnection,
+    now: DateTime<Utc>,
+    window: Duration,
+) -> Result<u64> {
     Ok(
-        sqlx::query("DELETE FROM nonces WHERE seen_at < now() - interval '600 seconds'")
+        sqlx::query("DELETE FROM nonces WHERE seen_at < $1 - make_interval(secs => $2)")
+            .bind(now)
+            .bind(window.as_secs_f64())
             .execute(connection)
             .await?
             .rows_affected(),
@@ -429,9 +448,10 @@ pub async fn glance(connection: &mut PgConnection, node_id: i64) -> Result<Optio
     .await?)
 }
 
-/// A node-signed request's first read, in one statement: the node holding `fingerprint` with
-/// its glance, and whether `nonce` is new for that key (recorded in the same statement). The
-/// caller still reports in protocol order: an unknown key, then a bad signature, then a replay.
+/// A node-signed request's read once its signature has verified, in one statement: the node
+/// holding `fingerprint` with its glance, and whether `nonce` is new for that key (recorded in
+/// the same statement, at `now`, as [`record_nonce`] does). Never called before the signature
+/// is checked: a nonce is remembered only for a request its key signed.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Arrival {
     #[sqlx(flatten)]
@@ -457,13 +477,16 @@ pub async fn arrive(
     connection: &mut PgConnection,
     fingerprint: &str,
     nonce: &str,
+    now: DateTime<Utc>,
+    window: Duration,
 ) -> Result<Option<Arrival>> {
     Ok(sqlx::query_as(&format!(
         "WITH node AS (SELECT {NODE_COLUMNS} FROM nodes WHERE fingerprint = $1),
          recorded AS (
-             INSERT INTO nonces (fingerprint, nonce) SELECT $1, $2 WHERE EXISTS (SELECT 1 FROM node)
-             ON CONFLICT (fingerprint, nonce) DO UPDATE SET seen_at = now()
-                 WHERE nonces.seen_at < now() - interval '600 seconds'
+             INSERT INTO nonces (fingerprint, nonce, seen_at)
+                 SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM node)
+             ON CONFLICT (fingerprint, nonce) DO UPDATE SET seen_at = $3
+                 WHERE nonces.seen_at < $3 - make_interval(secs => $4)
              RETURNING 1
          )
          SELECT node.*,
@@ -476,6 +499,8 @@ pub async fn arrive(
     ))
     .bind(fingerprint)
     .bind(nonce)
+    .bind(now)
+    .bind(window.as_secs_f64())
     .fetch_optional(connection)
     .await?)
 }
