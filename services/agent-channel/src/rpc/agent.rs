@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use capstan_events::agent_channel::{
-    rpc::{AgentEndpoint, AgentRequest, AgentResponse},
+    rpc::{AgentEndpoint, AgentRequest, AgentResponse, JoinState},
     JoinRequested,
 };
 use capstan_signing::{ParsedSignature, PublicKey};
@@ -18,7 +18,7 @@ use crate::{
     actions::{self, emit, PairingEnd},
     domain::{
         auth::{check_signature, check_unkeyed, AgentError},
-        joins::{decide, parse_join, pending_cap, JoinDecision, KnownKey},
+        joins::{decide, parse_join, pending_cap, JoinDecision, JoinRecordState, KnownKey},
         rate::source_network,
         JOIN_TTL, NONCE_WINDOW,
     },
@@ -243,12 +243,15 @@ async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
         .is_some();
     let known = match (&latest, paired) {
         (_, true) => KnownKey::Paired,
-        (Some(row), _) if row.state == "pending" => KnownKey::Pending,
-        (Some(row), _) if row.state == "rejected" => KnownKey::Rejected {
-            rejected_at: row.decided_at.unwrap_or(row.requested_at),
+        (Some(row), _) => match row.state {
+            JoinRecordState::Pending => KnownKey::Pending,
+            JoinRecordState::Rejected => KnownKey::Rejected {
+                rejected_at: row.decided_at.unwrap_or(row.requested_at),
+            },
+            JoinRecordState::Retired => KnownKey::Retired,
+            JoinRecordState::Approved | JoinRecordState::Expired => KnownKey::Unknown,
         },
-        (Some(row), _) if row.state == "retired" => KnownKey::Retired,
-        _ => KnownKey::Unknown,
+        (None, _) => KnownKey::Unknown,
     };
     let addresses: Vec<String> = join.addresses.iter().map(ToString::to_string).collect();
     let expires_at = now + chrono::Duration::from_std(JOIN_TTL).expect("an hour fits");
@@ -265,7 +268,7 @@ async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
         container: join.container.as_deref(),
         expires_at,
     };
-    let answer = |id: Uuid, state: &str, expires_at| {
+    let answer = |id: Uuid, state: JoinState, expires_at| {
         (
             202,
             json!({"request_id": id, "fingerprint": fingerprint, "state": state, "expires_at": expires_at}),
@@ -276,14 +279,14 @@ async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
         JoinDecision::Retired => return Err(AgentError::KeyRetired),
         JoinDecision::AnswerRejected => {
             let row = latest.expect("a rejected key has its request");
-            return Ok(answer(row.id, "rejected", row.expires_at));
+            return Ok(answer(row.id, JoinState::Rejected, row.expires_at));
         }
         JoinDecision::Renew => {
             let row = latest.expect("a pending key has its request");
             store::renew_join(&mut transaction, row.id, &new)
                 .await
                 .map_err(AgentError::unavailable)?;
-            answer(row.id, "pending", expires_at)
+            answer(row.id, JoinState::Pending, expires_at)
         }
         JoinDecision::Create => {
             let (from_network, total) = store::pending_counts(&mut transaction, new.source_network)
@@ -305,7 +308,7 @@ async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
             emit(&mut transaction, requested, format!("join/{}", new.id))
                 .await
                 .map_err(AgentError::unavailable)?;
-            answer(new.id, "pending", expires_at)
+            answer(new.id, JoinState::Pending, expires_at)
         }
     };
     transaction

@@ -8,12 +8,51 @@ use sqlx::types::Json;
 use std::time::Duration;
 use uuid::Uuid;
 
-use crate::domain::claims::NodeFacts;
+use crate::domain::{claims::NodeFacts, joins::JoinRecordState, REJECTED_REOPENABLE_FOR};
+use capstan_events::agent_channel::{
+    rpc::{JobState, JoinFilter},
+    JobOutcome, UnknownState,
+};
 
 mod jobs;
 pub use jobs::*;
 
 type Result<T> = std::result::Result<T, StoreError>;
+
+/// A state kept as text, read through its spelling: a spelling the enum does not know fails the
+/// read with the error naming it (`"cancelled" is not a job state`), never a guess. Fields use
+/// it as `#[sqlx(try_from = "Spelled<JobState>")]`.
+pub struct Spelled<T>(T);
+
+impl<T> sqlx::Type<sqlx::Postgres> for Spelled<T> {
+    fn type_info() -> sqlx::postgres::PgTypeInfo {
+        <String as sqlx::Type<sqlx::Postgres>>::type_info()
+    }
+
+    fn compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
+        <String as sqlx::Type<sqlx::Postgres>>::compatible(ty)
+    }
+}
+
+impl<'r, T: TryFrom<String, Error = UnknownState>> sqlx::Decode<'r, sqlx::Postgres> for Spelled<T> {
+    fn decode(
+        value: sqlx::postgres::PgValueRef<'r>,
+    ) -> std::result::Result<Self, sqlx::error::BoxDynError> {
+        let text = <String as sqlx::Decode<sqlx::Postgres>>::decode(value)?;
+        Ok(Spelled(T::try_from(text)?))
+    }
+}
+
+macro_rules! spelled {
+    ($($state:ty),*) => {$(
+        impl From<Spelled<$state>> for $state {
+            fn from(spelled: Spelled<$state>) -> $state {
+                spelled.0
+            }
+        }
+    )*};
+}
+spelled!(JobState, JobOutcome, JoinRecordState);
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct NodeRow {
@@ -219,7 +258,9 @@ pub struct JoinRow {
     pub agent_version: String,
     pub site_root: Option<String>,
     pub container: Option<String>,
-    pub state: String,
+    /// A spelling the service does not know fails the read.
+    #[sqlx(try_from = "Spelled<JoinRecordState>")]
+    pub state: JoinRecordState,
     pub requested_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
     pub decided_at: Option<DateTime<Utc>>,
@@ -324,13 +365,13 @@ pub async fn pending_counts(connection: &mut PgConnection, network: &str) -> Res
 pub async fn decide_join(
     connection: &mut PgConnection,
     id: Uuid,
-    state: &str,
+    state: JoinRecordState,
     by: &str,
     node_id: Option<i64>,
 ) -> Result<()> {
     sqlx::query("UPDATE joins SET state = $2, decided_at = now(), decided_by = $3, node_id = $4 WHERE id = $1")
         .bind(id)
-        .bind(state)
+        .bind(state.as_str())
         .bind(by)
         .bind(node_id)
         .execute(connection)
@@ -351,21 +392,30 @@ pub async fn reopen_join(
     Ok(())
 }
 
-/// `pending`, `rejected` (within the reopen window) or every request of the last day.
-pub async fn list_joins(connection: &mut PgConnection, filter: &str) -> Result<Vec<JoinRow>> {
+/// `pending`, `rejected` (within the reopen window) or every request of that window.
+pub async fn list_joins(connection: &mut PgConnection, filter: JoinFilter) -> Result<Vec<JoinRow>> {
     let condition = match filter {
-        "pending" => "state = 'pending' AND expires_at > now()",
-        "rejected" => "state = 'rejected' AND decided_at > now() - interval '1 day'",
-        _ => "requested_at > now() - interval '1 day' OR state IN ('pending', 'rejected')",
+        JoinFilter::Pending => "state = 'pending' AND expires_at > now()",
+        JoinFilter::Rejected => {
+            "state = 'rejected' AND decided_at > now() - make_interval(secs => $1)"
+        }
+        JoinFilter::All => {
+            "requested_at > now() - make_interval(secs => $1) OR state IN ('pending', 'rejected')"
+        }
     };
-    Ok(sqlx::query_as(&format!(
+    let sql = format!(
         "SELECT {JOIN_COLUMNS} FROM joins WHERE {condition} ORDER BY requested_at DESC LIMIT 500"
-    ))
-    .fetch_all(connection)
-    .await?)
+    );
+    let query = sqlx::query_as(&sql);
+    let query = match filter {
+        JoinFilter::Pending => query,
+        JoinFilter::Rejected | JoinFilter::All => query.bind(REJECTED_REOPENABLE_FOR.as_secs_f64()),
+    };
+    Ok(query.fetch_all(connection).await?)
 }
 
-/// Marks unrenewed requests expired and retires keys rejected over a day ago; returns counts.
+/// Marks unrenewed requests expired and retires keys rejected longer ago than they may be
+/// reopened; returns counts.
 pub async fn sweep_joins(connection: &mut PgConnection) -> Result<(u64, u64)> {
     let expired = sqlx::query(
         "UPDATE joins SET state = 'expired' WHERE state = 'pending' AND expires_at <= now()",
@@ -374,8 +424,10 @@ pub async fn sweep_joins(connection: &mut PgConnection) -> Result<(u64, u64)> {
     .await?
     .rows_affected();
     let retired = sqlx::query(
-        "UPDATE joins SET state = 'retired' WHERE state = 'rejected' AND decided_at <= now() - interval '1 day'",
+        "UPDATE joins SET state = 'retired'
+         WHERE state = 'rejected' AND decided_at <= now() - make_interval(secs => $1)",
     )
+    .bind(REJECTED_REOPENABLE_FOR.as_secs_f64())
     .execute(connection)
     .await?
     .rows_affected();
