@@ -156,7 +156,10 @@ pub struct SignInCount {
     pub recent: RecentFailures,
 }
 
-/// Locks `address`'s sign-in count (for the transaction) and reads it with `name`'s.
+/// Locks `address`'s sign-in count (for the transaction) and reads it with `name`'s. The
+/// clock is read after the lock (`clock_timestamp()`, not the transaction's start, `now()`),
+/// and a counted attempt is stamped the same way: an attempt that committed while this one
+/// waited for the lock is never "in the future" of this one's count.
 pub async fn count_sign_in(
     store: &Store,
     name: &str,
@@ -172,15 +175,17 @@ pub async fn count_sign_in(
         .await?;
     type Counts = (DateTime<Utc>, Vec<DateTime<Utc>>, Vec<DateTime<Utc>>, i64);
     let (now, pair, address, name): Counts = sqlx::query_as(
-        "SELECT now(),
+        "WITH clock AS (SELECT clock_timestamp() AS now)
+         SELECT clock.now,
                 ARRAY(SELECT at FROM sign_in_failures
-                      WHERE name = $1 AND address = $2 AND at > now() - make_interval(secs => $3)
+                      WHERE name = $1 AND address = $2 AND at > clock.now - make_interval(secs => $3)
                       ORDER BY at DESC LIMIT $4),
                 ARRAY(SELECT at FROM sign_in_failures
-                      WHERE address = $2 AND at > now() - make_interval(secs => $3)
+                      WHERE address = $2 AND at > clock.now - make_interval(secs => $3)
                       ORDER BY at DESC LIMIT $5),
                 (SELECT count(*) FROM sign_in_failures
-                 WHERE name = $1 AND at > now() - make_interval(secs => $3))",
+                 WHERE name = $1 AND at > clock.now - make_interval(secs => $3))
+         FROM clock",
     )
     .bind(name)
     .bind(address)
@@ -207,7 +212,8 @@ impl SignInCount {
     pub async fn count_failure(mut self, name: &str, address: &str) -> Result<i64, StoreError> {
         let id = sqlx::query_scalar(
             "WITH pruned AS (DELETE FROM sign_in_failures WHERE at < now() - interval '1 day')
-             INSERT INTO sign_in_failures (name, address) VALUES ($1, $2) RETURNING id",
+             INSERT INTO sign_in_failures (at, name, address) VALUES (clock_timestamp(), $1, $2)
+             RETURNING id",
         )
         .bind(name)
         .bind(address)
