@@ -37,6 +37,11 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
             settings.database.max_connections,
         ))),
     };
+    match state.keys.warm(&state.store).await {
+        Ok(known) => tracing::info!(known, "node keys decoded"),
+        // Not fatal: each key is then looked up at its node's first request.
+        Err(error) => tracing::warn!(%error, "node keys not decoded ahead"),
+    }
     let rpc = rpc::routes(service.rpc(), state.clone());
     let listening = {
         let (wake, store) = (state.wake.clone(), state.store.clone());

@@ -129,6 +129,16 @@ impl Keys {
         Some(key)
     }
 
+    /// Decodes every paired node's key once at start-up, so the first request of each node
+    /// after a restart (a whole fleet renewing its polls together) is checked from memory too,
+    /// costing one statement rather than two. Returns how many keys are known.
+    pub async fn warm(&self, store: &Store) -> Result<usize, capstan_store::StoreError> {
+        let mut connection = store.pool().acquire().await?;
+        let keys = crate::store::paired_keys(&mut connection).await?;
+        drop(connection);
+        Ok(keys.iter().filter(|key| self.decode(key).is_some()).count())
+    }
+
     /// The key whose fingerprint is `fingerprint`, if this replica has decoded it before.
     /// Whether a node still holds it is the store's to say.
     pub fn by_fingerprint(&self, fingerprint: &str) -> Option<capstan_signing::PublicKey> {
@@ -237,6 +247,30 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // After a restart every node's first request is checked from memory: the keys of paired
+    // nodes are decoded at start-up (and a node without a key is skipped).
+    #[tokio::test]
+    async fn warming_knows_every_paired_nodes_key_by_its_fingerprint() {
+        let database = capstan_store::testsuite::TestDatabase::create().await;
+        let store = Store::connect(database.url(), "agent_channel", 2)
+            .await
+            .unwrap();
+        store.migrate(&crate::MIGRATOR).await.unwrap();
+        let key = capstan_signing::NodeKey::generate().public_key();
+        sqlx::query(
+            "INSERT INTO nodes (name, public_key, fingerprint) VALUES ('web-1', $1, $2), ('web-2', NULL, NULL)",
+        )
+        .bind(key.to_base64())
+        .bind(key.fingerprint().as_str())
+        .execute(store.pool())
+        .await
+        .unwrap();
+        let keys = Keys::default();
+        assert_eq!(keys.by_fingerprint(key.fingerprint().as_str()), None);
+        assert_eq!(keys.warm(&store).await.unwrap(), 1);
+        assert_eq!(keys.by_fingerprint(key.fingerprint().as_str()), Some(key));
+    }
 
     #[test]
     fn a_network_runs_dry_as_one_whatever_its_ipv6_addresses_and_a_node_apart_from_it() {

@@ -125,6 +125,15 @@ pub async fn list_nodes(connection: &mut PgConnection) -> Result<Vec<NodeRow>> {
     .await?)
 }
 
+/// The keys of every paired node (standard base64), to know them before their first request.
+pub async fn paired_keys(connection: &mut PgConnection) -> Result<Vec<String>> {
+    Ok(
+        sqlx::query_scalar("SELECT public_key FROM nodes WHERE public_key IS NOT NULL")
+            .fetch_all(connection)
+            .await?,
+    )
+}
+
 /// A paired node already called `name`, if any (a join claiming it is shown, never bound).
 pub async fn paired_node_named(connection: &mut PgConnection, name: &str) -> Result<Option<i64>> {
     Ok(sqlx::query_scalar(
