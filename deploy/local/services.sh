@@ -85,6 +85,20 @@ ensure_browser() {
     _capstan_apt_install chromium chromium-driver fonts-dejavu-core
 }
 
+# The incidents tests' SMTP server: Python's aiosmtpd, from PyPI when absent (with Debian's
+# python3-pip when pip itself is missing).
+ensure_smtp_server() {
+    if python3 -c 'import aiosmtpd' 2>/dev/null; then
+        return 0
+    fi
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+        _capstan_apt_install python3-pip || return 1
+    fi
+    capstan_log "installing aiosmtpd (PyPI) for the incidents tests' SMTP server"
+    python3 -m pip install --quiet aiosmtpd 2>/dev/null ||
+        python3 -m pip install --quiet --break-system-packages aiosmtpd
+}
+
 _capstan_tcp_open() {
     # shellcheck disable=SC2016 # $0 and $1 are expanded by the inner bash
     timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null

@@ -2,8 +2,8 @@
 //! process, on a fresh database and a private NATS server, with an operator at each level
 //! (each with an API token and a known password for the web UI).
 
-use capstan_bus::{testsuite::NatsServer, Bus};
-use capstan_events::rpc::Level;
+use capstan_bus::{access::BusUser, testsuite::NatsServer, Bus};
+use capstan_events::{rpc::Level, Domain};
 use capstan_settings::Settings;
 use capstan_store::testsuite::TestDatabase;
 use reqwest::StatusCode;
@@ -50,7 +50,23 @@ impl Plane {
 
     /// As [`Plane::start`], with further `CAPSTAN__*` settings.
     pub async fn start_with(extra: &[(&str, &str)]) -> Plane {
-        let nats = NatsServer::start();
+        Plane::start_on(NatsServer::start(), extra).await
+    }
+
+    /// As [`Plane::start`], on a NATS server running the generated authorization: each
+    /// service connects as its own user, the test's own bus as `all`.
+    pub async fn start_secured() -> Plane {
+        Plane::start_on(NatsServer::start_secured(), &[]).await
+    }
+
+    /// What the NATS server refused for lack of permission (a secured plane): nothing, when
+    /// the generated permissions cover what the services do.
+    pub fn nats_violations(&self) -> Vec<String> {
+        self._nats.violations()
+    }
+
+    async fn start_on(nats: NatsServer, extra: &[(&str, &str)]) -> Plane {
+        let secured = nats.is_secured();
         let database = TestDatabase::create().await;
         let listen = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -63,17 +79,41 @@ impl Plane {
         ];
         overrides.extend_from_slice(extra);
         let settings = crate::settings(&database, &nats, &overrides);
+        // On a secured server each service runs as its own NATS user.
+        let as_user = |domain: Domain| {
+            if !secured {
+                return settings.clone();
+            }
+            let password = nats.password(BusUser::Service(domain));
+            let mut own = overrides.clone();
+            own.extend([
+                ("CAPSTAN__NATS__USER", domain.as_str()),
+                ("CAPSTAN__NATS__PASSWORD", password.as_str()),
+            ]);
+            crate::settings(&database, &nats, &own)
+        };
         let shutdown = CancellationToken::new();
         let services = vec![
             tokio::spawn(capstan_agent_channel::run(
-                settings.clone(),
+                as_user(Domain::AgentChannel),
                 shutdown.clone(),
             )),
-            tokio::spawn(capstan_gateway::run(settings.clone(), shutdown.clone())),
+            tokio::spawn(capstan_gateway::run(
+                as_user(Domain::Gateway),
+                shutdown.clone(),
+            )),
+            tokio::spawn(capstan_incidents::run(
+                as_user(Domain::Incidents),
+                shutdown.clone(),
+            )),
         ];
         let base = format!("http://{listen}");
         let http = reqwest::Client::new();
-        let bus = Bus::connect(&nats.url(), "test").await.unwrap();
+        let bus = if secured {
+            nats.connect_as(BusUser::AllInOne).await
+        } else {
+            Bus::connect(&nats.url(), "test").await.unwrap()
+        };
         wait_for(
             "the agent channel to answer",
             Duration::from_secs(60),
@@ -82,6 +122,24 @@ impl Plane {
                 async move {
                     bus.request::<_, Value>(
                         capstan_events::Domain::AgentChannel,
+                        "health",
+                        &json!({}),
+                        Duration::from_millis(500),
+                    )
+                    .await
+                    .ok()
+                }
+            },
+        )
+        .await;
+        wait_for(
+            "the incidents service to answer",
+            Duration::from_secs(60),
+            || {
+                let bus = bus.clone();
+                async move {
+                    bus.request::<_, Value>(
+                        capstan_events::Domain::Incidents,
                         "health",
                         &json!({}),
                         Duration::from_millis(500),
@@ -158,6 +216,8 @@ impl Plane {
         let url = format!("{}{path}", self.base);
         let request = match method {
             "GET" => self.http.get(url),
+            "DELETE" => self.http.delete(url),
+            "PUT" => self.http.put(url).json(&body.unwrap_or(json!({}))),
             _ => self.http.post(url).json(&body.unwrap_or(json!({}))),
         };
         let response = request.bearer_auth(token).send().await.unwrap();

@@ -178,6 +178,25 @@ impl RpcServer {
         }
     }
 
+    /// As [`RpcServer::route`], for a handler that takes the service's state first: each
+    /// request gets its own clone of `state` (what every service's handlers need, written once).
+    pub fn route_with_state<S, Req, Resp, F, Fut>(
+        self,
+        op: &str,
+        state: &S,
+        handler: F,
+    ) -> RpcServer
+    where
+        S: Clone + Send + Sync + 'static,
+        Req: DeserializeOwned + Send + 'static,
+        Resp: Serialize + Send + 'static,
+        F: Fn(S, Req) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Resp, RpcError>> + Send + 'static,
+    {
+        let state = state.clone();
+        self.route(op, move |request: Req| handler(state.clone(), request))
+    }
+
     /// Answers `capstan.rpc.<domain>.<op>` with `handler`. A request that does not parse as
     /// `Req` is answered `invalid_request` without reaching it.
     pub fn route<Req, Resp, F, Fut>(mut self, op: &str, handler: F) -> RpcServer

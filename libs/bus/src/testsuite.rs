@@ -1,6 +1,10 @@
 //! A `nats-server -js` of a test's own: a free port, a temporary store directory, stopped and
 //! removed when dropped. Restartable on the same port and store, to test what survives.
 
+use crate::{
+    access::{authorization, Auth, BusUser},
+    ConnectOptions, Credentials,
+};
 use std::{
     net::TcpListener,
     path::PathBuf,
@@ -13,6 +17,13 @@ pub struct NatsServer {
     port: u16,
     store: tempfile::TempDir,
     child: Option<Child>,
+    /// With the generated authorization: each user's password, given to the server through
+    /// its environment as the generated configuration expects.
+    passwords: Vec<(BusUser, String)>,
+    /// How the users prove themselves (what `passwords` holds: passwords or public nkeys).
+    auth: Auth,
+    /// A certificate and its key (PEM) the server serves TLS with, requiring it of clients.
+    tls: Option<(PathBuf, PathBuf)>,
 }
 
 fn binary() -> PathBuf {
@@ -45,9 +56,93 @@ impl NatsServer {
             port: free_port(),
             store: tempfile::tempdir().expect("a temporary directory for the JetStream store"),
             child: None,
+            passwords: Vec::new(),
+            auth: Auth::Password,
+            tls: None,
         };
         server.spawn();
         server
+    }
+
+    /// Starts a server with the authorization `capstan admin nats-config` generates (every
+    /// service's user and `all`, each with a fresh password), logging to a file of its own.
+    pub fn start_secured() -> NatsServer {
+        let passwords = BusUser::every()
+            .into_iter()
+            .map(|user| (user, format!("{}-{}", user.name(), uuid::Uuid::now_v7())))
+            .collect();
+        NatsServer::start_configured(Auth::Password, passwords, None)
+    }
+
+    /// Starts a server with the generated authorization of kind `auth`, each user's secret
+    /// (a password, or a public nkey) as given, and TLS with `tls` (certificate, key) if set.
+    pub fn start_configured(
+        auth: Auth,
+        secrets: Vec<(BusUser, String)>,
+        tls: Option<(PathBuf, PathBuf)>,
+    ) -> NatsServer {
+        let mut server = NatsServer {
+            port: free_port(),
+            store: tempfile::tempdir().expect("a temporary directory for the JetStream store"),
+            child: None,
+            passwords: secrets,
+            auth,
+            tls,
+        };
+        server.spawn();
+        server
+    }
+
+    /// Whether the server runs the generated authorization ([`NatsServer::start_secured`]).
+    pub fn is_secured(&self) -> bool {
+        !self.passwords.is_empty()
+    }
+
+    /// The password of `user` on a server from [`NatsServer::start_secured`].
+    pub fn password(&self, user: BusUser) -> String {
+        self.passwords
+            .iter()
+            .find(|(known, _)| *known == user)
+            .map(|(_, password)| password.clone())
+            .expect("a server started with start_secured")
+    }
+
+    /// How `user` connects: its password, and the reply prefix of its domain (`all` takes the
+    /// gateway's, one of the prefixes it holds).
+    pub fn options(&self, user: BusUser) -> ConnectOptions {
+        let domain = match user {
+            BusUser::Service(domain) => domain,
+            BusUser::AllInOne => capstan_events::Domain::Gateway,
+        };
+        let mut options = ConnectOptions::new(&self.url(), &format!("test-{}", user.name()));
+        options.inbox_prefix = Some(domain.inbox_prefix());
+        options.credentials = Credentials::UserPassword {
+            user: user.name().to_string(),
+            password: self.password(user).into(),
+        };
+        options
+    }
+
+    /// Connects as `user` (see [`NatsServer::options`]).
+    pub async fn connect_as(&self, user: BusUser) -> crate::Bus {
+        crate::Bus::connect_with(&self.options(user))
+            .await
+            .expect("a client starts")
+    }
+
+    /// What the server has logged so far (a server from [`NatsServer::start_secured`]): where
+    /// a permissions violation shows.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.store.path().join("nats-server.log")).unwrap_or_default()
+    }
+
+    /// The lines of [`NatsServer::log`] that report something refused for lack of permission.
+    pub fn violations(&self) -> Vec<String> {
+        self.log()
+            .lines()
+            .filter(|line| line.contains("Violation"))
+            .map(str::to_string)
+            .collect()
     }
 
     /// `nats://127.0.0.1:<port>`
@@ -56,7 +151,8 @@ impl NatsServer {
     }
 
     fn spawn(&mut self) {
-        let child = Command::new(binary())
+        let mut command = Command::new(binary());
+        command
             .args([
                 "-a",
                 "127.0.0.1",
@@ -67,7 +163,28 @@ impl NatsServer {
             ])
             .arg(self.store.path())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::null());
+        if !self.passwords.is_empty() {
+            let config = self.store.path().join("nats-server.conf");
+            let mut text = authorization(self.auth);
+            if let Some((certificate, key)) = &self.tls {
+                text.push_str(&format!(
+                    "tls {{\n  cert_file: {:?}\n  key_file: {:?}\n}}\n",
+                    certificate.display().to_string(),
+                    key.display().to_string()
+                ));
+            }
+            std::fs::write(&config, text).expect("the configuration is written");
+            command
+                .arg("-c")
+                .arg(&config)
+                .arg("-l")
+                .arg(self.store.path().join("nats-server.log"));
+            for (user, password) in &self.passwords {
+                command.env(user.secret_variable(self.auth), password);
+            }
+        }
+        let child = command
             .spawn()
             .expect("nats-server is installed (apt-get install nats-server)");
         self.child = Some(child);

@@ -1,7 +1,7 @@
 //! Every message the plane publishes, with the JSON Schema of its `data`. The docs under
 //! `docs/events/` are generated from this list by a test that fails when they drift.
 
-use crate::{agent_channel, Kind, Message};
+use crate::{agent_channel, gateway, incidents, Kind, Message};
 
 /// One message in the catalog.
 #[derive(Debug, Clone)]
@@ -44,11 +44,17 @@ pub fn entries() -> Vec<Entry> {
         Entry::of::<NodeDisconnected>(),
         Entry::of::<NodeLeft>(),
         Entry::of::<NodeReported>(),
+        Entry::of::<NodesSeen>(),
         Entry::of::<JobQueued>(),
         Entry::of::<JobClaimed>(),
         Entry::of::<JobFinished>(),
         Entry::of::<RequestJob>(),
         Entry::of::<CancelJob>(),
+        Entry::of::<gateway::OperatorChanged>(),
+        Entry::of::<incidents::IncidentOpened>(),
+        Entry::of::<incidents::IncidentReopened>(),
+        Entry::of::<incidents::IncidentCleared>(),
+        Entry::of::<incidents::IncidentTriaged>(),
     ];
     entries.sort_by_key(|entry| (entry.kind == Kind::Command, entry.subject.clone()));
     entries

@@ -4,10 +4,13 @@
 //! outboxes.
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod agent_channel;
 pub mod catalog;
 mod domain;
 mod envelope;
+pub mod gateway;
+pub mod incidents;
 pub mod rpc;
 
 pub use domain::{Domain, UnknownDomain};
@@ -86,6 +89,21 @@ pub fn dead_letter_subject(domain: Domain, consumer: &str) -> String {
 pub const DEAD_LETTER_STREAM: &str = "CAPSTAN_DEAD_LETTERS";
 /// The subjects [`DEAD_LETTER_STREAM`] captures.
 pub const DEAD_LETTER_SUBJECTS: &str = "capstan.dlq.>";
+
+/// Declares `$type` a [`Message`] of `$domain`: `message!(Domain::Incidents, Event,
+/// IncidentOpened, "opened")` — the kind is `Event` or `Command`, the name its last subject
+/// segment. Every domain's contract module declares its messages with it.
+#[macro_export]
+macro_rules! message {
+    ($domain:expr, $kind:ident, $type:ty, $name:literal) => {
+        impl $crate::Message for $type {
+            const DOMAIN: $crate::Domain = $domain;
+            const NAME: &'static str = $name;
+            const KIND: $crate::Kind = $crate::Kind::$kind;
+        }
+        impl $crate::$kind for $type {}
+    };
+}
 
 /// A fact, past tense, public: other systems may subscribe, so its fields are a contract.
 pub trait Event: Message {}

@@ -73,3 +73,29 @@ pub async fn consume_with_inbox(
         .await?;
     Ok(())
 }
+
+/// As [`consume_with_inbox`], for another service's stream, which may not exist until that
+/// service first starts: a consumer that cannot start is tried again, with a growing pause,
+/// until `shutdown` — never a reason to stop this service.
+pub async fn consume_patiently(
+    service: &Service,
+    spec: ConsumerSpec,
+    apply: Arc<dyn Apply>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let mut pause = std::time::Duration::from_millis(200);
+    while !shutdown.is_cancelled() {
+        match consume_with_inbox(service, spec.clone(), apply.clone(), shutdown.clone()).await {
+            Ok(()) => return Ok(()),
+            Err(error) => {
+                tracing::warn!(consumer = %spec.durable, error = format!("{error:#}"), "cannot consume yet, trying again");
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(pause) => {}
+        }
+        pause = (pause * 2).min(std::time::Duration::from_secs(10));
+    }
+    Ok(())
+}

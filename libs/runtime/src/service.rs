@@ -1,12 +1,12 @@
 //! A running service: its store, its bus, and the parts it runs until shutdown.
 
 use anyhow::Context;
-use capstan_bus::{Bus, Outgoing, RpcServer};
+use capstan_bus::{Bus, ConnectOptions, Credentials, Outgoing, RpcServer, SecretString};
 use capstan_events::{
     rpc::{ErrorCode, Health, RpcError, HEALTH},
     Domain,
 };
-use capstan_settings::Settings;
+use capstan_settings::{NatsCredentials, Settings};
 use capstan_store::Migrator;
 use capstan_store::{OutboxRelay, Publisher, RelayMessage, Store};
 use futures::future::BoxFuture;
@@ -42,6 +42,31 @@ impl Publisher for BusPublisher {
     }
 }
 
+/// How `domain` connects to NATS: the configured credentials and TLS, its own connection
+/// name, and its own reply prefix (`_INBOX.<domain>`), the only replies its user may read.
+pub fn bus_options(settings: &Settings, domain: Domain) -> ConnectOptions {
+    let nats = &settings.nats;
+    let credentials = match nats.credentials() {
+        NatsCredentials::None => Credentials::None,
+        NatsCredentials::UserPassword { user, password } => Credentials::UserPassword {
+            user: user.to_string(),
+            password: SecretString::from(password.to_string()),
+        },
+        NatsCredentials::NkeySeed(seed) => {
+            Credentials::NkeySeed(SecretString::from(seed.to_string()))
+        }
+        NatsCredentials::CredsFile(path) => Credentials::CredsFile(path.to_path_buf()),
+    };
+    ConnectOptions {
+        url: nats.url.clone(),
+        name: format!("capstan-{}", domain.service_name()),
+        inbox_prefix: Some(domain.inbox_prefix()),
+        credentials,
+        tls_ca_file: nats.tls_ca_file.clone(),
+        tls_client: nats.tls_cert_file.clone().zip(nats.tls_key_file.clone()),
+    }
+}
+
 /// A started service: connected, migrated, its streams in place.
 #[derive(Clone)]
 pub struct Service {
@@ -70,12 +95,9 @@ impl Service {
             .migrate(migrator)
             .await
             .with_context(|| format!("starting {domain}: migrating its schema"))?;
-        let bus = Bus::connect(
-            &settings.nats.url,
-            &format!("capstan-{}", domain.service_name()),
-        )
-        .await
-        .with_context(|| format!("starting {domain}: connecting to NATS"))?;
+        let bus = Bus::connect_with(&bus_options(settings, domain))
+            .await
+            .with_context(|| format!("starting {domain}: connecting to NATS"))?;
         bus.ensure_streams(domain)
             .await
             .with_context(|| format!("starting {domain}: creating its streams"))?;
@@ -183,4 +205,41 @@ pub async fn migrate_only(
         .with_context(|| format!("{domain}: migrating"))?;
     store.close().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use secrecy::ExposeSecret;
+
+    #[test]
+    fn a_service_connects_with_the_configured_credentials_and_its_own_reply_prefix() {
+        let settings = Settings::load_from(
+            None,
+            [
+                ("CAPSTAN__NATS__USER", "agent_channel"),
+                ("CAPSTAN__NATS__PASSWORD", "s3cret"),
+            ]
+            .map(|(key, value)| (key.to_string(), value.to_string())),
+        )
+        .unwrap();
+        let options = bus_options(&settings, Domain::AgentChannel);
+        assert_eq!(
+            options.inbox_prefix.as_deref(),
+            Some("_INBOX.agent_channel")
+        );
+        assert!(matches!(
+            &options.credentials,
+            Credentials::UserPassword { user, password }
+                if user == "agent_channel" && password.expose_secret() == "s3cret"
+        ));
+        assert!(!format!("{options:?}").contains("s3cret"));
+
+        let open = bus_options(
+            &Settings::load_from(None, Vec::new()).unwrap(),
+            Domain::Billing,
+        );
+        assert!(matches!(open.credentials, Credentials::None));
+        assert_eq!(open.tls_ca_file, None);
+    }
 }

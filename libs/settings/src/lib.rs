@@ -22,6 +22,45 @@ pub struct Settings {
     pub telemetry: TelemetrySettings,
     pub bus: BusSettings,
     pub outbox: OutboxSettings,
+    pub incidents: IncidentsSettings,
+}
+
+/// The incidents service: its pass, its plane detector, and where signals go.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IncidentsSettings {
+    /// Seconds between two reconciler passes (one replica per pass).
+    pub pass_secs: u64,
+    /// A paired node whose agent has not checked in for this long opens `plane:agent_silent`;
+    /// at least 60 (twice the agent channel's heartbeat resolution).
+    pub agent_silent_secs: u64,
+    /// `smtp://host:port` or `smtps://user:pass@host:465` (STARTTLS when offered on smtp://);
+    /// mail is not sent when unset. A secret: it may carry a password. `SMTP_URL_FILE` reads it
+    /// from a file.
+    pub smtp_url: Option<SecretString>,
+    pub smtp_url_file: Option<PathBuf>,
+    /// The sender of the plane's mail.
+    pub mail_from: String,
+    /// Lets webhooks reach loopback, private and link-local addresses and plain `http://`
+    /// (tests; never in production).
+    pub webhook_allow_private: bool,
+    /// Seconds before a failed delivery's first retry; each further failure doubles it.
+    pub retry_first_secs: u64,
+    /// Milliseconds between two looks for deliveries that are due.
+    pub deliver_interval_ms: u64,
+}
+
+impl IncidentsSettings {
+    pub fn pass_interval(&self) -> Duration {
+        Duration::from_secs(self.pass_secs)
+    }
+    pub fn deliver_interval(&self) -> Duration {
+        Duration::from_millis(self.deliver_interval_ms)
+    }
+    /// The SMTP URL, for the one place that connects.
+    pub fn smtp_url(&self) -> Option<&str> {
+        self.smtp_url.as_ref().map(|url| url.expose_secret())
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -37,7 +76,129 @@ pub struct DatabaseSettings {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NatsSettings {
+    /// `nats://host:4222`, or `tls://host:4222` to require TLS.
     pub url: String,
+    /// The service's NATS user (`agent_channel`, `gateway`, ... or `all` for `capstan all`),
+    /// with `password` or `password_file`. With no credentials set the connection offers none,
+    /// as a local server without authorization expects.
+    pub user: Option<String>,
+    /// A secret; `CAPSTAN__NATS__PASSWORD_FILE` reads it from a file instead.
+    pub password: Option<SecretString>,
+    pub password_file: Option<PathBuf>,
+    /// An nkey seed (`SU...`), instead of a user and password; a secret, with a `_FILE` form.
+    pub nkey_seed: Option<SecretString>,
+    pub nkey_seed_file: Option<PathBuf>,
+    /// A `.creds` file (user JWT and seed), for a server run in operator (JWT) mode.
+    pub creds_file: Option<PathBuf>,
+    /// PEM certificates the server's must chain to; setting it requires TLS.
+    pub tls_ca_file: Option<PathBuf>,
+    /// A client certificate and its key (PEM), for a server that verifies clients.
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_key_file: Option<PathBuf>,
+}
+
+/// How a process proves itself to NATS, read from [`NatsSettings`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum NatsCredentials<'a> {
+    None,
+    UserPassword { user: &'a str, password: &'a str },
+    NkeySeed(&'a str),
+    CredsFile(&'a std::path::Path),
+}
+
+impl NatsSettings {
+    /// The credentials to offer; validated when the settings load, so at most one kind is set.
+    pub fn credentials(&self) -> NatsCredentials<'_> {
+        if let (Some(user), Some(password)) = (&self.user, &self.password) {
+            return NatsCredentials::UserPassword {
+                user,
+                password: password.expose_secret(),
+            };
+        }
+        if let Some(seed) = &self.nkey_seed {
+            return NatsCredentials::NkeySeed(seed.expose_secret());
+        }
+        if let Some(path) = &self.creds_file {
+            return NatsCredentials::CredsFile(path);
+        }
+        NatsCredentials::None
+    }
+
+    fn resolve_files(&mut self) -> Result<(), SettingsError> {
+        if let Some(path) = &self.password_file {
+            self.password = Some(read_secret("nats.password_file", path)?);
+        }
+        if let Some(path) = &self.nkey_seed_file {
+            self.nkey_seed = Some(read_secret("nats.nkey_seed_file", path)?);
+        }
+        Ok(())
+    }
+
+    fn validate(&self) -> Result<(), SettingsError> {
+        let bad = |key, reason: &str| {
+            Err(SettingsError::BadValue {
+                key,
+                reason: reason.to_string(),
+            })
+        };
+        if !(self.url.starts_with("nats://") || self.url.starts_with("tls://")) {
+            return bad("nats.url", "must start with nats:// or tls://");
+        }
+        // The URL is logged and shown in errors; a secret in it would be too.
+        if self.url.contains('@') {
+            return bad(
+                "nats.url",
+                "must not carry credentials: set nats.user and nats.password (or their _file)",
+            );
+        }
+        match (&self.user, &self.password) {
+            (Some(user), _) if user.trim().is_empty() => {
+                return bad("nats.user", "must not be empty")
+            }
+            (Some(_), None) => return bad("nats.password", "is needed with nats.user"),
+            (None, Some(_)) => return bad("nats.user", "is needed with nats.password"),
+            _ => {}
+        }
+        let kinds = [
+            self.user.is_some(),
+            self.nkey_seed.is_some(),
+            self.creds_file.is_some(),
+        ];
+        if kinds.into_iter().filter(|set| *set).count() > 1 {
+            return bad(
+                "nats.user",
+                "set one of nats.user with nats.password, nats.nkey_seed, nats.creds_file",
+            );
+        }
+        if self.tls_cert_file.is_some() != self.tls_key_file.is_some() {
+            return bad(
+                "nats.tls_cert_file",
+                "nats.tls_cert_file and nats.tls_key_file go together",
+            );
+        }
+        for (key, path) in [
+            ("nats.creds_file", &self.creds_file),
+            ("nats.tls_ca_file", &self.tls_ca_file),
+            ("nats.tls_cert_file", &self.tls_cert_file),
+            ("nats.tls_key_file", &self.tls_key_file),
+        ] {
+            if let Some(path) = path {
+                if let Err(error) = std::fs::metadata(path) {
+                    return bad(key, &format!("cannot read {}: {error}", path.display()));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A secret kept in a file (a mounted secret), without its final line break.
+fn read_secret(key: &'static str, path: &std::path::Path) -> Result<SecretString, SettingsError> {
+    let text = std::fs::read_to_string(path).map_err(|error| SettingsError::BadValue {
+        key,
+        reason: format!("cannot read {}: {error}", path.display()),
+    })?;
+    Ok(SecretString::from(text.trim().to_string()))
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -199,6 +360,12 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("bus.rpc_timeout_secs", "5"),
     ("outbox.batch_size", "256"),
     ("outbox.poll_interval_ms", "1000"),
+    ("incidents.pass_secs", "60"),
+    ("incidents.agent_silent_secs", "600"),
+    ("incidents.mail_from", "capstan@localhost"),
+    ("incidents.webhook_allow_private", "false"),
+    ("incidents.retry_first_secs", "10"),
+    ("incidents.deliver_interval_ms", "1000"),
 ];
 
 impl Settings {
@@ -255,7 +422,14 @@ impl Settings {
             })?;
             self.database.url = SecretString::from(url.trim().to_string());
         }
-        Ok(())
+        if let Some(path) = &self.incidents.smtp_url_file {
+            let url = std::fs::read_to_string(path).map_err(|error| SettingsError::BadValue {
+                key: "incidents.smtp_url_file",
+                reason: format!("cannot read {}: {error}", path.display()),
+            })?;
+            self.incidents.smtp_url = Some(SecretString::from(url.trim().to_string()));
+        }
+        self.nats.resolve_files()
     }
 
     fn validate(&self) -> Result<(), SettingsError> {
@@ -272,10 +446,38 @@ impl Settings {
                 reason: "must be at least 1".into(),
             });
         }
-        if !(self.nats.url.starts_with("nats://") || self.nats.url.starts_with("tls://")) {
+        self.nats.validate()?;
+        let incidents = &self.incidents;
+        if !(1..=3600).contains(&incidents.pass_secs) {
             return Err(SettingsError::BadValue {
-                key: "nats.url",
-                reason: "must start with nats:// or tls://".into(),
+                key: "incidents.pass_secs",
+                reason: "must be from 1 to 3600 seconds".into(),
+            });
+        }
+        if !(60..=604_800).contains(&incidents.agent_silent_secs) {
+            return Err(SettingsError::BadValue {
+                key: "incidents.agent_silent_secs",
+                reason: "must be from 60 (twice the agent channel's heartbeat resolution) to 604800 seconds".into(),
+            });
+        }
+        if let Some(url) = incidents.smtp_url() {
+            if !(url.starts_with("smtp://") || url.starts_with("smtps://")) {
+                return Err(SettingsError::BadValue {
+                    key: "incidents.smtp_url",
+                    reason: "must start with smtp:// or smtps://".into(),
+                });
+            }
+        }
+        if !(1..=3600).contains(&incidents.retry_first_secs) {
+            return Err(SettingsError::BadValue {
+                key: "incidents.retry_first_secs",
+                reason: "must be from 1 to 3600 seconds".into(),
+            });
+        }
+        if !(10..=60_000).contains(&incidents.deliver_interval_ms) {
+            return Err(SettingsError::BadValue {
+                key: "incidents.deliver_interval_ms",
+                reason: "must be from 10 to 60000 milliseconds".into(),
             });
         }
         let gateway = &self.gateway;
@@ -509,6 +711,95 @@ mod tests {
         );
         assert!(!format!("{settings:?}").contains("hunter2"));
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn with_no_nats_credentials_set_the_connection_offers_none() {
+        let settings = Settings::load_from(None, env(&[])).unwrap();
+        assert_eq!(settings.nats.credentials(), NatsCredentials::None);
+        assert_eq!(settings.nats.tls_ca_file, None);
+    }
+
+    #[test]
+    fn nats_credentials_come_from_the_environment_or_a_file_and_never_show_in_debug_output() {
+        let settings = Settings::load_from(
+            None,
+            env(&[
+                ("CAPSTAN__NATS__USER", "gateway"),
+                ("CAPSTAN__NATS__PASSWORD", "s3cret-in-env"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            settings.nats.credentials(),
+            NatsCredentials::UserPassword {
+                user: "gateway",
+                password: "s3cret-in-env"
+            }
+        );
+        assert!(!format!("{settings:?}").contains("s3cret"));
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("password");
+        std::fs::write(&path, "s3cret-in-file\n").unwrap();
+        let settings = Settings::load_from(
+            None,
+            env(&[
+                ("CAPSTAN__NATS__USER", "all"),
+                ("CAPSTAN__NATS__PASSWORD_FILE", path.to_str().unwrap()),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            settings.nats.credentials(),
+            NatsCredentials::UserPassword {
+                user: "all",
+                password: "s3cret-in-file"
+            }
+        );
+        assert!(!format!("{settings:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn half_or_doubled_nats_credentials_are_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let creds = dir.path().join("plane.creds");
+        std::fs::write(&creds, "x").unwrap();
+        let creds = creds.to_str().unwrap();
+        for (pairs, named) in [
+            (vec![("CAPSTAN__NATS__USER", "gateway")], "nats.password"),
+            (vec![("CAPSTAN__NATS__PASSWORD", "x")], "nats.user"),
+            (
+                vec![
+                    ("CAPSTAN__NATS__USER", "gateway"),
+                    ("CAPSTAN__NATS__PASSWORD", "x"),
+                    ("CAPSTAN__NATS__CREDS_FILE", creds),
+                ],
+                "nats.user",
+            ),
+            (
+                vec![("CAPSTAN__NATS__PASSWORD_FILE", "/nonexistent/capstan")],
+                "nats.password_file",
+            ),
+            (
+                vec![("CAPSTAN__NATS__TLS_CA_FILE", "/nonexistent/ca.pem")],
+                "nats.tls_ca_file",
+            ),
+            (
+                vec![("CAPSTAN__NATS__TLS_CERT_FILE", creds)],
+                "nats.tls_cert_file",
+            ),
+            (
+                vec![("CAPSTAN__NATS__URL", "nats://gateway:hunter2@nats:4222")],
+                "nats.url",
+            ),
+        ] {
+            let error = Settings::load_from(None, env(&pairs))
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(named), "{pairs:?}: {error}");
+            assert!(!error.contains("hunter2"), "{error}");
+        }
     }
 
     #[test]

@@ -55,8 +55,12 @@ pub struct NodeKey {
 impl NodeKey {
     /// Makes a new key from the operating system's randomness.
     pub fn generate() -> Self {
+        use rand::{rngs::OsRng, RngCore as _, TryRngCore as _};
+        let mut secret = [0u8; KEY_LENGTH];
+        // As `SigningKey::generate` did: a machine that cannot give randomness cannot make keys.
+        OsRng.unwrap_err().fill_bytes(&mut secret);
         Self {
-            signing_key: SigningKey::generate(&mut rand_core::OsRng),
+            signing_key: SigningKey::from_bytes(&secret),
         }
     }
 

@@ -2,7 +2,7 @@
 
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
-use rand_core::{OsRng, RngCore as _};
+use rand::{rngs::OsRng, RngCore as _, TryRngCore as _};
 
 use crate::signature::{build_signature_base, path_value, Component, ALGORITHM, MIN_NONCE_BYTES};
 use crate::{content_digest, NodeKey};
@@ -32,7 +32,7 @@ pub fn sign_request(
     created: i64,
 ) -> SignedHeaders {
     let mut nonce = [0u8; MIN_NONCE_BYTES];
-    OsRng.fill_bytes(&mut nonce);
+    OsRng.unwrap_err().fill_bytes(&mut nonce);
     sign_request_with_nonce(
         key,
         method,

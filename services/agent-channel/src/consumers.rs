@@ -23,7 +23,8 @@ pub fn spec(max_deliver: u32, ack_wait: Duration) -> ConsumerSpec {
     ConsumerSpec {
         domain: Domain::AgentChannel,
         stream: RequestJob::stream(),
-        durable: "agent_channel_commands".into(),
+        // The name the NATS permissions grant (libs/events `access`).
+        durable: Domain::AgentChannel.commands_consumer(),
         filter_subject: Domain::AgentChannel.commands_subjects(),
         max_deliver,
         ack_wait,

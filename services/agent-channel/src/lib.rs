@@ -60,6 +60,12 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         });
         part
     };
+    let reporting = {
+        let store = state.store.clone();
+        let part: Part =
+            Box::new(move |stop: CancellationToken| Box::pin(tasks::report_seen(store, stop)));
+        part
+    };
     let commands = {
         let service = service.clone();
         let spec = consumers::spec(settings.bus.max_deliver, settings.bus.ack_wait());
@@ -71,6 +77,10 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         part
     };
     service
-        .run(rpc, vec![listening, sweeping, commands], shutdown)
+        .run(
+            rpc,
+            vec![listening, sweeping, reporting, commands],
+            shutdown,
+        )
         .await
 }

@@ -1,5 +1,6 @@
 //! Periodic work, run by one replica per tick (a transaction-scoped advisory lock): joins that
-//! expired or whose rejection is over a day old, claims past their budget, old nonces.
+//! expired or whose rejection is over a day old, claims past their budget, old nonces; and the
+//! `nodes_seen` report of the check-ins stamped since the last one.
 
 use capstan_store::{Store, StoreError};
 use std::{sync::Arc, time::Duration};
@@ -10,6 +11,46 @@ use crate::{actions, domain::jobs::lost, rpc::Limits, store, wake::Wake};
 
 /// How often the sweep runs (AC-29 also runs it on every poll of the node concerned).
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
+
+/// How often the check-ins stamped since the last report are told (`nodes_seen`).
+pub const NODES_SEEN_INTERVAL: Duration = Duration::from_secs(10);
+/// Nodes named in one `nodes_seen` event at most (a fleet's report is sent in chunks).
+pub const NODES_SEEN_CHUNK: usize = 1000;
+/// A report re-reads stamps this far before the last report's time: a check-in stamped with
+/// a time before the last report, but committed after it was read, is still told.
+pub const NODES_SEEN_OVERLAP: Duration = Duration::from_secs(5);
+
+/// Sends a `nodes_seen` report every [`NODES_SEEN_INTERVAL`] until `shutdown`.
+pub async fn report_seen(store: Store, shutdown: CancellationToken) -> anyhow::Result<()> {
+    capstan_runtime::periodic::every(NODES_SEEN_INTERVAL, "nodes seen report", shutdown, || {
+        report_seen_once(&store)
+    })
+    .await
+}
+
+/// One `nodes_seen` report, if no other replica is sending one now: every paired node stamped
+/// since the last report (all of them for the first), in chunks, and an empty report when
+/// none was, so listeners know how far the record runs.
+pub async fn report_seen_once(store: &Store) -> Result<(), StoreError> {
+    let Some(mut transaction) = store.lead_tick("capstan-agent-channel-nodes-seen").await? else {
+        return Ok(());
+    };
+    let (as_of, seen) = store::seen_since_last_report(&mut transaction, NODES_SEEN_OVERLAP).await?;
+    let mut chunks: Vec<&[capstan_events::agent_channel::NodeSeen]> =
+        seen.chunks(NODES_SEEN_CHUNK).collect();
+    if chunks.is_empty() {
+        chunks.push(&[]);
+    }
+    for chunk in chunks {
+        let report = capstan_events::agent_channel::NodesSeen {
+            as_of,
+            seen: chunk.to_vec(),
+        };
+        actions::emit(&mut transaction, report, "nodes".to_string()).await?;
+    }
+    transaction.commit().await?;
+    Ok(())
+}
 
 pub async fn run(
     store: Store,

@@ -55,6 +55,9 @@ enum AdminCommand {
         /// 7 reads and runs read jobs, 8 changes, 10 approves joins and disconnects.
         #[arg(long, value_parser = parse_level)]
         level: Level,
+        /// Where incident signals are mailed to this operator (optional).
+        #[arg(long)]
+        email: Option<String>,
     },
     /// Give an operator a new one-time password for the web UI (changed at the next sign-in)
     /// and end their sessions; prints `password: <password>` once.
@@ -62,6 +65,23 @@ enum AdminCommand {
         #[arg(long)]
         name: String,
     },
+    /// Print the `authorization` block of the NATS server's configuration: one user per
+    /// service with only its own subjects, and `all` for `capstan all`. Secrets are read by the
+    /// server from its environment (`CAPSTAN_NATS_PASSWORD_<USER>`); include the block from
+    /// the server's configuration file.
+    NatsConfig {
+        /// `password` (user and password) or `nkey` (the server holds public nkeys).
+        #[arg(long, default_value = "password", value_parser = parse_auth)]
+        auth: capstan_bus::access::Auth,
+    },
+}
+
+fn parse_auth(value: &str) -> Result<capstan_bus::access::Auth, String> {
+    match value {
+        "password" => Ok(capstan_bus::access::Auth::Password),
+        "nkey" => Ok(capstan_bus::access::Auth::Nkey),
+        other => Err(format!("{other:?} is not one of password, nkey")),
+    }
 }
 
 fn parse_level(value: &str) -> Result<Level, String> {
@@ -117,15 +137,21 @@ fn main() -> ExitCode {
             }
         },
         Command::Admin {
-            command: AdminCommand::CreateOperator { name, level },
+            command: AdminCommand::CreateOperator { name, level, email },
         } => capstan_runtime::command("capstan", move |settings, _| async move {
-            capstan_gateway::admin::create_operator(&settings, &name, level).await
+            capstan_gateway::admin::create_operator(&settings, &name, level, email.as_deref()).await
         }),
         Command::Admin {
             command: AdminCommand::ResetPassword { name },
         } => capstan_runtime::command("capstan", move |settings, _| async move {
             capstan_gateway::admin::reset_password_command(&settings, &name).await
         }),
+        Command::Admin {
+            command: AdminCommand::NatsConfig { auth },
+        } => {
+            print!("{}", capstan_bus::access::authorization(auth));
+            ExitCode::SUCCESS
+        }
         Command::Service(words) => {
             let name = words.first().map(String::as_str).unwrap_or_default();
             match name.parse::<Domain>() {
@@ -180,7 +206,11 @@ async fn migrate(settings: Settings) -> anyhow::Result<()> {
 }
 
 async fn health(settings: Settings, domain: Domain) -> anyhow::Result<()> {
-    let bus = capstan_bus::Bus::connect(&settings.nats.url, "capstan-health")
+    // With the asked service's reply prefix: run beside a service with that service's
+    // credentials, the probe may read only that service's replies.
+    let mut options = capstan_runtime::bus_options(&settings, domain);
+    options.name = "capstan-health".into();
+    let bus = capstan_bus::Bus::connect_with(&options)
         .await
         .context("connecting to NATS")?;
     let health: capstan_events::rpc::Health = bus

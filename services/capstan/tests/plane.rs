@@ -397,3 +397,49 @@ async fn capstan_all_stops_on_sigterm_even_after_nats_has_gone() {
     assert!(log.contains("SIGTERM received"), "{log}");
     assert!(log.contains("service stopped"), "{log}");
 }
+
+/// `capstan all` against a NATS server running the generated authorization: it runs as the
+/// user `all`; a probe run with one service's credentials asks that service; without
+/// credentials nothing gets in; and the server refused nothing the plane did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capstan_all_runs_as_the_nats_user_all_and_a_probe_as_its_services_user() {
+    use capstan_bus::access::BusUser;
+    let nats = NatsServer::start_secured();
+    let database = TestDatabase::create().await;
+    let listen = free_address();
+    let all_password = nats.password(BusUser::AllInOne);
+    let child = capstan(&["all"], &database, &nats, &listen)
+        .env("CAPSTAN__NATS__USER", "all")
+        .env("CAPSTAN__NATS__PASSWORD", &all_password)
+        .spawn()
+        .unwrap();
+    let health = healthz_until(&listen, 200, Duration::from_secs(60)).await;
+    assert_eq!(health["status"], "ready");
+
+    let billing_password = nats.password(BusUser::Service(capstan_events::Domain::Billing));
+    let probe = capstan(&["health", "billing"], &database, &nats, "127.0.0.1:1")
+        .env("CAPSTAN__NATS__USER", "billing")
+        .env("CAPSTAN__NATS__PASSWORD", &billing_password)
+        .output()
+        .unwrap();
+    assert!(
+        probe.status.success(),
+        "{}",
+        String::from_utf8_lossy(&probe.stderr)
+    );
+    let anonymous = capstan(&["health", "billing"], &database, &nats, "127.0.0.1:1")
+        .env("CAPSTAN__BUS__RPC_TIMEOUT_SECS", "1")
+        .output()
+        .unwrap();
+    assert_eq!(
+        anonymous.status.code(),
+        Some(1),
+        "a probe without credentials"
+    );
+
+    let output = terminate(child);
+    let log = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "exit {:?}\n{log}", output.status);
+    assert!(!log.contains(&all_password), "the password was logged");
+    assert_eq!(nats.violations(), Vec::<String>::new());
+}

@@ -157,7 +157,18 @@ pub async fn issue_operator(store: &Store, name: &str, level: Level) -> Result<T
 /// `capstan admin create-operator --name NAME --level N`: connects, migrates the gateway's
 /// schema, creates the operator and prints `token: <token>` and `password: <one-time
 /// password>` on standard output (logs go to standard error), the only time either is shown.
-pub async fn create_operator(settings: &Settings, name: &str, level: Level) -> anyhow::Result<()> {
+///
+/// With `email`, the operator's mail address is set too (where incident signals are mailed).
+pub async fn create_operator(
+    settings: &Settings,
+    name: &str,
+    level: Level,
+    email: Option<&str>,
+) -> anyhow::Result<()> {
+    let email = email
+        .map(crate::domain::email::Email::parse)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
     let store = Store::connect(settings.database.url(), DOMAIN.as_str(), 1)
         .await
         .context("connecting to the database")?;
@@ -167,9 +178,13 @@ pub async fn create_operator(settings: &Settings, name: &str, level: Level) -> a
             .await
             .context("migrating the gateway schema")?;
         let issued = issue_operator_with_password(&store, name, level).await;
-        let detail = serde_json::json!({"level": u8::from(level)});
+        let detail = serde_json::json!({"level": u8::from(level), "email": email.is_some()});
         audit_cli(&store, "create_operator", name, detail, &issued).await;
-        Ok::<_, anyhow::Error>(issued?)
+        let issued = issued?;
+        if let Some(email) = &email {
+            store::set_email(&store, name, Some(email.as_str())).await?;
+        }
+        Ok::<_, anyhow::Error>(issued)
     }
     .await;
     store.close().await;

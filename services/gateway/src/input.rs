@@ -159,6 +159,15 @@ pub struct NodeId(pub i64);
 pub struct JobId(pub i64);
 /// `{id}` of `/api/v1/joins/{id}/...`.
 pub struct JoinId(pub Uuid);
+/// A positive whole-number `{id}` of any other path (`/api/v1/incidents/{id}`).
+pub struct PathId(pub i64);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathId {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        positive_id(&path_id(parts).await?, "id").map(PathId)
+    }
+}
 
 impl<S: Send + Sync> FromRequestParts<S> for NodeId {
     type Rejection = ApiError;

@@ -6,6 +6,7 @@
 
 pub mod admin;
 mod agent;
+pub mod api;
 mod ask;
 mod connection;
 pub mod domain;

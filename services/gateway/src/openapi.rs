@@ -14,6 +14,7 @@ use schemars::{generate::SchemaSettings, JsonSchema};
 use serde_json::{Map, Value};
 
 use crate::{
+    api::incidents::{AlertsBody, NoteBody, Notifications, SilenceBody, TriageBody, WebhookBody},
     error::ErrorBody,
     operator::{ApproveBody, CreateJobBody},
 };
@@ -53,9 +54,27 @@ pub fn component_schemas() -> Map<String, Value> {
     add::<JobOutput>(&mut answers);
     add::<RefusalCount>(&mut answers);
     add::<ErrorBody>(&mut answers);
+    {
+        use capstan_events::incidents::rpc as incidents;
+        add::<incidents::Incidents>(&mut answers);
+        add::<incidents::Header>(&mut answers);
+        add::<incidents::IncidentDetail>(&mut answers);
+        add::<incidents::Triaged>(&mut answers);
+        add::<incidents::Silences>(&mut answers);
+        add::<incidents::SilenceView>(&mut answers);
+        add::<incidents::Webhooks>(&mut answers);
+        add::<incidents::WebhookCreated>(&mut answers);
+        add::<incidents::Bell>(&mut answers);
+        add::<Notifications>(&mut answers);
+    }
     let mut bodies = generator(SchemaSettings::draft2020_12().for_deserialize());
     add::<ApproveBody>(&mut bodies);
     add::<CreateJobBody>(&mut bodies);
+    add::<TriageBody>(&mut bodies);
+    add::<NoteBody>(&mut bodies);
+    add::<SilenceBody>(&mut bodies);
+    add::<WebhookBody>(&mut bodies);
+    add::<AlertsBody>(&mut bodies);
     let mut schemas = answers.take_definitions(true);
     schemas.extend(bodies.take_definitions(true));
     schemas

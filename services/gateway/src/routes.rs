@@ -22,6 +22,8 @@ use crate::{agent, health, http, identity, openapi, operator, ui, AppState};
 pub enum Method {
     Get,
     Post,
+    Put,
+    Delete,
 }
 
 impl Method {
@@ -29,6 +31,8 @@ impl Method {
         match self {
             Method::Get => "GET",
             Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
         }
     }
 
@@ -36,6 +40,8 @@ impl Method {
         match self {
             Method::Get => MethodFilter::GET,
             Method::Post => MethodFilter::POST,
+            Method::Put => MethodFilter::PUT,
+            Method::Delete => MethodFilter::DELETE,
         }
     }
 }
@@ -91,6 +97,8 @@ pub enum Op {
     CancelJob,
     MarkJobFailed,
     RefusalCount,
+    /// A route of the incidents service's API (`api/incidents.rs`).
+    Incidents(crate::api::incidents::IncidentsOp),
     /// A page or form of the operator UI.
     Ui(UiOp),
 }
@@ -221,8 +229,13 @@ impl Route {
 use Level::{Admin, Change, Read};
 use Method::{Get, Post};
 
-/// The table.
-pub const ROUTES: &[Route] = &[
+/// The table: the gateway's own rows and the agent channel's, then each later domain's
+/// (`api/<domain>.rs`), in that order.
+pub static ROUTES: std::sync::LazyLock<Vec<Route>> =
+    std::sync::LazyLock::new(|| [CORE_ROUTES, crate::api::incidents::ROUTES].concat());
+
+/// The gateway's own rows, the agent channel's and the UI's.
+const CORE_ROUTES: &[Route] = &[
     Route::public(Get, "/healthz", Op::Healthz),
     Route::public(Get, "/livez", Op::Livez),
     Route::public(Get, "/metrics", Op::Metrics),
@@ -391,6 +404,7 @@ fn handler(method: Method, op: Op) -> MethodRouter<AppState> {
         Op::CancelJob => on(filter, operator::cancel_job),
         Op::MarkJobFailed => on(filter, operator::mark_job_failed),
         Op::RefusalCount => on(filter, operator::refusal_count),
+        Op::Incidents(op) => crate::api::incidents::handler(filter, op),
         Op::Ui(op) => ui::handler(filter, op),
     }
 }
@@ -459,7 +473,7 @@ mod tests {
     #[test]
     fn every_act_is_an_operator_post_and_names_its_target() {
         for route in ROUTES.iter().filter(|route| route.action.is_some()) {
-            assert_eq!(route.method, Method::Post, "{}", route.path);
+            assert_ne!(route.method, Method::Get, "{}", route.path);
             assert!(
                 matches!(route.access, Access::Operator(_) | Access::Session(_)),
                 "{}",
@@ -560,7 +574,7 @@ mod tests {
 
     #[test]
     fn sessions_never_reach_the_api_and_tokens_never_reach_the_ui() {
-        for route in ROUTES {
+        for route in ROUTES.iter() {
             if route.path.starts_with("/api/") {
                 assert!(
                     matches!(route.access, Access::Operator(_) | Access::AgentSigned),

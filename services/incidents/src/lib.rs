@@ -1,25 +1,107 @@
-//! The incidents service: incident records, timelines, triage and notifications; intake of agent cases and of other services' detector events.
+//! The incidents service: incident records, timelines, triage and notifications; intake of
+//! agent cases and of other services' detector events.
 //!
-//! Its rooms, as in every service: `domain/` (pure rules), `store.rs` (its SQL), `rpc.rs`,
-//! `consumers.rs`, `tasks.rs`, `drivers/`; each appears with its first content.
+//! Its rooms, as in every service: `domain/` (pure rules), `store/` (its SQL), `rpc.rs` (the
+//! gateway's questions), `consumers.rs` (the agent channel's and the gateway's events),
+//! `tasks.rs` (the reconciler's pass and the delivery of signals), `drivers/` (mail and
+//! webhooks).
 #![forbid(unsafe_code)]
 
+pub mod consumers;
 pub mod domain;
+pub mod drivers;
+pub mod rpc;
+pub mod store;
+pub mod tasks;
 
 use capstan_events::Domain;
-use capstan_runtime::Service;
+use capstan_runtime::{consume_patiently, Part, Service};
 use capstan_settings::Settings;
 use sqlx::migrate::Migrator;
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
+
+use crate::domain::delivery::{Backoff, GIVE_UP_AFTER, LONGEST_RETRY_GAP};
+use crate::domain::sources::{AgentSilent, Registry};
+use crate::drivers::{mail::Smtp, webhook::Http, Drivers, Mailer};
 
 pub const DOMAIN: Domain = Domain::Incidents;
 
 /// The migrations of the `incidents` schema, embedded from `migrations/incidents/`.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/incidents");
 
+/// The plane's sources, registered once (IN-12): the extension point other services' issues add
+/// their detectors to.
+pub fn registry(settings: &Settings) -> anyhow::Result<Registry> {
+    let mut registry = Registry::default();
+    registry
+        .register(Box::new(
+            AgentSilent::new(settings.incidents.agent_silent_secs)
+                .map_err(|error| anyhow::anyhow!("incidents.{error}"))?,
+        ))
+        .map_err(|error| anyhow::anyhow!("{error}"))?;
+    Ok(registry)
+}
+
+/// The retry schedule of deliveries: the first gap from settings, doubling to the longest.
+pub fn backoff(settings: &Settings) -> anyhow::Result<Backoff> {
+    let first = chrono::Duration::seconds(settings.incidents.retry_first_secs as i64);
+    Backoff::new(first, LONGEST_RETRY_GAP.max(first), GIVE_UP_AFTER)
+        .map_err(|error| anyhow::anyhow!("incidents.retry_first_secs: {error}"))
+}
+
 /// Runs the service until `shutdown`.
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let registry = Arc::new(registry(&settings)?);
+    let backoff = backoff(&settings)?;
+    let mailer: Option<Box<dyn Mailer>> = match settings.incidents.smtp_url() {
+        Some(url) => Some(Box::new(
+            Smtp::new(url, &settings.incidents.mail_from).map_err(anyhow::Error::msg)?,
+        )),
+        None => None,
+    };
+    let drivers = Arc::new(Drivers {
+        mailer,
+        poster: Box::new(Http::new(settings.incidents.webhook_allow_private)),
+        plane_name: settings.gateway.plane_name.clone(),
+    });
     let service = Service::start(&settings, DOMAIN, &MIGRATOR).await?;
-    let rpc = service.rpc();
-    service.run(rpc, Vec::new(), shutdown).await
+    let state = rpc::State {
+        store: service.store.clone(),
+        webhook_allow_private: settings.incidents.webhook_allow_private,
+    };
+    let rpc = rpc::routes(service.rpc(), state);
+    let mail_enabled = drivers.mailer.is_some();
+    let mut parts: Vec<Part> = Vec::new();
+    for spec in consumers::specs(settings.bus.max_deliver, settings.bus.ack_wait()) {
+        let service = service.clone();
+        parts.push(Box::new(move |stop: CancellationToken| {
+            Box::pin(async move {
+                let events = Arc::new(consumers::Events { mail_enabled });
+                // Another service's stream may not exist until that service first starts.
+                consume_patiently(&service, spec, events, stop).await
+            })
+        }));
+    }
+    {
+        let (store, registry) = (service.store.clone(), registry.clone());
+        let interval = settings.incidents.pass_interval();
+        parts.push(Box::new(move |stop: CancellationToken| {
+            Box::pin(tasks::reconcile(
+                store,
+                registry,
+                interval,
+                mail_enabled,
+                stop,
+            ))
+        }));
+    }
+    {
+        let (store, drivers) = (service.store.clone(), drivers.clone());
+        let interval = settings.incidents.deliver_interval();
+        parts.push(Box::new(move |stop: CancellationToken| {
+            Box::pin(tasks::deliver(store, drivers, backoff, interval, stop))
+        }));
+    }
+    service.run(rpc, parts, shutdown).await
 }

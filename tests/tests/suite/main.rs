@@ -4,6 +4,7 @@
 mod agent_channel;
 mod boundaries;
 mod dead_letters;
+mod incidents;
 mod nothing_lost;
 mod rpc;
 mod rpc_bodies;

@@ -7,18 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::{Command, Domain, Event, Kind, Message};
-
-macro_rules! message {
-    ($kind:ident, $trait:ident, $type:ty, $name:literal) => {
-        impl Message for $type {
-            const DOMAIN: Domain = Domain::AgentChannel;
-            const NAME: &'static str = $name;
-            const KIND: Kind = Kind::$kind;
-        }
-        impl $trait for $type {}
-    };
-}
+use crate::Domain;
 
 /// The class of a primitive, which the node's policy accepts, asks about or refuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -143,7 +132,7 @@ pub struct JoinRequested {
     pub agent_version: String,
     pub expires_at: DateTime<Utc>,
 }
-message!(Event, Event, JoinRequested, "join_requested");
+crate::message!(Domain::AgentChannel, Event, JoinRequested, "join_requested");
 
 /// An operator approved a join; the key now belongs to `node_id`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -158,7 +147,7 @@ pub struct NodeApproved {
     /// The operator who approved, or the service that approved on an operator's standing rule.
     pub approved_by: String,
 }
-message!(Event, Event, NodeApproved, "node_approved");
+crate::message!(Domain::AgentChannel, Event, NodeApproved, "node_approved");
 
 /// An operator rejected a join; the key may be reopened for a day.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -168,7 +157,7 @@ pub struct JoinRejected {
     pub fingerprint: String,
     pub rejected_by: String,
 }
-message!(Event, Event, JoinRejected, "join_rejected");
+crate::message!(Domain::AgentChannel, Event, JoinRejected, "join_rejected");
 
 /// An operator ended a node's pairing; its key is forgotten.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -177,7 +166,12 @@ pub struct NodeDisconnected {
     pub fingerprint: String,
     pub disconnected_by: String,
 }
-message!(Event, Event, NodeDisconnected, "node_disconnected");
+crate::message!(
+    Domain::AgentChannel,
+    Event,
+    NodeDisconnected,
+    "node_disconnected"
+);
 
 /// A node said goodbye with its own signed request; its key is forgotten.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -186,7 +180,7 @@ pub struct NodeLeft {
     pub fingerprint: String,
     pub left_at: DateTime<Utc>,
 }
-message!(Event, Event, NodeLeft, "node_left");
+crate::message!(Domain::AgentChannel, Event, NodeLeft, "node_left");
 
 /// A node's claim changed what the plane knows of it (sent only when something changed).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -197,7 +191,25 @@ pub struct NodeReported {
     /// The claim's other facts as the node sent them (recipes, update state, log access, ...).
     pub facts: serde_json::Value,
 }
-message!(Event, Event, NodeReported, "node_reported");
+crate::message!(Domain::AgentChannel, Event, NodeReported, "node_reported");
+
+/// The check-ins the agent channel stamped since its previous report, sent by one replica on a
+/// cadence (`NODES_SEEN_INTERVAL`), in chunks. `as_of` is the agent channel's clock when it read
+/// them: a node absent from every report since a time was not heard after it, as of `as_of`.
+/// A report is sent on every tick, empty or not, so a listener knows how far the record runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NodesSeen {
+    pub as_of: DateTime<Utc>,
+    pub seen: Vec<NodeSeen>,
+}
+crate::message!(Domain::AgentChannel, Event, NodesSeen, "nodes_seen");
+
+/// One node's latest stamped check-in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NodeSeen {
+    pub node_id: i64,
+    pub last_seen_at: DateTime<Utc>,
+}
 
 /// A job was queued for a node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -207,7 +219,7 @@ pub struct JobQueued {
     pub primitive: String,
     pub requested_by: String,
 }
-message!(Event, Event, JobQueued, "job_queued");
+crate::message!(Domain::AgentChannel, Event, JobQueued, "job_queued");
 
 /// A node took a job; it is now running there.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -216,7 +228,7 @@ pub struct JobClaimed {
     pub node_id: i64,
     pub primitive: String,
 }
-message!(Event, Event, JobClaimed, "job_claimed");
+crate::message!(Domain::AgentChannel, Event, JobClaimed, "job_claimed");
 
 /// A job reached its end, whoever's word ended it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -232,7 +244,7 @@ pub struct JobFinished {
     /// The correlation id the requester gave, so it can find its answer.
     pub correlation_id: Option<Uuid>,
 }
-message!(Event, Event, JobFinished, "job_finished");
+crate::message!(Domain::AgentChannel, Event, JobFinished, "job_finished");
 
 /// Another service asks for a job on a node. The same `idempotency_key` twice makes one job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -244,7 +256,7 @@ pub struct RequestJob {
     /// Who asked: `service/backups`, or the operator the service acts for.
     pub requested_by: String,
 }
-message!(Command, Command, RequestJob, "request_job");
+crate::message!(Domain::AgentChannel, Command, RequestJob, "request_job");
 
 /// Another service withdraws a job it asked for, by the same idempotency key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -252,7 +264,7 @@ pub struct CancelJob {
     pub idempotency_key: String,
     pub requested_by: String,
 }
-message!(Command, Command, CancelJob, "cancel_job");
+crate::message!(Domain::AgentChannel, Command, CancelJob, "cancel_job");
 
 #[cfg(test)]
 mod class_tests {

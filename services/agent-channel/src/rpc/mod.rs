@@ -8,9 +8,8 @@ mod operator;
 use bytes::Bytes;
 use capstan_bus::RpcServer;
 use capstan_events::agent_channel::rpc::{ops, AgentRequest, AgentResponse};
-use capstan_events::rpc::RpcError;
 use capstan_store::Store;
-use std::{future::Future, sync::Arc, sync::Mutex};
+use std::{sync::Arc, sync::Mutex};
 use tokio::time::Instant;
 
 use crate::{
@@ -190,24 +189,6 @@ impl State {
     }
 }
 
-/// A route handler with the state bound.
-fn with<Req, Resp, F, Fut>(
-    state: &State,
-    handler: F,
-) -> impl Fn(Req) -> std::pin::Pin<Box<dyn Future<Output = Result<Resp, RpcError>> + Send>>
-       + Send
-       + Sync
-       + 'static
-where
-    Req: Send + 'static,
-    Resp: Send + 'static,
-    F: Fn(State, Req) -> Fut + Send + Sync + Copy + 'static,
-    Fut: Future<Output = Result<Resp, RpcError>> + Send + 'static,
-{
-    let state = state.clone();
-    move |request| Box::pin(handler(state.clone(), request))
-}
-
 /// Adds the agent channel's questions to `server`.
 pub fn routes(server: RpcServer, state: State) -> RpcServer {
     let agent_state = state.clone();
@@ -222,26 +203,20 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
                 }
             },
         )
-        .route(ops::LIST_JOINS, with(&state, operator::list_joins))
-        .route(ops::APPROVE_JOIN, with(&state, operator::approve_join))
-        .route(ops::REJECT_JOIN, with(&state, operator::reject_join))
-        .route(ops::REOPEN_JOIN, with(&state, operator::reopen_join))
-        .route(ops::LIST_NODES, with(&state, operator::list_nodes))
-        .route(ops::GET_NODE, with(&state, operator::get_node))
-        .route(
-            ops::DISCONNECT_NODE,
-            with(&state, operator::disconnect_node),
-        )
-        .route(ops::CREATE_JOB, with(&state, operator::create_job))
-        .route(ops::LIST_JOBS, with(&state, operator::list_jobs))
-        .route(ops::GET_JOB, with(&state, operator::get_job))
-        .route(ops::JOB_OUTPUT, with(&state, operator::job_output))
-        .route(ops::CANCEL_JOB, with(&state, operator::cancel_job))
-        .route(
-            ops::MARK_JOB_FAILED,
-            with(&state, operator::mark_job_failed),
-        )
-        .route(ops::REFUSAL_COUNT, with(&state, operator::refusal_count))
+        .route_with_state(ops::LIST_JOINS, &state, operator::list_joins)
+        .route_with_state(ops::APPROVE_JOIN, &state, operator::approve_join)
+        .route_with_state(ops::REJECT_JOIN, &state, operator::reject_join)
+        .route_with_state(ops::REOPEN_JOIN, &state, operator::reopen_join)
+        .route_with_state(ops::LIST_NODES, &state, operator::list_nodes)
+        .route_with_state(ops::GET_NODE, &state, operator::get_node)
+        .route_with_state(ops::DISCONNECT_NODE, &state, operator::disconnect_node)
+        .route_with_state(ops::CREATE_JOB, &state, operator::create_job)
+        .route_with_state(ops::LIST_JOBS, &state, operator::list_jobs)
+        .route_with_state(ops::GET_JOB, &state, operator::get_job)
+        .route_with_state(ops::JOB_OUTPUT, &state, operator::job_output)
+        .route_with_state(ops::CANCEL_JOB, &state, operator::cancel_job)
+        .route_with_state(ops::MARK_JOB_FAILED, &state, operator::mark_job_failed)
+        .route_with_state(ops::REFUSAL_COUNT, &state, operator::refusal_count)
 }
 
 #[cfg(test)]

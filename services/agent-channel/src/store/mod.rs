@@ -565,3 +565,43 @@ pub async fn arrive(
     .fetch_optional(connection)
     .await?)
 }
+
+/// The paired nodes stamped since the last `nodes_seen` report (less `overlap`; every paired
+/// node with a stamp for the first report), and the time this report is as of, which becomes
+/// the last report's time. Call it under the report's advisory lock.
+pub async fn seen_since_last_report(
+    connection: &mut PgConnection,
+    overlap: std::time::Duration,
+) -> Result<(DateTime<Utc>, Vec<capstan_events::agent_channel::NodeSeen>)> {
+    let previous: Option<DateTime<Utc>> =
+        sqlx::query_scalar("SELECT as_of FROM seen_reports WHERE id = 1")
+            .fetch_optional(&mut *connection)
+            .await?;
+    let as_of: DateTime<Utc> = sqlx::query_scalar(
+        "INSERT INTO seen_reports (id, as_of) VALUES (1, clock_timestamp())
+         ON CONFLICT (id) DO UPDATE SET as_of = EXCLUDED.as_of
+         RETURNING as_of",
+    )
+    .fetch_one(&mut *connection)
+    .await?;
+    let since = previous.map(|at| at - chrono::Duration::from_std(overlap).unwrap_or_default());
+    let rows: Vec<(i64, DateTime<Utc>)> = sqlx::query_as(
+        "SELECT id, last_seen_at FROM nodes
+         WHERE public_key IS NOT NULL AND last_seen_at IS NOT NULL
+           AND ($1::timestamptz IS NULL OR last_seen_at >= $1)
+         ORDER BY id",
+    )
+    .bind(since)
+    .fetch_all(&mut *connection)
+    .await?;
+    let seen = rows
+        .into_iter()
+        .map(
+            |(node_id, last_seen_at)| capstan_events::agent_channel::NodeSeen {
+                node_id,
+                last_seen_at,
+            },
+        )
+        .collect();
+    Ok((as_of, seen))
+}

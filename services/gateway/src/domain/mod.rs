@@ -3,5 +3,6 @@
 
 pub mod agent_request;
 pub mod client_address;
+pub mod email;
 pub mod next_path;
 pub mod throttle;

@@ -14,9 +14,70 @@ pub async fn insert_operator(
     let id = sqlx::query_scalar("INSERT INTO operators (name, level) VALUES ($1, $2) RETURNING id")
         .bind(name)
         .bind(i16::from(u8::from(level)))
-        .fetch_one(connection)
+        .fetch_one(&mut *connection)
         .await?;
+    operator_changed(connection, id).await?;
     Ok(id)
+}
+
+/// Tells the plane operator `id` as it now is (`operator_changed`, through the outbox in the
+/// caller's transaction).
+pub async fn operator_changed(connection: &mut PgConnection, id: i64) -> Result<(), StoreError> {
+    let (name, level, email, active): (String, i16, Option<String>, bool) = sqlx::query_as(
+        "SELECT name, level, email, disabled_at IS NULL FROM operators WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_one(&mut *connection)
+    .await?;
+    let level = u8::try_from(level)
+        .ok()
+        .and_then(|level| Level::try_from(level).ok())
+        .ok_or_else(|| StoreError::Database(format!("operator {name} has level {level}")))?;
+    let changed = capstan_events::gateway::OperatorChanged {
+        operator_id: id,
+        name,
+        level,
+        email,
+        active,
+        changed_at: chrono::Utc::now(),
+    };
+    capstan_store::outbox::push(
+        connection,
+        capstan_events::Envelope::new(changed, Some(format!("operator/{id}"))),
+    )
+    .await
+}
+
+/// Operator `name`'s id and mail address, if there is such an operator.
+pub async fn operator_contact(
+    store: &Store,
+    name: &str,
+) -> Result<Option<(i64, Option<String>)>, StoreError> {
+    Ok(
+        sqlx::query_as("SELECT id, email FROM operators WHERE name = $1 AND disabled_at IS NULL")
+            .bind(name)
+            .fetch_optional(store.pool())
+            .await?,
+    )
+}
+
+/// Sets operator `name`'s mail address (`None` removes it) and tells the plane; false when
+/// there is no such operator.
+pub async fn set_email(store: &Store, name: &str, email: Option<&str>) -> Result<bool, StoreError> {
+    let mut transaction = store.begin().await?;
+    let id: Option<i64> = sqlx::query_scalar(
+        "UPDATE operators SET email = $2 WHERE name = $1 AND disabled_at IS NULL RETURNING id",
+    )
+    .bind(name)
+    .bind(email)
+    .fetch_optional(&mut *transaction)
+    .await?;
+    let Some(id) = id else {
+        return Ok(false);
+    };
+    operator_changed(&mut transaction, id).await?;
+    transaction.commit().await?;
+    Ok(true)
 }
 
 /// Records a token of `operator_id` by its digest.

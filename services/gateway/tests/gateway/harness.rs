@@ -258,6 +258,7 @@ impl Gateway {
             },
         );
         tokio::spawn(server.serve(self.stop.clone()));
+        tokio::spawn(fake_incidents(self.bus.clone(), &self.script).serve(self.stop.clone()));
         // Ready once it answers (the subscription is made asynchronously).
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
@@ -316,6 +317,118 @@ impl Gateway {
             .map(|(op, _)| op.clone())
             .collect()
     }
+}
+
+/// A fake incidents service: each op answers the least a route needs to succeed.
+fn fake_incidents(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
+    use capstan_events::incidents::rpc as incidents;
+    let server = RpcServer::new(bus, Domain::Incidents);
+    let server = fake(server, script, incidents::ops::LIST, |_, _: Value| {
+        incidents::Incidents {
+            incidents: vec![],
+            counts: Default::default(),
+        }
+    });
+    let server = fake(server, script, incidents::ops::GET, |_, _: Value| {
+        incidents::IncidentDetail {
+            incident: incident_view(5),
+            timeline: vec![],
+            signals: vec![],
+            grouped: vec![],
+        }
+    });
+    let server = fake(server, script, incidents::ops::TRIAGE, |_, _: Value| {
+        incidents::Triaged {
+            incident: incident_view(5),
+            recorded: true,
+        }
+    });
+    let server = fake(server, script, incidents::ops::NOTE, |_, _: Value| Done {});
+    let server = fake(server, script, incidents::ops::HEADER, |_, _: Value| {
+        incidents::Header {
+            needs_you: 0,
+            happening: 0,
+            colour: None,
+            words: String::new(),
+        }
+    });
+    let server = fake(
+        server,
+        script,
+        incidents::ops::LIST_SILENCES,
+        |_, _: Value| incidents::Silences { silences: vec![] },
+    );
+    let server = fake(
+        server,
+        script,
+        incidents::ops::CREATE_SILENCE,
+        |_, _: Value| incidents::SilenceView {
+            id: 1,
+            node_id: 5,
+            node_name: None,
+            by: "ada".into(),
+            reason: "maintenance".into(),
+            created_at: chrono::Utc::now(),
+            ends_at: chrono::Utc::now(),
+            active: true,
+        },
+    );
+    let server = fake(
+        server,
+        script,
+        incidents::ops::DELETE_SILENCE,
+        |_, _: Value| Done {},
+    );
+    let server = fake(
+        server,
+        script,
+        incidents::ops::LIST_WEBHOOKS,
+        |_, _: Value| incidents::Webhooks { webhooks: vec![] },
+    );
+    let server = fake(
+        server,
+        script,
+        incidents::ops::CREATE_WEBHOOK,
+        |_, _: Value| incidents::WebhookCreated {
+            webhook: incidents::WebhookView {
+                id: 1,
+                url: "https://hooks.example/x".into(),
+                kind: "standard".into(),
+                min_severity: capstan_events::incidents::Severity::Warning,
+                created_by: "ada".into(),
+                created_at: chrono::Utc::now(),
+            },
+            secret: "whsec_x".into(),
+        },
+    );
+    let server = fake(
+        server,
+        script,
+        incidents::ops::DELETE_WEBHOOK,
+        |_, _: Value| Done {},
+    );
+    let preferences = |_: &Script, _: Value| incidents::MailPreferences {
+        email_warning: false,
+        email_critical: true,
+    };
+    let server = fake(
+        server,
+        script,
+        incidents::ops::GET_NOTIFICATIONS,
+        preferences,
+    );
+    let server = fake(
+        server,
+        script,
+        incidents::ops::SET_NOTIFICATIONS,
+        preferences,
+    );
+    let server = fake(server, script, incidents::ops::BELL, |_, _: Value| {
+        incidents::Bell { items: vec![] }
+    });
+    fake(server, script, incidents::ops::SET_ALERTS, |_, _: Value| {
+        Done {}
+    })
 }
 
 /// Registers a fake op that records its request and answers `answer(request)`, or the
@@ -386,6 +499,28 @@ pub fn node_view(id: i64) -> NodeView {
     }
 }
 
+pub fn incident_view(id: i64) -> capstan_events::incidents::rpc::IncidentView {
+    use capstan_events::incidents::{Severity, Status, Triage};
+    capstan_events::incidents::rpc::IncidentView {
+        id,
+        node_id: 17,
+        node_name: Some("web-1".into()),
+        source: "plane:agent_silent".into(),
+        title: "The agent has stopped checking in".into(),
+        detail: "Last check-in recorded at 2026-12-01T10:00:00Z".into(),
+        severity: Severity::Critical,
+        status: Status::Open,
+        triage: Triage::New,
+        view: "new".into(),
+        needs_you: true,
+        snooze_until: None,
+        opened_at: chrono::Utc::now(),
+        closed_at: None,
+        last_seen_at: chrono::Utc::now(),
+        group_id: None,
+    }
+}
+
 pub fn job_view(id: i64) -> JobView {
     JobView {
         id,
@@ -417,6 +552,18 @@ pub fn concrete_path(path: &str) -> String {
 pub fn body_for(path: &str) -> Value {
     if path.ends_with("/jobs") {
         json!({"primitive": "check_status", "params": {}})
+    } else if path.ends_with("/triage") {
+        json!({"do": "resolved"})
+    } else if path.ends_with("/notes") {
+        json!({"note": "looked at it"})
+    } else if path == "/api/v1/silences" {
+        json!({"node_id": 5, "ends_at": "2099-01-01T00:00:00Z", "reason": "maintenance"})
+    } else if path == "/api/v1/webhooks" {
+        json!({"url": "https://hooks.example/x", "kind": "standard", "min_severity": "warning"})
+    } else if path == "/api/v1/me/notifications" {
+        json!({"email": null, "email_warning": false, "email_critical": true})
+    } else if path.ends_with("/alerts") {
+        json!({"alerts": "on"})
     } else {
         json!({})
     }

@@ -190,14 +190,14 @@ async fn capstan_admin_acts_are_audited_via_cli() {
         )],
     )
     .unwrap();
-    capstan_gateway::admin::create_operator(&settings, "cli-made", Level::Change)
+    capstan_gateway::admin::create_operator(&settings, "cli-made", Level::Change, None)
         .await
         .unwrap();
     capstan_gateway::admin::reset_password_command(&settings, "cli-made")
         .await
         .unwrap();
     assert!(
-        capstan_gateway::admin::create_operator(&settings, "cli-made", Level::Admin)
+        capstan_gateway::admin::create_operator(&settings, "cli-made", Level::Admin, None)
             .await
             .is_err()
     );

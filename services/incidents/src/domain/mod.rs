@@ -24,6 +24,7 @@ pub mod cases;
 pub mod delivery;
 pub mod grouping;
 pub mod header;
+pub mod mail;
 pub mod reconcile;
 pub mod record;
 pub mod signals;

@@ -9,45 +9,8 @@ use serde::{Deserialize, Serialize};
 use super::sources::SourceName;
 use super::{IncidentId, InvalidInput, NodeId};
 
-/// Is the condition still there? Owned by the source; nothing a person does changes it (IN-01).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    Open,
-    Closed,
-}
-
-/// What is being done about it? Owned by a person (IN-01); the reconciler writes it only to
-/// settle an incident that cleared before anyone looked and to send an unproven fix back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Triage {
-    New,
-    /// Until `Incident::snooze_until`.
-    Snoozed,
-    Resolved,
-    Ignored,
-}
-
-impl Triage {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Triage::New => "new",
-            Triage::Snoozed => "snoozed",
-            Triage::Resolved => "resolved",
-            Triage::Ignored => "ignored",
-        }
-    }
-}
-
-/// IN-08: critical when visitors or data are at risk now, warning otherwise. Ordered, so a
-/// webhook's minimum severity is a comparison.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    Warning,
-    Critical,
-}
+/// The record's words are the contract's: the gateway reads them as the service writes them.
+pub use capstan_events::incidents::{Severity, Status, Triage};
 
 /// Who made a change on the timeline: a person (an operator's name) or the reconciler, which
 /// is "no person" in the spec's words (IN-09).

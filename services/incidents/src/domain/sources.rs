@@ -179,6 +179,10 @@ pub struct NodeFacts {
     pub paired_at: Option<DateTime<Utc>>,
     /// The agent channel's last stamp of a check-in (at [`HEARTBEAT_RESOLUTION`]).
     pub last_checkin_at: Option<DateTime<Utc>>,
+    /// How far the agent channel's reports of check-ins run (its clock at the latest one);
+    /// `None` before any report. No agent is judged silent past it: a plane whose reports
+    /// stopped coming calls no agent silent.
+    pub checkins_as_of: Option<DateTime<Utc>>,
     pub install_state: InstallState,
     /// The recipes the node last reported, by name.
     pub recipes: Vec<String>,
@@ -241,6 +245,7 @@ impl PlaneSource for AgentSilent {
     /// a stamp at most 60 s old and is never called silent, even at the shortest silence.
     fn judge(&self, node: &NodeFacts, now: DateTime<Utc>) -> Option<Condition> {
         let paired_at = node.paired_at?;
+        let now = node.checkins_as_of?.min(now);
         let heard_at = node
             .last_checkin_at
             .map_or(paired_at, |at| at.max(paired_at));
@@ -309,6 +314,7 @@ pub(crate) mod tests {
             node_id,
             paired_at: Some(at(-600)),
             last_checkin_at: Some(at(0)),
+            checkins_as_of: Some(at(0) + Duration::days(365)),
             install_state: InstallState::Operational,
             recipes: vec!["disk_headroom".into(), "fail2ban".into()],
             alerts: Alerts::Automatic,
@@ -385,6 +391,19 @@ pub(crate) mod tests {
         assert!(source.judge(&node, seconds(91)).is_some());
         node.paired_at = None;
         assert_eq!(source.judge(&node, seconds(10_000)), None);
+    }
+
+    #[test]
+    fn agent_silent_judges_no_agent_past_the_agent_channels_last_report_of_check_ins() {
+        let source = AgentSilent::new(60).unwrap();
+        let mut node = node(1);
+        // the reports stopped at 50 s (the agent channel is down): nobody is silent as of then
+        node.checkins_as_of = Some(seconds(50));
+        assert_eq!(source.judge(&node, seconds(10_000)), None);
+        node.checkins_as_of = Some(seconds(91));
+        assert!(source.judge(&node, seconds(10_000)).is_some());
+        node.checkins_as_of = None;
+        assert_eq!(source.judge(&node, seconds(10_000)), None, "no report yet");
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod events;
 mod fleet;
 mod jobs;
 mod joins;
+mod secured;
 mod signing;
 
 pub use capstan_e2e::plane::Plane;
@@ -14,7 +15,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 /// A paired test agent: joined, approved, and having reported its vocabulary in one claim.
-trait PairedAgent {
+pub(crate) trait PairedAgent {
     async fn paired_agent(&self, name: &str) -> (TestAgent, i64);
 }
 

@@ -1,0 +1,421 @@
+//! Who may touch which subject: one NATS user per service, with exactly the subjects its code
+//! uses, and `all` (the union) for `capstan all`, which runs every service in one process. The
+//! permissions are generated from the contract (`Domain::ALL`, each domain's subjects and
+//! streams, and its [`Reach`](capstan_events::access::Reach)) together with what this crate
+//! does on the wire: the JetStream API subjects of ensuring a stream, consuming through a
+//! durable pull consumer and acknowledging, and the object store of large rpc bodies
+//! ([`crate::bodies`]). [`authorization`] renders the `authorization { ... }` block of a
+//! `nats-server` configuration (what `capstan admin nats-config` prints).
+//!
+//! What a service's user may do:
+//! * serve its own rpc subjects `capstan.rpc.<own>.>`, only as its queue group `<own>`, and
+//!   answer the questions it receives (`allow_responses`, so it can publish to no other inbox);
+//! * ask the domains its reach names (the gateway: every domain) and its own `health`;
+//! * publish to its own event, command and dead-letter subjects and to the command subjects
+//!   of the domains its reach names;
+//! * create and update its own streams and the shared dead-letter stream, consume its own
+//!   commands and the events its reach names, through durable consumers of those names only;
+//! * read its own replies, under `_INBOX.<own>.>` only: no user reads another's answers.
+
+use std::collections::BTreeSet;
+
+use capstan_events::{Domain, DEAD_LETTER_STREAM, SUBJECT_ROOT};
+
+use crate::bodies::BODY_BUCKET;
+
+/// The user of `capstan all`: every service's permissions together.
+pub const ALL_IN_ONE_USER: &str = "all";
+
+/// A NATS user of the plane: one service, or all of them in one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BusUser {
+    Service(Domain),
+    AllInOne,
+}
+
+impl BusUser {
+    /// Every user the generated configuration defines: each service, then `all`.
+    pub fn every() -> Vec<BusUser> {
+        Domain::ALL
+            .into_iter()
+            .map(BusUser::Service)
+            .chain([BusUser::AllInOne])
+            .collect()
+    }
+
+    /// The user name: the domain (`agent_channel`), or `all`.
+    pub fn name(self) -> &'static str {
+        match self {
+            BusUser::Service(domain) => domain.as_str(),
+            BusUser::AllInOne => ALL_IN_ONE_USER,
+        }
+    }
+
+    /// The environment variable the generated configuration reads this user's secret from:
+    /// `CAPSTAN_NATS_PASSWORD_AGENT_CHANNEL` (or `CAPSTAN_NATS_NKEY_...`, a public key).
+    pub fn secret_variable(self, auth: Auth) -> String {
+        let kind = match auth {
+            Auth::Password => "PASSWORD",
+            Auth::Nkey => "NKEY",
+        };
+        format!("CAPSTAN_NATS_{kind}_{}", self.name().to_ascii_uppercase())
+    }
+
+    /// What this user may publish and subscribe to.
+    pub fn permissions(self) -> Permissions {
+        match self {
+            BusUser::Service(domain) => service_permissions(domain),
+            BusUser::AllInOne => {
+                let mut union = Permissions::default();
+                for domain in Domain::ALL {
+                    let own = service_permissions(domain);
+                    union.publish.extend(own.publish);
+                    union.subscribe.extend(own.subscribe);
+                }
+                union
+            }
+        }
+    }
+}
+
+/// How the users of the generated configuration prove who they are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Auth {
+    /// A user name and a password (`CAPSTAN__NATS__USER`, `CAPSTAN__NATS__PASSWORD`).
+    Password,
+    /// An nkey: the server holds the public key, the service its seed
+    /// (`CAPSTAN__NATS__NKEY_SEED_FILE`).
+    Nkey,
+}
+
+/// A user's subjects. A subscribe entry may name a queue group after a space
+/// (`capstan.rpc.billing.> billing`): then only that group may subscribe.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Permissions {
+    pub publish: BTreeSet<String>,
+    pub subscribe: BTreeSet<String>,
+}
+
+impl Permissions {
+    /// Whether this user may publish to the literal `subject`.
+    pub fn may_publish(&self, subject: &str) -> bool {
+        self.publish
+            .iter()
+            .any(|pattern| subject_matches(pattern, subject))
+    }
+
+    /// Whether this user may subscribe to `subject`, in queue group `queue` when given.
+    pub fn may_subscribe(&self, subject: &str, queue: Option<&str>) -> bool {
+        self.subscribe.iter().any(|entry| {
+            let (pattern, group) = match entry.split_once(' ') {
+                Some((pattern, group)) => (pattern, Some(group)),
+                None => (entry.as_str(), None),
+            };
+            subject_matches(pattern, subject) && (group.is_none() || group == queue)
+        })
+    }
+}
+
+/// NATS subject matching: `*` is one token, a final `>` one or more.
+fn subject_matches(pattern: &str, subject: &str) -> bool {
+    let mut subject_tokens = subject.split('.');
+    for token in pattern.split('.') {
+        match (token, subject_tokens.next()) {
+            (">", Some(_)) => return true,
+            ("*", Some(_)) => {}
+            (literal, Some(actual)) if literal == actual => {}
+            _ => return false,
+        }
+    }
+    subject_tokens.next().is_none()
+}
+
+fn js_api(rest: &str) -> String {
+    format!("$JS.API.{rest}")
+}
+
+/// The JetStream subjects of reading `stream` through the durable pull consumer `durable`:
+/// looking the stream up, creating (or updating) the consumer with its filter, asking for
+/// messages, and acknowledging them.
+fn consume(publish: &mut BTreeSet<String>, stream: &str, durable: &str) {
+    publish.extend([
+        js_api(&format!("STREAM.INFO.{stream}")),
+        js_api(&format!("CONSUMER.CREATE.{stream}.{durable}")),
+        js_api(&format!("CONSUMER.CREATE.{stream}.{durable}.>")),
+        js_api(&format!("CONSUMER.INFO.{stream}.{durable}")),
+        js_api(&format!("CONSUMER.MSG.NEXT.{stream}.{durable}")),
+        format!("$JS.ACK.{stream}.{durable}.>"),
+    ]);
+}
+
+/// The stream behind the object store bucket of large rpc bodies.
+pub fn body_stream() -> String {
+    format!("OBJ_{BODY_BUCKET}")
+}
+
+fn service_permissions(domain: Domain) -> Permissions {
+    let own = domain.as_str();
+    let reach = domain.reach();
+    let mut publish = BTreeSet::new();
+    let mut subscribe = BTreeSet::new();
+
+    // rpc: serve its own subjects as its queue group, read its own replies, ask its own
+    // health (a probe run with this service's credentials) and whatever its reach names.
+    subscribe.insert(format!("{SUBJECT_ROOT}.rpc.{own}.> {own}"));
+    subscribe.insert(format!("{}.>", domain.inbox_prefix()));
+    publish.insert(format!(
+        "{SUBJECT_ROOT}.rpc.{own}.{}",
+        capstan_events::rpc::HEALTH
+    ));
+    for asked in reach.asks {
+        publish.insert(format!("{SUBJECT_ROOT}.rpc.{}.>", asked.as_str()));
+    }
+
+    // Its own messages: events, commands to itself, dead letters; commands to its reach.
+    publish.insert(domain.events_subjects());
+    publish.insert(domain.commands_subjects());
+    publish.insert(format!("{SUBJECT_ROOT}.dlq.{own}.>"));
+    for commanded in reach.commands {
+        publish.insert(commanded.commands_subjects());
+    }
+
+    // Its streams (and the shared dead-letter stream), ensured at every start.
+    for stream in [
+        domain.events_stream(),
+        domain.commands_stream(),
+        DEAD_LETTER_STREAM.to_string(),
+    ] {
+        for action in ["CREATE", "UPDATE", "INFO"] {
+            publish.insert(js_api(&format!("STREAM.{action}.{stream}")));
+        }
+    }
+
+    // Its own command stream, and the event streams its reach names.
+    consume(
+        &mut publish,
+        &domain.commands_stream(),
+        &domain.commands_consumer(),
+    );
+    for subscription in reach.consumes {
+        consume(
+            &mut publish,
+            &subscription.from.events_stream(),
+            subscription.durable,
+        );
+    }
+
+    // The claim check of large rpc bodies: any service may ask or answer with one. Putting an
+    // object publishes its chunks and its meta; getting one reads the meta and the chunks
+    // through an ordered push consumer (flow control answered on `$JS.FC`); deleting purges.
+    let bodies = body_stream();
+    publish.insert(format!("$O.{BODY_BUCKET}.>"));
+    for action in [
+        "STREAM.INFO",
+        "STREAM.CREATE",
+        "STREAM.MSG.GET",
+        "STREAM.PURGE",
+        "DIRECT.GET",
+        "CONSUMER.CREATE",
+    ] {
+        publish.insert(js_api(&format!("{action}.{bodies}")));
+    }
+    for action in [
+        "DIRECT.GET",
+        "CONSUMER.CREATE",
+        "CONSUMER.DELETE",
+        "CONSUMER.INFO",
+    ] {
+        publish.insert(js_api(&format!("{action}.{bodies}.>")));
+    }
+    publish.insert(format!("$JS.FC.{bodies}.>"));
+
+    Permissions { publish, subscribe }
+}
+
+/// The `authorization { ... }` block of a `nats-server` configuration: every user of
+/// [`BusUser::every`] with its permissions, its secret read from the server's environment
+/// (`$CAPSTAN_NATS_PASSWORD_<USER>`, so the file holds none and a missing one stops the server
+/// at start). With no user connected without credentials, an anonymous client is refused.
+pub fn authorization(auth: Auth) -> String {
+    let mut out = String::new();
+    out.push_str(
+        "# Generated by `capstan admin nats-config` from libs/events and libs/bus; do not\n",
+    );
+    out.push_str(
+        "# edit. One user per service with only its own subjects, and `all` for `capstan all`.\n",
+    );
+    out.push_str("# Each user's secret comes from the server's environment:\n");
+    for user in BusUser::every() {
+        out.push_str(&format!("#   {}\n", user.secret_variable(auth)));
+    }
+    out.push_str("authorization {\n  users = [\n");
+    for user in BusUser::every() {
+        let permissions = user.permissions();
+        out.push_str("    {\n");
+        match auth {
+            Auth::Password => {
+                out.push_str(&format!("      user: \"{}\"\n", user.name()));
+                out.push_str(&format!(
+                    "      password: ${}\n",
+                    user.secret_variable(auth)
+                ));
+            }
+            Auth::Nkey => {
+                out.push_str(&format!("      # {}\n", user.name()));
+                out.push_str(&format!("      nkey: ${}\n", user.secret_variable(auth)));
+            }
+        }
+        out.push_str("      permissions: {\n");
+        out.push_str("        publish: { allow: [\n");
+        for subject in &permissions.publish {
+            out.push_str(&format!("          \"{subject}\"\n"));
+        }
+        out.push_str("        ] }\n");
+        out.push_str("        subscribe: { allow: [\n");
+        for subject in &permissions.subscribe {
+            out.push_str(&format!("          \"{subject}\"\n"));
+        }
+        out.push_str("        ] }\n");
+        out.push_str(
+            "        # Answers to the questions this user serves, on the asker's inbox.\n",
+        );
+        out.push_str("        allow_responses: true\n");
+        out.push_str("      }\n    }\n");
+    }
+    out.push_str("  ]\n}\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capstan_events::{agent_channel::rpc::ops, rpc_subject};
+
+    fn user(domain: Domain) -> Permissions {
+        BusUser::Service(domain).permissions()
+    }
+
+    #[test]
+    fn only_the_gateway_may_ask_an_operator_rpc() {
+        let approve = rpc_subject(Domain::AgentChannel, ops::APPROVE_JOIN);
+        assert!(user(Domain::Gateway).may_publish(&approve));
+        for domain in Domain::ALL {
+            if domain != Domain::Gateway {
+                assert!(!user(domain).may_publish(&approve), "{domain} may approve");
+            }
+        }
+    }
+
+    #[test]
+    fn only_the_owner_may_serve_its_rpc_and_only_as_its_queue_group() {
+        let claim = rpc_subject(Domain::AgentChannel, ops::AGENT_REQUEST);
+        let owner = user(Domain::AgentChannel);
+        assert!(owner.may_subscribe(&claim, Some("agent_channel")));
+        assert!(!owner.may_subscribe(&claim, None));
+        assert!(!owner.may_subscribe(&claim, Some("thief")));
+        for domain in Domain::ALL {
+            if domain != Domain::AgentChannel {
+                assert!(
+                    !user(domain).may_subscribe(&claim, Some("agent_channel")),
+                    "{domain} may answer claims"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_user_reads_only_its_own_replies() {
+        let gateway = user(Domain::Gateway);
+        assert!(gateway.may_subscribe("_INBOX.gateway.abc.*", None));
+        assert!(!gateway.may_subscribe("_INBOX.agent_channel.abc.*", None));
+        assert!(!gateway.may_subscribe("_INBOX.>", None));
+        for domain in Domain::ALL {
+            assert!(!user(domain).may_publish("_INBOX.gateway.abc.1"));
+        }
+    }
+
+    #[test]
+    fn a_service_publishes_its_own_events_and_no_one_elses() {
+        let billing = user(Domain::Billing);
+        assert!(billing.may_publish("capstan.events.billing.paid"));
+        assert!(!billing.may_publish("capstan.events.agent_channel.job_finished"));
+        assert!(!billing.may_publish("capstan.cmd.agent_channel.request_job"));
+        assert!(billing.may_publish("capstan.dlq.billing.anything"));
+        assert!(!billing.may_publish("capstan.dlq.agent_channel.anything"));
+    }
+
+    #[test]
+    fn a_service_consumes_its_own_commands_through_its_own_durable_only() {
+        let owner = user(Domain::AgentChannel);
+        let stream = Domain::AgentChannel.commands_stream();
+        assert!(owner.may_publish(&format!(
+            "$JS.API.CONSUMER.CREATE.{stream}.agent_channel_commands.capstan.cmd.agent_channel.>"
+        )));
+        assert!(owner.may_publish(&format!(
+            "$JS.API.CONSUMER.MSG.NEXT.{stream}.agent_channel_commands"
+        )));
+        assert!(owner.may_publish(&format!(
+            "$JS.ACK.{stream}.agent_channel_commands.1.2.3.4.5"
+        )));
+        assert!(!owner.may_publish(&format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.other")));
+        assert!(!user(Domain::Billing).may_publish(&format!(
+            "$JS.API.CONSUMER.MSG.NEXT.{stream}.agent_channel_commands"
+        )));
+        assert!(!owner.may_publish(&format!("$JS.API.STREAM.DELETE.{stream}")));
+    }
+
+    #[test]
+    fn the_all_in_one_user_holds_every_services_permissions() {
+        let all = BusUser::AllInOne.permissions();
+        for domain in Domain::ALL {
+            let own = user(domain);
+            assert!(own.publish.is_subset(&all.publish));
+            assert!(own.subscribe.is_subset(&all.subscribe));
+        }
+    }
+
+    #[test]
+    fn subjects_match_as_nats_matches_them() {
+        assert!(subject_matches("a.>", "a.b.c"));
+        assert!(!subject_matches("a.>", "a"));
+        assert!(subject_matches("a.*.c", "a.b.c"));
+        assert!(!subject_matches("a.*", "a.b.c"));
+        assert!(!subject_matches("a.b", "a.b.c"));
+    }
+
+    /// docker-compose.yml and deploy/k8s serve this file to their NATS server: it fails when
+    /// the file no longer says what the code generates. `CAPSTAN_WRITE_DOCS=1` rewrites it.
+    #[test]
+    fn deploy_nats_auth_conf_matches_the_code() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/nats/auth.conf");
+        let generated = authorization(Auth::Password);
+        let current = std::fs::read_to_string(&path).unwrap_or_default();
+        if current != generated && std::env::var_os("CAPSTAN_WRITE_DOCS").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &generated).unwrap();
+            return;
+        }
+        assert!(
+            current == generated,
+            "deploy/nats/auth.conf drifted from the code; run `CAPSTAN_WRITE_DOCS=1 cargo test -p \
+             capstan-bus --lib deploy_nats` (or `capstan admin nats-config > deploy/nats/auth.conf`) \
+             and commit the result"
+        );
+    }
+
+    #[test]
+    fn the_configuration_names_every_user_and_no_secret() {
+        let config = authorization(Auth::Password);
+        for user in BusUser::every() {
+            assert!(config.contains(&format!("user: \"{}\"", user.name())));
+            assert!(config.contains(&format!(
+                "password: ${}",
+                user.secret_variable(Auth::Password)
+            )));
+        }
+        let nkeys = authorization(Auth::Nkey);
+        assert!(nkeys.contains("nkey: $CAPSTAN_NATS_NKEY_GATEWAY"));
+        assert!(!nkeys.contains("password"));
+    }
+}

@@ -1,0 +1,131 @@
+//! Who may say what on the bus: for each domain, which other domains' events it consumes (with
+//! the durable consumer it reads them through), which domains it sends commands to and which it
+//! asks over rpc. This table is the one source the NATS permissions are generated from
+//! (`capstan admin nats-config`); everything else a service may touch is its own (its rpc
+//! subjects, its streams, its dead letters). A service that starts consuming, commanding or
+//! asking another adds its row here, or the server refuses it.
+
+use crate::Domain;
+
+/// A durable consumer one service keeps on another's event stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventSubscription {
+    /// The domain whose events are read.
+    pub from: Domain,
+    /// The durable consumer's name (shared by every replica of the consuming service).
+    pub durable: &'static str,
+}
+
+/// What a domain reaches beyond its own subjects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reach {
+    /// Other domains' event streams this domain consumes.
+    pub consumes: &'static [EventSubscription],
+    /// Domains this domain sends commands to (`capstan.cmd.<domain>.>`).
+    pub commands: &'static [Domain],
+    /// Domains this domain asks questions of (`capstan.rpc.<domain>.>`). Every domain may also
+    /// ask its own `health` (what `capstan health <service>` runs with that service's user).
+    pub asks: &'static [Domain],
+}
+
+impl Reach {
+    const OWN_ONLY: Reach = Reach {
+        consumes: &[],
+        commands: &[],
+        asks: &[],
+    };
+}
+
+impl Domain {
+    /// What this domain reaches beyond its own subjects.
+    ///
+    /// Operator questions (approve a join, disconnect a node, create a job...) trust the actor
+    /// named in the request because only the gateway may send them: the gateway alone asks
+    /// every domain, and no other domain asks any.
+    pub const fn reach(self) -> Reach {
+        match self {
+            Domain::Gateway => Reach {
+                consumes: &[],
+                commands: &[],
+                asks: &Domain::ALL,
+            },
+            // The node facts and cases it projects, and who a signal tells.
+            Domain::Incidents => Reach {
+                consumes: &[
+                    EventSubscription {
+                        from: Domain::AgentChannel,
+                        durable: "incidents_agent_channel",
+                    },
+                    EventSubscription {
+                        from: Domain::Gateway,
+                        durable: "incidents_gateway",
+                    },
+                ],
+                commands: &[],
+                asks: &[],
+            },
+            Domain::AgentChannel
+            | Domain::Monitor
+            | Domain::Backups
+            | Domain::Rollouts
+            | Domain::Provisioning
+            | Domain::Dns
+            | Domain::Billing => Reach::OWN_ONLY,
+        }
+    }
+
+    /// The durable consumer of this domain's own command stream: `agent_channel_commands`.
+    pub fn commands_consumer(self) -> String {
+        format!("{}_commands", self.as_str())
+    }
+
+    /// The prefix of the reply subjects this domain's connections use, `_INBOX.agent_channel`:
+    /// each user may read only its own replies, never another service's answers.
+    pub fn inbox_prefix(self) -> String {
+        format!("_INBOX.{}", self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_gateway_asks_other_domains() {
+        for domain in Domain::ALL {
+            let asks = domain.reach().asks;
+            if domain == Domain::Gateway {
+                assert_eq!(asks.len(), Domain::ALL.len());
+            } else {
+                assert!(
+                    asks.iter().all(|asked| *asked == domain),
+                    "{domain} asks {asks:?}: operator rpcs are the gateway's alone"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_durable_consumer_on_another_stream_is_named_after_its_reader() {
+        for domain in Domain::ALL {
+            for subscription in domain.reach().consumes {
+                assert_ne!(subscription.from, domain);
+                assert!(
+                    subscription.durable.starts_with(domain.as_str()),
+                    "{domain} reads {:?} through {}",
+                    subscription.from,
+                    subscription.durable
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn own_names_follow_the_domain() {
+        assert_eq!(
+            Domain::AgentChannel.commands_consumer(),
+            "agent_channel_commands"
+        );
+        assert_eq!(Domain::Gateway.inbox_prefix(), "_INBOX.gateway");
+    }
+}

@@ -1,0 +1,490 @@
+//! `/api/v1/incidents`, `/api/v1/silences`, `/api/v1/webhooks`, `/api/v1/me/notifications`,
+//! `/api/v1/me/bell` and a node's alerts: the incidents service's API (levels in the rows).
+
+use axum::{
+    extract::State,
+    http::{StatusCode, Uri},
+    response::{IntoResponse, Response},
+    routing::{on, MethodFilter, MethodRouter},
+    Json,
+};
+use capstan_events::incidents::rpc::{
+    ops, AddNote, Bell, CreateSilence, CreateWebhook, DeleteRequest, Done, GetIncident, Header,
+    HeaderRequest, IncidentDetail, Incidents, ListIncidents, ListRequest, MailPreferences,
+    NotificationsRequest, SetAlerts, SetNotifications, SilenceView, Silences, TriageIncident,
+    Triaged, WebhookCreated, Webhooks,
+};
+use capstan_events::incidents::Severity;
+use capstan_events::Domain;
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    ask::ask_of,
+    domain::email::Email,
+    error::ApiError,
+    identity::Operator,
+    input::{JsonBody, NodeId, PathId, QueryParams},
+    routes::{Access, Method, Op, Route},
+    store, AppState,
+};
+
+/// What each incidents route does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncidentsOp {
+    List,
+    Get,
+    Triage,
+    Note,
+    Header,
+    ListSilences,
+    CreateSilence,
+    DeleteSilence,
+    ListWebhooks,
+    CreateWebhook,
+    DeleteWebhook,
+    GetNotifications,
+    SetNotifications,
+    Bell,
+    SetAlerts,
+}
+
+use capstan_events::rpc::Level::{Admin, Change, Read};
+
+const fn row(
+    method: Method,
+    path: &'static str,
+    level: capstan_events::rpc::Level,
+    op: IncidentsOp,
+    action: Option<&'static str>,
+) -> Route {
+    Route {
+        method,
+        path,
+        access: Access::Operator(level),
+        op: Op::Incidents(op),
+        action,
+    }
+}
+
+/// This domain's rows of the route table.
+pub const ROUTES: &[Route] = &[
+    row(
+        Method::Get,
+        "/api/v1/incidents",
+        Read,
+        IncidentsOp::List,
+        None,
+    ),
+    row(
+        Method::Get,
+        "/api/v1/incidents/header",
+        Read,
+        IncidentsOp::Header,
+        None,
+    ),
+    row(
+        Method::Get,
+        "/api/v1/incidents/{id}",
+        Read,
+        IncidentsOp::Get,
+        None,
+    ),
+    row(
+        Method::Post,
+        "/api/v1/incidents/{id}/triage",
+        Change,
+        IncidentsOp::Triage,
+        Some("triage_incident"),
+    ),
+    row(
+        Method::Post,
+        "/api/v1/incidents/{id}/notes",
+        Change,
+        IncidentsOp::Note,
+        Some("note_incident"),
+    ),
+    row(
+        Method::Get,
+        "/api/v1/silences",
+        Change,
+        IncidentsOp::ListSilences,
+        None,
+    ),
+    row(
+        Method::Post,
+        "/api/v1/silences",
+        Change,
+        IncidentsOp::CreateSilence,
+        Some("create_silence"),
+    ),
+    row(
+        Method::Delete,
+        "/api/v1/silences/{id}",
+        Change,
+        IncidentsOp::DeleteSilence,
+        Some("delete_silence"),
+    ),
+    row(
+        Method::Get,
+        "/api/v1/webhooks",
+        Admin,
+        IncidentsOp::ListWebhooks,
+        None,
+    ),
+    row(
+        Method::Post,
+        "/api/v1/webhooks",
+        Admin,
+        IncidentsOp::CreateWebhook,
+        Some("create_webhook"),
+    ),
+    row(
+        Method::Delete,
+        "/api/v1/webhooks/{id}",
+        Admin,
+        IncidentsOp::DeleteWebhook,
+        Some("delete_webhook"),
+    ),
+    row(
+        Method::Get,
+        "/api/v1/me/notifications",
+        Read,
+        IncidentsOp::GetNotifications,
+        None,
+    ),
+    row(
+        Method::Put,
+        "/api/v1/me/notifications",
+        Read,
+        IncidentsOp::SetNotifications,
+        Some("set_notifications"),
+    ),
+    row(
+        Method::Get,
+        "/api/v1/me/bell",
+        Read,
+        IncidentsOp::Bell,
+        None,
+    ),
+    row(
+        Method::Put,
+        "/api/v1/nodes/{id}/alerts",
+        Change,
+        IncidentsOp::SetAlerts,
+        Some("set_alerts"),
+    ),
+];
+
+/// The handler of `op`.
+pub fn handler(filter: MethodFilter, op: IncidentsOp) -> MethodRouter<AppState> {
+    match op {
+        IncidentsOp::List => on(filter, list),
+        IncidentsOp::Get => on(filter, get),
+        IncidentsOp::Triage => on(filter, triage),
+        IncidentsOp::Note => on(filter, note),
+        IncidentsOp::Header => on(filter, header),
+        IncidentsOp::ListSilences => on(filter, list_silences),
+        IncidentsOp::CreateSilence => on(filter, create_silence),
+        IncidentsOp::DeleteSilence => on(filter, delete_silence),
+        IncidentsOp::ListWebhooks => on(filter, list_webhooks),
+        IncidentsOp::CreateWebhook => on(filter, create_webhook),
+        IncidentsOp::DeleteWebhook => on(filter, delete_webhook),
+        IncidentsOp::GetNotifications => on(filter, get_notifications),
+        IncidentsOp::SetNotifications => on(filter, set_notifications),
+        IncidentsOp::Bell => on(filter, bell),
+        IncidentsOp::SetAlerts => on(filter, set_alerts),
+    }
+}
+
+async fn ask<Req: Serialize, Resp: serde::de::DeserializeOwned>(
+    state: &AppState,
+    op: &str,
+    request: &Req,
+) -> Result<Resp, ApiError> {
+    ask_of(state, Domain::Incidents, op, request).await
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    uri: Uri,
+) -> Result<Json<Incidents>, ApiError> {
+    let query = QueryParams::parse(&uri, &["view", "node_id", "source", "happening"])?;
+    let node_id = query.get::<i64>("node_id", "a positive whole number")?;
+    if node_id.is_some_and(|node_id| node_id <= 0) {
+        return Err(ApiError::invalid(
+            "node_id",
+            "must be a positive whole number",
+        ));
+    }
+    let request = ListIncidents {
+        actor,
+        view: query.get::<String>("view", "a view name")?,
+        node_id,
+        source: query.get::<String>("source", "agent:<recipe> or plane:<name>")?,
+        happening: query.get::<bool>("happening", "true or false")?,
+    };
+    Ok(Json(ask(&state, ops::LIST, &request).await?))
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    PathId(id): PathId,
+) -> Result<Json<IncidentDetail>, ApiError> {
+    Ok(Json(
+        ask(&state, ops::GET, &GetIncident { actor, id }).await?,
+    ))
+}
+
+/// `POST /api/v1/incidents/{id}/triage`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TriageBody {
+    /// `resolved`, `ignored`, `new`, `snooze_4`, `snooze_24`, `snooze_72` or `snooze_168`.
+    #[serde(rename = "do")]
+    pub act: String,
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+pub async fn triage(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    PathId(id): PathId,
+    JsonBody(body): JsonBody<TriageBody>,
+) -> Result<Json<Triaged>, ApiError> {
+    let request = TriageIncident {
+        actor,
+        id,
+        act: body.act,
+        note: body.note,
+    };
+    Ok(Json(ask(&state, ops::TRIAGE, &request).await?))
+}
+
+/// `POST /api/v1/incidents/{id}/notes`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoteBody {
+    pub note: String,
+}
+
+pub async fn note(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    PathId(id): PathId,
+    JsonBody(body): JsonBody<NoteBody>,
+) -> Result<Response, ApiError> {
+    let request = AddNote {
+        actor,
+        id,
+        note: body.note,
+    };
+    let done: Done = ask(&state, ops::NOTE, &request).await?;
+    Ok((StatusCode::CREATED, Json(done)).into_response())
+}
+
+pub async fn header(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+) -> Result<Json<Header>, ApiError> {
+    Ok(Json(
+        ask(&state, ops::HEADER, &HeaderRequest { actor }).await?,
+    ))
+}
+
+pub async fn list_silences(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+) -> Result<Json<Silences>, ApiError> {
+    Ok(Json(
+        ask(&state, ops::LIST_SILENCES, &ListRequest { actor }).await?,
+    ))
+}
+
+/// `POST /api/v1/silences`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SilenceBody {
+    pub node_id: i64,
+    pub ends_at: DateTime<Utc>,
+    pub reason: String,
+}
+
+pub async fn create_silence(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    JsonBody(body): JsonBody<SilenceBody>,
+) -> Result<Response, ApiError> {
+    if body.node_id <= 0 {
+        return Err(ApiError::invalid(
+            "node_id",
+            "must be a positive whole number",
+        ));
+    }
+    let request = CreateSilence {
+        actor,
+        node_id: body.node_id,
+        ends_at: body.ends_at,
+        reason: body.reason,
+    };
+    let silence: SilenceView = ask(&state, ops::CREATE_SILENCE, &request).await?;
+    Ok((StatusCode::CREATED, Json(silence)).into_response())
+}
+
+pub async fn delete_silence(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    PathId(id): PathId,
+) -> Result<Json<Done>, ApiError> {
+    Ok(Json(
+        ask(&state, ops::DELETE_SILENCE, &DeleteRequest { actor, id }).await?,
+    ))
+}
+
+pub async fn list_webhooks(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+) -> Result<Json<Webhooks>, ApiError> {
+    Ok(Json(
+        ask(&state, ops::LIST_WEBHOOKS, &ListRequest { actor }).await?,
+    ))
+}
+
+/// `POST /api/v1/webhooks`: the answer holds the signing secret, shown this once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookBody {
+    pub url: String,
+    /// `standard` (Standard Webhooks JSON) or `slack`.
+    pub kind: String,
+    pub min_severity: Severity,
+}
+
+pub async fn create_webhook(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    JsonBody(body): JsonBody<WebhookBody>,
+) -> Result<Response, ApiError> {
+    let request = CreateWebhook {
+        actor,
+        url: body.url,
+        kind: body.kind,
+        min_severity: body.min_severity,
+    };
+    let created: WebhookCreated = ask(&state, ops::CREATE_WEBHOOK, &request).await?;
+    Ok((StatusCode::CREATED, Json(created)).into_response())
+}
+
+pub async fn delete_webhook(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    PathId(id): PathId,
+) -> Result<Json<Done>, ApiError> {
+    Ok(Json(
+        ask(&state, ops::DELETE_WEBHOOK, &DeleteRequest { actor, id }).await?,
+    ))
+}
+
+/// `GET|PUT /api/v1/me/notifications`: the operator's mail address (the gateway's) and when
+/// mail is wanted (the incidents service's).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Notifications {
+    pub email: Option<String>,
+    pub email_warning: bool,
+    pub email_critical: bool,
+}
+
+async fn me(state: &AppState, name: &str) -> Result<(i64, Option<String>), ApiError> {
+    store::operator_contact(&state.store, name)
+        .await
+        .map_err(|error| ApiError::unavailable(format!("gateway: {error}")))?
+        .ok_or_else(|| ApiError::forbidden(format!("no operator {name}")))
+}
+
+pub async fn get_notifications(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+) -> Result<Json<Notifications>, ApiError> {
+    let (operator_id, email) = me(&state, &actor.name).await?;
+    let preferences: MailPreferences = ask(
+        &state,
+        ops::GET_NOTIFICATIONS,
+        &NotificationsRequest { actor, operator_id },
+    )
+    .await?;
+    Ok(Json(Notifications {
+        email,
+        email_warning: preferences.email_warning,
+        email_critical: preferences.email_critical,
+    }))
+}
+
+pub async fn set_notifications(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    JsonBody(body): JsonBody<Notifications>,
+) -> Result<Json<Notifications>, ApiError> {
+    let email = match body.email.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(text) => Some(Email::parse(text).map_err(|why| ApiError::invalid("email", why))?),
+    };
+    let (operator_id, _) = me(&state, &actor.name).await?;
+    let preferences = MailPreferences {
+        email_warning: body.email_warning,
+        email_critical: body.email_critical,
+    };
+    let request = SetNotifications {
+        actor: actor.clone(),
+        operator_id,
+        preferences,
+    };
+    let _: MailPreferences = ask(&state, ops::SET_NOTIFICATIONS, &request).await?;
+    store::set_email(&state.store, &actor.name, email.as_ref().map(Email::as_str))
+        .await
+        .map_err(|error| ApiError::unavailable(format!("gateway: {error}")))?;
+    Ok(Json(Notifications {
+        email: email.map(|email| email.as_str().to_string()),
+        ..body
+    }))
+}
+
+pub async fn bell(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+) -> Result<Json<Bell>, ApiError> {
+    let (operator_id, _) = me(&state, &actor.name).await?;
+    Ok(Json(
+        ask(
+            &state,
+            ops::BELL,
+            &NotificationsRequest { actor, operator_id },
+        )
+        .await?,
+    ))
+}
+
+/// `PUT /api/v1/nodes/{id}/alerts`: `automatic`, `on` or `off` (IN-15).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AlertsBody {
+    pub alerts: String,
+}
+
+pub async fn set_alerts(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+    JsonBody(body): JsonBody<AlertsBody>,
+) -> Result<Json<Done>, ApiError> {
+    let request = SetAlerts {
+        actor,
+        node_id,
+        alerts: body.alerts,
+    };
+    Ok(Json(ask(&state, ops::SET_ALERTS, &request).await?))
+}

@@ -1,0 +1,216 @@
+//! What this service hears from others, each message applied once through the inbox: the agent
+//! channel's node events (pairing, reports with their cases, check-ins) and the gateway's
+//! operator changes. Node facts and operators are projections; a claim's `cases` go through
+//! the intake (AC-47) and become incidents (IN-11) in the same transaction.
+
+use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
+use capstan_events::agent_channel::{
+    NodeApproved, NodeDisconnected, NodeLeft, NodeReported, NodesSeen,
+};
+use capstan_events::gateway::OperatorChanged;
+use capstan_events::{Domain, Envelope, Message};
+use capstan_runtime::Apply;
+use capstan_store::{PgConnection, StoreError};
+use chrono::{DateTime, Utc};
+use futures::future::BoxFuture;
+use serde_json::Value;
+use std::time::Duration;
+use tracing::info;
+
+use crate::domain::cases::incidents::case_effects;
+use crate::domain::cases::{intake, parse_cases, CaseOutcome};
+use crate::domain::grouping::host_critical_kinds;
+use crate::domain::reconcile::NodeContext;
+use crate::store::{self, projections, Audience};
+
+/// The durable consumers of this service: one per stream it reads.
+pub fn specs(max_deliver: u32, ack_wait: Duration) -> Vec<ConsumerSpec> {
+    // The bus's permissions are made from the same table (`Domain::reach`).
+    Domain::Incidents
+        .reach()
+        .consumes
+        .iter()
+        .map(|subscription| ConsumerSpec {
+            domain: Domain::Incidents,
+            stream: subscription.from.events_stream(),
+            durable: subscription.durable.to_string(),
+            filter_subject: subscription.from.events_subjects(),
+            max_deliver,
+            ack_wait,
+        })
+        .collect()
+}
+
+/// The lock every writer of incidents takes shared and the reconciler's pass exclusive, so a
+/// pass never writes from a picture another writer changed under it.
+pub const WRITES_LOCK: &str = "capstan-incidents-writes";
+
+/// Takes [`WRITES_LOCK`] shared for the rest of the transaction.
+pub async fn share_writes(connection: &mut PgConnection) -> Result<(), StoreError> {
+    sqlx::query("SELECT pg_advisory_xact_lock_shared(hashtext($1))")
+        .bind(WRITES_LOCK)
+        .execute(&mut *connection)
+        .await?;
+    Ok(())
+}
+
+/// The events this service applies; `mail_enabled` is false when no SMTP server is set, so
+/// no signal makes a mail delivery that could never be sent.
+pub struct Events {
+    pub mail_enabled: bool,
+}
+
+fn retry(error: StoreError) -> HandlerError {
+    HandlerError::Retry(error.to_string())
+}
+
+fn decode<M: Message>(delivery: &Delivery) -> Result<Envelope<M>, HandlerError> {
+    delivery
+        .envelope
+        .decode::<M>()
+        .map_err(|error| HandlerError::Reject(error.to_string()))
+}
+
+impl Apply for Events {
+    fn apply<'c>(
+        &'c self,
+        connection: &'c mut PgConnection,
+        delivery: &'c Delivery,
+    ) -> BoxFuture<'c, Result<(), HandlerError>> {
+        Box::pin(async move {
+            let envelope = &delivery.envelope;
+            if envelope.is::<NodeApproved>() {
+                let approved = decode::<NodeApproved>(delivery)?;
+                let data = &approved.data;
+                projections::node_paired(
+                    connection,
+                    data.node_id,
+                    &data.name,
+                    data.container.as_deref(),
+                    approved.time,
+                )
+                .await
+                .map_err(retry)
+            } else if envelope.is::<NodeLeft>() {
+                let left = decode::<NodeLeft>(delivery)?;
+                projections::node_unpaired(connection, left.data.node_id)
+                    .await
+                    .map_err(retry)
+            } else if envelope.is::<NodeDisconnected>() {
+                let disconnected = decode::<NodeDisconnected>(delivery)?;
+                projections::node_unpaired(connection, disconnected.data.node_id)
+                    .await
+                    .map_err(retry)
+            } else if envelope.is::<NodesSeen>() {
+                let seen = decode::<NodesSeen>(delivery)?;
+                projections::checkins(connection, seen.data.as_of, &seen.data.seen)
+                    .await
+                    .map_err(retry)
+            } else if envelope.is::<NodeReported>() {
+                let reported = decode::<NodeReported>(delivery)?;
+                node_reported(connection, &reported.data, reported.time, self.mail_enabled).await
+            } else if envelope.is::<OperatorChanged>() {
+                let changed = decode::<OperatorChanged>(delivery)?;
+                projections::operator(connection, &changed.data)
+                    .await
+                    .map_err(retry)
+            } else {
+                // Jobs and joins are not this service's business.
+                Ok(())
+            }
+        })
+    }
+}
+
+/// The recipe names of a claim's `recipes` field: `[{"name": ..., ...}]`.
+fn recipe_names(recipes: &Value) -> Option<Vec<String>> {
+    let list = recipes.as_array()?;
+    Some(
+        list.iter()
+            .filter_map(|recipe| recipe.get("name")?.as_str().map(str::to_string))
+            .collect(),
+    )
+}
+
+/// A claim changed what the plane knows of a node: its recipes and container, and its cases.
+async fn node_reported(
+    connection: &mut PgConnection,
+    reported: &NodeReported,
+    at: DateTime<Utc>,
+    mail_enabled: bool,
+) -> Result<(), HandlerError> {
+    let node_id = reported.node_id;
+    let recipes = reported.facts.get("recipes").and_then(recipe_names);
+    let container = reported.facts.get("container").map(|value| value.as_str());
+    projections::node_reported(connection, node_id, recipes.as_deref(), container)
+        .await
+        .map_err(retry)?;
+    let Some(cases) = reported.facts.get("cases") else {
+        return Ok(());
+    };
+    share_writes(connection).await.map_err(retry)?;
+    let node = store::node(connection, node_id)
+        .await
+        .map_err(retry)?
+        .ok_or_else(|| HandlerError::Retry(format!("node {node_id} is not projected yet")))?;
+    let reports = match parse_cases(cases) {
+        Ok(reports) => reports,
+        Err(refusal) => {
+            let outcome = CaseOutcome::Refused {
+                source: "cases".to_string(),
+                id: None,
+                reason: refusal,
+            };
+            return projections::case_outcomes(connection, node_id, &[outcome], at)
+                .await
+                .map_err(retry);
+        }
+    };
+    let stored = store::cases(connection, node_id).await.map_err(retry)?;
+    let outcomes = intake(&node.recipes, &stored, reports, at);
+    projections::case_outcomes(connection, node_id, &outcomes, at)
+        .await
+        .map_err(retry)?;
+    for outcome in &outcomes {
+        if let CaseOutcome::Refused { source, id, reason } = outcome {
+            info!(node_id, source = %source, case = ?id, %reason, "case refused");
+        }
+    }
+    // IN-13: a node that is not operational opens nothing; its cases are kept.
+    if !node.install_state.is_operational() {
+        return Ok(());
+    }
+    let held = store::held(connection, Some(node_id))
+        .await
+        .map_err(retry)?;
+    let silences = store::active_silences(connection, at)
+        .await
+        .map_err(retry)?;
+    let host_critical = match node.docker_host {
+        Some(host) => {
+            let host_held = store::held(connection, Some(host)).await.map_err(retry)?;
+            host_critical_kinds(&host_held, &[])
+        }
+        None => Vec::new(),
+    };
+    let context = NodeContext {
+        node: &node,
+        silences: &silences,
+        host_critical: &host_critical,
+    };
+    let effects = case_effects(&context, &outcomes, &held, at);
+    if effects.is_empty() {
+        return Ok(());
+    }
+    let recipients = store::recipients(connection, mail_enabled)
+        .await
+        .map_err(retry)?;
+    let webhooks = store::webhook_targets(connection).await.map_err(retry)?;
+    let audience = Audience {
+        recipients: &recipients,
+        webhooks: &webhooks,
+    };
+    store::apply(connection, &effects, audience, at)
+        .await
+        .map_err(retry)
+}

@@ -1,0 +1,590 @@
+//! The questions the gateway asks (`capstan.rpc.incidents.*`). Each checks the actor's level
+//! first (ARCHITECTURE.md 6.2-3: reads 7, triage and silences 8, webhooks 10), reads or
+//! changes through the store, and answers in the contract's words. What a page shows is
+//! derived at the time of the answer; a read never writes (IN-02).
+
+use std::collections::HashMap;
+
+use capstan_bus::RpcServer;
+use capstan_events::incidents::rpc::{
+    ops, AddNote, AttemptView, Bell, BellItem, CreateSilence, CreateWebhook, DeleteRequest, Done,
+    GetIncident, Header, HeaderRequest, IncidentDetail, IncidentView, Incidents, ListIncidents,
+    ListRequest, MailPreferences as MailView, NotificationsRequest, SetAlerts, SetNotifications,
+    SignalView, SilenceView, Silences, TimelineView, TriageIncident, Triaged, ViewCounts,
+    WebhookCreated, WebhookView, Webhooks,
+};
+use capstan_events::rpc::{ErrorCode, Level, RpcError};
+use capstan_store::{Store, StoreError};
+use chrono::{DateTime, Utc};
+use sqlx::{pool::PoolConnection, Postgres};
+
+use crate::consumers::share_writes;
+use crate::domain::grouping::Silence;
+use crate::domain::header::{header_line, Colour};
+use crate::domain::record::{ViewCounts as DomainCounts, ViewFilter};
+use crate::domain::signals::MailPreferences;
+use crate::domain::sources::{Alerts, SourceName};
+use crate::domain::triage::{check_note, triage, TriageAct};
+use crate::domain::webhooks::WebhookSecret;
+use crate::domain::InvalidInput;
+use crate::store::{self, acts, signals, StoredIncident};
+
+type Answer<T> = Result<T, RpcError>;
+
+/// What every handler reaches.
+#[derive(Clone)]
+pub struct State {
+    pub store: Store,
+    pub webhook_allow_private: bool,
+}
+
+/// Adds the incidents service's questions to `server`.
+pub fn routes(server: RpcServer, state: State) -> RpcServer {
+    server
+        .route_with_state(ops::LIST, &state, list)
+        .route_with_state(ops::GET, &state, get)
+        .route_with_state(ops::TRIAGE, &state, triage_incident)
+        .route_with_state(ops::NOTE, &state, note)
+        .route_with_state(ops::HEADER, &state, header)
+        .route_with_state(ops::LIST_SILENCES, &state, list_silences)
+        .route_with_state(ops::CREATE_SILENCE, &state, create_silence)
+        .route_with_state(ops::DELETE_SILENCE, &state, delete_silence)
+        .route_with_state(ops::LIST_WEBHOOKS, &state, list_webhooks)
+        .route_with_state(ops::CREATE_WEBHOOK, &state, create_webhook)
+        .route_with_state(ops::DELETE_WEBHOOK, &state, delete_webhook)
+        .route_with_state(ops::GET_NOTIFICATIONS, &state, get_notifications)
+        .route_with_state(ops::SET_NOTIFICATIONS, &state, set_notifications)
+        .route_with_state(ops::BELL, &state, bell)
+        .route_with_state(ops::SET_ALERTS, &state, set_alerts)
+}
+
+fn unavailable(error: StoreError) -> RpcError {
+    RpcError::new(ErrorCode::Unavailable, format!("incidents: {error}"))
+}
+
+fn invalid(error: InvalidInput) -> RpcError {
+    RpcError::new(ErrorCode::InvalidRequest, error.to_string())
+}
+
+fn not_found(what: String) -> RpcError {
+    RpcError::new(ErrorCode::NotFound, what)
+}
+
+async fn connection(state: &State) -> Answer<PoolConnection<Postgres>> {
+    state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(|error| unavailable(error.into()))
+}
+
+/// An incident in the API's words at `now`.
+fn view(
+    stored: &StoredIncident,
+    names: &HashMap<i64, String>,
+    group_id: Option<i64>,
+    now: DateTime<Utc>,
+) -> IncidentView {
+    let incident = &stored.incident;
+    IncidentView {
+        id: incident.id,
+        node_id: incident.node_id,
+        node_name: names.get(&incident.node_id).cloned(),
+        source: incident.source.to_string(),
+        title: stored.title.clone(),
+        detail: incident.detail.clone(),
+        severity: incident.severity,
+        status: incident.status,
+        triage: incident.triage_at_read(now),
+        view: incident.view(now).as_str().to_string(),
+        needs_you: incident.needs_you(now),
+        snooze_until: incident.snooze_until.filter(|until| *until > now),
+        opened_at: incident.opened_at,
+        closed_at: incident.closed_at,
+        last_seen_at: incident.last_seen_at,
+        group_id,
+    }
+}
+
+async fn group_id(
+    connection: &mut PoolConnection<Postgres>,
+    stored: &StoredIncident,
+) -> Answer<Option<i64>> {
+    let Some(host) = stored.grouped_under else {
+        return Ok(None);
+    };
+    store::host_incident(connection, host, &stored.incident.source.to_string())
+        .await
+        .map_err(unavailable)
+}
+
+fn counts(counts: DomainCounts) -> ViewCounts {
+    ViewCounts {
+        needs_you: counts.needs_you,
+        new: counts.new,
+        snoozed: counts.snoozed,
+        waiting: counts.waiting,
+        resolved: counts.resolved,
+        ignored: counts.ignored,
+        all: counts.all,
+    }
+}
+
+/// The most incidents one list answers with (the counts cover them all).
+pub const LIST_LIMIT: usize = 500;
+
+pub async fn list(state: State, request: ListIncidents) -> Answer<Incidents> {
+    request.actor.require(Level::Read, "listing incidents")?;
+    let filter = ViewFilter::parse(request.view.as_deref()).map_err(invalid)?;
+    if let Some(source) = &request.source {
+        SourceName::parse(source).map_err(invalid)?;
+    }
+    let mut connection = connection(&state).await?;
+    let now = Utc::now();
+    let stored = store::listed(
+        &mut connection,
+        request.node_id,
+        request.source.as_deref(),
+        request.happening,
+    )
+    .await
+    .map_err(unavailable)?;
+    let names = store::node_names(&mut connection)
+        .await
+        .map_err(unavailable)?;
+    let all_counts = DomainCounts::of(stored.iter().map(|stored| &stored.incident), now);
+    let mut incidents = Vec::new();
+    for one in stored
+        .iter()
+        .filter(|stored| filter.matches(&stored.incident, now))
+        .take(LIST_LIMIT)
+    {
+        let group = group_id(&mut connection, one).await?;
+        incidents.push(view(one, &names, group, now));
+    }
+    Ok(Incidents {
+        incidents,
+        counts: counts(all_counts),
+    })
+}
+
+async fn found(
+    connection: &mut PoolConnection<Postgres>,
+    id: i64,
+    lock: bool,
+) -> Answer<StoredIncident> {
+    store::incident(connection, id, lock)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| not_found(format!("no incident {id}")))
+}
+
+async fn detail(connection: &mut PoolConnection<Postgres>, id: i64) -> Answer<IncidentDetail> {
+    let now = Utc::now();
+    let stored = found(connection, id, false).await?;
+    let names = store::node_names(connection).await.map_err(unavailable)?;
+    let group = group_id(connection, &stored).await?;
+    let timeline = acts::timeline(connection, id)
+        .await
+        .map_err(unavailable)?
+        .into_iter()
+        .map(|(at, kind, by, triage, note)| {
+            Ok(TimelineView {
+                at,
+                kind,
+                by: by.unwrap_or_else(|| "reconciler".to_string()),
+                triage: triage
+                    .as_deref()
+                    .map(store::triage)
+                    .transpose()
+                    .map_err(unavailable)?,
+                note,
+            })
+        })
+        .collect::<Answer<Vec<_>>>()?;
+    let rows = signals::of_incident(connection, id)
+        .await
+        .map_err(unavailable)?;
+    let ids: Vec<i64> = rows.iter().map(|row| row.id).filter(|id| *id > 0).collect();
+    let mut log: HashMap<i64, Vec<AttemptView>> = HashMap::new();
+    for (delivery, at, ok, said) in signals::attempts(connection, &ids)
+        .await
+        .map_err(unavailable)?
+    {
+        log.entry(delivery).or_default().push(AttemptView {
+            at,
+            ok,
+            detail: said,
+        });
+    }
+    let signals = rows
+        .into_iter()
+        .map(|row| match (&row.channel, &row.held) {
+            (Some(channel), _) => SignalView {
+                at: row.at,
+                channel: channel.clone(),
+                target: row
+                    .target_name
+                    .clone()
+                    .unwrap_or_else(|| format!("#{}", row.target.unwrap_or_default())),
+                state: row.state.clone().unwrap_or_default(),
+                attempts: u32::try_from(row.attempts.unwrap_or_default()).unwrap_or_default(),
+                log: log.remove(&row.id).unwrap_or_default(),
+            },
+            (None, held) => SignalView {
+                at: row.at,
+                channel: "held".to_string(),
+                target: held.clone().unwrap_or_else(|| "nobody to tell".to_string()),
+                state: "held".to_string(),
+                attempts: 0,
+                log: Vec::new(),
+            },
+        })
+        .collect();
+    let grouped = if stored.incident.node_id > 0 {
+        store::grouped_under(
+            connection,
+            stored.incident.node_id,
+            &stored.incident.source.to_string(),
+        )
+        .await
+        .map_err(unavailable)?
+        .iter()
+        .map(|inner| view(inner, &names, Some(id), now))
+        .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(IncidentDetail {
+        incident: view(&stored, &names, group, now),
+        timeline,
+        signals,
+        grouped,
+    })
+}
+
+pub async fn get(state: State, request: GetIncident) -> Answer<IncidentDetail> {
+    request.actor.require(Level::Read, "reading an incident")?;
+    let mut connection = connection(&state).await?;
+    detail(&mut connection, request.id).await
+}
+
+/// IN-06, IN-19: a person's triage; setting the triage it already reads as records nothing.
+pub async fn triage_incident(state: State, request: TriageIncident) -> Answer<Triaged> {
+    request
+        .actor
+        .require(Level::Change, "triaging an incident")?;
+    let act = TriageAct::parse(&request.act).map_err(invalid)?;
+    let now = Utc::now();
+    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    share_writes(&mut transaction).await.map_err(unavailable)?;
+    let stored = store::incident(&mut transaction, request.id, true)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| not_found(format!("no incident {}", request.id)))?;
+    let change = triage(
+        &stored.incident,
+        act,
+        &request.actor.name,
+        request.note.as_deref(),
+        now,
+    )
+    .map_err(invalid)?;
+    if let Some(change) = &change {
+        acts::triage(
+            &mut transaction,
+            request.id,
+            stored.incident.node_id,
+            change,
+        )
+        .await
+        .map_err(unavailable)?;
+    }
+    transaction
+        .commit()
+        .await
+        .map_err(|error| unavailable(error.into()))?;
+    let mut connection = connection(&state).await?;
+    let after = found(&mut connection, request.id, false).await?;
+    let names = store::node_names(&mut connection)
+        .await
+        .map_err(unavailable)?;
+    let group = group_id(&mut connection, &after).await?;
+    Ok(Triaged {
+        incident: view(&after, &names, group, Utc::now()),
+        recorded: change.is_some(),
+    })
+}
+
+pub async fn note(state: State, request: AddNote) -> Answer<Done> {
+    request
+        .actor
+        .require(Level::Change, "writing a note on an incident")?;
+    let text = check_note("note", &request.note).map_err(invalid)?;
+    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    share_writes(&mut transaction).await.map_err(unavailable)?;
+    store::incident(&mut transaction, request.id, true)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| not_found(format!("no incident {}", request.id)))?;
+    acts::note(
+        &mut transaction,
+        request.id,
+        &request.actor.name,
+        &text,
+        Utc::now(),
+    )
+    .await
+    .map_err(unavailable)?;
+    transaction
+        .commit()
+        .await
+        .map_err(|error| unavailable(error.into()))?;
+    Ok(Done {})
+}
+
+/// IN-16: the header line, from counts alone.
+pub async fn header(state: State, request: HeaderRequest) -> Answer<Header> {
+    request
+        .actor
+        .require(Level::Read, "reading the header line")?;
+    let mut connection = connection(&state).await?;
+    let stored = store::listed(&mut connection, None, None, None)
+        .await
+        .map_err(unavailable)?;
+    let now = Utc::now();
+    let line = header_line(stored.iter().map(|stored| &stored.incident), 0, now);
+    Ok(match line {
+        Some(line) => Header {
+            needs_you: line.needs_you,
+            happening: line.happening,
+            colour: Some(
+                match line.colour {
+                    Colour::Red => "red",
+                    Colour::Amber => "amber",
+                    Colour::Blue => "blue",
+                }
+                .to_string(),
+            ),
+            words: line.words(),
+        },
+        None => Header {
+            needs_you: 0,
+            happening: 0,
+            colour: None,
+            words: String::new(),
+        },
+    })
+}
+
+fn silence_view(row: acts::SilenceRow, now: DateTime<Utc>) -> SilenceView {
+    SilenceView {
+        id: row.id,
+        node_id: row.node_id,
+        node_name: row.node_name,
+        by: row.by_person,
+        reason: row.reason,
+        created_at: row.created_at,
+        active: row.ends_at > now,
+        ends_at: row.ends_at,
+    }
+}
+
+pub async fn list_silences(state: State, request: ListRequest) -> Answer<Silences> {
+    request.actor.require(Level::Change, "listing silences")?;
+    let mut connection = connection(&state).await?;
+    let now = Utc::now();
+    let rows = acts::silences(&mut connection).await.map_err(unavailable)?;
+    Ok(Silences {
+        silences: rows.into_iter().map(|row| silence_view(row, now)).collect(),
+    })
+}
+
+pub async fn create_silence(state: State, request: CreateSilence) -> Answer<SilenceView> {
+    request.actor.require(Level::Change, "silencing a node")?;
+    let now = Utc::now();
+    let silence = Silence::new(
+        request.node_id,
+        &request.actor.name,
+        &request.reason,
+        request.ends_at,
+        now,
+    )
+    .map_err(invalid)?;
+    let mut connection = connection(&state).await?;
+    if store::node(&mut connection, request.node_id)
+        .await
+        .map_err(unavailable)?
+        .is_none()
+    {
+        return Err(not_found(format!("no node {}", request.node_id)));
+    }
+    let row = acts::create_silence(&mut connection, &silence, now)
+        .await
+        .map_err(unavailable)?;
+    Ok(silence_view(row, now))
+}
+
+pub async fn delete_silence(state: State, request: DeleteRequest) -> Answer<Done> {
+    request.actor.require(Level::Change, "ending a silence")?;
+    let mut connection = connection(&state).await?;
+    if !acts::delete_silence(&mut connection, request.id, Utc::now())
+        .await
+        .map_err(unavailable)?
+    {
+        return Err(not_found(format!("no silence {}", request.id)));
+    }
+    Ok(Done {})
+}
+
+fn webhook_view(row: acts::WebhookRow) -> Answer<WebhookView> {
+    Ok(WebhookView {
+        id: row.id,
+        url: row.url,
+        kind: row.kind,
+        min_severity: store::severity(&row.min_severity).map_err(unavailable)?,
+        created_by: row.created_by,
+        created_at: row.created_at,
+    })
+}
+
+pub async fn list_webhooks(state: State, request: ListRequest) -> Answer<Webhooks> {
+    request.actor.require(Level::Admin, "listing webhooks")?;
+    let mut connection = connection(&state).await?;
+    let rows = acts::webhooks(&mut connection).await.map_err(unavailable)?;
+    Ok(Webhooks {
+        webhooks: rows.into_iter().map(webhook_view).collect::<Answer<_>>()?,
+    })
+}
+
+/// The longest webhook URL taken.
+pub const MAX_WEBHOOK_URL: usize = 2048;
+
+pub async fn create_webhook(state: State, request: CreateWebhook) -> Answer<WebhookCreated> {
+    request.actor.require(Level::Admin, "creating a webhook")?;
+    if !matches!(request.kind.as_str(), "standard" | "slack") {
+        return Err(invalid(InvalidInput::new(
+            "kind",
+            "must be standard or slack",
+        )));
+    }
+    if request.url.len() > MAX_WEBHOOK_URL {
+        return Err(invalid(InvalidInput::new(
+            "url",
+            "must be at most 2048 characters",
+        )));
+    }
+    let url = crate::drivers::webhook::check_url(&request.url, state.webhook_allow_private)
+        .await
+        .map_err(|reason| RpcError::new(ErrorCode::InvalidRequest, reason))?;
+    let secret = WebhookSecret::from_random(rand::random());
+    let mut connection = connection(&state).await?;
+    let row = acts::create_webhook(
+        &mut connection,
+        url.as_str(),
+        &request.kind,
+        request.min_severity,
+        &secret.reveal(),
+        &request.actor.name,
+        Utc::now(),
+    )
+    .await
+    .map_err(unavailable)?;
+    Ok(WebhookCreated {
+        webhook: webhook_view(row)?,
+        secret: secret.reveal(),
+    })
+}
+
+pub async fn delete_webhook(state: State, request: DeleteRequest) -> Answer<Done> {
+    request.actor.require(Level::Admin, "deleting a webhook")?;
+    let mut connection = connection(&state).await?;
+    if !acts::delete_webhook(&mut connection, request.id, Utc::now())
+        .await
+        .map_err(unavailable)?
+    {
+        return Err(not_found(format!("no webhook {}", request.id)));
+    }
+    Ok(Done {})
+}
+
+pub async fn get_notifications(state: State, request: NotificationsRequest) -> Answer<MailView> {
+    request
+        .actor
+        .require(Level::Read, "reading mail preferences")?;
+    let mut connection = connection(&state).await?;
+    let preferences = acts::mail_preferences(&mut connection, request.operator_id)
+        .await
+        .map_err(unavailable)?;
+    Ok(MailView {
+        email_warning: preferences.email_warning,
+        email_critical: preferences.email_critical,
+    })
+}
+
+pub async fn set_notifications(state: State, request: SetNotifications) -> Answer<MailView> {
+    request
+        .actor
+        .require(Level::Read, "setting mail preferences")?;
+    let mut connection = connection(&state).await?;
+    let preferences = MailPreferences {
+        email_warning: request.preferences.email_warning,
+        email_critical: request.preferences.email_critical,
+    };
+    acts::set_mail_preferences(&mut connection, request.operator_id, preferences)
+        .await
+        .map_err(unavailable)?;
+    Ok(request.preferences)
+}
+
+/// The most bell items one answer holds.
+pub const BELL_LIMIT: i64 = 50;
+
+pub async fn bell(state: State, request: NotificationsRequest) -> Answer<Bell> {
+    request.actor.require(Level::Read, "reading the bell")?;
+    let mut connection = connection(&state).await?;
+    let rows = signals::bell(&mut connection, request.operator_id, BELL_LIMIT)
+        .await
+        .map_err(unavailable)?;
+    let items = rows
+        .into_iter()
+        .map(|row| {
+            Ok(BellItem {
+                at: row.at,
+                incident_id: row.incident_id,
+                node_id: row.node_id,
+                node_name: row.node_name,
+                title: row.title,
+                severity: store::severity(&row.severity).map_err(unavailable)?,
+                reason: row.reason,
+            })
+        })
+        .collect::<Answer<_>>()?;
+    Ok(Bell { items })
+}
+
+pub async fn set_alerts(state: State, request: SetAlerts) -> Answer<Done> {
+    request
+        .actor
+        .require(Level::Change, "setting a node's alerts")?;
+    let alerts = match request.alerts.as_str() {
+        "automatic" => Alerts::Automatic,
+        "on" => Alerts::On,
+        "off" => Alerts::Off,
+        _ => {
+            return Err(invalid(InvalidInput::new(
+                "alerts",
+                "must be automatic, on or off",
+            )))
+        }
+    };
+    let mut connection = connection(&state).await?;
+    if !acts::set_alerts(&mut connection, request.node_id, alerts)
+        .await
+        .map_err(unavailable)?
+    {
+        return Err(not_found(format!("no node {}", request.node_id)));
+    }
+    Ok(Done {})
+}
