@@ -18,6 +18,7 @@ pub struct Settings {
     pub database: DatabaseSettings,
     pub nats: NatsSettings,
     pub gateway: GatewaySettings,
+    pub agent_channel: AgentChannelSettings,
     pub telemetry: TelemetrySettings,
     pub bus: BusSettings,
     pub outbox: OutboxSettings,
@@ -255,6 +256,18 @@ impl GatewaySettings {
     }
 }
 
+/// The agent channel's request meters (PROTOCOL.md "Limits").
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentChannelSettings {
+    /// Agent requests a minute that prove no node (unsigned, or failing their signature),
+    /// counted per source network: an IPv4 address, an IPv6 /64.
+    pub network_requests_per_minute: u32,
+    /// Requests a minute whose signature proves a node, counted per node: every one, successful
+    /// claims and replays included.
+    pub node_requests_per_minute: u32,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
@@ -339,6 +352,8 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("gateway.sign_in_window_minutes", "15"),
     ("gateway.trusted_proxies", ""),
     ("gateway.client_address_header", "x-forwarded-for"),
+    ("agent_channel.network_requests_per_minute", "120"),
+    ("agent_channel.node_requests_per_minute", "600"),
     ("telemetry.log_format", "pretty"),
     ("telemetry.log_level", "info"),
     ("bus.max_deliver", "5"),
@@ -528,6 +543,23 @@ impl Settings {
                 reason: "must be a header name: letters, digits, '-' or '_'".into(),
             });
         }
+        for (key, value) in [
+            (
+                "agent_channel.network_requests_per_minute",
+                self.agent_channel.network_requests_per_minute,
+            ),
+            (
+                "agent_channel.node_requests_per_minute",
+                self.agent_channel.node_requests_per_minute,
+            ),
+        ] {
+            if value == 0 || value > 1_000_000 {
+                return Err(SettingsError::BadValue {
+                    key,
+                    reason: "must be between 1 and 1000000".into(),
+                });
+            }
+        }
         if self.bus.max_deliver == 0 {
             return Err(SettingsError::BadValue {
                 key: "bus.max_deliver",
@@ -579,6 +611,14 @@ mod tests {
             ),
             (5, 20, Duration::from_secs(15 * 60))
         );
+        assert_eq!(
+            (
+                settings.agent_channel.network_requests_per_minute,
+                settings.agent_channel.node_requests_per_minute
+            ),
+            (120, 600),
+            "PROTOCOL.md's defaults"
+        );
     }
 
     #[test]
@@ -604,6 +644,11 @@ mod tests {
                 "CAPSTAN__GATEWAY__CLIENT_ADDRESS_HEADER",
                 "x forwarded",
                 "gateway.client_address_header",
+            ),
+            (
+                "CAPSTAN__AGENT_CHANNEL__NODE_REQUESTS_PER_MINUTE",
+                "0",
+                "agent_channel.node_requests_per_minute",
             ),
         ] {
             let error = Settings::load_from(None, env(&[(key, value)]))

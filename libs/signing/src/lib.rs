@@ -30,5 +30,6 @@ pub use keys::{Fingerprint, KeyError, NodeKey, PublicKey, KEY_LENGTH, SIGNATURE_
 pub use parse::parse_signature;
 pub use sign::{sign_request, SignedHeaders, LABEL};
 pub use signature::{
-    check_created, Component, ParsedSignature, ALGORITHM, MAX_CLOCK_SKEW_SECONDS, MIN_NONCE_BYTES,
+    check_created, Component, ParsedSignature, ALGORITHM, MAX_CLOCK_SKEW_SECONDS, MAX_NONCE_CHARS,
+    MIN_NONCE_BYTES,
 };

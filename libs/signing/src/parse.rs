@@ -10,7 +10,7 @@ use sfv::{
 };
 
 use crate::keys::SIGNATURE_LENGTH;
-use crate::signature::{Component, ParsedSignature, ALGORITHM, MIN_NONCE_BYTES};
+use crate::signature::{Component, ParsedSignature, ALGORITHM, MAX_NONCE_CHARS, MIN_NONCE_BYTES};
 use crate::{Fingerprint, SignatureError};
 
 const SIGNATURE_INPUT_HEADER: &str = "signature-input";
@@ -26,7 +26,7 @@ const NONCE_ENGINE: GeneralPurpose = GeneralPurpose::new(
 /// passed as `""`) and checks them against PROTOCOL.md: exactly one signature, the same label
 /// in both; covering `"@method"`, `"@path"` and `"content-digest"` in any order, nothing
 /// else and nothing twice; parameters in any order with `created` (integer), `nonce`
-/// (base64url of at least 16 bytes), `keyid` (a fingerprint) and `alg="ed25519"`, other
+/// (base64url of at least 16 bytes, at most 128 characters), `keyid` (a fingerprint) and `alg="ed25519"`, other
 /// parameters kept; a signature of 64 bytes. Every failure here is `missing_signature`.
 pub fn parse_signature(
     signature_input: &str,
@@ -137,13 +137,14 @@ impl SignatureParams {
         let expires = integer_param(params.get("expires"), "expires")?;
 
         let nonce = string_param(params.get("nonce"), "nonce")?;
-        let nonce_is_long_enough = NONCE_ENGINE
-            .decode(nonce)
-            .is_ok_and(|bytes| bytes.len() >= MIN_NONCE_BYTES);
-        if !nonce_is_long_enough {
+        let nonce_is_bounded = nonce.len() <= MAX_NONCE_CHARS
+            && NONCE_ENGINE
+                .decode(nonce)
+                .is_ok_and(|bytes| bytes.len() >= MIN_NONCE_BYTES);
+        if !nonce_is_bounded {
             return Err(SignatureError::InvalidParameter {
                 name: "nonce",
-                expected: "base64url of at least 16 bytes",
+                expected: "base64url of at least 16 bytes and at most 128 characters",
             });
         }
 
@@ -316,14 +317,17 @@ mod tests {
     }
 
     #[test]
-    fn a_nonce_shorter_than_16_bytes_or_not_base64url_is_refused() {
+    fn a_nonce_shorter_than_16_bytes_longer_than_128_characters_or_not_base64url_is_refused() {
         let nonce_error = SignatureError::InvalidParameter {
             name: "nonce",
-            expected: "base64url of at least 16 bytes",
+            expected: "base64url of at least 16 bytes and at most 128 characters",
         };
         let fifteen_bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode([1; 15]);
+        // 132 characters decode to 99 bytes: only the length is wrong.
+        let too_long = "A".repeat(132);
         for nonce in [
             fifteen_bytes.as_str(),
+            too_long.as_str(),
             "",
             "AAECAwQFBgcICQoLDA0OD+",
             "not base64url at all!!",
@@ -338,10 +342,11 @@ mod tests {
     }
 
     #[test]
-    fn a_nonce_of_16_bytes_with_padding_or_32_bytes_is_taken() {
+    fn a_nonce_of_16_bytes_with_padding_32_bytes_or_128_characters_is_taken() {
         let padded = base64::engine::general_purpose::URL_SAFE.encode([0xfb; 16]);
         let long = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode([0xff; 32]);
-        for nonce in [padded, long] {
+        let longest = "A".repeat(MAX_NONCE_CHARS);
+        for nonce in [padded, long, longest] {
             let parsed = parse_with_params(&usual_params().replace(NONCE, &nonce)).unwrap();
             assert_eq!(parsed.nonce(), nonce);
         }

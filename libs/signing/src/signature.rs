@@ -8,6 +8,9 @@ use crate::{Fingerprint, PublicKey, SignatureError};
 pub const ALGORITHM: &str = "ed25519";
 /// The fewest random bytes a `nonce` may carry.
 pub const MIN_NONCE_BYTES: usize = 16;
+/// The most characters a `nonce` may have (PROTOCOL.md "Limits": 16 to 128 characters); a
+/// longer one is malformed, refused before it is decoded or remembered.
+pub const MAX_NONCE_CHARS: usize = 128;
 /// How far `created` may be from the plane's clock, either way ("more than 300 seconds from
 /// the plane's clock, either way" is `clock_skew`).
 pub const MAX_CLOCK_SKEW_SECONDS: i64 = 300;
@@ -85,7 +88,8 @@ impl ParsedSignature {
         self.expires
     }
 
-    /// `nonce` as received (base64url of at least 16 bytes), for the plane's replay check.
+    /// `nonce` as received (base64url of at least 16 bytes, at most 128 characters), for the
+    /// plane's replay check.
     pub fn nonce(&self) -> &str {
         &self.nonce
     }

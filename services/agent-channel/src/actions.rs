@@ -5,7 +5,7 @@
 use capstan_events::{
     agent_channel::{
         primitives,
-        rpc::{Finding, Health, JobState, JobView, JoinState, JoinView, NodeView, Placement},
+        rpc::{Finding, Health, JobState, JobView, JoinView, NodeView, Placement},
         JobClaimed, JobFinished, JobOutcome, JobQueued, NodeDisconnected, NodeLeft, PrimitiveClass,
     },
     rpc::{ErrorCode, Level, RpcError},
@@ -49,41 +49,6 @@ fn class_of(text: &str) -> PrimitiveClass {
     PrimitiveClass::parse(text).unwrap_or(PrimitiveClass::Read)
 }
 
-pub fn job_state(text: &str) -> JobState {
-    match text {
-        "pending" => JobState::Pending,
-        "running" => JobState::Running,
-        "completed" => JobState::Completed,
-        "failed" => JobState::Failed,
-        "refused" => JobState::Refused,
-        "lost" => JobState::Lost,
-        _ => JobState::Withdrawn,
-    }
-}
-
-pub fn job_state_name(state: JobState) -> &'static str {
-    match state {
-        JobState::Pending => "pending",
-        JobState::Running => "running",
-        JobState::Completed => "completed",
-        JobState::Failed => "failed",
-        JobState::Refused => "refused",
-        JobState::Lost => "lost",
-        JobState::Withdrawn => "withdrawn",
-    }
-}
-
-fn outcome_of(text: &str) -> Option<JobOutcome> {
-    match text {
-        "completed" => Some(JobOutcome::Completed),
-        "failed" => Some(JobOutcome::Failed),
-        "refused" => Some(JobOutcome::Refused),
-        "lost" => Some(JobOutcome::Lost),
-        "withdrawn" => Some(JobOutcome::Withdrawn),
-        _ => None,
-    }
-}
-
 pub fn job_view(row: &JobRow) -> JobView {
     JobView {
         id: row.id,
@@ -91,8 +56,8 @@ pub fn job_view(row: &JobRow) -> JobView {
         primitive: row.primitive.clone(),
         class: class_of(&row.class),
         params: row.params.0.clone(),
-        state: job_state(&row.state),
-        outcome: row.outcome.as_deref().and_then(outcome_of),
+        state: row.state,
+        outcome: row.outcome(),
         reason: row.reason.clone(),
         result: row.result.as_ref().map(|result| result.0.clone()),
         requested_by: row.requested_by.clone(),
@@ -119,7 +84,7 @@ pub fn node_views(rows: &[NodeRow], readings: &[ReadingRow], now: DateTime<Utc>)
     let report_result = |id: i64| {
         reports
             .get(&id)
-            .filter(|reading| reading.outcome == "completed")
+            .filter(|reading| reading.outcome == JobOutcome::Completed)
             .and_then(|reading| reading.result.as_ref())
             .map(|result| &result.0)
     };
@@ -166,7 +131,7 @@ pub fn node_views(rows: &[NodeRow], readings: &[ReadingRow], now: DateTime<Utc>)
 fn finding(reading: &ReadingRow) -> Option<Finding> {
     Some(Finding {
         job_id: reading.id,
-        outcome: outcome_of(&reading.outcome)?,
+        outcome: reading.outcome,
         finished_at: reading.finished_at,
         result: reading.result.as_ref().map(|result| result.0.clone()),
     })
@@ -207,13 +172,7 @@ fn node_view(
 }
 
 pub fn join_view(row: &JoinRow, name_taken_by: Option<i64>, now: DateTime<Utc>) -> JoinView {
-    let state = match row.state.as_str() {
-        "pending" if row.expires_at <= now => JoinState::Expired,
-        "pending" => JoinState::Pending,
-        "approved" => JoinState::Approved,
-        "rejected" | "retired" => JoinState::Rejected,
-        _ => JoinState::Expired,
-    };
+    let state = row.state.shown(row.expires_at, now);
     JoinView {
         id: row.id,
         name: row.name.clone(),
@@ -300,7 +259,7 @@ pub async fn create_job(
         idempotency_key: asker.idempotency_key,
         correlation_id: asker.correlation_id,
         budget_s: word.claim_budget.as_secs() as i32,
-        state: "pending",
+        state: JobState::Pending,
         reason: None,
     };
     let job = match store::insert_job(connection, &new)
@@ -334,15 +293,18 @@ pub async fn announce_finished(
     connection: &mut PgConnection,
     job: &JobRow,
 ) -> Result<(), StoreError> {
+    let finished_outcome = job.outcome().ok_or_else(|| {
+        StoreError::Database(format!(
+            "job {} is announced finished while {}",
+            job.id,
+            job.state.as_str()
+        ))
+    })?;
     let finished = JobFinished {
         job_id: job.id,
         node_id: job.node_id,
         primitive: job.primitive.clone(),
-        outcome: job
-            .outcome
-            .as_deref()
-            .and_then(outcome_of)
-            .unwrap_or(JobOutcome::Lost),
+        outcome: finished_outcome,
         reason: job.reason.clone(),
         result: job.result.as_ref().map(|result| result.0.clone()),
         requested_by: job.requested_by.clone(),
@@ -351,7 +313,7 @@ pub async fn announce_finished(
     let envelope =
         Envelope::new(finished, Some(format!("job/{}", job.id))).correlated(job.correlation_id);
     outbox::push(connection, envelope).await?;
-    metrics::counter!("capstan_agent_jobs_finished_total", "outcome" => job.outcome.clone().unwrap_or_default())
+    metrics::counter!("capstan_agent_jobs_finished_total", "outcome" => finished_outcome.as_str())
         .increment(1);
     Ok(())
 }

@@ -4,7 +4,7 @@
 
 use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
 use capstan_events::{
-    agent_channel::{primitives, CancelJob, RequestJob},
+    agent_channel::{primitives, rpc::JobState, CancelJob, JobOutcome, RequestJob},
     rpc::{ErrorCode, Level},
     Command, Domain, Message,
 };
@@ -109,7 +109,7 @@ async fn request_job(
                 idempotency_key: Some(&request.idempotency_key),
                 correlation_id: asker.correlation_id,
                 budget_s: 0,
-                state: "refused",
+                state: JobState::Refused,
                 reason: Some(&error.message),
             };
             if let Some(job) = store::insert_job(connection, &refused)
@@ -136,14 +136,14 @@ async fn cancel_job(
     else {
         return Ok(());
     };
-    if !matches!(job.state.as_str(), "pending" | "running") {
+    if job.state.is_terminal() {
         return Ok(());
     }
     let reason = format!("withdrawn by {}", envelope.data.requested_by);
     let ended = store::finish_job(
         connection,
         job.id,
-        "withdrawn",
+        JobOutcome::Withdrawn,
         Some(&reason),
         None,
         None,

@@ -30,13 +30,18 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     let state = rpc::State {
         store: service.store.clone(),
         wake: Arc::new(wake::Wake::default()),
-        limits: Arc::new(rpc::Limits::default()),
+        limits: Arc::new(rpc::Limits::from_settings(&settings.agent_channel)),
         keys: Arc::new(rpc::Keys::default()),
         stopping: shutdown.clone(),
         agent_slots: Arc::new(tokio::sync::Semaphore::new(rpc::agent_slots(
             settings.database.max_connections,
         ))),
     };
+    match state.keys.warm(&state.store).await {
+        Ok(known) => tracing::info!(known, "node keys decoded"),
+        // Not fatal: each key is then looked up at its node's first request.
+        Err(error) => tracing::warn!(%error, "node keys not decoded ahead"),
+    }
     let rpc = rpc::routes(service.rpc(), state.clone());
     let listening = {
         let (wake, store) = (state.wake.clone(), state.store.clone());

@@ -76,7 +76,12 @@ pub async fn sweep(store: &Store) -> Result<(), StoreError> {
     let (expired, retired) = store::sweep_joins(&mut transaction).await?;
     let stale = store::lose_stale(&mut transaction, None, lost::BUDGET).await?;
     actions::announce_all_finished(&mut transaction, &stale).await?;
-    let nonces = store::prune_nonces(&mut transaction).await?;
+    let nonces = store::prune_nonces(
+        &mut transaction,
+        chrono::Utc::now(),
+        crate::domain::NONCE_WINDOW,
+    )
+    .await?;
     transaction.commit().await?;
     if expired + retired + stale.len() as u64 > 0 {
         info!(

@@ -1,6 +1,8 @@
 //! Operator administration from the command line: `capstan admin create-operator` creates an
 //! operator, its first API token and a one-time password for the web UI, and prints both once
-//! (only the token's digest and the password's argon2id hash are kept).
+//! (only the token's digest and the password's argon2id hash are kept). Each act is written
+//! to the audit log, done or refused, with `"via": "cli"`: whoever can run it holds the
+//! database's credentials, so it is recorded as `capstan admin` at level 10.
 
 use anyhow::Context;
 use capstan_events::rpc::Level;
@@ -8,10 +10,46 @@ use capstan_settings::Settings;
 use capstan_store::{Store, StoreError};
 
 use crate::{
-    identity::{OperatorName, Token},
+    identity::{record_act, OperatorName, Token},
     password::{self, Password},
-    store, DOMAIN, MIGRATOR,
+    store::{self, AuditEntry},
+    DOMAIN, MIGRATOR,
 };
+
+/// Who a `capstan admin` act is recorded as.
+pub const CLI_ACTOR: &str = "capstan admin";
+
+/// The audit row of a `capstan admin` act on operator `name`: `ok`, or what stopped it.
+async fn audit_cli<T>(
+    store: &Store,
+    action: &'static str,
+    name: &str,
+    detail: serde_json::Value,
+    outcome: &Result<T, AdminError>,
+) {
+    let mut detail = detail;
+    detail["via"] = "cli".into();
+    let outcome = match outcome {
+        Ok(_) => "ok".to_string(),
+        Err(error) => {
+            detail["message"] = error.to_string().into();
+            error.code().to_string()
+        }
+    };
+    record_act(
+        store,
+        &AuditEntry {
+            operator: CLI_ACTOR.to_string(),
+            level: Some(Level::Admin),
+            address: None,
+            action,
+            target: Some(format!("operator/{name}")),
+            outcome,
+            detail,
+        },
+    )
+    .await;
+}
 
 /// What can stop an operator from being created.
 #[derive(Debug, thiserror::Error)]
@@ -26,6 +64,18 @@ pub enum AdminError {
     Hash(String),
     #[error("there is no operator named {0:?}")]
     NoSuchOperator(String),
+}
+
+impl AdminError {
+    /// The error code the audit log records.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AdminError::BadName(_) => "invalid_request",
+            AdminError::NameTaken(_) => "already_exists",
+            AdminError::Store(_) | AdminError::Hash(_) => "unavailable",
+            AdminError::NoSuchOperator(_) => "not_found",
+        }
+    }
 }
 
 /// What `create-operator` hands out, once.
@@ -127,7 +177,10 @@ pub async fn create_operator(
             .migrate(&MIGRATOR)
             .await
             .context("migrating the gateway schema")?;
-        let issued = issue_operator_with_password(&store, name, level).await?;
+        let issued = issue_operator_with_password(&store, name, level).await;
+        let detail = serde_json::json!({"level": u8::from(level), "email": email.is_some()});
+        audit_cli(&store, "create_operator", name, detail, &issued).await;
+        let issued = issued?;
         if let Some(email) = &email {
             store::set_email(&store, name, Some(email.as_str())).await?;
         }
@@ -166,7 +219,16 @@ pub async fn reset_password_command(settings: &Settings, name: &str) -> anyhow::
             .migrate(&MIGRATOR)
             .await
             .context("migrating the gateway schema")?;
-        Ok::<_, anyhow::Error>(reset_password(&store, name).await?)
+        let reset = reset_password(&store, name).await;
+        audit_cli(
+            &store,
+            "reset_password",
+            name,
+            serde_json::json!({}),
+            &reset,
+        )
+        .await;
+        Ok::<_, anyhow::Error>(reset?)
     }
     .await;
     store.close().await;

@@ -253,7 +253,7 @@ pub(crate) fn audit_entry(
     }
     Some(AuditEntry {
         operator: actor.name,
-        level: actor.level,
+        level: Some(actor.level),
         address: actor.address,
         action,
         target,

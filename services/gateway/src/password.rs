@@ -1,5 +1,8 @@
 //! Operator passwords: argon2id with the crate's default parameters, kept as a PHC string.
-//! Hashing and verifying take tens of milliseconds of CPU, so both run on the blocking pool.
+//! Hashing and verifying take tens of milliseconds of CPU and 19 MiB of memory each, so both
+//! run on the blocking pool, and at most [`MAX_CONCURRENT_HASHES`] at once: forty sign-ins
+//! posted together queue for a turn (a sign-in that waits longer than [`HASH_QUEUE_WAIT`] is
+//! answered `503` with `Retry-After`) instead of taking forty times the memory and every core.
 //! A password never reaches a log line, an error message or a `Debug` output.
 
 use argon2::{
@@ -8,7 +11,62 @@ use argon2::{
 };
 use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use rand::RngCore;
-use std::{fmt, sync::OnceLock};
+use std::{
+    fmt,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        OnceLock,
+    },
+    time::Duration,
+};
+use tokio::sync::Semaphore;
+
+/// Argon2 computations (verifications and hashes) the gateway runs at once, at most.
+pub const MAX_CONCURRENT_HASHES: usize = 2;
+/// How long a sign-in waits for a turn to verify before it is told to come back.
+pub const HASH_QUEUE_WAIT: Duration = Duration::from_secs(3);
+/// The `Retry-After` of a sign-in that found no turn, in seconds.
+pub const BUSY_RETRY_AFTER_SECS: u64 = 2;
+
+static TURNS: Semaphore = Semaphore::const_new(MAX_CONCURRENT_HASHES);
+static RUNNING: AtomicUsize = AtomicUsize::new(0);
+static MOST_RUNNING: AtomicUsize = AtomicUsize::new(0);
+
+/// No turn to verify came within [`HASH_QUEUE_WAIT`]: too many sign-ins at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Busy;
+
+/// The most argon2 computations this process has run at once (a gauge for tests and
+/// `/metrics`: `capstan_gateway_password_hashes_running`).
+pub fn most_hashes_at_once() -> usize {
+    MOST_RUNNING.load(Ordering::SeqCst)
+}
+
+/// Runs `work` (an argon2 computation) on the blocking pool, counted in the gauge.
+async fn counted<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    tokio::task::spawn_blocking(move || {
+        let running = RUNNING.fetch_add(1, Ordering::SeqCst) + 1;
+        MOST_RUNNING.fetch_max(running, Ordering::SeqCst);
+        metrics::gauge!("capstan_gateway_password_hashes_running").set(running as f64);
+        let answer = work();
+        let running = RUNNING.fetch_sub(1, Ordering::SeqCst) - 1;
+        metrics::gauge!("capstan_gateway_password_hashes_running").set(running as f64);
+        answer
+    })
+    .await
+    .ok()
+}
+
+/// A turn of `turns`, waiting at most `wait`.
+async fn turn(turns: &Semaphore, wait: Duration) -> Result<tokio::sync::SemaphorePermit<'_>, Busy> {
+    match tokio::time::timeout(wait, turns.acquire()).await {
+        Ok(Ok(permit)) => Ok(permit),
+        _ => {
+            metrics::counter!("capstan_gateway_password_busy_total").increment(1);
+            Err(Busy)
+        }
+    }
+}
 
 /// The shortest password an operator may choose.
 pub const MIN_PASSWORD_CHARS: usize = 12;
@@ -60,11 +118,16 @@ pub fn check_new_password(password: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The argon2id PHC string of `password`, computed on the blocking pool.
+/// The argon2id PHC string of `password`, computed on the blocking pool in its turn (waiting
+/// as long as it takes: only an operator choosing a password, or the CLI, hashes).
 pub async fn hash(password: Password) -> Result<String, String> {
-    tokio::task::spawn_blocking(move || hash_now(password.expose()))
+    let _turn = TURNS
+        .acquire()
         .await
-        .map_err(|_| "password hashing stopped".to_string())?
+        .map_err(|_| "password hashing stopped".to_string())?;
+    counted(move || hash_now(password.expose()))
+        .await
+        .ok_or_else(|| "password hashing stopped".to_string())?
 }
 
 fn hash_now(password: &str) -> Result<String, String> {
@@ -77,11 +140,22 @@ fn hash_now(password: &str) -> Result<String, String> {
         .map_err(|error| format!("argon2: {error}"))
 }
 
-/// Whether `password` matches `stored`. With no stored hash (an unknown operator, or one
-/// without a password) a dummy hash is verified instead, so the answer takes as long either
-/// way and says nothing about which names exist.
-pub async fn verify(password: Password, stored: Option<String>) -> bool {
-    tokio::task::spawn_blocking(move || {
+/// Whether `password` matches `stored`, once a turn comes ([`Busy`] when none comes within
+/// [`HASH_QUEUE_WAIT`]). With no stored hash (an unknown operator, or one without a password)
+/// a dummy hash is verified instead, so the answer takes as long either way and says nothing
+/// about which names exist.
+pub async fn verify(password: Password, stored: Option<String>) -> Result<bool, Busy> {
+    verify_in_turn(&TURNS, HASH_QUEUE_WAIT, password, stored).await
+}
+
+async fn verify_in_turn(
+    turns: &Semaphore,
+    wait: Duration,
+    password: Password,
+    stored: Option<String>,
+) -> Result<bool, Busy> {
+    let _turn = turn(turns, wait).await?;
+    let matches = counted(move || {
         let (phc, real) = match stored {
             Some(phc) => (phc, true),
             None => (dummy_hash().to_string(), false),
@@ -96,7 +170,8 @@ pub async fn verify(password: Password, stored: Option<String>) -> bool {
         real && matches
     })
     .await
-    .unwrap_or(false)
+    .unwrap_or(false);
+    Ok(matches)
 }
 
 /// Makes the dummy hash now (at start-up), so the first unknown name tried does not take
@@ -127,16 +202,56 @@ mod tests {
             .unwrap();
         assert!(hashed.starts_with("$argon2id$v=19$"), "{hashed}");
         assert!(!hashed.contains("correct horse"));
-        assert!(
+        assert_eq!(
             verify(
                 Password::new("correct horse battery".into()),
                 Some(hashed.clone())
             )
-            .await
+            .await,
+            Ok(true)
         );
-        assert!(!verify(Password::new("correct horse batterz".into()), Some(hashed)).await);
-        assert!(!verify(Password::new("anything".into()), None).await);
-        assert!(!verify(Password::new("x".into()), Some("not a hash".into())).await);
+        assert_eq!(
+            verify(Password::new("correct horse batterz".into()), Some(hashed)).await,
+            Ok(false)
+        );
+        assert_eq!(
+            verify(Password::new("anything".into()), None).await,
+            Ok(false)
+        );
+        assert_eq!(
+            verify(Password::new("x".into()), Some("not a hash".into())).await,
+            Ok(false)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_verification_that_finds_no_turn_in_time_is_busy_and_checks_nothing() {
+        let turns = Semaphore::new(1);
+        let held = turns.acquire().await.unwrap();
+        let started = std::time::Instant::now();
+        let answer = verify_in_turn(
+            &turns,
+            Duration::from_millis(100),
+            Password::new("anything".into()),
+            None,
+        )
+        .await;
+        assert_eq!(answer, Err(Busy));
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "it waited only briefly"
+        );
+        drop(held);
+        assert_eq!(
+            verify_in_turn(
+                &turns,
+                Duration::from_millis(100),
+                Password::new("x".into()),
+                None
+            )
+            .await,
+            Ok(false)
+        );
     }
 
     #[test]

@@ -66,6 +66,61 @@ pub enum JobOutcome {
     Withdrawn,
 }
 
+impl JobOutcome {
+    pub const ALL: [JobOutcome; 5] = [
+        JobOutcome::Completed,
+        JobOutcome::Failed,
+        JobOutcome::Refused,
+        JobOutcome::Lost,
+        JobOutcome::Withdrawn,
+    ];
+
+    /// The outcome as the wire and the tables spell it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            JobOutcome::Completed => "completed",
+            JobOutcome::Failed => "failed",
+            JobOutcome::Refused => "refused",
+            JobOutcome::Lost => "lost",
+            JobOutcome::Withdrawn => "withdrawn",
+        }
+    }
+
+    /// The outcome spelled `text`, if it is one.
+    pub fn parse(text: &str) -> Option<JobOutcome> {
+        JobOutcome::ALL
+            .into_iter()
+            .find(|outcome| outcome.as_str() == text)
+    }
+}
+
+/// A state or outcome read from a row that is none of the contract's: the row is wrong, and
+/// the read fails rather than guess.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownState {
+    pub kind: &'static str,
+    pub text: String,
+}
+
+impl std::fmt::Display for UnknownState {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "{:?} is not a {}", self.text, self.kind)
+    }
+}
+
+impl std::error::Error for UnknownState {}
+
+impl TryFrom<String> for JobOutcome {
+    type Error = UnknownState;
+
+    fn try_from(text: String) -> Result<JobOutcome, UnknownState> {
+        JobOutcome::parse(&text).ok_or(UnknownState {
+            kind: "job outcome",
+            text,
+        })
+    }
+}
+
 /// A machine asked to be admitted, sending only the public half of its key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct JoinRequested {

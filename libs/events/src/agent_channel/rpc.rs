@@ -307,8 +307,73 @@ pub enum JobState {
 }
 
 impl JobState {
+    pub const ALL: [JobState; 7] = [
+        JobState::Pending,
+        JobState::Running,
+        JobState::Completed,
+        JobState::Failed,
+        JobState::Refused,
+        JobState::Lost,
+        JobState::Withdrawn,
+    ];
+
     pub fn is_terminal(self) -> bool {
         !matches!(self, JobState::Pending | JobState::Running)
+    }
+
+    /// The state as the wire and the tables spell it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            JobState::Pending => "pending",
+            JobState::Running => "running",
+            JobState::Completed => "completed",
+            JobState::Failed => "failed",
+            JobState::Refused => "refused",
+            JobState::Lost => "lost",
+            JobState::Withdrawn => "withdrawn",
+        }
+    }
+
+    /// The state spelled `text`, if it is one.
+    pub fn parse(text: &str) -> Option<JobState> {
+        JobState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == text)
+    }
+
+    /// How a job in this state ended, if it has.
+    pub const fn outcome(self) -> Option<JobOutcome> {
+        match self {
+            JobState::Pending | JobState::Running => None,
+            JobState::Completed => Some(JobOutcome::Completed),
+            JobState::Failed => Some(JobOutcome::Failed),
+            JobState::Refused => Some(JobOutcome::Refused),
+            JobState::Lost => Some(JobOutcome::Lost),
+            JobState::Withdrawn => Some(JobOutcome::Withdrawn),
+        }
+    }
+}
+
+impl From<JobOutcome> for JobState {
+    fn from(outcome: JobOutcome) -> JobState {
+        match outcome {
+            JobOutcome::Completed => JobState::Completed,
+            JobOutcome::Failed => JobState::Failed,
+            JobOutcome::Refused => JobState::Refused,
+            JobOutcome::Lost => JobState::Lost,
+            JobOutcome::Withdrawn => JobState::Withdrawn,
+        }
+    }
+}
+
+impl TryFrom<String> for JobState {
+    type Error = super::UnknownState;
+
+    fn try_from(text: String) -> Result<JobState, super::UnknownState> {
+        JobState::parse(&text).ok_or(super::UnknownState {
+            kind: "job state",
+            text,
+        })
     }
 }
 
@@ -390,3 +455,27 @@ pub struct RefusalCount {
 /// An answer with nothing to say but that it was done.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
 pub struct Done {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_job_state_and_outcome_is_spelled_as_the_wire_spells_it_and_nothing_else_parses() {
+        for state in JobState::ALL {
+            assert_eq!(serde_json::to_value(state).unwrap(), state.as_str());
+            assert_eq!(JobState::try_from(state.as_str().to_string()), Ok(state));
+            assert_eq!(
+                state.outcome().map(JobState::from),
+                state.outcome().map(|_| state)
+            );
+        }
+        for outcome in JobOutcome::ALL {
+            assert_eq!(serde_json::to_value(outcome).unwrap(), outcome.as_str());
+            assert_eq!(JobOutcome::parse(outcome.as_str()), Some(outcome));
+        }
+        let unknown = JobState::try_from("cancelled".to_string()).unwrap_err();
+        assert_eq!(unknown.to_string(), "\"cancelled\" is not a job state");
+        assert_eq!(JobOutcome::parse("pending"), None);
+    }
+}

@@ -1,12 +1,15 @@
 //! Joins: what a machine's request to be admitted must look like, and what the plane does when
 //! a key asks (PROTOCOL.md "join"; spec AC-02..AC-07).
 
+use capstan_events::agent_channel::{rpc::JoinState, UnknownState};
 use capstan_signing::{Fingerprint, PublicKey};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use std::net::IpAddr;
 
-use super::{auth::AgentError, REJECTED_REOPENABLE_FOR};
+use super::{
+    auth::AgentError, MAX_PENDING_PER_NETWORK, MAX_PENDING_TOTAL, REJECTED_REOPENABLE_FOR,
+};
 
 /// At most this many addresses in a join.
 pub const MAX_ADDRESSES: usize = 16;
@@ -129,6 +132,64 @@ pub fn parse_join(body: &[u8]) -> Result<ValidJoin, AgentError> {
     })
 }
 
+/// A join request's state as the plane keeps it: the contract's [`JoinState`] and `retired`
+/// (a rejection past its reopening window; operators and the node read it as rejected).
+/// `pending` past its expiry reads as expired until the sweep writes it so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinRecordState {
+    Pending,
+    Approved,
+    Rejected,
+    Expired,
+    Retired,
+}
+
+impl JoinRecordState {
+    pub const ALL: [JoinRecordState; 5] = [
+        JoinRecordState::Pending,
+        JoinRecordState::Approved,
+        JoinRecordState::Rejected,
+        JoinRecordState::Expired,
+        JoinRecordState::Retired,
+    ];
+
+    /// The state as the table spells it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            JoinRecordState::Pending => "pending",
+            JoinRecordState::Approved => "approved",
+            JoinRecordState::Rejected => "rejected",
+            JoinRecordState::Expired => "expired",
+            JoinRecordState::Retired => "retired",
+        }
+    }
+
+    /// The state as the contract shows it at `now`, for a request that expires at `expires_at`.
+    pub fn shown(self, expires_at: DateTime<Utc>, now: DateTime<Utc>) -> JoinState {
+        match self {
+            JoinRecordState::Pending if expires_at <= now => JoinState::Expired,
+            JoinRecordState::Pending => JoinState::Pending,
+            JoinRecordState::Approved => JoinState::Approved,
+            JoinRecordState::Rejected | JoinRecordState::Retired => JoinState::Rejected,
+            JoinRecordState::Expired => JoinState::Expired,
+        }
+    }
+}
+
+impl TryFrom<String> for JoinRecordState {
+    type Error = UnknownState;
+
+    fn try_from(text: String) -> Result<JoinRecordState, UnknownState> {
+        JoinRecordState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == text)
+            .ok_or(UnknownState {
+                kind: "join state",
+                text,
+            })
+    }
+}
+
 /// What the plane already knows of a key that asks to join.
 #[derive(Debug, Clone, PartialEq)]
 pub enum KnownKey {
@@ -169,6 +230,19 @@ pub fn decide(known: &KnownKey, now: DateTime<Utc>) -> JoinDecision {
         }
         KnownKey::Rejected { .. } | KnownKey::Retired => JoinDecision::Retired,
     }
+}
+
+/// AC-02: whether a new pending join may be lodged, given how many are pending from its source
+/// network and in all. One network's share is a small part of the total, so a flood from one
+/// network (an IPv6 /64 however many addresses it uses) is stopped long before the total.
+pub fn pending_cap(from_network: i64, total: i64) -> Result<(), AgentError> {
+    if from_network >= MAX_PENDING_PER_NETWORK {
+        return Err(AgentError::TooManyPending(" from this network"));
+    }
+    if total >= MAX_PENDING_TOTAL {
+        return Err(AgentError::TooManyPending(""));
+    }
+    Ok(())
 }
 
 /// Whether a key rejected at `rejected_at` may still be reopened.
@@ -230,6 +304,47 @@ mod tests {
         assert_eq!(
             parse_join(b"not json").unwrap_err().code(),
             "invalid_request"
+        );
+    }
+
+    #[test]
+    fn ac_02_a_flood_from_one_network_is_stopped_at_its_share_leaving_the_total_for_others() {
+        assert!(pending_cap(MAX_PENDING_PER_NETWORK - 1, 0).is_ok());
+        let refused = pending_cap(MAX_PENDING_PER_NETWORK, MAX_PENDING_PER_NETWORK).unwrap_err();
+        assert_eq!(refused.code(), "too_many_pending");
+        assert!(refused.to_string().contains("from this network"));
+        // What one network can hold is a small share: more than a hundred networks' worth of
+        // room stays for the others.
+        let (share, total) = (MAX_PENDING_PER_NETWORK, MAX_PENDING_TOTAL);
+        assert!(total >= 100 * share, "{share} of {total}");
+        assert!(pending_cap(0, MAX_PENDING_PER_NETWORK).is_ok());
+        assert!(pending_cap(0, MAX_PENDING_TOTAL).is_err());
+    }
+
+    #[test]
+    fn a_join_state_is_read_only_from_its_own_spelling_and_retired_shows_as_rejected() {
+        let now = Utc::now();
+        for state in JoinRecordState::ALL {
+            assert_eq!(
+                JoinRecordState::try_from(state.as_str().to_string()),
+                Ok(state)
+            );
+        }
+        let unknown = JoinRecordState::try_from("withdrawn".to_string()).unwrap_err();
+        assert_eq!(unknown.to_string(), "\"withdrawn\" is not a join state");
+        let later = now + chrono::Duration::hours(1);
+        assert_eq!(
+            JoinRecordState::Pending.shown(later, now),
+            JoinState::Pending
+        );
+        assert_eq!(JoinRecordState::Pending.shown(now, now), JoinState::Expired);
+        assert_eq!(
+            JoinRecordState::Retired.shown(later, now),
+            JoinState::Rejected
+        );
+        assert_eq!(
+            JoinRecordState::Approved.shown(now, now),
+            JoinState::Approved
         );
     }
 

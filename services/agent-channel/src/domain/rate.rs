@@ -1,8 +1,24 @@
-//! Token buckets for request metering (PROTOCOL.md "Limits"). Time is passed in, so the rules
-//! are tested without waiting.
+//! Token buckets for request metering (PROTOCOL.md "Limits"), and the network a source
+//! address is counted as. Time is passed in, so the rules are tested without waiting.
 
-use std::{collections::HashMap, hash::Hash, time::Duration};
+use std::{collections::HashMap, hash::Hash, net::IpAddr, time::Duration};
 use tokio::time::Instant;
+
+/// The network a request from `address` is counted against: an IPv4 address alone, an IPv6
+/// address by its /64 (`2001:db8:1:2::/64`; one subscriber is routinely given a whole /64, so
+/// counting single IPv6 addresses would let one machine count as billions). An IPv4 address
+/// written as IPv6 (`::ffff:192.0.2.1`) is the IPv4 address. Anything that is not an address
+/// (the gateway could not tell) is counted as itself.
+pub fn source_network(address: &str) -> String {
+    match address.trim().parse::<IpAddr>().map(|ip| ip.to_canonical()) {
+        Ok(IpAddr::V4(v4)) => v4.to_string(),
+        Ok(IpAddr::V6(v6)) => {
+            let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+            format!("{}/64", std::net::Ipv6Addr::from(prefix))
+        }
+        Err(_) => address.to_string(),
+    }
+}
 
 /// One bucket per key: `per_minute` tokens, refilled continuously, full to start with.
 pub struct Buckets<K> {
@@ -65,6 +81,21 @@ impl<K: Hash + Eq + Clone> Buckets<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ipv6_source_counts_as_its_64_and_an_ipv4_source_as_itself() {
+        assert_eq!(source_network("2001:db8::1"), "2001:db8::/64");
+        assert_eq!(source_network("2001:db8::7d"), "2001:db8::/64");
+        assert_eq!(
+            source_network("2001:db8:0:0:ffff:ffff:ffff:ffff"),
+            "2001:db8::/64"
+        );
+        assert_eq!(source_network("2001:db8:0:1::1"), "2001:db8:0:1::/64");
+        assert_eq!(source_network("203.0.113.7"), "203.0.113.7");
+        assert_eq!(source_network("203.0.113.8"), "203.0.113.8");
+        assert_eq!(source_network("::ffff:203.0.113.7"), "203.0.113.7");
+        assert_eq!(source_network("unknown"), "unknown");
+    }
 
     #[test]
     fn a_bucket_allows_its_quota_then_asks_the_caller_to_wait() {

@@ -1,14 +1,14 @@
 //! The agent endpoints (PROTOCOL.md), reached through the gateway's `agent_request` rpc. Every
 //! request is checked in the protocol's order before anything else happens; requests are
-//! metered per node when their signature proves one and per source address otherwise.
+//! metered per node when their signature proves one and per source network otherwise.
 
 use bytes::Bytes;
 use capstan_events::agent_channel::{
-    rpc::{AgentEndpoint, AgentRequest, AgentResponse},
+    rpc::{AgentEndpoint, AgentRequest, AgentResponse, JoinState},
     JoinRequested,
 };
 use capstan_signing::{ParsedSignature, PublicKey};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -18,8 +18,9 @@ use crate::{
     actions::{self, emit, PairingEnd},
     domain::{
         auth::{check_signature, check_unkeyed, AgentError},
-        joins::{decide, parse_join, JoinDecision, KnownKey},
-        JOIN_TTL, MAX_PENDING_PER_ADDRESS, MAX_PENDING_TOTAL,
+        joins::{decide, parse_join, pending_cap, JoinDecision, JoinRecordState, KnownKey},
+        rate::source_network,
+        JOIN_TTL, NONCE_WINDOW,
     },
     store::{self, NodeRow},
 };
@@ -60,22 +61,26 @@ fn body_of<T: for<'de> Deserialize<'de>>(body: &[u8], what: &str) -> Result<T, A
     })
 }
 
-/// Counts a request that proves no node against its address; refuses when the address is
-/// out of requests.
-fn meter_address(state: &State, request: &AgentRequest) -> Result<(), AgentError> {
-    state.limits.take_address(&request.source_address)
+/// Counts a request that proves no node against its source network; refuses when the network
+/// is out of requests.
+fn meter_network(state: &State, request: &AgentRequest) -> Result<(), AgentError> {
+    state.limits.take_network(&request.source_address)
 }
 
-/// Checks 1-3, then the key, the signature and the nonce. A failure is metered against the
-/// address (a flood of bad requests never costs the node behind the same address anything).
+/// Checks 1-3, then the key and the signature, and only then the nonce: a nonce is remembered
+/// once a signature over it has verified, so a forger who saw a nonce cannot spend it first.
+/// A failure is metered against the network (a flood of bad requests never costs the node
+/// behind the same address anything). `now` is the one clock of both the skew and the nonce
+/// window.
 async fn authenticate(
     state: &State,
     request: &AgentRequest,
     body: &[u8],
+    now: DateTime<Utc>,
     key_of: impl AsyncFnOnce(&ParsedSignature) -> Result<PublicKey, AgentError>,
 ) -> Result<ParsedSignature, AgentError> {
     let checked = async {
-        let parsed = check_unkeyed(request, body, Utc::now().timestamp())?;
+        let parsed = check_unkeyed(request, body, now.timestamp())?;
         let key = key_of(&parsed).await?;
         check_signature(&parsed, &key, request)?;
         Ok(parsed)
@@ -84,10 +89,15 @@ async fn authenticate(
     match checked {
         Ok(parsed) => {
             let mut connection = state.connection().await.map_err(AgentError::unavailable)?;
-            let fresh =
-                store::record_nonce(&mut connection, parsed.keyid().as_str(), parsed.nonce())
-                    .await
-                    .map_err(AgentError::unavailable)?;
+            let fresh = store::record_nonce(
+                &mut connection,
+                parsed.keyid().as_str(),
+                parsed.nonce(),
+                now,
+                NONCE_WINDOW,
+            )
+            .await
+            .map_err(AgentError::unavailable)?;
             if fresh {
                 Ok(parsed)
             } else {
@@ -95,87 +105,117 @@ async fn authenticate(
             }
         }
         Err(error) => {
-            meter_address(state, request)?;
+            meter_network(state, request)?;
             Err(error)
         }
     }
 }
 
-/// Node-signed requests: checks 1-3 need no key; then one statement finds the node, records the
-/// nonce and glances at its jobs, and the outcome is reported in protocol order (unknown key,
-/// bad signature, replay). A request that fails before the node is proved counts against its
-/// address.
+/// Why a node-signed request was refused: before its signature proved a node (counted against
+/// its network) or after (already counted against the node).
+enum Refusal {
+    Unproved(AgentError),
+    Proved(AgentError),
+}
+
+/// Node-signed requests: checks 1-3 need no key; then the key, the signature, the node's meter
+/// and the nonce, in that order, reported in protocol order (unknown key, bad signature,
+/// replay). Every request whose signature proves a node counts against that node, whatever
+/// its answer; one that fails before counts against its network.
 async fn signed_by_node(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
     // Before the first read of the node's jobs (see `Wake::rung_since`).
     let generation = state.wake.generation();
+    let now = Utc::now();
     let proved = async {
-        let parsed = check_unkeyed(request, body, Utc::now().timestamp())?;
-        let _slot = state.agent_slot().await?;
-        Box::pin(prove(state, request, parsed)).await
+        let parsed = check_unkeyed(request, body, now.timestamp()).map_err(Refusal::Unproved)?;
+        let _slot = state.agent_slot().await.map_err(Refusal::Unproved)?;
+        Box::pin(prove(state, request, parsed, now)).await
     }
     .await;
     let arrival = match proved {
         Ok(arrival) => arrival,
-        Err(error) => {
-            meter_address(state, request)?;
+        Err(Refusal::Unproved(error)) => {
+            meter_network(state, request)?;
             return Err(error);
         }
+        Err(Refusal::Proved(error)) => return Err(error),
     };
-    if !arrival.fresh {
-        return Err(AgentError::replayed());
-    }
     let node = &arrival.node;
     match request.endpoint {
-        // A claim that succeeds is not counted (PROTOCOL.md "Limits").
         AgentEndpoint::Claim => {
-            state.limits.check_node(node.id)?;
-            let answer = claim::claim(state, request, &arrival.glance(), generation, body).await;
-            if answer.is_err() {
-                state.limits.take_node(node.id);
-            }
-            answer
+            claim::claim(state, request, &arrival.glance(), generation, body).await
         }
-        endpoint => {
-            state.limits.check_node(node.id)?;
-            state.limits.take_node(node.id);
-            match endpoint {
-                AgentEndpoint::Result => Box::pin(claim::result(state, node, body)).await,
-                AgentEndpoint::JobStatus => Box::pin(job_status(state, node, body)).await,
-                AgentEndpoint::Leave => Box::pin(leave(state, node)).await,
-                _ => artifact(body),
-            }
-        }
+        AgentEndpoint::Result => Box::pin(claim::result(state, node, body)).await,
+        AgentEndpoint::JobStatus => Box::pin(job_status(state, node, body)).await,
+        AgentEndpoint::Leave => Box::pin(leave(state, node)).await,
+        _ => artifact(body),
     }
 }
 
-/// In an agent slot: one statement finds the node, records the nonce and glances at its jobs;
-/// then the signature is checked with the node's key.
+/// In an agent slot: the signature is checked with the key `keyid` names, then the request is
+/// counted against that node, then one statement finds the node, records the nonce and glances
+/// at its jobs. A key this replica has seen before is checked from memory, so a good request
+/// costs that one statement; a forged one writes nothing.
 async fn prove(
     state: &State,
     request: &AgentRequest,
     parsed: ParsedSignature,
-) -> Result<store::Arrival, AgentError> {
-    let mut connection = state.connection().await.map_err(AgentError::unavailable)?;
-    let arrival = store::arrive(&mut connection, parsed.keyid().as_str(), parsed.nonce())
+    now: DateTime<Utc>,
+) -> Result<store::Arrival, Refusal> {
+    let keyid = parsed.keyid().as_str();
+    let unavailable = |error| Refusal::Unproved(AgentError::unavailable(error));
+    match state.keys.by_fingerprint(keyid) {
+        Some(key) => {
+            if let Err(bad) = check_signature(&parsed, &key, request) {
+                // An unknown key is named before a bad signature.
+                let mut connection = state.connection().await.map_err(unavailable)?;
+                let held = store::node_by_fingerprint(&mut connection, keyid)
+                    .await
+                    .map_err(unavailable)?
+                    .is_some();
+                return Err(Refusal::Unproved(if held {
+                    bad
+                } else {
+                    AgentError::unknown_key()
+                }));
+            }
+        }
+        None => {
+            let mut connection = state.connection().await.map_err(unavailable)?;
+            let node = store::node_by_fingerprint(&mut connection, keyid)
+                .await
+                .map_err(unavailable)?
+                .ok_or_else(|| Refusal::Unproved(AgentError::unknown_key()))?;
+            let key = node
+                .public_key
+                .as_deref()
+                .and_then(|key| state.keys.decode(key))
+                .ok_or_else(|| Refusal::Unproved(AgentError::unknown_key()))?;
+            check_signature(&parsed, &key, request).map_err(Refusal::Unproved)?;
+        }
+    }
+    state.limits.take_node(keyid).map_err(Refusal::Proved)?;
+    let mut connection = state
+        .connection()
         .await
-        .map_err(AgentError::unavailable)?
-        .ok_or_else(AgentError::unknown_key)?;
-    drop(connection);
-    let key = arrival
-        .node
-        .public_key
-        .as_deref()
-        .and_then(|key| state.keys.decode(key))
-        .ok_or_else(AgentError::unknown_key)?;
-    check_signature(&parsed, &key, request)?;
+        .map_err(|error| Refusal::Proved(AgentError::unavailable(error)))?;
+    let arrival = store::arrive(&mut connection, keyid, parsed.nonce(), now, NONCE_WINDOW)
+        .await
+        .map_err(|error| Refusal::Proved(AgentError::unavailable(error)))?
+        // The key verified but no node holds it any more (it left meanwhile).
+        .ok_or_else(|| Refusal::Unproved(AgentError::unknown_key()))?;
+    if !arrival.fresh {
+        return Err(Refusal::Proved(AgentError::replayed()));
+    }
     Ok(arrival)
 }
 
 async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
-    meter_address(state, request)?;
+    meter_network(state, request)?;
     let _slot = state.agent_slot().await?;
     let mut proposed = None;
-    authenticate(state, request, body, async |parsed| {
+    let now = Utc::now();
+    authenticate(state, request, body, now, async |parsed| {
         let join = parse_join(body)?;
         if parsed.keyid() != &join.fingerprint {
             return Err(AgentError::Unauthorized {
@@ -189,7 +229,6 @@ async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
     })
     .await?;
     let join = proposed.ok_or_else(AgentError::unknown_key)?;
-    let now = Utc::now();
     let mut transaction = state.store.begin().await.map_err(AgentError::unavailable)?;
     let fingerprint = join.fingerprint.as_str().to_string();
     // The key's latest request is locked first, as an approval locks it: an approval that
@@ -204,12 +243,15 @@ async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
         .is_some();
     let known = match (&latest, paired) {
         (_, true) => KnownKey::Paired,
-        (Some(row), _) if row.state == "pending" => KnownKey::Pending,
-        (Some(row), _) if row.state == "rejected" => KnownKey::Rejected {
-            rejected_at: row.decided_at.unwrap_or(row.requested_at),
+        (Some(row), _) => match row.state {
+            JoinRecordState::Pending => KnownKey::Pending,
+            JoinRecordState::Rejected => KnownKey::Rejected {
+                rejected_at: row.decided_at.unwrap_or(row.requested_at),
+            },
+            JoinRecordState::Retired => KnownKey::Retired,
+            JoinRecordState::Approved | JoinRecordState::Expired => KnownKey::Unknown,
         },
-        (Some(row), _) if row.state == "retired" => KnownKey::Retired,
-        _ => KnownKey::Unknown,
+        (None, _) => KnownKey::Unknown,
     };
     let addresses: Vec<String> = join.addresses.iter().map(ToString::to_string).collect();
     let expires_at = now + chrono::Duration::from_std(JOIN_TTL).expect("an hour fits");
@@ -219,13 +261,14 @@ async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
         fingerprint: &fingerprint,
         name: &join.name,
         source_address: &request.source_address,
+        source_network: &source_network(&request.source_address),
         addresses: &addresses,
         agent_version: &join.agent_version,
         site_root: join.site_root.as_deref(),
         container: join.container.as_deref(),
         expires_at,
     };
-    let answer = |id: Uuid, state: &str, expires_at| {
+    let answer = |id: Uuid, state: JoinState, expires_at| {
         (
             202,
             json!({"request_id": id, "fingerprint": fingerprint, "state": state, "expires_at": expires_at}),
@@ -236,26 +279,20 @@ async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
         JoinDecision::Retired => return Err(AgentError::KeyRetired),
         JoinDecision::AnswerRejected => {
             let row = latest.expect("a rejected key has its request");
-            return Ok(answer(row.id, "rejected", row.expires_at));
+            return Ok(answer(row.id, JoinState::Rejected, row.expires_at));
         }
         JoinDecision::Renew => {
             let row = latest.expect("a pending key has its request");
             store::renew_join(&mut transaction, row.id, &new)
                 .await
                 .map_err(AgentError::unavailable)?;
-            answer(row.id, "pending", expires_at)
+            answer(row.id, JoinState::Pending, expires_at)
         }
         JoinDecision::Create => {
-            let (from_address, total) =
-                store::pending_counts(&mut transaction, &request.source_address)
-                    .await
-                    .map_err(AgentError::unavailable)?;
-            if from_address >= MAX_PENDING_PER_ADDRESS {
-                return Err(AgentError::TooManyPending(" from this address"));
-            }
-            if total >= MAX_PENDING_TOTAL {
-                return Err(AgentError::TooManyPending(""));
-            }
+            let (from_network, total) = store::pending_counts(&mut transaction, new.source_network)
+                .await
+                .map_err(AgentError::unavailable)?;
+            pending_cap(from_network, total)?;
             store::insert_join(&mut transaction, &new)
                 .await
                 .map_err(AgentError::unavailable)?;
@@ -271,7 +308,7 @@ async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
             emit(&mut transaction, requested, format!("join/{}", new.id))
                 .await
                 .map_err(AgentError::unavailable)?;
-            answer(new.id, "pending", expires_at)
+            answer(new.id, JoinState::Pending, expires_at)
         }
     };
     transaction
@@ -287,10 +324,11 @@ struct JoinStatusBody {
 }
 
 async fn join_status(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
-    meter_address(state, request)?;
+    meter_network(state, request)?;
     let _slot = state.agent_slot().await?;
     let mut found = None;
-    authenticate(state, request, body, async |parsed| {
+    let now = Utc::now();
+    authenticate(state, request, body, now, async |parsed| {
         let asked: JoinStatusBody = body_of(body, "join_status")?;
         let mut connection = state.connection().await.map_err(AgentError::unavailable)?;
         let join = store::join_by_id(&mut connection, asked.request_id)
@@ -310,7 +348,7 @@ async fn join_status(state: &State, request: &AgentRequest, body: &[u8]) -> Answ
     })
     .await?;
     let join = found.ok_or_else(AgentError::unknown_key)?;
-    let view = actions::join_view(&join, None, Utc::now());
+    let view = actions::join_view(&join, None, now);
     Ok((200, json!({"state": view.state, "node_id": join.node_id})))
 }
 

@@ -1,7 +1,11 @@
 //! Claims and results: a node reports in, takes at most one job, and later says how it ended
 //! (PROTOCOL.md "claim", "result"; spec AC-16..AC-18, AC-25..AC-31).
 
-use capstan_events::agent_channel::{primitives, rpc::AgentRequest, NodeReported};
+use capstan_events::agent_channel::{
+    primitives,
+    rpc::{AgentRequest, JobState},
+    JobOutcome, NodeReported,
+};
 use capstan_store::PgConnection;
 use chrono::Utc;
 use serde::Deserialize;
@@ -283,7 +287,7 @@ async fn refuse_by_plane(
     let ended = store::finish_job(
         connection,
         job_id,
-        "refused",
+        JobOutcome::Refused,
         Some(reason),
         None,
         None,
@@ -313,12 +317,16 @@ pub async fn result(state: &State, node: &NodeRow, body: &[u8]) -> Answer {
     let reported: ResultBody = serde_json::from_slice(body).map_err(|error| {
         AgentError::InvalidRequest(format!("the result body is not valid: {error}"))
     })?;
-    if !["completed", "failed", "refused"].contains(&reported.outcome.as_str()) {
-        return Err(AgentError::InvalidRequest(
-            "outcome must be completed, failed or refused (lost is only ever the plane's word)"
-                .into(),
-        ));
-    }
+    let outcome =
+        match JobOutcome::parse(&reported.outcome) {
+            Some(outcome @ (JobOutcome::Completed | JobOutcome::Failed | JobOutcome::Refused)) => {
+                outcome
+            }
+            _ => return Err(AgentError::InvalidRequest(
+                "outcome must be completed, failed or refused (lost is only ever the plane's word)"
+                    .into(),
+            )),
+        };
     let output = reported.output.unwrap_or_default();
     if output.len() > MAX_OUTPUT_BYTES {
         return Err(AgentError::InvalidRequest(format!(
@@ -349,22 +357,22 @@ pub async fn result(state: &State, node: &NodeRow, body: &[u8]) -> Answer {
         .map_err(AgentError::unavailable)?
         .filter(|job| job.node_id == node.id)
         .ok_or(AgentError::NotRunning(reported.job_id))?;
-    if job.state != "running" {
+    if job.state != JobState::Running {
         // Repeating the same result is acknowledged again and changes nothing.
-        return if job.state == reported.outcome {
+        return if job.state == JobState::from(outcome) {
             Ok((200, json!({"ack": true})))
         } else {
             Err(AgentError::NotRunning(job.id))
         };
     }
-    let reason = match reported.outcome.as_str() {
-        "refused" => Some(jobs::refused_by_node(reported.reason.as_deref())),
+    let reason = match outcome {
+        JobOutcome::Refused => Some(jobs::refused_by_node(reported.reason.as_deref())),
         _ => reported.reason,
     };
     let ended = store::finish_job(
         &mut transaction,
         job.id,
-        &reported.outcome,
+        outcome,
         reason.as_deref(),
         Some(&output),
         reported.result.as_ref().filter(|result| !result.is_null()),

@@ -16,24 +16,24 @@ use tokio::time::Instant;
 
 use crate::{
     domain::{
-        auth::AgentError, rate::Buckets, ADDRESS_REQUESTS_PER_MINUTE, NODE_REQUESTS_PER_MINUTE,
+        auth::AgentError,
+        rate::{source_network, Buckets},
+        NETWORK_REQUESTS_PER_MINUTE, NODE_REQUESTS_PER_MINUTE,
     },
     wake::Wake,
 };
 
-/// Request meters: per source address for requests that prove no node, per node for the rest.
-/// Kept in each replica's memory (coarse by design: N replicas allow up to N times as much).
+/// Request meters: per source network for requests that prove no node, per node (by its key's
+/// fingerprint) for every request whose signature proves one. Kept in each replica's memory
+/// (coarse by design: N replicas allow up to N times as much).
 pub struct Limits {
-    addresses: Mutex<Buckets<String>>,
-    nodes: Mutex<Buckets<i64>>,
+    networks: Mutex<Buckets<String>>,
+    nodes: Mutex<Buckets<String>>,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            addresses: Mutex::new(Buckets::new(ADDRESS_REQUESTS_PER_MINUTE)),
-            nodes: Mutex::new(Buckets::new(NODE_REQUESTS_PER_MINUTE)),
-        }
+        Limits::new(NETWORK_REQUESTS_PER_MINUTE, NODE_REQUESTS_PER_MINUTE)
     }
 }
 
@@ -43,29 +43,44 @@ fn limited(wait: std::time::Duration) -> AgentError {
     }
 }
 
+fn take(buckets: &Mutex<Buckets<String>>, key: String) -> Result<(), AgentError> {
+    let mut buckets = buckets.lock().expect("limits are never poisoned");
+    let now = Instant::now();
+    buckets.check(&key, now).map_err(limited)?;
+    buckets.take(&key, now);
+    Ok(())
+}
+
 impl Limits {
-    pub fn take_address(&self, address: &str) -> Result<(), AgentError> {
-        let mut buckets = self.addresses.lock().expect("limits are never poisoned");
-        let now = Instant::now();
-        let key = address.to_string();
-        buckets.check(&key, now).map_err(limited)?;
-        buckets.take(&key, now);
-        Ok(())
+    pub fn new(network_per_minute: u32, node_per_minute: u32) -> Limits {
+        Limits {
+            networks: Mutex::new(Buckets::new(network_per_minute)),
+            nodes: Mutex::new(Buckets::new(node_per_minute)),
+        }
     }
 
-    pub fn check_node(&self, node_id: i64) -> Result<(), AgentError> {
-        let buckets = self.nodes.lock().expect("limits are never poisoned");
-        buckets.check(&node_id, Instant::now()).map_err(limited)
+    pub fn from_settings(settings: &capstan_settings::AgentChannelSettings) -> Limits {
+        Limits::new(
+            settings.network_requests_per_minute,
+            settings.node_requests_per_minute,
+        )
     }
 
-    pub fn take_node(&self, node_id: i64) {
-        let mut buckets = self.nodes.lock().expect("limits are never poisoned");
-        buckets.take(&node_id, Instant::now());
+    /// Counts a request that proves no node against its source network ([`source_network`]);
+    /// refuses when the network is out of requests.
+    pub fn take_network(&self, address: &str) -> Result<(), AgentError> {
+        take(&self.networks, source_network(address))
+    }
+
+    /// Counts a request whose signature proved the key `fingerprint`; refuses when its node is
+    /// out of requests.
+    pub fn take_node(&self, fingerprint: &str) -> Result<(), AgentError> {
+        take(&self.nodes, fingerprint.to_string())
     }
 
     pub fn prune(&self) {
         let now = Instant::now();
-        self.addresses
+        self.networks
             .lock()
             .expect("limits are never poisoned")
             .prune(now);
@@ -76,11 +91,14 @@ impl Limits {
     }
 }
 
-/// Decoded node keys by their base64 form. Decoding a key decompresses a curve point, which
-/// costs about as much as verifying a signature; the mapping never changes, so it is kept.
+/// Decoded node keys by their base64 form and by their fingerprint. Decoding a key decompresses
+/// a curve point, which costs about as much as verifying a signature; the mapping never changes
+/// (a fingerprint is the digest of its key), so it is kept. Knowing a key by its fingerprint
+/// lets a request's signature be checked before anything of it is written.
 #[derive(Default)]
 pub struct Keys {
     decoded: Mutex<std::collections::HashMap<String, capstan_signing::PublicKey>>,
+    by_fingerprint: Mutex<std::collections::HashMap<String, capstan_signing::PublicKey>>,
 }
 
 /// Keys kept at most; past it the cache starts over (a fleet is far smaller).
@@ -100,7 +118,36 @@ impl Keys {
             decoded.clear();
         }
         decoded.insert(base64.to_string(), key);
+        drop(decoded);
+        let mut by_fingerprint = self
+            .by_fingerprint
+            .lock()
+            .expect("the key cache is never poisoned");
+        if by_fingerprint.len() >= MAX_CACHED_KEYS {
+            by_fingerprint.clear();
+        }
+        by_fingerprint.insert(key.fingerprint().to_string(), key);
         Some(key)
+    }
+
+    /// Decodes every paired node's key once at start-up, so the first request of each node
+    /// after a restart (a whole fleet renewing its polls together) is checked from memory too,
+    /// costing one statement rather than two. Returns how many keys are known.
+    pub async fn warm(&self, store: &Store) -> Result<usize, capstan_store::StoreError> {
+        let mut connection = store.pool().acquire().await?;
+        let keys = crate::store::paired_keys(&mut connection).await?;
+        drop(connection);
+        Ok(keys.iter().filter(|key| self.decode(key).is_some()).count())
+    }
+
+    /// The key whose fingerprint is `fingerprint`, if this replica has decoded it before.
+    /// Whether a node still holds it is the store's to say.
+    pub fn by_fingerprint(&self, fingerprint: &str) -> Option<capstan_signing::PublicKey> {
+        self.by_fingerprint
+            .lock()
+            .expect("the key cache is never poisoned")
+            .get(fingerprint)
+            .copied()
     }
 }
 
@@ -188,6 +235,51 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
 mod tests {
     use super::*;
 
+    // After a restart every node's first request is checked from memory: the keys of paired
+    // nodes are decoded at start-up (and a node without a key is skipped).
+    #[tokio::test]
+    async fn warming_knows_every_paired_nodes_key_by_its_fingerprint() {
+        let database = capstan_store::testsuite::TestDatabase::create().await;
+        let store = Store::connect(database.url(), "agent_channel", 2)
+            .await
+            .unwrap();
+        store.migrate(&crate::MIGRATOR).await.unwrap();
+        let key = capstan_signing::NodeKey::generate().public_key();
+        sqlx::query(
+            "INSERT INTO nodes (name, public_key, fingerprint) VALUES ('web-1', $1, $2), ('web-2', NULL, NULL)",
+        )
+        .bind(key.to_base64())
+        .bind(key.fingerprint().as_str())
+        .execute(store.pool())
+        .await
+        .unwrap();
+        let keys = Keys::default();
+        assert_eq!(keys.by_fingerprint(key.fingerprint().as_str()), None);
+        assert_eq!(keys.warm(&store).await.unwrap(), 1);
+        assert_eq!(keys.by_fingerprint(key.fingerprint().as_str()), Some(key));
+    }
+
+    #[test]
+    fn a_network_runs_dry_as_one_whatever_its_ipv6_addresses_and_a_node_apart_from_it() {
+        let limits = Limits::new(3, 2);
+        for last in 1..=3 {
+            assert!(limits.take_network(&format!("2001:db8::{last}")).is_ok());
+        }
+        assert_eq!(
+            limits.take_network("2001:db8::ff").unwrap_err().code(),
+            "rate_limited"
+        );
+        assert!(
+            limits.take_network("2001:db8:0:1::1").is_ok(),
+            "another /64"
+        );
+        assert!(limits.take_network("192.0.2.1").is_ok());
+        assert!(limits.take_node("SHA256:a").is_ok());
+        assert!(limits.take_node("SHA256:a").is_ok());
+        assert!(limits.take_node("SHA256:a").is_err());
+        assert!(limits.take_node("SHA256:b").is_ok());
+    }
+
     #[test]
     fn agent_work_always_leaves_connections_for_operator_acts() {
         assert_eq!(agent_slots(5), 3);
@@ -211,5 +303,12 @@ mod tests {
         );
         assert_eq!(keys.decode("not a key"), None);
         assert_eq!(keys.decoded.lock().unwrap().len(), 1);
+        assert_eq!(
+            keys.by_fingerprint(key.fingerprint().as_str()),
+            Some(key),
+            "known by its fingerprint once decoded"
+        );
+        let other = capstan_signing::NodeKey::generate().public_key();
+        assert_eq!(keys.by_fingerprint(other.fingerprint().as_str()), None);
     }
 }

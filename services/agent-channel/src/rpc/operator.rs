@@ -5,10 +5,10 @@ use capstan_events::{
     agent_channel::{
         rpc::{
             ApproveJoin, Approved, CreateJob, DecideJoin, Done, JobCreated, JobOutput,
-            JobOutputRequest, JobRef, JobState, JobView, Jobs, JoinFilter, Joins, ListJobs,
-            ListJoins, ListNodes, NodeRef, NodeView, Nodes, RefusalCount, RefusalCountRequest,
+            JobOutputRequest, JobRef, JobState, JobView, Jobs, Joins, ListJobs, ListJoins,
+            ListNodes, NodeRef, NodeView, Nodes, RefusalCount, RefusalCountRequest,
         },
-        JoinRejected, NodeApproved,
+        JobOutcome, JoinRejected, NodeApproved,
     },
     rpc::{ErrorCode, Level, RpcError},
 };
@@ -19,7 +19,11 @@ use sqlx::{pool::PoolConnection, Postgres};
 use super::State;
 use crate::{
     actions::{self, emit, unavailable, Asker, PairingEnd},
-    domain::{jobs::lost, joins::reopenable, JOIN_TTL},
+    domain::{
+        jobs::lost,
+        joins::{reopenable, JoinRecordState},
+        JOIN_TTL,
+    },
     store::{self, Binding},
 };
 
@@ -47,13 +51,8 @@ fn conflict(what: impl Into<String>) -> RpcError {
 
 pub async fn list_joins(state: State, request: ListJoins) -> Answer<Joins> {
     request.actor.require(Level::Read, "listing joins")?;
-    let filter = match request.state {
-        JoinFilter::Pending => "pending",
-        JoinFilter::Rejected => "rejected",
-        JoinFilter::All => "all",
-    };
     let mut connection = connection(&state).await?;
-    let rows = store::list_joins(&mut connection, filter)
+    let rows = store::list_joins(&mut connection, request.state)
         .await
         .map_err(unavailable)?;
     let now = Utc::now();
@@ -75,7 +74,7 @@ pub async fn approve_join(state: State, request: ApproveJoin) -> Answer<Approved
         store::join_by_id(&mut transaction, request.join_id).await,
         format!("join request {}", request.join_id),
     )?;
-    if join.state != "pending" || join.expires_at <= Utc::now() {
+    if join.state != JoinRecordState::Pending || join.expires_at <= Utc::now() {
         return Err(conflict(format!("join request {} is not pending", join.id)));
     }
     if store::node_by_fingerprint(&mut transaction, &join.fingerprint)
@@ -116,7 +115,7 @@ pub async fn approve_join(state: State, request: ApproveJoin) -> Answer<Approved
     store::decide_join(
         &mut transaction,
         join.id,
-        "approved",
+        JoinRecordState::Approved,
         &request.actor.name,
         Some(node_id),
     )
@@ -153,13 +152,13 @@ pub async fn reject_join(state: State, request: DecideJoin) -> Answer<Done> {
         store::join_by_id(&mut transaction, request.join_id).await,
         format!("join request {}", request.join_id),
     )?;
-    if join.state != "pending" {
+    if join.state != JoinRecordState::Pending {
         return Err(conflict(format!("join request {} is not pending", join.id)));
     }
     store::decide_join(
         &mut transaction,
         join.id,
-        "rejected",
+        JoinRecordState::Rejected,
         &request.actor.name,
         None,
     )
@@ -192,7 +191,7 @@ pub async fn reopen_join(state: State, request: DecideJoin) -> Answer<Done> {
     )?;
     let now = Utc::now();
     let rejected_at = join.decided_at.unwrap_or(join.requested_at);
-    if join.state != "rejected" || !reopenable(rejected_at, now) {
+    if join.state != JoinRecordState::Rejected || !reopenable(rejected_at, now) {
         return Err(conflict(format!(
             "join request {} was not rejected within the last day",
             join.id
@@ -309,9 +308,8 @@ pub async fn create_job(state: State, request: CreateJob) -> Answer<JobCreated> 
 pub async fn list_jobs(state: State, request: ListJobs) -> Answer<Jobs> {
     request.actor.require(Level::Read, "listing jobs")?;
     let limit = i64::from(request.limit.unwrap_or(50).clamp(1, 500));
-    let state_name = request.state.map(actions::job_state_name);
     let mut connection = connection(&state).await?;
-    let rows = store::list_jobs(&mut connection, request.node_id, state_name, limit)
+    let rows = store::list_jobs(&mut connection, request.node_id, request.state, limit)
         .await
         .map_err(unavailable)?;
     Ok(Jobs {
@@ -344,7 +342,7 @@ pub async fn job_output(state: State, request: JobOutputRequest) -> Answer<JobOu
         start += 1;
     }
     Ok(JobOutput {
-        state: actions::job_state(&job_state),
+        state: job_state,
         new_output: output[start..].to_string(),
         offset: output.len() as u64,
     })
@@ -358,8 +356,8 @@ pub async fn cancel_job(state: State, request: JobRef) -> Answer<Done> {
     end_job(
         &state,
         &request,
-        &["pending", "running"],
-        "withdrawn",
+        &[JobState::Pending, JobState::Running],
+        JobOutcome::Withdrawn,
         &reason,
     )
     .await
@@ -372,7 +370,14 @@ pub async fn mark_job_failed(state: State, request: JobRef) -> Answer<Done> {
         .actor
         .require(Level::Change, "marking a job as failed")?;
     let reason = lost::marked(&request.actor.name);
-    end_job(&state, &request, &["running"], "lost", &reason).await
+    end_job(
+        &state,
+        &request,
+        &[JobState::Running],
+        JobOutcome::Lost,
+        &reason,
+    )
+    .await
 }
 
 /// Ends a job an operator names, if it is in one of `from`, as `to` with `reason` and the
@@ -380,8 +385,8 @@ pub async fn mark_job_failed(state: State, request: JobRef) -> Answer<Done> {
 async fn end_job(
     state: &State,
     request: &JobRef,
-    from: &[&str],
-    to: &str,
+    from: &[JobState],
+    to: JobOutcome,
     reason: &str,
 ) -> Answer<Done> {
     let mut transaction = state.store.begin().await.map_err(unavailable)?;
@@ -389,11 +394,12 @@ async fn end_job(
         store::job_by_id(&mut transaction, request.job_id).await,
         format!("job {}", request.job_id),
     )?;
-    if !from.contains(&job.state.as_str()) {
+    if !from.contains(&job.state) {
+        let from: Vec<&str> = from.iter().map(|state| state.as_str()).collect();
         return Err(conflict(format!(
             "job {} is {}, not {}",
             job.id,
-            job.state,
+            job.state.as_str(),
             from.join(" or ")
         )));
     }

@@ -1,12 +1,13 @@
 //! The job queue's SQL.
 
-use capstan_store::PgConnection;
+use capstan_events::agent_channel::{rpc::JobState, JobOutcome};
+use capstan_store::{PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::Result;
+use super::{Result, Spelled};
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct JobRow {
@@ -15,8 +16,9 @@ pub struct JobRow {
     pub primitive: String,
     pub class: String,
     pub params: Json<Value>,
-    pub state: String,
-    pub outcome: Option<String>,
+    /// A spelling the contract does not know fails the read (never taken for another state).
+    #[sqlx(try_from = "Spelled<JobState>")]
+    pub state: JobState,
     pub reason: Option<String>,
     pub result: Option<Json<Value>>,
     pub requested_by: String,
@@ -27,7 +29,15 @@ pub struct JobRow {
     pub finished_at: Option<DateTime<Utc>>,
 }
 
-const JOB_COLUMNS: &str = "id, node_id, primitive, class, params, state, outcome, reason, result, \
+impl JobRow {
+    /// How the job ended, if it has: the table writes `outcome` equal to `state` whenever a job
+    /// ends, so the state says it.
+    pub fn outcome(&self) -> Option<JobOutcome> {
+        self.state.outcome()
+    }
+}
+
+const JOB_COLUMNS: &str = "id, node_id, primitive, class, params, state, reason, result, \
      requested_by, correlation_id, budget_s, created_at, claimed_at, finished_at";
 
 pub struct NewJob<'a> {
@@ -40,14 +50,14 @@ pub struct NewJob<'a> {
     pub correlation_id: Option<Uuid>,
     pub budget_s: i32,
     /// `pending`, or `refused` for a request the plane turns down at once.
-    pub state: &'a str,
+    pub state: JobState,
     pub reason: Option<&'a str>,
 }
 
 /// Inserts a job; `None` when its idempotency key already made one (the same key twice makes
 /// one job).
 pub async fn insert_job(connection: &mut PgConnection, job: &NewJob<'_>) -> Result<Option<JobRow>> {
-    let finished = job.state != "pending";
+    let finished = job.state != JobState::Pending;
     Ok(sqlx::query_as(&format!(
         "INSERT INTO jobs (node_id, primitive, class, params, requested_by, idempotency_key, correlation_id,
                            budget_s, state, outcome, reason, finished_at)
@@ -63,7 +73,7 @@ pub async fn insert_job(connection: &mut PgConnection, job: &NewJob<'_>) -> Resu
     .bind(job.idempotency_key)
     .bind(job.correlation_id)
     .bind(job.budget_s)
-    .bind(job.state)
+    .bind(job.state.as_str())
     .bind(finished)
     .bind(job.reason)
     .fetch_optional(connection)
@@ -91,7 +101,7 @@ pub async fn job_by_key(connection: &mut PgConnection, key: &str) -> Result<Opti
 pub async fn list_jobs(
     connection: &mut PgConnection,
     node_id: Option<i64>,
-    state: Option<&str>,
+    state: Option<JobState>,
     limit: i64,
 ) -> Result<Vec<JobRow>> {
     Ok(sqlx::query_as(&format!(
@@ -99,7 +109,7 @@ pub async fn list_jobs(
              AND ($2::text IS NULL OR state = $2) ORDER BY id DESC LIMIT $3"
     ))
     .bind(node_id)
-    .bind(state)
+    .bind(state.map(JobState::as_str))
     .bind(limit)
     .fetch_all(connection)
     .await?)
@@ -186,11 +196,11 @@ pub async fn start_job(connection: &mut PgConnection, id: i64, now: DateTime<Utc
     Ok(())
 }
 
-/// Ends a job: `state` and `outcome` as given, with what the node said.
+/// Ends a job: its state and outcome both `outcome`, with what the node said.
 pub async fn finish_job(
     connection: &mut PgConnection,
     id: i64,
-    state: &str,
+    outcome: JobOutcome,
     reason: Option<&str>,
     output: Option<&str>,
     result: Option<&Value>,
@@ -202,7 +212,7 @@ pub async fn finish_job(
          WHERE id = $1 RETURNING {JOB_COLUMNS}"
     ))
     .bind(id)
-    .bind(state)
+    .bind(outcome.as_str())
     .bind(reason)
     .bind(output)
     .bind(result.map(Json))
@@ -211,17 +221,22 @@ pub async fn finish_job(
     .await?)
 }
 
-/// The job's output from byte `offset`, and its length.
+/// The job's state and output.
 pub async fn job_output(
     connection: &mut PgConnection,
     id: i64,
-) -> Result<Option<(String, String)>> {
-    Ok(
+) -> Result<Option<(JobState, String)>> {
+    let row: Option<(String, String)> =
         sqlx::query_as("SELECT state, output FROM jobs WHERE id = $1")
             .bind(id)
             .fetch_optional(connection)
-            .await?,
-    )
+            .await?;
+    row.map(|(state, output)| {
+        JobState::try_from(state)
+            .map(|state| (state, output))
+            .map_err(|unknown| StoreError::Database(format!("job {id}: {unknown}")))
+    })
+    .transpose()
 }
 
 pub async fn refusal_count(
@@ -245,7 +260,8 @@ pub struct ReadingRow {
     pub node_id: i64,
     pub primitive: String,
     pub id: i64,
-    pub outcome: String,
+    #[sqlx(try_from = "Spelled<JobOutcome>")]
+    pub outcome: JobOutcome,
     pub finished_at: DateTime<Utc>,
     pub result: Option<Json<Value>>,
 }
@@ -301,4 +317,69 @@ pub async fn hosts_listing_container(
     .bind(name)
     .fetch_all(connection)
     .await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Issue 10, housekeeping: states are the contract's enums down to the row; a row whose
+    // state the contract does not know (a schema that drifted from the code) fails its read,
+    // never passes for `withdrawn`.
+    #[tokio::test]
+    async fn a_job_row_in_a_state_the_contract_does_not_know_is_an_error_not_withdrawn() {
+        let database = capstan_store::testsuite::TestDatabase::create().await;
+        let store = capstan_store::Store::connect(database.url(), "agent_channel", 2)
+            .await
+            .unwrap();
+        store.migrate(&crate::MIGRATOR).await.unwrap();
+        let mut connection = store.pool().acquire().await.unwrap();
+        let node: i64 =
+            sqlx::query_scalar("INSERT INTO nodes (name) VALUES ('web-1') RETURNING id")
+                .fetch_one(&mut *connection)
+                .await
+                .unwrap();
+        let params = serde_json::json!({});
+        let job = insert_job(
+            &mut connection,
+            &NewJob {
+                node_id: node,
+                primitive: "check_status",
+                class: "read",
+                params: &params,
+                requested_by: "test",
+                idempotency_key: None,
+                correlation_id: None,
+                budget_s: 60,
+                state: JobState::Pending,
+                reason: None,
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(job.state, JobState::Pending);
+        assert_eq!(job.outcome(), None);
+        let read = job_by_id(&mut connection, job.id).await.unwrap().unwrap();
+        assert_eq!(read.state, JobState::Pending);
+
+        sqlx::query("ALTER TABLE jobs DROP CONSTRAINT jobs_state_check")
+            .execute(&mut *connection)
+            .await
+            .unwrap();
+        sqlx::query("UPDATE jobs SET state = 'cancelled' WHERE id = $1")
+            .bind(job.id)
+            .execute(&mut *connection)
+            .await
+            .unwrap();
+        let refused = job_by_id(&mut connection, job.id).await.unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .contains("\"cancelled\" is not a job state"),
+            "{refused}"
+        );
+        let refused = job_output(&mut connection, job.id).await.unwrap_err();
+        assert!(refused.to_string().contains("cancelled"), "{refused}");
+    }
 }

@@ -5,14 +5,54 @@ use capstan_store::{PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use sqlx::types::Json;
+use std::time::Duration;
 use uuid::Uuid;
 
-use crate::domain::claims::NodeFacts;
+use crate::domain::{claims::NodeFacts, joins::JoinRecordState, REJECTED_REOPENABLE_FOR};
+use capstan_events::agent_channel::{
+    rpc::{JobState, JoinFilter},
+    JobOutcome, UnknownState,
+};
 
 mod jobs;
 pub use jobs::*;
 
 type Result<T> = std::result::Result<T, StoreError>;
+
+/// A state kept as text, read through its spelling: a spelling the enum does not know fails the
+/// read with the error naming it (`"cancelled" is not a job state`), never a guess. Fields use
+/// it as `#[sqlx(try_from = "Spelled<JobState>")]`.
+pub struct Spelled<T>(T);
+
+impl<T> sqlx::Type<sqlx::Postgres> for Spelled<T> {
+    fn type_info() -> sqlx::postgres::PgTypeInfo {
+        <String as sqlx::Type<sqlx::Postgres>>::type_info()
+    }
+
+    fn compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
+        <String as sqlx::Type<sqlx::Postgres>>::compatible(ty)
+    }
+}
+
+impl<'r, T: TryFrom<String, Error = UnknownState>> sqlx::Decode<'r, sqlx::Postgres> for Spelled<T> {
+    fn decode(
+        value: sqlx::postgres::PgValueRef<'r>,
+    ) -> std::result::Result<Self, sqlx::error::BoxDynError> {
+        let text = <String as sqlx::Decode<sqlx::Postgres>>::decode(value)?;
+        Ok(Spelled(T::try_from(text)?))
+    }
+}
+
+macro_rules! spelled {
+    ($($state:ty),*) => {$(
+        impl From<Spelled<$state>> for $state {
+            fn from(spelled: Spelled<$state>) -> $state {
+                spelled.0
+            }
+        }
+    )*};
+}
+spelled!(JobState, JobOutcome, JoinRecordState);
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct NodeRow {
@@ -83,6 +123,15 @@ pub async fn list_nodes(connection: &mut PgConnection) -> Result<Vec<NodeRow>> {
     ))
     .fetch_all(connection)
     .await?)
+}
+
+/// The keys of every paired node (standard base64), to know them before their first request.
+pub async fn paired_keys(connection: &mut PgConnection) -> Result<Vec<String>> {
+    Ok(
+        sqlx::query_scalar("SELECT public_key FROM nodes WHERE public_key IS NOT NULL")
+            .fetch_all(connection)
+            .await?,
+    )
 }
 
 /// A paired node already called `name`, if any (a join claiming it is shown, never bound).
@@ -218,7 +267,9 @@ pub struct JoinRow {
     pub agent_version: String,
     pub site_root: Option<String>,
     pub container: Option<String>,
-    pub state: String,
+    /// A spelling the service does not know fails the read.
+    #[sqlx(try_from = "Spelled<JoinRecordState>")]
+    pub state: JoinRecordState,
     pub requested_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
     pub decided_at: Option<DateTime<Utc>>,
@@ -256,6 +307,8 @@ pub struct NewJoin<'a> {
     pub fingerprint: &'a str,
     pub name: &'a str,
     pub source_address: &'a str,
+    /// What the per-source cap counts by ([`crate::domain::rate::source_network`]).
+    pub source_network: &'a str,
     pub addresses: &'a [String],
     pub agent_version: &'a str,
     pub site_root: Option<&'a str>,
@@ -266,8 +319,8 @@ pub struct NewJoin<'a> {
 pub async fn insert_join(connection: &mut PgConnection, join: &NewJoin<'_>) -> Result<()> {
     sqlx::query(
         "INSERT INTO joins (id, public_key, fingerprint, name, source_address, addresses, agent_version,
-                            site_root, container, state, expires_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10)",
+                            site_root, container, state, expires_at, source_network)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11)",
     )
     .bind(join.id)
     .bind(join.public_key)
@@ -279,6 +332,7 @@ pub async fn insert_join(connection: &mut PgConnection, join: &NewJoin<'_>) -> R
     .bind(join.site_root)
     .bind(join.container)
     .bind(join.expires_at)
+    .bind(join.source_network)
     .execute(connection)
     .await?;
     Ok(())
@@ -288,7 +342,8 @@ pub async fn insert_join(connection: &mut PgConnection, join: &NewJoin<'_>) -> R
 pub async fn renew_join(connection: &mut PgConnection, id: Uuid, join: &NewJoin<'_>) -> Result<()> {
     sqlx::query(
         "UPDATE joins SET state = 'pending', name = $2, source_address = $3, addresses = $4,
-             agent_version = $5, site_root = $6, container = $7, expires_at = $8
+             agent_version = $5, site_root = $6, container = $7, expires_at = $8,
+             source_network = $9
          WHERE id = $1",
     )
     .bind(id)
@@ -299,18 +354,19 @@ pub async fn renew_join(connection: &mut PgConnection, id: Uuid, join: &NewJoin<
     .bind(join.site_root)
     .bind(join.container)
     .bind(join.expires_at)
+    .bind(join.source_network)
     .execute(connection)
     .await?;
     Ok(())
 }
 
-/// Pending requests, from one address and in all.
-pub async fn pending_counts(connection: &mut PgConnection, address: &str) -> Result<(i64, i64)> {
+/// Pending requests, from one source network and in all.
+pub async fn pending_counts(connection: &mut PgConnection, network: &str) -> Result<(i64, i64)> {
     Ok(sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE source_address = $1), count(*)
+        "SELECT count(*) FILTER (WHERE source_network = $1), count(*)
          FROM joins WHERE state = 'pending' AND expires_at > now()",
     )
-    .bind(address)
+    .bind(network)
     .fetch_one(connection)
     .await?)
 }
@@ -318,13 +374,13 @@ pub async fn pending_counts(connection: &mut PgConnection, address: &str) -> Res
 pub async fn decide_join(
     connection: &mut PgConnection,
     id: Uuid,
-    state: &str,
+    state: JoinRecordState,
     by: &str,
     node_id: Option<i64>,
 ) -> Result<()> {
     sqlx::query("UPDATE joins SET state = $2, decided_at = now(), decided_by = $3, node_id = $4 WHERE id = $1")
         .bind(id)
-        .bind(state)
+        .bind(state.as_str())
         .bind(by)
         .bind(node_id)
         .execute(connection)
@@ -345,21 +401,30 @@ pub async fn reopen_join(
     Ok(())
 }
 
-/// `pending`, `rejected` (within the reopen window) or every request of the last day.
-pub async fn list_joins(connection: &mut PgConnection, filter: &str) -> Result<Vec<JoinRow>> {
+/// `pending`, `rejected` (within the reopen window) or every request of that window.
+pub async fn list_joins(connection: &mut PgConnection, filter: JoinFilter) -> Result<Vec<JoinRow>> {
     let condition = match filter {
-        "pending" => "state = 'pending' AND expires_at > now()",
-        "rejected" => "state = 'rejected' AND decided_at > now() - interval '1 day'",
-        _ => "requested_at > now() - interval '1 day' OR state IN ('pending', 'rejected')",
+        JoinFilter::Pending => "state = 'pending' AND expires_at > now()",
+        JoinFilter::Rejected => {
+            "state = 'rejected' AND decided_at > now() - make_interval(secs => $1)"
+        }
+        JoinFilter::All => {
+            "requested_at > now() - make_interval(secs => $1) OR state IN ('pending', 'rejected')"
+        }
     };
-    Ok(sqlx::query_as(&format!(
+    let sql = format!(
         "SELECT {JOIN_COLUMNS} FROM joins WHERE {condition} ORDER BY requested_at DESC LIMIT 500"
-    ))
-    .fetch_all(connection)
-    .await?)
+    );
+    let query = sqlx::query_as(&sql);
+    let query = match filter {
+        JoinFilter::Pending => query,
+        JoinFilter::Rejected | JoinFilter::All => query.bind(REJECTED_REOPENABLE_FOR.as_secs_f64()),
+    };
+    Ok(query.fetch_all(connection).await?)
 }
 
-/// Marks unrenewed requests expired and retires keys rejected over a day ago; returns counts.
+/// Marks unrenewed requests expired and retires keys rejected longer ago than they may be
+/// reopened; returns counts.
 pub async fn sweep_joins(connection: &mut PgConnection) -> Result<(u64, u64)> {
     let expired = sqlx::query(
         "UPDATE joins SET state = 'expired' WHERE state = 'pending' AND expires_at <= now()",
@@ -368,35 +433,50 @@ pub async fn sweep_joins(connection: &mut PgConnection) -> Result<(u64, u64)> {
     .await?
     .rows_affected();
     let retired = sqlx::query(
-        "UPDATE joins SET state = 'retired' WHERE state = 'rejected' AND decided_at <= now() - interval '1 day'",
+        "UPDATE joins SET state = 'retired'
+         WHERE state = 'rejected' AND decided_at <= now() - make_interval(secs => $1)",
     )
+    .bind(REJECTED_REOPENABLE_FOR.as_secs_f64())
     .execute(connection)
     .await?
     .rows_affected();
     Ok((expired, retired))
 }
 
-/// Records a nonce of a key; false when the key used it within the window (a replay).
+/// Records a nonce of a key at `now`; false when the key used it within `window` before (a
+/// replay). `now` is the agent channel's clock, the one the signature's skew was judged by.
 pub async fn record_nonce(
     connection: &mut PgConnection,
     fingerprint: &str,
     nonce: &str,
+    now: DateTime<Utc>,
+    window: Duration,
 ) -> Result<bool> {
     let inserted = sqlx::query(
-        "INSERT INTO nonces (fingerprint, nonce) VALUES ($1, $2) ON CONFLICT (fingerprint, nonce)
-         DO UPDATE SET seen_at = now() WHERE nonces.seen_at < now() - interval '600 seconds'",
+        "INSERT INTO nonces (fingerprint, nonce, seen_at) VALUES ($1, $2, $3)
+         ON CONFLICT (fingerprint, nonce) DO UPDATE SET seen_at = $3
+             WHERE nonces.seen_at < $3 - make_interval(secs => $4)",
     )
     .bind(fingerprint)
     .bind(nonce)
+    .bind(now)
+    .bind(window.as_secs_f64())
     .execute(connection)
     .await?
     .rows_affected();
     Ok(inserted == 1)
 }
 
-pub async fn prune_nonces(connection: &mut PgConnection) -> Result<u64> {
+/// Forgets nonces seen more than `window` before `now`.
+pub async fn prune_nonces(
+    connection: &mut PgConnection,
+    now: DateTime<Utc>,
+    window: Duration,
+) -> Result<u64> {
     Ok(
-        sqlx::query("DELETE FROM nonces WHERE seen_at < now() - interval '600 seconds'")
+        sqlx::query("DELETE FROM nonces WHERE seen_at < $1 - make_interval(secs => $2)")
+            .bind(now)
+            .bind(window.as_secs_f64())
             .execute(connection)
             .await?
             .rows_affected(),
@@ -429,9 +509,10 @@ pub async fn glance(connection: &mut PgConnection, node_id: i64) -> Result<Optio
     .await?)
 }
 
-/// A node-signed request's first read, in one statement: the node holding `fingerprint` with
-/// its glance, and whether `nonce` is new for that key (recorded in the same statement). The
-/// caller still reports in protocol order: an unknown key, then a bad signature, then a replay.
+/// A node-signed request's read once its signature has verified, in one statement: the node
+/// holding `fingerprint` with its glance, and whether `nonce` is new for that key (recorded in
+/// the same statement, at `now`, as [`record_nonce`] does). Never called before the signature
+/// is checked: a nonce is remembered only for a request its key signed.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Arrival {
     #[sqlx(flatten)]
@@ -457,13 +538,16 @@ pub async fn arrive(
     connection: &mut PgConnection,
     fingerprint: &str,
     nonce: &str,
+    now: DateTime<Utc>,
+    window: Duration,
 ) -> Result<Option<Arrival>> {
     Ok(sqlx::query_as(&format!(
         "WITH node AS (SELECT {NODE_COLUMNS} FROM nodes WHERE fingerprint = $1),
          recorded AS (
-             INSERT INTO nonces (fingerprint, nonce) SELECT $1, $2 WHERE EXISTS (SELECT 1 FROM node)
-             ON CONFLICT (fingerprint, nonce) DO UPDATE SET seen_at = now()
-                 WHERE nonces.seen_at < now() - interval '600 seconds'
+             INSERT INTO nonces (fingerprint, nonce, seen_at)
+                 SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM node)
+             ON CONFLICT (fingerprint, nonce) DO UPDATE SET seen_at = $3
+                 WHERE nonces.seen_at < $3 - make_interval(secs => $4)
              RETURNING 1
          )
          SELECT node.*,
@@ -476,6 +560,8 @@ pub async fn arrive(
     ))
     .bind(fingerprint)
     .bind(nonce)
+    .bind(now)
+    .bind(window.as_secs_f64())
     .fetch_optional(connection)
     .await?)
 }

@@ -1,20 +1,45 @@
-//! The sign-in throttle: an operator name that failed `account_failures` times, or an address
-//! that failed `address_failures` times, within `window` is refused until the oldest of those
-//! failures leaves the window. Counting per name stops guessing one operator's password from
-//! many addresses; counting per address stops one address trying many names.
+//! The sign-in throttle. A hard stop per (name, address) and per address: an operator name that
+//! failed `account_failures` times from one address, or an address that failed
+//! `address_failures` times, within `window` is refused from there until the oldest of those
+//! failures leaves the window. Per name alone only a growing delay ([`name_delay`]): a
+//! stranger failing under an operator's name slows every try of that name down, but cannot
+//! stop the operator signing in from their own address. Counting per address stops one address
+//! trying many names; the delay stops many addresses guessing one name quickly.
 
 use chrono::{DateTime, Duration, Utc};
 
 /// The limits, from the gateway's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
+    /// Failures of one name from one address before that pair is stopped; also how many
+    /// failures of a name from anywhere pass before its tries are delayed.
     pub account_failures: u32,
     pub address_failures: u32,
     pub window: Duration,
 }
 
+/// The first delay of a name that failed `account_failures` times from anywhere; it doubles
+/// with each further failure up to [`NAME_DELAY_MAX`].
+pub const NAME_DELAY_FIRST: std::time::Duration = std::time::Duration::from_millis(250);
+/// The longest a try of a name under attack waits: long enough that guessing is slow, short
+/// enough that the operator still signs in.
+pub const NAME_DELAY_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long a try of a name that failed `failures` times within the window (from any address)
+/// waits before its password is checked.
+pub fn name_delay(failures: i64, limits: Limits) -> std::time::Duration {
+    let free = i64::from(limits.account_failures.max(1));
+    if failures < free {
+        return std::time::Duration::ZERO;
+    }
+    let doublings = u32::try_from(failures - free).unwrap_or(u32::MAX).min(16);
+    NAME_DELAY_FIRST
+        .saturating_mul(1 << doublings)
+        .min(NAME_DELAY_MAX)
+}
+
 impl Default for Limits {
-    /// 5 failures per operator name and 20 per address within 15 minutes.
+    /// 5 failures per operator name and address, and 20 per address, within 15 minutes.
     fn default() -> Limits {
         Limits {
             account_failures: 5,
@@ -28,7 +53,8 @@ impl Default for Limits {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     Allowed,
-    /// Too many failures for this operator name; try again after `retry_after`.
+    /// Too many failures for this operator name from this address; try again after
+    /// `retry_after`.
     AccountThrottled {
         retry_after: Duration,
     },
@@ -44,7 +70,9 @@ impl Verdict {
     pub fn sentence(self) -> Option<String> {
         let (whom, retry_after) = match self {
             Verdict::Allowed => return None,
-            Verdict::AccountThrottled { retry_after } => ("for this operator name", retry_after),
+            Verdict::AccountThrottled { retry_after } => {
+                ("for this operator name from your address", retry_after)
+            }
             Verdict::AddressThrottled { retry_after } => ("from your address", retry_after),
         };
         let minutes = (retry_after.num_seconds() + 59) / 60;
@@ -67,8 +95,8 @@ impl Verdict {
     }
 }
 
-/// Decides from the failure times of the operator name and of the address (any order; only
-/// those within the window count).
+/// Decides from the failure times of the operator name from this address and of the address
+/// (any order; only those within the window count).
 pub fn verdict(
     now: DateTime<Utc>,
     account_failures: &[DateTime<Utc>],
@@ -205,6 +233,22 @@ mod tests {
     }
 
     #[test]
+    fn a_name_failing_from_anywhere_is_only_delayed_growing_to_a_bound() {
+        let limits = Limits::default();
+        assert_eq!(name_delay(0, limits), std::time::Duration::ZERO);
+        assert_eq!(name_delay(4, limits), std::time::Duration::ZERO);
+        assert_eq!(name_delay(5, limits), NAME_DELAY_FIRST);
+        assert_eq!(name_delay(6, limits), NAME_DELAY_FIRST * 2);
+        assert_eq!(name_delay(7, limits), NAME_DELAY_FIRST * 4);
+        assert_eq!(name_delay(50, limits), NAME_DELAY_MAX);
+        assert_eq!(name_delay(i64::MAX, limits), NAME_DELAY_MAX);
+        // A delay is never a refusal: whatever strangers did, the verdict for the operator's
+        // own address reads only that address's failures.
+        let now = Utc::now();
+        assert_eq!(verdict(now, &[], &[], limits), Verdict::Allowed);
+    }
+
+    #[test]
     fn the_sentence_says_what_to_do_and_never_whether_the_name_exists() {
         let sentence = Verdict::AccountThrottled {
             retry_after: Duration::seconds(61),
@@ -213,7 +257,8 @@ mod tests {
         .unwrap();
         assert_eq!(
             sentence,
-            "Too many failed sign-ins for this operator name. Wait 2 minutes and try again."
+            "Too many failed sign-ins for this operator name from your address. Wait 2 minutes \
+             and try again."
         );
         assert_eq!(Verdict::Allowed.sentence(), None);
         assert!(Verdict::AddressThrottled {

@@ -147,8 +147,11 @@ pub async fn revoke_token(store: &Store, token_sha256: &[u8]) -> Result<bool, St
 /// One operator act, as the audit log keeps it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditEntry {
+    /// The operator who acted; for a refused sign-in, the name tried (which may be no
+    /// operator's); for a `capstan admin` act, `capstan admin`.
     pub operator: String,
-    pub level: Level,
+    /// Their level; none for a name that is no operator's (kept as 0).
+    pub level: Option<Level>,
     pub address: Option<String>,
     /// `approve_join`, `cancel_job`, ...
     pub action: &'static str,
@@ -165,7 +168,7 @@ pub async fn insert_audit(store: &Store, entry: &AuditEntry) -> Result<(), Store
          VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
     .bind(&entry.operator)
-    .bind(i16::from(u8::from(entry.level)))
+    .bind(entry.level.map_or(0, |level| i16::from(u8::from(level))))
     .bind(&entry.address)
     .bind(entry.action)
     .bind(&entry.target)

@@ -139,68 +139,110 @@ pub async fn change_password(
     Ok(())
 }
 
-/// The database's clock and the newest failures (at most `limit_*`) of `name` and of
-/// `address` within `window`.
+/// The database's clock, the newest failures (at most `limit_*`) of `name` from `address` and
+/// of `address` within `window`, and how many failures `name` had from anywhere in it.
 pub struct RecentFailures {
     pub now: DateTime<Utc>,
-    pub account: Vec<DateTime<Utc>>,
+    pub pair: Vec<DateTime<Utc>>,
     pub address: Vec<DateTime<Utc>>,
+    pub name: i64,
 }
 
-pub async fn recent_sign_in_failures(
+/// A sign-in attempt counted before its password is checked: the transaction that counted it
+/// holds `address`'s lock until [`SignInCount::commit`], so attempts from one address are
+/// counted one at a time and none can slip past the count while another is being checked.
+pub struct SignInCount {
+    transaction: capstan_store::Transaction<'static, capstan_store::Postgres>,
+    pub recent: RecentFailures,
+}
+
+/// Locks `address`'s sign-in count (for the transaction) and reads it with `name`'s. The
+/// clock is read after the lock (`clock_timestamp()`, not the transaction's start, `now()`),
+/// and a counted attempt is stamped the same way: an attempt that committed while this one
+/// waited for the lock is never "in the future" of this one's count.
+pub async fn count_sign_in(
     store: &Store,
     name: &str,
-    address: Option<&str>,
+    address: &str,
     window: Duration,
-    limit_account: u32,
+    limit_pair: u32,
     limit_address: u32,
-) -> Result<RecentFailures, StoreError> {
-    let (now, account, address): (DateTime<Utc>, Vec<DateTime<Utc>>, Vec<DateTime<Utc>>) =
-        sqlx::query_as(
-            "SELECT now(),
+) -> Result<SignInCount, StoreError> {
+    let mut transaction = store.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('capstan-sign-in'), hashtext($1))")
+        .bind(address)
+        .execute(&mut *transaction)
+        .await?;
+    type Counts = (DateTime<Utc>, Vec<DateTime<Utc>>, Vec<DateTime<Utc>>, i64);
+    let (now, pair, address, name): Counts = sqlx::query_as(
+        "WITH clock AS (SELECT clock_timestamp() AS now)
+         SELECT clock.now,
                 ARRAY(SELECT at FROM sign_in_failures
-                      WHERE name = $1 AND at > now() - make_interval(secs => $3)
+                      WHERE name = $1 AND address = $2 AND at > clock.now - make_interval(secs => $3)
                       ORDER BY at DESC LIMIT $4),
                 ARRAY(SELECT at FROM sign_in_failures
-                      WHERE $2::text IS NOT NULL AND address = $2
-                        AND at > now() - make_interval(secs => $3)
-                      ORDER BY at DESC LIMIT $5)",
-        )
-        .bind(name)
-        .bind(address)
-        .bind(window.as_secs_f64())
-        .bind(i64::from(limit_account))
-        .bind(i64::from(limit_address))
-        .fetch_one(store.pool())
-        .await?;
-    Ok(RecentFailures {
-        now,
-        account,
-        address,
-    })
-}
-
-/// Records a refused sign-in, and forgets failures older than a day (the window is shorter).
-pub async fn record_sign_in_failure(
-    store: &Store,
-    name: &str,
-    address: Option<&str>,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "WITH pruned AS (DELETE FROM sign_in_failures WHERE at < now() - interval '1 day')
-         INSERT INTO sign_in_failures (name, address) VALUES ($1, $2)",
+                      WHERE address = $2 AND at > clock.now - make_interval(secs => $3)
+                      ORDER BY at DESC LIMIT $5),
+                (SELECT count(*) FROM sign_in_failures
+                 WHERE name = $1 AND at > clock.now - make_interval(secs => $3))
+         FROM clock",
     )
     .bind(name)
     .bind(address)
-    .execute(store.pool())
+    .bind(window.as_secs_f64())
+    .bind(i64::from(limit_pair))
+    .bind(i64::from(limit_address))
+    .fetch_one(&mut *transaction)
     .await?;
+    Ok(SignInCount {
+        transaction,
+        recent: RecentFailures {
+            now,
+            pair,
+            address,
+            name,
+        },
+    })
+}
+
+impl SignInCount {
+    /// Counts this attempt as a failure now, before its password is checked (a success takes
+    /// it back with [`forget_sign_in_failure`]); forgets failures older than a day on the way
+    /// (the window is shorter). Returns the row's id.
+    pub async fn count_failure(mut self, name: &str, address: &str) -> Result<i64, StoreError> {
+        let id = sqlx::query_scalar(
+            "WITH pruned AS (DELETE FROM sign_in_failures WHERE at < now() - interval '1 day')
+             INSERT INTO sign_in_failures (at, name, address) VALUES (clock_timestamp(), $1, $2)
+             RETURNING id",
+        )
+        .bind(name)
+        .bind(address)
+        .fetch_one(&mut *self.transaction)
+        .await?;
+        self.transaction.commit().await?;
+        Ok(id)
+    }
+}
+
+/// Takes back the failure counted for an attempt that turned out right (or was never checked).
+pub async fn forget_sign_in_failure(store: &Store, id: i64) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM sign_in_failures WHERE id = $1")
+        .bind(id)
+        .execute(store.pool())
+        .await?;
     Ok(())
 }
 
-/// A successful sign-in clears the name's failures (not the address's).
-pub async fn clear_sign_in_failures(store: &Store, name: &str) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM sign_in_failures WHERE name = $1")
+/// A successful sign-in clears the failures of its name from its own address; failures from
+/// other addresses stay (an operator signing in never resets a stranger's count).
+pub async fn clear_sign_in_failures(
+    store: &Store,
+    name: &str,
+    address: &str,
+) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM sign_in_failures WHERE name = $1 AND address = $2")
         .bind(name)
+        .bind(address)
         .execute(store.pool())
         .await?;
     Ok(())

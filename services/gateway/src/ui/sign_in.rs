@@ -107,28 +107,43 @@ pub async fn sign_in(
         .window
         .to_std()
         .unwrap_or(std::time::Duration::from_secs(15 * 60));
-    let recent = match store::recent_sign_in_failures(
+    // The attempt is counted before its password is checked, under its address's lock, so
+    // forty wrong passwords sent at once meet the same count one after another.
+    let counted = match store::count_sign_in(
         &state.store,
         &name,
-        Some(&address),
+        &address,
         window,
         ui.throttle.account_failures,
         ui.throttle.address_failures,
     )
     .await
     {
-        Ok(recent) => recent,
+        Ok(counted) => counted,
         Err(failure) => {
             error!(error = %failure, "cannot read sign-in failures");
             return UiError::unavailable().into_response();
         }
     };
-    let verdict = throttle::verdict(recent.now, &recent.account, &recent.address, ui.throttle);
+    let recent = &counted.recent;
+    let verdict = throttle::verdict(recent.now, &recent.pair, &recent.address, ui.throttle);
     if let (Some(sentence), Some(seconds)) = (verdict.sentence(), verdict.retry_after_secs()) {
         info!(%address, "sign-in throttled");
         let mut response = refused(StatusCode::TOO_MANY_REQUESTS, sentence);
         retry_after(&mut response, seconds);
         return response;
+    }
+    let delay = throttle::name_delay(recent.name, ui.throttle);
+    let attempt = match counted.count_failure(&name, &address).await {
+        Ok(attempt) => attempt,
+        Err(failure) => {
+            error!(error = %failure, "cannot record a sign-in attempt");
+            return UiError::unavailable().into_response();
+        }
+    };
+    // A name strangers have been failing under is slowed down, never stopped.
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
     }
     let record = if name.len() <= MAX_NAME {
         match store::operator_for_sign_in(&state.store, &name).await {
@@ -144,20 +159,55 @@ pub async fn sign_in(
     let stored = record
         .as_ref()
         .and_then(|record| record.password_hash.clone());
-    let matches = password::verify(typed, stored).await;
-    let Some(record) = record.filter(|_| matches) else {
-        if let Err(failure) =
-            store::record_sign_in_failure(&state.store, &name, Some(&address)).await
-        {
-            error!(error = %failure, "cannot record a sign-in failure");
+    let matches = match password::verify(typed, stored).await {
+        Ok(matches) => matches,
+        Err(password::Busy) => {
+            // Never checked, so not a failure of this name.
+            if let Err(failure) = store::forget_sign_in_failure(&state.store, attempt).await {
+                error!(error = %failure, "cannot take back a sign-in attempt");
+            }
+            info!(%address, "sign-in deferred: too many at once");
+            let mut response = refused(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Too many sign-ins at once. Try again in a moment.".into(),
+            );
+            retry_after(&mut response, password::BUSY_RETRY_AFTER_SECS);
+            return response;
         }
-        info!(%address, "sign-in refused");
-        return refused(
-            StatusCode::UNAUTHORIZED,
-            "That operator name and password do not match.".into(),
-        );
     };
-    if let Err(failure) = store::clear_sign_in_failures(&state.store, &record.name).await {
+    let record = match record {
+        Some(record) if matches => record,
+        record => {
+            let reason = match &record {
+                None => "unknown_name",
+                Some(record) if record.password_hash.is_none() => "no_password",
+                Some(_) => "wrong_password",
+            };
+            record_act(
+                &state.store,
+                &AuditEntry {
+                    operator: name.clone(),
+                    level: record.as_ref().map(|record| record.level),
+                    address: Some(address.clone()),
+                    action: "sign_in",
+                    target: None,
+                    outcome: "unauthorized".into(),
+                    detail: serde_json::json!({"via": "ui", "reason": reason}),
+                },
+            )
+            .await;
+            info!(%address, "sign-in refused");
+            return refused(
+                StatusCode::UNAUTHORIZED,
+                "That operator name and password do not match.".into(),
+            );
+        }
+    };
+    if let Err(failure) = store::forget_sign_in_failure(&state.store, attempt).await {
+        error!(error = %failure, "cannot take back a sign-in attempt");
+    }
+    if let Err(failure) = store::clear_sign_in_failures(&state.store, &record.name, &address).await
+    {
         error!(error = %failure, "cannot clear sign-in failures");
     }
     let secret = cookies::random_secret();
@@ -180,7 +230,7 @@ pub async fn sign_in(
         &state.store,
         &AuditEntry {
             operator: record.name.clone(),
-            level: record.level,
+            level: Some(record.level),
             address: Some(address),
             action: "sign_in",
             target: None,
@@ -305,8 +355,21 @@ pub async fn change_password(
                 .into_response();
         }
     };
-    if !password::verify(current.clone(), stored).await {
-        return refuse("Your current password is not right.");
+    match password::verify(current.clone(), stored).await {
+        Ok(true) => {}
+        Ok(false) => return refuse("Your current password is not right."),
+        Err(password::Busy) => {
+            let mut response = UiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "Busy",
+                "Too many passwords are being checked at once; try again in a moment.",
+            )
+            .with_session(&session)
+            .into_response();
+            retry_after(&mut response, password::BUSY_RETRY_AFTER_SECS);
+            return response;
+        }
     }
     if let Err(problem) = check_new_password(&new) {
         return refuse(&problem);

@@ -16,6 +16,8 @@ pub struct Browser {
     cookies: Mutex<BTreeMap<String, String>>,
     /// The operator signed in, when one is.
     pub name: String,
+    /// The client address a trusted proxy names for this browser (`X-Forwarded-For`).
+    forwarded_for: Option<String>,
 }
 
 pub struct Page {
@@ -49,6 +51,27 @@ impl Browser {
                 .unwrap(),
             cookies: Mutex::default(),
             name: String::new(),
+            forwarded_for: None,
+        }
+    }
+
+    /// A browser at `address`, as a proxy the gateway trusts names it
+    /// ([`Gateway::start_behind`]).
+    pub fn at(gateway: &Gateway, address: &str) -> Browser {
+        Browser {
+            forwarded_for: Some(address.to_string()),
+            ..Browser::new(gateway)
+        }
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let request = self
+            .client
+            .request(method, format!("{}{path}", self.url))
+            .header("cookie", self.cookie_header());
+        match &self.forwarded_for {
+            Some(address) => request.header("x-forwarded-for", address),
+            None => request,
         }
     }
 
@@ -99,9 +122,7 @@ impl Browser {
 
     pub async fn get(&self, path: &str) -> Page {
         let response = self
-            .client
-            .get(format!("{}{path}", self.url))
-            .header("cookie", self.cookie_header())
+            .request(reqwest::Method::GET, path)
             .send()
             .await
             .unwrap();
@@ -114,9 +135,7 @@ impl Browser {
             .extend_pairs(fields)
             .finish();
         let response = self
-            .client
-            .post(format!("{}{path}", self.url))
-            .header("cookie", self.cookie_header())
+            .request(reqwest::Method::POST, path)
             .header("content-type", "application/x-www-form-urlencoded")
             .body(body)
             .send()
@@ -140,13 +159,23 @@ impl Browser {
 
     /// Fills in and sends the sign-in form.
     pub async fn sign_in(&self, name: &str, password: &str) -> Page {
+        let csrf = self.sign_in_form().await;
+        self.send_sign_in(&csrf, name, password).await
+    }
+
+    /// Opens the sign-in form; its CSRF token.
+    pub async fn sign_in_form(&self) -> String {
         let form = self.get("/ui/sign-in").await;
         assert_eq!(form.status, 200);
-        let csrf = form.csrf();
+        form.csrf()
+    }
+
+    /// Sends the sign-in form opened with [`Browser::sign_in_form`].
+    pub async fn send_sign_in(&self, csrf: &str, name: &str, password: &str) -> Page {
         self.post(
             "/ui/sign-in",
             &[
-                ("csrf", &csrf),
+                ("csrf", csrf),
                 ("name", name),
                 ("password", password),
                 ("next", "/ui/"),

@@ -63,6 +63,13 @@ pub struct Gateway {
     _database: TestDatabase,
 }
 
+impl Gateway {
+    /// The test database's URL (for settings of a command run against it).
+    pub fn database_url(&self) -> &str {
+        self._database.url()
+    }
+}
+
 impl Drop for Gateway {
     fn drop(&mut self) {
         self.stop.cancel();

@@ -9,5 +9,6 @@ mod browser;
 mod errors;
 mod harness;
 mod openapi;
+mod sign_in;
 mod ui;
 mod ui_routes;

@@ -112,7 +112,7 @@ async fn five_failures_for_one_name_throttle_it_even_with_the_right_password() {
     assert_eq!(throttled.status, 429);
     assert!(
         throttled
-            .has("Too many failed sign-ins for this operator name. Wait 15 minutes and try again."),
+            .has("Too many failed sign-ins for this operator name from your address. Wait 15 minutes and try again."),
         "{}",
         throttled.body
     );

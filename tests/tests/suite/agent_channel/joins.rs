@@ -315,3 +315,69 @@ async fn a_renewal_racing_an_approval_sees_the_node_it_made() {
     pool.close().await;
     plane.stop().await;
 }
+
+// Issue 10, "join floods are contained per network": 125 machines of one IPv6 /64 (each its
+// own address and key) hold at most the per-network share of pending joins; the rest are 429,
+// and a machine of another network (an IPv4 address, another /64) still gets its join lodged.
+// The source address is what a trusted proxy names, as behind a load balancer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_flood_from_one_ipv6_64_is_capped_as_one_network_and_others_still_join() {
+    let plane = Plane::start_with(&[("CAPSTAN__GATEWAY__TRUSTED_PROXIES", "127.0.0.1")]).await;
+    let mut lodged = 0;
+    for host in 1..=125 {
+        let reply = TestAgent::new(&plane)
+            .join_from(&format!("flood-{host}"), &format!("2001:db8::{host:x}"))
+            .await;
+        match reply.status {
+            StatusCode::ACCEPTED => lodged += 1,
+            StatusCode::TOO_MANY_REQUESTS => {
+                let code = reply.body["error"]["code"].as_str().unwrap_or_default();
+                assert!(
+                    ["too_many_pending", "rate_limited"].contains(&code),
+                    "{}",
+                    reply.body
+                );
+            }
+            other => panic!("join {host} answered {other}: {}", reply.body),
+        }
+    }
+    assert_eq!(lodged, 8, "one /64 holds one network's share");
+    let (status, pending): (StatusCode, Vec<String>) = {
+        let (status, joins) = plane
+            .api(&plane.admin, "GET", "/api/v1/joins?state=pending", None)
+            .await;
+        let addresses = joins["joins"]
+            .as_array()
+            .map(|joins| {
+                joins
+                    .iter()
+                    .map(|join| {
+                        join["source_address"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        (status, addresses)
+    };
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(pending.len(), 8);
+    assert!(pending
+        .iter()
+        .all(|address| address.starts_with("2001:db8::")));
+    for (name, client) in [
+        ("elsewhere-v4", "192.0.2.10"),
+        ("elsewhere-v6", "2001:db8:0:1::1"),
+    ] {
+        let reply = TestAgent::new(&plane).join_from(name, client).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::ACCEPTED,
+            "{client}: {}",
+            reply.body
+        );
+    }
+    plane.stop().await;
+}

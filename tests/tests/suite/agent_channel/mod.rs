@@ -88,11 +88,27 @@ impl TestAgent {
         body: &[u8],
         headers: Option<(&str, &str, &str)>,
     ) -> Reply {
+        self.send_with_from(path_and_query, body, headers, None)
+            .await
+    }
+
+    /// As [`TestAgent::send_with`], through a proxy the plane trusts that names `client` in
+    /// `X-Forwarded-For` (the plane must trust 127.0.0.1: `CAPSTAN__GATEWAY__TRUSTED_PROXIES`).
+    pub async fn send_with_from(
+        &self,
+        path_and_query: &str,
+        body: &[u8],
+        headers: Option<(&str, &str, &str)>,
+        client: Option<&str>,
+    ) -> Reply {
         let mut request = self
             .http
             .post(format!("{}{path_and_query}", self.base))
             .header("content-type", "application/json")
             .body(body.to_vec());
+        if let Some(client) = client {
+            request = request.header("x-forwarded-for", client);
+        }
         if let Some((digest, input, signature)) = headers {
             request = request
                 .header("content-digest", digest)
@@ -122,10 +138,28 @@ impl TestAgent {
     }
 
     pub async fn join(&self, name: &str) -> (StatusCode, Value) {
-        self.send(
-            "join",
-            &json!({"name": name, "public_key": self.key.public_key().to_base64(), "agent_version": "0.1.0",
-                    "site_root": "/var/www/site", "container": null, "addresses": ["203.0.113.7"]}),
+        self.send("join", &self.join_body(name)).await
+    }
+
+    fn join_body(&self, name: &str) -> Value {
+        json!({"name": name, "public_key": self.key.public_key().to_base64(), "agent_version": "0.1.0",
+               "site_root": "/var/www/site", "container": null, "addresses": ["203.0.113.7"]})
+    }
+
+    /// A join sent through a trusted proxy on behalf of `client`.
+    pub async fn join_from(&self, name: &str, client: &str) -> Reply {
+        let body = serde_json::to_vec(&self.join_body(name)).unwrap();
+        let path = "/api/v1/agent/join";
+        let headers = sign_request(&self.key, "POST", path, &body, now());
+        self.send_with_from(
+            path,
+            &body,
+            Some((
+                &headers.content_digest,
+                &headers.signature_input,
+                &headers.signature,
+            )),
+            Some(client),
         )
         .await
     }
