@@ -27,10 +27,6 @@ pub trait Apply: Send + Sync + 'static {
     fn skipped(&self, _delivery: &Delivery) {}
 }
 
-fn retry(error: StoreError) -> HandlerError {
-    HandlerError::Retry(error.to_string())
-}
-
 /// Consumes `spec` until `shutdown`, applying each new message once through `apply`.
 pub async fn consume_with_inbox(
     service: &Service,
@@ -98,4 +94,36 @@ pub async fn consume_patiently(
         pause = (pause * 2).min(std::time::Duration::from_secs(10));
     }
     Ok(())
+}
+
+/// A store failure while applying a message: passing, so the message is delivered again (and
+/// dead-lettered after the last allowed delivery).
+pub fn retry(error: StoreError) -> HandlerError {
+    HandlerError::Retry(error.to_string())
+}
+
+/// `delivery`'s data read as an `M`, or its rejection (dead-lettered at once) saying why not.
+pub fn decode<M: capstan_events::Message>(
+    delivery: &Delivery,
+) -> Result<capstan_events::Envelope<M>, HandlerError> {
+    delivery
+        .envelope
+        .decode::<M>()
+        .map_err(|error| HandlerError::Reject(error.to_string()))
+}
+
+/// A store failure answering an rpc: logged with its cause, answered `unavailable` in words
+/// that name the service and not the database's message.
+pub fn unavailable(
+    domain: capstan_events::Domain,
+    error: StoreError,
+) -> capstan_events::rpc::RpcError {
+    tracing::error!(%error, service = %domain, "store failed");
+    capstan_events::rpc::RpcError::new(
+        capstan_events::rpc::ErrorCode::Unavailable,
+        format!(
+            "the {} service's database did not answer",
+            domain.service_name()
+        ),
+    )
 }

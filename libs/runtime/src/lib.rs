@@ -10,6 +10,6 @@ pub mod periodic;
 mod service;
 
 pub use capstan_store::Migrator;
-pub use consume::{consume_patiently, consume_with_inbox, Apply};
+pub use consume::{consume_patiently, consume_with_inbox, decode, retry, unavailable, Apply};
 pub use entry::{command, main, shutdown_on_signals};
 pub use service::{bus_options, migrate_only, BusPublisher, Part, Service};

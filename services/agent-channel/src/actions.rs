@@ -29,11 +29,7 @@ use crate::{
 
 /// A store failure as an rpc answer; the details go to the log, not to the asker.
 pub fn unavailable(error: StoreError) -> RpcError {
-    tracing::error!(%error, "agent channel store failed");
-    RpcError::new(
-        ErrorCode::Unavailable,
-        "the agent channel's database did not answer",
-    )
+    capstan_runtime::unavailable(crate::DOMAIN, error)
 }
 
 pub async fn emit<M: Message>(

@@ -6,10 +6,10 @@ use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
 use capstan_events::{
     agent_channel::{primitives, rpc::JobState, CancelJob, JobOutcome, RequestJob},
     rpc::{ErrorCode, Level},
-    Command, Domain, Message,
+    Domain, Message,
 };
-use capstan_runtime::Apply;
-use capstan_store::{PgConnection, StoreError};
+use capstan_runtime::{decode, retry, Apply};
+use capstan_store::PgConnection;
 use futures::future::BoxFuture;
 use std::time::Duration;
 
@@ -32,17 +32,6 @@ pub fn spec(max_deliver: u32, ack_wait: Duration) -> ConsumerSpec {
 }
 
 pub struct Commands;
-
-fn retry(error: StoreError) -> HandlerError {
-    HandlerError::Retry(error.to_string())
-}
-
-fn decode<M: Command>(delivery: &Delivery) -> Result<capstan_events::Envelope<M>, HandlerError> {
-    delivery
-        .envelope
-        .decode::<M>()
-        .map_err(|error| HandlerError::Reject(error.to_string()))
-}
 
 impl Apply for Commands {
     fn apply<'c>(

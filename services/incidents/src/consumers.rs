@@ -8,8 +8,8 @@ use capstan_events::agent_channel::{
     NodeApproved, NodeDisconnected, NodeLeft, NodeReported, NodesSeen,
 };
 use capstan_events::gateway::OperatorChanged;
-use capstan_events::{Domain, Envelope, Message};
-use capstan_runtime::Apply;
+use capstan_events::Domain;
+use capstan_runtime::{decode, retry, Apply};
 use capstan_store::{PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
@@ -58,17 +58,6 @@ pub async fn share_writes(connection: &mut PgConnection) -> Result<(), StoreErro
 /// no signal makes a mail delivery that could never be sent.
 pub struct Events {
     pub mail_enabled: bool,
-}
-
-fn retry(error: StoreError) -> HandlerError {
-    HandlerError::Retry(error.to_string())
-}
-
-fn decode<M: Message>(delivery: &Delivery) -> Result<Envelope<M>, HandlerError> {
-    delivery
-        .envelope
-        .decode::<M>()
-        .map_err(|error| HandlerError::Reject(error.to_string()))
 }
 
 impl Apply for Events {

@@ -10,8 +10,8 @@ use capstan_events::incidents::rpc::{
     ops, AddNote, AttemptView, Bell, BellItem, CreateSilence, CreateWebhook, DeleteRequest, Done,
     GetIncident, Header, HeaderRequest, IncidentDetail, IncidentView, Incidents, ListIncidents,
     ListRequest, MailPreferences as MailView, NotificationsRequest, SetAlerts, SetNotifications,
-    SignalView, SilenceView, Silences, TimelineView, TriageIncident, Triaged, ViewCounts,
-    WebhookCreated, WebhookView, Webhooks,
+    SignalView, SilenceView, Silences, TimelineView, TriageIncident, Triaged, WebhookCreated,
+    WebhookView, Webhooks,
 };
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
 use capstan_store::{Store, StoreError};
@@ -21,7 +21,7 @@ use sqlx::{pool::PoolConnection, Postgres};
 use crate::consumers::share_writes;
 use crate::domain::grouping::Silence;
 use crate::domain::header::{header_line, Colour};
-use crate::domain::record::{ViewCounts as DomainCounts, ViewFilter};
+use crate::domain::record::{view_counts, ViewFilter};
 use crate::domain::signals::MailPreferences;
 use crate::domain::sources::{Alerts, SourceName};
 use crate::domain::triage::{check_note, triage, TriageAct};
@@ -59,7 +59,7 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
 }
 
 fn unavailable(error: StoreError) -> RpcError {
-    RpcError::new(ErrorCode::Unavailable, format!("incidents: {error}"))
+    capstan_runtime::unavailable(crate::DOMAIN, error)
 }
 
 fn invalid(error: InvalidInput) -> RpcError {
@@ -119,18 +119,6 @@ async fn group_id(
         .map_err(unavailable)
 }
 
-fn counts(counts: DomainCounts) -> ViewCounts {
-    ViewCounts {
-        needs_you: counts.needs_you,
-        new: counts.new,
-        snoozed: counts.snoozed,
-        waiting: counts.waiting,
-        resolved: counts.resolved,
-        ignored: counts.ignored,
-        all: counts.all,
-    }
-}
-
 /// The most incidents one list answers with (the counts cover them all).
 pub const LIST_LIMIT: usize = 500;
 
@@ -153,7 +141,7 @@ pub async fn list(state: State, request: ListIncidents) -> Answer<Incidents> {
     let names = store::node_names(&mut connection)
         .await
         .map_err(unavailable)?;
-    let all_counts = DomainCounts::of(stored.iter().map(|stored| &stored.incident), now);
+    let all_counts = view_counts(stored.iter().map(|stored| &stored.incident), now);
     let mut incidents = Vec::new();
     for one in stored
         .iter()
@@ -165,7 +153,7 @@ pub async fn list(state: State, request: ListIncidents) -> Answer<Incidents> {
     }
     Ok(Incidents {
         incidents,
-        counts: counts(all_counts),
+        counts: all_counts,
     })
 }
 

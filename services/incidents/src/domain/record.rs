@@ -163,36 +163,30 @@ impl ViewFilter {
     }
 }
 
-/// How many incidents are in each view, and how many need you (IN-17's counts).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub struct ViewCounts {
-    pub needs_you: u64,
-    pub new: u64,
-    pub snoozed: u64,
-    pub waiting: u64,
-    pub resolved: u64,
-    pub ignored: u64,
-    pub all: u64,
-}
+/// How many incidents are in each view, and how many need you (IN-17's counts): the
+/// contract's shape, counted here.
+pub use capstan_events::incidents::rpc::ViewCounts;
 
-impl ViewCounts {
-    pub fn of<'a>(incidents: impl IntoIterator<Item = &'a Incident>, now: DateTime<Utc>) -> Self {
-        let mut counts = ViewCounts::default();
-        for incident in incidents {
-            counts.all += 1;
-            if incident.needs_you(now) {
-                counts.needs_you += 1;
-            }
-            match incident.view(now) {
-                View::New => counts.new += 1,
-                View::Snoozed => counts.snoozed += 1,
-                View::Waiting => counts.waiting += 1,
-                View::Resolved => counts.resolved += 1,
-                View::Ignored => counts.ignored += 1,
-            }
+/// The counts of `incidents` at `now`.
+pub fn view_counts<'a>(
+    incidents: impl IntoIterator<Item = &'a Incident>,
+    now: DateTime<Utc>,
+) -> ViewCounts {
+    let mut counts = ViewCounts::default();
+    for incident in incidents {
+        counts.all += 1;
+        if incident.needs_you(now) {
+            counts.needs_you += 1;
         }
-        counts
+        match incident.view(now) {
+            View::New => counts.new += 1,
+            View::Snoozed => counts.snoozed += 1,
+            View::Waiting => counts.waiting += 1,
+            View::Resolved => counts.resolved += 1,
+            View::Ignored => counts.ignored += 1,
+        }
     }
+    counts
 }
 
 #[cfg(test)]
@@ -294,7 +288,7 @@ pub(crate) mod tests {
             for status in [Status::Open, Status::Closed] {
                 for snooze in snoozes {
                     let incident = with(triage, status, snooze);
-                    let counts = ViewCounts::of([&incident], at(0));
+                    let counts = view_counts([&incident], at(0));
                     let in_views = counts.new
                         + counts.snoozed
                         + counts.waiting
@@ -318,7 +312,7 @@ pub(crate) mod tests {
             with(Triage::Resolved, Status::Closed, None),
             with(Triage::Ignored, Status::Closed, None),
         ];
-        let counts = ViewCounts::of(&incidents, at(0));
+        let counts = view_counts(&incidents, at(0));
         assert_eq!(
             counts,
             ViewCounts {
