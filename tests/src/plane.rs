@@ -114,42 +114,26 @@ impl Plane {
         } else {
             Bus::connect(&nats.url(), "test").await.unwrap()
         };
-        wait_for(
-            "the agent channel to answer",
-            Duration::from_secs(60),
-            || {
-                let bus = bus.clone();
-                async move {
-                    bus.request::<_, Value>(
-                        capstan_events::Domain::AgentChannel,
-                        "health",
-                        &json!({}),
-                        Duration::from_millis(500),
-                    )
-                    .await
-                    .ok()
-                }
-            },
-        )
-        .await;
-        wait_for(
-            "the incidents service to answer",
-            Duration::from_secs(60),
-            || {
-                let bus = bus.clone();
-                async move {
-                    bus.request::<_, Value>(
-                        capstan_events::Domain::Incidents,
-                        "health",
-                        &json!({}),
-                        Duration::from_millis(500),
-                    )
-                    .await
-                    .ok()
-                }
-            },
-        )
-        .await;
+        for domain in [Domain::AgentChannel, Domain::Incidents] {
+            wait_for(
+                &format!("the {domain} service to answer its health"),
+                Duration::from_secs(60),
+                || {
+                    let bus = bus.clone();
+                    async move {
+                        bus.request::<_, Value>(
+                            domain,
+                            capstan_events::rpc::HEALTH,
+                            &json!({}),
+                            Duration::from_millis(500),
+                        )
+                        .await
+                        .ok()
+                    }
+                },
+            )
+            .await;
+        }
         wait_for("the gateway to listen", Duration::from_secs(60), || {
             let (http, base) = (http.clone(), base.clone());
             async move { http.get(format!("{base}/livez")).send().await.ok() }
