@@ -5,7 +5,7 @@
 use capstan_events::Domain;
 use serde::{de::DeserializeOwned, Serialize};
 
-use crate::{error::ApiError, AppState};
+use crate::{error::ApiError, state::AppState};
 
 /// Asks `domain`'s service `op`.
 pub async fn ask_of<Req, Resp>(

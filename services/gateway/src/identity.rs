@@ -20,10 +20,9 @@ use tracing::{error, warn};
 
 use crate::{
     error::{AnsweredError, ApiError},
-    http::ClientAddress,
     routes::Route,
+    state::{AppState, ClientAddress},
     store::{self, AuditEntry},
-    AppState,
 };
 
 /// What every token starts with, so a leaked one is recognisable (secret scanners).
@@ -104,7 +103,7 @@ fn looks_like_token(candidate: &str) -> bool {
 }
 
 /// The address a request comes from, as far as the gateway can vouch for it: the TCP peer, or
-/// the client a trusted proxy names (see [`crate::http::ClientAddresses`]); IPv4 shown as IPv4.
+/// the client a trusted proxy names (see [`crate::state::ClientAddresses`]); IPv4 shown as IPv4.
 pub fn peer_address(request: &Request) -> Option<IpAddr> {
     address_of(request.extensions())
 }

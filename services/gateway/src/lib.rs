@@ -19,11 +19,13 @@ pub mod openapi;
 pub mod operator;
 pub mod password;
 pub mod routes;
+mod state;
 pub mod store;
 pub mod tasks;
 pub mod ui;
 
-pub use http::{app, AppState, ClientAddresses, Shared};
+pub use http::app;
+pub use state::{AppState, ClientAddresses, Shared};
 
 use anyhow::Context;
 use capstan_events::Domain;

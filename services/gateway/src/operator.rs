@@ -23,7 +23,7 @@ use crate::{
     error::ApiError,
     identity::{AuditDetail, Operator},
     input::{JobId, JoinId, JsonBody, NodeId, QueryParams},
-    AppState,
+    state::AppState,
 };
 
 /// The body of `POST /api/v1/joins/{id}/approve`: `{}` binds the key to a new node,

@@ -16,7 +16,7 @@ use axum::{
 };
 use capstan_events::{agent_channel::rpc::AgentEndpoint, rpc::Level};
 
-use crate::{agent, health, http, identity, openapi, operator, ui, AppState};
+use crate::{agent, health, identity, openapi, operator, state::AppState, ui};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
@@ -382,7 +382,7 @@ fn handler(method: Method, op: Op) -> MethodRouter<AppState> {
     match op {
         Op::Healthz => on(filter, health::healthz),
         Op::Livez => on(filter, || async { "live\n" }),
-        Op::Metrics => on(filter, http::metrics),
+        Op::Metrics => on(filter, health::metrics),
         Op::OpenApi => on(filter, openapi::document),
         Op::Agent(endpoint) => on(
             filter,

@@ -27,7 +27,8 @@ use crate::{
     identity::Operator,
     input::{JsonBody, NodeId, PathId, QueryParams},
     routes::{Access, Method, Op, Route},
-    store, AppState,
+    state::AppState,
+    store,
 };
 
 /// What each incidents route does.

@@ -17,7 +17,8 @@ use super::{
 use crate::{
     identity::{AuditDetail, Token},
     input::QueryParams,
-    store, AppState,
+    state::AppState,
+    store,
 };
 
 /// The longest label a token may carry (the table's rule is 200).

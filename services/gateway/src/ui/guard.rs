@@ -20,7 +20,8 @@ use crate::{
     identity::{self, digest, peer_address},
     input::read_limited,
     routes::{Op, Route, UiOp},
-    store, AppState,
+    state::AppState,
+    store,
 };
 
 /// The most a UI form may send.

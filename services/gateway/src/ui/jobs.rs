@@ -25,7 +25,7 @@ use super::{
     nodes::ConfirmPage,
     render, Chrome, UiError, UiSession,
 };
-use crate::{ask::ask, input::QueryParams, AppState};
+use crate::{ask::ask, input::QueryParams, state::AppState};
 
 #[derive(Template)]
 #[template(path = "job.html")]

@@ -55,7 +55,7 @@ use crate::{
     domain::throttle::Limits,
     error::{AnsweredError, ApiError},
     routes::UiOp,
-    AppState,
+    state::AppState,
 };
 
 pub use guard::UiSession;

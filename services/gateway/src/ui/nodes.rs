@@ -24,7 +24,7 @@ use super::{
     guard::{FormFields, PathId},
     refusal_sentence, render, Chrome, UiError, UiSession,
 };
-use crate::{ask::ask, error::ApiError, identity::AuditDetail, AppState};
+use crate::{ask::ask, error::ApiError, identity::AuditDetail, state::AppState};
 
 /// The jobs the Jobs tab lists.
 const NODE_JOBS: u32 = 50;

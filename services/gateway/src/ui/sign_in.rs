@@ -21,8 +21,8 @@ use crate::{
     domain::{next_path::safe_next, throttle},
     identity::{digest, record_act},
     password::{self, check_new_password, Password},
+    state::AppState,
     store::{self, AuditEntry},
-    AppState,
 };
 
 #[derive(Template)]
