@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod agent;
+pub mod fleet;
 pub mod plane;
 
 use capstan_bus::testsuite::NatsServer;

@@ -118,6 +118,14 @@ impl QueryParams {
         Ok(QueryParams(pairs))
     }
 
+    /// The parameter `name` as given, or `None` when absent.
+    pub fn value(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+
     /// The parameter `name` parsed as `T`, or `None` when absent; `expected` says what it
     /// should look like, for the refusal.
     pub fn get<T: FromStr>(&self, name: &str, expected: &str) -> Result<Option<T>, ApiError> {

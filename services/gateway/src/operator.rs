@@ -10,10 +10,12 @@ use axum::{
     Json,
 };
 use capstan_events::agent_channel::rpc::{
-    ops, ApproveJoin, Approved, CreateJob, DecideJoin, Done, JobCreated, JobOutput,
-    JobOutputRequest, JobRef, JobState, JobView, Jobs, JoinFilter, Joins, ListJobs, ListJoins,
-    ListNodes, NodeRef, NodeView, Nodes, RefusalCount, RefusalCountRequest,
+    check_search, ops, ApproveJoin, Approved, CreateJob, DecideJoin, Done, JobCreated, JobOutput,
+    JobOutputRequest, JobRef, JobState, JobView, Jobs, Joins, ListJobs, ListJoins, ListNodes,
+    NodeRef, NodeView, Nodes, Page, RefusalCount, RefusalCountRequest, PAGE_LIMIT_DEFAULT,
+    PAGE_LIMIT_MAX,
 };
+use capstan_events::rpc::Actor;
 use schemars::JsonSchema;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -73,18 +75,121 @@ fn query_enum<T: DeserializeOwned>(
         .map_err(|_| ApiError::invalid(name, format!("{raw:?} is not one of {choices}")))
 }
 
+/// The query parameters of `GET /api/v1/joins` (and the UI's joins page).
+pub const JOIN_LISTING: &[&str] = &["state", "q", "offset", "limit"];
+/// The query parameters of `GET /api/v1/nodes` (and the UI's node list).
+pub const NODE_LISTING: &[&str] = &[
+    "q",
+    "health",
+    "online",
+    "placement",
+    "paired",
+    "offset",
+    "limit",
+];
+
+/// A parameter's value, `None` when absent or blank (a form's "any").
+fn given<'q>(query: &'q QueryParams, name: &str) -> Option<&'q str> {
+    query.value(name).filter(|value| !value.trim().is_empty())
+}
+
+/// `true` or `false`.
+fn query_bool(query: &QueryParams, name: &str) -> Result<Option<bool>, ApiError> {
+    match given(query, name) {
+        None => Ok(None),
+        Some("true") => Ok(Some(true)),
+        Some("false") => Ok(Some(false)),
+        Some(other) => Err(ApiError::invalid(
+            name,
+            format!("{other:?} is not true or false"),
+        )),
+    }
+}
+
+/// A `snake_case` enum value of the contract, blank for none.
+fn given_enum<T: DeserializeOwned>(
+    query: &QueryParams,
+    name: &str,
+    choices: &str,
+) -> Result<Option<T>, ApiError> {
+    let Some(raw) = given(query, name) else {
+        return Ok(None);
+    };
+    serde_json::from_value(Value::String(raw.to_string()))
+        .map(Some)
+        .map_err(|_| ApiError::invalid(name, format!("{raw:?} is not one of {choices}")))
+}
+
+/// `offset` and `limit` (defaults 0 and `default_limit`), within bounds.
+pub fn page_of(query: &QueryParams, default_limit: u32) -> Result<Page, ApiError> {
+    let offset = match given(query, "offset") {
+        None => 0,
+        Some(raw) => raw
+            .parse::<u64>()
+            .map_err(|_| ApiError::invalid("offset", format!("{raw:?} is not a whole number")))?,
+    };
+    let limit = match given(query, "limit") {
+        None => default_limit,
+        Some(raw) => raw.parse::<u32>().map_err(|_| {
+            ApiError::invalid(
+                "limit",
+                format!("{raw:?} is not a whole number from 1 to {PAGE_LIMIT_MAX}"),
+            )
+        })?,
+    };
+    let page = Page { offset, limit };
+    page.check()
+        .map_err(|(parameter, why)| ApiError::invalid(parameter, why))?;
+    Ok(page)
+}
+
+/// `q`, trimmed; blank is none.
+fn search_of(query: &QueryParams) -> Result<Option<String>, ApiError> {
+    let search = given(query, "q").map(|text| text.trim().to_string());
+    check_search(&search).map_err(|(parameter, why)| ApiError::invalid(parameter, why))?;
+    Ok(search)
+}
+
+/// The join listing a query asks for.
+pub fn join_listing(
+    query: &QueryParams,
+    actor: Actor,
+    default_limit: u32,
+) -> Result<ListJoins, ApiError> {
+    Ok(ListJoins {
+        actor,
+        state: given_enum(query, "state", "pending, rejected, all")?.unwrap_or_default(),
+        search: search_of(query)?,
+        join_id: None,
+        page: page_of(query, default_limit)?,
+    })
+}
+
+/// The node listing a query asks for.
+pub fn node_listing(
+    query: &QueryParams,
+    actor: Actor,
+    default_limit: u32,
+) -> Result<ListNodes, ApiError> {
+    Ok(ListNodes {
+        actor,
+        search: search_of(query)?,
+        health: given_enum(query, "health", "green, yellow, red, gray")?,
+        online: query_bool(query, "online")?,
+        placement: given_enum(query, "placement", "machine, host, container")?,
+        paired: query_bool(query, "paired")?,
+        ids: None,
+        page: page_of(query, default_limit)?,
+    })
+}
+
 pub async fn list_joins(
     State(state): State<AppState>,
     Operator(actor): Operator,
     uri: Uri,
 ) -> Result<Json<Joins>, ApiError> {
-    let query = QueryParams::parse(&uri, &["state"])?;
-    let filter: JoinFilter =
-        query_enum(&query, "state", "pending, rejected, all")?.unwrap_or_default();
-    let request = ListJoins {
-        actor,
-        state: filter,
-    };
+    let query = QueryParams::parse(&uri, JOIN_LISTING)?;
+    let request = join_listing(&query, actor, PAGE_LIMIT_DEFAULT)?;
     Ok(Json(ask(&state, ops::LIST_JOINS, &request).await?))
 }
 
@@ -131,10 +236,11 @@ pub async fn reopen_join(
 pub async fn list_nodes(
     State(state): State<AppState>,
     Operator(actor): Operator,
+    uri: Uri,
 ) -> Result<Json<Nodes>, ApiError> {
-    Ok(Json(
-        ask(&state, ops::LIST_NODES, &ListNodes { actor }).await?,
-    ))
+    let query = QueryParams::parse(&uri, NODE_LISTING)?;
+    let request = node_listing(&query, actor, PAGE_LIMIT_DEFAULT)?;
+    Ok(Json(ask(&state, ops::LIST_NODES, &request).await?))
 }
 
 pub async fn get_node(

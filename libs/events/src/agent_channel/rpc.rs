@@ -161,16 +161,115 @@ pub struct JoinView {
     pub name_taken_by: Option<i64>,
 }
 
+/// The most rows one page of a listing holds.
+pub const PAGE_LIMIT_MAX: u32 = 500;
+/// The rows a page holds when the asker names no limit.
+pub const PAGE_LIMIT_DEFAULT: u32 = 100;
+/// The furthest a listing may be paged (rows skipped).
+pub const PAGE_OFFSET_MAX: u64 = 1_000_000;
+/// The longest search text a listing takes (characters).
+pub const SEARCH_MAX_CHARS: usize = 200;
+
+/// Which page of a listing: skip `offset` rows (in the listing's order), then at most `limit`
+/// (1 to [`PAGE_LIMIT_MAX`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Page {
+    #[serde(default)]
+    pub offset: u64,
+    #[serde(default = "default_limit")]
+    pub limit: u32,
+}
+
+fn default_limit() -> u32 {
+    PAGE_LIMIT_DEFAULT
+}
+
+impl Default for Page {
+    fn default() -> Page {
+        Page {
+            offset: 0,
+            limit: PAGE_LIMIT_DEFAULT,
+        }
+    }
+}
+
+impl Page {
+    /// The page's bounds checked: `Err((parameter, why))` names what is out of range.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if self.limit == 0 || self.limit > PAGE_LIMIT_MAX {
+            return Err((
+                "limit",
+                format!("{} is not between 1 and {PAGE_LIMIT_MAX}", self.limit),
+            ));
+        }
+        if self.offset > PAGE_OFFSET_MAX {
+            return Err((
+                "offset",
+                format!("{} is more than {PAGE_OFFSET_MAX}", self.offset),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A search text checked: `Err((parameter, why))` when it is too long or holds a control
+/// character. Blank text searches nothing.
+pub fn check_search(search: &Option<String>) -> Result<(), (&'static str, String)> {
+    let Some(text) = search else { return Ok(()) };
+    if text.chars().count() > SEARCH_MAX_CHARS {
+        return Err(("q", format!("is longer than {SEARCH_MAX_CHARS} characters")));
+    }
+    if text.chars().any(char::is_control) {
+        return Err(("q", "holds a control character".to_string()));
+    }
+    Ok(())
+}
+
+/// What page of a listing an answer holds, and how many rows match in all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct PageInfo {
+    pub offset: u64,
+    pub limit: u32,
+    /// Rows matching the listing's search and filters, on every page.
+    pub total: u64,
+    /// The `offset` of the next page, when there is one.
+    pub next_offset: Option<u64>,
+}
+
+impl PageInfo {
+    pub fn of(page: Page, total: u64) -> PageInfo {
+        let next = page.offset + u64::from(page.limit);
+        PageInfo {
+            offset: page.offset,
+            limit: page.limit,
+            total,
+            next_offset: (next < total).then_some(next),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ListJoins {
     pub actor: Actor,
     #[serde(default)]
     pub state: JoinFilter,
+    /// Joins whose name, source address, reported addresses or fingerprint hold this text
+    /// (case-insensitive; spaces and colons in it are ignored for the fingerprint).
+    #[serde(default)]
+    pub search: Option<String>,
+    /// Only this join (the bind page's).
+    #[serde(default)]
+    pub join_id: Option<Uuid>,
+    /// Newest first.
+    #[serde(default)]
+    pub page: Page,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Joins {
     pub joins: Vec<JoinView>,
+    #[serde(default)]
+    pub page: PageInfo,
 }
 
 /// Approve a join, binding its key to a new node, or to `node_id` when given.
@@ -193,9 +292,69 @@ pub struct DecideJoin {
     pub join_id: Uuid,
 }
 
+/// Where a node sits, without the host: the placement filter of [`ListNodes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PlacementKind {
+    Machine,
+    Host,
+    Container,
+}
+
+impl PlacementKind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PlacementKind::Machine => "machine",
+            PlacementKind::Host => "host",
+            PlacementKind::Container => "container",
+        }
+    }
+}
+
+impl Placement {
+    pub const fn kind(self) -> PlacementKind {
+        match self {
+            Placement::Machine => PlacementKind::Machine,
+            Placement::Host => PlacementKind::Host,
+            Placement::Container { .. } => PlacementKind::Container,
+        }
+    }
+}
+
+impl HealthDot {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            HealthDot::Green => "green",
+            HealthDot::Yellow => "yellow",
+            HealthDot::Red => "red",
+            HealthDot::Gray => "gray",
+        }
+    }
+}
+
+/// One page of the nodes (ordered by name, then id), searched and filtered; every filter left
+/// out lets every node through.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ListNodes {
     pub actor: Actor,
+    /// Nodes whose name, reported addresses or fingerprint hold this text (case-insensitive;
+    /// spaces and colons in it are ignored for the fingerprint), or whose id it is.
+    #[serde(default)]
+    pub search: Option<String>,
+    #[serde(default)]
+    pub health: Option<HealthDot>,
+    #[serde(default)]
+    pub online: Option<bool>,
+    #[serde(default)]
+    pub placement: Option<PlacementKind>,
+    /// Only nodes with (true) or without (false) a paired agent key.
+    #[serde(default)]
+    pub paired: Option<bool>,
+    /// Only these nodes (at most a page's worth).
+    #[serde(default)]
+    pub ids: Option<Vec<i64>>,
+    #[serde(default)]
+    pub page: Page,
 }
 
 /// A node as an operator sees it.
@@ -275,6 +434,8 @@ pub enum Placement {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Nodes {
     pub nodes: Vec<NodeView>,
+    #[serde(default)]
+    pub page: PageInfo,
 }
 
 /// One node (get) or an act on it (disconnect).

@@ -4,9 +4,10 @@
 use capstan_events::{
     agent_channel::{
         rpc::{
-            ApproveJoin, Approved, CreateJob, DecideJoin, Done, JobCreated, JobOutput,
-            JobOutputRequest, JobRef, JobState, JobView, Jobs, Joins, ListJobs, ListJoins,
-            ListNodes, NodeRef, NodeView, Nodes, RefusalCount, RefusalCountRequest,
+            check_search, ApproveJoin, Approved, CreateJob, DecideJoin, Done, JobCreated,
+            JobOutput, JobOutputRequest, JobRef, JobState, JobView, Jobs, Joins, ListJobs,
+            ListJoins, ListNodes, NodeRef, NodeView, Nodes, Page, PageInfo, RefusalCount,
+            RefusalCountRequest, PAGE_LIMIT_MAX,
         },
         JobOutcome, JoinRejected, NodeApproved,
     },
@@ -49,21 +50,30 @@ fn conflict(what: impl Into<String>) -> RpcError {
     RpcError::new(ErrorCode::Conflict, what)
 }
 
+/// A listing's page and search checked: `invalid_request` naming the parameter.
+fn check_listing(page: &Page, search: &Option<String>) -> Result<(), RpcError> {
+    page.check()
+        .and_then(|()| check_search(search))
+        .map_err(|(parameter, why)| {
+            RpcError::new(ErrorCode::InvalidRequest, format!("{parameter}: {why}"))
+        })
+}
+
 pub async fn list_joins(state: State, request: ListJoins) -> Answer<Joins> {
     request.actor.require(Level::Read, "listing joins")?;
+    check_listing(&request.page, &request.search)?;
     let mut connection = connection(&state).await?;
-    let rows = store::list_joins(&mut connection, request.state)
+    let (rows, total) = store::list_joins_page(&mut connection, &request)
         .await
         .map_err(unavailable)?;
     let now = Utc::now();
-    let mut joins = Vec::with_capacity(rows.len());
-    for row in rows {
-        let taken = store::paired_node_named(&mut connection, &row.name)
-            .await
-            .map_err(unavailable)?;
-        joins.push(actions::join_view(&row, taken, now));
-    }
-    Ok(Joins { joins })
+    Ok(Joins {
+        joins: rows
+            .iter()
+            .map(|row| actions::join_view(&row.join, row.name_taken_by, now))
+            .collect(),
+        page: PageInfo::of(request.page, total),
+    })
 }
 
 /// AC-06: binds the join's key to a new node, or to the unpaired node the operator names.
@@ -210,16 +220,42 @@ pub async fn reopen_join(state: State, request: DecideJoin) -> Answer<Done> {
 
 pub async fn list_nodes(state: State, request: ListNodes) -> Answer<Nodes> {
     request.actor.require(Level::Read, "listing nodes")?;
+    check_listing(&request.page, &request.search)?;
+    if request
+        .ids
+        .as_ref()
+        .is_some_and(|ids| ids.len() > PAGE_LIMIT_MAX as usize)
+    {
+        return Err(RpcError::new(
+            ErrorCode::InvalidRequest,
+            format!("ids: more than {PAGE_LIMIT_MAX}"),
+        ));
+    }
+    let now = Utc::now();
     let mut connection = connection(&state).await?;
-    let nodes = store::list_nodes(&mut connection)
+    let (nodes, total) = store::list_nodes_page(&mut connection, &request, now)
         .await
         .map_err(unavailable)?;
-    let ids: Vec<i64> = nodes.iter().map(|node| node.id).collect();
+    // The page's nodes, and the hosts its containers may sit on (placement reads their
+    // reports; no view is made of them).
+    let mut ids: Vec<i64> = nodes.iter().map(|node| node.id).collect();
+    let containers: Vec<String> = nodes
+        .iter()
+        .filter_map(|node| node.container.clone())
+        .collect();
+    ids.extend(
+        store::hosts_listing_any_container(&mut connection, &containers)
+            .await
+            .map_err(unavailable)?,
+    );
+    ids.sort_unstable();
+    ids.dedup();
     let readings = store::latest_readings(&mut connection, &ids)
         .await
         .map_err(unavailable)?;
     Ok(Nodes {
-        nodes: actions::node_views(&nodes, &readings, Utc::now()),
+        nodes: actions::node_views(&nodes, &readings, now),
+        page: PageInfo::of(request.page, total),
     })
 }
 

@@ -9,13 +9,12 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::domain::{claims::NodeFacts, joins::JoinRecordState, REJECTED_REOPENABLE_FOR};
-use capstan_events::agent_channel::{
-    rpc::{JobState, JoinFilter},
-    JobOutcome, UnknownState,
-};
+use capstan_events::agent_channel::{rpc::JobState, JobOutcome, UnknownState};
 
 mod jobs;
+mod listing;
 pub use jobs::*;
+pub use listing::*;
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -117,14 +116,6 @@ pub async fn node_by_fingerprint(
     .await?)
 }
 
-pub async fn list_nodes(connection: &mut PgConnection) -> Result<Vec<NodeRow>> {
-    Ok(sqlx::query_as(&format!(
-        "SELECT {NODE_COLUMNS} FROM nodes ORDER BY name, id"
-    ))
-    .fetch_all(connection)
-    .await?)
-}
-
 /// The keys of every paired node (standard base64), to know them before their first request.
 pub async fn paired_keys(connection: &mut PgConnection) -> Result<Vec<String>> {
     Ok(
@@ -132,16 +123,6 @@ pub async fn paired_keys(connection: &mut PgConnection) -> Result<Vec<String>> {
             .fetch_all(connection)
             .await?,
     )
-}
-
-/// A paired node already called `name`, if any (a join claiming it is shown, never bound).
-pub async fn paired_node_named(connection: &mut PgConnection, name: &str) -> Result<Option<i64>> {
-    Ok(sqlx::query_scalar(
-        "SELECT id FROM nodes WHERE name = $1 AND fingerprint IS NOT NULL LIMIT 1",
-    )
-    .bind(name)
-    .fetch_optional(connection)
-    .await?)
 }
 
 pub struct Binding<'a> {
@@ -399,28 +380,6 @@ pub async fn reopen_join(
         .execute(connection)
         .await?;
     Ok(())
-}
-
-/// `pending`, `rejected` (within the reopen window) or every request of that window.
-pub async fn list_joins(connection: &mut PgConnection, filter: JoinFilter) -> Result<Vec<JoinRow>> {
-    let condition = match filter {
-        JoinFilter::Pending => "state = 'pending' AND expires_at > now()",
-        JoinFilter::Rejected => {
-            "state = 'rejected' AND decided_at > now() - make_interval(secs => $1)"
-        }
-        JoinFilter::All => {
-            "requested_at > now() - make_interval(secs => $1) OR state IN ('pending', 'rejected')"
-        }
-    };
-    let sql = format!(
-        "SELECT {JOIN_COLUMNS} FROM joins WHERE {condition} ORDER BY requested_at DESC LIMIT 500"
-    );
-    let query = sqlx::query_as(&sql);
-    let query = match filter {
-        JoinFilter::Pending => query,
-        JoinFilter::Rejected | JoinFilter::All => query.bind(REJECTED_REOPENABLE_FOR.as_secs_f64()),
-    };
-    Ok(query.fetch_all(connection).await?)
 }
 
 /// Marks unrenewed requests expired and retires keys rejected longer ago than they may be

@@ -1,7 +1,8 @@
-//! The dashboard (`/ui/`): the plane's status line, the nodes grouped by placement (Docker
-//! hosts with their containers under them, every other node flat under Machines), the agents
-//! asking to join (with Approve and Reject for level 10), the joins rejected within the day
-//! (Reopen), and the latest 20 jobs; and the join acts' forms.
+//! The dashboard (`/ui/`): the plane's status line (counted by the agent channel), the first
+//! page of nodes with a search box and links to the whole list (`/ui/nodes`), the newest agents
+//! asking to join (with Approve, Reject and "Bind to" for level 10) and a link to all of them
+//! (`/ui/joins`), and the latest 20 jobs; and the join acts' forms. However large the fleet or
+//! the join flood, the page holds a bounded number of rows.
 
 use askama::Template;
 use axum::{
@@ -11,9 +12,9 @@ use axum::{
 };
 use capstan_events::agent_channel::rpc::{
     ops, ApproveJoin, Approved, DecideJoin, HealthDot, JobView, Jobs, JoinFilter, JoinView, Joins,
-    ListJobs, ListJoins, ListNodes, NodeView, Nodes, Placement,
+    ListJobs, ListJoins, ListNodes, NodeView, Nodes, Page, Placement,
 };
-use capstan_events::rpc::Level;
+use capstan_events::rpc::{Actor, Level};
 use std::collections::HashMap;
 
 use super::{
@@ -26,6 +27,10 @@ use crate::{ask::ask, error::ApiError, identity::AuditDetail, AppState};
 
 /// The jobs the dashboard lists.
 const RECENT_JOBS: u32 = 20;
+/// The nodes the dashboard lists (the rest are a search or a page away).
+const DASHBOARD_NODES: u32 = 25;
+/// The newest joins the dashboard lists (the rest are on the joins page).
+const DASHBOARD_JOINS: u32 = 5;
 
 /// One node's row.
 pub struct NodeRow {
@@ -40,6 +45,10 @@ pub struct NodeRow {
     pub online: bool,
     pub last_heard: Option<Ago>,
     pub below_floor: bool,
+    /// `Docker host`, `container`, `machine`.
+    pub placement: &'static str,
+    /// The host of a container.
+    pub host_id: Option<i64>,
 }
 
 pub fn dot_of(dot: HealthDot) -> (&'static str, &'static str) {
@@ -51,8 +60,13 @@ pub fn dot_of(dot: HealthDot) -> (&'static str, &'static str) {
     }
 }
 
-fn node_row(node: &NodeView) -> NodeRow {
+pub fn node_row(node: &NodeView) -> NodeRow {
     let (dot, health) = dot_of(node.health.dot);
+    let (placement, host_id) = match node.placement {
+        Placement::Machine => ("machine", None),
+        Placement::Host => ("Docker host", None),
+        Placement::Container { host_node_id } => ("container", Some(host_node_id)),
+    };
     NodeRow {
         id: node.id,
         name: node.name.clone(),
@@ -66,55 +80,22 @@ fn node_row(node: &NodeView) -> NodeRow {
         online: node.online,
         last_heard: node.last_seen_at.map(ago),
         below_floor: node.below_floor,
+        placement,
+        host_id,
     }
 }
 
-pub struct HostGroup {
-    pub host: NodeRow,
-    pub containers: Vec<NodeRow>,
+pub struct JoinRow {
+    pub id: String,
+    pub name: String,
+    pub source_address: String,
+    pub fingerprint: String,
+    pub version: String,
+    pub age: Ago,
+    pub name_taken_by: Option<i64>,
 }
 
-/// Docker hosts with their containers, and every other node as a machine; a container whose
-/// host is not among the nodes is listed as a machine, never dropped.
-pub fn group(nodes: &[NodeView]) -> (Vec<HostGroup>, Vec<NodeRow>) {
-    let hosts: Vec<&NodeView> = nodes
-        .iter()
-        .filter(|node| node.placement == Placement::Host)
-        .collect();
-    let mut under: HashMap<i64, Vec<NodeRow>> = HashMap::new();
-    let mut machines = Vec::new();
-    for node in nodes {
-        match node.placement {
-            Placement::Host => {}
-            Placement::Container { host_node_id }
-                if hosts.iter().any(|host| host.id == host_node_id) =>
-            {
-                under.entry(host_node_id).or_default().push(node_row(node));
-            }
-            _ => machines.push(node_row(node)),
-        }
-    }
-    let groups = hosts
-        .into_iter()
-        .map(|host| HostGroup {
-            host: node_row(host),
-            containers: under.remove(&host.id).unwrap_or_default(),
-        })
-        .collect();
-    (groups, machines)
-}
-
-struct JoinRow {
-    id: String,
-    name: String,
-    source_address: String,
-    fingerprint: String,
-    version: String,
-    age: Ago,
-    name_taken_by: Option<i64>,
-}
-
-fn join_row(join: &JoinView) -> JoinRow {
+pub fn join_row(join: &JoinView) -> JoinRow {
     JoinRow {
         id: join.id.to_string(),
         name: join.name.clone(),
@@ -123,6 +104,49 @@ fn join_row(join: &JoinView) -> JoinRow {
         version: join.agent_version.clone(),
         age: ago(join.requested_at),
         name_taken_by: join.name_taken_by,
+    }
+}
+
+/// A listing of nodes asking only for how many match (the status line's counts).
+pub fn counting(actor: &Actor) -> ListNodes {
+    ListNodes {
+        actor: actor.clone(),
+        search: None,
+        health: None,
+        online: None,
+        placement: None,
+        paired: None,
+        ids: None,
+        page: Page {
+            offset: 0,
+            limit: 1,
+        },
+    }
+}
+
+/// The names of the nodes `jobs` ran on (one question for the page's jobs).
+pub async fn names_of(state: &AppState, actor: &Actor, jobs: &[JobView]) -> HashMap<i64, String> {
+    let mut ids: Vec<i64> = jobs.iter().map(|job| job.node_id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.is_empty() {
+        return HashMap::new();
+    }
+    let request = ListNodes {
+        ids: Some(ids),
+        page: Page {
+            offset: 0,
+            limit: RECENT_JOBS.max(50),
+        },
+        ..counting(actor)
+    };
+    match ask::<_, Nodes>(state, ops::LIST_NODES, &request).await {
+        Ok(nodes) => nodes
+            .nodes
+            .into_iter()
+            .map(|node| (node.id, node.name))
+            .collect(),
+        Err(_) => HashMap::new(),
     }
 }
 
@@ -163,14 +187,15 @@ pub fn state_name(job: &JobView) -> String {
 struct Dashboard {
     chrome: Chrome,
     status: String,
-    hosts: Vec<HostGroup>,
-    machines: Vec<NodeRow>,
+    nodes: Vec<NodeRow>,
+    nodes_total: u64,
+    red: u64,
     nodes_problem: Option<String>,
     joins: Vec<JoinRow>,
-    rejected: Vec<JoinRow>,
+    joins_total: u64,
     joins_problem: Option<String>,
-    /// (id, name) of every node, for binding a join to an existing node.
-    bind_to: Vec<(i64, String)>,
+    /// Where a join act sends the browser back to (`dashboard` or `joins`).
+    back: &'static str,
     jobs: Vec<JobRow>,
     jobs_problem: Option<String>,
     can_decide: bool,
@@ -182,85 +207,110 @@ pub async fn page(
     headers: HeaderMap,
 ) -> Response {
     let actor = session.actor();
-    let list_nodes = ListNodes {
-        actor: actor.clone(),
+    let first = ListNodes {
+        page: Page {
+            offset: 0,
+            limit: DASHBOARD_NODES,
+        },
+        ..counting(&actor)
+    };
+    let online = ListNodes {
+        online: Some(true),
+        ..counting(&actor)
+    };
+    let red = ListNodes {
+        health: Some(HealthDot::Red),
+        ..counting(&actor)
     };
     let pending = ListJoins {
         actor: actor.clone(),
         state: JoinFilter::Pending,
-    };
-    let rejected = ListJoins {
-        actor: actor.clone(),
-        state: JoinFilter::Rejected,
+        search: None,
+        join_id: None,
+        page: Page {
+            offset: 0,
+            limit: DASHBOARD_JOINS,
+        },
     };
     let recent = ListJobs {
-        actor,
+        actor: actor.clone(),
         node_id: None,
         state: None,
         limit: Some(RECENT_JOBS),
     };
-    let (nodes, pending, rejected, jobs) = tokio::join!(
-        ask::<_, Nodes>(&state, ops::LIST_NODES, &list_nodes),
+    let (nodes, online, red, pending, jobs) = tokio::join!(
+        ask::<_, Nodes>(&state, ops::LIST_NODES, &first),
+        ask::<_, Nodes>(&state, ops::LIST_NODES, &online),
+        ask::<_, Nodes>(&state, ops::LIST_NODES, &red),
         ask::<_, Joins>(&state, ops::LIST_JOINS, &pending),
-        ask::<_, Joins>(&state, ops::LIST_JOINS, &rejected),
         ask::<_, Jobs>(&state, ops::LIST_JOBS, &recent),
     );
     let problem = |refusal: &ApiError| Some(refusal_sentence(refusal));
     let (nodes, nodes_problem) = match nodes {
-        Ok(nodes) => (nodes.nodes, None),
-        Err(refusal) => (Vec::new(), problem(&refusal)),
+        Ok(nodes) => (nodes, None),
+        Err(refusal) => (
+            Nodes {
+                nodes: Vec::new(),
+                page: Default::default(),
+            },
+            problem(&refusal),
+        ),
     };
     let (pending, joins_problem) = match pending {
-        Ok(joins) => (joins.joins, None),
-        Err(refusal) => (Vec::new(), problem(&refusal)),
+        Ok(joins) => (joins, None),
+        Err(refusal) => (
+            Joins {
+                joins: Vec::new(),
+                page: Default::default(),
+            },
+            problem(&refusal),
+        ),
     };
-    // The agent channel lists the rejections still reopenable (a day, ARCHITECTURE 6.2-1).
-    let rejected = rejected.map(|joins| joins.joins).unwrap_or_default();
     let (jobs, jobs_problem) = match jobs {
         Ok(jobs) => (jobs.jobs, None),
         Err(refusal) => (Vec::new(), problem(&refusal)),
     };
-    let names: HashMap<i64, String> = nodes
-        .iter()
-        .map(|node| (node.id, node.name.clone()))
-        .collect();
-    let online = nodes.iter().filter(|node| node.online).count();
-    let red = nodes
-        .iter()
-        .filter(|node| node.health.dot == HealthDot::Red)
-        .count();
-    let status = if nodes_problem.is_some() {
-        "The agent channel did not answer: the fleet's state is unknown.".to_string()
-    } else {
-        let mut status = format!(
-            "{online} of {} nodes online · {} asking to join",
-            nodes.len(),
-            pending.len()
-        );
-        if red > 0 {
-            status.push_str(&format!(" · {red} with a problem"));
+    let names = names_of(&state, &actor, &jobs).await;
+    let online = online.map(|nodes| nodes.page.total);
+    let red = red.map(|nodes| nodes.page.total).unwrap_or_default();
+    let status = match (&nodes_problem, online) {
+        (None, Ok(online)) => {
+            let mut status = format!(
+                "{online} of {} nodes online · {} asking to join",
+                nodes.page.total, pending.page.total
+            );
+            if red > 0 {
+                status.push_str(&format!(" · {red} with a problem"));
+            }
+            status
         }
-        status
+        _ => "The agent channel did not answer: the fleet's state is unknown.".to_string(),
     };
-    let (hosts, machines) = group(&nodes);
-    let mut bind_to: Vec<(i64, String)> =
-        names.iter().map(|(id, name)| (*id, name.clone())).collect();
-    bind_to.sort();
     let page = Dashboard {
         chrome: Chrome::signed_in(&session, &headers, "Dashboard", "dashboard"),
         status,
-        hosts,
-        machines,
+        nodes: nodes.nodes.iter().map(node_row).collect(),
+        nodes_total: nodes.page.total,
+        red,
         nodes_problem,
-        joins: pending.iter().map(join_row).collect(),
-        rejected: rejected.iter().map(join_row).collect(),
+        joins: pending.joins.iter().map(join_row).collect(),
+        joins_total: pending.page.total,
         joins_problem,
-        bind_to,
+        back: "dashboard",
         jobs: jobs.iter().map(|job| job_row(job, &names)).collect(),
         jobs_problem,
         can_decide: session.level >= Level::Admin,
     };
     render(StatusCode::OK, &page.chrome, &page)
+}
+
+/// Where a join act sends the browser back to: the joins page when its form says so, else the
+/// dashboard (a fixed choice, never a path from the form).
+fn back_of(fields: &FormFields) -> &'static str {
+    match fields.get("back") {
+        Some("joins") => "/ui/joins",
+        _ => "/ui/",
+    }
 }
 
 pub async fn approve_join(
@@ -277,8 +327,11 @@ pub async fn approve_join(
             Ok(id) if id > 0 => Some(id),
             _ => {
                 return acted(
-                    "/ui/",
-                    Err(ApiError::invalid("node_id", "choose a node from the list")),
+                    back_of(&fields),
+                    Err(ApiError::invalid(
+                        "node_id",
+                        "name a node by its number (search for it with Bind to)",
+                    )),
                 )
             }
         }
@@ -293,7 +346,7 @@ pub async fn approve_join(
         |approved| serde_json::json!({"requested_node_id": node_id, "node_id": approved.node_id}),
     );
     let mut response = acted(
-        "/ui/",
+        back_of(&fields),
         answer.map(|approved| {
             format!(
                 "Approved: the key is bound to node {}; its agent connects on its next ask.",
@@ -311,6 +364,7 @@ pub async fn reject_join(
     State(state): State<AppState>,
     session: UiSession,
     PathUuid(join_id): PathUuid,
+    fields: FormFields,
 ) -> Response {
     let request = DecideJoin {
         actor: session.actor(),
@@ -320,7 +374,7 @@ pub async fn reject_join(
         &state,
         ops::REJECT_JOIN,
         &request,
-        "/ui/",
+        back_of(&fields),
         "Rejected. It can be reopened for a day.",
     )
     .await
@@ -330,6 +384,7 @@ pub async fn reopen_join(
     State(state): State<AppState>,
     session: UiSession,
     PathUuid(join_id): PathUuid,
+    fields: FormFields,
 ) -> Response {
     let request = DecideJoin {
         actor: session.actor(),
@@ -339,7 +394,7 @@ pub async fn reopen_join(
         &state,
         ops::REOPEN_JOIN,
         &request,
-        "/ui/",
+        back_of(&fields),
         "Reopened: it is waiting again; compare the fingerprint before approving.",
     )
     .await

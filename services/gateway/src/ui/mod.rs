@@ -15,11 +15,22 @@
 //!   `input[name=new_password]`, `input[name=confirm_password]`, `button[data-test=change-password]`
 //! * every page: `[data-test=operator]` (name and level), `button[data-test=sign-out]`,
 //!   `[data-test=flash]` (with `data-kind=ok|error`), `[data-test=error]` on error pages
-//! * dashboard: `[data-test=plane-status]`, `#node-<id>` rows with `[data-test=health]`
-//!   (`data-dot=green|yellow|red|gray`), `[data-test=node-link]`, `#join-<id>` rows with
-//!   `[data-test=fingerprint]`, `[data-test=name-taken]`, `select[name=node_id]`,
-//!   `button[data-test=approve]`, `button[data-test=reject]`; `#rejected-<id>` rows with
-//!   `button[data-test=reopen]`; `#job-<id>` rows of the recent jobs
+//! * dashboard: `[data-test=plane-status]`, `form#node-search`, `a[data-test=all-nodes]`,
+//!   `a[data-test=problem-nodes]`, `a[data-test=all-joins]`, `#node-<id>` rows (the first page)
+//!   with `[data-test=health]` (`data-dot=green|yellow|red|gray`), `[data-test=node-link]`,
+//!   `[data-test=placement]`; `#join-<id>` rows (the newest) with `[data-test=fingerprint]`,
+//!   `[data-test=name-taken]`, `button[data-test=approve]`, `button[data-test=reject]`,
+//!   `input[data-test=bind-search]` and `button[data-test=bind-find]`; `#job-<id>` rows of the
+//!   recent jobs
+//! * node list (`/ui/nodes`): `form#node-filters` with `input[name=q]`, `select[name=health]`,
+//!   `select[name=online]`, `select[name=placement]`, `button[data-test=search]`; `#node-<id>`
+//!   rows as on the dashboard; `[data-test=pager]` with `[data-test=page-shown]`,
+//!   `a[data-test=previous]`, `a[data-test=next]` (every list page has this pager)
+//! * joins (`/ui/joins?state=rejected`): `[data-test=tab-pending|tab-rejected]`,
+//!   `form#join-search`, `#join-<id>` rows as on the dashboard, `#rejected-<id>` rows with
+//!   `button[data-test=reopen]`
+//! * bind (`/ui/joins/<id>/bind?q=`): `input[data-test=bind-search]`, `#candidate-<id>` rows
+//!   with `button[data-test=bind-to]`
 //! * node page: `[data-test=tab-overview|tab-jobs|tab-agent]`, `[data-test=fact-<name>]`,
 //!   `[data-test=run-<primitive>]` submit buttons, `[data-test=needs-newer-agent]`,
 //!   `[data-test=fingerprint]`, `a[data-test=disconnect]`, `button[data-test=confirm-disconnect]`
@@ -37,6 +48,7 @@ mod format;
 mod forms;
 pub mod guard;
 mod jobs;
+mod listing;
 mod nodes;
 mod sign_in;
 
@@ -121,6 +133,9 @@ pub fn handler(filter: MethodFilter, op: UiOp) -> MethodRouter<AppState> {
         UiOp::ApproveJoin => on(filter, dashboard::approve_join),
         UiOp::RejectJoin => on(filter, dashboard::reject_join),
         UiOp::ReopenJoin => on(filter, dashboard::reopen_join),
+        UiOp::NodeList => on(filter, listing::nodes_page),
+        UiOp::JoinList => on(filter, listing::joins_page),
+        UiOp::BindPage => on(filter, listing::bind_page),
         UiOp::NodePage => on(filter, nodes::page),
         UiOp::DisconnectPage => on(filter, nodes::disconnect_page),
         UiOp::DisconnectNode => on(filter, nodes::disconnect),

@@ -161,11 +161,18 @@ impl Gateway {
             server,
             &script,
             ops::LIST_JOINS,
-            |script, request: ListJoins| Joins {
-                joins: match request.state {
+            |script, request: ListJoins| {
+                let joins = match request.state {
                     JoinFilter::Rejected => script.rejected.clone(),
                     _ => script.joins.clone().unwrap_or_else(|| vec![join_view()]),
-                },
+                };
+                Joins {
+                    page: capstan_events::agent_channel::rpc::PageInfo::of(
+                        request.page,
+                        joins.len() as u64,
+                    ),
+                    joins,
+                }
             },
         );
         let server = fake(
@@ -188,11 +195,21 @@ impl Gateway {
             ops::REOPEN_JOIN,
             |_, _: DecideJoin| Done {},
         );
-        let server = fake(server, &script, ops::LIST_NODES, |script, _: ListNodes| {
-            Nodes {
-                nodes: script.nodes.clone().unwrap_or_else(|| vec![node_view(17)]),
-            }
-        });
+        let server = fake(
+            server,
+            &script,
+            ops::LIST_NODES,
+            |script, request: ListNodes| {
+                let nodes = script.nodes.clone().unwrap_or_else(|| vec![node_view(17)]);
+                Nodes {
+                    page: capstan_events::agent_channel::rpc::PageInfo::of(
+                        request.page,
+                        nodes.len() as u64,
+                    ),
+                    nodes,
+                }
+            },
+        );
         let server = fake(
             server,
             &script,

@@ -8,6 +8,7 @@ mod auth;
 mod browser;
 mod errors;
 mod harness;
+mod listing;
 mod openapi;
 mod sign_in;
 mod ui;

@@ -131,3 +131,25 @@ async fn the_gateway_serves_the_document_to_a_level_7_operator() {
     );
     assert_eq!(response.json::<Value>().await.unwrap(), document());
 }
+
+/// The listings' query parameters are documented exactly as the handlers read them (the same
+/// lists refuse any other parameter with `400`).
+#[test]
+fn the_listings_document_exactly_the_query_parameters_they_take() {
+    let document = document();
+    for (path, taken) in [
+        ("/api/v1/nodes", capstan_gateway::operator::NODE_LISTING),
+        ("/api/v1/joins", capstan_gateway::operator::JOIN_LISTING),
+    ] {
+        let documented: BTreeSet<&str> = document["paths"][path]["get"]["parameters"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{path} documents its parameters"))
+            .iter()
+            .map(|parameter| {
+                assert_eq!(parameter["in"], "query", "{path}");
+                parameter["name"].as_str().unwrap()
+            })
+            .collect();
+        assert_eq!(documented, taken.iter().copied().collect(), "{path}");
+    }
+}

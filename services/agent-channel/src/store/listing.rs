@@ -1,0 +1,856 @@
+//! The operator's listings of nodes and joins: one page at a time, searched and filtered in
+//! SQL, so a fleet of ten thousand nodes and a flood of joins cost the asker one page. Every
+//! value is bound; the statement is put together only from the fixed fragments below.
+//!
+//! The health and placement filters judge in SQL what `domain/fleet.rs` judges in Rust for the
+//! page's views ([`HEALTH_DOT`], [`PLACEMENT`]); the thresholds are bound from the domain's
+//! constants, and a test holds the two to the same answers.
+
+use capstan_events::agent_channel::rpc::{JoinFilter, ListJoins, ListNodes, Page};
+use capstan_store::PgConnection;
+use chrono::{DateTime, Utc};
+use sqlx::{Postgres, QueryBuilder};
+
+use super::{JoinRow, NodeRow, Result, NODE_COLUMNS};
+use crate::domain::{
+    fleet::{DISK_RED_PERCENT, DISK_YELLOW_PERCENT, LOAD_YELLOW},
+    joins::JoinRecordState,
+    ONLINE_WINDOW, REJECTED_REOPENABLE_FOR,
+};
+
+/// The latest finished reading of `word` for node `n` (withdrawn jobs say nothing about it),
+/// found through the `jobs_latest_reading` index.
+fn latest(word: &str) -> String {
+    format!(
+        "SELECT j.outcome, j.result FROM jobs j
+         WHERE j.node_id = n.id AND j.primitive = '{word}'
+           AND j.finished_at IS NOT NULL AND j.outcome IS NOT NULL AND j.outcome <> 'withdrawn'
+         ORDER BY j.finished_at DESC, j.id DESC LIMIT 1"
+    )
+}
+
+/// The dot of node `n` from its latest check `chk` (MO-07, as `fleet::health`): gray never
+/// checked or no usable data, red a failed check, a disk over the red mark or PostgreSQL not
+/// answering, yellow a disk over the yellow mark or a load over its mark, else green. `$red`,
+/// `$yellow`, `$load` are the placeholders the thresholds are bound to.
+const HEALTH_DOT: &str = "(CASE
+    WHEN chk.outcome IS NULL THEN 'gray'
+    WHEN chk.outcome <> 'completed' THEN 'red'
+    WHEN jsonb_typeof(chk.result) IS DISTINCT FROM 'object' THEN 'gray'
+    ELSE (SELECT CASE
+        WHEN m.disk IS NULL AND m.load IS NULL AND m.pg IS NULL THEN 'gray'
+        WHEN m.disk > $red OR m.pg = false THEN 'red'
+        WHEN m.disk > $yellow OR m.load > $load THEN 'yellow'
+        ELSE 'green' END
+      FROM (SELECT
+        CASE WHEN jsonb_typeof(chk.result #> '{disk,used_percent}') = 'number'
+             THEN (chk.result #>> '{disk,used_percent}')::float8 END AS disk,
+        CASE WHEN jsonb_typeof(chk.result #> '{load,1m}') = 'number'
+             THEN (chk.result #>> '{load,1m}')::float8 END AS load,
+        CASE WHEN jsonb_typeof(chk.result #> '{postgresql,answers}') = 'boolean'
+             THEN (chk.result #>> '{postgresql,answers}')::boolean END AS pg) AS m)
+    END)";
+
+/// Where node `n` sits (PV-15, as `fleet::placements`), given `hosts`: a container when the
+/// lowest-numbered host listing its container is another node, else a host when it is one,
+/// else a machine.
+const PLACEMENT: &str = "(CASE
+    WHEN n.container IS NOT NULL AND (SELECT min(h.id) FROM hosts h
+        WHERE h.result -> 'containers' @> jsonb_build_array(jsonb_build_object('name', n.container))) <> n.id
+        THEN 'container'
+    WHEN EXISTS (SELECT 1 FROM hosts h WHERE h.id = n.id) THEN 'host'
+    ELSE 'machine' END)";
+
+/// The text searched for, lower-cased; and as a fingerprint (without spaces and colons).
+fn search_terms(search: &Option<String>) -> Option<(String, String, Option<i64>)> {
+    let text = search
+        .as_deref()
+        .map(str::trim)
+        .filter(|text| !text.is_empty())?;
+    let lower = text.to_lowercase();
+    let fingerprint: String = lower
+        .chars()
+        .filter(|c| !c.is_whitespace() && *c != ':')
+        .collect();
+    Some((lower, fingerprint, text.parse::<i64>().ok()))
+}
+
+/// The placeholders of [`HEALTH_DOT`] bound.
+fn push_health_dot(query: &mut QueryBuilder<'_, Postgres>) {
+    let mut rest = HEALTH_DOT;
+    while let Some(at) = rest.find('$') {
+        query.push(&rest[..at]);
+        let after = &rest[at + 1..];
+        let (bound, len) = if after.starts_with("red") {
+            (DISK_RED_PERCENT, 3)
+        } else if after.starts_with("yellow") {
+            (DISK_YELLOW_PERCENT, 6)
+        } else {
+            (LOAD_YELLOW, 4)
+        };
+        query.push_bind(bound);
+        rest = &after[len..];
+    }
+    query.push(rest);
+}
+
+/// `FROM` and `WHERE` of a node listing.
+fn push_node_filters(
+    query: &mut QueryBuilder<'_, Postgres>,
+    request: &ListNodes,
+    now: DateTime<Utc>,
+) {
+    query.push(" FROM nodes n");
+    if request.health.is_some() {
+        query.push(" LEFT JOIN LATERAL (");
+        query.push(latest("check_status"));
+        query.push(") AS chk ON true");
+    }
+    query.push(" WHERE true");
+    if let Some((lower, fingerprint, id)) = search_terms(&request.search) {
+        query.push(" AND (strpos(lower(n.name), ");
+        query.push_bind(lower.clone());
+        query.push(") > 0 OR (");
+        query.push_bind(fingerprint.clone());
+        query.push(" <> '' AND strpos(replace(lower(coalesce(n.fingerprint, '')), ':', ''), ");
+        query.push_bind(fingerprint);
+        query.push(") > 0) OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(n.addresses) AS a (address) WHERE strpos(lower(a.address), ");
+        query.push_bind(lower);
+        query.push(") > 0) OR n.id = ");
+        query.push_bind(id);
+        query.push(")");
+    }
+    if let Some(online) = request.online {
+        let since = now - chrono::Duration::from_std(ONLINE_WINDOW).unwrap_or_default();
+        query.push(
+            " AND (n.fingerprint IS NOT NULL AND n.last_seen_at IS NOT NULL AND n.last_seen_at >= ",
+        );
+        query.push_bind(since);
+        query.push(") = ");
+        query.push_bind(online);
+    }
+    if let Some(paired) = request.paired {
+        query.push(" AND (n.fingerprint IS NOT NULL) = ");
+        query.push_bind(paired);
+    }
+    if let Some(ids) = &request.ids {
+        query.push(" AND n.id = ANY(");
+        query.push_bind(ids.clone());
+        query.push(")");
+    }
+    if let Some(dot) = request.health {
+        query.push(" AND ");
+        push_health_dot(query);
+        query.push(" = ");
+        query.push_bind(dot.as_str());
+    }
+    if let Some(kind) = request.placement {
+        query.push(" AND ");
+        query.push(PLACEMENT);
+        query.push(" = ");
+        query.push_bind(kind.as_str());
+    }
+}
+
+/// The hosts (`id`, `result` of the latest completed host report saying Docker is installed),
+/// when the placement filter needs them.
+fn push_hosts(query: &mut QueryBuilder<'_, Postgres>, request: &ListNodes) {
+    if request.placement.is_some() {
+        query.push("WITH hosts AS (SELECT n.id, latest.result FROM nodes n CROSS JOIN LATERAL (");
+        query.push(latest("host_report"));
+        query.push(") AS latest WHERE latest.outcome = 'completed' AND latest.result ->> 'docker' = 'installed') ");
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct Counted<T> {
+    #[sqlx(flatten)]
+    row: T,
+    total: i64,
+}
+
+fn bounds(page: Page) -> (i64, i64) {
+    (
+        i64::from(page.limit),
+        i64::try_from(page.offset).unwrap_or(i64::MAX),
+    )
+}
+
+/// One page of the nodes the request asks for (by name, then id), and how many match in all.
+/// `now` is the clock the online window is judged by.
+pub async fn list_nodes_page(
+    connection: &mut PgConnection,
+    request: &ListNodes,
+    now: DateTime<Utc>,
+) -> Result<(Vec<NodeRow>, u64)> {
+    let columns: Vec<String> = NODE_COLUMNS
+        .split(',')
+        .map(|column| format!("n.{}", column.trim()))
+        .collect();
+    let (limit, offset) = bounds(request.page);
+    let mut query = QueryBuilder::new("");
+    push_hosts(&mut query, request);
+    query.push("SELECT ");
+    query.push(columns.join(", "));
+    query.push(", count(*) OVER () AS total");
+    push_node_filters(&mut query, request, now);
+    query.push(" ORDER BY n.name, n.id LIMIT ");
+    query.push_bind(limit);
+    query.push(" OFFSET ");
+    query.push_bind(offset);
+    let rows: Vec<Counted<NodeRow>> = query.build_query_as().fetch_all(&mut *connection).await?;
+    let total = match rows.first() {
+        Some(first) => first.total,
+        None if offset > 0 => {
+            let mut count = QueryBuilder::new("");
+            push_hosts(&mut count, request);
+            count.push("SELECT count(*)");
+            push_node_filters(&mut count, request, now);
+            count
+                .build_query_scalar()
+                .fetch_one(&mut *connection)
+                .await?
+        }
+        None => 0,
+    };
+    Ok((
+        rows.into_iter().map(|counted| counted.row).collect(),
+        u64::try_from(total).unwrap_or_default(),
+    ))
+}
+
+/// A join as listed: with the paired node already called by its name, if any (shown, never
+/// bound).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ListedJoin {
+    #[sqlx(flatten)]
+    pub join: JoinRow,
+    pub name_taken_by: Option<i64>,
+}
+
+fn push_join_filters(query: &mut QueryBuilder<'_, Postgres>, request: &ListJoins) {
+    let pending = JoinRecordState::Pending.as_str();
+    let rejected = JoinRecordState::Rejected.as_str();
+    let window = REJECTED_REOPENABLE_FOR.as_secs_f64();
+    query.push(" FROM joins j WHERE ");
+    match request.state {
+        JoinFilter::Pending => {
+            query.push("j.state = ");
+            query.push_bind(pending);
+            query.push(" AND j.expires_at > now()");
+        }
+        JoinFilter::Rejected => {
+            query.push("j.state = ");
+            query.push_bind(rejected);
+            query.push(" AND j.decided_at > now() - make_interval(secs => ");
+            query.push_bind(window);
+            query.push(")");
+        }
+        JoinFilter::All => {
+            query.push("(j.requested_at > now() - make_interval(secs => ");
+            query.push_bind(window);
+            query.push(") OR j.state IN (");
+            query.push_bind(pending);
+            query.push(", ");
+            query.push_bind(rejected);
+            query.push("))");
+        }
+    }
+    if let Some((lower, fingerprint, _)) = search_terms(&request.search) {
+        query.push(" AND (strpos(lower(j.name), ");
+        query.push_bind(lower.clone());
+        query.push(") > 0 OR strpos(lower(j.source_address), ");
+        query.push_bind(lower.clone());
+        query.push(") > 0 OR (");
+        query.push_bind(fingerprint.clone());
+        query.push(" <> '' AND strpos(replace(lower(j.fingerprint), ':', ''), ");
+        query.push_bind(fingerprint);
+        query.push(") > 0) OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(j.addresses) AS a (address) WHERE strpos(lower(a.address), ");
+        query.push_bind(lower);
+        query.push(") > 0))");
+    }
+    if let Some(id) = request.join_id {
+        query.push(" AND j.id = ");
+        query.push_bind(id);
+    }
+}
+
+/// One page of the joins the request asks for (newest first), and how many match in all.
+pub async fn list_joins_page(
+    connection: &mut PgConnection,
+    request: &ListJoins,
+) -> Result<(Vec<ListedJoin>, u64)> {
+    let columns: Vec<String> = super::JOIN_COLUMNS
+        .split(',')
+        .map(|column| format!("j.{}", column.trim()))
+        .collect();
+    let (limit, offset) = bounds(request.page);
+    let mut query = QueryBuilder::new("SELECT ");
+    query.push(columns.join(", "));
+    query.push(
+        ", (SELECT n.id FROM nodes n WHERE n.name = j.name AND n.fingerprint IS NOT NULL \
+         ORDER BY n.id LIMIT 1) AS name_taken_by, count(*) OVER () AS total",
+    );
+    push_join_filters(&mut query, request);
+    query.push(" ORDER BY j.requested_at DESC, j.id LIMIT ");
+    query.push_bind(limit);
+    query.push(" OFFSET ");
+    query.push_bind(offset);
+    let rows: Vec<Counted<ListedJoin>> = query.build_query_as().fetch_all(&mut *connection).await?;
+    let total = match rows.first() {
+        Some(first) => first.total,
+        None if offset > 0 => {
+            let mut count = QueryBuilder::new("SELECT count(*)");
+            push_join_filters(&mut count, request);
+            count
+                .build_query_scalar()
+                .fetch_one(&mut *connection)
+                .await?
+        }
+        None => 0,
+    };
+    Ok((
+        rows.into_iter().map(|counted| counted.row).collect(),
+        u64::try_from(total).unwrap_or_default(),
+    ))
+}
+
+/// The nodes whose latest completed host report says Docker is installed and lists a container
+/// named one of `names`: the hosts a page's containers may sit on, in one statement.
+pub async fn hosts_listing_any_container(
+    connection: &mut PgConnection,
+    names: &[String],
+) -> Result<Vec<i64>> {
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(sqlx::query_scalar(&format!(
+        "SELECT n.id FROM nodes n CROSS JOIN LATERAL ({}) AS latest
+         WHERE latest.outcome = 'completed' AND latest.result ->> 'docker' = 'installed'
+           AND jsonb_typeof(latest.result -> 'containers') = 'array'
+           AND EXISTS (SELECT 1 FROM jsonb_array_elements(latest.result -> 'containers') AS c (item)
+                       WHERE c.item ->> 'name' = ANY($1))
+         ORDER BY n.id",
+        latest("host_report")
+    ))
+    .bind(names)
+    .fetch_all(connection)
+    .await?)
+}
+
+/// The dot the listing's SQL gives a node, for the test that holds it to `fleet::health`.
+#[cfg(test)]
+pub async fn dot_in_sql(connection: &mut PgConnection, node_id: i64) -> Result<String> {
+    let mut query = QueryBuilder::new("SELECT ");
+    push_health_dot(&mut query);
+    query.push(" FROM nodes n LEFT JOIN LATERAL (");
+    query.push(latest("check_status"));
+    query.push(") AS chk ON true WHERE n.id = ");
+    query.push_bind(node_id);
+    Ok(query.build_query_scalar().fetch_one(connection).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::fleet;
+    use capstan_events::{
+        agent_channel::{
+            rpc::{HealthDot, PlacementKind},
+            JobOutcome,
+        },
+        rpc::{Actor, Level},
+    };
+    use serde_json::{json, Value};
+
+    async fn store() -> (capstan_store::testsuite::TestDatabase, capstan_store::Store) {
+        let database = capstan_store::testsuite::TestDatabase::create().await;
+        let store = capstan_store::Store::connect(database.url(), "agent_channel", 2)
+            .await
+            .unwrap();
+        store.migrate(&crate::MIGRATOR).await.unwrap();
+        (database, store)
+    }
+
+    async fn node(connection: &mut PgConnection, name: &str, container: Option<&str>) -> i64 {
+        sqlx::query_scalar("INSERT INTO nodes (name, container) VALUES ($1, $2) RETURNING id")
+            .bind(name)
+            .bind(container)
+            .fetch_one(connection)
+            .await
+            .unwrap()
+    }
+
+    async fn reading(
+        connection: &mut PgConnection,
+        node: i64,
+        primitive: &str,
+        outcome: JobOutcome,
+        result: Option<Value>,
+    ) {
+        sqlx::query(
+            "INSERT INTO jobs (node_id, primitive, class, state, outcome, result, requested_by,
+                               budget_s, finished_at)
+             VALUES ($1, $2, 'read', $3, $3, $4, 'test', 60, now())",
+        )
+        .bind(node)
+        .bind(primitive)
+        .bind(outcome.as_str())
+        .bind(result)
+        .execute(connection)
+        .await
+        .unwrap();
+    }
+
+    fn listing(page: Page) -> ListNodes {
+        ListNodes {
+            actor: Actor {
+                name: "test".into(),
+                level: Level::Read,
+                address: None,
+            },
+            search: None,
+            health: None,
+            online: None,
+            placement: None,
+            paired: None,
+            ids: None,
+            page,
+        }
+    }
+
+    fn page(offset: u64, limit: u32) -> Page {
+        Page { offset, limit }
+    }
+
+    // MO-07: the listing's health filter judges in SQL what `fleet::health` judges in Rust;
+    // over a table of checks, every node's SQL dot is the Rust dot, edges included.
+    #[tokio::test]
+    async fn mo_07_the_health_filter_in_sql_gives_every_node_the_dot_the_domain_gives_it() {
+        let (_database, store) = store().await;
+        let mut connection = store.pool().acquire().await.unwrap();
+        let cases: Vec<(JobOutcome, Option<Value>)> = vec![
+            (JobOutcome::Completed, Some(json!({}))),
+            (JobOutcome::Completed, None),
+            (JobOutcome::Completed, Some(json!("odd"))),
+            (JobOutcome::Completed, Some(json!([1, 2]))),
+            (JobOutcome::Failed, None),
+            (
+                JobOutcome::Refused,
+                Some(json!({"disk": {"used_percent": 10}})),
+            ),
+            (JobOutcome::Lost, None),
+            (
+                JobOutcome::Completed,
+                Some(json!({"disk": {"used_percent": 90.5}})),
+            ),
+            (
+                JobOutcome::Completed,
+                Some(json!({"disk": {"used_percent": 90.0}})),
+            ),
+            (
+                JobOutcome::Completed,
+                Some(json!({"disk": {"used_percent": 80.0}})),
+            ),
+            (
+                JobOutcome::Completed,
+                Some(json!({"disk": {"used_percent": 80.01}})),
+            ),
+            (
+                JobOutcome::Completed,
+                Some(json!({"disk": {"used_percent": "95"}})),
+            ),
+            (JobOutcome::Completed, Some(json!({"disk": [95]}))),
+            (JobOutcome::Completed, Some(json!({"load": {"1m": 5.0}}))),
+            (JobOutcome::Completed, Some(json!({"load": {"1m": 5.5}}))),
+            (
+                JobOutcome::Completed,
+                Some(json!({"postgresql": {"answers": false}})),
+            ),
+            (
+                JobOutcome::Completed,
+                Some(json!({"postgresql": {"answers": null}})),
+            ),
+            (
+                JobOutcome::Completed,
+                Some(json!({"postgresql": {"answers": true}})),
+            ),
+            (
+                JobOutcome::Completed,
+                Some(json!({"disk": {"used_percent": 95}, "load": {"1m": 9},
+                            "postgresql": {"answers": false}})),
+            ),
+            (
+                JobOutcome::Completed,
+                Some(json!({"disk": {"used_percent": 41.2}, "load": {"1m": 0.3},
+                            "postgresql": {"answers": true}})),
+            ),
+        ];
+        let never = node(&mut connection, "never-checked", None).await;
+        let mut expected = vec![(never, fleet::health(None).dot)];
+        for (index, (outcome, result)) in cases.iter().enumerate() {
+            let id = node(&mut connection, &format!("case-{index:02}"), None).await;
+            reading(
+                &mut connection,
+                id,
+                "check_status",
+                *outcome,
+                result.clone(),
+            )
+            .await;
+            expected.push((id, fleet::health(Some((*outcome, result.as_ref()))).dot));
+        }
+        // A withdrawn check says nothing: the one before it counts.
+        let withdrawn = node(&mut connection, "withdrawn-last", None).await;
+        reading(
+            &mut connection,
+            withdrawn,
+            "check_status",
+            JobOutcome::Completed,
+            Some(json!({"disk": {"used_percent": 99}})),
+        )
+        .await;
+        reading(
+            &mut connection,
+            withdrawn,
+            "check_status",
+            JobOutcome::Withdrawn,
+            None,
+        )
+        .await;
+        expected.push((withdrawn, HealthDot::Red));
+        for (id, dot) in &expected {
+            assert_eq!(
+                dot_in_sql(&mut connection, *id).await.unwrap(),
+                dot.as_str(),
+                "node {id}"
+            );
+        }
+        for dot in [
+            HealthDot::Green,
+            HealthDot::Yellow,
+            HealthDot::Red,
+            HealthDot::Gray,
+        ] {
+            let request = ListNodes {
+                health: Some(dot),
+                ..listing(page(0, 500))
+            };
+            let (rows, total) = list_nodes_page(&mut connection, &request, Utc::now())
+                .await
+                .unwrap();
+            let mut listed: Vec<i64> = rows.iter().map(|row| row.id).collect();
+            listed.sort_unstable();
+            let wanted: Vec<i64> = expected
+                .iter()
+                .filter(|(_, expected)| *expected == dot)
+                .map(|(id, _)| *id)
+                .collect();
+            assert_eq!(listed, wanted, "{dot:?}");
+            assert_eq!(total, wanted.len() as u64, "{dot:?}");
+        }
+    }
+
+    // PV-15: the placement filter places nodes as `fleet::placements` does: a Docker host, the
+    // container its report lists (the lowest host wins), a container whose host is unknown as
+    // a machine, and a host's own container name never placing it under itself.
+    #[tokio::test]
+    async fn pv_15_the_placement_filter_in_sql_places_nodes_as_the_domain_does() {
+        let (_database, store) = store().await;
+        let mut connection = store.pool().acquire().await.unwrap();
+        let report = |names: &[&str]| {
+            json!({"docker": "installed",
+                   "containers": names.iter().map(|name| json!({"name": name})).collect::<Vec<_>>()})
+        };
+        let host = node(&mut connection, "host-a", None).await;
+        reading(
+            &mut connection,
+            host,
+            "host_report",
+            JobOutcome::Completed,
+            Some(report(&["shop", "blog"])),
+        )
+        .await;
+        let second = node(&mut connection, "host-b", Some("blog")).await;
+        reading(
+            &mut connection,
+            second,
+            "host_report",
+            JobOutcome::Completed,
+            Some(report(&["blog"])),
+        )
+        .await;
+        let shop = node(&mut connection, "shop", Some("shop")).await;
+        let orphan = node(&mut connection, "orphan", Some("nowhere")).await;
+        let failed = node(&mut connection, "failed-host", None).await;
+        reading(
+            &mut connection,
+            failed,
+            "host_report",
+            JobOutcome::Failed,
+            Some(report(&["x"])),
+        )
+        .await;
+        let bare = node(&mut connection, "bare", None).await;
+        reading(
+            &mut connection,
+            bare,
+            "host_report",
+            JobOutcome::Completed,
+            Some(json!({"docker": "absent"})),
+        )
+        .await;
+
+        let rows = crate::store::latest_readings(
+            &mut connection,
+            &[host, second, shop, orphan, failed, bare],
+        )
+        .await
+        .unwrap();
+        let nodes: Vec<NodeRow> = {
+            let mut nodes = Vec::new();
+            for id in [host, second, shop, orphan, failed, bare] {
+                nodes.push(
+                    crate::store::node_by_id(&mut connection, id)
+                        .await
+                        .unwrap()
+                        .unwrap(),
+                );
+            }
+            nodes
+        };
+        let views = crate::actions::node_views(&nodes, &rows, Utc::now());
+        for kind in [
+            PlacementKind::Machine,
+            PlacementKind::Host,
+            PlacementKind::Container,
+        ] {
+            let request = ListNodes {
+                placement: Some(kind),
+                ..listing(page(0, 500))
+            };
+            let (rows, _) = list_nodes_page(&mut connection, &request, Utc::now())
+                .await
+                .unwrap();
+            let mut listed: Vec<i64> = rows.iter().map(|row| row.id).collect();
+            listed.sort_unstable();
+            let wanted: Vec<i64> = views
+                .iter()
+                .filter(|view| view.placement.kind() == kind)
+                .map(|view| view.id)
+                .collect();
+            assert_eq!(listed, wanted, "{kind:?}");
+        }
+        // host-b lists "blog" but host-a, lower, does too: host-b is a container on host-a.
+        assert_eq!(
+            views
+                .iter()
+                .find(|view| view.id == second)
+                .unwrap()
+                .placement
+                .kind(),
+            PlacementKind::Container
+        );
+        // The page's containers find their hosts in one statement.
+        let hosts = hosts_listing_any_container(&mut connection, &["shop".to_string()])
+            .await
+            .unwrap();
+        assert_eq!(hosts, [host]);
+    }
+
+    // Search by name, address, fingerprint (as shown, with its grouping) or number; paging
+    // by name in bounded pages; the other filters.
+    #[tokio::test]
+    async fn nodes_are_searched_filtered_and_paged_by_name() {
+        let (_database, store) = store().await;
+        let mut connection = store.pool().acquire().await.unwrap();
+        for index in 1..=25 {
+            let id = node(&mut connection, &format!("web-{index:02}"), None).await;
+            sqlx::query("UPDATE nodes SET addresses = $2 WHERE id = $1")
+                .bind(id)
+                .bind(json!([format!("10.0.0.{index}")]))
+                .execute(&mut *connection)
+                .await
+                .unwrap();
+        }
+        let paired = node(&mut connection, "Db-Main", None).await;
+        sqlx::query(
+            "UPDATE nodes SET public_key = 'k', fingerprint = 'SHA256:AbCdEfGh', last_seen_at = now()
+             WHERE id = $1",
+        )
+        .bind(paired)
+        .execute(&mut *connection)
+        .await
+        .unwrap();
+        let now = Utc::now();
+        let names = |rows: &[NodeRow]| rows.iter().map(|row| row.name.clone()).collect::<Vec<_>>();
+
+        let (first, total) = list_nodes_page(&mut connection, &listing(page(0, 10)), now)
+            .await
+            .unwrap();
+        assert_eq!(total, 26);
+        assert_eq!(names(&first)[0], "Db-Main");
+        assert_eq!(names(&first)[9], "web-09");
+        let (third, total) = list_nodes_page(&mut connection, &listing(page(20, 10)), now)
+            .await
+            .unwrap();
+        assert_eq!((third.len(), total), (6, 26));
+        assert_eq!(names(&third).last().unwrap(), "web-25");
+        let (beyond, total) = list_nodes_page(&mut connection, &listing(page(100, 10)), now)
+            .await
+            .unwrap();
+        assert!(beyond.is_empty());
+        assert_eq!(total, 26, "the total is counted past the last page too");
+
+        let search = |text: &str| ListNodes {
+            search: Some(text.to_string()),
+            ..listing(page(0, 100))
+        };
+        for (text, wanted) in [
+            ("DB-main", vec!["Db-Main"]),
+            (
+                "web-2",
+                vec!["web-20", "web-21", "web-22", "web-23", "web-24", "web-25"],
+            ),
+            ("10.0.0.7", vec!["web-07"]),
+            ("SHA256: abcd efgh", vec!["Db-Main"]),
+            ("cdef", vec!["Db-Main"]),
+            ("%", vec![]),
+            ("_", vec![]),
+        ] {
+            let (rows, total) = list_nodes_page(&mut connection, &search(text), now)
+                .await
+                .unwrap();
+            assert_eq!(names(&rows), wanted, "{text:?}");
+            assert_eq!(total, wanted.len() as u64, "{text:?}");
+        }
+        let (_, everything) = list_nodes_page(&mut connection, &search("   "), now)
+            .await
+            .unwrap();
+        assert_eq!(everything, 26, "blank text searches nothing");
+        let (by_number, _) = list_nodes_page(&mut connection, &search(&paired.to_string()), now)
+            .await
+            .unwrap();
+        assert!(by_number.iter().any(|row| row.id == paired));
+
+        let online = ListNodes {
+            online: Some(true),
+            ..listing(page(0, 100))
+        };
+        let (rows, _) = list_nodes_page(&mut connection, &online, now)
+            .await
+            .unwrap();
+        assert_eq!(names(&rows), ["Db-Main"]);
+        let offline = ListNodes {
+            online: Some(false),
+            ..listing(page(0, 100))
+        };
+        assert_eq!(
+            list_nodes_page(&mut connection, &offline, now)
+                .await
+                .unwrap()
+                .1,
+            25
+        );
+        let unpaired = ListNodes {
+            paired: Some(false),
+            search: Some("web-0".into()),
+            ..listing(page(0, 100))
+        };
+        assert_eq!(
+            list_nodes_page(&mut connection, &unpaired, now)
+                .await
+                .unwrap()
+                .1,
+            9
+        );
+        let some = ListNodes {
+            ids: Some(vec![paired, 1]),
+            ..listing(page(0, 100))
+        };
+        assert_eq!(
+            list_nodes_page(&mut connection, &some, now)
+                .await
+                .unwrap()
+                .1,
+            2
+        );
+    }
+
+    // Joins: pending newest first, searched by name, address or fingerprint, paged, with the
+    // connected node already holding the name (one statement, not one per join).
+    #[tokio::test]
+    async fn joins_are_searched_and_paged_newest_first() {
+        let (_database, store) = store().await;
+        let mut connection = store.pool().acquire().await.unwrap();
+        for index in 1..=30 {
+            sqlx::query(
+                "INSERT INTO joins (id, public_key, fingerprint, name, source_address, addresses,
+                                    agent_version, state, requested_at, expires_at, source_network)
+                 VALUES (gen_random_uuid(), 'k', $1, $2, $3, '[]', '1.0.0', 'pending',
+                         now() - make_interval(secs => $4), now() + interval '1 hour', $3)",
+            )
+            .bind(format!("SHA256:Key{index:02}"))
+            .bind(format!("asker-{index:02}"))
+            .bind(format!("192.0.2.{index}"))
+            .bind(f64::from(index))
+            .execute(&mut *connection)
+            .await
+            .unwrap();
+        }
+        let taken = node(&mut connection, "asker-03", None).await;
+        sqlx::query(
+            "UPDATE nodes SET public_key = 'k', fingerprint = 'SHA256:other' WHERE id = $1",
+        )
+        .bind(taken)
+        .execute(&mut *connection)
+        .await
+        .unwrap();
+        let ask = |search: Option<&str>, page: Page| ListJoins {
+            actor: Actor {
+                name: "test".into(),
+                level: Level::Read,
+                address: None,
+            },
+            state: JoinFilter::Pending,
+            search: search.map(str::to_string),
+            join_id: None,
+            page,
+        };
+        let (rows, total) = list_joins_page(&mut connection, &ask(None, page(0, 10)))
+            .await
+            .unwrap();
+        assert_eq!(total, 30);
+        assert_eq!(rows[0].join.name, "asker-01", "newest first");
+        assert_eq!(rows[2].name_taken_by, Some(taken));
+        assert_eq!(rows[0].name_taken_by, None);
+        let (rows, _) = list_joins_page(&mut connection, &ask(None, page(25, 10)))
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 5);
+        for (text, count) in [
+            ("ASKER-1", 10),
+            ("192.0.2.30", 1),
+            ("sha256: key 07", 1),
+            ("none", 0),
+        ] {
+            let (rows, total) = list_joins_page(&mut connection, &ask(Some(text), page(0, 100)))
+                .await
+                .unwrap();
+            assert_eq!((rows.len() as u64, total), (count, count), "{text:?}");
+        }
+        let one = rows_of(&mut connection, &ask(None, page(0, 1))).await;
+        let only = ListJoins {
+            join_id: Some(one),
+            ..ask(None, page(0, 1))
+        };
+        let (rows, total) = list_joins_page(&mut connection, &only).await.unwrap();
+        assert_eq!((rows[0].join.id, total), (one, 1));
+    }
+
+    async fn rows_of(connection: &mut PgConnection, request: &ListJoins) -> uuid::Uuid {
+        list_joins_page(connection, request).await.unwrap().0[0]
+            .join
+            .id
+    }
+}
