@@ -15,7 +15,9 @@ use capstan_events::agent_channel::{
 };
 
 mod jobs;
+mod placements;
 pub use jobs::*;
+pub use placements::*;
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -80,6 +82,11 @@ impl NodeRow {
             claim_bytes: self.claim_bytes.map(|bytes| bytes as u64),
             facts: self.facts.0.clone(),
         }
+    }
+
+    /// The container its agent runs in (`fleet::container_named`).
+    pub fn container_name(&self) -> Option<&str> {
+        crate::domain::fleet::container_named(self.container.as_deref(), &self.facts.0)
     }
 }
 
