@@ -45,6 +45,7 @@ pub fn entries() -> Vec<Entry> {
         Entry::of::<NodeLeft>(),
         Entry::of::<NodeReported>(),
         Entry::of::<NodesSeen>(),
+        Entry::of::<PlacementChanged>(),
         Entry::of::<JobQueued>(),
         Entry::of::<JobClaimed>(),
         Entry::of::<JobFinished>(),

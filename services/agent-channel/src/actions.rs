@@ -6,7 +6,8 @@ use capstan_events::{
     agent_channel::{
         primitives,
         rpc::{Finding, Health, JobState, JobView, JoinView, NodeView, Placement},
-        JobClaimed, JobFinished, JobOutcome, JobQueued, NodeDisconnected, NodeLeft, PrimitiveClass,
+        JobClaimed, JobFinished, JobOutcome, JobQueued, NodeDisconnected, NodeLeft,
+        PlacementChanged, PrimitiveClass,
     },
     rpc::{ErrorCode, Level, RpcError},
     Envelope, Message,
@@ -77,32 +78,7 @@ pub fn node_views(rows: &[NodeRow], readings: &[ReadingRow], now: DateTime<Utc>)
             _ => None,
         };
     }
-    let report_result = |id: i64| {
-        reports
-            .get(&id)
-            .filter(|reading| reading.outcome == JobOutcome::Completed)
-            .and_then(|reading| reading.result.as_ref())
-            .map(|result| &result.0)
-    };
-    let mut inputs: Vec<fleet::PlacementInput<'_>> = rows
-        .iter()
-        .map(|row| fleet::PlacementInput {
-            id: row.id,
-            container: row.container.as_deref(),
-            host_report: report_result(row.id),
-        })
-        .collect();
-    inputs.extend(
-        reports
-            .keys()
-            .filter(|id| !rows.iter().any(|row| row.id == **id))
-            .map(|id| fleet::PlacementInput {
-                id: *id,
-                container: None,
-                host_report: report_result(*id),
-            }),
-    );
-    let placements = fleet::placements(&inputs);
+    let placements = placements_of(rows, &reports);
     rows.iter()
         .map(|row| {
             let last_check = checks.get(&row.id).and_then(|reading| finding(reading));
@@ -122,6 +98,107 @@ pub fn node_views(rows: &[NodeRow], readings: &[ReadingRow], now: DateTime<Utc>)
             )
         })
         .collect()
+}
+
+/// Where each of `rows` sits (domain/fleet.rs), from the latest host reports in `reports`
+/// (which may hold nodes not in `rows`: the hosts they may sit on).
+fn placements_of(rows: &[NodeRow], reports: &HashMap<i64, &ReadingRow>) -> HashMap<i64, Placement> {
+    let report_result = |id: i64| {
+        reports
+            .get(&id)
+            .filter(|reading| reading.outcome == JobOutcome::Completed)
+            .and_then(|reading| reading.result.as_ref())
+            .map(|result| &result.0)
+    };
+    let mut inputs: Vec<fleet::PlacementInput<'_>> = rows
+        .iter()
+        .map(|row| fleet::PlacementInput {
+            id: row.id,
+            container: row.container_name(),
+            host_report: report_result(row.id),
+        })
+        .collect();
+    inputs.extend(
+        reports
+            .keys()
+            .filter(|id| !rows.iter().any(|row| row.id == **id))
+            .map(|id| fleet::PlacementInput {
+                id: *id,
+                container: None,
+                host_report: report_result(*id),
+            }),
+    );
+    fleet::placements(&inputs)
+}
+
+/// The readings `rows` are placed from: theirs, and those of every host listing one of their
+/// containers.
+async fn placement_readings(
+    connection: &mut PgConnection,
+    rows: &[NodeRow],
+) -> Result<Vec<ReadingRow>, StoreError> {
+    let mut ids: Vec<i64> = rows.iter().map(|row| row.id).collect();
+    let mut names: Vec<&str> = rows.iter().filter_map(NodeRow::container_name).collect();
+    names.sort_unstable();
+    names.dedup();
+    for name in names {
+        ids.extend(store::hosts_listing_container(connection, name).await?);
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    store::latest_readings(connection, &ids).await
+}
+
+/// Announces every placement the facts of `touched` just changed (a host report finished, a
+/// container named, a pairing made or ended): one `placement_changed` per node whose Docker
+/// host is no longer the one last announced, in the caller's transaction.
+pub async fn settle_placements(
+    connection: &mut PgConnection,
+    touched: &[i64],
+) -> Result<(), StoreError> {
+    store::lock_placements(connection).await?;
+    let rows = store::placement_candidates(connection, touched).await?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let readings = placement_readings(connection, &rows).await?;
+    let reports: HashMap<i64, &ReadingRow> = readings
+        .iter()
+        .filter(|reading| reading.primitive == "host_report")
+        .map(|reading| (reading.node_id, reading))
+        .collect();
+    let placements = placements_of(&rows, &reports);
+    let ids: Vec<i64> = rows.iter().map(|row| row.id).collect();
+    let announced = store::announced_hosts(connection, &ids).await?;
+    for row in &rows {
+        let host = placements
+            .get(&row.id)
+            .copied()
+            .and_then(fleet::docker_host);
+        if announced.get(&row.id).copied() == host {
+            continue;
+        }
+        store::announce_host(connection, row.id, host).await?;
+        let changed = PlacementChanged {
+            node_id: row.id,
+            host_node_id: host,
+        };
+        emit(connection, changed, format!("node/{}", row.id)).await?;
+    }
+    Ok(())
+}
+
+/// A claim saved `facts` for `node`: when they name another container than before, its
+/// placement is settled.
+pub async fn claim_placed(
+    connection: &mut PgConnection,
+    node: &NodeRow,
+    facts: &serde_json::Map<String, Value>,
+) -> Result<(), StoreError> {
+    if fleet::container_named(node.container.as_deref(), facts) == node.container_name() {
+        return Ok(());
+    }
+    settle_placements(connection, &[node.id]).await
 }
 
 fn finding(reading: &ReadingRow) -> Option<Finding> {
@@ -311,6 +388,10 @@ pub async fn announce_finished(
     outbox::push(connection, envelope).await?;
     metrics::counter!("capstan_agent_jobs_finished_total", "outcome" => finished_outcome.as_str())
         .increment(1);
+    // A node's latest host report is what places its containers (PV-15).
+    if job.primitive == "host_report" {
+        settle_placements(connection, &[job.node_id]).await?;
+    }
     Ok(())
 }
 
@@ -368,7 +449,7 @@ pub async fn forget_agent(
                 fingerprint,
                 left_at: Utc::now(),
             };
-            emit(connection, left, subject).await
+            emit(connection, left, subject).await?;
         }
         PairingEnd::Disconnected { by } => {
             let disconnected = NodeDisconnected {
@@ -376,7 +457,8 @@ pub async fn forget_agent(
                 fingerprint,
                 disconnected_by: by.to_string(),
             };
-            emit(connection, disconnected, subject).await
+            emit(connection, disconnected, subject).await?;
         }
     }
+    settle_placements(connection, &[node.id]).await
 }

@@ -42,6 +42,11 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         // Not fatal: each key is then looked up at its node's first request.
         Err(error) => tracing::warn!(%error, "node keys not decoded ahead"),
     }
+    match tasks::settle_placements(&state.store).await {
+        Ok(containers) => tracing::info!(containers, "container placements settled"),
+        // Not fatal: each placement is settled again when a fact of it changes.
+        Err(error) => tracing::warn!(%error, "container placements not settled at start"),
+    }
     let rpc = rpc::routes(service.rpc(), state.clone());
     let listening = {
         let (wake, store) = (state.wake.clone(), state.store.clone());

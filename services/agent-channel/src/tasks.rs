@@ -94,3 +94,14 @@ pub async fn sweep(store: &Store) -> Result<(), StoreError> {
     }
     Ok(())
 }
+
+/// At start: announces every container node's placement that differs from the one last
+/// announced (after an upgrade from a plane that announced none, every one). Placements move
+/// only in this service's own transactions, so afterwards this finds nothing to send.
+pub async fn settle_placements(store: &Store) -> Result<usize, StoreError> {
+    let mut transaction = store.begin().await?;
+    let nodes = store::placed_or_named_containers(&mut transaction).await?;
+    actions::settle_placements(&mut transaction, &nodes).await?;
+    transaction.commit().await?;
+    Ok(nodes.len())
+}

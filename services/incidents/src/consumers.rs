@@ -1,11 +1,11 @@
 //! What this service hears from others, each message applied once through the inbox: the agent
-//! channel's node events (pairing, reports with their cases, check-ins) and the gateway's
+//! channel's node events (pairing, reports with their cases, check-ins, placement) and the gateway's
 //! operator changes. Node facts and operators are projections; a claim's `cases` go through
 //! the intake (AC-47) and become incidents (IN-11) in the same transaction.
 
 use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
 use capstan_events::agent_channel::{
-    NodeApproved, NodeDisconnected, NodeLeft, NodeReported, NodesSeen,
+    NodeApproved, NodeDisconnected, NodeLeft, NodeReported, NodesSeen, PlacementChanged,
 };
 use capstan_events::gateway::OperatorChanged;
 use capstan_events::Domain;
@@ -98,6 +98,16 @@ impl Apply for Events {
             } else if envelope.is::<NodeReported>() {
                 let reported = decode::<NodeReported>(delivery)?;
                 node_reported(connection, &reported.data, reported.time, self.mail_enabled).await
+            } else if envelope.is::<PlacementChanged>() {
+                let changed = decode::<PlacementChanged>(delivery)?;
+                projections::placed(
+                    connection,
+                    changed.data.node_id,
+                    changed.data.host_node_id,
+                    changed.time,
+                )
+                .await
+                .map_err(retry)
             } else if envelope.is::<OperatorChanged>() {
                 let changed = decode::<OperatorChanged>(delivery)?;
                 projections::operator(connection, &changed.data)

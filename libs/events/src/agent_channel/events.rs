@@ -193,6 +193,22 @@ pub struct NodeReported {
 }
 crate::message!(Domain::AgentChannel, Event, NodeReported, "node_reported");
 
+/// Where a node sits changed (PV-15): `host_node_id` is the Docker host whose latest
+/// `host_report` lists the node's container, or `None` when it sits on no host the plane knows
+/// (a machine of its own, or a Docker host itself). Sent in the transaction that changed a fact
+/// placement is drawn from (a host report, a node's container, a pairing), once per change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PlacementChanged {
+    pub node_id: i64,
+    pub host_node_id: Option<i64>,
+}
+crate::message!(
+    Domain::AgentChannel,
+    Event,
+    PlacementChanged,
+    "placement_changed"
+);
+
 /// The check-ins the agent channel stamped since its previous report, sent by one replica on a
 /// cadence (`NODES_SEEN_INTERVAL`), in chunks. `as_of` is the agent channel's clock when it read
 /// them: a node absent from every report since a time was not heard after it, as of `as_of`.

@@ -157,6 +157,26 @@ pub fn placements(nodes: &[PlacementInput<'_>]) -> HashMap<i64, Placement> {
         .collect()
 }
 
+/// The container a node's agent runs in: its claims' latest word when one reported
+/// `container` (a name, or `null` for none), else the name its join gave.
+pub fn container_named<'a>(
+    joined: Option<&'a str>,
+    facts: &'a serde_json::Map<String, Value>,
+) -> Option<&'a str> {
+    match facts.get("container") {
+        Some(reported) => reported.as_str(),
+        None => joined,
+    }
+}
+
+/// The Docker host a placement puts a node under, if any: what `placement_changed` announces.
+pub fn docker_host(placement: Placement) -> Option<i64> {
+    match placement {
+        Placement::Container { host_node_id } => Some(host_node_id),
+        Placement::Host | Placement::Machine => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,6 +292,33 @@ mod tests {
         assert_eq!(placed[&2], Placement::Container { host_node_id: 1 });
         assert_eq!(placed[&3], Placement::Machine);
         assert_eq!(placed[&4], Placement::Machine);
+    }
+
+    #[test]
+    fn pv_15_a_nodes_container_is_its_claims_latest_word_else_its_joins() {
+        let none = serde_json::Map::new();
+        assert_eq!(container_named(Some("shop"), &none), Some("shop"));
+        let named = json!({"container": "blog"});
+        assert_eq!(
+            container_named(Some("shop"), named.as_object().unwrap()),
+            Some("blog")
+        );
+        let left = json!({"container": null});
+        assert_eq!(
+            container_named(Some("shop"), left.as_object().unwrap()),
+            None
+        );
+        assert_eq!(container_named(None, &none), None);
+    }
+
+    #[test]
+    fn pv_15_only_a_container_placement_names_a_docker_host() {
+        assert_eq!(
+            docker_host(Placement::Container { host_node_id: 4 }),
+            Some(4)
+        );
+        assert_eq!(docker_host(Placement::Host), None);
+        assert_eq!(docker_host(Placement::Machine), None);
     }
 
     #[test]

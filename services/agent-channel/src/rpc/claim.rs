@@ -206,6 +206,9 @@ async fn report_and_dispatch_in_slot(
                 emit(connection, reported, format!("node/{}", node.id))
                     .await
                     .map_err(AgentError::unavailable)?;
+                actions::claim_placed(connection, &node, &next.facts)
+                    .await
+                    .map_err(AgentError::unavailable)?;
                 facts = next;
             }
             None => {

@@ -148,6 +148,9 @@ pub async fn approve_join(state: State, request: ApproveJoin) -> Answer<Approved
     emit(&mut transaction, approved, format!("node/{node_id}"))
         .await
         .map_err(unavailable)?;
+    actions::settle_placements(&mut transaction, &[node_id])
+        .await
+        .map_err(unavailable)?;
     transaction
         .commit()
         .await
@@ -267,7 +270,7 @@ pub async fn get_node(state: State, request: NodeRef) -> Answer<NodeView> {
         format!("node {}", request.node_id),
     )?;
     let mut ids = vec![node.id];
-    if let Some(container) = &node.container {
+    if let Some(container) = node.container_name() {
         ids.extend(
             store::hosts_listing_container(&mut connection, container)
                 .await

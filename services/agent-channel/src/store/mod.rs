@@ -13,8 +13,10 @@ use capstan_events::agent_channel::{rpc::JobState, JobOutcome, UnknownState};
 
 mod jobs;
 mod listing;
+mod placements;
 pub use jobs::*;
 pub use listing::*;
+pub use placements::*;
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -79,6 +81,11 @@ impl NodeRow {
             claim_bytes: self.claim_bytes.map(|bytes| bytes as u64),
             facts: self.facts.0.clone(),
         }
+    }
+
+    /// The container its agent runs in (`fleet::container_named`).
+    pub fn container_name(&self) -> Option<&str> {
+        crate::domain::fleet::container_named(self.container.as_deref(), &self.facts.0)
     }
 }
 

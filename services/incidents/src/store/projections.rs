@@ -1,5 +1,5 @@
 //! The facts of other services this one keeps, written from their events through the inbox:
-//! nodes (the agent channel's), check-ins (its `nodes_seen` reports), operators (the
+//! nodes (the agent channel's, with their placement), check-ins (its `nodes_seen` reports), operators (the
 //! gateway's); and the agent cases the claims carry. A projection is rebuilt by replaying the
 //! stream into an empty table (docs/incidents.md says how).
 
@@ -95,17 +95,25 @@ pub async fn checkins(
     Ok(())
 }
 
-/// A node's Docker host, as the agent channel places it.
+/// A node's Docker host, as the agent channel placed it at `at`. An announcement older than
+/// the one applied changes nothing, so a late redelivery cannot undo a newer placement.
 pub async fn placed(
     connection: &mut PgConnection,
     node: NodeId,
     docker_host: Option<NodeId>,
+    at: DateTime<Utc>,
 ) -> Result<()> {
-    sqlx::query("UPDATE nodes SET docker_host = $2 WHERE node_id = $1")
-        .bind(node)
-        .bind(docker_host)
-        .execute(&mut *connection)
-        .await?;
+    sqlx::query(
+        "INSERT INTO nodes (node_id, docker_host, placed_at) VALUES ($1, $2, $3)
+         ON CONFLICT (node_id) DO UPDATE
+         SET docker_host = EXCLUDED.docker_host, placed_at = EXCLUDED.placed_at
+         WHERE nodes.placed_at IS NULL OR nodes.placed_at <= EXCLUDED.placed_at",
+    )
+    .bind(node)
+    .bind(docker_host)
+    .bind(at)
+    .execute(&mut *connection)
+    .await?;
     Ok(())
 }
 

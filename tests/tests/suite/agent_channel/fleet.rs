@@ -4,8 +4,15 @@
 
 use super::PairedAgent;
 use super::{Plane, TestAgent};
+use capstan_bus::testsuite::read_stream;
+use capstan_e2e::wait_for;
+use capstan_events::{
+    agent_channel::{NodeReported, PlacementChanged},
+    Domain, RawEnvelope,
+};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
+use std::time::Duration;
 
 /// Runs `primitive` on `node` through `agent`, which reports `outcome` with `result`.
 async fn reading(
@@ -232,4 +239,105 @@ async fn a_quiet_claim_only_stamps_a_heartbeat_that_is_due() {
         json!(stamped.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
     );
     database.close().await;
+}
+
+/// The placements announced on the agent channel's stream, in order: `(node, host)`.
+async fn announced_placements(plane: &Plane) -> (Vec<(i64, Option<i64>)>, Vec<RawEnvelope>) {
+    let events: Vec<RawEnvelope> =
+        read_stream(&plane.bus, &Domain::AgentChannel.events_stream(), 10_000)
+            .await
+            .iter()
+            .map(|message| RawEnvelope::from_slice(&message.payload).unwrap())
+            .collect();
+    let placed = events
+        .iter()
+        .filter(|event| event.event_type == "capstan.agent_channel.placement_changed")
+        .map(|event| {
+            let changed = event.decode::<PlacementChanged>().unwrap().data;
+            (changed.node_id, changed.host_node_id)
+        })
+        .collect();
+    (placed, events)
+}
+
+/// PV-15, and issue 11's grouping: where a container node sits reaches other services as
+/// `placement_changed`, once per change, from the facts that move it — the host's
+/// `host_report` listing the container, the container agent's claim naming it or no longer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pv_15_a_containers_host_is_announced_once_each_time_it_changes() {
+    let plane = Plane::start().await;
+    let (host_agent, host) = plane.paired_agent("box-1-host").await;
+    let (site_agent, site) = plane.paired_agent("shop").await;
+    // The site's agent names its container; no host lists it yet.
+    let (status, _) = site_agent.claim(&json!({"container": "shop"})).await;
+    assert_eq!(status, StatusCode::OK);
+    let listing = json!({"docker": "installed",
+                         "containers": [{"name": "shop", "state": "running"}]});
+    reading(
+        &plane,
+        &host_agent,
+        host,
+        "host_report",
+        "completed",
+        listing.clone(),
+    )
+    .await;
+    // The same report again moves nothing. Then a marker: a later claim of the site changing
+    // another fact, whose node_reported follows anything the second report could have sent.
+    reading(
+        &plane,
+        &host_agent,
+        host,
+        "host_report",
+        "completed",
+        listing,
+    )
+    .await;
+    let (status, _) = site_agent
+        .claim(&json!({"container": "shop", "log_access": "on"}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let marked = |events: &[RawEnvelope]| {
+        events.iter().any(|event| {
+            event.event_type == "capstan.agent_channel.node_reported"
+                && event
+                    .decode::<NodeReported>()
+                    .is_ok_and(|reported| reported.data.facts["log_access"] == "on")
+        })
+    };
+    let placed = wait_for(
+        "the marker claim's report",
+        Duration::from_secs(30),
+        || async {
+            let (placed, events) = announced_placements(&plane).await;
+            marked(&events).then_some(placed)
+        },
+    )
+    .await;
+    assert_eq!(placed, [(site, Some(host))], "announced once");
+    assert_eq!(
+        node(&plane, site).await["placement"],
+        json!({"kind": "container", "host_node_id": host})
+    );
+
+    // The site's agent says it runs in no container any more: it sits on no host.
+    let (status, _) = site_agent
+        .claim(&json!({"container": null, "log_access": "on"}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let placed = wait_for(
+        "the second announcement",
+        Duration::from_secs(30),
+        || async {
+            let (placed, _) = announced_placements(&plane).await;
+            (placed.len() >= 2).then_some(placed)
+        },
+    )
+    .await;
+    assert_eq!(placed, [(site, Some(host)), (site, None)]);
+    assert_eq!(
+        node(&plane, site).await["placement"],
+        json!({"kind": "machine"})
+    );
+    plane.stop().await;
 }

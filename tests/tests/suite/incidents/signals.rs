@@ -438,3 +438,137 @@ async fn a_webhook_that_fails_three_times_then_succeeds_gets_the_signal_once_and
     );
     plane.stop().await;
 }
+
+/// The incidents service's projection of `node`'s Docker host, once it is `host`.
+async fn wait_placed(plane: &Plane, node: i64, host: i64) {
+    let database = plane.database.url().to_string();
+    wait_for(
+        "the container's host to reach the incidents service",
+        PATIENCE,
+        || {
+            let database = database.clone();
+            async move {
+                let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(&database)
+                    .await
+                    .ok()?;
+                sqlx::query_scalar::<_, Option<i64>>(
+                    "SELECT docker_host FROM incidents.nodes WHERE node_id = $1",
+                )
+                .bind(node)
+                .fetch_optional(&mut connection)
+                .await
+                .ok()
+                .flatten()
+                .flatten()
+                .filter(|placed| *placed == host)
+            }
+        },
+    )
+    .await;
+}
+
+/// Grouping (issue 11, beyond the spec; IN-14): a Docker host and its container both go
+/// silent. Both incidents open, the container's folded under the host's (its `group_id`), and
+/// exactly one mail and one webhook are sent, for the host. The container's placement reaches
+/// the incidents service as the agent channel's `placement_changed`, from the host's real
+/// `host_report` and the container agent's claim naming its container.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_docker_host_and_its_container_going_silent_signal_once_for_the_host() {
+    let smtp = Smtp::start().await;
+    let receiver = Receiver::start(0).await;
+    let plane = plane_with(&[
+        ("CAPSTAN__INCIDENTS__SMTP_URL", &smtp.url()),
+        ("CAPSTAN__INCIDENTS__AGENT_SILENT_SECS", "60"),
+    ])
+    .await;
+    mail_ada_warnings(&plane).await;
+    hook(&plane, &receiver).await;
+    let (host_agent, host) = plane.paired_agent("dock-1").await;
+    let (shop_agent, shop) = plane.paired_agent("shop-1").await;
+
+    // The host reports Docker with a container named "shop"; the container's agent says it runs
+    // in "shop".
+    let job = plane.queue(host, "host_report", json!({})).await;
+    let (status, claimed) = host_agent.claim(&json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{claimed}");
+    assert_eq!(claimed["job"]["id"], job);
+    let (status, answer) = host_agent
+        .send(
+            "result",
+            &json!({"job_id": job, "outcome": "completed", "output": "", "reason": null,
+                    "result": {"docker": "installed",
+                               "containers": [{"name": "shop", "state": "running"}]}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    // The container's agent checks in last, so it cannot fall silent before its host.
+    claim(&shop_agent, json!({"container": "shop"})).await;
+    wait_placed(&plane, shop, host).await;
+
+    // Both stop checking in. The host's incident opens (critical, told); the container's opens
+    // too, folded under it.
+    let host_incident = wait_for("the host's silence", Duration::from_secs(240), || async {
+        incidents_of(&plane, host, "plane:agent_silent")
+            .await
+            .into_iter()
+            .find(|incident| incident["status"] == "open")
+    })
+    .await;
+    let shop_incident = wait_incident(
+        &plane,
+        shop,
+        "plane:agent_silent",
+        "the container's silence",
+        |incident| incident["status"] == "open",
+    )
+    .await;
+    assert_eq!(host_incident["severity"], "critical");
+    assert_eq!(host_incident["group_id"], Value::Null);
+    assert_eq!(
+        shop_incident["group_id"], host_incident["id"],
+        "the container's incident is shown in its host's: {shop_incident}"
+    );
+    let signals = detail(&plane, shop_incident["id"].as_i64().unwrap()).await["signals"].clone();
+    assert_eq!(
+        signals,
+        json!([{"at": signals[0]["at"], "channel": "held", "target": "grouped",
+                "state": "held", "attempts": 0, "log": []}])
+    );
+
+    // A marker opening after both, whose signals arriving prove the container's had its chance.
+    let (marker_agent, marker) = plane.paired_agent("web-marker").await;
+    claim(
+        &marker_agent,
+        carrying(
+            "disk_headroom",
+            open_case(1, "the site filesystem has 2% free"),
+        ),
+    )
+    .await;
+    wait_for("the marker's mail and webhook", PATIENCE, || async {
+        (receiver
+            .taken()
+            .iter()
+            .any(|received| received.body["data"]["node_id"] == json!(marker))
+            && smtp.mails().iter().any(|mail| mail.contains("web-marker")))
+        .then_some(())
+    })
+    .await;
+    let taken = receiver.taken();
+    let told: Vec<&Value> = taken
+        .iter()
+        .map(|received| &received.body["data"]["node_id"])
+        .filter(|node| **node != json!(marker))
+        .collect();
+    assert_eq!(told, [&json!(host)], "one webhook, for the host: {taken:?}");
+    assert!(taken.iter().all(|received| received.verified), "{taken:?}");
+    let mails = smtp.mails();
+    let unmarked: Vec<&String> = mails
+        .iter()
+        .filter(|mail| !mail.contains("web-marker"))
+        .collect();
+    assert_eq!(unmarked.len(), 1, "one mail, for the host: {mails:?}");
+    assert!(unmarked[0].contains("dock-1"), "{}", unmarked[0]);
+    assert!(!unmarked[0].contains("shop-1"), "{}", unmarked[0]);
+    plane.stop().await;
+}
