@@ -1,5 +1,5 @@
 //! The command line (AG-06, AG-13): `join`, `status`, `enable`, `disable`, `leave`, `run`,
-//! `approve`, `deny`, `log-access`, `--version`. Every command takes `--state-dir`.
+//! `approve`, `deny`, `log-access`, `recipes`, `--version`. Every command takes `--state-dir`.
 
 use anyhow::{bail, Context as _};
 use chrono::Utc;
@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use crate::{
-    config::Config,
+    config::{Config, Services},
     domain::{
         join::{name_from_hostname, next_step, valid_name, JoinStep, Pairing},
         AGENT_VERSION, JOIN_STATUS_EVERY, JOIN_WAIT, MAX_ANSWER_BYTES,
@@ -56,6 +56,44 @@ pub struct Cli {
         default_value = "127.0.0.1:5432"
     )]
     pub postgres: String,
+    /// The web server's unit, for service_health (one of the compiled units).
+    #[arg(
+        long,
+        global = true,
+        env = "CAPSTAN_AGENT_WEB_UNIT",
+        default_value = "nginx"
+    )]
+    pub web_unit: String,
+    /// The app server's unit, for service_health; `none` for a site with none.
+    #[arg(
+        long,
+        global = true,
+        env = "CAPSTAN_AGENT_APP_UNIT",
+        default_value = "php-fpm"
+    )]
+    pub app_unit: String,
+    /// Where the web server answers for the site on this machine (http://, the host sent as
+    /// the site's name).
+    #[arg(
+        long,
+        global = true,
+        env = "CAPSTAN_AGENT_SITE_URL",
+        default_value = "http://127.0.0.1/"
+    )]
+    pub site_url: String,
+    /// supervisord's `supervisorctl`, when supervisord rather than systemd supervises the
+    /// site's services.
+    #[arg(long, global = true, env = "CAPSTAN_AGENT_SUPERVISORCTL")]
+    pub supervisorctl: Option<PathBuf>,
+    /// Seconds between recipe ticks (ten minutes; shorter only for tests).
+    #[arg(
+        long,
+        global = true,
+        env = "CAPSTAN_AGENT_RECIPE_TICK_SECS",
+        default_value_t = 600,
+        value_parser = clap::value_parser!(u64).range(1..=86_400)
+    )]
+    pub recipe_tick_secs: u64,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -92,6 +130,8 @@ pub enum Command {
         #[arg(value_parser = ["on", "off"])]
         switch: String,
     },
+    /// Each recipe's mode, last verdict, attempts in this run, open case and hold.
+    Recipes,
 }
 
 /// Parses the command line, runs the command, and maps the outcome to an exit code.
@@ -130,10 +170,26 @@ pub fn main() -> ExitCode {
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let state = StateDir::open(&cli.state_dir)
         .with_context(|| format!("the state directory {}", cli.state_dir.display()))?;
+    let units = capstan_events::agent_channel::primitives::UNITS;
+    if !units.contains(&cli.web_unit.as_str()) {
+        bail!("--web-unit must be one of {}", units.join(", "));
+    }
+    let app_unit = match cli.app_unit.as_str() {
+        "none" => None,
+        unit if units.contains(&unit) => Some(unit.to_string()),
+        _ => bail!("--app-unit must be none or one of {}", units.join(", ")),
+    };
     let config = Config {
         site_root: cli.site_root,
         letsencrypt_dir: cli.letsencrypt_dir,
         postgres: cli.postgres,
+        services: Services {
+            web_unit: cli.web_unit,
+            app_unit,
+            site_url: cli.site_url,
+            supervisorctl: cli.supervisorctl,
+        },
+        recipe_tick: Duration::from_secs(cli.recipe_tick_secs),
     };
     match cli.command {
         Command::Join {
@@ -161,6 +217,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run => crate::run::run(state, config)
             .await
             .map(|()| ExitCode::SUCCESS),
+        Command::Recipes => {
+            for line in crate::recipes::describe(&state, &config) {
+                println!("{line}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Approve { job } => decide(&state, job, "approve"),
         Command::Deny { job } => decide(&state, job, "deny"),
     }

@@ -1,8 +1,11 @@
 //! What the agent is told about its machine, from flags or the environment (the unit reads
 //! `/etc/capstan-agent/agent.env`): where the site lives, where certificates are, where
-//! PostgreSQL listens.
+//! PostgreSQL listens, which units serve the site and how they are supervised, and the recipe
+//! loop's tick. These are the node's own facts; nothing here ever comes from the plane.
 
-use std::path::PathBuf;
+use std::{path::PathBuf, time::Duration};
+
+use crate::domain::recipes::DEFAULT_TICK;
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -12,4 +15,46 @@ pub struct Config {
     pub letsencrypt_dir: PathBuf,
     /// `host:port` where PostgreSQL should answer.
     pub postgres: String,
+    /// The units that serve the site, for `service_health` (AG-53).
+    pub services: Services,
+    /// How often the recipe loop ticks (AG-41: ten minutes).
+    pub recipe_tick: Duration,
+}
+
+/// The site's services as this node runs them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Services {
+    /// The web server's unit (one of the compiled units: `nginx` or `apache2`).
+    pub web_unit: String,
+    /// The app server's unit (`php-fpm`), or `None` for a site with none.
+    pub app_unit: Option<String>,
+    /// Where the web server answers for the site on this machine (`http://host[:port]/path`;
+    /// the host is sent as the site's name).
+    pub site_url: String,
+    /// When set, units are supervised by supervisord through this `supervisorctl` rather
+    /// than by systemd (a machine or container without systemd).
+    pub supervisorctl: Option<PathBuf>,
+}
+
+impl Default for Services {
+    fn default() -> Services {
+        Services {
+            web_unit: "nginx".into(),
+            app_unit: Some("php-fpm".into()),
+            site_url: "http://127.0.0.1/".into(),
+            supervisorctl: None,
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            site_root: None,
+            letsencrypt_dir: "/etc/letsencrypt/live".into(),
+            postgres: "127.0.0.1:5432".into(),
+            services: Services::default(),
+            recipe_tick: DEFAULT_TICK,
+        }
+    }
 }

@@ -4,7 +4,8 @@
 //!
 //! Rooms: `domain/` (pure rules: policy, vocabulary and judgement, redaction, backoff, join
 //! schedule, file trust), `state` (the state directory), `plane` (the wire), `join` and `run`
-//! (the two conversations), `jobs` (one job's life), `words/` (the primitives on Linux), `cli`.
+//! (the two conversations), `jobs` (one job's life), `words/` (the primitives on Linux),
+//! `recipes/` (the loop that repairs the host on its own clock), `cli`.
 #![forbid(unsafe_code)]
 
 pub mod cli;
@@ -13,6 +14,7 @@ pub mod domain;
 pub mod jobs;
 pub mod join;
 pub mod plane;
+pub mod recipes;
 pub mod run;
 pub mod state;
 pub mod words;

@@ -21,7 +21,8 @@ use crate::{
     jobs::{self, JobContext, Undelivered},
     join::{self, JoinError},
     plane::{Plane, PlaneError},
-    state::{self, Identity, RunStatus, StateDir},
+    recipes,
+    state::{self, Identity, LockGuard, RunStatus, StateDir},
 };
 
 /// How often an agent with nothing to do (no identity, switched off, disconnected) looks again.
@@ -57,6 +58,9 @@ pub async fn run(state: StateDir, config: Config) -> anyhow::Result<()> {
         // Keep the sender alive so receivers see `true`, not a closed channel.
         std::future::pending::<()>().await;
     });
+    let shared = recipes::Shared::default();
+    // AG-41: the recipe loop runs on every agent, paired or not, on its own clock.
+    let recipe_loop = recipes::Loop::start(state.clone(), config.clone(), shared.clone());
     let mut agent = Agent {
         status: RunStatus {
             pid: std::process::id(),
@@ -64,6 +68,7 @@ pub async fn run(state: StateDir, config: Config) -> anyhow::Result<()> {
         },
         state,
         config,
+        recipes: shared,
         shutdown: shutdown.clone(),
         failures: 0,
         last_status_check: None,
@@ -72,6 +77,7 @@ pub async fn run(state: StateDir, config: Config) -> anyhow::Result<()> {
     };
     agent.recover_from_crash();
     agent.save_status();
+    tokio::spawn(recipe_loop.run(shutdown.clone()));
     info!(version = AGENT_VERSION, state_dir = %agent.state.path().display(), "agent running");
     let mut shutdown = shutdown;
     while !*shutdown.borrow() {
@@ -109,6 +115,8 @@ async fn wait_for_signal() {
 struct Agent {
     state: StateDir,
     config: Config,
+    /// What the recipe loop reports in every claim (`recipes`, `cases`).
+    recipes: recipes::Shared,
     shutdown: watch::Receiver<bool>,
     status: RunStatus,
     /// Failed claims in a row, for the backoff.
@@ -127,6 +135,13 @@ impl Agent {
         if let Ok(Some((bytes, _))) = self.state.read(state::JOB_MARKER) {
             let text = String::from_utf8_lossy(&bytes);
             let job = text.lines().nth(1).unwrap_or("an unknown job").to_string();
+            if let Some(recipe) = job.strip_prefix("recipe ") {
+                // A recipe's repair: its ledger counts the attempt as interrupted (AG-47);
+                // the plane had no job running.
+                warn!(recipe, "the previous run stopped in the middle of a recipe's repair; the recipe counts it as a failed attempt");
+                let _ = self.state.remove(state::JOB_MARKER);
+                return;
+            }
             warn!(%job, "the previous run stopped in the middle of a job; it is not run again, and the management node will mark it lost");
             self.status.crashed_job = Some(format!(
                 "the previous run stopped in the middle of {job}; it was not run again (the management node marks it lost)"
@@ -239,9 +254,7 @@ impl Agent {
             self.set("disabled (capstan-agent enable switches it on)", None);
             return IDLE_LOOK;
         }
-        let pause = self.claim_and_run(&identity, &plane).await;
-        drop(lock);
-        pause
+        self.claim_and_run(&identity, &plane, lock).await
     }
 
     /// AG-07: the running agent finishes a staged join itself.
@@ -295,7 +308,14 @@ impl Agent {
         }
     }
 
-    async fn claim_and_run(&mut self, identity: &Identity, plane: &Plane) -> Duration {
+    /// Claims with the job lock let go for the long poll (so a recipe may repair meanwhile,
+    /// AG-42), and takes it again before running a job the claim brought.
+    async fn claim_and_run(
+        &mut self,
+        identity: &Identity,
+        plane: &Plane,
+        lock: LockGuard,
+    ) -> Duration {
         let key = match identity.key() {
             Ok(key) => key,
             Err(error) => {
@@ -307,13 +327,19 @@ impl Agent {
         self.status.notes = note.into_iter().collect();
         // The agent claims only while it runs nothing and owes no result, so every claim says
         // `idle`: whatever the plane still holds as running for this node was lost (AG-16).
-        let body = json!({
+        let (recipes, cases, carried) = self.recipes.claim_fields();
+        let mut body = json!({
             "agent_version": AGENT_VERSION,
             "idle": true,
             "vocabulary": vocabulary::names(),
+            "recipes": recipes,
             "claim_bytes": CLAIM_BYTES,
             "log_access": if log_access { "on" } else { "off" },
         });
+        if let Some(cases) = cases {
+            body["cases"] = cases;
+        }
+        drop(lock);
         // What `status` shows must not wait for the long poll to end.
         self.save_status();
         let wait = claim_wait(rand::random::<f64>());
@@ -373,6 +399,8 @@ impl Agent {
             }
         };
         self.failures = 0;
+        // AG-60: the bodies this claim carried ride no more.
+        self.recipes.delivered(&carried);
         self.set("connected", None);
         self.status.last_claim_at = Some(Utc::now());
         if let Some(ignored) = answer["ignored_fields"]
@@ -394,6 +422,30 @@ impl Agent {
             job["primitive"].as_str().unwrap_or("?")
         ));
         self.save_status();
+        // The job lock again (a recipe's repair may hold it for a moment); then the pairing
+        // and the switch as they are now, since a `leave` may have run meanwhile. A job not
+        // run here is lost on the plane when the next claim says `idle`.
+        let locking = self.state.clone();
+        let _lock = match tokio::task::spawn_blocking(move || locking.lock(state::JOB_LOCK)).await {
+            Ok(Ok(lock)) => lock,
+            Ok(Err(error)) => {
+                self.set("state directory trouble", Some(error.to_string()));
+                return STATE_TROUBLE_WAIT;
+            }
+            Err(error) => {
+                self.set("state directory trouble", Some(error.to_string()));
+                return STATE_TROUBLE_WAIT;
+            }
+        };
+        let still_paired = matches!(
+            self.state.identity(),
+            Ok(Some(current)) if current.fingerprint == identity.fingerprint
+                && matches!(current.pairing, Pairing::Paired { .. })
+        );
+        if !still_paired || self.state.has_marker(state::LEAVE_REQUEST) || !self.state.enabled() {
+            debug!("the job is not run: the pairing or the switch changed while it was claimed");
+            return Duration::ZERO;
+        }
         let context = JobContext {
             state: &self.state,
             config: &self.config,

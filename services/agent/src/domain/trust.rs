@@ -85,6 +85,26 @@ pub fn state_directory(facts: &FileFacts, path: &str, agent_uid: u32) -> Result<
     Ok(())
 }
 
+/// AG-45: the recipes' hold directory: a real directory, root's (or the agent's own user's, when
+/// the agent does not run as root), writable by nobody else. A hold marker in any other
+/// directory is ignored and the ledger says why.
+pub fn hold_directory(facts: &FileFacts, path: &str, agent_uid: u32) -> Result<(), Distrust> {
+    if facts.is_symlink {
+        return Err(Distrust::Link { path: path.into() });
+    }
+    if !facts.is_dir {
+        return Err(Distrust::NotADirectory { path: path.into() });
+    }
+    owner_ok(facts, path, agent_uid)?;
+    if facts.mode & 0o022 != 0 {
+        return Err(Distrust::WritableByOthers {
+            path: path.into(),
+            mode: facts.mode,
+        });
+    }
+    Ok(())
+}
+
 /// The identity file: a deciding file that nobody else may even read (AG-05: mode 0600).
 pub fn identity_file(facts: &FileFacts, path: &str, agent_uid: u32) -> Result<(), Distrust> {
     deciding_file(facts, path, agent_uid)?;
@@ -174,6 +194,29 @@ mod tests {
         ));
         assert!(matches!(
             state_directory(&file(AGENT, 0o700), "d", AGENT),
+            Err(Distrust::NotADirectory { .. })
+        ));
+    }
+
+    #[test]
+    fn ag_45_a_hold_directory_is_honoured_only_when_root_or_the_agent_alone_may_write_it() {
+        let dir = |uid, mode| FileFacts {
+            is_dir: true,
+            is_file: false,
+            ..file(uid, mode)
+        };
+        assert!(hold_directory(&dir(0, 0o755), "h", AGENT).is_ok());
+        assert!(hold_directory(&dir(AGENT, 0o700), "h", AGENT).is_ok());
+        assert!(matches!(
+            hold_directory(&dir(0, 0o775), "h", AGENT),
+            Err(Distrust::WritableByOthers { .. })
+        ));
+        assert!(matches!(
+            hold_directory(&dir(33, 0o755), "h", AGENT),
+            Err(Distrust::ForeignOwner { .. })
+        ));
+        assert!(matches!(
+            hold_directory(&file(0, 0o755), "h", AGENT),
             Err(Distrust::NotADirectory { .. })
         ));
     }

@@ -304,6 +304,7 @@ mod tests {
             site_root: Some(site.path().to_path_buf()),
             letsencrypt_dir: "/nonexistent".into(),
             postgres: "127.0.0.1:1".into(),
+            ..Config::default()
         };
         let finished = disk_usage(&config, &json!({"max_entries": 2}))
             .await

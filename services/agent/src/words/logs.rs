@@ -233,6 +233,7 @@ mod tests {
             site_root: Some(site.path().to_path_buf()),
             letsencrypt_dir: "/nonexistent".into(),
             postgres: "127.0.0.1:1".into(),
+            ..Config::default()
         };
         let failed = without_hanging(&fifo, site_log(&config, &json!({"log": "access"})))
             .await

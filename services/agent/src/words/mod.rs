@@ -4,10 +4,10 @@
 //! error). What a word returns is redacted by the job runner before it leaves the node.
 
 mod disk;
-mod host;
+pub mod host;
 mod logs;
-mod status;
-mod units;
+pub mod status;
+pub mod units;
 
 use serde_json::{json, Map, Value};
 use std::{
@@ -62,7 +62,7 @@ pub async fn run(word: &Word, params: &Value, config: &Config) -> Result<Finishe
         "host_report" => Ok(host::host_report(config).await),
         "disk_usage" => disk::disk_usage(config, params).await,
         "unit_journal" => units::unit_journal(params).await,
-        "restart_unit" => units::restart_unit(params).await,
+        "restart_unit" => units::restart_unit(config, params).await,
         "reset_failed_unit" => units::reset_failed_unit(params).await,
         "site_log" => logs::site_log(config, params).await,
         "file_head" => logs::file_head(params).await,

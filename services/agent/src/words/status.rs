@@ -178,7 +178,7 @@ async fn certificate_lineages(dir: &Path) -> Result<Vec<Value>, String> {
 /// Whether PostgreSQL answers at `address`: it is sent an `SSLRequest` (the first message of
 /// the protocol) and must answer `S` or `N`, which only PostgreSQL does. `Ok(false)` when
 /// something else listens there.
-async fn postgres_answers(address: &str) -> Result<bool, String> {
+pub async fn postgres_answers(address: &str) -> Result<bool, String> {
     const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
     let exchange = async {
         let mut stream = TcpStream::connect(address).await?;

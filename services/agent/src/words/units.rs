@@ -1,12 +1,15 @@
 //! The unit words: `unit_journal` (state and latest journal lines), `restart_unit` and
 //! `reset_failed_unit`. The unit is one of the catalog's compiled list (checked before the
 //! word runs); `systemctl` and `journalctl` run with fixed arguments and no shell. Without
-//! systemd, the unit's state is "unknown" and nothing is changed.
+//! systemd, the unit's state is "unknown" and nothing is changed. Where the node's own
+//! configuration names supervisord as its services' supervisor, `restart_unit` goes through
+//! `supervisorctl` instead.
 
 use serde_json::{json, Map, Value};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::{find_program, run_program, systemd_running, Failed, Finished, Redaction};
+use crate::{config::Config, domain::recipes::checks::UnitState};
 
 const PROPERTIES: &str =
     "--property=LoadState,ActiveState,SubState,Result,ExecMainStatus,ExecMainExitTimestamp";
@@ -119,8 +122,97 @@ pub async fn unit_journal(params: &Value) -> Result<Finished, Failed> {
     })
 }
 
-pub async fn restart_unit(params: &Value) -> Result<Finished, Failed> {
+pub async fn restart_unit(config: &Config, params: &Value) -> Result<Finished, Failed> {
+    if let Some(supervisorctl) = &config.services.supervisorctl {
+        return supervised_restart(supervisorctl, params).await;
+    }
     change_unit(params, "restart").await
+}
+
+/// `supervisorctl restart <unit>` where the node's own configuration says supervisord
+/// supervises its services (no systemd), with the program's state before and after.
+async fn supervised_restart(supervisorctl: &Path, params: &Value) -> Result<Finished, Failed> {
+    let unit = params["unit"].as_str().unwrap_or_default().to_string();
+    let before = supervised_state(supervisorctl, &unit).await;
+    if before == UnitState::Absent {
+        return Err(Failed::new(format!(
+            "{unit} is not a program supervisord runs on this machine"
+        )));
+    }
+    let ran = run_program(supervisorctl, &["restart", &unit])
+        .await
+        .map_err(Failed::new)?;
+    let after = supervised_state(supervisorctl, &unit).await;
+    let result = json!({"unit": unit, "supervisor": "supervisord",
+                        "before": format!("{before:?}"), "after": format!("{after:?}"),
+                        "accepted": ran.success, "exit_code": ran.code});
+    let output = format!(
+        "supervisorctl restart {unit}: {}\n{}{}",
+        if ran.success { "accepted" } else { "failed" },
+        ran.stdout.trim(),
+        ran.stderr.trim()
+    );
+    if ran.success {
+        Ok(Finished {
+            output,
+            result,
+            redaction: Redaction::Text,
+        })
+    } else {
+        Err(Failed {
+            reason: format!(
+                "supervisorctl restart {unit} failed with exit code {}",
+                ran.code
+                    .map_or("unknown".to_string(), |code| code.to_string())
+            ),
+            output,
+            result,
+        })
+    }
+}
+
+/// A program's state from `supervisorctl status <unit>`: exit 0 is running, 4 (or "no such
+/// process") is not supervised here, anything else is down with what it said.
+async fn supervised_state(supervisorctl: &Path, unit: &str) -> UnitState {
+    match run_program(supervisorctl, &["status", unit]).await {
+        Err(why) => UnitState::Unknown(why),
+        Ok(ran) => {
+            let said = format!("{} {}", ran.stdout.trim(), ran.stderr.trim());
+            if ran.success {
+                UnitState::Running
+            } else if ran.code == Some(4) || said.to_lowercase().contains("no such process") {
+                UnitState::Absent
+            } else {
+                UnitState::Down(said.trim().chars().take(200).collect())
+            }
+        }
+    }
+}
+
+/// A unit's state for the recipes: from supervisord when the node says it supervises its
+/// services, else from systemd; unknown on a machine with neither.
+pub async fn state_of(config: &Config, unit: &str) -> UnitState {
+    if let Some(supervisorctl) = &config.services.supervisorctl {
+        return supervised_state(supervisorctl, unit).await;
+    }
+    let systemctl = match systemctl() {
+        Ok(systemctl) => systemctl,
+        Err(why) => return UnitState::Unknown(why),
+    };
+    match unit_state(&systemctl, &format!("{unit}.service")).await {
+        Err(why) => UnitState::Unknown(why),
+        Ok(state) => match (state["load_state"].as_str(), state["state"].as_str()) {
+            (Some("not-found"), _) => UnitState::Absent,
+            (_, Some("active")) => UnitState::Running,
+            (_, Some(active @ ("failed" | "inactive"))) => UnitState::Down(format!(
+                "systemd says {active} ({})",
+                state["result"].as_str().unwrap_or("no result")
+            )),
+            (_, other) => {
+                UnitState::Unknown(format!("systemd says {}", other.unwrap_or("nothing")))
+            }
+        },
+    }
 }
 
 pub async fn reset_failed_unit(params: &Value) -> Result<Finished, Failed> {

@@ -1,0 +1,211 @@
+//! The compiled checks and repairs as they run on a Linux machine (AG-52, AG-53): each
+//! measures the host (units, answers, the filesystem), hands the facts to the pure rule in
+//! `domain::recipes::checks`, and a repair runs the recipe's word with the value the node
+//! derived for itself, re-validated by the word against its compiled set (AG-49).
+
+use serde_json::json;
+use std::time::Duration;
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpStream,
+};
+
+use crate::{
+    config::Config,
+    domain::{
+        recipes::{
+            checks::{self, Answer, Service},
+            registry::Recipe,
+            Check,
+        },
+        vocabulary::{self, OWN_UNIT},
+    },
+    words::{self, filesystem_space, status::postgres_answers, units},
+};
+
+/// How long the web server has to answer the site's own request.
+const WEB_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs `recipe`'s check.
+pub async fn check(recipe: &Recipe, config: &Config) -> Check {
+    match recipe.name {
+        "disk_headroom" => disk_headroom(config).await,
+        "service_health" => service_health(config).await,
+        other => Check::unknown(format!("{other} has no check in this build")),
+    }
+}
+
+/// AG-52: the site filesystem's space (the root filesystem on a machine with no site), as
+/// host_report measures it.
+async fn disk_headroom(config: &Config) -> Check {
+    let path = config.site_root.clone().unwrap_or_else(|| "/".into());
+    match tokio::task::spawn_blocking(move || filesystem_space(&path)).await {
+        Ok(Ok((total, avail))) => checks::disk_headroom(Some(avail), Some(total)),
+        Ok(Err(why)) => checks::disk_headroom(None, None).with_detail(why),
+        Err(error) => checks::disk_headroom(None, None).with_detail(error.to_string()),
+    }
+}
+
+/// AG-53: PostgreSQL answers `SSLRequest`, the web server answers a request for the site's own
+/// name, and a gateway error means the app server behind it does not; beside each unit's state.
+async fn service_health(config: &Config) -> Check {
+    let services = &config.services;
+    let postgres_unit = "postgresql";
+    let postgres_state = units::state_of(config, postgres_unit).await;
+    let postgres_answer = match postgres_answers(&config.postgres).await {
+        Ok(true) => Answer::Yes,
+        Ok(false) => Answer::No("something listens but does not answer as PostgreSQL".into()),
+        Err(why) => Answer::No(why),
+    };
+    let (web_answer, app_answer) = checks::web_answer(ask_site(&services.site_url).await);
+    let mut list = vec![Service {
+        role: "PostgreSQL",
+        unit: postgres_unit.into(),
+        state: postgres_state,
+        answers: postgres_answer,
+    }];
+    if let Some(app) = &services.app_unit {
+        list.push(Service {
+            role: "the app server",
+            unit: app.clone(),
+            state: units::state_of(config, app).await,
+            answers: app_answer,
+        });
+    }
+    list.push(Service {
+        role: "the web server",
+        unit: services.web_unit.clone(),
+        state: units::state_of(config, &services.web_unit).await,
+        answers: web_answer,
+    });
+    checks::service_health(&list)
+}
+
+/// A plain HTTP/1.0 `GET` of the site's own address on this machine, its host sent as the
+/// site's name: the status code, or why there was none.
+pub async fn ask_site(site_url: &str) -> Result<u16, String> {
+    let url = url::Url::parse(site_url).map_err(|error| format!("{site_url}: {error}"))?;
+    if url.scheme() != "http" {
+        return Err(format!(
+            "{site_url}: only http:// is asked on the machine itself"
+        ));
+    }
+    let host = url
+        .host_str()
+        .ok_or_else(|| format!("{site_url} has no host"))?
+        .to_string();
+    let port = url.port_or_known_default().unwrap_or(80);
+    let path = match url.query() {
+        Some(query) => format!("{}?{query}", url.path()),
+        None => url.path().to_string(),
+    };
+    let exchange = async {
+        let mut stream = TcpStream::connect((host.as_str(), port)).await?;
+        let request = format!(
+            "GET {path} HTTP/1.0\r\nHost: {host}\r\nUser-Agent: capstan-agent service_health\r\nConnection: close\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await?;
+        let mut head = vec![0u8; 512];
+        let mut read = 0;
+        while read < 12 {
+            let got = stream.read(&mut head[read..]).await?;
+            if got == 0 {
+                break;
+            }
+            read += got;
+        }
+        Ok::<Vec<u8>, std::io::Error>(head[..read].to_vec())
+    };
+    let head = match tokio::time::timeout(WEB_TIMEOUT, exchange).await {
+        Err(_) => {
+            return Err(format!(
+                "no answer from {site_url} within {} seconds",
+                WEB_TIMEOUT.as_secs()
+            ))
+        }
+        Ok(Err(error)) => return Err(format!("no answer from {site_url}: {error}")),
+        Ok(Ok(head)) => head,
+    };
+    let text = String::from_utf8_lossy(&head);
+    text.strip_prefix("HTTP/")
+        .and_then(|rest| rest.split_whitespace().nth(1))
+        .and_then(|code| code.parse::<u16>().ok())
+        .ok_or_else(|| format!("{site_url} answered something that is not HTTP"))
+}
+
+/// Runs `recipe`'s repair with the target the check derived: the word is the compiled one and
+/// the value is checked against its declared shape (the compiled unit list) before it runs;
+/// the agent's own unit is refused. Ok with what it did, or why it failed.
+pub async fn repair(
+    recipe: &Recipe,
+    target: Option<&str>,
+    config: &Config,
+) -> Result<String, String> {
+    let Some(name) = recipe.repair_word else {
+        return Err(format!("{} has no repair", recipe.name));
+    };
+    let word = vocabulary::find(name).ok_or_else(|| format!("{name} is not compiled in"))?;
+    let params = match (recipe.node_derived, target) {
+        (true, Some(target)) => json!({"unit": target}),
+        (true, None) => return Err("the check named nothing to repair".into()),
+        (false, _) => json!({}),
+    };
+    word.primitive.check_params(&params)?;
+    if params["unit"].as_str() == Some(OWN_UNIT) {
+        return Err(format!("{OWN_UNIT} is never restarted by a recipe"));
+    }
+    match tokio::time::timeout(
+        word.primitive.run_budget(),
+        words::run(word, &params, config),
+    )
+    .await
+    {
+        Err(_) => Err(format!("{name} ran past its budget and was stopped")),
+        Ok(Ok(finished)) => Ok(finished.output),
+        Ok(Err(failed)) => Err(format!("{}: {}", failed.reason, failed.output)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn ag_53_the_site_is_asked_over_http_and_its_status_read() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buffer = [0u8; 1024];
+            let read = socket.read(&mut buffer).await.unwrap();
+            let request = String::from_utf8_lossy(&buffer[..read]).to_string();
+            assert!(request.contains("Host: 127.0.0.1"));
+            socket
+                .write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n")
+                .await
+                .unwrap();
+        });
+        assert_eq!(
+            ask_site(&format!("http://127.0.0.1:{port}/")).await,
+            Ok(502)
+        );
+        drop(TcpStream::connect(("127.0.0.1", port)).await);
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let closed_port = closed.local_addr().unwrap().port();
+        drop(closed);
+        assert!(ask_site(&format!("http://127.0.0.1:{closed_port}/"))
+            .await
+            .is_err());
+    }
+
+    #[tokio::test]
+    async fn ag_49_a_repair_target_outside_the_compiled_units_or_the_agent_itself_is_refused() {
+        let recipe = crate::domain::recipes::registry::find("service_health").unwrap();
+        let config = Config::default();
+        let refused = repair(recipe, Some("sshd"), &config).await.unwrap_err();
+        assert!(refused.contains("must be one of"), "{refused}");
+        let refused = repair(recipe, Some(OWN_UNIT), &config).await.unwrap_err();
+        assert!(refused.contains("never restarted"), "{refused}");
+        assert!(repair(recipe, None, &config).await.is_err());
+    }
+}

@@ -1,0 +1,526 @@
+//! The recipe loop as it runs (spec "Recipes: what the agent does on its own clock"): on every
+//! agent, paired or not, each applicable recipe is ticked on its own clock; the lines go to
+//! its ledgers as they happen, a repair runs under the job lock with the job marker naming
+//! `recipe <name>`, and a recipe that gives up opens a case. What the claim reports
+//! (`recipes`, `cases`) is kept in [`Shared`] for the claim loop.
+
+pub mod files;
+pub mod host;
+
+use chrono::Utc;
+use serde_json::{json, Value};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::{
+    config::Config,
+    domain::recipes::{
+        bounded,
+        case::{self, BodyParts, Case, Riding},
+        ledger::{Event, Memory, Outcome},
+        registry::{self, Cadence, Placement, Recipe, RECIPES},
+        tick::{plan, Step},
+        Check, Mode, Verdict, MAX_DETAIL_BYTES,
+    },
+    domain::vocabulary,
+    state::{self, StateDir},
+    words,
+};
+use files::Ledgers;
+
+/// After a repair, the check is asked again this many times, this far apart, before the
+/// attempt is called failed (a restarted service takes a moment to answer).
+const VERIFY_TRIES: u32 = 5;
+const VERIFY_EVERY: Duration = Duration::from_secs(1);
+/// An hourly recipe (certificate_expiry) is checked at most this often.
+const HOURLY: Duration = Duration::from_secs(3600);
+
+/// One recipe as the claim reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reported {
+    pub name: &'static str,
+    /// `armed`, `report-only` or `not-applicable`.
+    pub mode: &'static str,
+    pub verdict: Option<Verdict>,
+    /// Its most recent case, open or closed.
+    pub case: Option<Case>,
+    /// The case's body still rides (no claim carrying it has succeeded yet).
+    pub body_pending: bool,
+}
+
+/// What the loop tells the claim loop, shared between them.
+#[derive(Debug, Clone, Default)]
+pub struct Shared(Arc<Mutex<Vec<Reported>>>);
+
+/// The bodies a claim carried: (recipe, case id).
+pub type Carried = Vec<(String, i64)>;
+
+impl Shared {
+    fn set(&self, reported: Reported) {
+        let mut all = self.0.lock().expect("the recipe report is not poisoned");
+        match all.iter_mut().find(|entry| entry.name == reported.name) {
+            Some(entry) => *entry = reported,
+            None => all.push(reported),
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<Reported> {
+        let all = self.0.lock().expect("the recipe report is not poisoned");
+        all.iter().find(|entry| entry.name == name).cloned()
+    }
+
+    /// The claim's `recipes` (PROTOCOL.md: `[{"name", "mode", "verdict"}]`) and `cases`
+    /// (keyed by `recipe:<name>`, absent while no recipe has had a case), and which bodies
+    /// ride in it.
+    pub fn claim_fields(&self) -> (Value, Option<Value>, Carried) {
+        let all = self
+            .0
+            .lock()
+            .expect("the recipe report is not poisoned")
+            .clone();
+        let recipes: Vec<Value> = all
+            .iter()
+            .map(|entry| {
+                json!({"name": entry.name, "mode": entry.mode,
+                       "verdict": entry.verdict.map(Verdict::as_str)})
+            })
+            .collect();
+        let riding: Vec<Riding> = all
+            .iter()
+            .filter_map(|entry| {
+                entry.case.as_ref().map(|case| Riding {
+                    recipe: entry.name,
+                    case,
+                    body_pending: entry.body_pending,
+                })
+            })
+            .collect();
+        if riding.is_empty() {
+            return (Value::Array(recipes), None, Vec::new());
+        }
+        let (cases, with_body) = case::cases_field(&riding);
+        let carried = with_body
+            .into_iter()
+            .filter_map(|recipe| {
+                let id = all.iter().find(|e| e.name == recipe)?.case.as_ref()?.id;
+                Some((recipe, id))
+            })
+            .collect();
+        (Value::Array(recipes), Some(cases), carried)
+    }
+
+    /// A claim carrying these bodies succeeded: they ride no more (AG-60).
+    pub fn delivered(&self, carried: &Carried) {
+        let mut all = self.0.lock().expect("the recipe report is not poisoned");
+        for (recipe, id) in carried {
+            if let Some(entry) = all.iter_mut().find(|entry| entry.name == recipe) {
+                if entry.case.as_ref().is_some_and(|case| case.id == *id) {
+                    entry.body_pending = false;
+                }
+            }
+        }
+    }
+}
+
+/// Where the recipes apply on this node (AG-46).
+pub fn placement(config: &Config) -> Placement {
+    let site_is_checkout = config
+        .site_root
+        .as_ref()
+        .is_some_and(|root| std::fs::symlink_metadata(root.join(".git")).is_ok());
+    Placement {
+        has_site: config.site_root.is_some(),
+        in_container: std::path::Path::new("/.dockerenv").exists()
+            || std::path::Path::new("/run/.containerenv").exists(),
+        site_is_checkout,
+    }
+}
+
+/// The loop.
+pub struct Loop {
+    state: StateDir,
+    config: Config,
+    ledgers: Ledgers,
+    shared: Shared,
+    active: Vec<&'static Recipe>,
+    last_checked: HashMap<&'static str, Instant>,
+    /// Whether the loop is the agent's or a test's with its own clock: the tick's time.
+    mode: Mode,
+}
+
+impl Loop {
+    /// Reads each recipe's ledger, reports the ones that do not apply (one journal line and
+    /// one ledger line each, AG-46), and writes `interrupted` for an attempt the last run did
+    /// not finish (AG-47).
+    pub fn start(state: StateDir, config: Config, shared: Shared) -> Loop {
+        let ledgers = Ledgers::new(&state, config.site_root.as_deref());
+        let placement = placement(&config);
+        let mode = Mode::compiled();
+        let mut active = Vec::new();
+        for recipe in RECIPES {
+            if let Err(why) = registry::register(recipe) {
+                warn!(recipe = recipe.name, %why, "a recipe that breaks the registry rules is not run");
+                continue;
+            }
+            match registry::applies(recipe, &placement) {
+                Err(reason) => {
+                    info!(recipe = recipe.name, %reason, "recipe not applicable here");
+                    if let Err(why) =
+                        ledgers.write(recipe.name, Utc::now(), Event::NotApplicable { reason })
+                    {
+                        warn!(recipe = recipe.name, %why, "cannot write the recipe ledger");
+                    }
+                    shared.set(Reported {
+                        name: recipe.name,
+                        mode: "not-applicable",
+                        verdict: None,
+                        case: None,
+                        body_pending: false,
+                    });
+                }
+                Ok(()) => {
+                    let memory = ledgers.read(recipe.name).unwrap_or_else(|why| {
+                        warn!(recipe = recipe.name, %why, "cannot read the recipe ledger");
+                        Memory::default()
+                    });
+                    if let Some(attempt) = memory.interrupted() {
+                        warn!(recipe = recipe.name, attempt = attempt.attempt, "the last run stopped during this recipe's repair; the attempt counts as failed");
+                        let _ = ledgers.write(
+                            recipe.name,
+                            Utc::now(),
+                            Event::Outcome {
+                                attempt: attempt.attempt,
+                                outcome: Outcome::Interrupted,
+                                detail: "the agent stopped while the repair ran".into(),
+                            },
+                        );
+                    }
+                    // An open case's body rides again after a restart (the plane keeps the
+                    // first it took).
+                    let body_pending = memory.open_case().is_some_and(|case| case.body.is_some());
+                    shared.set(Reported {
+                        name: recipe.name,
+                        mode: mode.as_str(),
+                        verdict: memory.verdict,
+                        case: memory.case.clone(),
+                        body_pending,
+                    });
+                    active.push(recipe);
+                }
+            }
+        }
+        Loop {
+            state,
+            config,
+            ledgers,
+            shared,
+            active,
+            last_checked: HashMap::new(),
+            mode,
+        }
+    }
+
+    /// Ticks every applicable recipe until `shutdown`, one tick at once and then every
+    /// `recipe_tick`.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        let tick = self.config.recipe_tick;
+        info!(
+            tick_s = tick.as_secs_f64(),
+            recipes = self.active.len(),
+            "recipe loop running"
+        );
+        let mut next = tokio::time::Instant::now();
+        loop {
+            self.tick().await;
+            next += tick;
+            let now = tokio::time::Instant::now();
+            if next < now {
+                next = now;
+            }
+            tokio::select! {
+                () = tokio::time::sleep_until(next) => {}
+                _ = shutdown.wait_for(|stop| *stop) => return,
+            }
+        }
+    }
+
+    /// One tick of every applicable recipe.
+    pub async fn tick(&mut self) {
+        for recipe in self.active.clone() {
+            if recipe.cadence == Cadence::Hourly
+                && self
+                    .last_checked
+                    .get(recipe.name)
+                    .is_some_and(|at| at.elapsed() < HOURLY)
+            {
+                continue;
+            }
+            self.last_checked.insert(recipe.name, Instant::now());
+            if let Err(why) = self.tick_one(recipe).await {
+                warn!(recipe = recipe.name, %why, "the recipe's tick could not be recorded");
+            }
+        }
+    }
+
+    async fn tick_one(&mut self, recipe: &'static Recipe) -> Result<(), String> {
+        let mut memory = self.ledgers.read(recipe.name)?;
+        let check = host::check(recipe, &self.config).await;
+        let hold = self.ledgers.hold(recipe.name);
+        let now = Utc::now();
+        let steps = plan(recipe, &memory, &check, &hold, now, self.config.recipe_tick);
+        let before = memory.case.as_ref().map(|case| case.id);
+        for step in steps {
+            match step {
+                Step::Write(event) => {
+                    let line = self.ledgers.write(recipe.name, now, event)?;
+                    memory.take(&line);
+                }
+                Step::Escalate { id, summary } => {
+                    let body = self.compose_body(recipe, &memory, &check).await;
+                    let case = Case::open(id, now, summary, Some(body));
+                    warn!(
+                        recipe = recipe.name,
+                        case = id,
+                        "the recipe gave up: a case is open"
+                    );
+                    let line = self
+                        .ledgers
+                        .write(recipe.name, now, Event::Escalation { case })?;
+                    memory.take(&line);
+                }
+                Step::Repair { attempt } => {
+                    self.attempt(recipe, &mut memory, &check, attempt).await?;
+                }
+            }
+        }
+        let mut reported = self.shared.get(recipe.name).unwrap_or(Reported {
+            name: recipe.name,
+            mode: self.mode.as_str(),
+            verdict: None,
+            case: None,
+            body_pending: false,
+        });
+        let after = memory.case.as_ref().map(|case| case.id);
+        if after != before {
+            reported.body_pending = memory.case.as_ref().is_some_and(|case| case.body.is_some());
+        }
+        reported.verdict = memory.verdict;
+        reported.case = memory.case.clone();
+        if let Some(case) = memory.open_case() {
+            self.render(recipe, case);
+        }
+        self.shared.set(reported);
+        Ok(())
+    }
+
+    /// AG-61: the rendered case outward, on every failing tick while it is open.
+    fn render(&self, recipe: &Recipe, case: &Case) {
+        let paired = matches!(
+            self.state.identity(),
+            Ok(Some(identity)) if matches!(identity.pairing, crate::domain::join::Pairing::Paired { .. })
+        );
+        let rendered = json!({
+            "recipe": recipe.name,
+            "case": case.wire(true),
+            "delivery": if paired { "management node" } else { "local" },
+            "rendered_at": Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        });
+        if let Err(why) = self.ledgers.render_case(recipe.name, &rendered) {
+            tracing::debug!(recipe = recipe.name, %why, "the case could not be rendered outward");
+        }
+    }
+
+    /// One attempt (AG-42, AG-43, AG-48): report-only ledgers it and runs nothing; otherwise
+    /// the job lock (`busy` when a job holds it), the job marker, the attempt line, the repair,
+    /// the check again, the outcome line.
+    async fn attempt(
+        &self,
+        recipe: &'static Recipe,
+        memory: &mut Memory,
+        check: &Check,
+        attempt: u32,
+    ) -> Result<(), String> {
+        let word = recipe.repair_word.unwrap_or("none").to_string();
+        let started = Event::Attempt {
+            attempt,
+            word,
+            target: check.target.clone(),
+        };
+        if self.mode == Mode::ReportOnly {
+            for event in [
+                started,
+                Event::Outcome {
+                    attempt,
+                    outcome: Outcome::ReportOnly,
+                    detail: "report-only: nothing ran".into(),
+                },
+            ] {
+                let line = self.ledgers.write(recipe.name, Utc::now(), event)?;
+                memory.take(&line);
+            }
+            return Ok(());
+        }
+        let lock = match self.state.try_lock(state::JOB_LOCK) {
+            Ok(Some(lock)) => lock,
+            Ok(None) => {
+                info!(
+                    recipe = recipe.name,
+                    "a job is running; the repair waits for the next tick"
+                );
+                let line = self.ledgers.write(recipe.name, Utc::now(), Event::Busy)?;
+                memory.take(&line);
+                return Ok(());
+            }
+            Err(error) => return Err(error.to_string()),
+        };
+        self.state
+            .write(
+                state::JOB_MARKER,
+                format!("{}\nrecipe {}\n", std::process::id(), recipe.name).as_bytes(),
+                0o600,
+            )
+            .map_err(|error| error.to_string())?;
+        let line = self.ledgers.write(recipe.name, Utc::now(), started)?;
+        memory.take(&line);
+        info!(recipe = recipe.name, attempt, target = ?check.target, "recipe repair running");
+        let repaired = host::repair(recipe, check.target.as_deref(), &self.config).await;
+        let (outcome, detail) = match repaired {
+            Err(why) => (Outcome::Failed, why),
+            Ok(did) => {
+                let mut verified = host::check(recipe, &self.config).await;
+                for _ in 1..VERIFY_TRIES {
+                    if verified.verdict == Verdict::Pass {
+                        break;
+                    }
+                    tokio::time::sleep(VERIFY_EVERY).await;
+                    verified = host::check(recipe, &self.config).await;
+                }
+                if verified.verdict == Verdict::Pass {
+                    (
+                        Outcome::Repaired,
+                        format!("{}; then: {}", did.trim(), verified.detail),
+                    )
+                } else {
+                    (
+                        Outcome::Failed,
+                        format!("the repair ran, and still: {}", verified.detail),
+                    )
+                }
+            }
+        };
+        info!(
+            recipe = recipe.name,
+            attempt,
+            outcome = outcome.as_str(),
+            "recipe repair ended"
+        );
+        let line = self.ledgers.write(
+            recipe.name,
+            Utc::now(),
+            Event::Outcome {
+                attempt,
+                outcome,
+                detail: bounded(&detail, MAX_DETAIL_BYTES),
+            },
+        )?;
+        memory.take(&line);
+        let _ = self.state.remove(state::JOB_MARKER);
+        drop(lock);
+        Ok(())
+    }
+
+    /// AG-59: the case's body, composed once when the escalation opens.
+    async fn compose_body(&self, recipe: &Recipe, memory: &Memory, check: &Check) -> Value {
+        let report = words::host::host_report(&self.config).await;
+        let (recipes, _, _) = self.shared.claim_fields();
+        case::compose_body(BodyParts {
+            recipe: recipe.name,
+            mode: self.mode,
+            check: &check.detail,
+            attempts: &memory.attempts,
+            host_report: report.result,
+            vocabulary: vocabulary::names(),
+            recipes,
+        })
+    }
+}
+
+/// What `capstan-agent recipes` prints: each recipe's mode, last verdict, attempts in this
+/// run, open case and hold, read from the ledgers.
+pub fn describe(state: &StateDir, config: &Config) -> Vec<String> {
+    let ledgers = Ledgers::new(state, config.site_root.as_deref());
+    let placement = placement(config);
+    let mut lines = Vec::new();
+    for recipe in RECIPES {
+        if let Err(reason) = registry::applies(recipe, &placement) {
+            lines.push(format!("{}: not-applicable ({reason})", recipe.name));
+            continue;
+        }
+        let kind = if recipe.check_only() {
+            "check-only"
+        } else {
+            "repairs"
+        };
+        let memory = match ledgers.read(recipe.name) {
+            Ok(memory) => memory,
+            Err(why) => {
+                lines.push(format!("{}: the ledger cannot be read: {why}", recipe.name));
+                continue;
+            }
+        };
+        let verdict = memory.verdict.map_or("not checked yet", Verdict::as_str);
+        lines.push(format!(
+            "{}: {} ({kind}), last check: {verdict}",
+            recipe.name,
+            Mode::compiled().as_str()
+        ));
+        if !recipe.check_only() {
+            let attempts: Vec<String> = memory
+                .attempts
+                .iter()
+                .map(|record| {
+                    format!(
+                        "#{} {} {}",
+                        record.attempt,
+                        record.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                        record.outcome.map_or("running", |outcome| outcome.as_str())
+                    )
+                })
+                .collect();
+            lines.push(format!(
+                "  attempts in this run: {} of 3{}",
+                memory.attempts.len(),
+                if attempts.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", attempts.join(", "))
+                }
+            ));
+        }
+        match memory.open_case() {
+            Some(case) => lines.push(format!(
+                "  open case: {} since {}, {} notes: {}",
+                case.id,
+                case.opened_at
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                case.notes,
+                case.summary
+            )),
+            None => lines.push("  open case: none".into()),
+        }
+        let hold = match ledgers.hold(recipe.name) {
+            crate::domain::recipes::tick::Hold::None => "none".to_string(),
+            crate::domain::recipes::tick::Hold::Honoured => {
+                "held (repairs nothing until hold/<recipe> is removed)".to_string()
+            }
+            crate::domain::recipes::tick::Hold::Ignored(why) => format!("ignored: {why}"),
+        };
+        lines.push(format!("  hold: {hold}"));
+    }
+    lines
+}
