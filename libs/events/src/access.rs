@@ -71,7 +71,10 @@ impl Domain {
                 every_replica: &[],
             },
             Domain::AgentChannel => Reach {
-                every_replica: &[crate::agent_channel::rpc::ops::RELEASE_CLAIMS],
+                every_replica: &[
+                    crate::agent_channel::rpc::ops::RELEASE_CLAIMS,
+                    crate::agent_channel::rpc::ops::RELEASE_POLL,
+                ],
                 ..Reach::OWN_ONLY
             },
             Domain::Monitor

@@ -224,6 +224,19 @@ pub struct GatewaySettings {
     /// The header those proxies put the client's address in: `x-forwarded-for` (a list, each
     /// proxy appending), or a single-address one such as `cf-connecting-ip`.
     pub client_address_header: String,
+    /// Connections open at once; one more is refused at once (and counted in
+    /// `capstan_gateway_connections_refused_total`). Every agent holds one, nearly always in a
+    /// long poll, so this must stay above the fleet's size (and below the process's file limit).
+    pub max_connections: u32,
+    /// Seconds a request head may take to arrive, from its first byte (and a new connection's
+    /// first request from the connection). On hyper's path (operators, browsers) this also
+    /// bounds an idle keep-alive connection.
+    pub header_timeout_secs: u64,
+    /// Seconds an agent's keep-alive connection may sit idle between requests.
+    pub idle_timeout_secs: u64,
+    /// The slowest a request body or an answer may move, in bytes a second, once a grace of
+    /// `header_timeout_secs` has passed: a sender or reader slower than this is dropped.
+    pub min_rate_bytes_per_sec: u64,
 }
 
 impl GatewaySettings {
@@ -235,6 +248,12 @@ impl GatewaySettings {
     }
     pub fn sign_in_window(&self) -> Duration {
         Duration::from_secs(self.sign_in_window_minutes * 60)
+    }
+    pub fn header_timeout(&self) -> Duration {
+        Duration::from_secs(self.header_timeout_secs)
+    }
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_secs(self.idle_timeout_secs)
     }
 
     /// [`GatewaySettings::trusted_proxies`] read as networks (a lone address is a /32 or
@@ -352,6 +371,10 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("gateway.sign_in_window_minutes", "15"),
     ("gateway.trusted_proxies", ""),
     ("gateway.client_address_header", "x-forwarded-for"),
+    ("gateway.max_connections", "20000"),
+    ("gateway.header_timeout_secs", "5"),
+    ("gateway.idle_timeout_secs", "75"),
+    ("gateway.min_rate_bytes_per_sec", "1024"),
     ("agent_channel.network_requests_per_minute", "120"),
     ("agent_channel.node_requests_per_minute", "600"),
     ("telemetry.log_format", "pretty"),
@@ -518,6 +541,22 @@ impl Settings {
                 u64::from(gateway.sign_in_address_failures),
                 100_000,
             ),
+            (
+                "gateway.max_connections",
+                u64::from(gateway.max_connections),
+                1_000_000,
+            ),
+            (
+                "gateway.header_timeout_secs",
+                gateway.header_timeout_secs,
+                300,
+            ),
+            ("gateway.idle_timeout_secs", gateway.idle_timeout_secs, 3600),
+            (
+                "gateway.min_rate_bytes_per_sec",
+                gateway.min_rate_bytes_per_sec,
+                1 << 30,
+            ),
         ] {
             if value == 0 || value > most {
                 return Err(SettingsError::BadValue {
@@ -619,6 +658,51 @@ mod tests {
             (120, 600),
             "PROTOCOL.md's defaults"
         );
+    }
+
+    // The gateway's connections (docs/security.md "The gateway's connections"): the cap fits a
+    // 10,000-agent fleet of long polls, each holding one connection, with room to spare.
+    #[test]
+    fn the_gateways_connection_limits_have_defaults_an_environment_overrides_and_bounds() {
+        let settings = Settings::load_from(None, env(&[])).unwrap();
+        let gateway = &settings.gateway;
+        assert_eq!(
+            (
+                gateway.max_connections,
+                gateway.header_timeout(),
+                gateway.idle_timeout(),
+                gateway.min_rate_bytes_per_sec
+            ),
+            (
+                20_000,
+                Duration::from_secs(5),
+                Duration::from_secs(75),
+                1024
+            )
+        );
+        assert!(gateway.max_connections >= 10_000 + 1_000);
+        let settings = Settings::load_from(
+            None,
+            env(&[
+                ("CAPSTAN__GATEWAY__MAX_CONNECTIONS", "50"),
+                ("CAPSTAN__GATEWAY__HEADER_TIMEOUT_SECS", "2"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(settings.gateway.max_connections, 50);
+        assert_eq!(settings.gateway.header_timeout(), Duration::from_secs(2));
+        for key in [
+            "max_connections",
+            "header_timeout_secs",
+            "idle_timeout_secs",
+            "min_rate_bytes_per_sec",
+        ] {
+            let variable = format!("CAPSTAN__GATEWAY__{}", key.to_ascii_uppercase());
+            let error = Settings::load_from(None, env(&[(variable.as_str(), "0")]))
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(&format!("gateway.{key}")), "{error}");
+        }
     }
 
     #[test]

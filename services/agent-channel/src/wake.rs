@@ -20,6 +20,31 @@ use uuid::Uuid;
 
 pub const CHANNEL: &str = "capstan_agent_channel_jobs";
 
+/// What ends a held claim early ([`Wake::released_for`]).
+pub struct Released {
+    gateway: Option<Arc<CancellationToken>>,
+    poll: Option<Arc<CancellationToken>>,
+}
+
+impl Released {
+    /// Resolves once the claim's gateway stops or its agent hung up; never without either.
+    pub async fn cancelled(&self) {
+        let token = |token: &Option<Arc<CancellationToken>>| {
+            let token = token.clone();
+            async move {
+                match token {
+                    Some(token) => token.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            }
+        };
+        tokio::select! {
+            _ = token(&self.gateway) => {}
+            _ = token(&self.poll) => {}
+        }
+    }
+}
+
 /// The nodes claims are waiting for.
 #[derive(Default)]
 pub struct Wake {
@@ -76,6 +101,16 @@ impl Wake {
         gateways.entry(gateway).or_default().clone()
     }
 
+    /// What ends one claim: its gateway's stop, or (for `poll`) its own agent hanging up
+    /// ([`Wake::release`] with the poll's id, which shares the gateways' map: both are fresh
+    /// v7 ids).
+    pub fn released_for(&self, gateway: Option<Uuid>, poll: Option<Uuid>) -> Released {
+        Released {
+            gateway: gateway.map(|gateway| self.released(gateway)),
+            poll: poll.map(|poll| self.released(poll)),
+        }
+    }
+
     /// Ends every long poll `gateway` forwarded here; how many were waiting.
     pub fn release(&self, gateway: Uuid) -> u64 {
         let token = self.released(gateway);
@@ -84,7 +119,7 @@ impl Wake {
         Arc::strong_count(&token).saturating_sub(2) as u64
     }
 
-    /// Forgets bells and gateways nobody holds.
+    /// Forgets bells and gateways (and polls) nobody holds.
     pub fn prune(&self) {
         self.waiting
             .lock()
@@ -177,6 +212,40 @@ mod tests {
         assert!(!other.is_cancelled());
         // A claim forwarded by the stopped gateway after its release is not held either.
         assert!(wake.released(stopping).is_cancelled());
+    }
+
+    // Issue 10: a claim whose agent hung up leaves the queue. Releasing its poll ends that claim
+    // alone, and a release that comes before the claim is held ends it as it arrives.
+    #[tokio::test]
+    async fn releasing_a_poll_ends_that_claim_alone_even_before_it_is_held() {
+        let wake = Wake::default();
+        let gateway = Uuid::now_v7();
+        let (hung_up, waiting) = (Uuid::now_v7(), Uuid::now_v7());
+        let held = wake.released_for(Some(gateway), Some(hung_up));
+        let other = wake.released_for(Some(gateway), Some(waiting));
+        assert_eq!(wake.release(hung_up), 1);
+        tokio::time::timeout(Duration::from_secs(1), held.cancelled())
+            .await
+            .expect("the released poll ends");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), other.cancelled())
+                .await
+                .is_err(),
+            "the other poll of the same gateway is still held"
+        );
+        let early = Uuid::now_v7();
+        assert_eq!(wake.release(early), 0);
+        tokio::time::timeout(
+            Duration::from_secs(1),
+            wake.released_for(Some(gateway), Some(early)).cancelled(),
+        )
+        .await
+        .expect("a claim released before it was held ends at once");
+        // The gateway's stop still ends every one of its polls.
+        assert_eq!(wake.release(gateway), 2);
+        tokio::time::timeout(Duration::from_secs(1), other.cancelled())
+            .await
+            .expect("the gateway's stop ends it");
     }
 
     #[test]

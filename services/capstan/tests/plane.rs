@@ -55,6 +55,34 @@ async fn healthz_until(listen: &str, want: u16, limit: Duration) -> serde_json::
     }
 }
 
+/// A fresh level-7 operator's token, from the plane's own database (its gateway migrated).
+async fn reader_token(database: &TestDatabase, name: &str) -> String {
+    let store = capstan_store::Store::connect(database.url(), "gateway", 1)
+        .await
+        .unwrap();
+    let token =
+        capstan_gateway::admin::issue_operator(&store, name, capstan_events::rpc::Level::Read)
+            .await
+            .unwrap()
+            .expose()
+            .to_string();
+    store.close().await;
+    token
+}
+
+/// `/healthz` as an operator sees it: each service's state, version and error.
+async fn healthz_detailed(listen: &str, token: &str) -> serde_json::Value {
+    reqwest::Client::new()
+        .get(format!("http://{listen}/healthz"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 /// Sends SIGTERM and waits for the process to end.
 fn terminate(child: Child) -> Output {
     Command::new("kill")
@@ -93,11 +121,19 @@ async fn capstan_all_starts_from_nothing_reports_healthy_and_stops_cleanly_on_si
     let nats = NatsServer::start();
     let database = TestDatabase::create().await;
     let listen = free_address();
+    let metrics_listen = free_address();
     let child = capstan(&["all"], &database, &nats, &listen)
+        .env("CAPSTAN__TELEMETRY__METRICS_LISTEN", &metrics_listen)
         .spawn()
         .unwrap();
 
     let health = healthz_until(&listen, 200, Duration::from_secs(60)).await;
+    assert_eq!(
+        health,
+        serde_json::json!({"status": "ready"}),
+        "anyone is told ready, and nothing more"
+    );
+    let health = healthz_detailed(&listen, &reader_token(&database, "reader").await).await;
     assert_eq!(health["status"], "ready");
     for service in SERVICES {
         assert_eq!(
@@ -108,7 +144,12 @@ async fn capstan_all_starts_from_nothing_reports_healthy_and_stops_cleanly_on_si
     let mut expected: Vec<String> = SERVICES.iter().map(|name| name.replace('-', "_")).collect();
     expected.sort();
     assert_eq!(schemas_with_outbox(&database).await, expected);
-    let metrics = reqwest::get(format!("http://{listen}/metrics"))
+    // On the public listener /metrics needs a token; on the metrics listener, none.
+    let public = reqwest::get(format!("http://{listen}/metrics"))
+        .await
+        .unwrap();
+    assert_eq!(public.status(), 401);
+    let metrics = reqwest::get(format!("http://{metrics_listen}/metrics"))
         .await
         .unwrap();
     assert_eq!(metrics.status(), 200);
@@ -139,6 +180,12 @@ async fn the_gateway_alone_answers_503_naming_the_services_that_do_not_answer() 
         .unwrap();
 
     let health = healthz_until(&listen, 503, Duration::from_secs(60)).await;
+    assert_eq!(
+        health,
+        serde_json::json!({"status": "starting"}),
+        "anyone is told not ready, and not who or why"
+    );
+    let health = healthz_detailed(&listen, &reader_token(&database, "reader").await).await;
     assert_eq!(health["status"], "starting");
     assert_eq!(health["services"]["gateway"]["ready"], true);
     assert_eq!(health["services"]["billing"]["ready"], false);

@@ -13,7 +13,8 @@ use axum::{
 use bytes::Bytes;
 use capstan_events::{
     agent_channel::rpc::{
-        ops, AgentEndpoint, AgentRequest, AgentResponse, ClaimsReleased, ReleaseClaims,
+        ops, AgentEndpoint, AgentRequest, AgentResponse, ClaimsReleased, HandBack, HandedBack,
+        ReleaseClaims, ReleasePoll, VetAgentRequest, Vetted,
     },
     Domain,
 };
@@ -50,6 +51,21 @@ async fn ask(
     endpoint: AgentEndpoint,
     request: Request,
 ) -> Result<Response, ApiError> {
+    // A body hyper would read (not read already by `crate::connection`) of unknown or large
+    // length is read only once the agent channel has heard the request's head.
+    if request.extensions().get::<ReadHere>().is_none() && vetted_first(request.headers()) {
+        let source = peer_address(&request);
+        let vetting = vet(
+            state.clone(),
+            endpoint,
+            request.uri(),
+            request.headers(),
+            source,
+        );
+        if let Some(refusal) = Box::pin(vetting).await {
+            return Ok(refusal);
+        }
+    }
     let (mut meta, body, timeout) = question(endpoint, request, state.rpc_timeout).await?;
     meta.gateway = Some(state.long_polls().gateway);
     let long_poll =
@@ -126,6 +142,125 @@ pub async fn release(state: &AppState) {
     }
 }
 
+/// A body longer than this is read only after `vet_agent_request` (docs/security.md, "The
+/// gateway's connections"): a stranger's large body is refused before it is read or stored.
+pub const VET_ABOVE: usize = 16 * 1024;
+
+/// On an agent request read by [`crate::connection`]: its body is read (and was vetted there
+/// when large), and a claim's `poll` names it, to release it alone when its agent hangs up.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadHere {
+    pub poll: Option<uuid::Uuid>,
+}
+
+/// Whether a request's body must be vetted before hyper reads it: its length is unknown
+/// (chunked) or over [`VET_ABOVE`].
+fn vetted_first(headers: &HeaderMap) -> bool {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().parse::<u64>().ok());
+    match declared {
+        Some(length) => length > VET_ABOVE as u64,
+        None => headers.contains_key(header::TRANSFER_ENCODING),
+    }
+}
+
+/// Asks the agent channel whether `request` (its head alone) would be refused whatever its
+/// body: its `401`/`429` answer, or `None` to read the body. When the agent channel cannot say,
+/// the request is refused `503` rather than read.
+pub(crate) async fn vet(
+    state: AppState,
+    endpoint: AgentEndpoint,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+    source: Option<std::net::IpAddr>,
+) -> Option<Response> {
+    let source = source?;
+    let question = VetAgentRequest {
+        request: AgentRequest {
+            endpoint,
+            path: uri.path().to_string(),
+            query: uri.query().map(str::to_string),
+            content_digest: field(headers, &CONTENT_DIGEST),
+            signature_input: field(headers, &SIGNATURE_INPUT),
+            signature: field(headers, &SIGNATURE),
+            source_address: source.to_string(),
+            gateway: None,
+            poll: None,
+        },
+    };
+    let asked: Result<Vetted, _> = state
+        .bus
+        .request(
+            Domain::AgentChannel,
+            ops::VET_AGENT_REQUEST,
+            &question,
+            state.rpc_timeout,
+        )
+        .await;
+    match asked {
+        Ok(Vetted { refusal: None }) => None,
+        Ok(Vetted {
+            refusal: Some(answer),
+        }) => Some(
+            respond(endpoint, answer, Bytes::new()).unwrap_or_else(IntoResponse::into_response),
+        ),
+        Err(error) => Some(ApiError::from(error).into_response()),
+    }
+}
+
+/// Releases one claim whose agent hung up while it was held: the agent-channel replica holding
+/// it ends it at once, without a job.
+pub(crate) async fn release_poll(state: &AppState, poll: uuid::Uuid) {
+    let asked: Result<ClaimsReleased, _> = state
+        .bus
+        .request(
+            Domain::AgentChannel,
+            ops::RELEASE_POLL,
+            &ReleasePoll { poll },
+            RELEASE_TIMEOUT,
+        )
+        .await;
+    if let Err(error) = asked {
+        tracing::warn!(%error, %poll, "the agent channel did not take the release of a claim whose agent hung up");
+    }
+}
+
+/// A claim's answer that was never written to its agent: a job in it goes back to `pending`
+/// (PROTOCOL.md: a job is handed out once; this one never reached the node).
+pub(crate) async fn hand_back_unwritten(state: &AppState, response: Response) {
+    if !response.status().is_success() {
+        return;
+    }
+    let Ok(body) = axum::body::to_bytes(response.into_body(), usize::MAX).await else {
+        return;
+    };
+    let Some(job_id) = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|answer| answer["job"]["id"].as_i64())
+    else {
+        return;
+    };
+    let asked: Result<HandedBack, _> = state
+        .bus
+        .request(
+            Domain::AgentChannel,
+            ops::HAND_BACK,
+            &HandBack { job_id },
+            state.rpc_timeout,
+        )
+        .await;
+    match asked {
+        Ok(HandedBack { returned }) => {
+            tracing::info!(job_id, returned, "a claim's answer never reached its agent")
+        }
+        Err(error) => {
+            tracing::warn!(%error, job_id, "a job whose answer never reached its agent could not be handed back")
+        }
+    }
+}
+
 /// The question for the agent channel: the request's path, query, signature headers and source
 /// address, its body read under the endpoint's cap, and how long to wait for the answer.
 async fn question(
@@ -135,6 +270,10 @@ async fn question(
 ) -> Result<(AgentRequest, Bytes, Duration), ApiError> {
     let source = peer_address(&request)
         .ok_or_else(|| ApiError::internal("the gateway does not know the caller's address"))?;
+    let poll = request
+        .extensions()
+        .get::<ReadHere>()
+        .and_then(|read| read.poll);
     let (parts, body) = request.into_parts();
     let body = read_limited(&parts.headers, body, endpoint.body_limit()).await?;
     let query = parts.uri.query().map(str::to_string);
@@ -151,6 +290,7 @@ async fn question(
         signature: field(&parts.headers, &SIGNATURE),
         source_address: source.to_string(),
         gateway: None,
+        poll,
     };
     Ok((meta, body, timeout))
 }

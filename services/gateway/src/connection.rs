@@ -17,29 +17,35 @@
 //! with the same layers.
 
 use axum::{
-    body::Body,
+    body::{Body, HttpBody},
     extract::{ConnectInfo, Request},
     http::{header, Method, Version},
     response::Response,
     Router,
 };
 use bytes::{Buf, Bytes, BytesMut};
+use capstan_events::agent_channel::rpc::AgentEndpoint;
+use futures::StreamExt;
 use std::{
+    future::Future,
     io,
     net::SocketAddr,
     pin::Pin,
     task::{Context, Poll},
+    time::Duration,
 };
 use tokio::{
     io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf},
     net::TcpStream,
+    time::{timeout_at, Instant, Sleep},
 };
 use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
 use crate::{
+    agent::{ReadHere, VET_ABOVE},
     domain::agent_request::{Head, Lane, Parsed},
-    http::answer_agent,
+    http::{answer_agent, vet_agent},
     AppState,
 };
 
@@ -50,91 +56,315 @@ const READ_ROOM: usize = 2 * 1024;
 /// A body up to this size is copied out of the read buffer, so the buffer is let go while the
 /// request waits (a long poll: seconds); a larger one keeps the buffer it was read into.
 const COPIED_BODY: usize = 16 * 1024;
+/// At most this much of a refused request's unread body is let through before the connection
+/// is dropped (so the refusal reaches a client still sending, rather than a reset).
+const LINGER_BYTES: usize = 256 * 1024;
 
-/// Serves the connection until the peer closes it or `stop`; a request in hand is finished
-/// first.
+/// What bounds a connection (`gateway.*` settings; docs/security.md, "The gateway's
+/// connections").
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// Connections open at once; one more is refused at once.
+    pub max_connections: usize,
+    /// A request head must arrive within this of its first byte (a new connection's first
+    /// request, of the connection); hyper's path also closes a connection idle this long.
+    pub header_timeout: Duration,
+    /// An agent's keep-alive connection idle this long between requests is closed.
+    pub idle_timeout: Duration,
+    /// The slowest a body or an answer may move, in bytes a second, after a grace of
+    /// `header_timeout`.
+    pub min_rate: u64,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> ConnectionLimits {
+        ConnectionLimits {
+            max_connections: 20_000,
+            header_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(75),
+            min_rate: 1024,
+        }
+    }
+}
+
+impl ConnectionLimits {
+    pub fn from_settings(gateway: &capstan_settings::GatewaySettings) -> ConnectionLimits {
+        ConnectionLimits {
+            max_connections: gateway.max_connections as usize,
+            header_timeout: gateway.header_timeout(),
+            idle_timeout: gateway.idle_timeout(),
+            min_rate: gateway.min_rate_bytes_per_sec.max(1),
+        }
+    }
+
+    /// When `moved` bytes of a body or answer begun at `started` must have been followed by
+    /// more: the grace, then [`ConnectionLimits::min_rate`].
+    fn next_byte_by(&self, started: Instant, moved: usize) -> Instant {
+        started + self.header_timeout + Duration::from_secs_f64(moved as f64 / self.min_rate as f64)
+    }
+}
+
+/// Why a connection was dropped, as `capstan_gateway_connections_dropped_total` counts it.
+fn dropped(reason: &'static str) {
+    metrics::counter!("capstan_gateway_connections_dropped_total", "reason" => reason).increment(1);
+}
+
+/// Serves the connection until the peer closes it, a limit is passed, or `stop`; a request in
+/// hand is finished first.
 pub(crate) async fn serve(
     mut stream: TcpStream,
     address: SocketAddr,
     state: AppState,
     routes: Router,
+    limits: ConnectionLimits,
     stop: CancellationToken,
 ) {
     let mut buffer = BytesMut::new();
+    let mut first = true;
     loop {
         // A request not yet read whole when the plane stops is not begun.
         let read = tokio::select! {
             _ = stop.cancelled() => return,
-            read = read(&mut stream, &mut buffer) => read,
+            read = read_head(&mut stream, &mut buffer, &limits, first) => read,
         };
-        let (lane, body) = match read {
-            Ok(Read::Agent { lane, body }) => (lane, body),
+        first = false;
+        let lane = match read {
+            Ok(Read::Agent(lane)) => lane,
             Ok(Read::Other) => {
-                return hand_off(stream, buffer.freeze(), address, routes, stop).await
+                return hand_off(stream, buffer.freeze(), address, routes, limits, stop).await
+            }
+            Ok(Read::TimedOut(reason)) => {
+                dropped(reason);
+                return;
             }
             Ok(Read::Closed) | Err(_) => return,
         };
         let (route, endpoint, close) = (lane.route, lane.endpoint, lane.close);
+        // A large body is read only once the agent channel has heard its head: a stranger's
+        // (unsigned, an unknown key, over its rate) is refused unread.
+        if lane.content_length > VET_ABOVE {
+            let mut head = request_of(
+                Lane {
+                    uri: lane.uri.clone(),
+                    headers: lane.headers.clone(),
+                    ..*lane
+                },
+                Bytes::new(),
+            );
+            head.extensions_mut().insert(ConnectInfo(address));
+            if let Some(refusal) = Box::pin(vet_agent(state.clone(), route, endpoint, head)).await {
+                metrics::counter!("capstan_gateway_bodies_refused_unread_total").increment(1);
+                let _ = write(&mut stream, refusal, true, &limits).await;
+                return linger(stream, &limits).await;
+            }
+        }
+        let body = match read_body(&mut stream, &mut buffer, &lane, &limits).await {
+            Ok(BodyRead::Whole(body)) => body,
+            Ok(BodyRead::TimedOut) => {
+                dropped("slow_body");
+                return;
+            }
+            Ok(BodyRead::Closed) | Err(_) => return,
+        };
+        let poll = (endpoint == AgentEndpoint::Claim).then(uuid::Uuid::now_v7);
         let mut request = request_of(*lane, body);
         request.extensions_mut().insert(ConnectInfo(address));
+        request.extensions_mut().insert(ReadHere { poll });
         // Boxed: an idle connection's task stays small, and only a request in hand holds this.
-        let response = Box::pin(answer_agent(state.clone(), route, endpoint, request)).await;
+        let answering = Box::pin(answer_agent(state.clone(), route, endpoint, request));
+        let response = match poll {
+            None => answering.await,
+            Some(poll) => match watched(&stream, answering).await {
+                Watched::Answered(response) => response,
+                Watched::HungUp(answering) => {
+                    // Its agent is gone: the claim is released, and a job it was handed just
+                    // then goes back, since this answer is never written.
+                    dropped("hung_up");
+                    crate::agent::release_poll(&state, poll).await;
+                    let response = answering.await;
+                    crate::agent::hand_back_unwritten(&state, response).await;
+                    return;
+                }
+            },
+        };
         let close = close || stop.is_cancelled();
-        if write(&mut stream, response, close).await.is_err() || close {
-            let _ = stream.shutdown().await;
-            return;
+        let (parts, body) = response.into_parts();
+        let body = match axum::body::to_bytes(body, usize::MAX).await {
+            Ok(body) => body,
+            Err(_) => return,
+        };
+        match write_parts(&mut stream, &parts, &body, close, &limits).await {
+            Ok(()) if !close => continue,
+            Ok(()) => {}
+            Err(unwritten) => {
+                if unwritten.nothing_written && endpoint == AgentEndpoint::Claim {
+                    crate::agent::hand_back_unwritten(
+                        &state,
+                        Response::from_parts(parts, Body::from(body)),
+                    )
+                    .await;
+                }
+                if unwritten.timed_out {
+                    dropped("slow_reader");
+                }
+                return;
+            }
+        }
+        let _ = stream.shutdown().await;
+        return;
+    }
+}
+
+/// How a watched request ended.
+enum Watched<F> {
+    Answered(Response),
+    /// The peer closed the connection (or reset it) before the answer came.
+    HungUp(F),
+}
+
+/// Waits for `answering` while watching the connection: an agent that hangs up while its claim
+/// is held (`kill -9`, a network gone) closes it, and the claim must not then take a job.
+/// Bytes of a next request (pipelined) mean the peer is there; then only the answer is awaited.
+async fn watched<F: Future<Output = Response> + Unpin>(
+    stream: &TcpStream,
+    mut answering: F,
+) -> Watched<F> {
+    let hung_up = async {
+        let mut byte = [0u8; 1];
+        match stream.peek(&mut byte).await {
+            Ok(0) | Err(_) => {}
+            Ok(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        response = &mut answering => Watched::Answered(response),
+        () = hung_up => Watched::HungUp(answering),
+    }
+}
+
+/// After a refusal sent without reading the request's body: the write side is closed, and what
+/// the client still sends is let through (up to [`LINGER_BYTES`], within the head timeout,
+/// never kept) so the refusal is read rather than lost to a reset.
+async fn linger(mut stream: TcpStream, limits: &ConnectionLimits) {
+    let _ = stream.shutdown().await;
+    let deadline = Instant::now() + limits.header_timeout;
+    let mut drained = 0;
+    let mut chunk = [0u8; READ_ROOM];
+    while drained < LINGER_BYTES {
+        match timeout_at(deadline, stream.read(&mut chunk)).await {
+            Ok(Ok(read)) if read > 0 => drained += read,
+            _ => return,
         }
     }
 }
 
 /// What the next request on a connection is.
 enum Read {
-    /// An agent's request, read whole.
-    Agent { lane: Box<Lane>, body: Bytes },
+    /// An agent's request, its head read whole (its body next).
+    Agent(Box<Lane>),
     /// Anything else, for hyper: the bytes read so far are in the buffer.
     Other,
     /// The peer closed the connection (with or without part of a request sent).
     Closed,
+    /// A limit passed: the head, the body or an idle connection took too long.
+    TimedOut(&'static str),
 }
 
-/// Reads one request's head and, when it is an agent's, its body. What follows the request
-/// (a pipelined next one) stays in `buffer`; when nothing does, the buffer is let go.
-async fn read(stream: &mut TcpStream, buffer: &mut BytesMut) -> io::Result<Read> {
+/// Reads one request's head. The first byte may take the idle timeout (the head timeout on a
+/// new connection); the rest of the head, the head timeout from the first byte.
+async fn read_head(
+    stream: &mut TcpStream,
+    buffer: &mut BytesMut,
+    limits: &ConnectionLimits,
+    first: bool,
+) -> io::Result<Read> {
+    let waiting_from = Instant::now();
+    let mut head_by = None;
     let head = loop {
         match Head::parse(buffer) {
             Parsed::Complete(head) => break head,
             Parsed::Unreadable => return Ok(Read::Other),
             Parsed::Partial if buffer.len() >= MAX_HEAD => return Ok(Read::Other),
             Parsed::Partial => {
+                let deadline = match head_by {
+                    Some(deadline) => deadline,
+                    None if buffer.is_empty() => {
+                        waiting_from
+                            + if first {
+                                limits.header_timeout
+                            } else {
+                                limits.idle_timeout
+                            }
+                    }
+                    None => *head_by.insert(Instant::now() + limits.header_timeout),
+                };
                 let read = if buffer.is_empty() {
-                    read_first(stream, buffer).await?
+                    timeout_at(deadline, read_first(stream, buffer)).await
                 } else {
                     buffer.reserve(READ_ROOM);
-                    stream.read_buf(buffer).await?
+                    timeout_at(deadline, stream.read_buf(buffer)).await
                 };
-                if read == 0 {
+                let Ok(read) = read else {
+                    return Ok(Read::TimedOut(match (buffer.is_empty(), first) {
+                        (true, false) => "idle",
+                        _ => "slow_head",
+                    }));
+                };
+                if read? == 0 {
                     return Ok(Read::Closed);
+                }
+                if head_by.is_none() {
+                    head_by = Some(Instant::now() + limits.header_timeout);
                 }
             }
         }
     };
-    let Some(lane) = head.lane else {
-        return Ok(Read::Other);
-    };
-    let total = head.length + lane.content_length;
+    match head.lane {
+        Some(lane) => Ok(Read::Agent(lane)),
+        None => Ok(Read::Other),
+    }
+}
+
+/// How an agent request's body was read.
+enum BodyRead {
+    Whole(Bytes),
+    /// The peer closed the connection before the body was whole.
+    Closed,
+    /// It came slower than the minimum rate.
+    TimedOut,
+}
+
+/// Reads an agent request's body, at least at the minimum rate. What follows the request (a
+/// pipelined next one) stays in `buffer`; when nothing does, the buffer is let go.
+async fn read_body(
+    stream: &mut TcpStream,
+    buffer: &mut BytesMut,
+    lane: &Lane,
+    limits: &ConnectionLimits,
+) -> io::Result<BodyRead> {
+    let head_length = lane.head_length;
+    let total = head_length + lane.content_length;
     if buffer.len() < total {
         buffer.reserve(total - buffer.len());
+        let started = Instant::now();
         while buffer.len() < total {
-            if stream.read_buf(buffer).await? == 0 {
-                return Ok(Read::Closed);
+            let received = buffer.len().saturating_sub(head_length);
+            let by = limits.next_byte_by(started, received);
+            match timeout_at(by, stream.read_buf(buffer)).await {
+                Err(_) => return Ok(BodyRead::TimedOut),
+                Ok(read) => {
+                    if read? == 0 {
+                        return Ok(BodyRead::Closed);
+                    }
+                }
             }
         }
     }
     let mut request_bytes = buffer.split_to(total);
     let body = if lane.content_length <= COPIED_BODY {
-        Bytes::copy_from_slice(&request_bytes[head.length..])
+        Bytes::copy_from_slice(&request_bytes[head_length..])
     } else {
-        request_bytes.split_off(head.length).freeze()
+        request_bytes.split_off(head_length).freeze()
     };
     drop(request_bytes);
     // `split_to` left the rest of the allocation with `buffer`; take a fresh one (or none).
@@ -143,7 +373,7 @@ async fn read(stream: &mut TcpStream, buffer: &mut BytesMut) -> io::Result<Read>
     } else {
         BytesMut::from(&buffer[..])
     };
-    Ok(Read::Agent { lane, body })
+    Ok(BodyRead::Whole(body))
 }
 
 /// The first bytes of a request, into an empty buffer: between requests a connection holds no
@@ -174,13 +404,42 @@ fn request_of(lane: Lane, body: Bytes) -> Request {
     request
 }
 
-/// Writes a response: its head, then its body, whole (an agent's answers are JSON or an
-/// artifact's bytes, both already in memory), framed by `Content-Length`.
-async fn write(stream: &mut TcpStream, response: Response, close: bool) -> io::Result<()> {
+/// An answer that was not written whole.
+struct Unwritten {
+    /// Not a byte of it left: the agent provably never had it.
+    nothing_written: bool,
+    /// The peer read too slowly (or not at all).
+    timed_out: bool,
+}
+
+/// Writes a response whole, its body read into memory first (an agent's answers are JSON or
+/// an artifact's bytes, both already in memory).
+async fn write(
+    stream: &mut TcpStream,
+    response: Response,
+    close: bool,
+    limits: &ConnectionLimits,
+) -> Result<(), Unwritten> {
     let (parts, body) = response.into_parts();
     let body = axum::body::to_bytes(body, usize::MAX)
         .await
-        .map_err(io::Error::other)?;
+        .map_err(|_| Unwritten {
+            nothing_written: true,
+            timed_out: false,
+        })?;
+    write_parts(stream, &parts, &body, close, limits).await
+}
+
+/// Writes a response's head, then its body, framed by `Content-Length`, at least at the
+/// minimum rate and never stalled longer than the head timeout: a peer that does not read its
+/// answer is dropped.
+async fn write_parts(
+    stream: &mut TcpStream,
+    parts: &axum::http::response::Parts,
+    body: &Bytes,
+    close: bool,
+    limits: &ConnectionLimits,
+) -> Result<(), Unwritten> {
     let status = parts.status;
     let mut head = Vec::with_capacity(
         256 + if body.len() <= COPIED_BODY {
@@ -224,18 +483,41 @@ async fn write(stream: &mut TcpStream, response: Response, close: bool) -> io::R
         field(&mut head, b"connection", b"close");
     }
     head.extend_from_slice(b"\r\n");
-    if bodiless {
-        return stream.write_all(&head).await;
-    }
+    let mut written = 0;
+    let started = Instant::now();
     // One write for a small answer: a head and body sent apart could wait on the peer's
     // delayed acknowledgement (Nagle).
-    if body.len() <= COPIED_BODY {
-        head.extend_from_slice(&body);
-        stream.write_all(&head).await
+    let parts: [&[u8]; 2] = if bodiless {
+        [&head, &[]]
+    } else if body.len() <= COPIED_BODY {
+        head.extend_from_slice(body);
+        [&head, &[]]
     } else {
-        stream.write_all(&head).await?;
-        stream.write_all(&body).await
+        [&head, body]
+    };
+    for part in parts {
+        let mut sent = 0;
+        while sent < part.len() {
+            // The minimum rate, and no stall longer than the grace: what the socket's buffers
+            // took at first earns no credit for a reader that then stops.
+            let by = limits
+                .next_byte_by(started, written)
+                .min(Instant::now() + limits.header_timeout);
+            match timeout_at(by, stream.write(&part[sent..])).await {
+                Ok(Ok(count)) if count > 0 => {
+                    sent += count;
+                    written += count;
+                }
+                outcome => {
+                    return Err(Unwritten {
+                        nothing_written: written == 0,
+                        timed_out: outcome.is_err(),
+                    })
+                }
+            }
+        }
     }
+    Ok(())
 }
 
 fn field(head: &mut Vec<u8>, name: &[u8], value: &[u8]) {
@@ -245,23 +527,40 @@ fn field(head: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     head.extend_from_slice(b"\r\n");
 }
 
-/// Gives the connection to hyper, which reads first what was already read.
+/// Gives the connection to hyper, which reads first what was already read. Hyper closes a
+/// connection whose head takes longer than the head timeout (idle ones too); a body is read at
+/// least at the minimum rate ([`paced`]), and an answer nobody reads stalls at most the head
+/// timeout ([`Edge`]).
 async fn hand_off(
     stream: TcpStream,
     read: Bytes,
     address: SocketAddr,
     routes: Router,
+    limits: ConnectionLimits,
     stop: CancellationToken,
 ) {
     let service =
         hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-            let mut request = request.map(Body::new);
+            let mut request = request.map(|body| {
+                if body.is_end_stream() {
+                    Body::new(body)
+                } else {
+                    paced(body, limits)
+                }
+            });
             request.extensions_mut().insert(ConnectInfo(address));
             routes.clone().call(request)
         });
     let connection = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
         .serve_connection(
-            hyper_util::rt::TokioIo::new(Rewind { read, stream }),
+            hyper_util::rt::TokioIo::new(Edge {
+                read,
+                stream,
+                stall: limits.header_timeout,
+                stalled: None,
+            }),
             service,
         )
         .with_upgrades();
@@ -274,13 +573,83 @@ async fn hand_off(
     let _ = connection.await;
 }
 
-/// A stream whose first reads give back bytes already read from it.
-struct Rewind {
-    read: Bytes,
-    stream: TcpStream,
+/// A request body on hyper's path, read at least at the minimum rate after a grace: a sender
+/// slower than that gets an error in place of the rest (and the handler refuses the request).
+fn paced(body: hyper::body::Incoming, limits: ConnectionLimits) -> Body {
+    let started = Instant::now();
+    let frames = Body::new(body).into_data_stream();
+    let paced = futures::stream::unfold(
+        (frames, 0usize, false),
+        move |(mut frames, received, ended)| async move {
+            if ended {
+                return None;
+            }
+            let by = limits.next_byte_by(started, received);
+            match timeout_at(by, frames.next()).await {
+                Ok(Some(Ok(frame))) => {
+                    let received = received + frame.len();
+                    Some((Ok(frame), (frames, received, false)))
+                }
+                Ok(Some(Err(error))) => {
+                    Some((Err(io::Error::other(error)), (frames, received, true)))
+                }
+                Ok(None) => None,
+                Err(_) => {
+                    dropped("slow_body");
+                    let error = io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the body came slower than the gateway's minimum rate",
+                    );
+                    Some((Err(error), (frames, received, true)))
+                }
+            }
+        },
+    );
+    Body::from_stream(paced)
 }
 
-impl AsyncRead for Rewind {
+/// hyper's stream: first the bytes already read from it, then the connection; a write that
+/// makes no progress for `stall` fails (a peer that does not read its answer is dropped).
+struct Edge {
+    read: Bytes,
+    stream: TcpStream,
+    stall: Duration,
+    stalled: Option<Pin<Box<Sleep>>>,
+}
+
+impl Edge {
+    /// Whether a pending write has stalled too long; arms the timer on its first pending.
+    fn stalled(&mut self, context: &mut Context<'_>) -> bool {
+        let stall = self.stall;
+        let timer = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(stall)));
+        timer.as_mut().poll(context).is_ready()
+    }
+
+    fn written<T>(
+        &mut self,
+        context: &mut Context<'_>,
+        polled: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        match polled {
+            Poll::Ready(outcome) => {
+                self.stalled = None;
+                Poll::Ready(outcome)
+            }
+            Poll::Pending if self.stalled(context) => {
+                dropped("slow_reader");
+                Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the peer does not read its answer",
+                )))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl AsyncRead for Edge {
     fn poll_read(
         self: Pin<&mut Self>,
         context: &mut Context<'_>,
@@ -297,13 +666,15 @@ impl AsyncRead for Rewind {
     }
 }
 
-impl AsyncWrite for Rewind {
+impl AsyncWrite for Edge {
     fn poll_write(
         self: Pin<&mut Self>,
         context: &mut Context<'_>,
         bytes: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write(context, bytes)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_write(context, bytes);
+        this.written(context, polled)
     }
 
     fn poll_write_vectored(
@@ -311,7 +682,9 @@ impl AsyncWrite for Rewind {
         context: &mut Context<'_>,
         buffers: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write_vectored(context, buffers)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_write_vectored(context, buffers);
+        this.written(context, polled)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -319,7 +692,9 @@ impl AsyncWrite for Rewind {
     }
 
     fn poll_flush(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(context)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_flush(context);
+        this.written(context, polled)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -347,8 +722,25 @@ mod tests {
     }
 
     async fn plane() -> Plane {
+        plane_with(ConnectionLimits::default()).await
+    }
+
+    /// Limits short enough for a test to see each one pass.
+    fn short() -> ConnectionLimits {
+        ConnectionLimits {
+            max_connections: 1000,
+            header_timeout: Duration::from_millis(500),
+            idle_timeout: Duration::from_millis(800),
+            min_rate: 64 * 1024,
+        }
+    }
+
+    /// An artifact's answer this large does not fit in the loopback's buffers.
+    const LARGE_ANSWER: usize = 12 * 1024 * 1024;
+
+    async fn plane_with(limits: ConnectionLimits) -> Plane {
         use capstan_events::{
-            agent_channel::rpc::{ops, AgentRequest, AgentResponse},
+            agent_channel::rpc::{ops, AgentRequest, AgentResponse, VetAgentRequest, Vetted},
             Domain,
         };
         let nats = capstan_bus::testsuite::NatsServer::start();
@@ -360,24 +752,34 @@ mod tests {
             .await
             .unwrap();
         let stop = CancellationToken::new();
-        let fake = capstan_bus::RpcServer::new(bus.clone(), Domain::AgentChannel).route_with_body(
-            ops::AGENT_REQUEST,
-            |request: AgentRequest, body: Bytes| async move {
-                if request.endpoint == AgentEndpoint::Leave {
-                    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-                }
-                let body = serde_json::json!({
-                    "from": request.source_address,
-                    "body": String::from_utf8_lossy(&body),
-                });
-                let answer = AgentResponse {
-                    status: 200,
-                    body,
-                    retry_after: None,
-                };
-                Ok::<_, capstan_events::rpc::RpcError>((answer, Bytes::new()))
-            },
-        );
+        let fake = capstan_bus::RpcServer::new(bus.clone(), Domain::AgentChannel)
+            .route_with_body(
+                ops::AGENT_REQUEST,
+                |request: AgentRequest, body: Bytes| async move {
+                    if request.endpoint == AgentEndpoint::Leave {
+                        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                    }
+                    let body = serde_json::json!({
+                        "from": request.source_address,
+                        "body": String::from_utf8_lossy(&body),
+                    });
+                    let answer = AgentResponse {
+                        status: 200,
+                        body,
+                        retry_after: None,
+                    };
+                    let bytes = if request.endpoint == AgentEndpoint::Artifact {
+                        Bytes::from(vec![b'a'; LARGE_ANSWER])
+                    } else {
+                        Bytes::new()
+                    };
+                    Ok::<_, capstan_events::rpc::RpcError>((answer, bytes))
+                },
+            )
+            // Every head is let through (a signed agent's, as far as this fake knows).
+            .route(ops::VET_AGENT_REQUEST, |_: VetAgentRequest| async {
+                Ok::<_, capstan_events::rpc::RpcError>(Vetted { refusal: None })
+            });
         tokio::spawn(fake.serve(stop.clone()));
         let meta = serde_json::json!({"endpoint": "claim"});
         while bus
@@ -402,7 +804,7 @@ mod tests {
         });
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
-        tokio::spawn(crate::serve(listener, state, stop.clone()));
+        tokio::spawn(crate::serve_with(listener, state, limits, stop.clone()));
         Plane {
             address,
             stop,
@@ -455,6 +857,18 @@ mod tests {
         (client, server)
     }
 
+    /// The next agent request off `server`: its head, then its body.
+    async fn agent_request(server: &mut TcpStream, buffer: &mut BytesMut) -> (Box<Lane>, Bytes) {
+        let limits = ConnectionLimits::default();
+        let Read::Agent(lane) = read_head(server, buffer, &limits, true).await.unwrap() else {
+            panic!("an agent's request went to hyper");
+        };
+        let BodyRead::Whole(body) = read_body(server, buffer, &lane, &limits).await.unwrap() else {
+            panic!("the body was not read");
+        };
+        (lane, body)
+    }
+
     // The point of this path: an agent's request is read here (not handed to hyper), and
     // between requests the connection holds no buffer; what follows a request stays, exactly.
     #[tokio::test]
@@ -465,9 +879,7 @@ mod tests {
             .write_all(b"POST /api/v1/agent/claim?wait=20 HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}")
             .await
             .unwrap();
-        let Read::Agent { lane, body } = read(&mut server, &mut buffer).await.unwrap() else {
-            panic!("an agent's claim went to hyper");
-        };
+        let (lane, body) = agent_request(&mut server, &mut buffer).await;
         assert_eq!(
             (lane.endpoint, &body[..]),
             (AgentEndpoint::Claim, &b"{}"[..])
@@ -480,9 +892,7 @@ mod tests {
         let mut both = b"POST /api/v1/agent/result HTTP/1.1\r\ncontent-length: 1\r\n\r\nx".to_vec();
         both.extend_from_slice(second);
         client.write_all(&both).await.unwrap();
-        let Read::Agent { lane, body } = read(&mut server, &mut buffer).await.unwrap() else {
-            panic!("an agent's result went to hyper");
-        };
+        let (lane, body) = agent_request(&mut server, &mut buffer).await;
         assert_eq!(
             (lane.endpoint, &body[..]),
             (AgentEndpoint::Result, &b"x"[..])
@@ -499,10 +909,214 @@ mod tests {
         let chunked = b"POST /api/v1/agent/claim HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n";
         client.write_all(chunked).await.unwrap();
         assert!(matches!(
-            read(&mut server, &mut buffer).await.unwrap(),
+            read_head(&mut server, &mut buffer, &ConnectionLimits::default(), true)
+                .await
+                .unwrap(),
             Read::Other
         ));
         assert_eq!(&buffer[..], &chunked[..]);
+    }
+
+    /// Whether the gateway closed `stream` within `within` (reading and dropping what it sent);
+    /// how long it took.
+    async fn closed_within(stream: &mut TcpStream, within: Duration) -> Option<Duration> {
+        let started = std::time::Instant::now();
+        let mut rest = vec![0u8; 64 * 1024];
+        loop {
+            match tokio::time::timeout_at(Instant::now() + within, stream.read(&mut rest)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return Some(started.elapsed()),
+                Ok(Ok(_)) => continue,
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// The gateway's metric `name` (summed over its labels) as `/metrics` renders it.
+    fn metric(name: &str) -> f64 {
+        capstan_telemetry::metrics(None)
+            .unwrap()
+            .render()
+            .lines()
+            .filter(|line| {
+                line.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+            })
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    // Issue 10, the gateway's connections: a head trickled in a byte at a time and then stalled
+    // is closed once the head timeout has passed since its first byte, on the agent path.
+    #[tokio::test]
+    async fn a_head_sent_one_byte_at_a_time_then_stalled_is_closed_within_the_head_timeout() {
+        let limits = short();
+        let plane = plane_with(limits).await;
+        let mut stream = TcpStream::connect(plane.address).await.unwrap();
+        let started = std::time::Instant::now();
+        for byte in b"POST /api/v1/agent/claim HTTP/1.1\r\ncontent-le" {
+            if stream.write_all(&[*byte]).await.is_err() {
+                break;
+            }
+            // A trickle: a byte every 10 ms, well inside the head timeout each time.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            closed_within(&mut stream, limits.header_timeout * 3)
+                .await
+                .is_some(),
+            "a stalled head is still open"
+        );
+        let took = started.elapsed();
+        assert!(
+            took < limits.header_timeout + Duration::from_millis(900),
+            "closed after {took:?}"
+        );
+    }
+
+    // A head promising a 4 MiB body, then nothing: closed within the body's grace.
+    #[tokio::test]
+    async fn a_content_length_head_then_silence_is_closed_within_the_body_grace() {
+        let limits = short();
+        let plane = plane_with(limits).await;
+        let mut stream = TcpStream::connect(plane.address).await.unwrap();
+        stream
+            .write_all(b"POST /api/v1/agent/result HTTP/1.1\r\ncontent-length: 4194304\r\n\r\n")
+            .await
+            .unwrap();
+        let took = closed_within(&mut stream, limits.header_timeout * 4)
+            .await
+            .expect("a silent body is still open");
+        assert!(
+            took >= limits.header_timeout && took < limits.header_timeout * 3,
+            "closed after {took:?}"
+        );
+    }
+
+    // On hyper's path: part of a `GET /livez` head, then nothing.
+    #[tokio::test]
+    async fn a_partial_get_livez_on_hypers_path_is_closed_within_the_head_timeout() {
+        let limits = short();
+        let plane = plane_with(limits).await;
+        let mut stream = TcpStream::connect(plane.address).await.unwrap();
+        stream
+            .write_all(b"GET /livez HTTP/1.1\r\nhost: pla")
+            .await
+            .unwrap();
+        let took = closed_within(&mut stream, limits.header_timeout * 6)
+            .await
+            .expect("a partial head on hyper's path is still open");
+        // The agent path reads it first (up to its head timeout), then hyper (its own).
+        assert!(took < limits.header_timeout * 3, "closed after {took:?}");
+    }
+
+    /// A connection whose client takes in at most a few KiB at a time.
+    async fn reading_little(address: SocketAddr) -> TcpStream {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        socket.connect(address).await.unwrap()
+    }
+
+    // An answer its client never reads: dropped once it falls behind the minimum rate, on the
+    // agent path and on hyper's.
+    #[tokio::test]
+    async fn a_client_that_never_reads_a_large_answer_is_dropped() {
+        let limits = short();
+        let plane = plane_with(limits).await;
+        for request in [
+            &b"POST /api/v1/agent/artifact HTTP/1.1\r\ncontent-length: 0\r\n\r\n"[..],
+            // Chunked: hyper reads and answers it.
+            &b"POST /api/v1/agent/artifact HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n"
+                [..],
+        ] {
+            let dropped_before = metric("capstan_gateway_connections_dropped_total");
+            let mut stream = reading_little(plane.address).await;
+            stream.write_all(request).await.unwrap();
+            // Not a byte read until the gateway has given up on this client.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while metric("capstan_gateway_connections_dropped_total") <= dropped_before {
+                assert!(
+                    Instant::now() < deadline,
+                    "a client that does not read is still served"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let mut everything = Vec::new();
+            let read =
+                tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut everything))
+                    .await
+                    .expect("the connection ends");
+            assert!(
+                read.is_err() || everything.len() < LARGE_ANSWER,
+                "the whole answer came: {} bytes",
+                everything.len()
+            );
+        }
+    }
+
+    // A keep-alive agent connection idle past its timeout is closed.
+    #[tokio::test]
+    async fn an_idle_keep_alive_connection_is_closed() {
+        let limits = short();
+        let plane = plane_with(limits).await;
+        let mut stream = TcpStream::connect(plane.address).await.unwrap();
+        stream
+            .write_all(b"POST /api/v1/agent/claim HTTP/1.1\r\ncontent-length: 0\r\n\r\n")
+            .await
+            .unwrap();
+        let mut read = Vec::new();
+        let (status, _, _) = answer(&mut stream, &mut read).await;
+        assert_eq!(status, 200);
+        let took = closed_within(&mut stream, limits.idle_timeout * 3)
+            .await
+            .expect("an idle connection is still open");
+        assert!(took >= limits.idle_timeout, "closed after {took:?}");
+    }
+
+    // Connections over the cap are closed as they come, and counted.
+    #[tokio::test]
+    async fn a_connection_over_the_cap_is_closed_at_once_and_counted() {
+        let limits = ConnectionLimits {
+            max_connections: 2,
+            ..ConnectionLimits::default()
+        };
+        let plane = plane_with(limits).await;
+        let refused_before = metric("capstan_gateway_connections_refused_total");
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            let mut stream = TcpStream::connect(plane.address).await.unwrap();
+            // Each is served (so surely counted open) before the next comes.
+            stream
+                .write_all(b"POST /api/v1/agent/claim HTTP/1.1\r\ncontent-length: 0\r\n\r\n")
+                .await
+                .unwrap();
+            let mut read = Vec::new();
+            assert_eq!(answer(&mut stream, &mut read).await.0, 200);
+            held.push(stream);
+        }
+        let mut third = TcpStream::connect(plane.address).await.unwrap();
+        assert!(
+            closed_within(&mut third, Duration::from_secs(2))
+                .await
+                .is_some(),
+            "a third connection is served over a cap of two"
+        );
+        assert!(metric("capstan_gateway_connections_refused_total") >= refused_before + 1.0);
+        // One closed, one more comes in.
+        drop(held.pop());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let mut stream = TcpStream::connect(plane.address).await.unwrap();
+            let _ = stream
+                .write_all(b"POST /api/v1/agent/claim HTTP/1.1\r\ncontent-length: 0\r\n\r\n")
+                .await;
+            let mut read = [0u8; 12];
+            if matches!(stream.read_exact(&mut read).await, Ok(_)) {
+                assert_eq!(&read, b"HTTP/1.1 200");
+                break;
+            }
+            assert!(Instant::now() < deadline, "a freed place is never taken");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     async fn closed(stream: &mut TcpStream) -> bool {

@@ -1,24 +1,40 @@
-//! `/healthz`: 200 once every service of the plane answers its health rpc, 503 before (with
-//! who is missing), so a load balancer or `capstan all`'s caller knows when the plane is up.
+//! `/healthz`: 200 once every service of the plane answers its health rpc, 503 before, so a
+//! load balancer or `capstan all`'s caller knows when the plane is up. Anyone is told only
+//! that (`{"status": "ready"}` or `"starting"`); an operator's token (level 7 or more) also
+//! gets each service's state and version, and who is missing with why.
 //! `/metrics`: the gateway's metrics.
 
 use axum::{
-    extract::State,
+    extract::{Request, State},
     http::{header, StatusCode},
     response::{IntoResponse, Response},
     Json,
 };
-use capstan_events::{rpc::Health, Domain};
+use capstan_events::{
+    rpc::{Health, Level},
+    Domain,
+};
 use futures::future::join_all;
 use serde_json::{json, Value};
 use std::time::Duration;
 
-use crate::state::AppState;
+use crate::{identity, state::AppState};
 
 /// How long `/healthz` waits for each service; a service slower than this is not ready.
 pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(1);
 
-pub async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
+pub async fn healthz(State(state): State<AppState>, request: Request) -> (StatusCode, Json<Value>) {
+    let detailed = request
+        .headers()
+        .contains_key(axum::http::header::AUTHORIZATION)
+        && identity::authenticate(
+            &state.store,
+            request.headers(),
+            identity::peer_address(&request),
+        )
+        .await
+        .is_ok_and(|actor| actor.level >= Level::Read);
+    drop(request);
     let timeout = HEALTH_TIMEOUT.min(state.rpc_timeout);
     let answers = join_all(Domain::ALL.into_iter().map(|domain| {
         let bus = state.bus.clone();
@@ -51,7 +67,11 @@ pub async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Value>)
         StatusCode::SERVICE_UNAVAILABLE
     };
     let status = if ready { "ready" } else { "starting" };
-    (code, Json(json!({"status": status, "services": services})))
+    if detailed {
+        (code, Json(json!({"status": status, "services": services})))
+    } else {
+        (code, Json(json!({"status": status})))
+    }
 }
 
 /// `/metrics`: the gateway's metrics in the Prometheus text format.

@@ -94,6 +94,22 @@ pub(crate) fn answer_agent(
     )
 }
 
+/// The agent channel's refusal of an agent request's head, before its body is read
+/// ([`crate::agent::vet`]), with the client address worked out as for [`answer_agent`].
+pub(crate) async fn vet_agent(
+    state: AppState,
+    route: &'static crate::routes::Route,
+    endpoint: AgentEndpoint,
+    mut request: Request,
+) -> Option<Response> {
+    resolve_client(&state, &mut request);
+    let span = request_span(&request, route.path);
+    let source = crate::identity::peer_address(&request);
+    crate::agent::vet(state, endpoint, request.uri(), request.headers(), source)
+        .instrument(span)
+        .await
+}
+
 /// The headers of every UI answer (`/` and `/ui...`): the CSP, no sniffing, the referrer kept
 /// to this site, and for anything but the versioned assets, no caching.
 fn page_headers(response: &mut Response) {

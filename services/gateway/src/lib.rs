@@ -24,6 +24,7 @@ pub mod store;
 pub mod tasks;
 pub mod ui;
 
+pub use connection::ConnectionLimits;
 pub use http::app;
 pub use state::{AppState, ClientAddresses, Shared};
 
@@ -60,10 +61,11 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
             .map_err(anyhow::Error::msg)
             .context("starting gateway: client addresses")?,
     });
+    let limits = ConnectionLimits::from_settings(&settings.gateway);
     let serve: Part = Box::new(move |stop: CancellationToken| {
         Box::pin(async move {
-            info!(%listen, "gateway listening");
-            serve(listener, state, stop).await
+            info!(%listen, max_connections = limits.max_connections, "gateway listening");
+            serve_with(listener, state, limits, stop).await
         })
     });
     let sweeping: Part = {
@@ -78,18 +80,32 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     service.run(rpc, vec![serve, sweeping], shutdown).await
 }
 
-/// Serves the gateway's routes on `listener` until `stop`, finishing requests in hand.
-///
-/// HTTP/1.1 only. Each connection is served by [`connection::serve`]: an agent's request there,
-/// everything else by hyper directly (not through `axum::serve`, whose version-sniffing first
-/// read leaves every connection a 16 KiB read buffer).
+/// Serves the gateway's routes on `listener` until `stop`, finishing requests in hand, with
+/// the default [`ConnectionLimits`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
+    serve_with(listener, state, ConnectionLimits::default(), stop).await
+}
+
+/// Serves the gateway's routes on `listener` until `stop`, finishing requests in hand.
+///
+/// HTTP/1.1 only. Each connection is served by [`connection::serve`]: an agent's request there,
+/// everything else by hyper directly (not through `axum::serve`, whose version-sniffing first
+/// read leaves every connection a 16 KiB read buffer). At most `limits.max_connections` are
+/// open at once: one more is closed as it is accepted, and counted in
+/// `capstan_gateway_connections_refused_total`.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    limits: ConnectionLimits,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
     let routes = app(state.clone());
     let connections = tokio_util::task::TaskTracker::new();
+    let open = std::sync::Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     loop {
         let (stream, address) = tokio::select! {
             _ = stop.cancelled() => break,
@@ -103,13 +119,26 @@ pub async fn serve(
                 }
             },
         };
-        connections.spawn(connection::serve(
+        let Ok(permit) = open.clone().try_acquire_owned() else {
+            metrics::counter!("capstan_gateway_connections_refused_total").increment(1);
+            // Closed at once, unread: nothing of the stranger's is held.
+            drop(stream);
+            continue;
+        };
+        metrics::gauge!("capstan_gateway_connections_open").increment(1.0);
+        let serving = connection::serve(
             stream,
             address,
             state.clone(),
             routes.clone(),
+            limits,
             stop.clone(),
-        ));
+        );
+        connections.spawn(async move {
+            serving.await;
+            metrics::gauge!("capstan_gateway_connections_open").decrement(1.0);
+            drop(permit);
+        });
     }
     drop(listener);
     agent::release(&state).await;

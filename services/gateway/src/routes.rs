@@ -49,7 +49,7 @@ impl Method {
 /// Who may call a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
-    /// Anyone: probes and metrics.
+    /// Anyone: probes (`/healthz` tells anyone only ready or not).
     Public,
     /// An agent, signed as PROTOCOL.md says; the agent channel checks the signature.
     AgentSigned,
@@ -241,7 +241,8 @@ pub static ROUTES: std::sync::LazyLock<Vec<Route>> =
 const CORE_ROUTES: &[Route] = &[
     Route::public(Get, "/healthz", Op::Healthz),
     Route::public(Get, "/livez", Op::Livez),
-    Route::public(Get, "/metrics", Op::Metrics),
+    // An operator's (level 7); a scraper without a token reads `telemetry.metrics_listen`.
+    Route::read(Get, "/metrics", Read, Op::Metrics),
     Route::agent("/api/v1/agent/join", AgentEndpoint::Join),
     Route::agent("/api/v1/agent/join_status", AgentEndpoint::JoinStatus),
     Route::agent("/api/v1/agent/claim", AgentEndpoint::Claim),
@@ -589,7 +590,11 @@ mod tests {
                 );
             }
             if matches!(route.access, Access::Operator(_)) {
-                assert!(route.path.starts_with("/api/v1/"), "{}", route.path);
+                assert!(
+                    route.path.starts_with("/api/v1/") || route.path == "/metrics",
+                    "{}",
+                    route.path
+                );
             }
         }
     }

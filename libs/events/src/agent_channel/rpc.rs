@@ -76,6 +76,51 @@ pub struct AgentRequest {
     /// together ([`ops::RELEASE_CLAIMS`]). Absent from an older gateway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<Uuid>,
+    /// This one claim, as the gateway holding it knows it: when its agent hangs up the gateway
+    /// releases it alone ([`ops::RELEASE_POLL`]). Absent from an older gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll: Option<Uuid>,
+}
+
+/// rpc `release_poll`, sent by a gateway whose agent hung up while its claim was held, and
+/// answered by every replica: the one holding that claim ends it at once without a job
+/// (a claim released before it arrives is not held either).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ReleasePoll {
+    pub poll: Uuid,
+}
+
+/// rpc `hand_back`: a job a claim handed out whose answer the gateway could not write at all
+/// (its agent had hung up), so it provably never reached the node: it goes back to `pending`
+/// if it is still running and was handed out within [`HAND_BACK_WITHIN_SECONDS`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HandBack {
+    pub job_id: i64,
+}
+
+/// How recent a hand-out a [`HandBack`] may return.
+pub const HAND_BACK_WITHIN_SECONDS: i64 = 120;
+
+/// The answer to [`HandBack`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HandedBack {
+    /// Whether the job is pending again (false: it had already moved on, and stays as it is).
+    pub returned: bool,
+}
+
+/// rpc `vet_agent_request`: asked by the gateway before it reads a large agent body, with the
+/// request's head alone. The answer is the refusal the request would get whatever its body
+/// (`401`, `429`), or none: then the gateway reads the body and asks `agent_request`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct VetAgentRequest {
+    /// The request with its fields as for `agent_request` (its body not yet read).
+    pub request: AgentRequest,
+}
+
+/// The answer to [`VetAgentRequest`]: the refusal, or `None` to go on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Vetted {
+    pub refusal: Option<AgentResponse>,
 }
 
 /// rpc `release_claims`, sent by a gateway as it stops and answered by every agent-channel
@@ -108,6 +153,10 @@ pub mod ops {
     pub const AGENT_REQUEST: &str = "agent_request";
     /// Answered by every replica: see [`super::ReleaseClaims`].
     pub const RELEASE_CLAIMS: &str = "release_claims";
+    /// Answered by every replica: see [`super::ReleasePoll`].
+    pub const RELEASE_POLL: &str = "release_poll";
+    pub const HAND_BACK: &str = "hand_back";
+    pub const VET_AGENT_REQUEST: &str = "vet_agent_request";
     pub const LIST_JOINS: &str = "list_joins";
     pub const APPROVE_JOIN: &str = "approve_join";
     pub const REJECT_JOIN: &str = "reject_join";

@@ -130,6 +130,29 @@ pub fn check_unkeyed(
     Ok(parsed)
 }
 
+/// Checks 1 and 3 on a request's head alone, for a body not yet read (`vet_agent_request`):
+/// the signature headers parse and `created` is within the skew. The digest is checked once the
+/// body is read; a request whose body would also fail it hears this refusal instead
+/// (docs/security.md, "The gateway's connections").
+pub fn check_head(request: &AgentRequest, now: i64) -> Result<ParsedSignature, AgentError> {
+    let (Some(input), Some(signature), Some(_)) = (
+        request.signature_input.as_deref(),
+        request.signature.as_deref(),
+        request.content_digest.as_deref(),
+    ) else {
+        return Err(unauthorized(
+            "missing_signature",
+            "the request needs Content-Digest, Signature-Input and Signature headers",
+        ));
+    };
+    let parsed = parse_signature(input, signature)
+        .map_err(|error| unauthorized("missing_signature", error))?;
+    parsed
+        .check_clock(now, MAX_CLOCK_SKEW_SECONDS)
+        .map_err(|error| unauthorized("clock_skew", error))?;
+    Ok(parsed)
+}
+
 /// Check 5: the signature over POST, the path as received and the digest, by `key`.
 pub fn check_signature(
     parsed: &ParsedSignature,
@@ -159,6 +182,7 @@ mod tests {
             signature: Some(headers.signature),
             source_address: "203.0.113.7".into(),
             gateway: None,
+            poll: None,
         }
     }
 

@@ -72,13 +72,9 @@ pub async fn claim(
     // more. No transaction or connection is held meanwhile. When the gateway holding the
     // request stops, it has already answered the agent itself: a job handed out now would reach
     // nobody and end lost, so the claim ends with none.
-    let released = request.gateway.map(|gateway| state.wake.released(gateway));
-    let gateway_stopped = async {
-        match &released {
-            Some(token) => token.cancelled().await,
-            None => std::future::pending().await,
-        }
-    };
+    // Its own agent hanging up ends it the same way (the gateway releases its poll).
+    let released = state.wake.released_for(request.gateway, request.poll);
+    let gateway_stopped = released.cancelled();
     let _open = OpenLongPoll::new();
     tokio::select! {
         _ = tokio::time::timeout(Duration::from_secs(wait), rung) => {}
@@ -453,6 +449,7 @@ mod tests {
             signature: None,
             source_address: "127.0.0.1".into(),
             gateway: None,
+            poll: None,
         };
         (state, glance, request)
     }

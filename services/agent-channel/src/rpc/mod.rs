@@ -3,6 +3,7 @@
 
 mod agent;
 mod claim;
+mod edge;
 mod operator;
 
 use bytes::Bytes;
@@ -70,6 +71,26 @@ impl Limits {
     /// refuses when the network is out of requests.
     pub fn take_network(&self, address: &str) -> Result<(), AgentError> {
         take(&self.networks, source_network(address))
+    }
+
+    /// Whether a request that proves no node would be refused for its network's rate, without
+    /// counting it.
+    pub fn check_network(&self, address: &str) -> Result<(), AgentError> {
+        self.networks
+            .lock()
+            .expect("limits are never poisoned")
+            .check(&source_network(address), Instant::now())
+            .map_err(limited)
+    }
+
+    /// Whether a request proving the key `fingerprint` would be refused for its node's rate,
+    /// without counting it.
+    pub fn check_node(&self, fingerprint: &str) -> Result<(), AgentError> {
+        self.nodes
+            .lock()
+            .expect("limits are never poisoned")
+            .check(&fingerprint.to_string(), Instant::now())
+            .map_err(limited)
     }
 
     /// Counts a request whose signature proved the key `fingerprint`; refuses when its node is
@@ -215,6 +236,15 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
                 async move { Ok(ClaimsReleased { released }) }
             }
         })
+        .route_on_every_replica(ops::RELEASE_POLL, {
+            let wake = state.wake.clone();
+            move |request: capstan_events::agent_channel::rpc::ReleasePoll| {
+                let released = wake.release(request.poll);
+                async move { Ok(ClaimsReleased { released }) }
+            }
+        })
+        .route_with_state(ops::HAND_BACK, &state, edge::hand_back)
+        .route_with_state(ops::VET_AGENT_REQUEST, &state, edge::vet)
         .route_with_state(ops::LIST_JOINS, &state, operator::list_joins)
         .route_with_state(ops::APPROVE_JOIN, &state, operator::approve_join)
         .route_with_state(ops::REJECT_JOIN, &state, operator::reject_join)

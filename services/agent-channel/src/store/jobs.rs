@@ -196,6 +196,34 @@ pub async fn start_job(connection: &mut PgConnection, id: i64, now: DateTime<Utc
     Ok(())
 }
 
+/// Puts a job handed out within `within_seconds` back to `pending`, when it is still running:
+/// its answer was never written to its agent (the gateway says so, `hand_back`), so the node
+/// never had it. Rings the node's bell, so a claim already waiting takes it. Whether it did.
+pub async fn hand_back(
+    connection: &mut PgConnection,
+    id: i64,
+    within_seconds: i64,
+) -> Result<bool> {
+    let node: Option<i64> = sqlx::query_scalar(
+        "UPDATE jobs SET state = 'pending', claimed_at = NULL
+         WHERE id = $1 AND state = 'running' AND claimed_at > now() - make_interval(secs => $2)
+         RETURNING node_id",
+    )
+    .bind(id)
+    .bind(within_seconds as f64)
+    .fetch_optional(&mut *connection)
+    .await?;
+    let Some(node) = node else {
+        return Ok(false);
+    };
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(crate::wake::CHANNEL)
+        .bind(node.to_string())
+        .execute(connection)
+        .await?;
+    Ok(true)
+}
+
 /// Ends a job: its state and outcome both `outcome`, with what the node said.
 pub async fn finish_job(
     connection: &mut PgConnection,

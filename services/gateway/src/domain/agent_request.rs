@@ -43,6 +43,8 @@ pub struct Lane {
     pub content_length: usize,
     /// It asked for the connection to end after the answer (`Connection: close`).
     pub close: bool,
+    /// The head's length in bytes, up to and with the blank line (its body follows).
+    pub head_length: usize,
 }
 
 impl Head {
@@ -53,7 +55,10 @@ impl Head {
         match request.parse(bytes) {
             Ok(httparse::Status::Complete(length)) => Parsed::Complete(Head {
                 length,
-                lane: Head::lane(&request),
+                lane: Head::lane(&request).map(|mut lane| {
+                    lane.head_length = length;
+                    lane
+                }),
             }),
             Ok(httparse::Status::Partial) => Parsed::Partial,
             // Too many fields, a bad token: hyper reads it and answers as it does.
@@ -104,6 +109,7 @@ impl Head {
             headers,
             content_length,
             close,
+            head_length: 0,
         }))
     }
 }

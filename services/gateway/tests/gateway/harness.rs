@@ -157,6 +157,14 @@ impl Gateway {
                 }
             },
         );
+        // Every agent request's head is let through to be read (a signed agent's, as far as
+        // this fake knows).
+        let server = server.route(
+            ops::VET_AGENT_REQUEST,
+            |_: capstan_events::agent_channel::rpc::VetAgentRequest| async {
+                Ok::<_, RpcError>(capstan_events::agent_channel::rpc::Vetted { refusal: None })
+            },
+        );
         let server = fake(
             server,
             &script,

@@ -10,6 +10,7 @@ mod errors;
 mod harness;
 mod listing;
 mod openapi;
+mod probes;
 mod sign_in;
 mod ui;
 mod ui_routes;

@@ -374,9 +374,11 @@ impl Replicas {
     /// The value of the metric `name` on the replica at `base` (0 when absent); `None` when the
     /// replica does not answer.
     pub async fn metric(&self, base: &str, name: &str) -> Option<f64> {
+        // A gateway's /metrics needs an operator's token (a metrics listener ignores it).
         let text = self
             .http
             .get(format!("{base}/metrics"))
+            .bearer_auth(&self.operator.admin)
             .send()
             .await
             .ok()?
