@@ -27,20 +27,28 @@ pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/agent_channel")
 /// Runs the service until `shutdown`.
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
     let service = Service::start(&settings, DOMAIN, &MIGRATOR).await?;
+    let slots = rpc::agent_slots(settings.database.max_connections);
     let state = rpc::State {
         store: service.store.clone(),
         wake: Arc::new(wake::Wake::default()),
         limits: Arc::new(rpc::Limits::from_settings(&settings.agent_channel)),
         keys: Arc::new(rpc::Keys::default()),
         stopping: shutdown.clone(),
-        agent_slots: Arc::new(tokio::sync::Semaphore::new(rpc::agent_slots(
-            settings.database.max_connections,
+        agent_slots: Arc::new(tokio::sync::Semaphore::new(slots)),
+        plain_slots: Arc::new(tokio::sync::Semaphore::new(domain::claims::plain_slots(
+            slots,
         ))),
     };
     match state.keys.warm(&state.store).await {
         Ok(known) => tracing::info!(known, "node keys decoded"),
         // Not fatal: each key is then looked up at its node's first request.
         Err(error) => tracing::warn!(%error, "node keys not decoded ahead"),
+    }
+    // The nodes with jobs already waiting go ahead of plain renewals from the first request:
+    // after a restart, the whole fleet renews at once.
+    match state.wake.warm(&state.store).await {
+        Ok(waiting) => tracing::info!(waiting, "nodes with jobs waiting"),
+        Err(error) => tracing::warn!(%error, "nodes with jobs waiting not read ahead"),
     }
     let rpc = rpc::routes(service.rpc(), state.clone());
     let listening = {
