@@ -27,14 +27,16 @@ pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/agent_channel")
 /// Runs the service until `shutdown`.
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
     let service = Service::start(&settings, DOMAIN, &MIGRATOR).await?;
+    let slots = rpc::agent_slots(settings.database.max_connections);
     let state = rpc::State {
         store: service.store.clone(),
         wake: Arc::new(wake::Wake::default()),
         limits: Arc::new(rpc::Limits::from_settings(&settings.agent_channel)),
         keys: Arc::new(rpc::Keys::default()),
         stopping: shutdown.clone(),
-        agent_slots: Arc::new(tokio::sync::Semaphore::new(rpc::agent_slots(
-            settings.database.max_connections,
+        agent_slots: Arc::new(tokio::sync::Semaphore::new(slots)),
+        plain_slots: Arc::new(tokio::sync::Semaphore::new(domain::claims::plain_slots(
+            slots,
         ))),
     };
     match state.keys.warm(&state.store).await {
@@ -46,6 +48,12 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         Ok(containers) => tracing::info!(containers, "container placements settled"),
         // Not fatal: each placement is settled again when a fact of it changes.
         Err(error) => tracing::warn!(%error, "container placements not settled at start"),
+    }
+    // The nodes with jobs already waiting go ahead of plain renewals from the first request:
+    // after a restart, the whole fleet renews at once.
+    match state.wake.warm(&state.store).await {
+        Ok(waiting) => tracing::info!(waiting, "nodes with jobs waiting"),
+        Err(error) => tracing::warn!(%error, "nodes with jobs waiting not read ahead"),
     }
     let rpc = rpc::routes(service.rpc(), state.clone());
     let listening = {

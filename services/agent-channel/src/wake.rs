@@ -3,6 +3,9 @@
 //! listens, so the claim wakes whichever replica holds it. A gateway that stops releases the
 //! long polls it forwarded ([`Wake::release`]): they end at once without a job, since nobody is
 //! left to take one to the agent.
+//!
+//! The same wake-ups keep the nodes with work waiting ([`Wake::has_work`]): a request of such a
+//! node goes ahead of plain renewals when it waits for a slot (`domain::claims::lane`).
 
 use capstan_store::Store;
 use std::{
@@ -56,6 +59,9 @@ pub struct Wake {
     /// stays (cancelled) until pruned, so a claim that arrives just after the release is not
     /// held either.
     gateways: Mutex<HashMap<Uuid, Arc<CancellationToken>>>,
+    /// Nodes with a job waiting, each with the ring count when it was last rung (or found with
+    /// one); a claim that looks and finds none takes its node out ([`Wake::settle`]).
+    work: Mutex<HashMap<i64, u64>>,
 }
 
 impl Wake {
@@ -80,7 +86,11 @@ impl Wake {
     pub fn ring(&self, node_id: i64) {
         // Counted before anyone is woken: a claim that then finds the count unchanged armed its
         // bell before this ring looks for it.
-        self.rung.fetch_add(1, Ordering::SeqCst);
+        let rung = self.rung.fetch_add(1, Ordering::SeqCst) + 1;
+        self.work
+            .lock()
+            .expect("the wake map is never poisoned")
+            .insert(node_id, rung);
         let bell = self
             .waiting
             .lock()
@@ -89,6 +99,45 @@ impl Wake {
             .cloned();
         if let Some(bell) = bell {
             bell.notify_waiters();
+        }
+    }
+
+    /// Whether a job waits for `node_id`, as far as this replica has heard: queued at start-up
+    /// ([`Wake::expect_work`]) or rung for since a claim of the node last looked.
+    pub fn has_work(&self, node_id: i64) -> bool {
+        self.work
+            .lock()
+            .expect("the wake map is never poisoned")
+            .contains_key(&node_id)
+    }
+
+    /// Reads the nodes with jobs waiting, at start-up; how many there are.
+    pub async fn warm(&self, store: &Store) -> Result<usize, capstan_store::StoreError> {
+        let mut connection = store.pool().acquire().await?;
+        let nodes = crate::store::nodes_with_pending(&mut connection).await?;
+        drop(connection);
+        self.expect_work(nodes.iter().copied());
+        Ok(nodes.len())
+    }
+
+    /// The nodes that had jobs waiting when this replica started.
+    pub fn expect_work(&self, nodes: impl IntoIterator<Item = i64>) {
+        let rung = self.generation();
+        let mut work = self.work.lock().expect("the wake map is never poisoned");
+        for node in nodes {
+            work.entry(node).or_insert(rung);
+        }
+    }
+
+    /// What a read of `node_id`'s jobs found, `pending` or not, the read taken after the ring
+    /// count was `generation`: a node found with none leaves the set, unless it was rung for
+    /// since (that job may have committed after the read); one found with a job joins it.
+    pub fn settle(&self, node_id: i64, generation: u64, pending: bool) {
+        let mut work = self.work.lock().expect("the wake map is never poisoned");
+        if pending {
+            work.entry(node_id).or_insert(generation);
+        } else if work.get(&node_id).is_some_and(|rung| *rung <= generation) {
+            work.remove(&node_id);
         }
     }
 
@@ -257,5 +306,26 @@ mod tests {
         let waiting = wake.waiting.lock().unwrap();
         assert!(waiting.contains_key(&1) && !waiting.contains_key(&2));
         drop(held);
+    }
+
+    // A claim that looks and finds no job takes its node out of the set, but not when the node
+    // was rung for after the look began: that job may have committed after the read.
+    #[test]
+    fn a_node_leaves_the_work_set_only_by_a_look_taken_after_its_last_ring() {
+        let wake = Wake::default();
+        assert!(!wake.has_work(3));
+        wake.ring(3);
+        assert!(wake.has_work(3), "rung for a job");
+        let before_look = wake.generation();
+        wake.ring(3);
+        wake.settle(3, before_look, false);
+        assert!(wake.has_work(3), "rung again after the look began");
+        let after = wake.generation();
+        wake.settle(3, after, false);
+        assert!(!wake.has_work(3), "a look after every ring found nothing");
+        wake.settle(4, wake.generation(), true);
+        assert!(wake.has_work(4), "a look found a job nobody rang for");
+        wake.expect_work([5]);
+        assert!(wake.has_work(5), "queued before this replica started");
     }
 }

@@ -8,7 +8,7 @@
 //! `cargo bench -p capstan --bench agents` (`BENCH_AGENTS=1000,10000` by default)
 
 use capstan_bus::testsuite::NatsServer;
-use capstan_signing::{sign_request, NodeKey};
+use capstan_signing::{sign_request, NodeKey, SignedHeaders};
 use capstan_store::testsuite::TestDatabase;
 use futures::{stream, StreamExt};
 use serde_json::{json, Value};
@@ -55,11 +55,32 @@ async fn signed(
     query: &str,
     body: &Value,
 ) -> (u16, Value) {
+    let (url, bytes, headers) = sign(base, key, endpoint, query, body);
+    send(http, url, bytes, headers).await
+}
+
+/// A request signed now, to send at once or a moment later.
+fn sign(
+    base: &str,
+    key: &NodeKey,
+    endpoint: &str,
+    query: &str,
+    body: &Value,
+) -> (String, Vec<u8>, SignedHeaders) {
     let bytes = serde_json::to_vec(body).unwrap();
     let path = format!("/api/v1/agent/{endpoint}");
     let headers = sign_request(key, "POST", &path, &bytes, now());
+    (format!("{base}{path}{query}"), bytes, headers)
+}
+
+async fn send(
+    http: &reqwest::Client,
+    url: String,
+    bytes: Vec<u8>,
+    headers: SignedHeaders,
+) -> (u16, Value) {
     let response = http
-        .post(format!("{base}{path}{query}"))
+        .post(url)
         .header("content-type", "application/json")
         .header("content-digest", headers.content_digest)
         .header("signature-input", headers.signature_input)
@@ -148,8 +169,13 @@ fn main() {
         "  raw Ed25519 verifications (one core): {:.0}/s",
         verifications_per_second()
     );
+    let mode = match std::env::var("BENCH_MODE").as_deref() {
+        Ok("storm") => Mode::Storm,
+        Ok("steady") | Err(_) => Mode::Steady,
+        Ok(other) => panic!("BENCH_MODE is steady or storm, not {other:?}"),
+    };
     for size in sizes {
-        runtime.block_on(run(size));
+        runtime.block_on(run(size, mode));
     }
 }
 
@@ -174,7 +200,14 @@ fn verifications_per_second() -> f64 {
     rounds as f64 / started.elapsed().as_secs_f64()
 }
 
-async fn run(size: usize) {
+/// Which benchmark `BENCH_MODE` asks for: `steady` (the default) or `storm`.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Steady,
+    Storm,
+}
+
+async fn run(size: usize, mode: Mode) {
     let nats = NatsServer::start();
     let database = TestDatabase::create().await;
     let listen = TcpListener::bind("127.0.0.1:0")
@@ -304,6 +337,10 @@ async fn run(size: usize) {
         .await;
     let enrolment = enrolling.elapsed();
     let rss_enrolled = rss_now_mib(&plane.0);
+    if mode == Mode::Storm {
+        storm(&plane, &base, &operator, &token, agents, enrolment).await;
+        return;
+    }
 
     // Signed claims per second: 64 at a time, round robin over the fleet, nothing to hand out.
     let latencies = Arc::new(Mutex::new(Vec::new()));
@@ -487,4 +524,265 @@ async fn run(size: usize) {
          all polling {rss_polling:.1} MiB ({:.1} KiB per open long poll)",
         (rss_polling - rss_claimed) * 1024.0 / size as f64
     );
+}
+
+/// Storm rounds run (`BENCH_STORM_ROUNDS`).
+const STORM_ROUNDS: usize = 3;
+/// What every agent asks in the storm, as the agent asks.
+const STORM_WAIT: u64 = 25;
+/// Rounds start at least this far apart, so every claim of a round is due its heartbeat stamp
+/// (`LAST_SEEN_RESOLUTION`, 30 s), as after a restart: the dearest renewal.
+const STORM_PERIOD: Duration = Duration::from_secs(31);
+/// Jobs queued in a round at least (one after another, each POST answered, then 10 ms).
+const STORM_MIN_JOBS: usize = 20;
+/// A round whose renewals are not all parked by then is reported as such.
+const STORM_SETTLE_LIMIT: Duration = Duration::from_secs(20);
+
+/// The long polls the plane holds open now (`capstan_agent_long_polls`).
+async fn open_long_polls(operator: &reqwest::Client, base: &str, token: &str) -> Option<f64> {
+    let text = operator
+        .get(format!("{base}/metrics"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("capstan_agent_long_polls "))
+        .and_then(|value| value.trim().parse().ok())
+}
+
+/// A job queued in a storm: when, and whether the round's renewals were still coming in.
+#[derive(Clone, Copy)]
+struct Queued {
+    at: Instant,
+    in_storm: bool,
+}
+
+/// The restart storm: every agent renews its long poll (`wait=25`) at the same moment, as a
+/// fleet does when the plane restarts, while jobs are queued one after another on nodes whose
+/// claims are somewhere in that burst. Reports how long the round of renewals takes (until the
+/// plane holds every agent's long poll, read from its `/metrics`) and how long a job queued
+/// meanwhile takes to reach its agent. Rounds start [`STORM_PERIOD`] apart; an agent handed a
+/// job answers it and polls again until its round ends.
+async fn storm(
+    plane: &PlaneProcess,
+    base: &str,
+    operator: &reqwest::Client,
+    token: &str,
+    agents: Arc<Vec<Agent>>,
+    enrolment: Duration,
+) {
+    let size = agents.len();
+    let rounds: usize = std::env::var("BENCH_STORM_ROUNDS")
+        .ok()
+        .and_then(|rounds| rounds.parse().ok())
+        .unwrap_or(STORM_ROUNDS);
+    let queued_at: Arc<Mutex<HashMap<i64, Queued>>> = Arc::default();
+    // (waited, queued during the storm)
+    let dispatch: Arc<Mutex<Vec<(Duration, bool)>>> = Arc::default();
+    let unanswered: Arc<Mutex<HashMap<u16, (usize, String)>>> = Arc::default();
+    // Agents between a job handed to them and their next long poll.
+    let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut settled = Vec::with_capacity(rounds);
+    let (mut queued_total, mut not_seen) = (0, 0);
+    let mut start = Instant::now() + Duration::from_secs(1);
+    for round in 0..rounds {
+        let round_end = start + Duration::from_secs(STORM_WAIT);
+        let pollers: Vec<_> = (0..size)
+            .map(|index| {
+                let (agents, base, queued_at, dispatch, unanswered, busy) = (
+                    agents.clone(),
+                    base.to_string(),
+                    queued_at.clone(),
+                    dispatch.clone(),
+                    unanswered.clone(),
+                    busy.clone(),
+                );
+                tokio::spawn(async move {
+                    let agent = &agents[index];
+                    // Signed ahead, so the burst is the plane's to take, not the signing's.
+                    let query = format!("?wait={STORM_WAIT}");
+                    let (url, bytes, headers) =
+                        sign(&base, &agent.key, "claim", &query, &claim_body());
+                    tokio::time::sleep_until(start.into()).await;
+                    let mut answer = send(&agent.http, url, bytes, headers).await;
+                    loop {
+                        let (status, body) = &answer;
+                        if *status != 200 {
+                            unanswered
+                                .lock()
+                                .unwrap()
+                                .entry(*status)
+                                .or_insert((0, body.to_string()))
+                                .0 += 1;
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        } else if let Some(job) = body["job"]["id"].as_i64() {
+                            busy.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            if let Some(queued) = queued_at.lock().unwrap().remove(&agent.node) {
+                                dispatch
+                                    .lock()
+                                    .unwrap()
+                                    .push((queued.at.elapsed(), queued.in_storm));
+                            }
+                            let result =
+                                json!({"job_id": job, "outcome": "completed", "output": ""});
+                            signed(&agent.http, &base, &agent.key, "result", "", &result).await;
+                            busy.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                        } else if Instant::now() + Duration::from_secs(1) >= round_end {
+                            break;
+                        }
+                        if Instant::now() + Duration::from_secs(1) >= round_end {
+                            break;
+                        }
+                        // As the agent does after a job: poll again, here until the round ends.
+                        let wait = round_end
+                            .saturating_duration_since(Instant::now())
+                            .as_secs();
+                        answer = signed(
+                            &agent.http,
+                            &base,
+                            &agent.key,
+                            "claim",
+                            &format!("?wait={}", wait.max(1)),
+                            &claim_body(),
+                        )
+                        .await;
+                    }
+                })
+            })
+            .collect();
+        // Watches the plane's open long polls until every agent holds one (or is answering a
+        // job): the round of renewals is over.
+        let renewed: Arc<Mutex<Option<Duration>>> = Arc::default();
+        let watcher = {
+            let (operator, base, token, renewed, busy) = (
+                operator.clone(),
+                base.to_string(),
+                token.to_string(),
+                renewed.clone(),
+                busy.clone(),
+            );
+            tokio::spawn(async move {
+                tokio::time::sleep_until(start.into()).await;
+                while start.elapsed() < STORM_SETTLE_LIMIT {
+                    let open = open_long_polls(&operator, &base, &token)
+                        .await
+                        .unwrap_or(0.0);
+                    let busy = busy.load(std::sync::atomic::Ordering::SeqCst) as f64;
+                    if open + busy >= size as f64 {
+                        *renewed.lock().unwrap() = Some(start.elapsed());
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            })
+        };
+        tokio::time::sleep_until(start.into()).await;
+        let mut queued = 0;
+        // Distinct nodes in a round, each a different one every round.
+        while queued < size / 2
+            && start.elapsed() < STORM_SETTLE_LIMIT
+            && (queued < STORM_MIN_JOBS || !watcher.is_finished())
+        {
+            let node = agents[(queued * 7919 + round * 104_729) % size].node;
+            let in_storm = !watcher.is_finished();
+            queued_at.lock().unwrap().insert(
+                node,
+                Queued {
+                    at: Instant::now(),
+                    in_storm,
+                },
+            );
+            let response = operator
+                .post(format!("{base}/api/v1/nodes/{node}/jobs"))
+                .bearer_auth(token)
+                .json(&json!({"primitive": "check_status", "params": {}}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 201);
+            queued += 1;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        queued_total += queued;
+        watcher.await.unwrap();
+        for poller in pollers {
+            poller.await.unwrap();
+        }
+        let round_settled = *renewed.lock().unwrap();
+        settled.push(round_settled);
+        match round_settled {
+            Some(took) => println!(
+                "    round {}: every renewal parked after {:.2} s; {queued} jobs queued",
+                round + 1,
+                took.as_secs_f64()
+            ),
+            None => println!(
+                "    round {}: the renewals were NOT all parked within {STORM_SETTLE_LIMIT:?}; {queued} jobs queued",
+                round + 1
+            ),
+        }
+        // A job its agent did not get within its round.
+        let left: Vec<i64> = queued_at
+            .lock()
+            .unwrap()
+            .drain()
+            .map(|(node, _)| node)
+            .collect();
+        not_seen += left.len();
+        for node in left {
+            println!("    not seen within its round: the job on node {node}");
+        }
+        start = (start + STORM_PERIOD).max(Instant::now() + Duration::from_secs(1));
+    }
+    let rss = peak_rss_mib(&plane.0);
+    let dispatch = dispatch.lock().unwrap().clone();
+    let (mut during, mut after): (Vec<_>, Vec<_>) =
+        dispatch.iter().partition(|(_, in_storm)| *in_storm);
+    let mut during: Vec<Duration> = during.drain(..).map(|(waited, _)| waited).collect();
+    let mut after: Vec<Duration> = after.drain(..).map(|(waited, _)| waited).collect();
+    println!(
+        "  N = {size} agents, restart storm: {rounds} rounds of {size} claims with wait={STORM_WAIT} at once (enrolled in {:.1} s)",
+        enrolment.as_secs_f64()
+    );
+    let rounds_text: Vec<String> = settled
+        .iter()
+        .map(|took| {
+            took.map_or("never".into(), |took| {
+                format!("{:.2} s", took.as_secs_f64())
+            })
+        })
+        .collect();
+    println!(
+        "    renewal round (all long polls parked)   {}",
+        rounds_text.join(", ")
+    );
+    if !during.is_empty() {
+        println!(
+            "    dispatch, queued during the renewals ({} jobs)   p50 {:>7.1} ms   p99 {:>7.1} ms   max {:>7.1} ms",
+            during.len(),
+            percentile(&mut during, 0.5),
+            percentile(&mut during, 0.99),
+            percentile(&mut during, 1.0)
+        );
+    }
+    if !after.is_empty() {
+        println!(
+            "    dispatch, queued after them ({} jobs)             p50 {:>7.1} ms   p99 {:>7.1} ms",
+            after.len(),
+            percentile(&mut after, 0.5),
+            percentile(&mut after, 0.99)
+        );
+    }
+    println!(
+        "    jobs that reached their agent within their round: {} of {queued_total} ({not_seen} not)",
+        dispatch.len()
+    );
+    for (status, (count, sample)) in unanswered.lock().unwrap().iter() {
+        println!("    claims answered {status}: {count} (for example {sample})");
+    }
+    println!("    plane peak RSS      {rss:>8.1} MiB");
 }

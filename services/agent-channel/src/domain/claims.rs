@@ -287,6 +287,60 @@ pub fn needs(node: &Glimpse, claim: Option<&Claim>, now: DateTime<Utc>) -> Needs
     }
 }
 
+/// Which way an agent request waits for a slot to do its database work. In a restart storm a
+/// whole fleet renews its long polls in the same few seconds; a request that moves a job along
+/// must not wait behind all of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// Ahead of plain requests: it reaches a slot kept for work ([`plain_slots`]) and never
+    /// waits behind the plain requests queued for theirs.
+    Work,
+    /// Behind the plain requests before it: at most [`plain_slots`] of them do their database
+    /// work at once.
+    Plain,
+}
+
+/// What an agent request is, as far as its place in line goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asking {
+    /// A claim; `work_waiting` when a job waits for its node (queued, or rung for since the
+    /// node's last claim looked).
+    Claim { work_waiting: bool },
+    /// A long poll its node's bell woke: a job was queued for it.
+    Woken,
+    /// A job's result: it ends a job someone waits for, and frees the node for its next one.
+    Result,
+    /// Anything else (job_status, leave, artifact; a long poll whose wait ran out).
+    Other,
+}
+
+/// The priority rule: a request goes in the work lane when it moves a job along (a claim for a
+/// node with a job waiting, a long poll woken for one, a result) and its signature has proved
+/// its node before it waits; everything else (a quiet node renewing its poll, a request whose
+/// key is not yet known) is plain. So a stranger never jumps the line, and the work lane holds
+/// at most a request or two per job.
+pub fn lane(proven: bool, asking: Asking) -> Lane {
+    let moves_a_job = matches!(
+        asking,
+        Asking::Claim { work_waiting: true } | Asking::Woken | Asking::Result
+    );
+    if proven && moves_a_job {
+        Lane::Work
+    } else {
+        Lane::Plain
+    }
+}
+
+/// Of `slots` agent slots, how many plain requests may hold at once: a quarter (at least one)
+/// is kept for the work lane whenever there are two or more, so a storm of renewals never holds
+/// every slot.
+pub fn plain_slots(slots: usize) -> usize {
+    if slots < 2 {
+        return slots.max(1);
+    }
+    slots - (slots / 4).max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -489,5 +543,40 @@ mod tests {
             ..quiet
         };
         assert_eq!(needs(&unpaired, Some(&same), now), Needs::Work);
+    }
+
+    // Issue 10, "a restart storm does not bury work": the claims that move a job go ahead of a
+    // fleet renewing its polls; a request proves its node before it may go ahead.
+    #[test]
+    fn work_goes_ahead_of_plain_renewals_and_only_for_a_proven_node() {
+        let waiting = Asking::Claim { work_waiting: true };
+        let quiet = Asking::Claim {
+            work_waiting: false,
+        };
+        assert_eq!(lane(true, waiting), Lane::Work, "a job waits for its node");
+        assert_eq!(lane(true, Asking::Woken), Lane::Work, "woken for a job");
+        assert_eq!(lane(true, Asking::Result), Lane::Work, "a job ends");
+        assert_eq!(lane(true, quiet), Lane::Plain, "a quiet node's renewal");
+        assert_eq!(lane(true, Asking::Other), Lane::Plain);
+        for asking in [waiting, Asking::Woken, Asking::Result, quiet, Asking::Other] {
+            assert_eq!(
+                lane(false, asking),
+                Lane::Plain,
+                "{asking:?}: not proven before it waits"
+            );
+        }
+    }
+
+    #[test]
+    fn plain_requests_never_hold_every_slot_when_there_are_two() {
+        assert_eq!(plain_slots(14), 11, "the default pool's 14 agent slots");
+        assert_eq!(plain_slots(4), 3);
+        assert_eq!(plain_slots(2), 1);
+        assert_eq!(plain_slots(1), 1, "one slot is shared: nothing to keep");
+        assert_eq!(plain_slots(0), 1);
+        for slots in 2..64 {
+            let plain = plain_slots(slots);
+            assert!(plain >= 1 && plain < slots, "{slots}: {plain}");
+        }
     }
 }

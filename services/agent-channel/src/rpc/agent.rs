@@ -18,9 +18,10 @@ use crate::{
     actions::{self, emit, PairingEnd},
     domain::{
         auth::{check_signature, check_unkeyed, AgentError},
+        claims::{lane, Asking},
         joins::{decide, parse_join, pending_cap, JoinDecision, JoinRecordState, KnownKey},
         rate::source_network,
-        JOIN_TTL, NONCE_WINDOW,
+        JOIN_TTL, LAST_SEEN_RESOLUTION, NONCE_WINDOW,
     },
     store::{self, NodeRow},
 };
@@ -122,14 +123,34 @@ enum Refusal {
 /// and the nonce, in that order, reported in protocol order (unknown key, bad signature,
 /// replay). Every request whose signature proves a node counts against that node, whatever
 /// its answer; one that fails before counts against its network.
+///
+/// A key this replica knows is checked before the request waits for a slot, and a proven
+/// request that moves a job along (a claim for a node with work waiting, a result) waits in
+/// the work lane, ahead of plain renewals (`domain::claims::lane`).
 async fn signed_by_node(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
     // Before the first read of the node's jobs (see `Wake::rung_since`).
     let generation = state.wake.generation();
     let now = Utc::now();
     let proved = async {
         let parsed = check_unkeyed(request, body, now.timestamp()).map_err(Refusal::Unproved)?;
-        let _slot = state.agent_slot().await.map_err(Refusal::Unproved)?;
-        Box::pin(prove(state, request, parsed, now)).await
+        let keyid = parsed.keyid().as_str();
+        let proven = state
+            .keys
+            .by_fingerprint(keyid)
+            .is_some_and(|key| check_signature(&parsed, &key, request).is_ok());
+        let node = state.keys.node_of(keyid).filter(|_| proven);
+        let asking = match request.endpoint {
+            AgentEndpoint::Claim => Asking::Claim {
+                work_waiting: node.is_some_and(|node| state.wake.has_work(node)),
+            },
+            AgentEndpoint::Result => Asking::Result,
+            _ => Asking::Other,
+        };
+        let _slot = state
+            .agent_slot_for(node, lane(proven, asking))
+            .await
+            .map_err(Refusal::Unproved)?;
+        Box::pin(prove(state, request, body, parsed, proven, now)).await
     }
     .await;
     let arrival = match proved {
@@ -152,19 +173,24 @@ async fn signed_by_node(state: &State, request: &AgentRequest, body: &[u8]) -> A
     }
 }
 
-/// In an agent slot: the signature is checked with the key `keyid` names, then the request is
-/// counted against that node, then one statement finds the node, records the nonce and glances
-/// at its jobs. A key this replica has seen before is checked from memory, so a good request
-/// costs that one statement; a forged one writes nothing.
+/// In an agent slot: the signature is checked with the key `keyid` names (unless `verified`
+/// already, by a key this replica knew), then the request is counted against that node, then
+/// one statement finds the node, records the nonce, glances at its jobs and, for a claim the
+/// plane will take, stamps its heartbeat when due. A key this replica has seen before is
+/// checked from memory, so a good request costs that one statement; a forged one writes
+/// nothing.
 async fn prove(
     state: &State,
     request: &AgentRequest,
+    body: &[u8],
     parsed: ParsedSignature,
+    verified: bool,
     now: DateTime<Utc>,
 ) -> Result<store::Arrival, Refusal> {
     let keyid = parsed.keyid().as_str();
     let unavailable = |error| Refusal::Unproved(AgentError::unavailable(error));
     match state.keys.by_fingerprint(keyid) {
+        Some(_) if verified => {}
         Some(key) => {
             if let Err(bad) = check_signature(&parsed, &key, request) {
                 // An unknown key is named before a bad signature.
@@ -199,7 +225,17 @@ async fn prove(
         .connection()
         .await
         .map_err(|error| Refusal::Proved(AgentError::unavailable(error)))?;
-    let arrival = store::arrive(&mut connection, keyid, parsed.nonce(), now, NONCE_WINDOW)
+    // A claim that will be taken stamps its heartbeat here (a refused one changes nothing).
+    let stamp = (request.endpoint == AgentEndpoint::Claim && claim::will_be_taken(request, body))
+        .then_some(LAST_SEEN_RESOLUTION);
+    let arriving = store::Arriving {
+        fingerprint: keyid,
+        nonce: parsed.nonce(),
+        now,
+        window: NONCE_WINDOW,
+        stamp,
+    };
+    let arrival = store::arrive(&mut connection, &arriving)
         .await
         .map_err(|error| Refusal::Proved(AgentError::unavailable(error)))?
         // The key verified but no node holds it any more (it left meanwhile).
@@ -207,6 +243,7 @@ async fn prove(
     if !arrival.fresh {
         return Err(Refusal::Proved(AgentError::replayed()));
     }
+    state.keys.learn(keyid, arrival.node.id);
     Ok(arrival)
 }
 

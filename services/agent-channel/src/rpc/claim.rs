@@ -17,7 +17,7 @@ use crate::{
     actions::{self, emit},
     domain::{
         auth::AgentError,
-        claims::{self, Claim, Glimpse, Needs},
+        claims::{self, lane, Asking, Claim, Glimpse, Needs},
         jobs::{self, lost},
         MAX_WAIT_SECONDS,
     },
@@ -44,6 +44,12 @@ fn wait_of(query: Option<&str>) -> Result<u64, AgentError> {
     Ok(0)
 }
 
+/// Whether a claim will be taken as far as its own words go (its `wait` and body read), so its
+/// first statement may stamp the node's heartbeat: a refused claim changes nothing.
+pub fn will_be_taken(request: &AgentRequest, body: &[u8]) -> bool {
+    wait_of(request.query.as_deref()).is_ok() && claims::parse_claim(body).is_ok()
+}
+
 /// A claim: `glance` is the request's first read of the node's jobs, taken when the wake-ups
 /// had rung `generation` times.
 pub async fn claim(
@@ -62,7 +68,8 @@ pub async fn claim(
     rung.as_mut().enable();
     // A job queued since the first read rang before this bell was armed: read again.
     let known = (!state.wake.rung_since(generation)).then_some(glance);
-    if let Some(job) = report_and_dispatch(state, node.id, Some(&claim), known).await? {
+    state.wake.settle(node.id, generation, glance.has_pending);
+    if let Some(job) = report_and_dispatch(state, node.id, Some(&claim), known, false).await? {
         return Ok(answer(Some(job), &claim));
     }
     if wait == 0 {
@@ -76,12 +83,12 @@ pub async fn claim(
     let released = state.wake.released_for(request.gateway, request.poll);
     let gateway_stopped = released.cancelled();
     let _open = OpenLongPoll::new();
-    tokio::select! {
-        _ = tokio::time::timeout(Duration::from_secs(wait), rung) => {}
-        _ = state.stopping.cancelled() => {}
+    let woken = tokio::select! {
+        woken = tokio::time::timeout(Duration::from_secs(wait), rung) => woken.is_ok(),
+        _ = state.stopping.cancelled() => false,
         _ = gateway_stopped => return Ok(answer(None, &claim)),
-    }
-    let job = report_and_dispatch(state, node.id, None, None).await?;
+    };
+    let job = report_and_dispatch(state, node.id, None, None, woken).await?;
     Ok(answer(job, &claim))
 }
 
@@ -110,28 +117,34 @@ fn answer(job: Option<Value>, claim: &Claim) -> (u16, Value) {
 
 /// What a claim needs ([`claims::needs`]): nothing, its heartbeat alone, or the locked work.
 /// One read and no lock, so a quiet fleet costs the database little. `known` is the glance the
-/// request's first read already took, if any.
+/// request's first read already took, if any; a read taken here also tells the wake-ups
+/// whether work still waits for the node.
 async fn needs(
     state: &State,
     node_id: i64,
     claim: Option<&Claim>,
     known: Option<&Glance>,
 ) -> Result<Needs, AgentError> {
-    let fetched;
-    let glance = match known {
-        Some(glance) => glance,
-        None => {
-            let mut connection = state.connection().await.map_err(AgentError::unavailable)?;
-            fetched = store::glance(&mut connection, node_id)
-                .await
-                .map_err(AgentError::unavailable)?;
-            match &fetched {
-                Some(glance) => glance,
-                None => return Ok(Needs::Work),
-            }
+    if let Some(glance) = known {
+        return Ok(needs_of(glance, claim));
+    }
+    let generation = state.wake.generation();
+    let mut connection = state.connection().await.map_err(AgentError::unavailable)?;
+    let fetched = store::glance(&mut connection, node_id)
+        .await
+        .map_err(AgentError::unavailable)?;
+    drop(connection);
+    match &fetched {
+        Some(glance) => {
+            state.wake.settle(node_id, generation, glance.has_pending);
+            Ok(needs_of(glance, claim))
         }
-    };
-    Ok(claims::needs(
+        None => Ok(Needs::Work),
+    }
+}
+
+fn needs_of(glance: &Glance, claim: Option<&Claim>) -> Needs {
+    claims::needs(
         &Glimpse {
             paired: glance.node.fingerprint.is_some(),
             facts: glance.node.node_facts(),
@@ -142,19 +155,35 @@ async fn needs(
         },
         claim,
         Utc::now(),
-    ))
+    )
 }
 
 /// Takes an agent slot, then does [`report_and_dispatch_in_slot`]. That work is boxed: its
 /// future is kilobytes, and neither a claim waiting for a slot nor one sleeping in a long poll
-/// should hold that much.
+/// should hold that much. A claim whose first read says it needs nothing takes no slot at all;
+/// one that moves a job along (a job waits for its node, or its long poll was `woken` for
+/// one) takes the work lane, ahead of plain renewals.
 async fn report_and_dispatch(
     state: &State,
     node_id: i64,
     claim: Option<&Claim>,
     known: Option<&Glance>,
+    woken: bool,
 ) -> Result<Option<Value>, AgentError> {
-    let _slot = state.agent_slot().await?;
+    if known.is_some_and(|glance| needs_of(glance, claim) == Needs::Nothing) {
+        return Ok(None);
+    }
+    let asking = if woken {
+        Asking::Woken
+    } else {
+        Asking::Claim {
+            work_waiting: known
+                .map_or_else(|| state.wake.has_work(node_id), |glance| glance.has_pending),
+        }
+    };
+    let _slot = state
+        .agent_slot_for(Some(node_id), lane(true, asking))
+        .await?;
     Box::pin(report_and_dispatch_in_slot(state, node_id, claim, known)).await
 }
 
@@ -168,6 +197,7 @@ async fn report_and_dispatch_in_slot(
     known: Option<&Glance>,
 ) -> Result<Option<Value>, AgentError> {
     let now = Utc::now();
+    let generation = state.wake.generation();
     match needs(state, node_id, claim, known).await? {
         Needs::Nothing => return Ok(None),
         Needs::Heartbeat => {
@@ -233,6 +263,8 @@ async fn report_and_dispatch_in_slot(
         .await
         .map_err(AgentError::unavailable)?;
     let mut handed_out = None;
+    // Whether this transaction saw no job left pending for the node.
+    let mut none_pending = false;
     // AC-25: one running job per node; a job is handed out once.
     if !store::has_running(connection, node.id)
         .await
@@ -266,6 +298,7 @@ async fn report_and_dispatch_in_slot(
             handed_out = Some(payload);
             break;
         }
+        none_pending = handed_out.is_none();
     }
     transaction
         .commit()
@@ -273,6 +306,9 @@ async fn report_and_dispatch_in_slot(
         .map_err(AgentError::unavailable)?;
     if handed_out.is_some() {
         metrics::counter!("capstan_agent_jobs_claimed_total").increment(1);
+    }
+    if none_pending {
+        state.wake.settle(node_id, generation, false);
     }
     Ok(handed_out)
 }
@@ -419,6 +455,7 @@ mod tests {
             keys: Default::default(),
             stopping: Default::default(),
             agent_slots: std::sync::Arc::new(tokio::sync::Semaphore::new(2)),
+            plain_slots: std::sync::Arc::new(tokio::sync::Semaphore::new(1)),
         };
         let mut connection = state.connection().await.unwrap();
         let node: i64 = sqlx::query_scalar(

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use crate::{
     domain::{
         auth::AgentError,
+        claims::Lane,
         rate::{source_network, Buckets},
         NETWORK_REQUESTS_PER_MINUTE, NODE_REQUESTS_PER_MINUTE,
     },
@@ -120,6 +121,10 @@ impl Limits {
 pub struct Keys {
     decoded: Mutex<std::collections::HashMap<String, capstan_signing::PublicKey>>,
     by_fingerprint: Mutex<std::collections::HashMap<String, capstan_signing::PublicKey>>,
+    /// The node each fingerprint last proved, so a request is known for its node (and whether
+    /// work waits for it) before it waits for a slot. A hint for its place in line only: which
+    /// node a request is for is always the store's to say.
+    nodes: Mutex<std::collections::HashMap<String, i64>>,
 }
 
 /// Keys kept at most; past it the cache starts over (a fleet is far smaller).
@@ -158,7 +163,35 @@ impl Keys {
         let mut connection = store.pool().acquire().await?;
         let keys = crate::store::paired_keys(&mut connection).await?;
         drop(connection);
-        Ok(keys.iter().filter(|key| self.decode(key).is_some()).count())
+        let mut known = 0;
+        for (node, key) in &keys {
+            if let Some(key) = self.decode(key) {
+                self.learn(key.fingerprint().as_str(), *node);
+                known += 1;
+            }
+        }
+        Ok(known)
+    }
+
+    /// Remembers that `fingerprint` proved `node`.
+    pub fn learn(&self, fingerprint: &str, node: i64) {
+        let mut nodes = self.nodes.lock().expect("the key cache is never poisoned");
+        if nodes.get(fingerprint) == Some(&node) {
+            return;
+        }
+        if nodes.len() >= MAX_CACHED_KEYS {
+            nodes.clear();
+        }
+        nodes.insert(fingerprint.to_string(), node);
+    }
+
+    /// The node `fingerprint` last proved here, if any.
+    pub fn node_of(&self, fingerprint: &str) -> Option<i64> {
+        self.nodes
+            .lock()
+            .expect("the key cache is never poisoned")
+            .get(fingerprint)
+            .copied()
     }
 
     /// The key whose fingerprint is `fingerprint`, if this replica has decoded it before.
@@ -185,6 +218,11 @@ pub struct State {
     /// claims (a fleet coming back) never takes the connections an operator's act needs. A
     /// long poll holds no slot while it waits.
     pub agent_slots: Arc<tokio::sync::Semaphore>,
+    /// Plain requests (`domain::claims::Lane::Plain`) pass this first: fewer than
+    /// `agent_slots`, so the rest are always there for the work lane, and a
+    /// request that moves a job never waits behind a storm of renewals
+    /// (`domain::claims::plain_slots`).
+    pub plain_slots: Arc<tokio::sync::Semaphore>,
 }
 
 /// Connections of the pool kept for operator acts, commands and the sweep.
@@ -195,6 +233,17 @@ pub fn agent_slots(max_connections: u32) -> usize {
     max_connections.saturating_sub(RESERVED_CONNECTIONS).max(1) as usize
 }
 
+/// A slot to do an agent request's database work; a plain request's holds its place among the
+/// plain ones too.
+pub struct Slot<'a> {
+    _slot: tokio::sync::SemaphorePermit<'a>,
+    _plain: Option<tokio::sync::SemaphorePermit<'a>>,
+}
+
+fn stopping(_: tokio::sync::AcquireError) -> AgentError {
+    AgentError::Unavailable("the agent channel is stopping".into())
+}
+
 impl State {
     /// A connection from the service's pool.
     pub async fn connection(
@@ -203,12 +252,56 @@ impl State {
         self.store.pool().acquire().await.map_err(Into::into)
     }
 
-    /// Waits for a slot to do an agent request's database work.
-    pub async fn agent_slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>, AgentError> {
-        self.agent_slots
-            .acquire()
-            .await
-            .map_err(|_| AgentError::Unavailable("the agent channel is stopping".into()))
+    /// Waits for a slot to do an agent request's database work, in the plain lane.
+    pub async fn agent_slot(&self) -> Result<Slot<'_>, AgentError> {
+        self.agent_slot_in(Lane::Plain).await
+    }
+
+    /// Waits for a slot in `lane`: a plain request behind the plain ones before it, a work
+    /// request only for a slot (plain requests never hold them all).
+    pub async fn agent_slot_in(&self, lane: Lane) -> Result<Slot<'_>, AgentError> {
+        let plain = match lane {
+            Lane::Work => None,
+            Lane::Plain => Some(self.plain_slots.acquire().await.map_err(stopping)?),
+        };
+        let slot = self.agent_slots.acquire().await.map_err(stopping)?;
+        Ok(Slot {
+            _slot: slot,
+            _plain: plain,
+        })
+    }
+
+    /// Waits for a slot for a request of `node` in `lane`. A plain request whose node is rung
+    /// for while it waits (a job was queued for it) moves to the work lane: its claim will hand
+    /// that job out, and must not wait out the renewals before it.
+    pub async fn agent_slot_for(
+        &self,
+        node: Option<i64>,
+        lane: Lane,
+    ) -> Result<Slot<'_>, AgentError> {
+        let Some(node) = node.filter(|_| lane == Lane::Plain) else {
+            return self.agent_slot_in(lane).await;
+        };
+        let plain = {
+            let bell = self.wake.bell(node);
+            let rung = bell.notified();
+            tokio::pin!(rung);
+            rung.as_mut().enable();
+            // Armed before this look, so a ring after it is not missed.
+            if self.wake.has_work(node) {
+                None
+            } else {
+                tokio::select! {
+                    plain = self.plain_slots.acquire() => Some(plain.map_err(stopping)?),
+                    _ = rung => None,
+                }
+            }
+        };
+        let slot = self.agent_slots.acquire().await.map_err(stopping)?;
+        Ok(Slot {
+            _slot: slot,
+            _plain: plain,
+        })
     }
 }
 

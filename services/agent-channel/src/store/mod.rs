@@ -123,10 +123,19 @@ pub async fn node_by_fingerprint(
     .await?)
 }
 
-/// The keys of every paired node (standard base64), to know them before their first request.
-pub async fn paired_keys(connection: &mut PgConnection) -> Result<Vec<String>> {
+/// Every paired node with its key (standard base64), to know them before their first request.
+pub async fn paired_keys(connection: &mut PgConnection) -> Result<Vec<(i64, String)>> {
     Ok(
-        sqlx::query_scalar("SELECT public_key FROM nodes WHERE public_key IS NOT NULL")
+        sqlx::query_as("SELECT id, public_key FROM nodes WHERE public_key IS NOT NULL")
+            .fetch_all(connection)
+            .await?,
+    )
+}
+
+/// The nodes with a job waiting to be handed out.
+pub async fn nodes_with_pending(connection: &mut PgConnection) -> Result<Vec<i64>> {
+    Ok(
+        sqlx::query_scalar("SELECT DISTINCT node_id FROM jobs WHERE state = 'pending'")
             .fetch_all(connection)
             .await?,
     )
@@ -478,7 +487,9 @@ pub async fn glance(connection: &mut PgConnection, node_id: i64) -> Result<Optio
 /// A node-signed request's read once its signature has verified, in one statement: the node
 /// holding `fingerprint` with its glance, and whether `nonce` is new for that key (recorded in
 /// the same statement, at `now`, as [`record_nonce`] does). Never called before the signature
-/// is checked: a nonce is remembered only for a request its key signed.
+/// is checked: a nonce is remembered only for a request its key signed. With `stamp` (a
+/// claim the plane will take), a fresh request also stamps the node's heartbeat when it is due
+/// (as [`heartbeat`], at most every `resolution`), so a quiet claim costs this one statement.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Arrival {
     #[sqlx(flatten)]
@@ -487,12 +498,18 @@ pub struct Arrival {
     pub has_running: bool,
     pub has_stale: bool,
     pub fresh: bool,
+    /// The heartbeat this statement stamped, if it did.
+    pub stamped_at: Option<DateTime<Utc>>,
 }
 
 impl Arrival {
     pub fn glance(&self) -> Glance {
+        let mut node = self.node.clone();
+        if self.stamped_at.is_some() {
+            node.last_seen_at = self.stamped_at;
+        }
         Glance {
-            node: self.node.clone(),
+            node,
             has_pending: self.has_pending,
             has_running: self.has_running,
             has_stale: self.has_stale,
@@ -500,12 +517,18 @@ impl Arrival {
     }
 }
 
+pub struct Arriving<'a> {
+    pub fingerprint: &'a str,
+    pub nonce: &'a str,
+    pub now: DateTime<Utc>,
+    pub window: Duration,
+    /// Stamp the heartbeat when due, `resolution` apart, or `None` not to.
+    pub stamp: Option<Duration>,
+}
+
 pub async fn arrive(
     connection: &mut PgConnection,
-    fingerprint: &str,
-    nonce: &str,
-    now: DateTime<Utc>,
-    window: Duration,
+    arriving: &Arriving<'_>,
 ) -> Result<Option<Arrival>> {
     Ok(sqlx::query_as(&format!(
         "WITH node AS (SELECT {NODE_COLUMNS} FROM nodes WHERE fingerprint = $1),
@@ -515,19 +538,28 @@ pub async fn arrive(
              ON CONFLICT (fingerprint, nonce) DO UPDATE SET seen_at = $3
                  WHERE nonces.seen_at < $3 - make_interval(secs => $4)
              RETURNING 1
+         ),
+         stamped AS (
+             UPDATE nodes SET last_seen_at = $3
+             WHERE $5::float8 IS NOT NULL AND id = (SELECT id FROM node)
+               AND EXISTS (SELECT 1 FROM recorded)
+               AND (last_seen_at IS NULL OR last_seen_at <= $3 - make_interval(secs => $5))
+             RETURNING last_seen_at
          )
          SELECT node.*,
              EXISTS (SELECT 1 FROM jobs WHERE node_id = node.id AND state = 'pending') AS has_pending,
              EXISTS (SELECT 1 FROM jobs WHERE node_id = node.id AND state = 'running') AS has_running,
              EXISTS (SELECT 1 FROM jobs WHERE node_id = node.id AND state = 'running'
                      AND claimed_at + make_interval(secs => budget_s) < now()) AS has_stale,
-             EXISTS (SELECT 1 FROM recorded) AS fresh
+             EXISTS (SELECT 1 FROM recorded) AS fresh,
+             (SELECT last_seen_at FROM stamped) AS stamped_at
          FROM node"
     ))
-    .bind(fingerprint)
-    .bind(nonce)
-    .bind(now)
-    .bind(window.as_secs_f64())
+    .bind(arriving.fingerprint)
+    .bind(arriving.nonce)
+    .bind(arriving.now)
+    .bind(arriving.window.as_secs_f64())
+    .bind(arriving.stamp.map(|resolution| resolution.as_secs_f64()))
     .fetch_optional(connection)
     .await?)
 }

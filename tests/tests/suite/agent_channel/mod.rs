@@ -8,6 +8,7 @@ mod jobs;
 mod joins;
 mod secured;
 mod signing;
+mod storm;
 
 pub use capstan_e2e::plane::Plane;
 use capstan_signing::{sign_request, NodeKey};
