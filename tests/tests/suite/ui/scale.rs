@@ -115,6 +115,7 @@ async fn an_operator_searches_pages_filters_and_binds_a_join_through_the_search_
     let red = dots(&browser).await;
     assert_eq!(red.len(), 16, "{red:?}");
     assert!(red.iter().all(|dot| dot == "red"), "{red:?}");
+    browser.screenshot("nodes").await;
     browser
         .goto(&format!("{base}/ui/nodes?placement=container"))
         .await;
@@ -161,6 +162,7 @@ async fn an_operator_searches_pages_filters_and_binds_a_join_through_the_search_
     // Only node 10 matches, and only nodes without a key are offered.
     assert_eq!(browser.count("tr[id^=candidate-]").await, 1);
     sound(&browser, "the bind page").await;
+    browser.screenshot("bind").await;
     browser
         .goto(&format!("{base}/ui/joins/{join_id}/bind?q=node-0001"))
         .await;
@@ -212,7 +214,7 @@ async fn an_operator_searches_pages_filters_and_binds_a_join_through_the_search_
         browser.fits_width().await,
         "the bind page scrolls sideways at 390 px"
     );
-    browser.screenshot("nodes-narrow").await;
+    browser.screenshot("bind-narrow").await;
     browser.client.set_window_size(1280, 900).await.unwrap();
     browser.close().await;
     drop(agent);
