@@ -51,14 +51,12 @@ const HEALTH_DOT: &str = "(CASE
              THEN (chk.result #>> '{postgresql,answers}')::boolean END AS pg) AS m)
     END)";
 
-/// Where node `n` sits (PV-15, as `fleet::placements`), given `hosts`: a container when the
-/// lowest-numbered host listing its container is another node, else a host when it is one,
-/// else a machine.
+/// Where node `n` sits (PV-15, as `fleet::placements`), given `placed` (each container name
+/// with the lowest-numbered host listing it) joined as `p` and `hosts` joined as `hs`: a
+/// container when that host is another node, else a host when it is one, else a machine.
 const PLACEMENT: &str = "(CASE
-    WHEN n.container IS NOT NULL AND (SELECT min(h.id) FROM hosts h
-        WHERE h.result -> 'containers' @> jsonb_build_array(jsonb_build_object('name', n.container))) <> n.id
-        THEN 'container'
-    WHEN EXISTS (SELECT 1 FROM hosts h WHERE h.id = n.id) THEN 'host'
+    WHEN p.host_id IS NOT NULL AND p.host_id <> n.id THEN 'container'
+    WHEN hs.id IS NOT NULL THEN 'host'
     ELSE 'machine' END)";
 
 /// The text searched for, lower-cased; and as a fingerprint (without spaces and colons).
@@ -106,6 +104,10 @@ fn push_node_filters(
         query.push(latest("check_status"));
         query.push(") AS chk ON true");
     }
+    if request.placement.is_some() {
+        query
+            .push(" LEFT JOIN placed p ON p.name = n.container LEFT JOIN hosts hs ON hs.id = n.id");
+    }
     query.push(" WHERE true");
     if let Some((lower, fingerprint, id)) = search_terms(&request.search) {
         query.push(" AND (strpos(lower(n.name), ");
@@ -152,21 +154,24 @@ fn push_node_filters(
     }
 }
 
-/// The hosts (`id`, `result` of the latest completed host report saying Docker is installed),
-/// when the placement filter needs them.
+/// The hosts (`id`, `result` of the latest completed host report saying Docker is installed)
+/// and the container names they list, each with the lowest-numbered host listing it, when the
+/// placement filter needs them: worked out once for the statement, then joined by name.
 fn push_hosts(query: &mut QueryBuilder<'_, Postgres>, request: &ListNodes) {
     if request.placement.is_some() {
         query.push("WITH hosts AS (SELECT n.id, latest.result FROM nodes n CROSS JOIN LATERAL (");
         query.push(latest("host_report"));
-        query.push(") AS latest WHERE latest.outcome = 'completed' AND latest.result ->> 'docker' = 'installed') ");
+        query.push(
+            ") AS latest WHERE latest.outcome = 'completed' AND latest.result ->> 'docker' = 'installed'),
+             placed AS (SELECT c.item ->> 'name' AS name, min(h.id) AS host_id
+                 FROM hosts h
+                 CROSS JOIN LATERAL jsonb_array_elements(CASE
+                     WHEN jsonb_typeof(h.result -> 'containers') = 'array' THEN h.result -> 'containers'
+                     ELSE '[]'::jsonb END) AS c (item)
+                 WHERE jsonb_typeof(c.item -> 'name') = 'string'
+                 GROUP BY 1) ",
+        );
     }
-}
-
-#[derive(sqlx::FromRow)]
-struct Counted<T> {
-    #[sqlx(flatten)]
-    row: T,
-    total: i64,
 }
 
 fn bounds(page: Page) -> (i64, i64) {
@@ -188,11 +193,20 @@ pub async fn list_nodes_page(
         .map(|column| format!("n.{}", column.trim()))
         .collect();
     let (limit, offset) = bounds(request.page);
+    // The placement filter works out every host and container first, so its page and its
+    // count share that work in one statement; otherwise the count goes apart, since a window
+    // count would make the page read every matching row whole where alone it stops at the
+    // page's end of the name index.
+    let together = request.placement.is_some();
     let mut query = QueryBuilder::new("");
     push_hosts(&mut query, request);
     query.push("SELECT ");
     query.push(columns.join(", "));
-    query.push(", count(*) OVER () AS total");
+    query.push(if together {
+        ", count(*) OVER () AS total"
+    } else {
+        ", 0::bigint AS total"
+    });
     push_node_filters(&mut query, request, now);
     query.push(" ORDER BY n.name, n.id LIMIT ");
     query.push_bind(limit);
@@ -200,8 +214,8 @@ pub async fn list_nodes_page(
     query.push_bind(offset);
     let rows: Vec<Counted<NodeRow>> = query.build_query_as().fetch_all(&mut *connection).await?;
     let total = match rows.first() {
-        Some(first) => first.total,
-        None if offset > 0 => {
+        Some(first) if together => first.total,
+        _ => {
             let mut count = QueryBuilder::new("");
             push_hosts(&mut count, request);
             count.push("SELECT count(*)");
@@ -211,12 +225,18 @@ pub async fn list_nodes_page(
                 .fetch_one(&mut *connection)
                 .await?
         }
-        None => 0,
     };
     Ok((
         rows.into_iter().map(|counted| counted.row).collect(),
         u64::try_from(total).unwrap_or_default(),
     ))
+}
+
+#[derive(sqlx::FromRow)]
+struct Counted<T> {
+    #[sqlx(flatten)]
+    row: T,
+    total: i64,
 }
 
 /// A join as listed: with the paired node already called by its name, if any (shown, never
@@ -289,30 +309,21 @@ pub async fn list_joins_page(
     query.push(columns.join(", "));
     query.push(
         ", (SELECT n.id FROM nodes n WHERE n.name = j.name AND n.fingerprint IS NOT NULL \
-         ORDER BY n.id LIMIT 1) AS name_taken_by, count(*) OVER () AS total",
+         ORDER BY n.id LIMIT 1) AS name_taken_by",
     );
     push_join_filters(&mut query, request);
     query.push(" ORDER BY j.requested_at DESC, j.id LIMIT ");
     query.push_bind(limit);
     query.push(" OFFSET ");
     query.push_bind(offset);
-    let rows: Vec<Counted<ListedJoin>> = query.build_query_as().fetch_all(&mut *connection).await?;
-    let total = match rows.first() {
-        Some(first) => first.total,
-        None if offset > 0 => {
-            let mut count = QueryBuilder::new("SELECT count(*)");
-            push_join_filters(&mut count, request);
-            count
-                .build_query_scalar()
-                .fetch_one(&mut *connection)
-                .await?
-        }
-        None => 0,
-    };
-    Ok((
-        rows.into_iter().map(|counted| counted.row).collect(),
-        u64::try_from(total).unwrap_or_default(),
-    ))
+    let rows: Vec<ListedJoin> = query.build_query_as().fetch_all(&mut *connection).await?;
+    let mut count = QueryBuilder::new("SELECT count(*)");
+    push_join_filters(&mut count, request);
+    let total: i64 = count
+        .build_query_scalar()
+        .fetch_one(&mut *connection)
+        .await?;
+    Ok((rows, u64::try_from(total).unwrap_or_default()))
 }
 
 /// The nodes whose latest completed host report says Docker is installed and lists a container

@@ -159,6 +159,24 @@ async fn the_list_pages_escape_what_was_typed_and_keep_it_in_their_links() {
     assert_eq!(request["search"], typed);
     assert_eq!(request["page"]["limit"], 50);
 
+    // A list's link, shared with someone not signed in, leads through sign-in back to it.
+    let anonymous = crate::browser::Browser::new(&gateway);
+    let shared = "/ui/nodes?q=web%201&health=red&offset=50";
+    let sent = anonymous.get(shared).await;
+    assert_eq!(sent.status, 303);
+    let sign_in = sent.location.unwrap();
+    assert_eq!(
+        sign_in,
+        "/ui/sign-in?next=%2Fui%2Fnodes%3Fq%3Dweb%25201%26health%3Dred%26offset%3D50"
+    );
+    let form = anonymous.get(&sign_in).await;
+    assert!(
+        form.has("value=\"/ui/nodes?q=web%201&#38;health=red&#38;offset=50\"")
+            || form.has("value=\"/ui/nodes?q=web%201&amp;health=red&amp;offset=50\""),
+        "{}",
+        form.body
+    );
+
     // A bad parameter is a 400 page naming it; nothing is asked.
     let page = reader.get("/ui/nodes?health=blue").await;
     assert_eq!(page.status, 400);

@@ -6,6 +6,7 @@ mod events;
 mod fleet;
 mod jobs;
 mod joins;
+mod listing;
 mod secured;
 mod signing;
 mod storm;
