@@ -102,3 +102,57 @@ pub async fn apply_tick(
         .map_err(|error| HandlerError::Retry(error.to_string()))?;
     Ok(tick.data.sequence)
 }
+
+/// Waits until `replicas` replicas of `domain` have answered their health question (each answer
+/// names its replica): a replica is serving once it answers.
+pub async fn wait_replicas(bus: &capstan_bus::Bus, domain: Domain, replicas: usize) {
+    let limit = Duration::from_secs(60);
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut seen = std::collections::HashSet::new();
+    while seen.len() < replicas {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "gave up waiting for {replicas} replica(s) of {domain} to answer after {limit:?}"
+        );
+        let asked: Result<capstan_events::rpc::Health, _> = bus
+            .request(
+                domain,
+                capstan_events::rpc::HEALTH,
+                &serde_json::json!({}),
+                Duration::from_millis(500),
+            )
+            .await;
+        match asked.ok().and_then(|health| health.replica) {
+            Some(replica) => {
+                seen.insert(replica);
+            }
+            None => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+/// The value of the metric `name` in this process (0 when not recorded yet). The plane's
+/// services run in the test's process, so this is what they recorded (nextest runs each test in
+/// a process of its own).
+pub fn metric(name: &str) -> f64 {
+    let rendered = capstan_telemetry::metrics(None)
+        .expect("the metrics recorder is installed")
+        .render();
+    let prefix = format!("{name} ");
+    rendered
+        .lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Waits until the agent channel holds at least `polls` long polls parked (their wake-up armed,
+/// counted in `capstan_agent_long_polls`).
+pub async fn wait_parked(polls: usize) {
+    wait_for(
+        &format!("{polls} long poll(s) parked"),
+        Duration::from_secs(30),
+        || async { (metric("capstan_agent_long_polls") >= polls as f64).then_some(()) },
+    )
+    .await;
+}

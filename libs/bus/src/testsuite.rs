@@ -332,3 +332,16 @@ impl Spy {
         })
     }
 }
+
+/// Whether the durable consumer `durable` of `stream` has been handed every message the stream
+/// holds and acknowledged each one: nothing is left to deliver or to deliver again. A test that
+/// checks something happened only once waits for this instead of sleeping.
+pub async fn consumer_settled(bus: &crate::Bus, stream: &str, durable: &str) -> bool {
+    let Ok(stream) = bus.jetstream().get_stream(stream).await else {
+        return false;
+    };
+    match stream.consumer_info(durable).await {
+        Ok(info) => info.num_pending == 0 && info.num_ack_pending == 0,
+        Err(_) => false,
+    }
+}

@@ -153,6 +153,11 @@ pub struct Health {
     pub service: String,
     pub version: String,
     pub ready: bool,
+    /// Which replica answered: an id each running service draws at its start, so a caller can
+    /// tell replicas apart (a new replica is serving once an answer carries its id). Absent
+    /// from an older service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<uuid::Uuid>,
 }
 
 #[cfg(test)]

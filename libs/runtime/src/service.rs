@@ -114,6 +114,7 @@ impl Service {
     pub fn rpc(&self) -> RpcServer {
         let store = self.store.clone();
         let domain = self.domain;
+        let replica = uuid::Uuid::now_v7();
         RpcServer::new(self.bus.clone(), self.domain).route(HEALTH, move |_: serde_json::Value| {
             let store = store.clone();
             async move {
@@ -124,6 +125,7 @@ impl Service {
                     service: domain.service_name(),
                     version: env!("CARGO_PKG_VERSION").to_string(),
                     ready: true,
+                    replica: Some(replica),
                 })
             }
         })

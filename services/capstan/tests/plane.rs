@@ -438,7 +438,8 @@ async fn capstan_all_stops_on_sigterm_even_after_nats_has_gone() {
         .unwrap();
     healthz_until(&listen, 200, Duration::from_secs(60)).await;
     nats.stop();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The plane has noticed: its health, asked over the bus, no longer answers ready.
+    healthz_until(&listen, 503, Duration::from_secs(60)).await;
     let output = terminate(child);
     let log = String::from_utf8_lossy(&output.stdout);
     assert!(log.contains("SIGTERM received"), "{log}");

@@ -1,7 +1,10 @@
 //! Nothing lost, nothing twice: 10,000 events through the outbox while the relay is killed,
 //! the consumer is killed (and receives redeliveries), and the NATS server restarts.
 
-use capstan_bus::{testsuite::NatsServer, ConsumerSpec, Delivery, HandlerError};
+use capstan_bus::{
+    testsuite::{consumer_settled, NatsServer},
+    ConsumerSpec, Delivery, HandlerError,
+};
 use capstan_e2e::{applied, apply_tick, service, settings, wait_for, Tick};
 use capstan_events::{Domain, Envelope, Message};
 use capstan_runtime::{consume_with_inbox, Apply, BusPublisher, Service};
@@ -126,7 +129,6 @@ async fn every_event_is_applied_exactly_once_through_relay_consumer_and_nats_cra
     .await;
     relay.abort();
     let _ = relay.await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
     relay = start_relay(&service);
 
     // (b) The consumer dies mid-way, with messages delivered to it but not yet acknowledged.
@@ -138,7 +140,6 @@ async fn every_event_is_applied_exactly_once_through_relay_consumer_and_nats_cra
     .await;
     consumer.abort();
     let _ = consumer.await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
     consumer = start_consumer(&service, apply.clone());
 
     // (c) The NATS server restarts once, under load.
@@ -165,8 +166,21 @@ async fn every_event_is_applied_exactly_once_through_relay_consumer_and_nats_cra
         },
     )
     .await;
-    // Give late redeliveries (ack wait is 2 s) every chance to show up as duplicates.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Late redeliveries (an ack lost in a crash, redelivered after the 2 s ack wait) would show
+    // up as duplicates: wait until the consumer has acknowledged everything, so none is left.
+    wait_for(
+        "the consumer to acknowledge every event",
+        Duration::from_secs(60),
+        || {
+            let bus = service.bus.clone();
+            async move {
+                consumer_settled(&bus, &Tick::stream(), "nothing_lost")
+                    .await
+                    .then_some(())
+            }
+        },
+    )
+    .await;
 
     let (rows, distinct) = applied(&store).await;
     assert_eq!(rows, EVENTS, "each event applied once: no duplicate rows");

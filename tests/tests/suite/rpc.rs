@@ -105,7 +105,7 @@ async fn a_slow_answer_arrives_within_the_callers_own_deadline() {
     });
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(service.run(rpc, Vec::new(), shutdown.clone()));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    capstan_e2e::wait_replicas(&bus, Domain::Billing, 1).await;
     let waited: u64 = bus
         .request(Domain::Billing, "slow", &11u64, Duration::from_secs(20))
         .await

@@ -2,7 +2,10 @@
 
 use super::PairedAgent;
 use super::{Plane, TestAgent};
-use capstan_bus::{testsuite::read_stream, Outgoing};
+use capstan_bus::{
+    testsuite::{consumer_settled, read_stream},
+    Outgoing,
+};
 use capstan_e2e::wait_for;
 use capstan_events::{
     agent_channel::{JobFinished, RequestJob},
@@ -78,7 +81,20 @@ async fn every_event_is_published_as_a_cloudevent_and_request_job_is_idempotent(
         }
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Both commands taken and acknowledged: the second had every chance to make a job.
+    wait_for("both commands applied", Duration::from_secs(30), || {
+        let bus = plane.bus.clone();
+        async move {
+            consumer_settled(
+                &bus,
+                &Domain::AgentChannel.commands_stream(),
+                &Domain::AgentChannel.commands_consumer(),
+            )
+            .await
+            .then_some(())
+        }
+    })
+    .await;
     let (_, all) = plane
         .api(
             &plane.reader,

@@ -192,7 +192,7 @@ async fn a_long_poll_wakes_as_soon_as_a_job_is_queued() {
             .await;
         (reply, agent)
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    capstan_e2e::wait_parked(1).await;
     let job = plane.queue(node, "check_status", json!({})).await;
     let (reply, _agent) = waiting.await.unwrap();
     assert_eq!(reply.body["job"]["id"], job);
@@ -403,7 +403,7 @@ async fn a_stop_ends_long_polls_instead_of_waiting_them_out() {
             .send_at("claim", "?wait=30", &body, super::now())
             .await
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    capstan_e2e::wait_parked(1).await;
     let stopping = Instant::now();
     plane.stop().await;
     assert!(

@@ -162,7 +162,7 @@ async fn an_unsigned_flood_is_limited_per_address_while_a_signed_node_behind_it_
 async fn replays_and_long_poll_wake_ups_hold_across_two_agent_channel_replicas() {
     let mut plane = Plane::start().await;
     plane.add_agent_channel_replica();
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    capstan_e2e::wait_replicas(&plane.bus, capstan_events::Domain::AgentChannel, 2).await;
     let (agent, node) = plane.paired_agent("web-1").await;
     let body = br#"{"agent_version":"0.1.0"}"#;
     let path = "/api/v1/agent/claim";
@@ -187,7 +187,7 @@ async fn replays_and_long_poll_wake_ups_hold_across_two_agent_channel_replicas()
         let polling = agent.clone();
         let waiting =
             tokio::spawn(async move { polling.send_at("claim", "?wait=20", body, now()).await });
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        capstan_e2e::wait_parked(1).await;
         let started = std::time::Instant::now();
         let job = plane.queue(node, "check_status", json!({})).await;
         let reply = waiting.await.unwrap();
