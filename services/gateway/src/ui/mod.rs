@@ -38,6 +38,7 @@ mod forms;
 pub mod guard;
 mod jobs;
 mod nodes;
+mod recipes;
 mod sign_in;
 
 use askama::Template;
