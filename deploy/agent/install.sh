@@ -60,6 +60,11 @@ if [ ! -f "$STATE_DIR/agent.env" ]; then
         fi
         echo "# CAPSTAN_AGENT_LETSENCRYPT_DIR=/etc/letsencrypt/live"
         echo "# CAPSTAN_AGENT_POSTGRES=127.0.0.1:5432"
+        echo "# The site's services, for the service_health recipe:"
+        echo "# CAPSTAN_AGENT_WEB_UNIT=nginx"
+        echo "# CAPSTAN_AGENT_APP_UNIT=php-fpm"
+        echo "# CAPSTAN_AGENT_SITE_URL=http://127.0.0.1/"
+        echo "# CAPSTAN_AGENT_SUPERVISORCTL=/usr/bin/supervisorctl"
         echo "# CAPSTAN_AGENT_LOG=info"
     } >"$STATE_DIR/agent.env"
 fi

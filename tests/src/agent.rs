@@ -34,6 +34,8 @@ pub struct Agent {
     pub dir: tempfile::TempDir,
     binary: PathBuf,
     child: Option<Child>,
+    /// Environment every command of this agent gets (its `agent.env`).
+    env: Vec<(String, String)>,
 }
 
 impl Agent {
@@ -52,7 +54,17 @@ impl Agent {
             dir,
             binary: binary.into(),
             child: None,
+            env: Vec::new(),
         }
+    }
+
+    /// Sets `key` in the environment of every later command (as the unit's `agent.env` would).
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.env.push((key.to_string(), value.to_string()));
+    }
+
+    pub fn site(&self) -> PathBuf {
+        self.dir.path().join("site")
     }
 
     pub fn state_dir(&self) -> PathBuf {
@@ -76,6 +88,7 @@ impl Agent {
                 self.dir.path().join("letsencrypt").display()
             ))
             .args(args)
+            .envs(self.env.iter().map(|(key, value)| (key, value)))
             .env("CAPSTAN_AGENT_LOG", "capstan_agent=debug")
             .kill_on_drop(true);
         command

@@ -85,7 +85,7 @@ impl Ledgers {
     pub fn write(&self, recipe: &str, at: DateTime<Utc>, event: Event) -> Result<Line, String> {
         let line = Line { at, event };
         self.rotate_if_full(recipe, at)?;
-        self.append(recipe, &[line.clone()])?;
+        self.append(recipe, std::slice::from_ref(&line))?;
         if let Err(why) = self.append_outward(recipe, &line) {
             tracing::debug!(recipe, %why, "the outward ledger copy could not be written");
         }

@@ -524,3 +524,111 @@ pub fn describe(state: &StateDir, config: &Config) -> Vec<String> {
     }
     lines
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::recipes::ledger::Line;
+
+    fn scratch() -> (tempfile::TempDir, StateDir, Config) {
+        let parent = tempfile::tempdir().unwrap();
+        let state = StateDir::open(&parent.path().join("state")).unwrap();
+        let site = parent.path().join("site");
+        std::fs::create_dir(&site).unwrap();
+        let config = Config {
+            site_root: Some(site),
+            ..Config::default()
+        };
+        (parent, state, config)
+    }
+
+    /// AG-47: a repair that killed the agent left its attempt line and no outcome; the next
+    /// start writes the outcome `interrupted`, so the attempt is spent.
+    #[test]
+    fn ag_47_an_attempt_the_last_run_never_finished_is_written_interrupted_at_start() {
+        let (_parent, state, config) = scratch();
+        let ledgers = Ledgers::new(&state, config.site_root.as_deref());
+        let at = Utc::now();
+        for event in [
+            Event::Check {
+                verdict: Verdict::Fail,
+                detail: "down".into(),
+            },
+            Event::Check {
+                verdict: Verdict::Fail,
+                detail: "down".into(),
+            },
+            Event::Attempt {
+                attempt: 1,
+                word: "restart_unit".into(),
+                target: Some("nginx".into()),
+            },
+        ] {
+            ledgers.write("service_health", at, event).unwrap();
+        }
+        let _loop = Loop::start(state.clone(), config, Shared::default());
+        let memory = ledgers.read("service_health").unwrap();
+        assert_eq!(memory.attempts.len(), 1);
+        assert_eq!(memory.attempts[0].outcome, Some(Outcome::Interrupted));
+        assert!(memory.interrupted().is_none());
+    }
+
+    /// AG-46: a recipe that does not apply is reported `not-applicable` and ledgered once
+    /// with its reason; AG-60: a new case's body rides until a claim carrying it succeeds.
+    #[test]
+    fn ag_46_not_applicable_is_reported_and_ag_60_a_body_rides_until_delivered() {
+        let (_parent, state, mut config) = scratch();
+        config.site_root = None;
+        let shared = Shared::default();
+        let _loop = Loop::start(state.clone(), config.clone(), shared.clone());
+        let (recipes, cases, _) = shared.claim_fields();
+        let health = recipes
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|entry| entry["name"] == "service_health")
+            .unwrap()
+            .clone();
+        assert_eq!(health["mode"], "not-applicable");
+        assert_eq!(health["verdict"], Value::Null);
+        assert!(cases.is_none());
+        let ledgers = Ledgers::new(&state, None);
+        let text = std::fs::read_to_string(state.file("ledger/service_health.jsonl")).unwrap();
+        let line: Line = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert!(
+            matches!(line.event, Event::NotApplicable { reason } if reason.contains("no site"))
+        );
+        assert_eq!(ledgers.read("service_health").unwrap(), Memory::default());
+
+        let case = Case::open(
+            1,
+            Utc::now(),
+            "full".into(),
+            Some(json!({"recipe": "disk_headroom"})),
+        );
+        shared.set(Reported {
+            name: "disk_headroom",
+            mode: "armed",
+            verdict: Some(Verdict::Fail),
+            case: Some(case),
+            body_pending: true,
+        });
+        let (_, cases, carried) = shared.claim_fields();
+        assert_eq!(
+            cases.unwrap()["recipe:disk_headroom"]["body"]["recipe"],
+            "disk_headroom"
+        );
+        shared.delivered(&carried);
+        let (_, cases, carried) = shared.claim_fields();
+        let cases = cases.unwrap();
+        assert!(
+            cases["recipe:disk_headroom"].get("body").is_none(),
+            "{cases}"
+        );
+        assert_eq!(
+            cases["recipe:disk_headroom"]["state"], "open",
+            "the summary keeps riding"
+        );
+        assert!(carried.is_empty());
+    }
+}

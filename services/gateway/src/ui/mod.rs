@@ -50,6 +50,7 @@ pub mod guard;
 mod jobs;
 mod listing;
 mod nodes;
+mod recipes;
 mod sign_in;
 
 use askama::Template;

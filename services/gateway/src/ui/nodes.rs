@@ -1,6 +1,7 @@
-//! A node's page (`/ui/nodes/{id}?tab=overview|jobs|agent`): Overview (what its latest
+//! A node's page (`/ui/nodes/{id}?tab=overview|jobs|agent|recipes`): Overview (what its latest
 //! `check_status` and `host_report` found), Jobs (its history and "Run a job"), Agent (the
-//! pairing, with Disconnect behind a confirmation for level 10). Below level 8 the page shows
+//! pairing, with Disconnect behind a confirmation for level 10), Recipes (what the agent does
+//! on its own clock: each recipe's mode, verdict and most recent case). Below level 8 the page shows
 //! its reading tabs only: Overview, Jobs with the read words alone, and Agent without
 //! Disconnect (spec, "Admin Pages": "Below 8, node detail shows only its reading tabs").
 
@@ -34,6 +35,7 @@ enum Tab {
     Overview,
     Jobs,
     Agent,
+    Recipes,
 }
 
 impl Tab {
@@ -46,6 +48,7 @@ impl Tab {
         match tab.as_deref() {
             Some("jobs") => Tab::Jobs,
             Some("agent") => Tab::Agent,
+            Some("recipes") => Tab::Recipes,
             _ => Tab::Overview,
         }
     }
@@ -55,6 +58,7 @@ impl Tab {
             Tab::Overview => "overview",
             Tab::Jobs => "jobs",
             Tab::Agent => "agent",
+            Tab::Recipes => "recipes",
         }
     }
 }
@@ -105,6 +109,7 @@ struct NodePage {
     words_above_level: usize,
     agent: Agent,
     can_disconnect: bool,
+    recipes: Vec<super::recipes::RecipeRow>,
 }
 
 fn finding(found: &Option<capstan_events::agent_channel::rpc::Finding>) -> Option<Finding> {
@@ -212,6 +217,7 @@ pub async fn page(
         words_above_level: forms::above_level(session.level),
         agent: agent(&node),
         can_disconnect: session.level >= Level::Admin,
+        recipes: super::recipes::recipe_rows(&node.facts),
         node: header(&node),
     };
     Ok(render(StatusCode::OK, &page.chrome, &page))

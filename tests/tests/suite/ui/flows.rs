@@ -155,7 +155,13 @@ async fn an_operator_approves_a_join_runs_check_status_and_watches_it_complete()
         .await;
     browser.find("[data-test=fact-agent-version]").await;
     browser.screenshot("node").await;
-    for tab in ["overview", "jobs", "agent"] {
+    // The Recipes tab lists what the agent runs on its own clock (AC-45), one line each.
+    browser
+        .goto(&format!("{base}/ui/nodes/{node_id}?tab=recipes"))
+        .await;
+    browser.find("[data-test=recipe-disk_headroom]").await;
+    browser.find("[data-test=recipe-service_health]").await;
+    for tab in ["overview", "jobs", "agent", "recipes"] {
         browser
             .goto(&format!("{base}/ui/nodes/{node_id}?tab={tab}"))
             .await;

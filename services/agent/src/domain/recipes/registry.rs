@@ -5,9 +5,12 @@
 
 use capstan_events::agent_channel::primitives;
 
-/// What a recipe watches (AG-46).
+/// What a recipe watches (AG-46: host, site, release; and `Node` for disk_headroom, which the spec runs "on every node", a container too).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
+    /// Every node, with or without a site, inside a container or not: what it reads every
+    /// agent can see (disk_headroom: "it runs on every node, paired or not").
+    Node,
     /// The machine itself: runs wherever the agent runs, except inside a container, which
     /// cannot see the machine.
     Host,
@@ -20,6 +23,7 @@ pub enum Scope {
 impl Scope {
     pub fn as_str(self) -> &'static str {
         match self {
+            Scope::Node => "node",
             Scope::Host => "host",
             Scope::Site => "site",
             Scope::Release => "release",
@@ -104,7 +108,7 @@ pub fn register(recipe: &Recipe) -> Result<(), String> {
 pub const RECIPES: &[Recipe] = &[
     Recipe {
         name: "disk_headroom",
-        scope: Scope::Host,
+        scope: Scope::Node,
         cadence: Cadence::EveryTick,
         repair_word: None,
         node_derived: false,
@@ -138,6 +142,7 @@ pub struct Placement {
 /// AG-46: whether `recipe` applies here, or why not (reported once and never ticked).
 pub fn applies(recipe: &Recipe, placement: &Placement) -> Result<(), String> {
     match recipe.scope {
+        Scope::Node => Ok(()),
         Scope::Host if placement.in_container => Err(
             "host-scoped, and this agent runs inside a container, which cannot see the machine; the host's own agent watches the host"
                 .into(),
@@ -169,7 +174,7 @@ mod tests {
         assert_eq!(
             pinned,
             [
-                ("disk_headroom", "host", true, false),
+                ("disk_headroom", "node", true, false),
                 ("service_health", "site", false, true),
             ]
         );
@@ -228,7 +233,18 @@ mod tests {
         let disk = find("disk_headroom").unwrap();
         let health = find("service_health").unwrap();
         assert!(applies(disk, &machine).is_ok());
-        assert!(applies(disk, &contained).unwrap_err().contains("container"));
+        assert!(
+            applies(disk, &contained).is_ok(),
+            "every node, in a container too"
+        );
+        let host = Recipe {
+            scope: Scope::Host,
+            ..*disk
+        };
+        assert!(applies(&host, &contained)
+            .unwrap_err()
+            .contains("container"));
+        assert!(applies(&host, &machine).is_ok());
         assert!(applies(health, &machine).unwrap_err().contains("no site"));
         assert!(applies(health, &site).is_ok());
         let release = Recipe {

@@ -1,0 +1,317 @@
+//! Recipes end to end (issue 13): the real agent binary, on a one-second recipe tick, beside a
+//! real HTTP server standing in for the site's web server, supervised by a stand-in for
+//! supervisord's `supervisorctl` that the test controls (a small shell script that starts,
+//! stops and reports the server), against the real plane.
+//!
+//! * AG-42, AG-53: the web server stops answering; `service_health` restarts it through the
+//!   supervisor only after two consecutive failing ticks, and the repair is verified.
+//! * AG-43, AG-44, AG-59, AG-60, AC-47, IN-11: a web server the supervisor cannot restart spends
+//!   the three attempts, the escalation is a case on the next claim and an incident on the
+//!   plane; when it answers again the check passes, the case closes and the incident clears.
+
+use capstan_e2e::{agent::Agent, plane::Plane, wait_for};
+use serde_json::Value;
+use std::{
+    os::unix::fs::PermissionsExt,
+    path::{Path, PathBuf},
+};
+
+use crate::incidents::{plane_with, wait_incident, PATIENCE};
+
+/// The stand-in supervisor: `status <program>` and `restart <program>` for the one program it
+/// runs, `nginx` (a Python HTTP server on the given port); any other program is not supervised
+/// here (exit 4, as supervisorctl says "no such process"). While the file `broken` exists a
+/// restart fails, as a web server whose configuration no longer loads would.
+fn supervisor_script(dir: &Path, port: u16) -> String {
+    let dir = dir.display();
+    format!(
+        r#"#!/bin/sh
+DIR={dir}
+running() {{ [ -f "$DIR/pid" ] && kill -0 "$(cat "$DIR/pid")" 2>/dev/null; }}
+[ "$2" = nginx ] || {{ echo "$2: ERROR (no such process)"; exit 4; }}
+case "$1" in
+status)
+    if running; then echo "nginx RUNNING pid $(cat "$DIR/pid")"; exit 0; fi
+    echo "nginx STOPPED"; exit 3 ;;
+restart)
+    echo restart >> "$DIR/restarts"
+    if running; then kill "$(cat "$DIR/pid")"; fi
+    if [ -f "$DIR/broken" ]; then echo "nginx: ERROR (spawn error)"; exit 7; fi
+    /usr/bin/python3 -m http.server --bind 127.0.0.1 --directory "$DIR/www" {port} >/dev/null 2>&1 &
+    echo $! > "$DIR/pid"
+    echo "nginx: started"; exit 0 ;;
+esac
+echo "unknown action $1"; exit 2
+"#
+    )
+}
+
+/// The supervised web server, stopped when the test ends.
+struct WebServer {
+    dir: PathBuf,
+    port: u16,
+}
+
+impl WebServer {
+    fn new(under: &Path) -> WebServer {
+        let dir = under.join("supervisor");
+        std::fs::create_dir_all(dir.join("www")).unwrap();
+        std::fs::write(dir.join("www/index.html"), "the site\n").unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let script = dir.join("supervisorctl");
+        std::fs::write(&script, supervisor_script(&dir, port)).unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        WebServer { dir, port }
+    }
+
+    fn supervisorctl(&self) -> PathBuf {
+        self.dir.join("supervisorctl")
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+
+    /// What the test does by hand: start (or restart) the server through the supervisor.
+    fn restart_by_hand(&self) {
+        let status = std::process::Command::new(self.supervisorctl())
+            .args(["restart", "nginx"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    fn pid(&self) -> Option<String> {
+        std::fs::read_to_string(self.dir.join("pid"))
+            .ok()
+            .map(|pid| pid.trim().to_string())
+    }
+
+    /// Stops the server behind the supervisor's back (it crashed).
+    fn crash(&self) {
+        if let Some(pid) = self.pid() {
+            let _ = std::process::Command::new("kill").arg(&pid).status();
+        }
+    }
+
+    fn restarts(&self) -> usize {
+        std::fs::read_to_string(self.dir.join("restarts"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    }
+
+    fn set_broken(&self, broken: bool) {
+        let flag = self.dir.join("broken");
+        if broken {
+            std::fs::write(flag, b"").unwrap();
+        } else {
+            let _ = std::fs::remove_file(flag);
+        }
+    }
+
+    async fn answers(&self) -> bool {
+        reqwest::get(self.url())
+            .await
+            .is_ok_and(|answer| answer.status().is_success())
+    }
+}
+
+impl Drop for WebServer {
+    fn drop(&mut self) {
+        self.crash();
+    }
+}
+
+/// A real agent whose `service_health` watches `web` (no app server; PostgreSQL is the test
+/// database's, not supervised here) on a one-second tick, paired with `plane`.
+async fn agent_beside(plane: &Plane, web: &WebServer, name: &str) -> (Agent, i64) {
+    let mut agent = Agent::new(capstan_e2e::agent::binary());
+    agent.set_env("CAPSTAN_AGENT_RECIPE_TICK_SECS", "1");
+    agent.set_env(
+        "CAPSTAN_AGENT_SUPERVISORCTL",
+        &web.supervisorctl().display().to_string(),
+    );
+    agent.set_env("CAPSTAN_AGENT_SITE_URL", &web.url());
+    agent.set_env("CAPSTAN_AGENT_WEB_UNIT", "nginx");
+    agent.set_env("CAPSTAN_AGENT_APP_UNIT", "none");
+    // postgres://user@host[:port]/database: where the test's PostgreSQL answers.
+    let url = plane.database.url().to_string();
+    let address = url
+        .split('@')
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap();
+    let address = if address.contains(':') {
+        address.to_string()
+    } else {
+        format!("{address}:5432")
+    };
+    agent.set_env("CAPSTAN_AGENT_POSTGRES", &address);
+    let node = agent.paired(plane, name).await;
+    (agent, node)
+}
+
+/// The recipe's root-only ledger, line by line.
+fn ledger(agent: &Agent, recipe: &str) -> Vec<Value> {
+    std::fs::read_to_string(agent.file(&format!("ledger/{recipe}.jsonl")))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+fn event(line: &Value) -> String {
+    let name = line["event"].as_str().unwrap_or_default();
+    match (line["verdict"].as_str(), line["outcome"].as_str()) {
+        (Some(verdict), _) => format!("{name}:{verdict}"),
+        (_, Some(outcome)) => format!("{name}:{outcome}"),
+        _ => name.to_string(),
+    }
+}
+
+async fn wait_ledger(agent: &Agent, what: &str, check: impl Fn(&[String]) -> bool) -> Vec<String> {
+    wait_for(what, PATIENCE, || async {
+        let events: Vec<String> = ledger(agent, "service_health").iter().map(event).collect();
+        check(&events).then_some(events)
+    })
+    .await
+}
+
+/// AG-42, AG-53, AG-47: a web server that stops answering is restarted by `service_health`
+/// through its supervisor after two failing ticks, and the repair is verified.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ag_53_a_web_server_that_stops_answering_is_restarted_after_two_failing_ticks() {
+    let plane = plane_with(&[]).await;
+    let scratch = tempfile::tempdir().unwrap();
+    let web = WebServer::new(scratch.path());
+    web.restart_by_hand();
+    wait_for("the web server to answer", PATIENCE, || async {
+        web.answers().await.then_some(())
+    })
+    .await;
+    let (agent, _node) = agent_beside(&plane, &web, "web-recipes-repair").await;
+    wait_ledger(&agent, "service_health to pass", |events| {
+        events.iter().any(|e| e == "check:pass")
+    })
+    .await;
+    let restarts_before = web.restarts();
+
+    web.crash();
+    let events = wait_ledger(&agent, "the repair to be verified", |events| {
+        events.iter().any(|e| e == "outcome:repaired")
+    })
+    .await;
+    // After the pass: exactly two failing ticks, then the attempt, then its verified outcome.
+    let since_pass: Vec<&str> = events
+        .iter()
+        .skip_while(|e| *e != "check:pass")
+        .skip(1)
+        .take(4)
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        since_pass,
+        ["check:fail", "check:fail", "attempt", "outcome:repaired"],
+        "{events:?}"
+    );
+    assert_eq!(web.restarts(), restarts_before + 1, "one restart");
+    assert!(web.answers().await, "the web server answers again");
+    let attempt = ledger(&agent, "service_health")
+        .into_iter()
+        .find(|line| line["event"] == "attempt")
+        .unwrap();
+    assert_eq!(attempt["word"], "restart_unit");
+    assert_eq!(attempt["target"], "nginx", "the unit the check derived");
+    // The outward copy holds the same lines.
+    let outward =
+        std::fs::read_to_string(agent.site().join("cache/recipes/service_health.jsonl")).unwrap();
+    assert!(outward.contains("\"outcome\":\"repaired\""));
+    let shown = agent.ok(&["recipes"]).await;
+    assert!(shown.contains("service_health: armed (repairs)"), "{shown}");
+}
+
+/// AG-43, AG-44, AG-59, AG-60, AC-47, IN-11: a web server the supervisor cannot restart spends
+/// the budget; the escalation rides the next claim as a case and becomes an incident; when the
+/// server answers again the case closes and the incident clears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ag_44_a_repair_that_cannot_work_becomes_a_case_an_incident_and_clears_when_it_passes() {
+    let plane = plane_with(&[]).await;
+    let scratch = tempfile::tempdir().unwrap();
+    let web = WebServer::new(scratch.path());
+    web.restart_by_hand();
+    let (agent, node) = agent_beside(&plane, &web, "web-recipes-case").await;
+    wait_ledger(&agent, "service_health to pass", |events| {
+        events.iter().any(|e| e == "check:pass")
+    })
+    .await;
+
+    web.set_broken(true);
+    web.crash();
+    let events = wait_ledger(&agent, "the escalation", |events| {
+        events.iter().any(|e| e == "escalation")
+    })
+    .await;
+    let attempts = events.iter().filter(|e| *e == "attempt").count();
+    assert_eq!(
+        attempts, 3,
+        "three attempts, then the escalation: {events:?}"
+    );
+    let shown = agent.ok(&["recipes"]).await;
+    assert!(shown.contains("open case: 1 since"), "{shown}");
+
+    let opened = wait_incident(
+        &plane,
+        node,
+        "agent:service_health",
+        "the case's incident",
+        |incident| incident["status"] == "open",
+    )
+    .await;
+    assert_eq!(opened["severity"], "warning");
+    assert!(
+        opened["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("the web server (nginx)"),
+        "{opened}"
+    );
+    // The body rode with it: the attempts that spent the budget, and a fresh host report.
+    let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(plane.database.url())
+        .await
+        .unwrap();
+    let body: Value = sqlx::query_scalar::<_, String>(
+        "SELECT body FROM incidents.cases WHERE node_id = $1 AND source = 'service_health'",
+    )
+    .bind(node)
+    .fetch_one(&mut connection)
+    .await
+    .map(|text| serde_json::from_str(&text).unwrap())
+    .unwrap();
+    assert_eq!(body["mode"], "armed");
+    assert_eq!(body["attempts"].as_array().unwrap().len(), 3, "{body}");
+    assert_eq!(body["attempts"][0]["word"], "restart_unit");
+    assert_eq!(body["attempts"][0]["outcome"], "failed");
+    assert!(body["host_report"]["kernel"].is_string(), "{body}");
+
+    // A person mends the web server; the check passes and the node closes its case.
+    web.set_broken(false);
+    web.restart_by_hand();
+    wait_ledger(&agent, "the case to close", |events| {
+        events.iter().any(|e| e == "escalation_closed")
+    })
+    .await;
+    let cleared = wait_incident(
+        &plane,
+        node,
+        "agent:service_health",
+        "the incident to clear",
+        |incident| incident["status"] == "closed",
+    )
+    .await;
+    assert_eq!(cleared["id"], opened["id"]);
+}
