@@ -4,7 +4,9 @@
 #![forbid(unsafe_code)]
 
 pub mod agent;
+pub mod dns;
 pub mod plane;
+pub mod web;
 
 use capstan_bus::testsuite::NatsServer;
 use capstan_events::{Domain, Event, Kind, Message};

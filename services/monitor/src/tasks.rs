@@ -88,7 +88,9 @@ pub async fn take_due(
     store: &Store,
     now: DateTime<Utc>,
     limit: i64,
+    timeout: Duration,
 ) -> Result<Vec<Due>, StoreError> {
+    let running_until = now + chrono::Duration::from_std(timeout).unwrap_or_default();
     let mut transaction = store.begin().await?;
     let due = store::due_checks(&mut transaction, now, limit).await?;
     if due.is_empty() {
