@@ -4,8 +4,10 @@
 #![forbid(unsafe_code)]
 
 pub mod agent;
+pub mod dns;
 pub mod fleet;
 pub mod plane;
+pub mod web;
 
 use capstan_bus::testsuite::NatsServer;
 use capstan_events::{Domain, Event, Kind, Message};

@@ -65,6 +65,11 @@ impl Domain {
                         from: Domain::Gateway,
                         durable: "incidents_gateway",
                     },
+                    // The monitor's judgements: plane:site_down and plane:cert_problem.
+                    EventSubscription {
+                        from: Domain::Monitor,
+                        durable: "incidents_monitor",
+                    },
                 ],
                 commands: &[],
                 asks: &[],
@@ -77,8 +82,15 @@ impl Domain {
                 ],
                 ..Reach::OWN_ONLY
             },
-            Domain::Monitor
-            | Domain::Backups
+            // The node facts its checks need (names, addresses).
+            Domain::Monitor => Reach {
+                consumes: &[EventSubscription {
+                    from: Domain::AgentChannel,
+                    durable: "monitor_agent_channel",
+                }],
+                ..Reach::OWN_ONLY
+            },
+            Domain::Backups
             | Domain::Rollouts
             | Domain::Provisioning
             | Domain::Dns

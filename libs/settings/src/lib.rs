@@ -23,6 +23,39 @@ pub struct Settings {
     pub bus: BusSettings,
     pub outbox: OutboxSettings,
     pub incidents: IncidentsSettings,
+    pub monitor: MonitorSettings,
+}
+
+/// The monitor service: its uptime and certificate checks.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MonitorSettings {
+    /// The shortest interval a node's uptime check may be set to (the default is 60 s).
+    pub min_interval_secs: u32,
+    /// The DNS server the checks resolve names with (`ip` or `ip:port`, port 53 when absent);
+    /// the system's resolver when unset.
+    pub resolver: Option<String>,
+    /// The port the origin's served certificate is read on.
+    pub tls_port: u16,
+    /// Seconds a check may take before it fails as a stall.
+    pub timeout_secs: u32,
+    /// Seconds between two reads of a node's served certificate.
+    pub cert_interval_secs: u32,
+    /// A certificate expiring within this many days is a problem (MO-09's reason 2).
+    pub cert_warn_days: u32,
+    /// Milliseconds between two looks for checks that are due.
+    pub tick_ms: u64,
+    /// Checks run at once, at most.
+    pub concurrency: u32,
+}
+
+impl MonitorSettings {
+    pub fn tick(&self) -> Duration {
+        Duration::from_millis(self.tick_ms)
+    }
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs(u64::from(self.timeout_secs))
+    }
 }
 
 /// The incidents service: its pass, its plane detector, and where signals go.
@@ -390,6 +423,13 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("incidents.webhook_allow_private", "false"),
     ("incidents.retry_first_secs", "10"),
     ("incidents.deliver_interval_ms", "1000"),
+    ("monitor.min_interval_secs", "30"),
+    ("monitor.tls_port", "443"),
+    ("monitor.timeout_secs", "10"),
+    ("monitor.cert_interval_secs", "3600"),
+    ("monitor.cert_warn_days", "21"),
+    ("monitor.tick_ms", "1000"),
+    ("monitor.concurrency", "256"),
 ];
 
 impl Settings {
@@ -503,6 +543,58 @@ impl Settings {
                 key: "incidents.deliver_interval_ms",
                 reason: "must be from 10 to 60000 milliseconds".into(),
             });
+        }
+        let monitor = &self.monitor;
+        for (key, value, least, most) in [
+            (
+                "monitor.min_interval_secs",
+                u64::from(monitor.min_interval_secs),
+                1,
+                3600,
+            ),
+            (
+                "monitor.timeout_secs",
+                u64::from(monitor.timeout_secs),
+                1,
+                60,
+            ),
+            (
+                "monitor.cert_interval_secs",
+                u64::from(monitor.cert_interval_secs),
+                1,
+                86_400,
+            ),
+            (
+                "monitor.cert_warn_days",
+                u64::from(monitor.cert_warn_days),
+                1,
+                365,
+            ),
+            ("monitor.tick_ms", monitor.tick_ms, 10, 60_000),
+            (
+                "monitor.concurrency",
+                u64::from(monitor.concurrency),
+                1,
+                10_000,
+            ),
+            ("monitor.tls_port", u64::from(monitor.tls_port), 1, 65_535),
+        ] {
+            if !(least..=most).contains(&value) {
+                return Err(SettingsError::BadValue {
+                    key,
+                    reason: format!("must be from {least} to {most}"),
+                });
+            }
+        }
+        if let Some(resolver) = &monitor.resolver {
+            if resolver.parse::<std::net::IpAddr>().is_err()
+                && resolver.parse::<SocketAddr>().is_err()
+            {
+                return Err(SettingsError::BadValue {
+                    key: "monitor.resolver",
+                    reason: "must be an IP address, with or without a port".into(),
+                });
+            }
         }
         let gateway = &self.gateway;
         let plane_name = gateway.plane_name.trim();

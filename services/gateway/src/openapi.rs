@@ -67,6 +67,13 @@ pub fn component_schemas() -> Map<String, Value> {
         add::<incidents::Bell>(&mut answers);
         add::<Notifications>(&mut answers);
     }
+    {
+        use capstan_events::monitor::rpc as monitor;
+        add::<monitor::UptimeChecks>(&mut answers);
+        add::<monitor::UptimeDetail>(&mut answers);
+        add::<monitor::UptimeCheck>(&mut answers);
+        add::<monitor::CertificateView>(&mut answers);
+    }
     let mut bodies = generator(SchemaSettings::draft2020_12().for_deserialize());
     add::<ApproveBody>(&mut bodies);
     add::<CreateJobBody>(&mut bodies);
@@ -75,6 +82,7 @@ pub fn component_schemas() -> Map<String, Value> {
     add::<SilenceBody>(&mut bodies);
     add::<WebhookBody>(&mut bodies);
     add::<AlertsBody>(&mut bodies);
+    add::<crate::api::monitor::UptimeBody>(&mut bodies);
     let mut schemas = answers.take_definitions(true);
     schemas.extend(bodies.take_definitions(true));
     schemas

@@ -99,6 +99,8 @@ pub enum Op {
     RefusalCount,
     /// A route of the incidents service's API (`api/incidents.rs`).
     Incidents(crate::api::incidents::IncidentsOp),
+    /// A route of the monitor service's API (`api/monitor.rs`).
+    Monitor(crate::api::monitor::MonitorOp),
     /// A page or form of the operator UI.
     Ui(UiOp),
 }
@@ -234,8 +236,14 @@ use Method::{Get, Post};
 
 /// The table: the gateway's own rows and the agent channel's, then each later domain's
 /// (`api/<domain>.rs`), in that order.
-pub static ROUTES: std::sync::LazyLock<Vec<Route>> =
-    std::sync::LazyLock::new(|| [CORE_ROUTES, crate::api::incidents::ROUTES].concat());
+pub static ROUTES: std::sync::LazyLock<Vec<Route>> = std::sync::LazyLock::new(|| {
+    [
+        CORE_ROUTES,
+        crate::api::incidents::ROUTES,
+        crate::api::monitor::ROUTES,
+    ]
+    .concat()
+});
 
 /// The gateway's own rows, the agent channel's and the UI's.
 const CORE_ROUTES: &[Route] = &[
@@ -412,6 +420,7 @@ fn handler(method: Method, op: Op) -> MethodRouter<AppState> {
         Op::MarkJobFailed => on(filter, operator::mark_job_failed),
         Op::RefusalCount => on(filter, operator::refusal_count),
         Op::Incidents(op) => crate::api::incidents::handler(filter, op),
+        Op::Monitor(op) => crate::api::monitor::handler(filter, op),
         Op::Ui(op) => ui::handler(filter, op),
     }
 }

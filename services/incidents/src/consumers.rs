@@ -1,6 +1,7 @@
 //! What this service hears from others, each message applied once through the inbox: the agent
-//! channel's node events (pairing, reports with their cases, check-ins, placement) and the gateway's
-//! operator changes. Node facts and operators are projections; a claim's `cases` go through
+//! channel's node events (pairing, reports with their cases, check-ins, placement), the
+//! gateway's operator changes and the monitor's judgements (site down or up, certificate
+//! problems). Node facts and operators are projections; a claim's `cases` go through
 //! the intake (AC-47) and become incidents (IN-11) in the same transaction.
 
 use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
@@ -8,6 +9,7 @@ use capstan_events::agent_channel::{
     NodeApproved, NodeDisconnected, NodeLeft, NodeReported, NodesSeen, PlacementChanged,
 };
 use capstan_events::gateway::OperatorChanged;
+use capstan_events::monitor::{CertProblemChanged, SiteDown, SiteUp};
 use capstan_events::Domain;
 use capstan_runtime::{decode, retry, Apply};
 use capstan_store::{PgConnection, StoreError};
@@ -21,7 +23,7 @@ use crate::domain::cases::incidents::case_effects;
 use crate::domain::cases::{intake, parse_cases, CaseOutcome};
 use crate::domain::grouping::host_critical_kinds;
 use crate::domain::reconcile::NodeContext;
-use crate::store::{self, projections, Audience};
+use crate::store::{self, monitor, projections, Audience};
 
 /// The durable consumers of this service: one per stream it reads.
 pub fn specs(max_deliver: u32, ack_wait: Duration) -> Vec<ConsumerSpec> {
@@ -111,6 +113,21 @@ impl Apply for Events {
             } else if envelope.is::<OperatorChanged>() {
                 let changed = decode::<OperatorChanged>(delivery)?;
                 projections::operator(connection, &changed.data)
+                    .await
+                    .map_err(retry)
+            } else if envelope.is::<SiteDown>() {
+                let down = decode::<SiteDown>(delivery)?;
+                monitor::site_down(connection, &down.data, down.data.checked_at)
+                    .await
+                    .map_err(retry)
+            } else if envelope.is::<SiteUp>() {
+                let up = decode::<SiteUp>(delivery)?;
+                monitor::site_up(connection, &up.data, up.data.up_at)
+                    .await
+                    .map_err(retry)
+            } else if envelope.is::<CertProblemChanged>() {
+                let changed = decode::<CertProblemChanged>(delivery)?;
+                monitor::cert_problem(connection, &changed.data)
                     .await
                     .map_err(retry)
             } else {

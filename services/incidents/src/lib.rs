@@ -22,7 +22,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::domain::delivery::{Backoff, GIVE_UP_AFTER, LONGEST_RETRY_GAP};
-use crate::domain::sources::{AgentSilent, Registry};
+use crate::domain::monitor::{CertProblemSource, SiteDown};
+use crate::domain::sources::{AgentSilent, PlaneSource, Registry};
 use crate::drivers::{mail::Smtp, webhook::Http, Drivers, Mailer};
 
 pub const DOMAIN: Domain = Domain::Incidents;
@@ -40,6 +41,15 @@ pub fn registry(settings: &Settings) -> anyhow::Result<Registry> {
                 .map_err(|error| anyhow::anyhow!("incidents.{error}"))?,
         ))
         .map_err(|error| anyhow::anyhow!("{error}"))?;
+    // The monitor's judgements (MO-04, MO-09).
+    for source in [
+        Box::new(SiteDown) as Box<dyn PlaneSource>,
+        Box::new(CertProblemSource),
+    ] {
+        registry
+            .register(source)
+            .map_err(|error| anyhow::anyhow!("{error}"))?;
+    }
     Ok(registry)
 }
 

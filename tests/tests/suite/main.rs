@@ -5,6 +5,7 @@ mod agent_channel;
 mod boundaries;
 mod dead_letters;
 mod incidents;
+mod monitor;
 mod nothing_lost;
 mod recipes;
 mod replicas;

@@ -284,6 +284,7 @@ impl Gateway {
         );
         tokio::spawn(server.serve(self.stop.clone()));
         tokio::spawn(fake_incidents(self.bus.clone(), &self.script).serve(self.stop.clone()));
+        tokio::spawn(fake_monitor(self.bus.clone(), &self.script).serve(self.stop.clone()));
         // Ready once it answers (the subscription is made asynchronously).
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
@@ -456,6 +457,54 @@ fn fake_incidents(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
     })
 }
 
+fn uptime_check(node_id: i64) -> capstan_events::monitor::rpc::UptimeCheck {
+    capstan_events::monitor::rpc::UptimeCheck {
+        node_id,
+        enabled: true,
+        kind: capstan_events::monitor::CheckKind::HttpStatus,
+        url: Some("https://shop.example/".into()),
+        keyword: None,
+        interval_secs: 60,
+        status: capstan_events::monitor::UptimeStatus::Up,
+        consecutive_failures: 0,
+        down_since: None,
+        reason: None,
+        checked_at: None,
+        response_ms: None,
+    }
+}
+
+/// A fake monitor service: each op answers the least a route needs to succeed.
+fn fake_monitor(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
+    use capstan_events::monitor::rpc as monitor;
+    let server = RpcServer::new(bus, Domain::Monitor);
+    let server = fake(server, script, monitor::ops::LIST_UPTIME, |_, _: Value| {
+        monitor::UptimeChecks {
+            checks: vec![uptime_check(5)],
+        }
+    });
+    let server = fake(server, script, monitor::ops::GET_UPTIME, |_, _: Value| {
+        monitor::UptimeDetail {
+            check: uptime_check(5),
+            history: vec![],
+        }
+    });
+    let server = fake(server, script, monitor::ops::SET_UPTIME, |_, _: Value| {
+        uptime_check(5)
+    });
+    fake(
+        server,
+        script,
+        monitor::ops::GET_CERTIFICATE,
+        |_, _: Value| monitor::CertificateView {
+            problem: None,
+            expires_at: None,
+            names: vec![],
+            checked_at: None,
+        },
+    )
+}
+
 /// Registers a fake op that records its request and answers `answer(request)`, or the
 /// scripted failure.
 fn fake<Req, Resp>(
@@ -589,6 +638,8 @@ pub fn body_for(path: &str) -> Value {
         json!({"email": null, "email_warning": false, "email_critical": true})
     } else if path.ends_with("/alerts") {
         json!({"alerts": "on"})
+    } else if path.ends_with("/uptime") {
+        json!({"enabled": true, "kind": "http_status", "url": "https://shop.example/"})
     } else {
         json!({})
     }

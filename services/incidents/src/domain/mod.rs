@@ -7,6 +7,8 @@
 //! * `triage.rs` — a person's acts: the `do` values, snooze choices, notes (IN-06, IN-18, IN-19).
 //! * `sources.rs` — `agent:<recipe>` and `plane:<name>`, the registry of plane detectors with
 //!   `plane:agent_silent`, a node's facts, install states and alerts setting (IN-12, IN-13, IN-15).
+//! * `monitor.rs` — the monitor service's sources, `plane:site_down` and `plane:cert_problem`,
+//!   and the facts they judge from.
 //! * `reconcile/` — the pass as a function: held incidents and the conditions that hold now in,
 //!   effects out (open, refresh, clear, settle, reopen, unproven; IN-03..IN-07, IN-14).
 //! * `cases/` — intake of an agent's cases from the claim's `cases` field (AC-46, AC-47), and
@@ -25,6 +27,7 @@ pub mod delivery;
 pub mod grouping;
 pub mod header;
 pub mod mail;
+pub mod monitor;
 pub mod reconcile;
 pub mod record;
 pub mod signals;

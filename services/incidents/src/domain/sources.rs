@@ -51,14 +51,24 @@ impl RecipeName {
 pub enum PlaneSourceName {
     /// A paired node whose agent has not checked in for the configured silence (critical).
     AgentSilent,
+    /// The monitor's uptime check says the node's site is down (critical; `monitor.rs`).
+    SiteDown,
+    /// The certificate the node's origin serves has a problem (warning; `monitor.rs`).
+    CertProblem,
 }
 
 impl PlaneSourceName {
-    pub const ALL: [PlaneSourceName; 1] = [PlaneSourceName::AgentSilent];
+    pub const ALL: [PlaneSourceName; 3] = [
+        PlaneSourceName::AgentSilent,
+        PlaneSourceName::SiteDown,
+        PlaneSourceName::CertProblem,
+    ];
 
     pub const fn as_str(self) -> &'static str {
         match self {
             PlaneSourceName::AgentSilent => "agent_silent",
+            PlaneSourceName::SiteDown => "site_down",
+            PlaneSourceName::CertProblem => "cert_problem",
         }
     }
 }
@@ -104,6 +114,10 @@ impl SourceName {
             },
             SourceName::Plane(PlaneSourceName::AgentSilent) => {
                 "The agent has stopped checking in".to_string()
+            }
+            SourceName::Plane(PlaneSourceName::SiteDown) => "The site is down".to_string(),
+            SourceName::Plane(PlaneSourceName::CertProblem) => {
+                "The served certificate has a problem".to_string()
             }
         }
     }
@@ -190,6 +204,8 @@ pub struct NodeFacts {
     pub in_test_account: bool,
     /// The Docker host's node, for a node that is one of its containers.
     pub docker_host: Option<NodeId>,
+    /// What the monitor service last said about it (`monitor.rs`).
+    pub monitor: super::monitor::MonitorFacts,
 }
 
 /// A condition a source says holds on a node now.
@@ -320,6 +336,7 @@ pub(crate) mod tests {
             alerts: Alerts::Automatic,
             in_test_account: false,
             docker_host: None,
+            monitor: Default::default(),
         }
     }
 

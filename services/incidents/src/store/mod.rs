@@ -17,6 +17,7 @@ use crate::domain::NodeId;
 
 pub mod acts;
 mod effects;
+pub mod monitor;
 pub mod projections;
 pub mod signals;
 
@@ -210,6 +211,9 @@ struct NodeRow {
     docker_host: Option<i64>,
     in_test_account: bool,
     alerts: String,
+    site_down_since: Option<DateTime<Utc>>,
+    site_down_reason: Option<String>,
+    cert_problem: Option<Json<capstan_events::monitor::CertProblem>>,
 }
 
 pub fn alerts(text: &str) -> Result<Alerts> {
@@ -241,12 +245,20 @@ impl NodeRow {
             alerts: alerts(&self.alerts)?,
             in_test_account: self.in_test_account,
             docker_host: self.docker_host,
+            monitor: crate::domain::monitor::MonitorFacts {
+                site_down_since: self.site_down_since,
+                site_down_reason: self.site_down_reason,
+                cert_problem: self.cert_problem.map(|problem| problem.0),
+            },
         })
     }
 }
 
 const NODE_COLUMNS: &str =
-    "node_id, paired_at, last_checkin_at, install_state, recipes, docker_host, in_test_account, alerts";
+    "node_id, paired_at, last_checkin_at, install_state, recipes, docker_host, in_test_account, alerts, \
+     site_down_since, site_down_reason, cert_problem";
+/// The nodes with what the monitor said of them (`monitor_facts`, fed by its events).
+const NODE_FROM: &str = "nodes LEFT JOIN monitor_facts USING (node_id)";
 
 /// How far the agent channel's reports of check-ins run.
 pub async fn checkins_as_of(connection: &mut PgConnection) -> Result<Option<DateTime<Utc>>> {
@@ -261,7 +273,7 @@ pub async fn checkins_as_of(connection: &mut PgConnection) -> Result<Option<Date
 pub async fn nodes(connection: &mut PgConnection) -> Result<Vec<NodeFacts>> {
     let as_of = checkins_as_of(connection).await?;
     let rows: Vec<NodeRow> = sqlx::query_as(&format!(
-        "SELECT {NODE_COLUMNS} FROM nodes ORDER BY node_id"
+        "SELECT {NODE_COLUMNS} FROM {NODE_FROM} ORDER BY node_id"
     ))
     .fetch_all(&mut *connection)
     .await?;
@@ -272,7 +284,7 @@ pub async fn nodes(connection: &mut PgConnection) -> Result<Vec<NodeFacts>> {
 pub async fn node(connection: &mut PgConnection, node: NodeId) -> Result<Option<NodeFacts>> {
     let as_of = checkins_as_of(connection).await?;
     let row: Option<NodeRow> = sqlx::query_as(&format!(
-        "SELECT {NODE_COLUMNS} FROM nodes WHERE node_id = $1"
+        "SELECT {NODE_COLUMNS} FROM {NODE_FROM} WHERE node_id = $1"
     ))
     .bind(node)
     .fetch_optional(&mut *connection)

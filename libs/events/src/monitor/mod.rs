@@ -1,0 +1,136 @@
+//! The monitor service's contract: the words its checks are spoken in (check kinds, uptime
+//! status, certificate reasons) shared by the service's domain, the gateway and the incidents
+//! service, its public events, and the rpc questions the gateway asks it.
+
+mod events;
+pub mod rpc;
+
+pub use events::*;
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// How a node's uptime is checked (MO-02, decision 6.1-9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckKind {
+    /// The default: the URL answers 2xx or 3xx.
+    HttpStatus,
+    /// The URL answers 2xx and its body contains the node's keyword.
+    Keyword,
+    /// An `https://` URL whose certificate chain is valid for its name (and answers at all).
+    TlsCertificate,
+    /// The URL is a health document: it answers 2xx with a JSON body.
+    Api,
+}
+
+impl CheckKind {
+    pub const ALL: [CheckKind; 4] = [
+        CheckKind::HttpStatus,
+        CheckKind::Keyword,
+        CheckKind::TlsCertificate,
+        CheckKind::Api,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CheckKind::HttpStatus => "http_status",
+            CheckKind::Keyword => "keyword",
+            CheckKind::TlsCertificate => "tls_certificate",
+            CheckKind::Api => "api",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<CheckKind> {
+        CheckKind::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == text)
+    }
+}
+
+/// A node's uptime as last judged: `unknown` until its first check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UptimeStatus {
+    Up,
+    Down,
+    Unknown,
+}
+
+impl UptimeStatus {
+    pub const ALL: [UptimeStatus; 3] =
+        [UptimeStatus::Up, UptimeStatus::Down, UptimeStatus::Unknown];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            UptimeStatus::Up => "up",
+            UptimeStatus::Down => "down",
+            UptimeStatus::Unknown => "unknown",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<UptimeStatus> {
+        UptimeStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == text)
+    }
+}
+
+/// The five reasons a served certificate is a problem (MO-09), in the order they are judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CertReason {
+    /// Two thirds of its life and a day more have passed and the same certificate is served.
+    RenewalOverdue,
+    /// It expires within the warning days (21 by default), or has expired.
+    ExpiryApproaching,
+    /// `www.<name>` resolves and the certificate served for it does not cover it.
+    WwwUncovered,
+    /// The origin serves a certificate for other names.
+    OriginUncovered,
+    /// The origin serves a self-signed certificate: the placeholder, never renewed.
+    Placeholder,
+}
+
+impl CertReason {
+    pub const ALL: [CertReason; 5] = [
+        CertReason::RenewalOverdue,
+        CertReason::ExpiryApproaching,
+        CertReason::WwwUncovered,
+        CertReason::OriginUncovered,
+        CertReason::Placeholder,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CertReason::RenewalOverdue => "renewal_overdue",
+            CertReason::ExpiryApproaching => "expiry_approaching",
+            CertReason::WwwUncovered => "www_uncovered",
+            CertReason::OriginUncovered => "origin_uncovered",
+            CertReason::Placeholder => "placeholder",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<CertReason> {
+        CertReason::ALL
+            .into_iter()
+            .find(|reason| reason.as_str() == text)
+    }
+}
+
+/// A served certificate's current problem (`mgn_cert_problem`): the incident's evidence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CertProblem {
+    pub reason: CertReason,
+    /// The plane's words for it.
+    pub title: String,
+    /// The served certificate's expiry, when it is this node's to date.
+    pub not_after: Option<DateTime<Utc>>,
+    /// What was seen: the names presented and wanted, the dates.
+    pub detail: String,
+    /// What fixes it.
+    pub fix: String,
+    /// For the placeholder: when it was first seen served (kept across checks).
+    pub since: Option<DateTime<Utc>>,
+}

@@ -1,0 +1,181 @@
+//! `/api/v1/uptime`, `/api/v1/nodes/{id}/uptime` and `/api/v1/nodes/{id}/certificate`: the
+//! monitor service's API (levels in the rows).
+
+use axum::{
+    extract::State,
+    http::Uri,
+    routing::{on, MethodFilter, MethodRouter},
+    Json,
+};
+use capstan_events::monitor::rpc::{
+    ops, CertificateView, GetCertificate, GetUptime, ListUptime, SetUptime, UptimeCheck,
+    UptimeChecks, UptimeDetail,
+};
+use capstan_events::Domain;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    ask::ask_of,
+    error::ApiError,
+    identity::Operator,
+    input::{JsonBody, NodeId, QueryParams},
+    routes::{Access, Method, Op, Route},
+    AppState,
+};
+
+/// What each monitor route does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MonitorOp {
+    ListUptime,
+    GetUptime,
+    SetUptime,
+    GetCertificate,
+}
+
+use capstan_events::rpc::Level::{Change, Read};
+
+const fn row(
+    method: Method,
+    path: &'static str,
+    level: capstan_events::rpc::Level,
+    op: MonitorOp,
+    action: Option<&'static str>,
+) -> Route {
+    Route {
+        method,
+        path,
+        access: Access::Operator(level),
+        op: Op::Monitor(op),
+        action,
+    }
+}
+
+/// This domain's rows of the route table.
+pub const ROUTES: &[Route] = &[
+    row(
+        Method::Get,
+        "/api/v1/uptime",
+        Read,
+        MonitorOp::ListUptime,
+        None,
+    ),
+    row(
+        Method::Get,
+        "/api/v1/nodes/{id}/uptime",
+        Read,
+        MonitorOp::GetUptime,
+        None,
+    ),
+    row(
+        Method::Put,
+        "/api/v1/nodes/{id}/uptime",
+        Change,
+        MonitorOp::SetUptime,
+        Some("set_uptime"),
+    ),
+    row(
+        Method::Get,
+        "/api/v1/nodes/{id}/certificate",
+        Read,
+        MonitorOp::GetCertificate,
+        None,
+    ),
+];
+
+/// The handler of `op`.
+pub fn handler(filter: MethodFilter, op: MonitorOp) -> MethodRouter<AppState> {
+    match op {
+        MonitorOp::ListUptime => on(filter, list_uptime),
+        MonitorOp::GetUptime => on(filter, get_uptime),
+        MonitorOp::SetUptime => on(filter, set_uptime),
+        MonitorOp::GetCertificate => on(filter, get_certificate),
+    }
+}
+
+async fn ask<Req: Serialize, Resp: serde::de::DeserializeOwned>(
+    state: &AppState,
+    op: &str,
+    request: &Req,
+) -> Result<Resp, ApiError> {
+    ask_of(state, Domain::Monitor, op, request).await
+}
+
+pub async fn list_uptime(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    uri: Uri,
+) -> Result<Json<UptimeChecks>, ApiError> {
+    let query = QueryParams::parse(&uri, &["status"])?;
+    let request = ListUptime {
+        actor,
+        status: query.get::<String>("status", "up, down or unknown")?,
+    };
+    Ok(Json(ask(&state, ops::LIST_UPTIME, &request).await?))
+}
+
+pub async fn get_uptime(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+) -> Result<Json<UptimeDetail>, ApiError> {
+    Ok(Json(
+        ask(&state, ops::GET_UPTIME, &GetUptime { actor, node_id }).await?,
+    ))
+}
+
+/// `PUT /api/v1/nodes/{id}/uptime`: the node's whole check setting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UptimeBody {
+    pub enabled: bool,
+    /// `http_status` (the default), `keyword`, `tls_certificate` or `api`.
+    #[serde(default = "http_status")]
+    pub kind: String,
+    /// `http://` or `https://`; none (or empty) checks nothing.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// For `keyword`: the text the page must contain.
+    #[serde(default)]
+    pub keyword: Option<String>,
+    /// Seconds between checks; 60 when absent.
+    #[serde(default)]
+    pub interval_secs: Option<u32>,
+}
+
+fn http_status() -> String {
+    "http_status".to_string()
+}
+
+pub async fn set_uptime(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+    JsonBody(body): JsonBody<UptimeBody>,
+) -> Result<Json<UptimeCheck>, ApiError> {
+    let request = SetUptime {
+        actor,
+        node_id,
+        enabled: body.enabled,
+        kind: body.kind,
+        url: body.url,
+        keyword: body.keyword,
+        interval_secs: body.interval_secs,
+    };
+    Ok(Json(ask(&state, ops::SET_UPTIME, &request).await?))
+}
+
+pub async fn get_certificate(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+) -> Result<Json<CertificateView>, ApiError> {
+    Ok(Json(
+        ask(
+            &state,
+            ops::GET_CERTIFICATE,
+            &GetCertificate { actor, node_id },
+        )
+        .await?,
+    ))
+}

@@ -1,0 +1,47 @@
+//! The monitor's reach into the world: its resolver, its HTTP checks and its reading of served
+//! certificates. Every connection is made by hand to an address chosen here (pinned or
+//! resolved, MO-03) so the name stays the one used for SNI and `Host`.
+
+pub mod dns;
+pub mod http;
+pub mod tls;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use capstan_settings::MonitorSettings;
+
+pub use dns::Resolver;
+
+/// What every check reaches: the resolver, the two TLS set-ups and the limits.
+pub struct Prober {
+    pub resolver: Resolver,
+    /// Verifies the chain and the name against the system's roots (uptime checks).
+    pub verified: tokio_rustls::TlsConnector,
+    /// Verifies nothing and keeps the certificate (reading what an origin serves, MO-08).
+    pub any: tokio_rustls::TlsConnector,
+    pub timeout: Duration,
+    pub tls_port: u16,
+}
+
+impl Prober {
+    pub fn new(settings: &MonitorSettings) -> anyhow::Result<Prober> {
+        Ok(Prober {
+            resolver: Resolver::new(settings.resolver.as_deref())?,
+            verified: tls::verified_connector(),
+            any: tls::any_connector(),
+            timeout: settings.timeout(),
+            tls_port: settings.tls_port,
+        })
+    }
+
+    /// For tests: as [`Prober::new`], trusting `extra_roots` besides the system's.
+    pub fn with_roots(
+        settings: &MonitorSettings,
+        extra_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
+    ) -> anyhow::Result<Arc<Prober>> {
+        let mut prober = Prober::new(settings)?;
+        prober.verified = tls::verified_connector_with(extra_roots);
+        Ok(Arc::new(prober))
+    }
+}

@@ -1,0 +1,295 @@
+//! The questions the gateway asks (`capstan.rpc.monitor.*`). Each checks the actor's level
+//! first (ARCHITECTURE.md 6.2-3: reads 7, changing a check 8), reads or changes through the
+//! store, and answers in the contract's words. A change and the events it causes commit
+//! together.
+
+use capstan_bus::RpcServer;
+use capstan_events::monitor::rpc::{
+    ops, CertProblemView, CertificateView, GetCertificate, GetUptime, HistoryPoint, ListUptime,
+    SetUptime, UptimeCheck, UptimeChecks, UptimeDetail,
+};
+use capstan_events::monitor::{CertProblemChanged, SiteUp, UptimeStatus};
+use capstan_events::rpc::{ErrorCode, Level, RpcError};
+use capstan_store::{Store, StoreError};
+use chrono::Utc;
+
+use crate::domain::uptime::{self, first_due, Live, Setting, HISTORY_KEPT};
+use crate::domain::InvalidInput;
+use crate::store::{self, CheckRow};
+
+type Answer<T> = Result<T, RpcError>;
+
+/// How soon after its URL is set or changes a node's certificate is first read, at most.
+pub const CERT_SOON_SECS: u32 = 10;
+
+/// What every handler reaches.
+#[derive(Clone)]
+pub struct State {
+    pub store: Store,
+    /// `CAPSTAN__MONITOR__MIN_INTERVAL_SECS`.
+    pub min_interval_secs: u32,
+}
+
+/// Adds the monitor service's questions to `server`.
+pub fn routes(server: RpcServer, state: State) -> RpcServer {
+    server
+        .route_with_state(ops::LIST_UPTIME, &state, list_uptime)
+        .route_with_state(ops::GET_UPTIME, &state, get_uptime)
+        .route_with_state(ops::SET_UPTIME, &state, set_uptime)
+        .route_with_state(ops::GET_CERTIFICATE, &state, get_certificate)
+}
+
+fn unavailable(error: StoreError) -> RpcError {
+    capstan_runtime::unavailable(crate::DOMAIN, error)
+}
+
+fn invalid(error: InvalidInput) -> RpcError {
+    RpcError::new(ErrorCode::InvalidRequest, error.to_string())
+}
+
+fn no_node(node: i64) -> RpcError {
+    RpcError::new(ErrorCode::NotFound, format!("no node {node}"))
+}
+
+fn view(row: &CheckRow) -> Answer<UptimeCheck> {
+    row.view().map_err(unavailable)
+}
+
+pub async fn list_uptime(state: State, request: ListUptime) -> Answer<UptimeChecks> {
+    request.actor.require(Level::Read, "reading uptime")?;
+    let status =
+        match request.status.as_deref() {
+            None | Some("") => None,
+            Some(text) => Some(UptimeStatus::parse(text).ok_or_else(|| {
+                invalid(InvalidInput::new("status", "must be up, down or unknown"))
+            })?),
+        };
+    let mut connection = state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(|e| unavailable(e.into()))?;
+    let rows = store::checks(&mut connection, status)
+        .await
+        .map_err(unavailable)?;
+    Ok(UptimeChecks {
+        checks: rows.iter().map(view).collect::<Answer<_>>()?,
+    })
+}
+
+pub async fn get_uptime(state: State, request: GetUptime) -> Answer<UptimeDetail> {
+    request.actor.require(Level::Read, "reading uptime")?;
+    let mut connection = state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(|e| unavailable(e.into()))?;
+    let row = store::check(&mut connection, request.node_id, false)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| no_node(request.node_id))?;
+    let history = store::history(&mut connection, request.node_id, Utc::now() - HISTORY_KEPT)
+        .await
+        .map_err(unavailable)?
+        .into_iter()
+        .map(|(at, ok, response_ms)| HistoryPoint {
+            at,
+            ok,
+            response_ms: response_ms.and_then(|ms| u32::try_from(ms).ok()),
+        })
+        .collect();
+    Ok(UptimeDetail {
+        check: view(&row)?,
+        history,
+    })
+}
+
+/// Whether two settings check the same thing the same way (only the interval may differ).
+fn same_target(old: &CheckRow, new: &Setting) -> bool {
+    old.enabled == new.enabled
+        && old.kind == new.kind.as_str()
+        && old.url.as_deref() == new.url.as_ref().map(|url| url.as_str())
+        && old.keyword == new.keyword
+}
+
+pub async fn set_uptime(state: State, request: SetUptime) -> Answer<UptimeCheck> {
+    request
+        .actor
+        .require(Level::Change, "changing a node's uptime check")?;
+    let setting = uptime::setting(
+        request.enabled,
+        &request.kind,
+        request.url.as_deref(),
+        request.keyword.as_deref(),
+        request.interval_secs,
+        state.min_interval_secs,
+    )
+    .map_err(invalid)?;
+    let node = request.node_id;
+    let now = Utc::now();
+    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    if !store::node_known(&mut transaction, node)
+        .await
+        .map_err(unavailable)?
+    {
+        return Err(no_node(node));
+    }
+    let old = store::check(&mut transaction, node, true)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| no_node(node))?;
+    let old_live = old.live().map_err(unavailable)?;
+    let kept = same_target(&old, &setting);
+    // A check pointed elsewhere, or switched off, starts again from unknown; an outage it
+    // reported is over as far as anyone can tell.
+    let live = if kept {
+        old_live.clone()
+    } else {
+        Live::default()
+    };
+    if let (false, Some(down_since), Some(url)) = (kept, old_live.down_since, old.url.as_deref()) {
+        store::site_up(
+            &mut transaction,
+            SiteUp {
+                node_id: node,
+                url: url.to_string(),
+                down_since,
+                up_at: now,
+                stopped: true,
+            },
+        )
+        .await
+        .map_err(unavailable)?;
+    }
+    let phase = rand::random::<f64>();
+    let next_check_at = match (&setting.active(), kept, old.next_check_at) {
+        (false, _, _) => None,
+        (true, true, Some(next)) if old.interval_secs == setting.interval_secs as i32 => Some(next),
+        (true, _, _) => Some(first_due(now, setting.interval_secs, phase)),
+    };
+    store::set_check(
+        &mut transaction,
+        node,
+        &setting,
+        &live,
+        next_check_at,
+        !kept,
+    )
+    .await
+    .map_err(unavailable)?;
+    // MO-08: the certificate is read for the URL's host, soon after it is set or changes.
+    let old_certificate = store::certificate(&mut transaction, node, true)
+        .await
+        .map_err(unavailable)?;
+    let name = setting
+        .url
+        .as_ref()
+        .filter(|_| setting.active())
+        .and_then(|url| url.host_str())
+        .filter(|host| host.parse::<std::net::IpAddr>().is_err() && !host.starts_with('['))
+        .map(str::to_ascii_lowercase);
+    let had_problem = old_certificate
+        .as_ref()
+        .and_then(|row| row.problem.as_ref())
+        .is_some();
+    match &name {
+        Some(name) => {
+            let renamed = old_certificate.as_ref().is_none_or(|row| &row.name != name);
+            if renamed || !kept {
+                store::watch_certificate(
+                    &mut transaction,
+                    node,
+                    name,
+                    first_due(now, CERT_SOON_SECS, phase),
+                )
+                .await
+                .map_err(unavailable)?;
+            }
+            if renamed && had_problem {
+                cert_cleared(&mut transaction, node, name, now).await?;
+            }
+        }
+        None => {
+            store::unwatch_certificate(&mut transaction, node)
+                .await
+                .map_err(unavailable)?;
+            if let (true, Some(old)) = (had_problem, &old_certificate) {
+                cert_cleared(&mut transaction, node, &old.name, now).await?;
+            }
+        }
+    }
+    let row = store::check(&mut transaction, node, false)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| no_node(node))?;
+    transaction
+        .commit()
+        .await
+        .map_err(|e| unavailable(e.into()))?;
+    view(&row)
+}
+
+async fn cert_cleared(
+    connection: &mut capstan_store::PgConnection,
+    node: i64,
+    name: &str,
+    now: chrono::DateTime<Utc>,
+) -> Answer<()> {
+    store::cert_problem_changed(
+        connection,
+        CertProblemChanged {
+            node_id: node,
+            name: name.to_string(),
+            problem: None,
+            checked_at: now,
+        },
+    )
+    .await
+    .map_err(unavailable)
+}
+
+pub async fn get_certificate(state: State, request: GetCertificate) -> Answer<CertificateView> {
+    request
+        .actor
+        .require(Level::Read, "reading a node's certificate")?;
+    let mut connection = state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(|e| unavailable(e.into()))?;
+    if !store::node_known(&mut connection, request.node_id)
+        .await
+        .map_err(unavailable)?
+    {
+        return Err(no_node(request.node_id));
+    }
+    let row = store::certificate(&mut connection, request.node_id, false)
+        .await
+        .map_err(unavailable)?;
+    Ok(match row {
+        None => CertificateView {
+            problem: None,
+            expires_at: None,
+            names: Vec::new(),
+            checked_at: None,
+        },
+        Some(row) => CertificateView {
+            problem: row.problem.map(|problem| {
+                let problem = problem.0;
+                CertProblemView {
+                    reason: problem.reason,
+                    title: problem.title,
+                    not_after: problem.not_after,
+                    detail: problem.detail,
+                    fix: problem.fix,
+                }
+            }),
+            expires_at: row.expires_at,
+            names: row.names.0,
+            checked_at: row.checked_at,
+        },
+    })
+}
