@@ -131,6 +131,8 @@ pub enum UiOp {
     CancelJob,
     MarkFailedPage,
     MarkJobFailed,
+    /// A page or form of the incidents service (`ui/incidents/`).
+    Incidents(crate::ui::incidents::IncidentsPage),
 }
 
 /// One row of the table.
@@ -190,7 +192,7 @@ impl Route {
         Route::public(method, path, Op::Ui(op))
     }
 
-    const fn page(path: &'static str, level: Level, op: UiOp) -> Route {
+    pub(crate) const fn page(path: &'static str, level: Level, op: UiOp) -> Route {
         Route {
             method: Method::Get,
             path,
@@ -200,7 +202,12 @@ impl Route {
         }
     }
 
-    const fn form(path: &'static str, level: Level, op: UiOp, action: &'static str) -> Route {
+    pub(crate) const fn form(
+        path: &'static str,
+        level: Level,
+        op: UiOp,
+        action: &'static str,
+    ) -> Route {
         Route {
             method: Method::Post,
             path,
@@ -229,10 +236,16 @@ impl Route {
 use Level::{Admin, Change, Read};
 use Method::{Get, Post};
 
-/// The table: the gateway's own rows and the agent channel's, then each later domain's
-/// (`api/<domain>.rs`), in that order.
-pub static ROUTES: std::sync::LazyLock<Vec<Route>> =
-    std::sync::LazyLock::new(|| [CORE_ROUTES, crate::api::incidents::ROUTES].concat());
+/// The table: the gateway's own rows and the agent channel's, then each later domain's API
+/// (`api/<domain>.rs`) and pages (`ui/<domain>/`), in that order.
+pub static ROUTES: std::sync::LazyLock<Vec<Route>> = std::sync::LazyLock::new(|| {
+    [
+        CORE_ROUTES,
+        crate::api::incidents::ROUTES,
+        crate::ui::incidents::ROUTES,
+    ]
+    .concat()
+});
 
 /// The gateway's own rows, the agent channel's and the UI's.
 const CORE_ROUTES: &[Route] = &[

@@ -4,6 +4,7 @@
 //! tests fail and say so.
 
 mod flows;
+mod incidents;
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
