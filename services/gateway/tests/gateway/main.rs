@@ -8,6 +8,7 @@ mod auth;
 mod browser;
 mod errors;
 mod harness;
+mod incidents_ui;
 mod openapi;
 mod sign_in;
 mod ui;
