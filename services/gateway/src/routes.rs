@@ -136,6 +136,8 @@ pub enum UiOp {
     CancelJob,
     MarkFailedPage,
     MarkJobFailed,
+    /// A page or form of the incidents service (`ui/incidents/`).
+    Incidents(crate::ui::incidents::IncidentsPage),
 }
 
 /// One row of the table.
@@ -195,7 +197,7 @@ impl Route {
         Route::public(method, path, Op::Ui(op))
     }
 
-    const fn page(path: &'static str, level: Level, op: UiOp) -> Route {
+    pub(crate) const fn page(path: &'static str, level: Level, op: UiOp) -> Route {
         Route {
             method: Method::Get,
             path,
@@ -205,7 +207,12 @@ impl Route {
         }
     }
 
-    const fn form(path: &'static str, level: Level, op: UiOp, action: &'static str) -> Route {
+    pub(crate) const fn form(
+        path: &'static str,
+        level: Level,
+        op: UiOp,
+        action: &'static str,
+    ) -> Route {
         Route {
             method: Method::Post,
             path,
@@ -234,13 +241,14 @@ impl Route {
 use Level::{Admin, Change, Read};
 use Method::{Get, Post};
 
-/// The table: the gateway's own rows and the agent channel's, then each later domain's
-/// (`api/<domain>.rs`), in that order.
+/// The table: the gateway's own rows and the agent channel's, then each later domain's API
+/// (`api/<domain>.rs`) and pages (`ui/<domain>/`), in that order.
 pub static ROUTES: std::sync::LazyLock<Vec<Route>> = std::sync::LazyLock::new(|| {
     [
         CORE_ROUTES,
         crate::api::incidents::ROUTES,
         crate::api::monitor::ROUTES,
+        crate::ui::incidents::ROUTES,
     ]
     .concat()
 });

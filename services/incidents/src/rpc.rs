@@ -11,7 +11,7 @@ use capstan_events::incidents::rpc::{
     GetIncident, Header, HeaderRequest, IncidentDetail, IncidentView, Incidents, ListIncidents,
     ListRequest, MailPreferences as MailView, NotificationsRequest, SetAlerts, SetNotifications,
     SignalView, SilenceView, Silences, TimelineView, TriageIncident, Triaged, WebhookCreated,
-    WebhookView, Webhooks,
+    WebhookDeliveries, WebhookDeliveriesRequest, WebhookDelivery, WebhookView, Webhooks,
 };
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
 use capstan_store::{Store, StoreError};
@@ -56,6 +56,7 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
         .route_with_state(ops::SET_NOTIFICATIONS, &state, set_notifications)
         .route_with_state(ops::BELL, &state, bell)
         .route_with_state(ops::SET_ALERTS, &state, set_alerts)
+        .route_with_state(ops::WEBHOOK_DELIVERIES, &state, webhook_deliveries)
 }
 
 fn unavailable(error: StoreError) -> RpcError {
@@ -575,4 +576,51 @@ pub async fn set_alerts(state: State, request: SetAlerts) -> Answer<Done> {
         return Err(not_found(format!("no node {}", request.node_id)));
     }
     Ok(Done {})
+}
+
+/// The most deliveries one delivery log answers with.
+pub const DELIVERY_LOG_LIMIT: u32 = 100;
+
+/// The webhooks' delivery log: the latest deliveries, each with its attempts (level 10).
+pub async fn webhook_deliveries(
+    state: State,
+    request: WebhookDeliveriesRequest,
+) -> Answer<WebhookDeliveries> {
+    request
+        .actor
+        .require(Level::Admin, "reading the webhooks' delivery log")?;
+    let mut connection = connection(&state).await?;
+    let rows = signals::webhook_deliveries(
+        &mut connection,
+        i64::from(request.limit.clamp(1, DELIVERY_LOG_LIMIT)),
+    )
+    .await
+    .map_err(unavailable)?;
+    let ids: Vec<i64> = rows.iter().map(|row| row.id).collect();
+    let mut log: HashMap<i64, Vec<AttemptView>> = HashMap::new();
+    for (delivery, at, ok, said) in signals::attempts(&mut connection, &ids)
+        .await
+        .map_err(unavailable)?
+    {
+        log.entry(delivery).or_default().push(AttemptView {
+            at,
+            ok,
+            detail: said,
+        });
+    }
+    Ok(WebhookDeliveries {
+        deliveries: rows
+            .into_iter()
+            .map(|row| WebhookDelivery {
+                id: row.id,
+                at: row.at,
+                incident_id: row.incident_id,
+                webhook_id: row.webhook_id,
+                url: row.url,
+                state: row.state,
+                attempts: u32::try_from(row.attempts).unwrap_or_default(),
+                log: log.remove(&row.id).unwrap_or_default(),
+            })
+            .collect(),
+    })
 }

@@ -27,6 +27,7 @@ pub mod ops {
     pub const SET_NOTIFICATIONS: &str = "set_notifications";
     pub const BELL: &str = "bell";
     pub const SET_ALERTS: &str = "set_alerts";
+    pub const WEBHOOK_DELIVERIES: &str = "webhook_deliveries";
 }
 
 /// `GET /api/v1/incidents?view=&node_id=&source=&happening=` (level 7). `view` is read by the
@@ -252,6 +253,35 @@ pub struct WebhookCreated {
     #[serde(flatten)]
     pub webhook: WebhookView,
     pub secret: String,
+}
+
+/// The webhooks' delivery log (level 10): the latest deliveries to any webhook, newest first,
+/// each with its attempts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WebhookDeliveriesRequest {
+    pub actor: Actor,
+    /// At most this many (the service caps it).
+    pub limit: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WebhookDelivery {
+    pub id: i64,
+    /// When the signal was made.
+    pub at: DateTime<Utc>,
+    pub incident_id: i64,
+    pub webhook_id: i64,
+    /// The webhook's address (kept after the webhook is deleted).
+    pub url: Option<String>,
+    /// `pending`, `delivered`, `given_up`.
+    pub state: String,
+    pub attempts: u32,
+    pub log: Vec<AttemptView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WebhookDeliveries {
+    pub deliveries: Vec<WebhookDelivery>,
 }
 
 /// One operator's mail preferences, keyed by the gateway's operator id.

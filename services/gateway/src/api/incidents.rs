@@ -15,6 +15,7 @@ use capstan_events::incidents::rpc::{
     Triaged, WebhookCreated, Webhooks,
 };
 use capstan_events::incidents::Severity;
+use capstan_events::rpc::Actor;
 use capstan_events::Domain;
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
@@ -411,18 +412,7 @@ pub async fn get_notifications(
     State(state): State<AppState>,
     Operator(actor): Operator,
 ) -> Result<Json<Notifications>, ApiError> {
-    let (operator_id, email) = me(&state, &actor.name).await?;
-    let preferences: MailPreferences = ask(
-        &state,
-        ops::GET_NOTIFICATIONS,
-        &NotificationsRequest { actor, operator_id },
-    )
-    .await?;
-    Ok(Json(Notifications {
-        email,
-        email_warning: preferences.email_warning,
-        email_critical: preferences.email_critical,
-    }))
+    Ok(Json(notifications_of(&state, actor).await?))
 }
 
 pub async fn set_notifications(
@@ -430,11 +420,38 @@ pub async fn set_notifications(
     Operator(actor): Operator,
     JsonBody(body): JsonBody<Notifications>,
 ) -> Result<Json<Notifications>, ApiError> {
+    Ok(Json(save_notifications(&state, actor, body).await?))
+}
+
+/// `actor`'s mail address (the gateway's) and when mail is wanted (the incidents service's);
+/// the API and the Account page both read them here.
+pub async fn notifications_of(state: &AppState, actor: Actor) -> Result<Notifications, ApiError> {
+    let (operator_id, email) = me(state, &actor.name).await?;
+    let preferences: MailPreferences = ask(
+        state,
+        ops::GET_NOTIFICATIONS,
+        &NotificationsRequest { actor, operator_id },
+    )
+    .await?;
+    Ok(Notifications {
+        email,
+        email_warning: preferences.email_warning,
+        email_critical: preferences.email_critical,
+    })
+}
+
+/// Sets `actor`'s mail address and preferences: the address is checked first, so a bad one
+/// changes nothing.
+pub async fn save_notifications(
+    state: &AppState,
+    actor: Actor,
+    body: Notifications,
+) -> Result<Notifications, ApiError> {
     let email = match body.email.as_deref().map(str::trim) {
         None | Some("") => None,
         Some(text) => Some(Email::parse(text).map_err(|why| ApiError::invalid("email", why))?),
     };
-    let (operator_id, _) = me(&state, &actor.name).await?;
+    let (operator_id, _) = me(state, &actor.name).await?;
     let preferences = MailPreferences {
         email_warning: body.email_warning,
         email_critical: body.email_critical,
@@ -444,14 +461,14 @@ pub async fn set_notifications(
         operator_id,
         preferences,
     };
-    let _: MailPreferences = ask(&state, ops::SET_NOTIFICATIONS, &request).await?;
+    let _: MailPreferences = ask(state, ops::SET_NOTIFICATIONS, &request).await?;
     store::set_email(&state.store, &actor.name, email.as_ref().map(Email::as_str))
         .await
         .map_err(|error| ApiError::unavailable(format!("gateway: {error}")))?;
-    Ok(Json(Notifications {
+    Ok(Notifications {
         email: email.map(|email| email.as_str().to_string()),
         ..body
-    }))
+    })
 }
 
 pub async fn bell(

@@ -41,6 +41,7 @@ struct AccountPage {
     /// A token just created: shown this once.
     new_token: Option<String>,
     problem: Option<String>,
+    notifications: super::incidents::NotificationsSection,
 }
 
 async fn account(
@@ -68,8 +69,10 @@ async fn account(
             revoked: row.revoked_at.map(ago),
         })
         .collect();
+    let notifications = super::incidents::notifications_section(state, session).await;
     let page = AccountPage {
         chrome: Chrome::signed_in(session, headers, "Account", "account"),
+        notifications,
         level: u8::from(session.level),
         tokens,
         new_token,

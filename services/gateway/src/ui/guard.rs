@@ -36,6 +36,8 @@ pub struct UiSession {
     pub level: Level,
     pub csrf: String,
     pub address: Option<String>,
+    /// The header line of a page (IN-16), asked once by [`require_session`] for a page.
+    pub incidents: Option<super::incidents::IncidentLine>,
 }
 
 impl std::fmt::Debug for UiSession {
@@ -188,6 +190,7 @@ pub async fn require_session(
         level: record.level,
         csrf: record.csrf_token,
         address,
+        incidents: None,
     };
     let body = if is_post {
         let (fields, body) = match read_form(&parts, body).await {
@@ -224,6 +227,11 @@ pub async fn require_session(
         .with_session(&session)
         .into_response()
     } else {
+        let mut session = session;
+        // Not before the operator's own password is chosen: that page shows nothing else.
+        if !record.must_change_password && super::incidents::shows_header_line(route) {
+            session.incidents = super::incidents::header_line(&state, &actor).await;
+        }
         parts.extensions.insert(actor.clone());
         parts.extensions.insert(session);
         next.run(Request::from_parts(parts, body)).await

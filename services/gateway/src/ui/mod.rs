@@ -39,6 +39,8 @@
 //! * account: `form#create-token`, `input[name=label]`, `[data-test=new-token]`,
 //!   `#token-<id>` rows, `button[data-test=revoke]`
 //! * audit: `#audit-<id>` rows, `a[data-test=older]`
+//! * incidents' pages, the header line and the node page's Incidents card: see
+//!   [`incidents`]
 
 mod account;
 pub mod assets;
@@ -47,6 +49,7 @@ mod dashboard;
 mod format;
 mod forms;
 pub mod guard;
+pub mod incidents;
 mod jobs;
 mod listing;
 mod nodes;
@@ -146,6 +149,7 @@ pub fn handler(filter: MethodFilter, op: UiOp) -> MethodRouter<AppState> {
         UiOp::CancelJob => on(filter, jobs::cancel),
         UiOp::MarkFailedPage => on(filter, jobs::mark_failed_page),
         UiOp::MarkJobFailed => on(filter, jobs::mark_failed),
+        UiOp::Incidents(op) => incidents::handler(filter, op),
     }
 }
 
@@ -175,9 +179,12 @@ pub struct Chrome {
     pub operator: Option<(String, u8)>,
     pub csrf: String,
     pub flash: Option<Flash>,
-    /// The current section, for the navigation: `dashboard`, `account`, `audit`, or empty.
+    /// The current section, for the navigation: `dashboard`, `incidents`, `silences`,
+    /// `webhooks`, `bell`, `account`, `audit`, or empty.
     pub section: &'static str,
     pub is_admin: bool,
+    /// The header line (IN-16), when there is something to say.
+    pub incidents: Option<incidents::IncidentLine>,
     pub css: String,
     pub js: String,
 }
@@ -194,6 +201,7 @@ impl Chrome {
             operator: Some((session.name.clone(), u8::from(session.level))),
             csrf: session.csrf.clone(),
             is_admin: session.level >= Level::Admin,
+            incidents: session.incidents.clone(),
             ..Chrome::anonymous(headers, title, section)
         }
     }
@@ -211,6 +219,7 @@ impl Chrome {
             flash: cookies::read_flash(headers),
             section,
             is_admin: false,
+            incidents: None,
             css: assets::url("app.css"),
             js: assets::url("app.js"),
         }

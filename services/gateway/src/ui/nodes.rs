@@ -110,6 +110,7 @@ struct NodePage {
     agent: Agent,
     can_disconnect: bool,
     recipes: Vec<super::recipes::RecipeRow>,
+    incidents: super::incidents::NodeCard,
 }
 
 fn finding(found: &Option<capstan_events::agent_channel::rpc::Finding>) -> Option<Finding> {
@@ -205,8 +206,10 @@ pub async fn page(
             .as_ref()
             .and_then(|found| found.result.as_ref()),
     );
+    let incidents = super::incidents::node_card(&state, &session, node_id).await;
     let page = NodePage {
         chrome: Chrome::signed_in(&session, &headers, node.name.clone(), "dashboard"),
+        incidents,
         tab: tab.name(),
         facts,
         last_check: finding(&node.last_check),

@@ -452,6 +452,12 @@ fn fake_incidents(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
     let server = fake(server, script, incidents::ops::BELL, |_, _: Value| {
         incidents::Bell { items: vec![] }
     });
+    let server = fake(
+        server,
+        script,
+        incidents::ops::WEBHOOK_DELIVERIES,
+        |_, _: Value| incidents::WebhookDeliveries { deliveries: vec![] },
+    );
     fake(server, script, incidents::ops::SET_ALERTS, |_, _: Value| {
         Done {}
     })

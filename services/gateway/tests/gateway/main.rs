@@ -8,6 +8,7 @@ mod auth;
 mod browser;
 mod errors;
 mod harness;
+mod incidents_ui;
 mod listing;
 mod openapi;
 mod probes;

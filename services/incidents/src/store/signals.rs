@@ -177,6 +177,36 @@ pub async fn of_incident(connection: &mut PgConnection, incident: i64) -> Result
     .await?)
 }
 
+/// One delivery to a webhook, for the webhooks' delivery log.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct WebhookDeliveryRow {
+    pub id: i64,
+    pub at: DateTime<Utc>,
+    pub incident_id: i64,
+    pub webhook_id: i64,
+    pub url: Option<String>,
+    pub state: String,
+    pub attempts: i32,
+}
+
+/// The latest `limit` deliveries to webhooks, newest first.
+pub async fn webhook_deliveries(
+    connection: &mut PgConnection,
+    limit: i64,
+) -> Result<Vec<WebhookDeliveryRow>> {
+    Ok(sqlx::query_as(
+        "SELECT d.id, s.at, s.incident_id, d.target AS webhook_id, w.url, d.state, d.attempts
+         FROM deliveries d
+         JOIN signals s ON s.id = d.signal_id
+         LEFT JOIN webhooks w ON w.id = d.target
+         WHERE d.channel = 'webhook'
+         ORDER BY d.id DESC LIMIT $1",
+    )
+    .bind(limit)
+    .fetch_all(&mut *connection)
+    .await?)
+}
+
 /// The delivery log of `deliveries`: `(delivery, at, ok, detail)`, oldest first.
 pub async fn attempts(
     connection: &mut PgConnection,

@@ -4,6 +4,7 @@
 //! tests fail and say so.
 
 mod flows;
+mod incidents;
 mod scale;
 
 use fantoccini::{Client, ClientBuilder, Locator};
