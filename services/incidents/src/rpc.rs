@@ -196,17 +196,7 @@ async fn detail(connection: &mut PoolConnection<Postgres>, id: i64) -> Answer<In
         .await
         .map_err(unavailable)?;
     let ids: Vec<i64> = rows.iter().map(|row| row.id).filter(|id| *id > 0).collect();
-    let mut log: HashMap<i64, Vec<AttemptView>> = HashMap::new();
-    for (delivery, at, ok, said) in signals::attempts(connection, &ids)
-        .await
-        .map_err(unavailable)?
-    {
-        log.entry(delivery).or_default().push(AttemptView {
-            at,
-            ok,
-            detail: said,
-        });
-    }
+    let mut log = attempt_log(connection, &ids).await?;
     let signals = rows
         .into_iter()
         .map(|row| match (&row.channel, &row.held) {
@@ -251,6 +241,25 @@ async fn detail(connection: &mut PoolConnection<Postgres>, id: i64) -> Answer<In
         signals,
         grouped,
     })
+}
+
+/// The delivery log of `deliveries`, by delivery, each oldest first.
+async fn attempt_log(
+    connection: &mut PoolConnection<Postgres>,
+    deliveries: &[i64],
+) -> Answer<HashMap<i64, Vec<AttemptView>>> {
+    let mut log: HashMap<i64, Vec<AttemptView>> = HashMap::new();
+    for (delivery, at, ok, said) in signals::attempts(connection, deliveries)
+        .await
+        .map_err(unavailable)?
+    {
+        log.entry(delivery).or_default().push(AttemptView {
+            at,
+            ok,
+            detail: said,
+        });
+    }
+    Ok(log)
 }
 
 pub async fn get(state: State, request: GetIncident) -> Answer<IncidentDetail> {
@@ -597,17 +606,7 @@ pub async fn webhook_deliveries(
     .await
     .map_err(unavailable)?;
     let ids: Vec<i64> = rows.iter().map(|row| row.id).collect();
-    let mut log: HashMap<i64, Vec<AttemptView>> = HashMap::new();
-    for (delivery, at, ok, said) in signals::attempts(&mut connection, &ids)
-        .await
-        .map_err(unavailable)?
-    {
-        log.entry(delivery).or_default().push(AttemptView {
-            at,
-            ok,
-            detail: said,
-        });
-    }
+    let mut log = attempt_log(&mut connection, &ids).await?;
     Ok(WebhookDeliveries {
         deliveries: rows
             .into_iter()

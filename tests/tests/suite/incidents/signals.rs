@@ -436,6 +436,32 @@ async fn a_webhook_that_fails_three_times_then_succeeds_gets_the_signal_once_and
             .contains("http 500"),
         "{delivered}"
     );
+    // The Webhooks page's delivery log (rpc `webhook_deliveries`, level 10) shows the same.
+    let actor = json!({"name": "ada", "level": 10});
+    let deliveries: Value = plane
+        .bus
+        .request(
+            capstan_events::Domain::Incidents,
+            capstan_events::incidents::rpc::ops::WEBHOOK_DELIVERIES,
+            &json!({"actor": actor, "limit": 50}),
+            PATIENCE,
+        )
+        .await
+        .unwrap();
+    let logged = &deliveries["deliveries"][0];
+    assert_eq!(logged["incident_id"], id, "{deliveries}");
+    assert_eq!(logged["state"], "delivered");
+    assert_eq!(logged["log"], delivered["log"], "{deliveries}");
+    let refused: Result<Value, _> = plane
+        .bus
+        .request(
+            capstan_events::Domain::Incidents,
+            capstan_events::incidents::rpc::ops::WEBHOOK_DELIVERIES,
+            &json!({"actor": {"name": "chris", "level": 8}, "limit": 50}),
+            PATIENCE,
+        )
+        .await;
+    assert!(refused.is_err(), "level 8 may not read the delivery log");
     plane.stop().await;
 }
 

@@ -15,7 +15,7 @@ use capstan_events::incidents::rpc::{
 };
 
 use super::{
-    act_done_words, ask, can_triage,
+    act_done_words, ask, attempts, can_triage,
     list::{row, Row},
     node_label, severity_word, view_words, ACTS,
 };
@@ -65,19 +65,13 @@ fn line(entry: &TimelineView) -> Line {
     }
 }
 
-struct Attempt {
-    when: Ago,
-    ok: bool,
-    detail: String,
-}
-
 struct Signal {
     when: Ago,
     channel: String,
     target: String,
     state: String,
     attempts: u32,
-    log: Vec<Attempt>,
+    log: Vec<super::Attempt>,
 }
 
 fn signal(view: &SignalView) -> Signal {
@@ -87,15 +81,7 @@ fn signal(view: &SignalView) -> Signal {
         target: view.target.clone(),
         state: view.state.clone(),
         attempts: view.attempts,
-        log: view
-            .log
-            .iter()
-            .map(|attempt| Attempt {
-                when: ago(attempt.at),
-                ok: attempt.ok,
-                detail: crate::ui::format::clip(&attempt.detail, 500),
-            })
-            .collect(),
+        log: attempts(&view.log),
     }
 }
 

@@ -150,6 +150,25 @@ async fn ask<Req: Serialize, Resp: DeserializeOwned>(
     ask_of(state, Domain::Incidents, op, request).await
 }
 
+/// One attempt of a delivery (a bell, a mail, a webhook) as the delivery logs show it: what
+/// the other end answered is shown as text, clipped.
+pub struct Attempt {
+    pub when: crate::ui::format::Ago,
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// A delivery's attempts, oldest first.
+fn attempts(log: &[capstan_events::incidents::rpc::AttemptView]) -> Vec<Attempt> {
+    log.iter()
+        .map(|attempt| Attempt {
+            when: crate::ui::format::ago(attempt.at),
+            ok: attempt.ok,
+            detail: crate::ui::format::clip(&attempt.detail, 500),
+        })
+        .collect()
+}
+
 /// A node as the pages name it: its name as the agent channel last said it, else its number.
 fn node_label(node_id: i64, name: Option<&str>) -> String {
     match name {
@@ -203,6 +222,16 @@ fn act_done_words(act: &str) -> &'static str {
         "snooze_168" => "snoozed for 1 week",
         _ => "changed",
     }
+}
+
+/// A form's fields, for the tests of the forms.
+#[cfg(test)]
+fn fields(list: &[(&str, &str)]) -> super::guard::FormFields {
+    super::guard::FormFields(
+        list.iter()
+            .map(|(key, value)| (key.to_string(), value.to_string()))
+            .collect(),
+    )
 }
 
 #[cfg(test)]

@@ -191,15 +191,8 @@ pub async fn end(
 
 #[cfg(test)]
 mod tests {
+    use super::super::fields;
     use super::*;
-
-    fn fields(list: &[(&str, &str)]) -> FormFields {
-        FormFields(
-            list.iter()
-                .map(|(key, value)| (key.to_string(), value.to_string()))
-                .collect(),
-        )
-    }
 
     #[test]
     fn a_silence_form_is_read_as_utc_and_bad_input_names_its_field() {

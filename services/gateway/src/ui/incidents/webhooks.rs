@@ -18,7 +18,7 @@ use capstan_events::incidents::{
     Severity,
 };
 
-use super::ask;
+use super::{ask, attempts};
 use crate::{
     error::{AnsweredError, ApiError},
     identity::AuditDetail,
@@ -37,12 +37,6 @@ const MAX_URL: usize = 2000;
 /// The deliveries the delivery log shows.
 const LOG_ROWS: u32 = 50;
 
-struct Attempt {
-    when: Ago,
-    ok: bool,
-    detail: String,
-}
-
 /// One delivery of the log, with its attempts.
 struct Delivery {
     id: i64,
@@ -52,7 +46,7 @@ struct Delivery {
     url: String,
     state: String,
     attempts: u32,
-    log: Vec<Attempt>,
+    log: Vec<super::Attempt>,
 }
 
 fn delivery(found: WebhookDelivery) -> Delivery {
@@ -64,15 +58,7 @@ fn delivery(found: WebhookDelivery) -> Delivery {
         url: found.url.unwrap_or_default(),
         state: found.state,
         attempts: found.attempts,
-        log: found
-            .log
-            .into_iter()
-            .map(|attempt| Attempt {
-                when: ago(attempt.at),
-                ok: attempt.ok,
-                detail: crate::ui::format::clip(&attempt.detail, 500),
-            })
-            .collect(),
+        log: attempts(&found.log),
     }
 }
 
@@ -256,17 +242,11 @@ pub async fn delete(
 
 #[cfg(test)]
 mod tests {
+    use super::super::fields;
     use super::*;
 
     #[test]
     fn a_webhook_form_is_checked_naming_its_field() {
-        let fields = |list: &[(&str, &str)]| {
-            FormFields(
-                list.iter()
-                    .map(|(key, value)| (key.to_string(), value.to_string()))
-                    .collect(),
-            )
-        };
         let (url, kind, severity) = read(&fields(&[
             ("url", " https://hooks.example/x "),
             ("kind", "slack"),
