@@ -2,6 +2,7 @@
 //! database and NATS server of the test's own, driven over HTTP by an agent written here (raw
 //! HTTP and signing, as anyone could write one from PROTOCOL.md) and by an operator's token.
 
+mod edge;
 mod events;
 mod fleet;
 mod jobs;

@@ -1,0 +1,131 @@
+//! The gateway's connections against the real plane (issue 10; docs/security.md, "The
+//! gateway's connections"): a stranger's large body is refused before it is read or stored,
+//! and a claim whose agent hung up (the real `capstan-agent`, killed with `kill -9` while its
+//! long poll was held) takes no job: the job waits for the agent's return and completes.
+
+use super::{PairedAgent, Plane};
+use capstan_e2e::{agent::Agent, wait_for};
+use serde_json::json;
+use std::time::Duration;
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpStream,
+};
+
+/// A metric of the plane (its services run in this process), summed over its labels, as an
+/// operator reads `/metrics`.
+async fn metric(plane: &Plane, name: &str) -> f64 {
+    let text = plane
+        .http
+        .get(format!("{}/metrics", plane.base))
+        .bearer_auth(&plane.reader)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|line| {
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+        })
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Posts `length` bytes to `path` with no signature, over a connection of its own; the status
+/// line of the answer. The body is sent beside reading, and may be cut short by the gateway.
+async fn unsigned_post(plane: &Plane, path: &str, length: usize) -> String {
+    let address = plane.base.strip_prefix("http://").unwrap();
+    let stream = TcpStream::connect(address).await.unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    let path = path.to_string();
+    let sending = tokio::spawn(async move {
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nhost: plane\r\ncontent-type: application/json\r\n\
+             content-length: {length}\r\n\r\n"
+        );
+        writer.write_all(head.as_bytes()).await?;
+        writer.write_all(&vec![b'x'; length]).await?;
+        std::io::Result::Ok(writer)
+    });
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !answer.windows(2).any(|pair| pair == b"\r\n") {
+        let read = tokio::time::timeout(Duration::from_secs(30), reader.read(&mut chunk))
+            .await
+            .expect("an answer within 30 s")
+            .unwrap();
+        assert_ne!(read, 0, "closed without an answer");
+        answer.extend_from_slice(&chunk[..read]);
+    }
+    sending.abort();
+    let text = String::from_utf8_lossy(&answer);
+    text.lines().next().unwrap().to_string()
+}
+
+// Issue 10: a stranger's body is not read or stored. Before, each of these 1 MiB bodies was
+// read whole and parked in the JetStream object store (the bus's body bucket) before the agent
+// channel found it unsigned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_unsigned_one_mib_results_leave_the_object_store_untouched() {
+    let plane = Plane::start().await;
+    for _ in 0..20 {
+        let status = unsigned_post(&plane, "/api/v1/agent/result", 1024 * 1024).await;
+        assert!(status.starts_with("HTTP/1.1 401"), "{status}");
+    }
+    assert_eq!(
+        metric(&plane, "capstan_rpc_bodies_checked_in_total").await,
+        0.0,
+        "no stranger's body reached the object store"
+    );
+    assert!(metric(&plane, "capstan_gateway_bodies_refused_unread_total").await >= 20.0);
+    // The measure itself: a paired node's large body does go through the store.
+    let (agent, _) = plane.paired_agent("web-1").await;
+    let (status, _) = agent
+        .result(424242, "completed", &"o".repeat(700 * 1024))
+        .await;
+    assert_ne!(status.as_u16(), 401);
+    assert_eq!(
+        metric(&plane, "capstan_rpc_bodies_checked_in_total").await,
+        1.0,
+        "a node's large body is stored once"
+    );
+}
+
+// Issue 10: a claim whose agent has hung up takes no job. Before, the claim of an agent killed
+// while it polled stayed held: the job queued next went to the dead connection, and the
+// restarted agent's first (idle) claim ended it `lost`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_whose_agent_was_killed_while_polling_takes_no_job_and_the_job_completes_after() {
+    let plane = Plane::start().await;
+    let mut agent = Agent::new(capstan_e2e::agent::binary());
+    let node = agent.paired(&plane, "web-1").await;
+    wait_for("the agent's long poll", Duration::from_secs(30), || async {
+        (metric(&plane, "capstan_agent_long_polls").await >= 1.0).then_some(())
+    })
+    .await;
+    agent.kill9().await;
+    // Its connection closed: the claim leaves the queue at once, not when its wait runs out.
+    wait_for(
+        "the dead agent's claim to be released",
+        Duration::from_secs(5),
+        || async { (metric(&plane, "capstan_agent_long_polls").await == 0.0).then_some(()) },
+    )
+    .await;
+    let job = plane.queue(node, "check_status", json!({})).await;
+    assert_eq!(
+        plane.job(job).await["state"],
+        "pending",
+        "nobody took the job"
+    );
+    agent.start();
+    let finished = plane.finished(job).await;
+    assert_eq!(
+        finished["state"],
+        "completed",
+        "{finished}\n{}",
+        agent.log()
+    );
+}
