@@ -11,6 +11,7 @@ mod domain;
 mod envelope;
 pub mod gateway;
 pub mod incidents;
+pub mod rollouts;
 pub mod rpc;
 
 pub use domain::{Domain, UnknownDomain};

@@ -42,7 +42,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         // Not fatal: each key is then looked up at its node's first request.
         Err(error) => tracing::warn!(%error, "node keys not decoded ahead"),
     }
-    let rpc = rpc::routes(service.rpc(), state.clone());
+    let rpc = rpc::routes(service.rpc(), state.clone(), service.bus.clone());
     let listening = {
         let (wake, store) = (state.wake.clone(), state.store.clone());
         let part: Part =

@@ -25,7 +25,7 @@ pub const DEFAULT_STATE_DIR: &str = "/etc/capstan-agent";
 #[derive(Debug, Parser)]
 #[command(
     name = "capstan-agent",
-    version,
+    version = AGENT_VERSION,
     about = "The Capstan node agent: joins a management node, takes work from it, and runs only the words compiled into it"
 )]
 pub struct Cli {
@@ -91,6 +91,15 @@ pub enum Command {
     LogAccess {
         #[arg(value_parser = ["on", "off"])]
         switch: String,
+    },
+    /// Before every start (systemd's ExecStartPre, the cron keepalive): while a new version is
+    /// on trial with a .bak kept, a binary that cannot answer --version is replaced by the .bak
+    /// and its version rejected (AG-30).
+    StartGuard {
+        /// The agent binary to guard (default: this one). A unit whose binary may not run at
+        /// all runs the guard from the .bak with --binary naming the agent's path.
+        #[arg(long)]
+        binary: Option<PathBuf>,
     },
 }
 
@@ -161,6 +170,14 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run => crate::run::run(state, config)
             .await
             .map(|()| ExitCode::SUCCESS),
+        Command::StartGuard { binary } => {
+            let paths = match binary {
+                Some(binary) => crate::update::Paths::of(&binary),
+                None => crate::update::Paths::current()?,
+            };
+            println!("{}", crate::update::start_guard(&paths).await?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Approve { job } => decide(&state, job, "approve"),
         Command::Deny { job } => decide(&state, job, "deny"),
     }

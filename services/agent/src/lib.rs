@@ -4,7 +4,7 @@
 //!
 //! Rooms: `domain/` (pure rules: policy, vocabulary and judgement, redaction, backoff, join
 //! schedule, file trust), `state` (the state directory), `plane` (the wire), `join` and `run`
-//! (the two conversations), `jobs` (one job's life), `words/` (the primitives on Linux), `cli`.
+//! (the two conversations), `update` (self-update), `jobs` (one job's life), `words/` (the primitives on Linux), `cli`.
 #![forbid(unsafe_code)]
 
 pub mod cli;
@@ -15,4 +15,5 @@ pub mod join;
 pub mod plane;
 pub mod run;
 pub mod state;
+pub mod update;
 pub mod words;

@@ -67,6 +67,12 @@ pub fn component_schemas() -> Map<String, Value> {
         add::<incidents::Bell>(&mut answers);
         add::<Notifications>(&mut answers);
     }
+    {
+        use capstan_events::rollouts::rpc as rollouts;
+        add::<rollouts::Releases>(&mut answers);
+        add::<rollouts::ReleaseView>(&mut answers);
+        add::<capstan_events::agent_channel::rpc::FleetVersions>(&mut answers);
+    }
     let mut bodies = generator(SchemaSettings::draft2020_12().for_deserialize());
     add::<ApproveBody>(&mut bodies);
     add::<CreateJobBody>(&mut bodies);
@@ -75,6 +81,7 @@ pub fn component_schemas() -> Map<String, Value> {
     add::<SilenceBody>(&mut bodies);
     add::<WebhookBody>(&mut bodies);
     add::<AlertsBody>(&mut bodies);
+    add::<crate::api::releases::ReleaseBody>(&mut bodies);
     let mut schemas = answers.take_definitions(true);
     schemas.extend(bodies.take_definitions(true));
     schemas

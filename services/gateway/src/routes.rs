@@ -99,6 +99,8 @@ pub enum Op {
     RefusalCount,
     /// A route of the incidents service's API (`api/incidents.rs`).
     Incidents(crate::api::incidents::IncidentsOp),
+    /// A route of the releases API (`api/releases.rs`).
+    Releases(crate::api::releases::ReleasesOp),
     /// A page or form of the operator UI.
     Ui(UiOp),
 }
@@ -231,8 +233,14 @@ use Method::{Get, Post};
 
 /// The table: the gateway's own rows and the agent channel's, then each later domain's
 /// (`api/<domain>.rs`), in that order.
-pub static ROUTES: std::sync::LazyLock<Vec<Route>> =
-    std::sync::LazyLock::new(|| [CORE_ROUTES, crate::api::incidents::ROUTES].concat());
+pub static ROUTES: std::sync::LazyLock<Vec<Route>> = std::sync::LazyLock::new(|| {
+    [
+        CORE_ROUTES,
+        crate::api::incidents::ROUTES,
+        crate::api::releases::ROUTES,
+    ]
+    .concat()
+});
 
 /// The gateway's own rows, the agent channel's and the UI's.
 const CORE_ROUTES: &[Route] = &[
@@ -405,6 +413,7 @@ fn handler(method: Method, op: Op) -> MethodRouter<AppState> {
         Op::MarkJobFailed => on(filter, operator::mark_job_failed),
         Op::RefusalCount => on(filter, operator::refusal_count),
         Op::Incidents(op) => crate::api::incidents::handler(filter, op),
+        Op::Releases(op) => crate::api::releases::handler(filter, op),
         Op::Ui(op) => ui::handler(filter, op),
     }
 }

@@ -4,3 +4,4 @@
 //! the answer: no domain rule lives here.
 
 pub mod incidents;
+pub mod releases;

@@ -9,6 +9,7 @@ mod browser;
 mod errors;
 mod harness;
 mod openapi;
+mod releases;
 mod sign_in;
 mod ui;
 mod ui_routes;
