@@ -106,6 +106,10 @@ impl Plane {
                 as_user(Domain::Incidents),
                 shutdown.clone(),
             )),
+            tokio::spawn(capstan_rollouts::run(
+                as_user(Domain::Rollouts),
+                shutdown.clone(),
+            )),
         ];
         let base = format!("http://{listen}");
         let http = reqwest::Client::new();
@@ -114,7 +118,7 @@ impl Plane {
         } else {
             Bus::connect(&nats.url(), "test").await.unwrap()
         };
-        for domain in [Domain::AgentChannel, Domain::Incidents] {
+        for domain in [Domain::AgentChannel, Domain::Incidents, Domain::Rollouts] {
             wait_for(
                 &format!("the {domain} service to answer its health"),
                 Duration::from_secs(60),

@@ -6,6 +6,7 @@ mod boundaries;
 mod dead_letters;
 mod incidents;
 mod nothing_lost;
+mod releases;
 mod replicas;
 mod rpc;
 mod rpc_bodies;
