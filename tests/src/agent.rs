@@ -75,8 +75,14 @@ impl Agent {
         self.state_dir().join(name)
     }
 
-    fn command(&self, args: &[&str]) -> tokio::process::Command {
-        let mut command = tokio::process::Command::new(&self.binary);
+    /// `capstan-agent <args>` on this agent's state directory and site, from its binary.
+    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
+        self.command_of(&self.binary, args)
+    }
+
+    /// As [`Agent::command`], from another binary (a copy the agent updates in place).
+    pub fn command_of(&self, binary: &Path, args: &[&str]) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(binary);
         command
             .arg(format!("--state-dir={}", self.state_dir().display()))
             .arg(format!(

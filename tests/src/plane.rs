@@ -110,6 +110,10 @@ impl Plane {
                 as_user(Domain::Monitor),
                 shutdown.clone(),
             )),
+            tokio::spawn(capstan_rollouts::run(
+                as_user(Domain::Rollouts),
+                shutdown.clone(),
+            )),
         ];
         let base = format!("http://{listen}");
         let http = reqwest::Client::new();
@@ -118,7 +122,12 @@ impl Plane {
         } else {
             Bus::connect(&nats.url(), "test").await.unwrap()
         };
-        for domain in [Domain::AgentChannel, Domain::Incidents, Domain::Monitor] {
+        for domain in [
+            Domain::AgentChannel,
+            Domain::Incidents,
+            Domain::Monitor,
+            Domain::Rollouts,
+        ] {
             wait_for(
                 &format!("the {domain} service to answer its health"),
                 Duration::from_secs(60),

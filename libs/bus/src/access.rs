@@ -173,6 +173,11 @@ fn service_permissions(domain: Domain) -> Permissions {
     for asked in reach.asks {
         publish.insert(format!("{SUBJECT_ROOT}.rpc.{}.>", asked.as_str()));
     }
+    for (asker, asked, op) in capstan_events::access::SERVICE_QUESTIONS {
+        if *asker == domain {
+            publish.insert(format!("{SUBJECT_ROOT}.rpc.{}.{op}", asked.as_str()));
+        }
+    }
 
     // Its own messages: events, commands to itself, dead letters; commands to its reach.
     publish.insert(domain.events_subjects());
@@ -307,6 +312,17 @@ mod tests {
                 assert!(!user(domain).may_publish(&approve), "{domain} may approve");
             }
         }
+    }
+
+    #[test]
+    fn the_agent_channel_may_ask_rollouts_for_an_artifact_and_nothing_else_of_it() {
+        use capstan_events::rollouts::rpc::ops as rollouts;
+        let channel = user(Domain::AgentChannel);
+        assert!(channel.may_publish(&rpc_subject(Domain::Rollouts, rollouts::ARTIFACT)));
+        assert!(!channel.may_publish(&rpc_subject(Domain::Rollouts, rollouts::PUBLISH_RELEASE)));
+        assert!(!channel.may_publish(&rpc_subject(Domain::Rollouts, rollouts::LIST_RELEASES)));
+        assert!(!user(Domain::Incidents)
+            .may_publish(&rpc_subject(Domain::Rollouts, rollouts::ARTIFACT)));
     }
 
     #[test]

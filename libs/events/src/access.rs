@@ -40,6 +40,16 @@ impl Reach {
     };
 }
 
+/// Single questions one service asks another, outside the operator questions only the gateway
+/// sends: each is one rpc subject, never the asked domain's every op, and carries no actor.
+/// The agent channel asks rollouts for the artifact an authenticated agent requested (the
+/// bytes are rollouts' to keep; the agent verifies them against its own keys).
+pub const SERVICE_QUESTIONS: &[(Domain, Domain, &str)] = &[(
+    Domain::AgentChannel,
+    Domain::Rollouts,
+    crate::rollouts::rpc::ops::ARTIFACT,
+)];
+
 impl Domain {
     /// What this domain reaches beyond its own subjects.
     ///

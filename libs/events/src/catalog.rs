@@ -1,7 +1,7 @@
 //! Every message the plane publishes, with the JSON Schema of its `data`. The docs under
 //! `docs/events/` are generated from this list by a test that fails when they drift.
 
-use crate::{agent_channel, gateway, incidents, monitor, Kind, Message};
+use crate::{agent_channel, gateway, incidents, monitor, rollouts, Kind, Message};
 
 /// One message in the catalog.
 #[derive(Debug, Clone)]
@@ -59,6 +59,7 @@ pub fn entries() -> Vec<Entry> {
         Entry::of::<monitor::SiteDown>(),
         Entry::of::<monitor::SiteUp>(),
         Entry::of::<monitor::CertProblemChanged>(),
+        Entry::of::<rollouts::ReleasePublished>(),
     ];
     entries.sort_by_key(|entry| (entry.kind == Kind::Command, entry.subject.clone()));
     entries

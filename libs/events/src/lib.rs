@@ -12,6 +12,7 @@ mod envelope;
 pub mod gateway;
 pub mod incidents;
 pub mod monitor;
+pub mod rollouts;
 pub mod rpc;
 
 pub use domain::{Domain, UnknownDomain};

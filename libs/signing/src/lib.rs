@@ -19,6 +19,7 @@ mod digest;
 mod error;
 mod keys;
 mod parse;
+pub mod release;
 mod sign;
 mod signature;
 #[cfg(test)]

@@ -55,7 +55,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         Ok(waiting) => tracing::info!(waiting, "nodes with jobs waiting"),
         Err(error) => tracing::warn!(%error, "nodes with jobs waiting not read ahead"),
     }
-    let rpc = rpc::routes(service.rpc(), state.clone());
+    let rpc = rpc::routes(service.rpc(), state.clone(), service.bus.clone());
     let listening = {
         let (wake, store) = (state.wake.clone(), state.store.clone());
         let part: Part =

@@ -25,7 +25,7 @@ pub const DEFAULT_STATE_DIR: &str = "/etc/capstan-agent";
 #[derive(Debug, Parser)]
 #[command(
     name = "capstan-agent",
-    version,
+    version = AGENT_VERSION,
     about = "The Capstan node agent: joins a management node, takes work from it, and runs only the words compiled into it"
 )]
 pub struct Cli {
@@ -132,6 +132,15 @@ pub enum Command {
     },
     /// Each recipe's mode, last verdict, attempts in this run, open case and hold.
     Recipes,
+    /// Before every start (systemd's ExecStartPre, the cron keepalive): while a new version is
+    /// on trial with a .bak kept, a binary that cannot answer --version is replaced by the .bak
+    /// and its version rejected (AG-30).
+    StartGuard {
+        /// The agent binary to guard (default: this one). A unit whose binary may not run at
+        /// all runs the guard from the .bak with --binary naming the agent's path.
+        #[arg(long)]
+        binary: Option<PathBuf>,
+    },
 }
 
 /// Parses the command line, runs the command, and maps the outcome to an exit code.
@@ -221,6 +230,14 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             for line in crate::recipes::describe(&state, &config) {
                 println!("{line}");
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::StartGuard { binary } => {
+            let paths = match binary {
+                Some(binary) => crate::update::Paths::of(&binary),
+                None => crate::update::Paths::current()?,
+            };
+            println!("{}", crate::update::start_guard(&paths).await?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Approve { job } => decide(&state, job, "approve"),

@@ -4,8 +4,8 @@
 //!
 //! Rooms: `domain/` (pure rules: policy, vocabulary and judgement, redaction, backoff, join
 //! schedule, file trust), `state` (the state directory), `plane` (the wire), `join` and `run`
-//! (the two conversations), `jobs` (one job's life), `words/` (the primitives on Linux),
-//! `recipes/` (the loop that repairs the host on its own clock), `cli`.
+//! (the two conversations), `update` (self-update), `jobs` (one job's life), `words/` (the
+//! primitives on Linux), `recipes/` (the loop that repairs the host on its own clock), `cli`.
 #![forbid(unsafe_code)]
 
 pub mod cli;
@@ -17,4 +17,5 @@ pub mod plane;
 pub mod recipes;
 pub mod run;
 pub mod state;
+pub mod update;
 pub mod words;

@@ -145,6 +145,23 @@ impl Plane {
         limit: usize,
         wait: Duration,
     ) -> Result<Value, PlaneError> {
+        let bytes = self
+            .send_for_bytes(key, endpoint, query, body, limit, wait)
+            .await?;
+        serde_json::from_slice(&bytes)
+            .map_err(|error| PlaneError::BadAnswer(format!("not JSON: {error}")))
+    }
+
+    /// As [`Plane::send`], but the answer's bytes as they came (an artifact), at most `limit`.
+    pub async fn send_for_bytes(
+        &self,
+        key: &NodeKey,
+        endpoint: &str,
+        query: &str,
+        body: &Value,
+        limit: usize,
+        wait: Duration,
+    ) -> Result<Vec<u8>, PlaneError> {
         let path = format!("/api/v1/agent/{endpoint}");
         let bytes = serde_json::to_vec(body).expect("a JSON value serializes");
         let created = chrono::Utc::now().timestamp();
@@ -184,11 +201,7 @@ impl Plane {
                 ))
             })??;
         match status {
-            200..=299 => {
-                let bytes = answer?;
-                serde_json::from_slice(&bytes)
-                    .map_err(|error| PlaneError::BadAnswer(format!("not JSON: {error}")))
-            }
+            200..=299 => answer,
             429 => Err(PlaneError::RateLimited {
                 wait: backoff::retry_after(retry_after.as_deref()),
                 code: error_of(answer.ok().as_deref()).0,

@@ -23,6 +23,7 @@ use crate::{
     plane::{Plane, PlaneError},
     recipes,
     state::{self, Identity, LockGuard, RunStatus, StateDir},
+    update::{self, AtStart, Updater},
 };
 
 /// How often an agent with nothing to do (no identity, switched off, disconnected) looks again.
@@ -51,6 +52,15 @@ pub async fn run(state: StateDir, config: Config) -> anyhow::Result<()> {
             state.path().display()
         );
     }
+    // AG-29: a swap on trial is counted, or rolled back, before anything else.
+    let settings = update::Settings::from_env()?;
+    let paths = update::Paths::current()?;
+    let on_trial = match update::at_start(&paths)? {
+        AtStart::Run(on_trial) => on_trial,
+        AtStart::RolledBack(version) => bail!(
+            "version {version} died during its trial: the previous agent is back in place; exiting for the supervisor to start it"
+        ),
+    };
     let (stop, shutdown) = watch::channel(false);
     tokio::spawn(async move {
         wait_for_signal().await;
@@ -74,13 +84,15 @@ pub async fn run(state: StateDir, config: Config) -> anyhow::Result<()> {
         last_status_check: None,
         plane: None,
         last_saved: None,
+        updater: Updater::new(settings, paths, on_trial),
+        exit_for_update: false,
     };
     agent.recover_from_crash();
     agent.save_status();
     tokio::spawn(recipe_loop.run(shutdown.clone()));
     info!(version = AGENT_VERSION, state_dir = %agent.state.path().display(), "agent running");
     let mut shutdown = shutdown;
-    while !*shutdown.borrow() {
+    while !*shutdown.borrow() && !agent.exit_for_update {
         let pause = agent.tick().await;
         agent.save_status();
         if pause.is_zero() {
@@ -90,6 +102,11 @@ pub async fn run(state: StateDir, config: Config) -> anyhow::Result<()> {
             () = tokio::time::sleep(pause) => {}
             _ = shutdown.wait_for(|stop| *stop) => {}
         }
+    }
+    if agent.exit_for_update {
+        info!("a new version is in place; exiting for the supervisor to start it");
+    } else {
+        agent.updater.on_deliberate_stop();
     }
     agent.status.connection = "stopped".into();
     agent.save_status();
@@ -126,6 +143,10 @@ struct Agent {
     plane: Option<Plane>,
     /// What `status.json` last said (without its time) and when it was written.
     last_saved: Option<(String, std::time::Instant)>,
+    /// Self-update (AG-24..AG-31), checked between jobs.
+    updater: Updater,
+    /// A new binary is in place: the loop ends and the process exits for its supervisor.
+    exit_for_update: bool,
 }
 
 impl Agent {
@@ -254,6 +275,13 @@ impl Agent {
             self.set("disabled (capstan-agent enable switches it on)", None);
             return IDLE_LOOK;
         }
+        // Between jobs, under the job lock (AG-24): the offer is checked before a claim.
+        if let Ok(key) = identity.key() {
+            if self.updater.between_jobs(&self.state, &plane, &key).await {
+                self.exit_for_update = true;
+                return Duration::ZERO;
+            }
+        }
         self.claim_and_run(&identity, &plane, lock).await
     }
 
@@ -338,6 +366,9 @@ impl Agent {
         });
         if let Some(cases) = cases {
             body["cases"] = cases;
+        }
+        if let (Some(fields), Some(body)) = (self.updater.claim_fields(), body.as_object_mut()) {
+            body.extend(fields);
         }
         drop(lock);
         // What `status` shows must not wait for the long poll to end.

@@ -14,6 +14,9 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
+mod http;
+mod release;
+
 #[derive(Parser)]
 #[command(name = "capstan", version, about = "The Capstan control plane")]
 struct Cli {
@@ -37,6 +40,12 @@ enum Command {
     Admin {
         #[command(subcommand)]
         command: AdminCommand,
+    },
+    /// Releases of the agent, run where the signing key lives (never on the plane):
+    /// `capstan release keygen|sign|upload|publish`.
+    Release {
+        #[command(subcommand)]
+        command: release::ReleaseCommand,
     },
     /// Run one service alone: gateway, agent-channel, incidents, monitor, backups, rollouts,
     /// provisioning, dns or billing.
@@ -151,6 +160,25 @@ fn main() -> ExitCode {
         } => {
             print!("{}", capstan_bus::access::authorization(auth));
             ExitCode::SUCCESS
+        }
+        Command::Release { command } => {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    eprintln!("capstan: cannot start: {error}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match runtime.block_on(release::run(command)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("capstan release: {error:#}");
+                    ExitCode::FAILURE
+                }
+            }
         }
         Command::Service(words) => {
             let name = words.first().map(String::as_str).unwrap_or_default();

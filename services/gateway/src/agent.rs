@@ -311,6 +311,10 @@ fn field(headers: &HeaderMap, name: &HeaderName) -> Option<String> {
 /// 0..=30 s) and then answered, so it gets that plus a margin; every other request the usual
 /// rpc timeout.
 pub fn rpc_timeout(endpoint: AgentEndpoint, query: Option<&str>, usual: Duration) -> Duration {
+    if endpoint == AgentEndpoint::Artifact {
+        // A binary is megabytes, through the object store twice (rollouts, the agent channel).
+        return usual.max(ARTIFACT_TIMEOUT);
+    }
     if endpoint != AgentEndpoint::Claim {
         return usual;
     }
@@ -332,6 +336,9 @@ fn claim_wait(query: Option<&str>) -> Option<u64> {
     let wait: i64 = value.parse().ok()?;
     Some(wait.clamp(0, CLAIM_WAIT_MAX_SECS) as u64)
 }
+
+/// How long an `artifact` request may take to be answered.
+const ARTIFACT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The agent channel's answer as HTTP: its status and JSON body, `Retry-After` when it set
 /// one, and for an artifact with bytes, the bytes.
@@ -384,6 +391,10 @@ mod tests {
         assert_eq!(
             rpc_timeout(AgentEndpoint::Result, Some("wait=20"), USUAL),
             USUAL
+        );
+        assert_eq!(
+            rpc_timeout(AgentEndpoint::Artifact, None, USUAL),
+            Duration::from_secs(120)
         );
     }
 

@@ -73,6 +73,10 @@ pub fn component_schemas() -> Map<String, Value> {
         add::<monitor::UptimeDetail>(&mut answers);
         add::<monitor::UptimeCheck>(&mut answers);
         add::<monitor::CertificateView>(&mut answers);
+        use capstan_events::rollouts::rpc as rollouts;
+        add::<rollouts::Releases>(&mut answers);
+        add::<rollouts::ReleaseView>(&mut answers);
+        add::<capstan_events::agent_channel::rpc::FleetVersions>(&mut answers);
     }
     let mut bodies = generator(SchemaSettings::draft2020_12().for_deserialize());
     add::<ApproveBody>(&mut bodies);
@@ -83,6 +87,7 @@ pub fn component_schemas() -> Map<String, Value> {
     add::<WebhookBody>(&mut bodies);
     add::<AlertsBody>(&mut bodies);
     add::<crate::api::monitor::UptimeBody>(&mut bodies);
+    add::<crate::api::releases::ReleaseBody>(&mut bodies);
     let mut schemas = answers.take_definitions(true);
     schemas.extend(bodies.take_definitions(true));
     schemas

@@ -101,6 +101,8 @@ pub enum Op {
     Incidents(crate::api::incidents::IncidentsOp),
     /// A route of the monitor service's API (`api/monitor.rs`).
     Monitor(crate::api::monitor::MonitorOp),
+    /// A route of the releases API (`api/releases.rs`).
+    Releases(crate::api::releases::ReleasesOp),
     /// A page or form of the operator UI.
     Ui(UiOp),
 }
@@ -249,6 +251,7 @@ pub static ROUTES: std::sync::LazyLock<Vec<Route>> = std::sync::LazyLock::new(||
         crate::api::incidents::ROUTES,
         crate::api::monitor::ROUTES,
         crate::ui::incidents::ROUTES,
+        crate::api::releases::ROUTES,
     ]
     .concat()
 });
@@ -429,6 +432,7 @@ fn handler(method: Method, op: Op) -> MethodRouter<AppState> {
         Op::RefusalCount => on(filter, operator::refusal_count),
         Op::Incidents(op) => crate::api::incidents::handler(filter, op),
         Op::Monitor(op) => crate::api::monitor::handler(filter, op),
+        Op::Releases(op) => crate::api::releases::handler(filter, op),
         Op::Ui(op) => ui::handler(filter, op),
     }
 }

@@ -8,6 +8,7 @@ mod incidents;
 mod monitor;
 mod nothing_lost;
 mod recipes;
+mod releases;
 mod replicas;
 mod rpc;
 mod rpc_bodies;

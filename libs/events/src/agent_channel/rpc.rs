@@ -162,6 +162,8 @@ pub mod ops {
     pub const REJECT_JOIN: &str = "reject_join";
     pub const REOPEN_JOIN: &str = "reopen_join";
     pub const LIST_NODES: &str = "list_nodes";
+    /// The fleet's spread across agent versions and each node's update verdict (issue 15).
+    pub const FLEET_VERSIONS: &str = "fleet_versions";
     pub const GET_NODE: &str = "get_node";
     pub const DISCONNECT_NODE: &str = "disconnect_node";
     pub const CREATE_JOB: &str = "create_job";
@@ -405,6 +407,45 @@ pub struct ListNodes {
     #[serde(default)]
     pub page: Page,
 }
+
+/// `GET /api/v1/fleet/versions` (level 7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FleetVersionsRequest {
+    pub actor: Actor,
+}
+
+/// How many paired nodes run one version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct VersionCount {
+    /// `None` for nodes that have not reported one yet.
+    pub version: Option<String>,
+    pub nodes: i64,
+}
+
+/// One paired node's self-update, as its last claim reported it (AC-43).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NodeUpdate {
+    pub node_id: i64,
+    pub name: String,
+    pub agent_version: Option<String>,
+    /// The closed set of `update_state`; `None` before the agent has reported one.
+    pub update_state: Option<String>,
+    pub update_offered: Option<String>,
+    /// Why, in the agent's words, when it refused or is waiting.
+    pub update_reason: Option<String>,
+    /// Whether `update_state` is a refusal (`verify_failed`, `unlogged`, `version_rejected`).
+    pub refused: bool,
+}
+
+/// The fleet's versions: counts, highest count first, and every paired node's update.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FleetVersions {
+    pub versions: Vec<VersionCount>,
+    pub nodes: Vec<NodeUpdate>,
+}
+
+/// The `update_state` words that are refusals (the plane opens `plane:agent_update_refused`).
+pub const UPDATE_REFUSALS: &[&str] = &["verify_failed", "unlogged", "version_rejected"];
 
 /// A node as an operator sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

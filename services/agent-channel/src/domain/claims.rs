@@ -15,6 +15,9 @@ pub const MAX_VOCABULARY: usize = 256;
 /// The `cases` field as JSON may be at most this large (AC-46 names the cap, not its value).
 pub const MAX_CASES_BYTES: usize = 64 * 1024;
 
+/// The most an `update_reason` may be.
+pub const MAX_UPDATE_REASON_BYTES: usize = 1024;
+
 /// AC-43's closed set.
 pub const UPDATE_STATES: &[&str] = &[
     "none",
@@ -37,6 +40,7 @@ pub const KNOWN_FIELDS: &[&str] = &[
     "claim_bytes",
     "update_state",
     "update_offered",
+    "update_reason",
     "log_access",
     "cases",
     "container",
@@ -189,6 +193,17 @@ pub fn parse_claim(body: &[u8]) -> Result<Claim, AgentError> {
                 Value::Null => value.clone(),
                 Value::String(text) if text.len() <= 64 => value.clone(),
                 _ => return Err(invalid("update_offered must be a version string")),
+            },
+            // Why the agent refused the release on offer, in its words (issue 15; an addition
+            // to PROTOCOL.md's claim, documented in docs/agent-channel.md).
+            "update_reason" => match value {
+                Value::Null => value.clone(),
+                Value::String(text) if text.len() <= MAX_UPDATE_REASON_BYTES => value.clone(),
+                _ => {
+                    return Err(invalid(format!(
+                    "update_reason must be at most {MAX_UPDATE_REASON_BYTES} bytes of text or null"
+                )))
+                }
             },
             "log_access" => match value.as_str() {
                 Some("on" | "off") => value.clone(),
@@ -380,6 +395,14 @@ mod tests {
             (
                 json!({"agent_version": "1", "update_state": "sideways"}),
                 "update_state",
+            ),
+            (
+                json!({"agent_version": "1", "update_reason": "x".repeat(1025)}),
+                "update_reason",
+            ),
+            (
+                json!({"agent_version": "1", "update_reason": 7}),
+                "update_reason",
             ),
             (
                 json!({"agent_version": "1", "log_access": true}),

@@ -7,6 +7,11 @@ use capstan_events::agent_channel::{
     rpc::{AgentEndpoint, AgentRequest, AgentResponse, JoinState},
     JoinRequested,
 };
+use capstan_events::{
+    rollouts::rpc::{ops as rollouts_ops, ArtifactFound, ArtifactRequest},
+    rpc::ErrorCode,
+    Domain,
+};
 use capstan_signing::{ParsedSignature, PublicKey};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -28,16 +33,22 @@ use crate::{
 
 type Answer = Result<(u16, Value), AgentError>;
 
-/// Answers one agent request.
-pub async fn handle(state: &State, request: AgentRequest, body: Bytes) -> AgentResponse {
+/// Answers one agent request: the JSON answer, and for an artifact with bytes, the bytes.
+pub async fn handle(
+    state: &State,
+    bus: &capstan_bus::Bus,
+    request: AgentRequest,
+    body: Bytes,
+) -> (AgentResponse, Bytes) {
     let endpoint = request.endpoint;
+    let mut bytes = Bytes::new();
     // The database work of each step is boxed (here and in the claim), and taken only once the
     // request has its agent slot, so what a request holds while it waits (for a slot, or for a
     // job in a long poll) is its own small state, not the largest future of any step.
     let answer = match endpoint {
         AgentEndpoint::Join => Box::pin(join(state, &request, &body)).await,
         AgentEndpoint::JoinStatus => Box::pin(join_status(state, &request, &body)).await,
-        _ => signed_by_node(state, &request, &body).await,
+        _ => signed_by_node(state, bus, &request, &body, &mut bytes).await,
     };
     let response = match answer {
         Ok((status, body)) => AgentResponse {
@@ -53,7 +64,7 @@ pub async fn handle(state: &State, request: AgentRequest, body: Bytes) -> AgentR
     };
     metrics::counter!("capstan_agent_requests_total", "endpoint" => endpoint.as_str(), "status" => response.status.to_string())
         .increment(1);
-    response
+    (response, bytes)
 }
 
 fn body_of<T: for<'de> Deserialize<'de>>(body: &[u8], what: &str) -> Result<T, AgentError> {
@@ -127,7 +138,13 @@ enum Refusal {
 /// A key this replica knows is checked before the request waits for a slot, and a proven
 /// request that moves a job along (a claim for a node with work waiting, a result) waits in
 /// the work lane, ahead of plain renewals (`domain::claims::lane`).
-async fn signed_by_node(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
+async fn signed_by_node(
+    state: &State,
+    bus: &capstan_bus::Bus,
+    request: &AgentRequest,
+    body: &[u8],
+    bytes: &mut Bytes,
+) -> Answer {
     // Before the first read of the node's jobs (see `Wake::rung_since`).
     let generation = state.wake.generation();
     let now = Utc::now();
@@ -169,7 +186,7 @@ async fn signed_by_node(state: &State, request: &AgentRequest, body: &[u8]) -> A
         AgentEndpoint::Result => Box::pin(claim::result(state, node, body)).await,
         AgentEndpoint::JobStatus => Box::pin(job_status(state, node, body)).await,
         AgentEndpoint::Leave => Box::pin(leave(state, node)).await,
-        _ => artifact(body),
+        _ => Box::pin(artifact(bus, body, bytes)).await,
     }
 }
 
@@ -432,10 +449,14 @@ const ARTIFACT_KINDS: &[&str] = &[
 ];
 const ARCHES: &[&str] = &["linux-amd64", "linux-arm64"];
 
-/// PROTOCOL.md "artifact": a request names a kind, never a path. No release has been
-/// published to this plane yet (the rollouts service publishes them), so every valid request
-/// is answered `404 not_found`.
-fn artifact(body: &[u8]) -> Answer {
+/// How long rollouts has to answer an artifact question (a binary is megabytes through the
+/// object store).
+const ARTIFACT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// PROTOCOL.md "artifact": a request names a kind, never a path. Checked here (kind, arch),
+/// then asked of rollouts, which keeps the releases: the metadata comes back as JSON, an
+/// artifact as bytes beside it.
+async fn artifact(bus: &capstan_bus::Bus, body: &[u8], bytes: &mut Bytes) -> Answer {
     let asked: Value = body_of(body, "artifact")?;
     let kind = asked
         .get("kind")
@@ -455,7 +476,49 @@ fn artifact(body: &[u8]) -> Answer {
             )));
         }
     }
-    Err(AgentError::NotFound(format!(
-        "no {kind} has been published to this plane"
-    )))
+    let version = match asked.get("version") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(version)) if version.len() <= 64 => Some(version.clone()),
+        Some(_) => {
+            return Err(AgentError::InvalidRequest(
+                "version must be a version string".into(),
+            ))
+        }
+    };
+    let question = ArtifactRequest {
+        kind: kind.to_string(),
+        arch: asked
+            .get("arch")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        version,
+    };
+    let answer = bus
+        .request_with_body::<_, ArtifactFound>(
+            Domain::Rollouts,
+            rollouts_ops::ARTIFACT,
+            &question,
+            Bytes::new(),
+            ARTIFACT_TIMEOUT,
+        )
+        .await;
+    match answer {
+        Ok((found, artifact)) => match found.metadata {
+            Some(metadata) => Ok((200, metadata)),
+            None => {
+                *bytes = artifact;
+                Ok((200, Value::Null))
+            }
+        },
+        Err(error) if error.code == ErrorCode::NotFound => Err(AgentError::NotFound(error.message)),
+        Err(error) if error.code == ErrorCode::InvalidRequest => {
+            Err(AgentError::InvalidRequest(error.message))
+        }
+        Err(error) => {
+            tracing::warn!(error = %error.message, "rollouts did not answer an artifact request");
+            Err(AgentError::Unavailable(
+                "the releases cannot be read just now".into(),
+            ))
+        }
+    }
 }

@@ -305,17 +305,20 @@ impl State {
     }
 }
 
-/// Adds the agent channel's questions to `server`.
-pub fn routes(server: RpcServer, state: State) -> RpcServer {
+/// Adds the agent channel's questions to `server`. `bus` asks the one question the agent
+/// channel asks another service: an artifact of rollouts.
+pub fn routes(server: RpcServer, state: State, bus: capstan_bus::Bus) -> RpcServer {
     let agent_state = state.clone();
     server
         .route_with_body(
             ops::AGENT_REQUEST,
             move |request: AgentRequest, body: Bytes| {
                 let state = agent_state.clone();
+                let bus = bus.clone();
                 async move {
-                    let response: AgentResponse = agent::handle(&state, request, body).await;
-                    Ok((response, Bytes::new()))
+                    let (response, bytes): (AgentResponse, Bytes) =
+                        agent::handle(&state, &bus, request, body).await;
+                    Ok((response, bytes))
                 }
             },
         )
@@ -343,6 +346,7 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
         .route_with_state(ops::REJECT_JOIN, &state, operator::reject_join)
         .route_with_state(ops::REOPEN_JOIN, &state, operator::reopen_join)
         .route_with_state(ops::LIST_NODES, &state, operator::list_nodes)
+        .route_with_state(ops::FLEET_VERSIONS, &state, operator::fleet_versions)
         .route_with_state(ops::GET_NODE, &state, operator::get_node)
         .route_with_state(ops::DISCONNECT_NODE, &state, operator::disconnect_node)
         .route_with_state(ops::CREATE_JOB, &state, operator::create_job)

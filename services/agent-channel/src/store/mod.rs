@@ -123,6 +123,28 @@ pub async fn node_by_fingerprint(
     .await?)
 }
 
+/// Every paired node's version and update facts, by name: `(id, name, agent_version,
+/// update_state, update_offered, update_reason)`.
+pub async fn node_updates(connection: &mut PgConnection) -> Result<Vec<NodeUpdateRow>> {
+    Ok(sqlx::query_as(
+        "SELECT id, name, agent_version, facts->>'update_state', facts->>'update_offered',
+                facts->>'update_reason'
+         FROM nodes WHERE fingerprint IS NOT NULL ORDER BY name, id",
+    )
+    .fetch_all(connection)
+    .await?)
+}
+
+/// A row of [`node_updates`].
+pub type NodeUpdateRow = (
+    i64,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
 /// Every paired node with its key (standard base64), to know them before their first request.
 pub async fn paired_keys(connection: &mut PgConnection) -> Result<Vec<(i64, String)>> {
     Ok(

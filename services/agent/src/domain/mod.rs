@@ -10,12 +10,18 @@ pub mod policy;
 pub mod recipes;
 pub mod redact;
 pub mod trust;
+pub mod update;
 pub mod vocabulary;
 
 use std::time::Duration;
 
-/// The version this binary reports in every claim and join.
-pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The version this binary reports in every claim and join and answers `--version` with: the
+/// crate's, unless `CAPSTAN_AGENT_VERSION` was set when it was built (a release build, or a
+/// test's second build).
+pub const AGENT_VERSION: &str = match option_env!("CAPSTAN_AGENT_VERSION") {
+    Some(version) => version,
+    None => env!("CARGO_PKG_VERSION"),
+};
 /// The most a claim answer may hold, as reported in `claim_bytes` (AG-16, AG-19: 1 MiB).
 pub const CLAIM_BYTES: usize = 1024 * 1024;
 /// The most an ordinary plane answer is read to (AG-19: 64 KiB).

@@ -5,3 +5,4 @@
 
 pub mod incidents;
 pub mod monitor;
+pub mod releases;

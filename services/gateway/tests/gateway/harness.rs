@@ -232,6 +232,15 @@ impl Gateway {
                     .unwrap_or_else(|| node_view(request.node_id))
             },
         );
+        let server = fake(server, &script, ops::FLEET_VERSIONS, |_, _: Value| {
+            capstan_events::agent_channel::rpc::FleetVersions {
+                versions: vec![capstan_events::agent_channel::rpc::VersionCount {
+                    version: Some("1.2.0".into()),
+                    nodes: 1,
+                }],
+                nodes: vec![],
+            }
+        });
         let server = fake(server, &script, ops::DISCONNECT_NODE, |_, _: NodeRef| {
             Done {}
         });
@@ -285,6 +294,7 @@ impl Gateway {
         tokio::spawn(server.serve(self.stop.clone()));
         tokio::spawn(fake_incidents(self.bus.clone(), &self.script).serve(self.stop.clone()));
         tokio::spawn(fake_monitor(self.bus.clone(), &self.script).serve(self.stop.clone()));
+        tokio::spawn(fake_rollouts(self.bus.clone(), &self.script).serve(self.stop.clone()));
         // Ready once it answers (the subscription is made asynchronously).
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
@@ -346,6 +356,51 @@ impl Gateway {
 }
 
 /// A fake incidents service: each op answers the least a route needs to succeed.
+/// Rollouts as the gateway sees it: a release list, and a publish that records its artifacts'
+/// bytes as they arrived beside the question.
+fn fake_rollouts(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
+    use capstan_events::rollouts::rpc as rollouts;
+    let server = RpcServer::new(bus, Domain::Rollouts);
+    let server = fake(
+        server,
+        script,
+        rollouts::ops::LIST_RELEASES,
+        |_, _: Value| rollouts::Releases {
+            releases: vec![release_view()],
+        },
+    );
+    let script = script.clone();
+    server.route_with_body(
+        rollouts::ops::PUBLISH_RELEASE,
+        move |request: rollouts::PublishRelease, body: Bytes| {
+            let script = script.clone();
+            async move {
+                let mut script = script.lock().unwrap();
+                script.asked.push((
+                    rollouts::ops::PUBLISH_RELEASE.to_string(),
+                    json!({"metadata": request.metadata, "artifact_bytes": body.to_vec()}),
+                ));
+                Ok((release_view(), Bytes::new()))
+            }
+        },
+    )
+}
+
+pub fn release_view() -> capstan_events::rollouts::rpc::ReleaseView {
+    capstan_events::rollouts::rpc::ReleaseView {
+        version: "1.3.0".into(),
+        sequence: 4,
+        expires_at: chrono::DateTime::UNIX_EPOCH,
+        arches: vec!["linux-amd64".into()],
+        has_support_bundle: false,
+        next_key: None,
+        signed_by: vec!["SHA256:abc".into()],
+        published_at: chrono::DateTime::UNIX_EPOCH,
+        published_by: "ada".into(),
+        on_offer: true,
+    }
+}
+
 fn fake_incidents(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
     use capstan_events::incidents::rpc as incidents;
     let server = RpcServer::new(bus, Domain::Incidents);
@@ -646,6 +701,8 @@ pub fn body_for(path: &str) -> Value {
         json!({"alerts": "on"})
     } else if path.ends_with("/uptime") {
         json!({"enabled": true, "kind": "http_status", "url": "https://shop.example/"})
+    } else if path == "/api/v1/releases" {
+        json!({"metadata": "{}", "binaries": {"linux-amd64": "AAEC"}})
     } else {
         json!({})
     }

@@ -12,6 +12,7 @@ mod incidents_ui;
 mod listing;
 mod openapi;
 mod probes;
+mod releases;
 mod sign_in;
 mod ui;
 mod ui_routes;

@@ -1,0 +1,76 @@
+//! The questions rollouts answers (`capstan.rpc.rollouts.*`): the gateway publishes and lists
+//! releases for operators (each carrying the [`Actor`]); the agent channel asks for an
+//! artifact an authenticated agent requested (PROTOCOL.md "artifact"), by kind, never by path.
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::rpc::Actor;
+
+/// The rpc names under `capstan.rpc.rollouts.`.
+pub mod ops {
+    /// With a body: the artifacts the metadata names.
+    pub const PUBLISH_RELEASE: &str = "publish_release";
+    pub const LIST_RELEASES: &str = "list_releases";
+    /// The agent channel's question; answered with a body (the bytes) or the metadata.
+    pub const ARTIFACT: &str = "artifact";
+}
+
+/// `POST /api/v1/releases` (level 10). The body beside it holds the artifacts the metadata
+/// names, one after another: the binaries in architecture order (`linux-amd64`, then
+/// `linux-arm64`), then the support bundle's archive, each exactly as long as its `size`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PublishRelease {
+    pub actor: Actor,
+    /// The signed metadata document, as `capstan release sign` wrote it.
+    pub metadata: String,
+}
+
+/// A release as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ReleaseView {
+    pub version: String,
+    pub sequence: i64,
+    pub expires_at: DateTime<Utc>,
+    pub arches: Vec<String>,
+    pub has_support_bundle: bool,
+    /// The key this release vouches for as the next signer, if any.
+    pub next_key: Option<String>,
+    /// Fingerprints of the keys that signed the metadata.
+    pub signed_by: Vec<String>,
+    pub published_at: DateTime<Utc>,
+    pub published_by: String,
+    /// Whether this is the release agents are offered (the highest sequence).
+    pub on_offer: bool,
+}
+
+/// `GET /api/v1/releases` (level 7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ListReleases {
+    pub actor: Actor,
+}
+
+/// Every release, highest sequence first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Releases {
+    pub releases: Vec<ReleaseView>,
+}
+
+/// An agent's `artifact` request, already authenticated by the agent channel. `kind` and
+/// `arch` were checked against PROTOCOL.md's closed sets there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ArtifactRequest {
+    pub kind: String,
+    #[serde(default)]
+    pub arch: Option<String>,
+    #[serde(default)]
+    pub version: Option<String>,
+}
+
+/// The answer's JSON half: for `manifest`, the metadata document; for the others, nothing
+/// (the bytes travel beside it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ArtifactFound {
+    pub metadata: Option<serde_json::Value>,
+}

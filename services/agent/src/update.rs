@@ -1,0 +1,630 @@
+//! The agent keeps itself current (AG-24..AG-31): between jobs it asks the plane what release
+//! is on offer, checks it by `domain::update`'s rules, fetches and checks the binary, runs it
+//! with `--version`, keeps the running binary as `.bak`, renames the new one into place and
+//! exits for its supervisor. The new version is on trial (`.pending`) until it has run for the
+//! trial; a start that finds the previous start of the same version still on trial puts the
+//! `.bak` back, records the version in `.rejected` and exits. `capstan-agent start-guard`
+//! (systemd's `ExecStartPre`) restores the `.bak` when the binary on trial cannot even answer
+//! `--version`.
+//!
+//! Beside the binary: `.bak`, `.pending`, `.rejected` and `.new` (a download being checked).
+//! In the state directory: `release.json` (the highest sequence accepted) and `release_keys`
+//! (held keys, honoured only when root-owned and writable by nobody else).
+
+use std::{
+    fs::{self, OpenOptions},
+    io::Write as _,
+    os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _},
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use capstan_signing::{
+    release::{sha256_hex, SignedRelease, MAX_METADATA_BYTES},
+    NodeKey, PublicKey,
+};
+use serde_json::json;
+use tracing::{info, warn};
+
+use crate::{
+    domain::{
+        trust::FileFacts,
+        update::{
+            self, check_binary, check_probe, held_keys_file, judge, on_start, parse_held_keys,
+            parse_rejected, Accepted, Context, Pending, Plan, Start, UpdateState, Verdict,
+            COMPILED_RELEASE_KEY, PROBE_TIMEOUT,
+        },
+        AGENT_VERSION,
+    },
+    plane::{Plane, PlaneError},
+    state::StateDir,
+};
+
+/// The highest sequence accepted, in the state directory.
+pub const ACCEPTED: &str = "release.json";
+/// Held release keys, one base64 public key a line, in the state directory.
+pub const HELD_KEYS: &str = "release_keys";
+
+/// The update's settings: the trial's length (`CAPSTAN_AGENT_TRIAL_SECS`, 180 by default) and
+/// how often the offer is asked for (`CAPSTAN_AGENT_UPDATE_EVERY_SECS`, 300).
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    pub trial: Duration,
+    pub check_every: Duration,
+}
+
+impl Settings {
+    pub fn from_env() -> anyhow::Result<Settings> {
+        let seconds = |name: &str, default: Duration| -> anyhow::Result<Duration> {
+            match std::env::var(name) {
+                Err(_) => Ok(default),
+                Ok(text) => match text.trim().parse::<u64>() {
+                    Ok(value) if (1..=86_400).contains(&value) => Ok(Duration::from_secs(value)),
+                    _ => anyhow::bail!(
+                        "{name} must be a whole number of seconds from 1 to 86400, not {text:?}"
+                    ),
+                },
+            }
+        };
+        Ok(Settings {
+            trial: seconds("CAPSTAN_AGENT_TRIAL_SECS", update::TRIAL_UPTIME)?,
+            check_every: seconds("CAPSTAN_AGENT_UPDATE_EVERY_SECS", update::CHECK_EVERY)?,
+        })
+    }
+}
+
+/// The files beside the binary.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    pub binary: PathBuf,
+    pub bak: PathBuf,
+    pub pending: PathBuf,
+    pub rejected: PathBuf,
+    pub staged: PathBuf,
+}
+
+impl Paths {
+    pub fn of(binary: &Path) -> Paths {
+        let beside = |suffix: &str| {
+            let mut name = binary.as_os_str().to_owned();
+            name.push(suffix);
+            PathBuf::from(name)
+        };
+        Paths {
+            binary: binary.to_path_buf(),
+            bak: beside(".bak"),
+            pending: beside(".pending"),
+            rejected: beside(".rejected"),
+            staged: beside(".new"),
+        }
+    }
+
+    /// The running binary's files.
+    pub fn current() -> anyhow::Result<Paths> {
+        let binary = std::env::current_exe()
+            .map_err(|error| anyhow::anyhow!("cannot tell where this binary is: {error}"))?;
+        Ok(Paths::of(&binary))
+    }
+
+    fn read_pending(&self) -> Option<Pending> {
+        let bytes = fs::read(&self.pending).ok()?;
+        match serde_json::from_slice(&bytes) {
+            Ok(pending) => Some(pending),
+            Err(error) => {
+                warn!(%error, path = %self.pending.display(), "=== Self-update === the trial record cannot be read; it is ignored");
+                None
+            }
+        }
+    }
+
+    fn write_pending(&self, pending: &Pending) -> std::io::Result<()> {
+        write_whole(
+            &self.pending,
+            &serde_json::to_vec(pending).expect("a trial record serializes"),
+            0o644,
+        )
+    }
+
+    pub fn rejected_versions(&self) -> Vec<String> {
+        fs::read_to_string(&self.rejected)
+            .map(|text| parse_rejected(&text))
+            .unwrap_or_default()
+    }
+
+    fn reject(&self, version: &str) -> std::io::Result<()> {
+        let mut versions = self.rejected_versions();
+        if !versions.iter().any(|held| held == version) {
+            versions.push(version.to_string());
+        }
+        write_whole(
+            &self.rejected,
+            format!("{}\n", versions.join("\n")).as_bytes(),
+            0o644,
+        )
+    }
+
+    /// Puts the `.bak` back in place of the binary (one rename) and records `version` as
+    /// rejected, ending its trial.
+    fn roll_back(&self, version: &str) -> std::io::Result<()> {
+        self.reject(version)?;
+        fs::rename(&self.bak, &self.binary)?;
+        let _ = fs::remove_file(&self.pending);
+        Ok(())
+    }
+}
+
+/// Writes `path` whole: a temporary file beside it (created exclusively, never through a
+/// link), synced, renamed over it.
+fn write_whole(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(format!(".{:016x}.tmp", rand::random::<u64>()));
+    let temporary = PathBuf::from(temporary);
+    let written = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&temporary)?;
+        file.set_permissions(fs::Permissions::from_mode(mode))?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        fs::rename(&temporary, path)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&temporary);
+    }
+    written
+}
+
+/// The keys release metadata is checked against: the one compiled in and the held ones (the
+/// held file only when root-owned and writable by nobody else, AG-28).
+pub fn trusted_keys(state: &StateDir) -> Vec<PublicKey> {
+    let mut keys = Vec::new();
+    if let Some(compiled) = COMPILED_RELEASE_KEY {
+        match PublicKey::from_base64(compiled) {
+            Ok(key) => keys.push(key),
+            Err(error) => {
+                warn!(%error, "=== Self-update === the compiled release key is not a key")
+            }
+        }
+    }
+    let path = state.file(HELD_KEYS);
+    if let Ok(metadata) = fs::symlink_metadata(&path) {
+        use std::os::unix::fs::MetadataExt as _;
+        let facts = FileFacts {
+            is_symlink: metadata.file_type().is_symlink(),
+            is_dir: metadata.is_dir(),
+            is_file: metadata.is_file(),
+            uid: metadata.uid(),
+            mode: metadata.permissions().mode() & 0o7777,
+        };
+        match held_keys_file(&facts, &path.display().to_string()) {
+            Ok(()) => {
+                let text = fs::read_to_string(&path).unwrap_or_default();
+                let (held, bad) = parse_held_keys(&text);
+                for line in bad {
+                    warn!(
+                        line,
+                        "=== Self-update === a held release key line is not a key; skipped"
+                    );
+                }
+                for key in held {
+                    if !keys.contains(&key) {
+                        keys.push(key);
+                    }
+                }
+            }
+            Err(distrust) => {
+                warn!(%distrust, "=== Self-update === the held release keys are not honoured")
+            }
+        }
+    }
+    keys
+}
+
+/// Adds `key` to the held keys (a rotation the current key vouched for).
+fn hold_key(state: &StateDir, key: &PublicKey) -> Result<(), String> {
+    let path = state.file(HELD_KEYS);
+    let mut text = fs::read_to_string(&path).unwrap_or_default();
+    let (held, _) = parse_held_keys(&text);
+    if held.contains(key) {
+        return Ok(());
+    }
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&key.to_base64());
+    text.push('\n');
+    state
+        .write(HELD_KEYS, text.as_bytes(), 0o644)
+        .map_err(|error| error.to_string())
+}
+
+/// Runs `binary --version` and returns whether it succeeded and what it printed.
+pub async fn probe(binary: &Path) -> Result<(bool, String), String> {
+    let run = tokio::process::Command::new(binary)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    match tokio::time::timeout(PROBE_TIMEOUT, run).await {
+        Err(_) => Err(format!(
+            "it did not answer within {} seconds",
+            PROBE_TIMEOUT.as_secs()
+        )),
+        Ok(Err(error)) => Err(error.to_string()),
+        Ok(Ok(output)) => Ok((
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+        )),
+    }
+}
+
+/// What a start decided (AG-29).
+pub enum AtStart {
+    /// Run; `Some` when this version is on trial.
+    Run(Option<Pending>),
+    /// The previous start of this version died on trial: the `.bak` is back in place; exit so
+    /// the supervisor starts it.
+    RolledBack(String),
+}
+
+/// AG-29 at start.
+pub fn at_start(paths: &Paths) -> anyhow::Result<AtStart> {
+    let pending = paths.read_pending();
+    match on_start(pending.as_ref(), AGENT_VERSION, paths.bak.exists()) {
+        Start::Run { clear_pending } => {
+            if clear_pending {
+                let _ = fs::remove_file(&paths.pending);
+            }
+            Ok(AtStart::Run(None))
+        }
+        Start::Trial(counted) => {
+            paths.write_pending(&counted).map_err(|error| {
+                anyhow::anyhow!(
+                    "cannot record the trial in {}: {error}",
+                    paths.pending.display()
+                )
+            })?;
+            info!(version = %counted.version, "=== Self-update === running on trial");
+            Ok(AtStart::Run(Some(counted)))
+        }
+        Start::RollBack { version } => {
+            paths.roll_back(&version).map_err(|error| {
+                anyhow::anyhow!("cannot put {} back: {error}", paths.bak.display())
+            })?;
+            warn!(%version, "=== Self-update === the previous start of this version died during its trial: the previous agent is back and this version is rejected");
+            Ok(AtStart::RolledBack(version))
+        }
+    }
+}
+
+/// AG-30: `capstan-agent start-guard`, run before every start. Returns what it did.
+pub async fn start_guard(paths: &Paths) -> anyhow::Result<String> {
+    let Some(pending) = paths.read_pending() else {
+        return Ok("no swap on trial".into());
+    };
+    let has_bak = paths.bak.exists();
+    let answer = probe(&paths.binary).await;
+    let probe_ok = check_probe(answer, &pending.version).is_ok();
+    if update::guard(Some(&pending), has_bak, probe_ok) {
+        paths
+            .roll_back(&pending.version)
+            .map_err(|error| anyhow::anyhow!("cannot put {} back: {error}", paths.bak.display()))?;
+        return Ok(format!(
+            "{} cannot answer --version as {}: the previous binary is back and {} is rejected",
+            paths.binary.display(),
+            pending.version,
+            pending.version
+        ));
+    }
+    Ok(format!("{} on trial answers --version", pending.version))
+}
+
+/// The running agent's side of updates.
+pub struct Updater {
+    settings: Settings,
+    paths: Paths,
+    started: Instant,
+    on_trial: Option<Pending>,
+    last_check: Option<Instant>,
+    verdict: Option<Verdict>,
+    /// The digest of metadata refused, so the same offer is not fetched and checked again
+    /// (AG-25: not retried until the offer changes).
+    refused: Option<String>,
+}
+
+impl Updater {
+    pub fn new(settings: Settings, paths: Paths, on_trial: Option<Pending>) -> Updater {
+        Updater {
+            settings,
+            paths,
+            started: Instant::now(),
+            on_trial,
+            last_check: None,
+            verdict: None,
+            refused: None,
+        }
+    }
+
+    /// The claim's `update_state`, `update_offered` and `update_reason`, once a check has
+    /// concluded since start (AG-31).
+    pub fn claim_fields(&self) -> Option<serde_json::Map<String, serde_json::Value>> {
+        let verdict = self.verdict.as_ref()?;
+        let mut fields = serde_json::Map::new();
+        fields.insert("update_state".into(), json!(verdict.state.as_str()));
+        fields.insert("update_offered".into(), json!(verdict.offered));
+        fields.insert("update_reason".into(), json!(verdict.reason));
+        Some(fields)
+    }
+
+    pub fn on_trial(&self) -> Option<&str> {
+        self.on_trial
+            .as_ref()
+            .map(|pending| pending.version.as_str())
+    }
+
+    /// Ends the trial once this process has run for it: the version is trusted and the `.bak`
+    /// removed.
+    fn settle_trial(&mut self) {
+        let Some(pending) = &self.on_trial else {
+            return;
+        };
+        if !update::trial_passed(self.started.elapsed(), self.settings.trial) {
+            return;
+        }
+        let _ = fs::remove_file(&self.paths.pending);
+        let _ = fs::remove_file(&self.paths.bak);
+        info!(version = %pending.version, "=== Self-update === trial passed; this version is trusted");
+        self.on_trial = None;
+    }
+
+    /// AG-29: a deliberate stop during the trial starts it afresh.
+    pub fn on_deliberate_stop(&self) {
+        if let Some(pending) = &self.on_trial {
+            if let Err(error) = self
+                .paths
+                .write_pending(&update::on_deliberate_stop(pending))
+            {
+                warn!(%error, "=== Self-update === cannot record the stop in the trial record");
+            }
+        }
+    }
+
+    fn conclude(&mut self, verdict: Verdict, refused_digest: Option<String>) {
+        if verdict.state.is_refusal() || verdict.state == UpdateState::FetchFailed {
+            warn!(state = verdict.state.as_str(), offered = ?verdict.offered, reason = ?verdict.reason, "=== Self-update === update refused");
+        } else if self.verdict.as_ref() != Some(&verdict) {
+            info!(state = verdict.state.as_str(), offered = ?verdict.offered, "=== Self-update ===");
+        }
+        self.refused = refused_digest;
+        self.verdict = Some(verdict);
+    }
+
+    /// Between jobs, under the job lock: settles the trial and, when a check is due, checks
+    /// the offer. Returns `true` when a new binary is in place and the agent should exit for
+    /// its supervisor.
+    pub async fn between_jobs(&mut self, state: &StateDir, plane: &Plane, key: &NodeKey) -> bool {
+        self.settle_trial();
+        if self
+            .last_check
+            .is_some_and(|at| at.elapsed() < self.settings.check_every)
+        {
+            return false;
+        }
+        self.last_check = Some(Instant::now());
+        let asked = json!({"kind": "manifest"});
+        let bytes = match plane
+            .send_for_bytes(
+                key,
+                "artifact",
+                "",
+                &asked,
+                MAX_METADATA_BYTES,
+                Duration::ZERO,
+            )
+            .await
+        {
+            Ok(bytes) => bytes,
+            Err(PlaneError::Refused { status: 404, .. }) => {
+                self.conclude(Verdict::new(UpdateState::None, None, None), None);
+                return false;
+            }
+            Err(error) => {
+                self.conclude(
+                    Verdict::new(
+                        UpdateState::FetchFailed,
+                        None,
+                        Some(format!(
+                            "the release on offer could not be fetched: {error}"
+                        )),
+                    ),
+                    None,
+                );
+                return false;
+            }
+        };
+        let digest = sha256_hex(&bytes);
+        if self.refused.as_deref() == Some(digest.as_str()) {
+            return false;
+        }
+        let document = match SignedRelease::parse(&bytes) {
+            Ok(document) => document,
+            Err(error) => {
+                self.conclude(
+                    Verdict::new(
+                        UpdateState::VerifyFailed,
+                        None,
+                        Some(format!("bad metadata: {error}")),
+                    ),
+                    Some(digest),
+                );
+                return false;
+            }
+        };
+        let trusted = trusted_keys(state);
+        let accepted: Accepted = state.read_json(ACCEPTED).ok().flatten().unwrap_or_default();
+        let rejected = self.paths.rejected_versions();
+        let context = Context {
+            trusted: &trusted,
+            accepted: &accepted,
+            now: chrono::Utc::now().timestamp(),
+            running: AGENT_VERSION,
+            rejected: &rejected,
+            on_trial: self.on_trial.is_some(),
+            arch: update::this_arch(),
+        };
+        let plan = match judge(&document, &context) {
+            Ok(plan) => plan,
+            Err(verdict) => {
+                self.conclude(verdict, Some(digest));
+                return false;
+            }
+        };
+        // Accepted: its sequence is the highest seen, its next key is held.
+        let release = &document.signed;
+        if release.sequence > accepted.highest_sequence {
+            let now_accepted = Accepted {
+                highest_sequence: release.sequence,
+            };
+            if let Err(error) = state.write_json(ACCEPTED, &now_accepted, 0o600) {
+                self.conclude(
+                    Verdict::new(
+                        UpdateState::FetchFailed,
+                        Some(&release.version),
+                        Some(format!("cannot record the accepted sequence: {error}")),
+                    ),
+                    None,
+                );
+                return false;
+            }
+        }
+        if let Some(next) = release.next_public_key() {
+            if let Err(error) = hold_key(state, &next) {
+                warn!(%error, "=== Self-update === cannot hold the next release key");
+            }
+        }
+        let artifact = match plan {
+            Plan::Settle(verdict) => {
+                self.conclude(verdict, None);
+                return false;
+            }
+            Plan::Install(artifact) => artifact,
+        };
+        let version = release.version.clone();
+        let arch = update::this_arch().unwrap_or_default();
+        let asked = json!({"kind": "binary", "arch": arch, "version": version});
+        let binary = match plane
+            .send_for_bytes(
+                key,
+                "artifact",
+                "",
+                &asked,
+                artifact.size as usize,
+                Duration::from_secs(60),
+            )
+            .await
+        {
+            Ok(binary) => binary,
+            Err(error) => {
+                self.conclude(
+                    Verdict::new(
+                        UpdateState::FetchFailed,
+                        Some(&version),
+                        Some(format!("the binary could not be fetched: {error}")),
+                    ),
+                    None,
+                );
+                return false;
+            }
+        };
+        if let Err(verdict) = check_binary(&artifact, &binary, &trusted, &version) {
+            self.conclude(verdict, Some(digest));
+            return false;
+        }
+        if let Err(error) = self.stage(&binary) {
+            self.conclude(
+                Verdict::new(
+                    UpdateState::FetchFailed,
+                    Some(&version),
+                    Some(format!(
+                        "the binary could not be written beside this one: {error}"
+                    )),
+                ),
+                None,
+            );
+            return false;
+        }
+        let answer = probe(&self.paths.staged).await;
+        if let Err(verdict) = check_probe(answer, &version) {
+            let _ = fs::remove_file(&self.paths.staged);
+            self.conclude(verdict, Some(digest));
+            return false;
+        }
+        match self.swap(&version) {
+            Ok(()) => {
+                self.conclude(
+                    Verdict::new(
+                        UpdateState::UpdatePending,
+                        Some(&version),
+                        Some(format!(
+                            "{version} is installed; exiting for the supervisor to start it"
+                        )),
+                    ),
+                    None,
+                );
+                true
+            }
+            Err(error) => {
+                let _ = fs::remove_file(&self.paths.staged);
+                self.conclude(
+                    Verdict::new(
+                        UpdateState::FetchFailed,
+                        Some(&version),
+                        Some(format!("the binary could not be put in place: {error}")),
+                    ),
+                    None,
+                );
+                false
+            }
+        }
+    }
+
+    /// Writes the checked bytes to `.new` (created exclusively, 0755, synced).
+    fn stage(&self, binary: &[u8]) -> std::io::Result<()> {
+        let _ = fs::remove_file(&self.paths.staged);
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o755)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&self.paths.staged)?;
+        file.set_permissions(fs::Permissions::from_mode(0o755))?;
+        file.write_all(binary)?;
+        file.sync_all()
+    }
+
+    /// Keeps the running binary as `.bak` (a second name for it, then renamed into place),
+    /// records the trial, then renames the new binary over the old name: at every moment the
+    /// binary's path holds a whole binary.
+    fn swap(&self, version: &str) -> std::io::Result<()> {
+        let mut kept = self.paths.bak.as_os_str().to_owned();
+        kept.push(".tmp");
+        let kept = PathBuf::from(kept);
+        let _ = fs::remove_file(&kept);
+        if fs::hard_link(&self.paths.binary, &kept).is_err() {
+            fs::copy(&self.paths.binary, &kept)?;
+        }
+        fs::rename(&kept, &self.paths.bak)?;
+        self.paths.write_pending(&Pending {
+            version: version.to_string(),
+            starts: 0,
+        })?;
+        fs::rename(&self.paths.staged, &self.paths.binary)?;
+        if let Some(directory) = self.paths.binary.parent() {
+            let _ = fs::File::open(directory).and_then(|directory| directory.sync_all());
+        }
+        Ok(())
+    }
+}

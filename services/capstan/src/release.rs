@@ -1,0 +1,300 @@
+//! `capstan release`: run where the release signing key lives, never on the plane (issue 15).
+//!
+//! * `keygen --out FILE` makes a signing key (the secret, base64, mode 0600) and prints its
+//!   public half, which agents are built with (`CAPSTAN_RELEASE_KEY`).
+//! * `sign` writes a release directory: `release.json` (the signed metadata) and a copy of
+//!   each artifact under the name the metadata gives it. The same inputs give byte-identical
+//!   files (RO-05): Ed25519 is deterministic and the metadata canonical.
+//! * `upload` sends a release directory to the plane (`POST /api/v1/releases`, level 10):
+//!   signing can happen on a machine that never talks to the plane.
+//! * `publish` is `sign` then `upload`.
+
+use std::{
+    collections::BTreeMap,
+    os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _},
+    path::{Path, PathBuf},
+};
+
+use anyhow::{bail, ensure, Context as _};
+use base64::{engine::general_purpose::STANDARD, Engine as _};
+use capstan_gateway::api::releases::ReleaseBody;
+use capstan_signing::{
+    release::{Artifact, Release, SignedRelease, SupportBundle, ARCHES},
+    NodeKey, PublicKey,
+};
+use clap::{Args, Subcommand};
+
+/// The metadata's file name in a release directory.
+pub const METADATA_FILE: &str = "release.json";
+
+#[derive(Subcommand)]
+pub enum ReleaseCommand {
+    /// Make a release signing key: the secret goes to FILE (mode 0600, never to the plane),
+    /// the public half is printed for building agents (CAPSTAN_RELEASE_KEY).
+    Keygen {
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Sign a release into a directory (release.json and the artifacts), to upload later,
+    /// from here or from another machine.
+    Sign {
+        #[command(flatten)]
+        release: SignArgs,
+        /// The directory to write (created if absent).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Upload a signed release directory to the plane (needs a level 10 token).
+    Upload {
+        #[arg(long)]
+        dir: PathBuf,
+        #[command(flatten)]
+        plane: PlaneArgs,
+    },
+    /// Sign, then upload.
+    Publish {
+        #[command(flatten)]
+        release: SignArgs,
+        #[arg(long)]
+        out: PathBuf,
+        #[command(flatten)]
+        plane: PlaneArgs,
+    },
+}
+
+#[derive(Args)]
+pub struct SignArgs {
+    /// The signing key file `keygen` wrote (must not be readable by group or others).
+    #[arg(long)]
+    key: PathBuf,
+    /// The version the binaries answer `--version` with.
+    #[arg(long)]
+    version: String,
+    /// Higher than every release before it (agents refuse a lower one).
+    #[arg(long)]
+    sequence: u64,
+    /// When agents stop accepting this metadata, RFC 3339 (e.g. 2027-01-31T00:00:00Z). Given,
+    /// not computed from the clock, so signing again gives the same bytes.
+    #[arg(long)]
+    expires_at: chrono::DateTime<chrono::Utc>,
+    /// A binary: ARCH=PATH (linux-amd64 or linux-arm64); repeat for each.
+    #[arg(long = "binary", value_parser = parse_binary, required = true)]
+    binaries: Vec<(String, PathBuf)>,
+    /// The support bundle's archive.
+    #[arg(long, requires = "support_bundle_files")]
+    support_bundle: Option<PathBuf>,
+    /// The bundle's manifest: a JSON object of relative path to sha256 (hex) for every file
+    /// the archive holds.
+    #[arg(long, requires = "support_bundle")]
+    support_bundle_files: Option<PathBuf>,
+    /// The key that will sign the next releases (standard base64 public key), vouched for by
+    /// this release's signature.
+    #[arg(long)]
+    next_key: Option<String>,
+}
+
+#[derive(Args)]
+pub struct PlaneArgs {
+    /// The plane's address, e.g. https://plane.example.com.
+    #[arg(long)]
+    plane: String,
+    /// A file holding a level 10 API token (else CAPSTAN_TOKEN).
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+}
+
+fn parse_binary(text: &str) -> Result<(String, PathBuf), String> {
+    let (arch, path) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not ARCH=PATH"))?;
+    if !ARCHES.contains(&arch) {
+        return Err(format!("{arch:?} is not one of {}", ARCHES.join(", ")));
+    }
+    Ok((arch.to_string(), PathBuf::from(path)))
+}
+
+pub async fn run(command: ReleaseCommand) -> anyhow::Result<()> {
+    match command {
+        ReleaseCommand::Keygen { out } => keygen(&out),
+        ReleaseCommand::Sign { release, out } => sign(&release, &out).map(|_| ()),
+        ReleaseCommand::Upload { dir, plane } => upload(&dir, &plane).await,
+        ReleaseCommand::Publish {
+            release,
+            out,
+            plane,
+        } => {
+            sign(&release, &out)?;
+            upload(&out, &plane).await
+        }
+    }
+}
+
+fn keygen(out: &Path) -> anyhow::Result<()> {
+    let key = NodeKey::generate();
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(out)
+        .with_context(|| {
+            format!(
+                "creating {} (an existing key is never overwritten)",
+                out.display()
+            )
+        })?;
+    use std::io::Write as _;
+    writeln!(file, "{}", STANDARD.encode(key.secret_bytes()))?;
+    file.sync_all()?;
+    println!("public key: {}", key.public_key().to_base64());
+    println!("fingerprint: {}", key.public_key().fingerprint());
+    Ok(())
+}
+
+/// Reads the signing key, refusing a file others could read.
+pub fn read_key(path: &Path) -> anyhow::Result<NodeKey> {
+    let metadata = std::fs::metadata(path)
+        .with_context(|| format!("reading the signing key {}", path.display()))?;
+    ensure!(
+        metadata.permissions().mode() & 0o077 == 0,
+        "{} has mode {:o}: a signing key must be readable by its owner only (chmod 600)",
+        path.display(),
+        metadata.permissions().mode() & 0o777
+    );
+    ensure!(
+        metadata.uid() == rustix::process::geteuid().as_raw(),
+        "{} belongs to another user",
+        path.display()
+    );
+    let text = std::fs::read_to_string(path)?;
+    let secret = STANDARD
+        .decode(text.trim())
+        .context("the signing key file is not base64")?;
+    NodeKey::from_secret_bytes(&secret).map_err(|error| anyhow::anyhow!("the signing key: {error}"))
+}
+
+fn artifact_name(version: &str, arch: &str) -> String {
+    format!("capstan-agent-{version}-{arch}")
+}
+
+/// Signs the release into `out`; returns the metadata document.
+pub fn sign(args: &SignArgs, out: &Path) -> anyhow::Result<SignedRelease> {
+    let key = read_key(&args.key)?;
+    if let Some(next) = &args.next_key {
+        PublicKey::from_base64(next).map_err(|error| anyhow::anyhow!("--next-key: {error}"))?;
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let mut binaries = BTreeMap::new();
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    for (arch, path) in &args.binaries {
+        ensure!(!binaries.contains_key(arch), "--binary names {arch} twice");
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let name = artifact_name(&args.version, arch);
+        binaries.insert(arch.clone(), Artifact::describe(&name, &bytes, &key));
+        files.push((name, bytes));
+    }
+    let support_bundle = match (&args.support_bundle, &args.support_bundle_files) {
+        (Some(archive), Some(manifest)) => {
+            let bytes =
+                std::fs::read(archive).with_context(|| format!("reading {}", archive.display()))?;
+            let listed: BTreeMap<String, String> = serde_json::from_slice(
+                &std::fs::read(manifest)
+                    .with_context(|| format!("reading {}", manifest.display()))?,
+            )
+            .with_context(|| {
+                format!(
+                    "{} is not a JSON object of path to sha256",
+                    manifest.display()
+                )
+            })?;
+            let name = format!("support_bundle-{}.tar", args.version);
+            let described = Artifact::describe(&name, &bytes, &key);
+            files.push((name, bytes));
+            Some(SupportBundle {
+                archive: described,
+                files: listed,
+            })
+        }
+        _ => None,
+    };
+    let document = Release {
+        version: args.version.clone(),
+        sequence: args.sequence,
+        expires_at: args.expires_at.timestamp(),
+        binaries,
+        support_bundle,
+        next_key: args.next_key.clone(),
+    }
+    .sign(&key)
+    .map_err(|error| anyhow::anyhow!("{error}"))?;
+    for (name, bytes) in &files {
+        std::fs::write(out.join(name), bytes)?;
+    }
+    std::fs::write(out.join(METADATA_FILE), document.to_bytes())?;
+    println!(
+        "signed {} (sequence {}) by {} into {}",
+        args.version,
+        args.sequence,
+        key.public_key().fingerprint(),
+        out.display()
+    );
+    Ok(document)
+}
+
+fn token(plane: &PlaneArgs) -> anyhow::Result<String> {
+    let token = match &plane.token_file {
+        Some(path) => {
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
+        }
+        None => std::env::var("CAPSTAN_TOKEN")
+            .context("give --token-file or set CAPSTAN_TOKEN to a level 10 API token")?,
+    };
+    Ok(token.trim().to_string())
+}
+
+/// The upload's body, read from a release directory: the metadata as signed, and each
+/// artifact it names, checked against the metadata before anything is sent.
+pub fn upload_body(dir: &Path) -> anyhow::Result<ReleaseBody> {
+    let metadata = std::fs::read(dir.join(METADATA_FILE))
+        .with_context(|| format!("reading {}", dir.join(METADATA_FILE).display()))?;
+    let document = SignedRelease::parse(&metadata).map_err(|error| anyhow::anyhow!("{error}"))?;
+    let read = |artifact: &Artifact| -> anyhow::Result<String> {
+        let path = dir.join(&artifact.filename);
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        let sha256 = capstan_signing::release::sha256_hex(&bytes);
+        if sha256 != artifact.sha256 {
+            bail!(
+                "{} has sha256 {sha256}, the metadata says {}",
+                path.display(),
+                artifact.sha256
+            );
+        }
+        Ok(STANDARD.encode(bytes))
+    };
+    let mut binaries = BTreeMap::new();
+    for (arch, artifact) in &document.signed.binaries {
+        binaries.insert(arch.clone(), read(artifact)?);
+    }
+    let support_bundle = match &document.signed.support_bundle {
+        Some(bundle) => Some(read(&bundle.archive)?),
+        None => None,
+    };
+    Ok(ReleaseBody {
+        metadata: String::from_utf8(metadata).context("the metadata is not UTF-8")?,
+        binaries,
+        support_bundle,
+    })
+}
+
+async fn upload(dir: &Path, plane: &PlaneArgs) -> anyhow::Result<()> {
+    let body = serde_json::to_vec(&upload_body(dir)?)?;
+    let token = token(plane)?;
+    let base = plane.plane.trim_end_matches('/');
+    let url = format!("{base}/api/v1/releases");
+    let (status, answer) = crate::http::post_json(&url, &token, body).await?;
+    let text = String::from_utf8_lossy(&answer);
+    if !(200..300).contains(&status) {
+        bail!("the plane refused the release ({status}): {text}");
+    }
+    println!("published: {text}");
+    Ok(())
+}

@@ -1,0 +1,59 @@
+//! `POST /api/v1/releases` (issue 15): the upload's artifacts reach rollouts as raw bytes in
+//! the order it reads them, and bad input is refused naming the field before anything is asked.
+
+use base64::{engine::general_purpose::STANDARD, Engine as _};
+use capstan_events::rollouts::rpc::ops;
+use capstan_events::rpc::Level;
+use serde_json::json;
+
+use crate::harness::{error_of, Gateway};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_reaches_rollouts_as_the_metadata_and_the_artifacts_in_order() {
+    let gateway = Gateway::start().await;
+    let admin = gateway.token(Level::Admin).await;
+    let response = gateway
+        .client
+        .post(format!("{}/api/v1/releases", gateway.url))
+        .bearer_auth(&admin)
+        .json(&json!({
+            "metadata": "{\"signed\": {}}",
+            "binaries": {"linux-arm64": STANDARD.encode(b"ARM"), "linux-amd64": STANDARD.encode(b"AMD")},
+            "support_bundle": STANDARD.encode(b"BUNDLE"),
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let asked = gateway.script.lock().unwrap().asked.clone();
+    let (op, question) = asked.last().unwrap();
+    assert_eq!(op, ops::PUBLISH_RELEASE);
+    assert_eq!(question["metadata"], "{\"signed\": {}}");
+    assert_eq!(
+        question["artifact_bytes"],
+        json!(b"AMDARMBUNDLE".to_vec()),
+        "binaries by architecture, then the bundle"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_with_an_artifact_that_is_not_base64_is_refused_naming_it() {
+    let gateway = Gateway::start().await;
+    let admin = gateway.token(Level::Admin).await;
+    let response = gateway
+        .client
+        .post(format!("{}/api/v1/releases", gateway.url))
+        .bearer_auth(&admin)
+        .json(&json!({"metadata": "{}", "binaries": {"linux-amd64": "not base64!"}}))
+        .send()
+        .await
+        .unwrap();
+    let (status, code, message) = error_of(response).await;
+    assert_eq!((status, code.as_str()), (400, "invalid_request"));
+    assert!(message.contains("binaries.linux-amd64"), "{message}");
+    let asked = gateway.script.lock().unwrap().asked.clone();
+    assert!(
+        asked.iter().all(|(op, _)| op != ops::PUBLISH_RELEASE),
+        "nothing was asked"
+    );
+}

@@ -1,0 +1,3 @@
+//! The rollouts service's rules, without I/O.
+
+pub mod releases;

@@ -1,0 +1,201 @@
+//! The questions rollouts answers: the gateway's (publish a release at level 10, list them at
+//! level 7) and the agent channel's (`artifact`, for an agent it has already authenticated).
+
+use bytes::Bytes;
+use capstan_bus::RpcServer;
+use capstan_events::rollouts::{
+    rpc::{
+        ops, ArtifactFound, ArtifactRequest, ListReleases, PublishRelease, ReleaseView, Releases,
+    },
+    ReleasePublished,
+};
+use capstan_events::rpc::{ErrorCode, Level, RpcError};
+use capstan_signing::release::SignedRelease;
+use capstan_store::{Store, StoreError};
+use chrono::Utc;
+
+use crate::domain::releases::{self, ArtifactKind, Asked, Decision, Refusal};
+use crate::store::{self, ReleaseRow};
+
+type Answer<T> = Result<T, RpcError>;
+
+/// What every handler reaches.
+#[derive(Clone)]
+pub struct State {
+    pub store: Store,
+}
+
+/// Adds rollouts' questions to `server`.
+pub fn routes(server: RpcServer, state: State) -> RpcServer {
+    let publishing = state.clone();
+    let serving = state.clone();
+    server
+        .route_with_body(
+            ops::PUBLISH_RELEASE,
+            move |request: PublishRelease, body: Bytes| {
+                let state = publishing.clone();
+                async move { Ok((publish(&state, request, &body).await?, Bytes::new())) }
+            },
+        )
+        .route_with_state(ops::LIST_RELEASES, &state, list)
+        .route_with_body(
+            ops::ARTIFACT,
+            move |request: ArtifactRequest, _body: Bytes| {
+                let state = serving.clone();
+                async move { artifact(&state, request).await }
+            },
+        )
+}
+
+fn unavailable(error: StoreError) -> RpcError {
+    capstan_runtime::unavailable(crate::DOMAIN, error)
+}
+
+fn sql(error: sqlx::Error) -> RpcError {
+    unavailable(error.into())
+}
+
+fn view(row: &ReleaseRow, on_offer: bool) -> ReleaseView {
+    let document = SignedRelease::parse(&row.metadata).ok();
+    let signed = document.as_ref().map(|document| &document.signed);
+    ReleaseView {
+        version: row.version.clone(),
+        sequence: row.sequence,
+        expires_at: row.expires_at,
+        arches: signed
+            .map(|release| release.binaries.keys().cloned().collect())
+            .unwrap_or_default(),
+        has_support_bundle: signed.is_some_and(|release| release.support_bundle.is_some()),
+        next_key: signed.and_then(|release| release.next_key.clone()),
+        signed_by: document
+            .as_ref()
+            .map(|document| {
+                document
+                    .signatures
+                    .iter()
+                    .map(|signature| signature.keyid.clone())
+                    .collect()
+            })
+            .unwrap_or_default(),
+        published_at: row.published_at,
+        published_by: row.published_by.clone(),
+        on_offer,
+    }
+}
+
+/// Stores a signed release and its artifacts with its event, or says why not. The same
+/// metadata again is answered as already published and changes nothing (RO-05).
+async fn publish(state: &State, request: PublishRelease, body: &[u8]) -> Answer<ReleaseView> {
+    request
+        .actor
+        .require(Level::Admin, "publishing a release")?;
+    let now = Utc::now();
+    let upload = releases::read_upload(request.metadata.as_bytes(), body, now)
+        .map_err(|refusal| RpcError::new(ErrorCode::InvalidRequest, refusal.to_string()))?;
+    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    store::lock(&mut transaction).await.map_err(unavailable)?;
+    let published = store::published(&mut transaction)
+        .await
+        .map_err(unavailable)?;
+    match releases::decide(&upload, &published) {
+        Ok(Decision::AlreadyPublished) => {}
+        Ok(Decision::Store) => {
+            let event = ReleasePublished {
+                version: upload.version().to_string(),
+                sequence: upload.sequence(),
+                expires_at: upload.expires_at,
+                arches: upload.document.signed.binaries.keys().cloned().collect(),
+                signed_by: upload
+                    .document
+                    .signatures
+                    .iter()
+                    .map(|signature| signature.keyid.clone())
+                    .collect(),
+                published_by: request.actor.name.clone(),
+            };
+            store::insert(&mut transaction, &upload, event, now)
+                .await
+                .map_err(unavailable)?;
+            tracing::info!(version = upload.version(), sequence = upload.sequence(), by = %request.actor.name, "release published");
+        }
+        Err(refusal) => {
+            let code = match refusal {
+                Refusal::Invalid(_) => ErrorCode::InvalidRequest,
+                _ => ErrorCode::Conflict,
+            };
+            return Err(RpcError::new(code, refusal.to_string()));
+        }
+    }
+    let rows = store::list(&mut transaction).await.map_err(unavailable)?;
+    transaction.commit().await.map_err(sql)?;
+    let highest = rows.first().map(|row| row.sequence);
+    rows.iter()
+        .find(|row| row.version == upload.version())
+        .map(|row| view(row, Some(row.sequence) == highest))
+        .ok_or_else(|| RpcError::new(ErrorCode::Internal, "the release just stored is not there"))
+}
+
+async fn list(state: State, request: ListReleases) -> Answer<Releases> {
+    request.actor.require(Level::Read, "listing releases")?;
+    let mut connection = state.store.pool().acquire().await.map_err(sql)?;
+    let rows = store::list(&mut connection).await.map_err(unavailable)?;
+    Ok(Releases {
+        releases: rows
+            .iter()
+            .enumerate()
+            .map(|(index, row)| view(row, index == 0))
+            .collect(),
+    })
+}
+
+fn not_found(message: String) -> RpcError {
+    RpcError::new(ErrorCode::NotFound, message)
+}
+
+/// An authenticated agent's `artifact` request: the release on offer's metadata as JSON, or
+/// an artifact's bytes.
+async fn artifact(state: &State, request: ArtifactRequest) -> Answer<(ArtifactFound, Bytes)> {
+    let asked = releases::asked(
+        &request.kind,
+        request.arch.as_deref(),
+        request.version.as_deref(),
+    )
+    .map_err(|message| RpcError::new(ErrorCode::InvalidRequest, message))?;
+    let mut connection = state.store.pool().acquire().await.map_err(sql)?;
+    let (kind, arch, version) = match asked {
+        Asked::Manifest => {
+            let row = store::on_offer(&mut connection)
+                .await
+                .map_err(unavailable)?
+                .ok_or_else(|| not_found("no release has been published to this plane".into()))?;
+            let metadata: serde_json::Value =
+                serde_json::from_slice(&row.metadata).map_err(|error| {
+                    RpcError::new(
+                        ErrorCode::Internal,
+                        format!("stored metadata is not JSON: {error}"),
+                    )
+                })?;
+            return Ok((
+                ArtifactFound {
+                    metadata: Some(metadata),
+                },
+                Bytes::new(),
+            ));
+        }
+        Asked::Binary { arch, version } => (ArtifactKind::Binary, arch, version),
+        Asked::SupportBundle { version } => (ArtifactKind::SupportBundle, String::new(), version),
+        Asked::NotKept(kind) => {
+            return Err(not_found(format!("this plane keeps no {kind}")));
+        }
+    };
+    let bytes = store::artifact(&mut connection, kind, &arch, version.as_deref())
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| {
+            not_found(match &version {
+                Some(version) => format!("release {version} has no {} {arch}", kind.as_str()),
+                None => format!("the release on offer has no {} {arch}", kind.as_str()),
+            })
+        })?;
+    Ok((ArtifactFound { metadata: None }, Bytes::from(bytes)))
+}

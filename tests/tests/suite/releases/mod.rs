@@ -1,0 +1,238 @@
+//! Signed releases and the agent's self-update, end to end with the real agent binary (issue
+//! 15; AG-24..AG-31, RO-03, RO-05).
+//!
+//! The agent is built here with a test release key and a version of the test's choosing
+//! compiled in (`CAPSTAN_RELEASE_KEY`, `CAPSTAN_AGENT_VERSION`), into a target directory of its
+//! own (`$CARGO_TARGET_DIR/release-test-agents`, so the workspace's own `capstan-agent` is never
+//! replaced), once per version: the first test to need a version builds it, under a lock. A
+//! copy of build A runs under a small supervisor that does what systemd's unit does: the start
+//! guard before every start (`ExecStartPre`) and a restart whenever the agent exits.
+//!
+//! Attacks a hostile plane could make (a stale or replayed release, bytes that are not the ones
+//! signed) are staged by writing rollouts' tables directly, because the real plane refuses
+//! to publish them: the agent's checks are what stops them.
+
+mod fixture;
+
+use std::time::Duration;
+
+use capstan_e2e::plane::Plane;
+use serde_json::Value;
+
+use fixture::{
+    agent_build, forged, hostile_offer, publish, release, Supervised, A, B, C, D, TRIAL_LONG,
+};
+
+/// What the plane shows of the node: `(agent_version, update_state, update_offered,
+/// update_reason)`.
+async fn update_of(plane: &Plane, node: i64) -> (String, String, String, String) {
+    let (status, view) = plane
+        .api(&plane.reader, "GET", &format!("/api/v1/nodes/{node}"), None)
+        .await;
+    assert_eq!(status, 200, "{view}");
+    let text = |value: &Value| value.as_str().unwrap_or_default().to_string();
+    (
+        text(&view["agent_version"]),
+        text(&view["facts"]["update_state"]),
+        text(&view["facts"]["update_offered"]),
+        text(&view["facts"]["update_reason"]),
+    )
+}
+
+/// Waits until the plane shows `state` for `offered` with a reason starting `reason`.
+async fn refused(plane: &Plane, node: i64, offered: &str, reason: &str) -> String {
+    capstan_e2e::wait_for(
+        &format!("the plane to show the refusal of {offered}: {reason}"),
+        Duration::from_secs(60),
+        || async {
+            let (_, state, shown, why) = update_of(plane, node).await;
+            (state == "verify_failed" && shown == offered && why.starts_with(reason)).then_some(why)
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ag_24_a_node_running_a_is_offered_a_signed_b_and_ends_up_running_b() {
+    let builds = [agent_build(A), agent_build(B)];
+    let plane = Plane::start().await;
+    let mut node = Supervised::paired(&plane, &builds[0], "update-node").await;
+    assert_eq!(node.version().await, A);
+
+    // Published with `capstan release sign` (the key in a file) and `capstan release upload`.
+    let dir = node.dir().join("release-b");
+    fixture::cli_publish(&plane, &builds[1], B, 1, &dir).await;
+    // RO-05: signing the same inputs again gives the same bytes.
+    let first = std::fs::read(dir.join("release.json")).unwrap();
+    fixture::cli_sign(&builds[1], B, 1, &dir);
+    assert_eq!(std::fs::read(dir.join("release.json")).unwrap(), first);
+
+    capstan_e2e::wait_for(
+        "the node to run B and the plane to show it",
+        Duration::from_secs(90),
+        || async {
+            let (version, state, _, _) = update_of(&plane, node.id).await;
+            (version == B && state == "current").then_some(())
+        },
+    )
+    .await;
+    assert_eq!(node.version().await, B, "the binary in place answers B");
+    // The trial (3 s here) passes: the .bak is removed and B is trusted.
+    capstan_e2e::wait_for("the trial to pass", Duration::from_secs(90), || async {
+        (!node.bak().exists() && !node.pending().exists()).then_some(())
+    })
+    .await;
+    let (_, listed) = plane
+        .api(&plane.reader, "GET", "/api/v1/releases", None)
+        .await;
+    assert_eq!(listed["releases"][0]["version"], B);
+    assert_eq!(listed["releases"][0]["on_offer"], true);
+    let (_, versions) = plane
+        .api(&plane.reader, "GET", "/api/v1/fleet/versions", None)
+        .await;
+    assert_eq!(versions["versions"][0]["version"], B, "{versions}");
+    // The same version or sequence again is refused; the same metadata again changes nothing.
+    let (status, body) = publish(&plane, &release(B, 2, &builds[1])).await;
+    assert_eq!(status, 409, "{body}");
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ag_24_ag_26_bad_signature_wrong_hash_wrong_version_expiry_and_rollback_are_each_refused() {
+    let builds = [agent_build(A), agent_build(B)];
+    let plane = Plane::start().await;
+    let mut node = Supervised::paired(&plane, &builds[0], "refusing-node").await;
+    let a_bytes = std::fs::read(node.binary()).unwrap();
+
+    // Arbitrary software: signed by a key the agent does not hold.
+    let (status, body) = publish(&plane, &forged(B, 1, &builds[1])).await;
+    assert_eq!(status, 201, "the plane cannot judge a signature: {body}");
+    refused(&plane, node.id, B, "bad signature").await;
+
+    // Bytes that are not the ones signed, served by a hostile plane.
+    let offer = release(B, 2, &builds[1]);
+    let mut tampered = offer.binary.clone();
+    let middle = tampered.len() / 2;
+    tampered[middle] ^= 0xff;
+    hostile_offer(&plane, &offer, &tampered).await;
+    refused(&plane, node.id, B, "wrong hash").await;
+
+    // A binary that does not answer --version with the release's version.
+    let liar = release("90.0.9", 3, &builds[1]);
+    let (status, body) = publish(&plane, &liar).await;
+    assert_eq!(status, 201, "{body}");
+    refused(&plane, node.id, "90.0.9", "wrong --version").await;
+
+    // Freeze: metadata past its expiry (a plane serving a stale copy).
+    let mut stale = release(B, 4, &builds[1]);
+    stale.expires_at = chrono::Utc::now().timestamp() - 60;
+    let stale = stale.signed();
+    hostile_offer(&plane, &stale, &stale.binary.clone()).await;
+    refused(&plane, node.id, B, "expired").await;
+
+    // Rollback: a release signed properly, but with a lower sequence than the 3 accepted.
+    let replayed = release(B, 2, &builds[1]).with_expiry_in(3600);
+    hostile_offer(&plane, &replayed, &replayed.binary.clone()).await;
+    refused(&plane, node.id, B, "rollback").await;
+
+    // Through all of it A ran, untouched, and the plane named each refusal.
+    assert_eq!(node.version().await, A);
+    assert_eq!(std::fs::read(node.binary()).unwrap(), a_bytes);
+    let (_, versions) = plane
+        .api(&plane.reader, "GET", "/api/v1/fleet/versions", None)
+        .await;
+    let shown = &versions["nodes"][0];
+    assert_eq!(shown["refused"], true, "{versions}");
+    assert!(shown["update_reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("rollback"));
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ag_29_a_build_that_dies_in_its_trial_is_rolled_back_and_never_reinstalled_but_a_newer_one_is(
+) {
+    let builds = [agent_build(A), agent_build(C), agent_build(D)];
+    let plane = Plane::start().await;
+    let mut node = Supervised::paired(&plane, &builds[0], "trial-node").await;
+    node.set_trial(TRIAL_LONG);
+
+    let (status, body) = publish(&plane, &release(C, 1, &builds[1])).await;
+    assert_eq!(status, 201, "{body}");
+    // C is in place and its first start is on trial.
+    capstan_e2e::wait_for("C to run on trial", Duration::from_secs(90), || async {
+        let pending = std::fs::read_to_string(node.pending()).ok()?;
+        let pending: Value = serde_json::from_str(&pending).ok()?;
+        (pending["version"] == C && pending["starts"] == 1 && node.bak().exists()).then_some(())
+    })
+    .await;
+    // It dies within its trial (as an out-of-memory kill would end it).
+    node.kill9().await;
+    capstan_e2e::wait_for(
+        "A to be back and C refused as rejected",
+        Duration::from_secs(90),
+        || async {
+            let (version, state, offered, _) = update_of(&plane, node.id).await;
+            (version == A && state == "version_rejected" && offered == C).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(node.version().await, A);
+    assert_eq!(
+        std::fs::read_to_string(node.rejected()).unwrap().trim(),
+        C,
+        "C is recorded as rejected"
+    );
+    assert!(!node.pending().exists());
+
+    // A newer release supersedes the rejection.
+    node.set_trial(Duration::from_secs(3));
+    let (status, body) = publish(&plane, &release(D, 2, &builds[2])).await;
+    assert_eq!(status, 201, "{body}");
+    capstan_e2e::wait_for("the node to run D", Duration::from_secs(90), || async {
+        let (version, state, _, _) = update_of(&plane, node.id).await;
+        (version == D && state == "current").then_some(())
+    })
+    .await;
+    assert_eq!(node.version().await, D);
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ag_30_the_start_guard_puts_the_bak_back_for_a_binary_on_trial_that_cannot_answer() {
+    let a = agent_build(A);
+    let dir = tempfile::tempdir().unwrap();
+    let binary = dir.path().join("capstan-agent");
+    std::fs::copy(&a, dir.path().join("capstan-agent.bak")).unwrap();
+    // The "new" binary cannot even start.
+    std::fs::write(&binary, b"#!/bin/sh\nexit 127\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        dir.path().join("capstan-agent.pending"),
+        format!(r#"{{"version":"{C}","starts":0}}"#),
+    )
+    .unwrap();
+    // The guard runs from the .bak, as a unit whose binary may not run at all does.
+    let output = std::process::Command::new(dir.path().join("capstan-agent.bak"))
+        .arg(format!(
+            "--state-dir={}",
+            dir.path().join("state").display()
+        ))
+        .arg("start-guard")
+        .arg(format!("--binary={}", binary.display()))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{said}");
+    assert!(said.contains("is rejected"), "{said}");
+    assert_eq!(std::fs::read(&binary).unwrap(), std::fs::read(&a).unwrap());
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("capstan-agent.rejected"))
+            .unwrap()
+            .trim(),
+        C
+    );
+    assert!(!dir.path().join("capstan-agent.pending").exists());
+}
