@@ -8,6 +8,7 @@
 # non-zero, with a message saying why, when it cannot do its job.
 #
 #   ensure_postgres          PostgreSQL installed, running, answering (127.0.0.1:5432 or socket)
+#   ensure_postgres_connections N   max_connections at least N (ALTER SYSTEM and a restart)
 #   ensure_nats              nats-server with JetStream listening on 127.0.0.1:4222
 #   database_url [DB]        prints a URL for database DB (default capstan) that works here
 #   ensure_database [DB]     creates database DB (default capstan) when it is missing
@@ -165,6 +166,31 @@ ensure_postgres() {
         return 1
     fi
     capstan_log "PostgreSQL: answering"
+}
+
+# Makes the local PostgreSQL accept at least N connections (the test suite runs whole planes of
+# services side by side, each with its own pool): raises max_connections with ALTER SYSTEM and
+# restarts the cluster when it is lower. Only for a cluster this machine runs (pg_ctlcluster).
+ensure_postgres_connections() {
+    local wanted=$1 url current version
+    url=$(database_url postgres) || return 1
+    current=$(psql "$url" -Atc 'SHOW max_connections' 2>/dev/null) || {
+        capstan_log "PostgreSQL: cannot read max_connections"
+        return 1
+    }
+    if [ "$current" -ge "$wanted" ]; then
+        return 0
+    fi
+    version=$(find /etc/postgresql -mindepth 1 -maxdepth 1 -type d -printf '%f\n' 2>/dev/null |
+        sort -V | tail -n 1)
+    if [ -z "$version" ] || ! command -v pg_ctlcluster >/dev/null 2>&1; then
+        capstan_log "PostgreSQL: max_connections is $current (the tests want $wanted) and this is not a local pg_ctlcluster cluster; raise it by hand"
+        return 0
+    fi
+    capstan_log "PostgreSQL: max_connections $current -> $wanted (ALTER SYSTEM, restarting cluster $version/main)"
+    psql "$url" -qc "ALTER SYSTEM SET max_connections = $wanted" || return 1
+    _capstan_as_root pg_ctlcluster --skip-systemctl-redirect "$version" main restart || return 1
+    _capstan_wait_for 30 _capstan_postgres_answering
 }
 
 # The INFO line a NATS server greets every client with; it says whether JetStream is on.
