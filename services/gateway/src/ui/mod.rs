@@ -43,18 +43,16 @@
 //!   [`incidents`]
 
 mod account;
+mod agent_channel;
 pub mod assets;
 mod cookies;
-mod dashboard;
 mod format;
 mod forms;
 pub mod guard;
 pub mod incidents;
-mod jobs;
-mod listing;
-mod nodes;
-mod recipes;
 mod sign_in;
+
+use agent_channel::{dashboard, jobs, listing, nodes};
 
 use askama::Template;
 use axum::{

@@ -18,11 +18,8 @@ use capstan_events::{
     rpc::Level,
 };
 
-use super::{
-    dashboard::{join_row, node_row, JoinRow, NodeRow},
-    guard::PathUuid,
-    render, Chrome, UiError, UiSession,
-};
+use super::dashboard::{join_row, node_row, JoinRow, NodeRow};
+use crate::ui::{guard::PathUuid, render, Chrome, UiError, UiSession};
 use crate::{
     ask::ask,
     error::ApiError,

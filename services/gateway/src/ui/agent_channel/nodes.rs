@@ -17,9 +17,9 @@ use capstan_events::{
 };
 use std::collections::HashMap;
 
-use super::{
+use super::dashboard::{dot_of, job_row, JobRow};
+use crate::ui::{
     act_done, acted,
-    dashboard::{dot_of, job_row, JobRow},
     format::{ago, clip, fingerprint_groups, overview_facts, Ago, Fact},
     forms::{self, WordForm},
     guard::{FormFields, PathId},
@@ -110,7 +110,7 @@ struct NodePage {
     agent: Agent,
     can_disconnect: bool,
     recipes: Vec<super::recipes::RecipeRow>,
-    incidents: super::incidents::NodeCard,
+    incidents: crate::ui::incidents::NodeCard,
 }
 
 fn finding(found: &Option<capstan_events::agent_channel::rpc::Finding>) -> Option<Finding> {
@@ -206,7 +206,7 @@ pub async fn page(
             .as_ref()
             .and_then(|found| found.result.as_ref()),
     );
-    let incidents = super::incidents::node_card(&state, &session, node_id).await;
+    let incidents = crate::ui::incidents::node_card(&state, &session, node_id).await;
     let page = NodePage {
         chrome: Chrome::signed_in(&session, &headers, node.name.clone(), "dashboard"),
         incidents,
