@@ -68,7 +68,7 @@ use tracing::error;
 use crate::{
     domain::throttle::Limits,
     error::{AnsweredError, ApiError},
-    routes::UiOp,
+    route::UiOp,
     state::AppState,
 };
 

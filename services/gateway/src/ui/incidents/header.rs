@@ -12,7 +12,7 @@ use capstan_events::{
 use std::time::Duration;
 
 use crate::{
-    routes::{Method, Op, Route, UiOp},
+    route::{Method, Op, Route, UiOp},
     state::AppState,
 };
 
