@@ -26,11 +26,13 @@ use crate::{
 use Level::{Admin, Change, Read};
 use Method::{Get, Post};
 
-/// The table: the gateway's own rows and the agent channel's, then each later domain's API
-/// (`api/<domain>.rs`) and pages (`ui/<domain>/`), in that order.
+/// The table: the gateway's own rows (with the agent channel's API and the UI's own pages),
+/// then each domain's pages (`ui/<domain>/`) and API (`api/<domain>.rs`), each domain's rows
+/// declared in its own module.
 pub static ROUTES: std::sync::LazyLock<Vec<Route>> = std::sync::LazyLock::new(|| {
     [
         CORE_ROUTES,
+        crate::ui::agent_channel::ROUTES,
         crate::api::incidents::ROUTES,
         crate::api::monitor::ROUTES,
         crate::ui::incidents::ROUTES,
@@ -39,7 +41,8 @@ pub static ROUTES: std::sync::LazyLock<Vec<Route>> = std::sync::LazyLock::new(||
     .concat()
 });
 
-/// The gateway's own rows, the agent channel's and the UI's.
+/// The gateway's own rows, the agent channel's API and the UI's own (the way in, sign-in,
+/// account, audit).
 const CORE_ROUTES: &[Route] = &[
     Route::public(Get, "/healthz", Op::Healthz),
     Route::public(Get, "/livez", Op::Livez),
@@ -119,7 +122,6 @@ const CORE_ROUTES: &[Route] = &[
         UiOp::ChangePassword,
         "change_password",
     ),
-    Route::page("/ui/", Read, UiOp::Dashboard),
     Route::page("/ui/account", Read, UiOp::AccountPage),
     Route::form(
         "/ui/account/tokens",
@@ -134,52 +136,6 @@ const CORE_ROUTES: &[Route] = &[
         "revoke_token",
     ),
     Route::page("/ui/audit", Admin, UiOp::AuditPage),
-    Route::page("/ui/nodes", Read, UiOp::NodeList),
-    Route::page("/ui/joins", Read, UiOp::JoinList),
-    Route::page("/ui/joins/{id}/bind", Admin, UiOp::BindPage),
-    Route::form(
-        "/ui/joins/{id}/approve",
-        Admin,
-        UiOp::ApproveJoin,
-        "approve_join",
-    ),
-    Route::form(
-        "/ui/joins/{id}/reject",
-        Admin,
-        UiOp::RejectJoin,
-        "reject_join",
-    ),
-    Route::form(
-        "/ui/joins/{id}/reopen",
-        Admin,
-        UiOp::ReopenJoin,
-        "reopen_join",
-    ),
-    Route::page("/ui/nodes/{id}", Read, UiOp::NodePage),
-    Route::page("/ui/nodes/{id}/disconnect", Admin, UiOp::DisconnectPage),
-    Route::form(
-        "/ui/nodes/{id}/disconnect",
-        Admin,
-        UiOp::DisconnectNode,
-        "disconnect_node",
-    ),
-    // As in the API: 7 at the route, the word's class decides (change 8, destructive 10).
-    Route::form("/ui/nodes/{id}/jobs", Read, UiOp::CreateJob, "create_job"),
-    Route::page("/ui/jobs/{id}", Read, UiOp::JobPage),
-    Route::page("/ui/jobs/{id}/output", Read, UiOp::JobOutput),
-    Route::form(
-        "/ui/jobs/{id}/cancel",
-        Change,
-        UiOp::CancelJob,
-        "cancel_job",
-    ),
-    Route::page("/ui/jobs/{id}/mark-failed", Change, UiOp::MarkFailedPage),
-    Route::form(
-        "/ui/jobs/{id}/mark-failed",
-        Change,
-        UiOp::MarkJobFailed,
-        "mark_job_failed",
-    ),
 ];
 
 /// The public routes of the UI, by path: the only `/ui` routes without a session.
@@ -251,6 +207,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ui::agent_channel::AgentChannelPage;
 
     #[test]
     fn each_method_and_path_appears_once() {
@@ -326,17 +283,25 @@ mod tests {
             assert_eq!(level(op), Access::Operator(Level::Change), "{op:?}");
         }
         for op in [
-            UiOp::ApproveJoin,
-            UiOp::RejectJoin,
-            UiOp::ReopenJoin,
-            UiOp::DisconnectNode,
-            UiOp::DisconnectPage,
+            UiOp::AgentChannel(AgentChannelPage::ApproveJoin),
+            UiOp::AgentChannel(AgentChannelPage::RejectJoin),
+            UiOp::AgentChannel(AgentChannelPage::ReopenJoin),
+            UiOp::AgentChannel(AgentChannelPage::DisconnectNode),
+            UiOp::AgentChannel(AgentChannelPage::DisconnectPage),
             UiOp::AuditPage,
         ] {
             assert_eq!(level(Op::Ui(op)), Access::Session(Level::Admin), "{op:?}");
         }
-        for op in [UiOp::CancelJob, UiOp::MarkJobFailed, UiOp::MarkFailedPage] {
-            assert_eq!(level(Op::Ui(op)), Access::Session(Level::Change), "{op:?}");
+        for op in [
+            AgentChannelPage::CancelJob,
+            AgentChannelPage::MarkJobFailed,
+            AgentChannelPage::MarkFailedPage,
+        ] {
+            assert_eq!(
+                level(Op::Ui(UiOp::AgentChannel(op))),
+                Access::Session(Level::Change),
+                "{op:?}"
+            );
         }
     }
 

@@ -43,7 +43,7 @@
 //!   [`incidents`]
 
 mod account;
-mod agent_channel;
+pub mod agent_channel;
 pub mod assets;
 mod cookies;
 mod format;
@@ -51,8 +51,6 @@ mod forms;
 pub mod guard;
 pub mod incidents;
 mod sign_in;
-
-use agent_channel::{dashboard, jobs, listing, nodes};
 
 use askama::Template;
 use axum::{
@@ -127,26 +125,11 @@ pub fn handler(filter: MethodFilter, op: UiOp) -> MethodRouter<AppState> {
         UiOp::SignOut => on(filter, sign_in::sign_out),
         UiOp::PasswordPage => on(filter, sign_in::password_page),
         UiOp::ChangePassword => on(filter, sign_in::change_password),
-        UiOp::Dashboard => on(filter, dashboard::page),
         UiOp::AccountPage => on(filter, account::page),
         UiOp::CreateToken => on(filter, account::create_token),
         UiOp::RevokeToken => on(filter, account::revoke_token),
         UiOp::AuditPage => on(filter, account::audit_page),
-        UiOp::ApproveJoin => on(filter, dashboard::approve_join),
-        UiOp::RejectJoin => on(filter, dashboard::reject_join),
-        UiOp::ReopenJoin => on(filter, dashboard::reopen_join),
-        UiOp::NodeList => on(filter, listing::nodes_page),
-        UiOp::JoinList => on(filter, listing::joins_page),
-        UiOp::BindPage => on(filter, listing::bind_page),
-        UiOp::NodePage => on(filter, nodes::page),
-        UiOp::DisconnectPage => on(filter, nodes::disconnect_page),
-        UiOp::DisconnectNode => on(filter, nodes::disconnect),
-        UiOp::CreateJob => on(filter, nodes::create_job),
-        UiOp::JobPage => on(filter, jobs::page),
-        UiOp::JobOutput => on(filter, jobs::output),
-        UiOp::CancelJob => on(filter, jobs::cancel),
-        UiOp::MarkFailedPage => on(filter, jobs::mark_failed_page),
-        UiOp::MarkJobFailed => on(filter, jobs::mark_failed),
+        UiOp::AgentChannel(op) => agent_channel::handler(filter, op),
         UiOp::Incidents(op) => incidents::handler(filter, op),
     }
 }
