@@ -147,7 +147,7 @@ pub async fn nodes_page(
         .map(|name| (name, kept_value(name)))
         .collect();
     let page = NodeList {
-        chrome: Chrome::signed_in(&session, &headers, "Nodes", "dashboard"),
+        chrome: Chrome::signed_in(&session, &headers, "Nodes", "nodes"),
         q: kept_value("q"),
         health: choices(
             request.health.map(|dot| dot.as_str()).unwrap_or_default(),
@@ -228,7 +228,7 @@ pub async fn joins_page(
         ),
     ];
     let page = JoinList {
-        chrome: Chrome::signed_in(&session, &headers, "Joins", "dashboard"),
+        chrome: Chrome::signed_in(&session, &headers, "Joins", "joins"),
         q,
         rejected,
         joins: answer.joins.iter().map(join_row).collect(),
@@ -301,7 +301,7 @@ pub async fn bind_page(
     };
     let path = format!("/ui/joins/{join_id}/bind");
     let page = BindPage {
-        chrome: Chrome::signed_in(&session, &headers, "Bind a join", "dashboard"),
+        chrome: Chrome::signed_in(&session, &headers, "Bind a join", "joins"),
         join: join_row(join),
         searched: !q.is_empty(),
         nodes: nodes.iter().map(node_row).collect(),

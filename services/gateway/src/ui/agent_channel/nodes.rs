@@ -208,7 +208,7 @@ pub async fn page(
     );
     let incidents = crate::ui::incidents::node_card(&state, &session, node_id).await;
     let page = NodePage {
-        chrome: Chrome::signed_in(&session, &headers, node.name.clone(), "dashboard"),
+        chrome: Chrome::signed_in(&session, &headers, node.name.clone(), "nodes"),
         incidents,
         tab: tab.name(),
         facts,
@@ -246,7 +246,7 @@ pub async fn disconnect_page(
 ) -> Result<Response, UiError> {
     let node = node(&state, &session, node_id).await?;
     let page = ConfirmPage {
-        chrome: Chrome::signed_in(&session, &headers, "Disconnect", "dashboard"),
+        chrome: Chrome::signed_in(&session, &headers, "Disconnect", "nodes"),
         heading: format!("Disconnect {}?", node.name),
         sentence: "The plane forgets this node's agent key. The node gets no operations until \
                    its agent joins again and an operator approves it; its running job, if any, \
