@@ -81,7 +81,7 @@ async fn edge(State(state): State<AppState>, mut request: Request, next: Next) -
 /// [`crate::agent::forward`].
 pub(crate) fn answer_agent(
     state: AppState,
-    route: &'static crate::routes::Route,
+    route: &'static crate::route::Route,
     endpoint: AgentEndpoint,
     mut request: Request,
 ) -> impl Future<Output = Response> {
@@ -98,7 +98,7 @@ pub(crate) fn answer_agent(
 /// ([`crate::agent::vet`]), with the client address worked out as for [`answer_agent`].
 pub(crate) async fn vet_agent(
     state: AppState,
-    route: &'static crate::routes::Route,
+    route: &'static crate::route::Route,
     endpoint: AgentEndpoint,
     mut request: Request,
 ) -> Option<Response> {

@@ -20,7 +20,7 @@ use tracing::{error, warn};
 
 use crate::{
     error::{AnsweredError, ApiError},
-    routes::Route,
+    route::Route,
     state::{AppState, ClientAddress},
     store::{self, AuditEntry},
 };

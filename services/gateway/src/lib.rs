@@ -18,6 +18,7 @@ mod input;
 pub mod openapi;
 pub mod operator;
 pub mod password;
+pub mod route;
 pub mod routes;
 mod state;
 pub mod store;

@@ -11,243 +11,28 @@
 use axum::{
     extract::{Request, State},
     middleware::{self, Next},
-    routing::{on, MethodFilter, MethodRouter},
+    routing::{on, MethodRouter},
     Router,
 };
 use capstan_events::{agent_channel::rpc::AgentEndpoint, rpc::Level};
 
-use crate::{agent, health, identity, openapi, operator, state::AppState, ui};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
-    Get,
-    Post,
-    Put,
-    Delete,
-}
-
-impl Method {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Method::Get => "GET",
-            Method::Post => "POST",
-            Method::Put => "PUT",
-            Method::Delete => "DELETE",
-        }
-    }
-
-    fn filter(self) -> MethodFilter {
-        match self {
-            Method::Get => MethodFilter::GET,
-            Method::Post => MethodFilter::POST,
-            Method::Put => MethodFilter::PUT,
-            Method::Delete => MethodFilter::DELETE,
-        }
-    }
-}
-
-/// Who may call a route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// Anyone: probes (`/healthz` tells anyone only ready or not).
-    Public,
-    /// An agent, signed as PROTOCOL.md says; the agent channel checks the signature.
-    AgentSigned,
-    /// An operator with a bearer token of at least this level.
-    Operator(Level),
-    /// An operator signed in to the web UI with a session of at least this level; a POST also
-    /// needs the session's CSRF token.
-    Session(Level),
-    /// The sign-in form's POST: no session yet, so its CSRF token is the double-submit
-    /// pre-session cookie's.
-    PreSession,
-}
-
-impl Access {
-    /// As the OpenAPI document's `x-capstan-level` states it: `7`, `"agent-signed"`, `"public"`.
-    pub fn as_json(self) -> serde_json::Value {
-        match self {
-            Access::Public => "public".into(),
-            Access::AgentSigned => "agent-signed".into(),
-            Access::Operator(level) | Access::Session(level) => u8::from(level).into(),
-            Access::PreSession => "pre-session".into(),
-        }
-    }
-}
-
-/// What a route does; each has exactly one handler (see [`handler`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    Healthz,
-    Livez,
-    Metrics,
-    OpenApi,
-    Agent(AgentEndpoint),
-    ListJoins,
-    ApproveJoin,
-    RejectJoin,
-    ReopenJoin,
-    ListNodes,
-    GetNode,
-    DisconnectNode,
-    CreateJob,
-    ListJobs,
-    GetJob,
-    JobOutput,
-    CancelJob,
-    MarkJobFailed,
-    RefusalCount,
-    /// A route of the incidents service's API (`api/incidents.rs`).
-    Incidents(crate::api::incidents::IncidentsOp),
-    /// A route of the monitor service's API (`api/monitor.rs`).
-    Monitor(crate::api::monitor::MonitorOp),
-    /// A route of the releases API (`api/releases.rs`).
-    Releases(crate::api::releases::ReleasesOp),
-    /// A page or form of the operator UI.
-    Ui(UiOp),
-}
-
-/// What a route of the operator UI does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UiOp {
-    /// `/` and `/ui`: to the dashboard.
-    ToDashboard,
-    Static,
-    SignInPage,
-    SignIn,
-    SignOut,
-    PasswordPage,
-    ChangePassword,
-    Dashboard,
-    AccountPage,
-    CreateToken,
-    RevokeToken,
-    AuditPage,
-    ApproveJoin,
-    RejectJoin,
-    ReopenJoin,
-    NodeList,
-    JoinList,
-    BindPage,
-    NodePage,
-    DisconnectPage,
-    DisconnectNode,
-    CreateJob,
-    JobPage,
-    JobOutput,
-    CancelJob,
-    MarkFailedPage,
-    MarkJobFailed,
-    /// A page or form of the incidents service (`ui/incidents/`).
-    Incidents(crate::ui::incidents::IncidentsPage),
-}
-
-/// One row of the table.
-#[derive(Debug, Clone, Copy)]
-pub struct Route {
-    pub method: Method,
-    /// axum's syntax: `/api/v1/nodes/{id}`.
-    pub path: &'static str,
-    pub access: Access,
-    pub op: Op,
-    /// For an operator act that changes something, its name in the audit log.
-    pub action: Option<&'static str>,
-}
-
-impl Route {
-    const fn public(method: Method, path: &'static str, op: Op) -> Route {
-        Route {
-            method,
-            path,
-            access: Access::Public,
-            op,
-            action: None,
-        }
-    }
-
-    const fn agent(path: &'static str, endpoint: AgentEndpoint) -> Route {
-        Route {
-            method: Method::Post,
-            path,
-            access: Access::AgentSigned,
-            op: Op::Agent(endpoint),
-            action: None,
-        }
-    }
-
-    const fn read(method: Method, path: &'static str, level: Level, op: Op) -> Route {
-        Route {
-            method,
-            path,
-            access: Access::Operator(level),
-            op,
-            action: None,
-        }
-    }
-
-    const fn act(path: &'static str, level: Level, op: Op, action: &'static str) -> Route {
-        Route {
-            method: Method::Post,
-            path,
-            access: Access::Operator(level),
-            op,
-            action: Some(action),
-        }
-    }
-
-    const fn ui_public(method: Method, path: &'static str, op: UiOp) -> Route {
-        Route::public(method, path, Op::Ui(op))
-    }
-
-    pub(crate) const fn page(path: &'static str, level: Level, op: UiOp) -> Route {
-        Route {
-            method: Method::Get,
-            path,
-            access: Access::Session(level),
-            op: Op::Ui(op),
-            action: None,
-        }
-    }
-
-    pub(crate) const fn form(
-        path: &'static str,
-        level: Level,
-        op: UiOp,
-        action: &'static str,
-    ) -> Route {
-        Route {
-            method: Method::Post,
-            path,
-            access: Access::Session(level),
-            op: Op::Ui(op),
-            action: Some(action),
-        }
-    }
-
-    /// Whether the route belongs to the operator UI (`/` and `/ui...`), not the API.
-    pub fn is_ui(&self) -> bool {
-        self.path == "/" || self.path == "/ui" || self.path.starts_with("/ui/")
-    }
-
-    /// What the `{id}` of the path names in the audit log: `join`, `node`, `job`.
-    pub fn target_kind(&self) -> Option<&'static str> {
-        let before = self.path.split("/{id}").next()?;
-        if before == self.path {
-            return None;
-        }
-        let collection = before.rsplit('/').next()?;
-        collection.strip_suffix('s')
-    }
-}
+use crate::{
+    agent, health, identity, openapi, operator,
+    route::{Access, Method, Op, Route, UiOp},
+    state::AppState,
+    ui,
+};
 
 use Level::{Admin, Change, Read};
 use Method::{Get, Post};
 
-/// The table: the gateway's own rows and the agent channel's, then each later domain's API
-/// (`api/<domain>.rs`) and pages (`ui/<domain>/`), in that order.
+/// The table: the gateway's own rows (with the agent channel's API and the UI's own pages),
+/// then each domain's pages (`ui/<domain>/`) and API (`api/<domain>.rs`), each domain's rows
+/// declared in its own module.
 pub static ROUTES: std::sync::LazyLock<Vec<Route>> = std::sync::LazyLock::new(|| {
     [
         CORE_ROUTES,
+        crate::ui::agent_channel::ROUTES,
         crate::api::incidents::ROUTES,
         crate::api::monitor::ROUTES,
         crate::ui::incidents::ROUTES,
@@ -256,7 +41,8 @@ pub static ROUTES: std::sync::LazyLock<Vec<Route>> = std::sync::LazyLock::new(||
     .concat()
 });
 
-/// The gateway's own rows, the agent channel's and the UI's.
+/// The gateway's own rows, the agent channel's API and the UI's own (the way in, sign-in,
+/// account, audit).
 const CORE_ROUTES: &[Route] = &[
     Route::public(Get, "/healthz", Op::Healthz),
     Route::public(Get, "/livez", Op::Livez),
@@ -336,7 +122,6 @@ const CORE_ROUTES: &[Route] = &[
         UiOp::ChangePassword,
         "change_password",
     ),
-    Route::page("/ui/", Read, UiOp::Dashboard),
     Route::page("/ui/account", Read, UiOp::AccountPage),
     Route::form(
         "/ui/account/tokens",
@@ -351,52 +136,6 @@ const CORE_ROUTES: &[Route] = &[
         "revoke_token",
     ),
     Route::page("/ui/audit", Admin, UiOp::AuditPage),
-    Route::page("/ui/nodes", Read, UiOp::NodeList),
-    Route::page("/ui/joins", Read, UiOp::JoinList),
-    Route::page("/ui/joins/{id}/bind", Admin, UiOp::BindPage),
-    Route::form(
-        "/ui/joins/{id}/approve",
-        Admin,
-        UiOp::ApproveJoin,
-        "approve_join",
-    ),
-    Route::form(
-        "/ui/joins/{id}/reject",
-        Admin,
-        UiOp::RejectJoin,
-        "reject_join",
-    ),
-    Route::form(
-        "/ui/joins/{id}/reopen",
-        Admin,
-        UiOp::ReopenJoin,
-        "reopen_join",
-    ),
-    Route::page("/ui/nodes/{id}", Read, UiOp::NodePage),
-    Route::page("/ui/nodes/{id}/disconnect", Admin, UiOp::DisconnectPage),
-    Route::form(
-        "/ui/nodes/{id}/disconnect",
-        Admin,
-        UiOp::DisconnectNode,
-        "disconnect_node",
-    ),
-    // As in the API: 7 at the route, the word's class decides (change 8, destructive 10).
-    Route::form("/ui/nodes/{id}/jobs", Read, UiOp::CreateJob, "create_job"),
-    Route::page("/ui/jobs/{id}", Read, UiOp::JobPage),
-    Route::page("/ui/jobs/{id}/output", Read, UiOp::JobOutput),
-    Route::form(
-        "/ui/jobs/{id}/cancel",
-        Change,
-        UiOp::CancelJob,
-        "cancel_job",
-    ),
-    Route::page("/ui/jobs/{id}/mark-failed", Change, UiOp::MarkFailedPage),
-    Route::form(
-        "/ui/jobs/{id}/mark-failed",
-        Change,
-        UiOp::MarkJobFailed,
-        "mark_job_failed",
-    ),
 ];
 
 /// The public routes of the UI, by path: the only `/ui` routes without a session.
@@ -468,6 +207,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ui::agent_channel::AgentChannelPage;
 
     #[test]
     fn each_method_and_path_appears_once() {
@@ -543,17 +283,25 @@ mod tests {
             assert_eq!(level(op), Access::Operator(Level::Change), "{op:?}");
         }
         for op in [
-            UiOp::ApproveJoin,
-            UiOp::RejectJoin,
-            UiOp::ReopenJoin,
-            UiOp::DisconnectNode,
-            UiOp::DisconnectPage,
+            UiOp::AgentChannel(AgentChannelPage::ApproveJoin),
+            UiOp::AgentChannel(AgentChannelPage::RejectJoin),
+            UiOp::AgentChannel(AgentChannelPage::ReopenJoin),
+            UiOp::AgentChannel(AgentChannelPage::DisconnectNode),
+            UiOp::AgentChannel(AgentChannelPage::DisconnectPage),
             UiOp::AuditPage,
         ] {
             assert_eq!(level(Op::Ui(op)), Access::Session(Level::Admin), "{op:?}");
         }
-        for op in [UiOp::CancelJob, UiOp::MarkJobFailed, UiOp::MarkFailedPage] {
-            assert_eq!(level(Op::Ui(op)), Access::Session(Level::Change), "{op:?}");
+        for op in [
+            AgentChannelPage::CancelJob,
+            AgentChannelPage::MarkJobFailed,
+            AgentChannelPage::MarkFailedPage,
+        ] {
+            assert_eq!(
+                level(Op::Ui(UiOp::AgentChannel(op))),
+                Access::Session(Level::Change),
+                "{op:?}"
+            );
         }
     }
 

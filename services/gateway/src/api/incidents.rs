@@ -27,7 +27,7 @@ use crate::{
     error::ApiError,
     identity::Operator,
     input::{JsonBody, NodeId, PathId, QueryParams},
-    routes::{Access, Method, Op, Route},
+    route::{Access, Method, Op, Route},
     state::AppState,
     store,
 };

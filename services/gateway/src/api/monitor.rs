@@ -20,7 +20,7 @@ use crate::{
     error::ApiError,
     identity::Operator,
     input::{JsonBody, NodeId, QueryParams},
-    routes::{Access, Method, Op, Route},
+    route::{Access, Method, Op, Route},
     AppState,
 };
 

@@ -25,7 +25,7 @@ use crate::{
     error::ApiError,
     identity::Operator,
     input::{parse_json, read_limited},
-    routes::{Access, Method, Op, Route},
+    route::{Access, Method, Op, Route},
     AppState,
 };
 

@@ -8,7 +8,10 @@
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Uri};
 use capstan_events::agent_channel::rpc::AgentEndpoint;
 
-use crate::routes::{Op, Route, ROUTES};
+use crate::{
+    route::{Op, Route},
+    routes::ROUTES,
+};
 
 /// An agent sends about ten header fields; more, and hyper reads the head.
 const MAX_FIELDS: usize = 32;

@@ -19,7 +19,7 @@ use super::{cookies, settings, UiError};
 use crate::{
     identity::{self, digest, peer_address},
     input::read_limited,
-    routes::{Op, Route, UiOp},
+    route::{Op, Route, UiOp},
     state::AppState,
     store,
 };

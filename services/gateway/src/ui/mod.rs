@@ -9,12 +9,18 @@
 //! link: templates escape it, `href`s carry only our own ids, and live output is appended with
 //! `textContent`. The Content-Security-Policy allows no inline script or style.
 //!
+//! The agent channel's pages (dashboard, node list, joins, bind, node, job) are in
+//! [`agent_channel`], the incidents service's in [`incidents`]; each folder contributes its rows
+//! to the route table. Sign-in, account and audit, and the helpers every page uses (the guard,
+//! cookies, forms, formatting, assets), are here.
+//!
 //! Stable hooks for browser tests (ids and `data-test` attributes):
 //! * sign-in: `form#sign-in`, `input[name=name]`, `input[name=password]`, `button[data-test=sign-in]`
 //! * change password: `form#change-password`, `input[name=current_password]`,
 //!   `input[name=new_password]`, `input[name=confirm_password]`, `button[data-test=change-password]`
 //! * every page: `[data-test=operator]` (name and level), `button[data-test=sign-out]`,
-//!   `[data-test=flash]` (with `data-kind=ok|error`), `[data-test=error]` on error pages
+//!   `[data-test=flash]` (with `data-kind=ok|error`), `[data-test=error]` on error pages; the
+//!   menu's `a[data-test=nav-nodes]` and `a[data-test=nav-joins]`
 //! * dashboard: `[data-test=plane-status]`, `form#node-search`, `a[data-test=all-nodes]`,
 //!   `a[data-test=problem-nodes]`, `a[data-test=all-joins]`, `#node-<id>` rows (the first page)
 //!   with `[data-test=health]` (`data-dot=green|yellow|red|gray`), `[data-test=node-link]`,
@@ -31,7 +37,8 @@
 //!   `button[data-test=reopen]`
 //! * bind (`/ui/joins/<id>/bind?q=`): `input[data-test=bind-search]`, `#candidate-<id>` rows
 //!   with `button[data-test=bind-to]`
-//! * node page: `[data-test=tab-overview|tab-jobs|tab-agent]`, `[data-test=fact-<name>]`,
+//! * node page: `a[data-test=crumb-nodes]` (to the node list),
+//!   `[data-test=tab-overview|tab-jobs|tab-agent]`, `[data-test=fact-<name>]`,
 //!   `[data-test=run-<primitive>]` submit buttons, `[data-test=needs-newer-agent]`,
 //!   `[data-test=fingerprint]`, `a[data-test=disconnect]`, `button[data-test=confirm-disconnect]`
 //! * job page: `[data-test=job-state]`, `[data-test=job-output]`, `[data-test=job-result]`,
@@ -43,17 +50,13 @@
 //!   [`incidents`]
 
 mod account;
+pub mod agent_channel;
 pub mod assets;
 mod cookies;
-mod dashboard;
 mod format;
 mod forms;
 pub mod guard;
 pub mod incidents;
-mod jobs;
-mod listing;
-mod nodes;
-mod recipes;
 mod sign_in;
 
 use askama::Template;
@@ -70,7 +73,7 @@ use tracing::error;
 use crate::{
     domain::throttle::Limits,
     error::{AnsweredError, ApiError},
-    routes::UiOp,
+    route::UiOp,
     state::AppState,
 };
 
@@ -129,26 +132,11 @@ pub fn handler(filter: MethodFilter, op: UiOp) -> MethodRouter<AppState> {
         UiOp::SignOut => on(filter, sign_in::sign_out),
         UiOp::PasswordPage => on(filter, sign_in::password_page),
         UiOp::ChangePassword => on(filter, sign_in::change_password),
-        UiOp::Dashboard => on(filter, dashboard::page),
         UiOp::AccountPage => on(filter, account::page),
         UiOp::CreateToken => on(filter, account::create_token),
         UiOp::RevokeToken => on(filter, account::revoke_token),
         UiOp::AuditPage => on(filter, account::audit_page),
-        UiOp::ApproveJoin => on(filter, dashboard::approve_join),
-        UiOp::RejectJoin => on(filter, dashboard::reject_join),
-        UiOp::ReopenJoin => on(filter, dashboard::reopen_join),
-        UiOp::NodeList => on(filter, listing::nodes_page),
-        UiOp::JoinList => on(filter, listing::joins_page),
-        UiOp::BindPage => on(filter, listing::bind_page),
-        UiOp::NodePage => on(filter, nodes::page),
-        UiOp::DisconnectPage => on(filter, nodes::disconnect_page),
-        UiOp::DisconnectNode => on(filter, nodes::disconnect),
-        UiOp::CreateJob => on(filter, nodes::create_job),
-        UiOp::JobPage => on(filter, jobs::page),
-        UiOp::JobOutput => on(filter, jobs::output),
-        UiOp::CancelJob => on(filter, jobs::cancel),
-        UiOp::MarkFailedPage => on(filter, jobs::mark_failed_page),
-        UiOp::MarkJobFailed => on(filter, jobs::mark_failed),
+        UiOp::AgentChannel(op) => agent_channel::handler(filter, op),
         UiOp::Incidents(op) => incidents::handler(filter, op),
     }
 }
@@ -179,8 +167,8 @@ pub struct Chrome {
     pub operator: Option<(String, u8)>,
     pub csrf: String,
     pub flash: Option<Flash>,
-    /// The current section, for the navigation: `dashboard`, `incidents`, `silences`,
-    /// `webhooks`, `bell`, `account`, `audit`, or empty.
+    /// The current section, for the navigation: `dashboard`, `nodes`, `joins`, `incidents`,
+    /// `silences`, `webhooks`, `bell`, `account`, `audit`, or empty.
     pub section: &'static str,
     pub is_admin: bool,
     /// The header line (IN-16), when there is something to say.

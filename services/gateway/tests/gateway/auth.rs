@@ -5,7 +5,10 @@ use capstan_events::{
     agent_channel::rpc::ops,
     rpc::{ErrorCode, Level, RpcError},
 };
-use capstan_gateway::routes::{Access, Method, ROUTES};
+use capstan_gateway::{
+    route::{Access, Method},
+    routes::ROUTES,
+};
 use serde_json::{json, Value};
 
 use crate::harness::{body_for, concrete_path, error_of, Gateway};

@@ -45,7 +45,7 @@ fn the_document_covers_every_route_in_the_table_at_its_level_and_nothing_else() 
                 .is_some_and(|security| !security.is_empty());
             assert_eq!(
                 bearer,
-                matches!(route.access, capstan_gateway::routes::Access::Operator(_)),
+                matches!(route.access, capstan_gateway::route::Access::Operator(_)),
                 "{method} {path}: bearer security exactly on operator routes"
             );
         }

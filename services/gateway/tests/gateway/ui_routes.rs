@@ -5,7 +5,10 @@
 //! added without a level or a CSRF check fails here.
 
 use capstan_events::rpc::Level;
-use capstan_gateway::routes::{Access, Method, ROUTES};
+use capstan_gateway::{
+    route::{Access, Method},
+    routes::ROUTES,
+};
 
 use crate::{
     browser::Browser,

@@ -161,6 +161,10 @@ async fn an_operator_approves_a_join_runs_check_status_and_watches_it_complete()
         .await;
     browser.find("[data-test=recipe-disk_headroom]").await;
     browser.find("[data-test=recipe-service_health]").await;
+    // Its breadcrumb leads to the node list.
+    browser.click("a[data-test=crumb-nodes]").await;
+    browser.find("form#node-filters").await;
+    assert_eq!(browser.path().await, "/ui/nodes");
     for tab in ["overview", "jobs", "agent", "recipes"] {
         browser
             .goto(&format!("{base}/ui/nodes/{node_id}?tab={tab}"))

@@ -79,8 +79,10 @@ async fn an_operator_searches_pages_filters_and_binds_a_join_through_the_search_
     assert_eq!(browser.text("[data-test=page-shown]").await, "1–10 of 10");
     sound(&browser, "the node search").await;
 
-    // Page through the whole list.
-    browser.goto(&format!("{base}/ui/nodes")).await;
+    // Page through the whole list, reached from the dashboard's menu.
+    browser.goto(&format!("{base}/ui/")).await;
+    browser.click("a[data-test=nav-nodes]").await;
+    browser.wait_path("/ui/nodes").await;
     assert_eq!(browser.text("[data-test=page-shown]").await, "1–50 of 120");
     assert_eq!(browser.count("a[data-test=previous]").await, 0);
     browser.click("a[data-test=next]").await;
@@ -130,8 +132,9 @@ async fn an_operator_searches_pages_filters_and_binds_a_join_through_the_search_
         .contains("node 50"));
     sound(&browser, "the filtered node list").await;
 
-    // The joins apart, paged: the real agent's is the newest.
-    browser.goto(&format!("{base}/ui/joins")).await;
+    // The joins apart, paged, reached from the menu: the real agent's is the newest.
+    browser.click("a[data-test=nav-joins]").await;
+    browser.wait_path("/ui/joins").await;
     assert_eq!(browser.text("[data-test=page-shown]").await, "1–50 of 61");
     let row = format!("#join-{join_id}");
     assert!(browser.text(&row).await.contains("node-00010"));

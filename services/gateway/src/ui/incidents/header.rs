@@ -12,8 +12,9 @@ use capstan_events::{
 use std::time::Duration;
 
 use crate::{
-    routes::{Method, Op, Route, UiOp},
+    route::{Method, Op, Route, UiOp},
     state::AppState,
+    ui::agent_channel::AgentChannelPage,
 };
 
 /// The longest a page waits for its header line.
@@ -47,7 +48,8 @@ impl IncidentLine {
 
 /// Whether `route` draws a page with the frame (a GET, not the job page's live output poll).
 pub fn shows_header_line(route: &Route) -> bool {
-    route.method == Method::Get && route.op != Op::Ui(UiOp::JobOutput)
+    route.method == Method::Get
+        && route.op != Op::Ui(UiOp::AgentChannel(AgentChannelPage::JobOutput))
 }
 
 /// The header line for `actor`, or `None` when there is nothing to say or no answer in time.

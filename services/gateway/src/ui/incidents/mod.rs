@@ -46,7 +46,7 @@ use super::UiSession;
 use crate::{
     ask::ask_of,
     error::ApiError,
-    routes::{Route, UiOp},
+    route::{Route, UiOp},
     state::AppState,
 };
 

@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::format::{ago, clip, Ago};
+use crate::ui::format::{ago, clip, Ago};
 
 /// One recipe's line.
 pub struct RecipeRow {

@@ -18,11 +18,8 @@ use capstan_events::{
     rpc::Level,
 };
 
-use super::{
-    dashboard::{join_row, node_row, JoinRow, NodeRow},
-    guard::PathUuid,
-    render, Chrome, UiError, UiSession,
-};
+use super::dashboard::{join_row, node_row, JoinRow, NodeRow};
+use crate::ui::{guard::PathUuid, render, Chrome, UiError, UiSession};
 use crate::{
     ask::ask,
     error::ApiError,
@@ -150,7 +147,7 @@ pub async fn nodes_page(
         .map(|name| (name, kept_value(name)))
         .collect();
     let page = NodeList {
-        chrome: Chrome::signed_in(&session, &headers, "Nodes", "dashboard"),
+        chrome: Chrome::signed_in(&session, &headers, "Nodes", "nodes"),
         q: kept_value("q"),
         health: choices(
             request.health.map(|dot| dot.as_str()).unwrap_or_default(),
@@ -231,7 +228,7 @@ pub async fn joins_page(
         ),
     ];
     let page = JoinList {
-        chrome: Chrome::signed_in(&session, &headers, "Joins", "dashboard"),
+        chrome: Chrome::signed_in(&session, &headers, "Joins", "joins"),
         q,
         rejected,
         joins: answer.joins.iter().map(join_row).collect(),
@@ -304,7 +301,7 @@ pub async fn bind_page(
     };
     let path = format!("/ui/joins/{join_id}/bind");
     let page = BindPage {
-        chrome: Chrome::signed_in(&session, &headers, "Bind a join", "dashboard"),
+        chrome: Chrome::signed_in(&session, &headers, "Bind a join", "joins"),
         join: join_row(join),
         searched: !q.is_empty(),
         nodes: nodes.iter().map(node_row).collect(),

@@ -17,7 +17,7 @@ use capstan_events::agent_channel::rpc::{
 use capstan_events::rpc::{Actor, Level};
 use std::collections::HashMap;
 
-use super::{
+use crate::ui::{
     act_done, acted,
     format::{ago, fingerprint_groups, Ago},
     guard::{FormFields, PathUuid},

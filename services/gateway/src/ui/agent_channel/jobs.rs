@@ -17,12 +17,11 @@ use capstan_events::{
     rpc::Level,
 };
 
-use super::{
+use super::{dashboard::state_name, nodes::ConfirmPage};
+use crate::ui::{
     act_done,
-    dashboard::state_name,
     format::{ago, Ago},
     guard::PathId,
-    nodes::ConfirmPage,
     render, Chrome, UiError, UiSession,
 };
 use crate::{ask::ask, input::QueryParams, state::AppState};
@@ -89,7 +88,11 @@ pub async fn page(
     );
     let (output, offset, output_problem) = match output {
         Ok(output) => (output.new_output, output.offset, None),
-        Err(refusal) => (String::new(), 0, Some(super::refusal_sentence(&refusal))),
+        Err(refusal) => (
+            String::new(),
+            0,
+            Some(crate::ui::refusal_sentence(&refusal)),
+        ),
     };
     let changer = session.level >= Level::Change;
     let page = JobPage {

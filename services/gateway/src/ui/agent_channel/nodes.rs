@@ -17,9 +17,9 @@ use capstan_events::{
 };
 use std::collections::HashMap;
 
-use super::{
+use super::dashboard::{dot_of, job_row, JobRow};
+use crate::ui::{
     act_done, acted,
-    dashboard::{dot_of, job_row, JobRow},
     format::{ago, clip, fingerprint_groups, overview_facts, Ago, Fact},
     forms::{self, WordForm},
     guard::{FormFields, PathId},
@@ -110,7 +110,7 @@ struct NodePage {
     agent: Agent,
     can_disconnect: bool,
     recipes: Vec<super::recipes::RecipeRow>,
-    incidents: super::incidents::NodeCard,
+    incidents: crate::ui::incidents::NodeCard,
 }
 
 fn finding(found: &Option<capstan_events::agent_channel::rpc::Finding>) -> Option<Finding> {
@@ -206,9 +206,9 @@ pub async fn page(
             .as_ref()
             .and_then(|found| found.result.as_ref()),
     );
-    let incidents = super::incidents::node_card(&state, &session, node_id).await;
+    let incidents = crate::ui::incidents::node_card(&state, &session, node_id).await;
     let page = NodePage {
-        chrome: Chrome::signed_in(&session, &headers, node.name.clone(), "dashboard"),
+        chrome: Chrome::signed_in(&session, &headers, node.name.clone(), "nodes"),
         incidents,
         tab: tab.name(),
         facts,
@@ -246,7 +246,7 @@ pub async fn disconnect_page(
 ) -> Result<Response, UiError> {
     let node = node(&state, &session, node_id).await?;
     let page = ConfirmPage {
-        chrome: Chrome::signed_in(&session, &headers, "Disconnect", "dashboard"),
+        chrome: Chrome::signed_in(&session, &headers, "Disconnect", "nodes"),
         heading: format!("Disconnect {}?", node.name),
         sentence: "The plane forgets this node's agent key. The node gets no operations until \
                    its agent joins again and an operator approves it; its running job, if any, \
