@@ -1110,7 +1110,7 @@ mod tests {
                 .write_all(b"POST /api/v1/agent/claim HTTP/1.1\r\ncontent-length: 0\r\n\r\n")
                 .await;
             let mut read = [0u8; 12];
-            if matches!(stream.read_exact(&mut read).await, Ok(_)) {
+            if stream.read_exact(&mut read).await.is_ok() {
                 assert_eq!(&read, b"HTTP/1.1 200");
                 break;
             }
