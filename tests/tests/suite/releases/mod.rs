@@ -223,6 +223,20 @@ async fn ag_29_a_build_that_dies_in_its_trial_is_rolled_back_and_never_reinstall
         "C is recorded as rejected"
     );
     assert!(!node.pending().exists());
+    // AC-43: the rolled-back version is a refusal the plane names as an incident.
+    let incident = wait_incident(
+        &plane,
+        node.id,
+        "plane:agent_update_refused",
+        "plane:agent_update_refused to open for the rejected version",
+        |incident| incident["status"] == "open",
+    )
+    .await;
+    let detail = incident["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(C) && detail.contains("version_rejected"),
+        "{incident}"
+    );
 
     // A newer release supersedes the rejection.
     node.set_trial(Duration::from_secs(3));
@@ -234,6 +248,15 @@ async fn ag_29_a_build_that_dies_in_its_trial_is_rolled_back_and_never_reinstall
     })
     .await;
     assert_eq!(node.version().await, D);
+    // Once the node reports `current`, the refusal's incident clears.
+    wait_incident(
+        &plane,
+        node.id,
+        "plane:agent_update_refused",
+        "the refusal's incident to clear once D runs",
+        |shown| shown["id"] == incident["id"] && shown["status"] == "closed",
+    )
+    .await;
     node.stop().await;
 }
 
