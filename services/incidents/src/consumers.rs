@@ -1,7 +1,7 @@
 //! What this service hears from others, each message applied once through the inbox: the agent
-//! channel's node events (pairing, reports with their cases, check-ins, placement), the
-//! gateway's operator changes and the monitor's judgements (site down or up, certificate
-//! problems). Node facts and operators are projections; a claim's `cases` go through
+//! channel's node events (pairing, reports with their cases and self-update verdict, check-ins,
+//! placement), the gateway's operator changes and the monitor's judgements (site down or up,
+//! certificate problems). Node facts and operators are projections; a claim's `cases` go through
 //! the intake (AC-47) and become incidents (IN-11) in the same transaction.
 
 use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
@@ -19,6 +19,7 @@ use serde_json::Value;
 use std::time::Duration;
 use tracing::info;
 
+use crate::domain::agent_update::UpdateFacts;
 use crate::domain::cases::incidents::case_effects;
 use crate::domain::cases::{intake, parse_cases, CaseOutcome};
 use crate::domain::grouping::host_critical_kinds;
@@ -148,6 +149,18 @@ fn recipe_names(recipes: &Value) -> Option<Vec<String>> {
     )
 }
 
+/// A claim's self-update report, when it carries an `update_state` (the agent channel checked
+/// the fields against the closed set and their sizes before storing them).
+fn update_facts(facts: &Value) -> Option<UpdateFacts> {
+    let text = |field: &str| facts.get(field)?.as_str().map(str::to_string);
+    Some(UpdateFacts {
+        state: Some(text("update_state")?),
+        offered: text("update_offered"),
+        reason: text("update_reason"),
+        since: None,
+    })
+}
+
 /// A claim changed what the plane knows of a node: its recipes and container, and its cases.
 async fn node_reported(
     connection: &mut PgConnection,
@@ -161,6 +174,13 @@ async fn node_reported(
     projections::node_reported(connection, node_id, recipes.as_deref(), container)
         .await
         .map_err(retry)?;
+    // The agent reports its self-update verdict only once a check has concluded (AG-31); an
+    // absent report leaves the last one standing (AC-43). The pass judges it.
+    if let Some(update) = update_facts(&reported.facts) {
+        projections::update_reported(connection, node_id, &update, at)
+            .await
+            .map_err(retry)?;
+    }
     let Some(cases) = reported.facts.get("cases") else {
         return Ok(());
     };

@@ -21,6 +21,7 @@ use sqlx::migrate::Migrator;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+use crate::domain::agent_update::AgentUpdateRefused;
 use crate::domain::delivery::{Backoff, GIVE_UP_AFTER, LONGEST_RETRY_GAP};
 use crate::domain::monitor::{CertProblemSource, SiteDown};
 use crate::domain::sources::{AgentSilent, PlaneSource, Registry};
@@ -41,10 +42,11 @@ pub fn registry(settings: &Settings) -> anyhow::Result<Registry> {
                 .map_err(|error| anyhow::anyhow!("incidents.{error}"))?,
         ))
         .map_err(|error| anyhow::anyhow!("{error}"))?;
-    // The monitor's judgements (MO-04, MO-09).
+    // The monitor's judgements (MO-04, MO-09), and the agent's self-update refusals (AC-43).
     for source in [
         Box::new(SiteDown) as Box<dyn PlaneSource>,
         Box::new(CertProblemSource),
+        Box::new(AgentUpdateRefused),
     ] {
         registry
             .register(source)

@@ -9,6 +9,8 @@
 //!   `plane:agent_silent`, a node's facts, install states and alerts setting (IN-12, IN-13, IN-15).
 //! * `monitor.rs` — the monitor service's sources, `plane:site_down` and `plane:cert_problem`,
 //!   and the facts they judge from.
+//! * `agent_update.rs` — `plane:agent_update_refused`, from the agent's reported `update_state`
+//!   (AC-43), and the update facts it judges from.
 //! * `reconcile/` — the pass as a function: held incidents and the conditions that hold now in,
 //!   effects out (open, refresh, clear, settle, reopen, unproven; IN-03..IN-07, IN-14).
 //! * `cases/` — intake of an agent's cases from the claim's `cases` field (AC-46, AC-47), and
@@ -22,6 +24,7 @@
 //!
 //! Every number the spec leaves unvalued is a named constant in the file of its rule.
 
+pub mod agent_update;
 pub mod cases;
 pub mod delivery;
 pub mod grouping;

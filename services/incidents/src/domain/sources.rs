@@ -3,7 +3,7 @@
 //! detectors, registered in a [`Registry`] and judging only from the facts this service holds
 //! about the node (projections of other services' events), never probing. A node whose install
 //! state is not operational opens nothing (IN-13). Other services' judgements (`site_down`,
-//! `cert_problem`, `backup_*`, `agent_update_refused`, `unmanageable`) are added here as new
+//! `cert_problem`, `agent_update_refused`, `backup_*`, `unmanageable`) are added here as new
 //! [`PlaneSourceName`]s and [`PlaneSource`]s, not as new code paths.
 
 use std::fmt;
@@ -55,13 +55,16 @@ pub enum PlaneSourceName {
     SiteDown,
     /// The certificate the node's origin serves has a problem (warning; `monitor.rs`).
     CertProblem,
+    /// The node's agent refused the release on offer (warning; `agent_update.rs`).
+    AgentUpdateRefused,
 }
 
 impl PlaneSourceName {
-    pub const ALL: [PlaneSourceName; 3] = [
+    pub const ALL: [PlaneSourceName; 4] = [
         PlaneSourceName::AgentSilent,
         PlaneSourceName::SiteDown,
         PlaneSourceName::CertProblem,
+        PlaneSourceName::AgentUpdateRefused,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -69,6 +72,7 @@ impl PlaneSourceName {
             PlaneSourceName::AgentSilent => "agent_silent",
             PlaneSourceName::SiteDown => "site_down",
             PlaneSourceName::CertProblem => "cert_problem",
+            PlaneSourceName::AgentUpdateRefused => "agent_update_refused",
         }
     }
 }
@@ -118,6 +122,9 @@ impl SourceName {
             SourceName::Plane(PlaneSourceName::SiteDown) => "The site is down".to_string(),
             SourceName::Plane(PlaneSourceName::CertProblem) => {
                 "The served certificate has a problem".to_string()
+            }
+            SourceName::Plane(PlaneSourceName::AgentUpdateRefused) => {
+                "The agent refused to update itself".to_string()
             }
         }
     }
@@ -206,6 +213,8 @@ pub struct NodeFacts {
     pub docker_host: Option<NodeId>,
     /// What the monitor service last said about it (`monitor.rs`).
     pub monitor: super::monitor::MonitorFacts,
+    /// What its agent last said about its self-update (`agent_update.rs`).
+    pub update: super::agent_update::UpdateFacts,
 }
 
 /// A condition a source says holds on a node now.
@@ -337,6 +346,7 @@ pub(crate) mod tests {
             in_test_account: false,
             docker_host: None,
             monitor: Default::default(),
+            update: Default::default(),
         }
     }
 
@@ -346,7 +356,11 @@ pub(crate) mod tests {
 
     #[test]
     fn in_12_source_names_read_and_spell_back_and_anything_else_is_refused() {
-        for text in ["agent:disk_headroom", "plane:agent_silent"] {
+        for text in [
+            "agent:disk_headroom",
+            "plane:agent_silent",
+            "plane:agent_update_refused",
+        ] {
             assert_eq!(SourceName::parse(text).unwrap().to_string(), text);
         }
         for bad in ["plane:nope", "agent:Disk", "agent:", "recipe:fail2ban", ""] {

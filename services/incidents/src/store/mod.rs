@@ -214,6 +214,10 @@ struct NodeRow {
     site_down_since: Option<DateTime<Utc>>,
     site_down_reason: Option<String>,
     cert_problem: Option<Json<capstan_events::monitor::CertProblem>>,
+    update_state: Option<String>,
+    update_offered: Option<String>,
+    update_reason: Option<String>,
+    update_since: Option<DateTime<Utc>>,
 }
 
 pub fn alerts(text: &str) -> Result<Alerts> {
@@ -250,13 +254,20 @@ impl NodeRow {
                 site_down_reason: self.site_down_reason,
                 cert_problem: self.cert_problem.map(|problem| problem.0),
             },
+            update: crate::domain::agent_update::UpdateFacts {
+                state: self.update_state,
+                offered: self.update_offered,
+                reason: self.update_reason,
+                since: self.update_since,
+            },
         })
     }
 }
 
 const NODE_COLUMNS: &str =
     "node_id, paired_at, last_checkin_at, install_state, recipes, docker_host, in_test_account, alerts, \
-     site_down_since, site_down_reason, cert_problem";
+     site_down_since, site_down_reason, cert_problem, update_state, update_offered, update_reason, \
+     update_since";
 /// The nodes with what the monitor said of them (`monitor_facts`, fed by its events).
 const NODE_FROM: &str = "nodes LEFT JOIN monitor_facts USING (node_id)";
 

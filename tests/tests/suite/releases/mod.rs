@@ -10,13 +10,16 @@
 //!
 //! Attacks a hostile plane could make (a stale or replayed release, bytes that are not the ones
 //! signed) are staged by writing rollouts' tables directly, because the real plane refuses
-//! to publish them: the agent's checks are what stops them.
+//! to publish them: the agent's checks are what stops them. Each refusal opens
+//! `plane:agent_update_refused` on the plane (AC-43).
 
 mod fixture;
 
 use std::time::Duration;
 
 use capstan_e2e::plane::Plane;
+
+use crate::incidents::wait_incident;
 use serde_json::Value;
 
 use fixture::{
@@ -108,6 +111,25 @@ async fn ag_24_ag_26_bad_signature_wrong_hash_wrong_version_expiry_and_rollback_
     let (status, body) = publish(&plane, &forged(B, 1, &builds[1])).await;
     assert_eq!(status, 201, "the plane cannot judge a signature: {body}");
     refused(&plane, node.id, B, "bad signature").await;
+    // AC-43: the refusal opens plane:agent_update_refused, a warning naming the reason.
+    let incident = wait_incident(
+        &plane,
+        node.id,
+        "plane:agent_update_refused",
+        "plane:agent_update_refused to open",
+        |incident| incident["status"] == "open",
+    )
+    .await;
+    assert_eq!(incident["severity"], "warning", "{incident}");
+    assert_eq!(
+        incident["title"], "The agent refused to update itself",
+        "{incident}"
+    );
+    let detail = incident["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(B) && detail.contains("verify_failed") && detail.contains("bad signature"),
+        "{incident}"
+    );
 
     // Bytes that are not the ones signed, served by a hostile plane.
     let offer = release(B, 2, &builds[1]);
@@ -147,6 +169,22 @@ async fn ag_24_ag_26_bad_signature_wrong_hash_wrong_version_expiry_and_rollback_
         .as_str()
         .unwrap()
         .starts_with("rollback"));
+    // Each later refusal is the same incident, its detail naming the newest reason.
+    wait_incident(
+        &plane,
+        node.id,
+        "plane:agent_update_refused",
+        "the refusal's incident to name the rollback",
+        |shown| {
+            shown["id"] == incident["id"]
+                && shown["status"] == "open"
+                && shown["detail"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("rollback")
+        },
+    )
+    .await;
     node.stop().await;
 }
 
@@ -185,6 +223,20 @@ async fn ag_29_a_build_that_dies_in_its_trial_is_rolled_back_and_never_reinstall
         "C is recorded as rejected"
     );
     assert!(!node.pending().exists());
+    // AC-43: the rolled-back version is a refusal the plane names as an incident.
+    let incident = wait_incident(
+        &plane,
+        node.id,
+        "plane:agent_update_refused",
+        "plane:agent_update_refused to open for the rejected version",
+        |incident| incident["status"] == "open",
+    )
+    .await;
+    let detail = incident["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(C) && detail.contains("version_rejected"),
+        "{incident}"
+    );
 
     // A newer release supersedes the rejection.
     node.set_trial(Duration::from_secs(3));
@@ -196,6 +248,15 @@ async fn ag_29_a_build_that_dies_in_its_trial_is_rolled_back_and_never_reinstall
     })
     .await;
     assert_eq!(node.version().await, D);
+    // Once the node reports `current`, the refusal's incident clears.
+    wait_incident(
+        &plane,
+        node.id,
+        "plane:agent_update_refused",
+        "the refusal's incident to clear once D runs",
+        |shown| shown["id"] == incident["id"] && shown["status"] == "closed",
+    )
+    .await;
     node.stop().await;
 }
 
