@@ -57,6 +57,30 @@ impl RpcError {
     }
 }
 
+/// Input that breaks a rule of a service's domain: what was wrong, naming the field. Nothing
+/// is changed. Each domain's rules answer with it; over rpc it is `invalid_request`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct InvalidInput {
+    pub field: &'static str,
+    pub reason: String,
+}
+
+impl InvalidInput {
+    pub fn new(field: &'static str, reason: impl Into<String>) -> InvalidInput {
+        InvalidInput {
+            field,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl From<InvalidInput> for RpcError {
+    fn from(error: InvalidInput) -> RpcError {
+        RpcError::new(ErrorCode::InvalidRequest, error.to_string())
+    }
+}
+
 /// A reply on the wire.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -63,10 +63,6 @@ fn unavailable(error: StoreError) -> RpcError {
     capstan_runtime::unavailable(crate::DOMAIN, error)
 }
 
-fn invalid(error: InvalidInput) -> RpcError {
-    RpcError::new(ErrorCode::InvalidRequest, error.to_string())
-}
-
 fn not_found(what: String) -> RpcError {
     RpcError::new(ErrorCode::NotFound, what)
 }
@@ -125,9 +121,9 @@ pub const LIST_LIMIT: usize = 500;
 
 pub async fn list(state: State, request: ListIncidents) -> Answer<Incidents> {
     request.actor.require(Level::Read, "listing incidents")?;
-    let filter = ViewFilter::parse(request.view.as_deref()).map_err(invalid)?;
+    let filter = ViewFilter::parse(request.view.as_deref()).map_err(RpcError::from)?;
     if let Some(source) = &request.source {
-        SourceName::parse(source).map_err(invalid)?;
+        SourceName::parse(source).map_err(RpcError::from)?;
     }
     let mut connection = connection(&state).await?;
     let now = Utc::now();
@@ -273,7 +269,7 @@ pub async fn triage_incident(state: State, request: TriageIncident) -> Answer<Tr
     request
         .actor
         .require(Level::Change, "triaging an incident")?;
-    let act = TriageAct::parse(&request.act).map_err(invalid)?;
+    let act = TriageAct::parse(&request.act).map_err(RpcError::from)?;
     let now = Utc::now();
     let mut transaction = state.store.begin().await.map_err(unavailable)?;
     share_writes(&mut transaction).await.map_err(unavailable)?;
@@ -288,7 +284,7 @@ pub async fn triage_incident(state: State, request: TriageIncident) -> Answer<Tr
         request.note.as_deref(),
         now,
     )
-    .map_err(invalid)?;
+    .map_err(RpcError::from)?;
     if let Some(change) = &change {
         acts::triage(
             &mut transaction,
@@ -319,7 +315,7 @@ pub async fn note(state: State, request: AddNote) -> Answer<Done> {
     request
         .actor
         .require(Level::Change, "writing a note on an incident")?;
-    let text = check_note("note", &request.note).map_err(invalid)?;
+    let text = check_note("note", &request.note).map_err(RpcError::from)?;
     let mut transaction = state.store.begin().await.map_err(unavailable)?;
     share_writes(&mut transaction).await.map_err(unavailable)?;
     store::incident(&mut transaction, request.id, true)
@@ -409,7 +405,7 @@ pub async fn create_silence(state: State, request: CreateSilence) -> Answer<Sile
         request.ends_at,
         now,
     )
-    .map_err(invalid)?;
+    .map_err(RpcError::from)?;
     let mut connection = connection(&state).await?;
     if store::node(&mut connection, request.node_id)
         .await
@@ -462,13 +458,13 @@ pub const MAX_WEBHOOK_URL: usize = 2048;
 pub async fn create_webhook(state: State, request: CreateWebhook) -> Answer<WebhookCreated> {
     request.actor.require(Level::Admin, "creating a webhook")?;
     if !matches!(request.kind.as_str(), "standard" | "slack") {
-        return Err(invalid(InvalidInput::new(
+        return Err(RpcError::from(InvalidInput::new(
             "kind",
             "must be standard or slack",
         )));
     }
     if request.url.len() > MAX_WEBHOOK_URL {
-        return Err(invalid(InvalidInput::new(
+        return Err(RpcError::from(InvalidInput::new(
             "url",
             "must be at most 2048 characters",
         )));
@@ -571,7 +567,7 @@ pub async fn set_alerts(state: State, request: SetAlerts) -> Answer<Done> {
         "on" => Alerts::On,
         "off" => Alerts::Off,
         _ => {
-            return Err(invalid(InvalidInput::new(
+            return Err(RpcError::from(InvalidInput::new(
                 "alerts",
                 "must be automatic, on or off",
             )))

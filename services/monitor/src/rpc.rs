@@ -43,10 +43,6 @@ fn unavailable(error: StoreError) -> RpcError {
     capstan_runtime::unavailable(crate::DOMAIN, error)
 }
 
-fn invalid(error: InvalidInput) -> RpcError {
-    RpcError::new(ErrorCode::InvalidRequest, error.to_string())
-}
-
 fn no_node(node: i64) -> RpcError {
     RpcError::new(ErrorCode::NotFound, format!("no node {node}"))
 }
@@ -57,13 +53,12 @@ fn view(row: &CheckRow) -> Answer<UptimeCheck> {
 
 pub async fn list_uptime(state: State, request: ListUptime) -> Answer<UptimeChecks> {
     request.actor.require(Level::Read, "reading uptime")?;
-    let status =
-        match request.status.as_deref() {
-            None | Some("") => None,
-            Some(text) => Some(UptimeStatus::parse(text).ok_or_else(|| {
-                invalid(InvalidInput::new("status", "must be up, down or unknown"))
-            })?),
-        };
+    let status = match request.status.as_deref() {
+        None | Some("") => None,
+        Some(text) => Some(UptimeStatus::parse(text).ok_or_else(|| {
+            RpcError::from(InvalidInput::new("status", "must be up, down or unknown"))
+        })?),
+    };
     let mut connection = state
         .store
         .pool()
@@ -126,7 +121,7 @@ pub async fn set_uptime(state: State, request: SetUptime) -> Answer<UptimeCheck>
         request.interval_secs,
         state.min_interval_secs,
     )
-    .map_err(invalid)?;
+    .map_err(RpcError::from)?;
     let node = request.node_id;
     let now = Utc::now();
     let mut transaction = state.store.begin().await.map_err(unavailable)?;

@@ -44,19 +44,5 @@ pub type NodeId = i64;
 /// An incident, as this service numbers it.
 pub type IncidentId = i64;
 
-/// Input that breaks a rule: what was wrong, naming the field. Nothing is changed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {reason}")]
-pub struct InvalidInput {
-    pub field: &'static str,
-    pub reason: String,
-}
-
-impl InvalidInput {
-    pub fn new(field: &'static str, reason: impl Into<String>) -> InvalidInput {
-        InvalidInput {
-            field,
-            reason: reason.into(),
-        }
-    }
-}
+/// Input that breaks a rule (the contract's one type for it).
+pub use capstan_events::rpc::InvalidInput;

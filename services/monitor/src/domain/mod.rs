@@ -17,19 +17,5 @@ pub mod uptime;
 /// A node, as the agent channel numbers it.
 pub type NodeId = i64;
 
-/// Input that breaks a rule: what was wrong, naming the field. Nothing is changed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {reason}")]
-pub struct InvalidInput {
-    pub field: &'static str,
-    pub reason: String,
-}
-
-impl InvalidInput {
-    pub fn new(field: &'static str, reason: impl Into<String>) -> InvalidInput {
-        InvalidInput {
-            field,
-            reason: reason.into(),
-        }
-    }
-}
+/// Input that breaks a rule (the contract's one type for it).
+pub use capstan_events::rpc::InvalidInput;
