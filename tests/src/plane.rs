@@ -50,13 +50,24 @@ impl Plane {
 
     /// As [`Plane::start`], with further `CAPSTAN__*` settings.
     pub async fn start_with(extra: &[(&str, &str)]) -> Plane {
-        Plane::start_on(NatsServer::start(), extra).await
+        Plane::start_on(NatsServer::start(), extra, &[]).await
+    }
+
+    /// As [`Plane::start_with`], without the services of `skip` (a test runs them itself, as
+    /// processes of their own it can kill: [`crate::process::ServiceProcess`]).
+    pub async fn start_without(skip: &[Domain], extra: &[(&str, &str)]) -> Plane {
+        Plane::start_on(NatsServer::start(), extra, skip).await
+    }
+
+    /// The URL of the plane's NATS server.
+    pub fn nats_url(&self) -> String {
+        self._nats.url()
     }
 
     /// As [`Plane::start`], on a NATS server running the generated authorization: each
     /// service connects as its own user, the test's own bus as `all`.
     pub async fn start_secured() -> Plane {
-        Plane::start_on(NatsServer::start_secured(), &[]).await
+        Plane::start_on(NatsServer::start_secured(), &[], &[]).await
     }
 
     /// What the NATS server refused for lack of permission (a secured plane): nothing, when
@@ -65,7 +76,7 @@ impl Plane {
         self._nats.violations()
     }
 
-    async fn start_on(nats: NatsServer, extra: &[(&str, &str)]) -> Plane {
+    async fn start_on(nats: NatsServer, extra: &[(&str, &str)], skip: &[Domain]) -> Plane {
         let secured = nats.is_secured();
         let database = TestDatabase::create().await;
         let listen = std::net::TcpListener::bind("127.0.0.1:0")
@@ -93,28 +104,34 @@ impl Plane {
             crate::settings(&database, &nats, &own)
         };
         let shutdown = CancellationToken::new();
-        let services = vec![
-            tokio::spawn(capstan_agent_channel::run(
+        let mut services = vec![tokio::spawn(capstan_gateway::run(
+            as_user(Domain::Gateway),
+            shutdown.clone(),
+        ))];
+        if !skip.contains(&Domain::AgentChannel) {
+            services.push(tokio::spawn(capstan_agent_channel::run(
                 as_user(Domain::AgentChannel),
                 shutdown.clone(),
-            )),
-            tokio::spawn(capstan_gateway::run(
-                as_user(Domain::Gateway),
-                shutdown.clone(),
-            )),
-            tokio::spawn(capstan_incidents::run(
+            )));
+        }
+        if !skip.contains(&Domain::Incidents) {
+            services.push(tokio::spawn(capstan_incidents::run(
                 as_user(Domain::Incidents),
                 shutdown.clone(),
-            )),
-            tokio::spawn(capstan_monitor::run(
+            )));
+        }
+        if !skip.contains(&Domain::Monitor) {
+            services.push(tokio::spawn(capstan_monitor::run(
                 as_user(Domain::Monitor),
                 shutdown.clone(),
-            )),
-            tokio::spawn(capstan_rollouts::run(
+            )));
+        }
+        if !skip.contains(&Domain::Rollouts) {
+            services.push(tokio::spawn(capstan_rollouts::run(
                 as_user(Domain::Rollouts),
                 shutdown.clone(),
-            )),
-        ];
+            )));
+        }
         let base = format!("http://{listen}");
         let http = reqwest::Client::new();
         let bus = if secured {
@@ -127,7 +144,10 @@ impl Plane {
             Domain::Incidents,
             Domain::Monitor,
             Domain::Rollouts,
-        ] {
+        ]
+        .into_iter()
+        .filter(|domain| !skip.contains(domain))
+        {
             wait_for(
                 &format!("the {domain} service to answer its health"),
                 Duration::from_secs(60),

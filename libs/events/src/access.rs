@@ -100,11 +100,25 @@ impl Domain {
                 }],
                 ..Reach::OWN_ONLY
             },
-            Domain::Backups
-            | Domain::Rollouts
-            | Domain::Provisioning
-            | Domain::Dns
-            | Domain::Billing => Reach::OWN_ONLY,
+            // The node facts a plan needs and the jobs it asked for (agent channel), the
+            // incidents that halt a soak; its steps' jobs are commands to the agent channel.
+            Domain::Rollouts => Reach {
+                consumes: &[
+                    EventSubscription {
+                        from: Domain::AgentChannel,
+                        durable: "rollouts_agent_channel",
+                    },
+                    EventSubscription {
+                        from: Domain::Incidents,
+                        durable: "rollouts_incidents",
+                    },
+                ],
+                commands: &[Domain::AgentChannel],
+                ..Reach::OWN_ONLY
+            },
+            Domain::Backups | Domain::Provisioning | Domain::Dns | Domain::Billing => {
+                Reach::OWN_ONLY
+            }
         }
     }
 

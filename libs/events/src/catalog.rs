@@ -60,6 +60,10 @@ pub fn entries() -> Vec<Entry> {
         Entry::of::<monitor::SiteUp>(),
         Entry::of::<monitor::CertProblemChanged>(),
         Entry::of::<rollouts::ReleasePublished>(),
+        Entry::of::<rollouts::RolloutStarted>(),
+        Entry::of::<rollouts::RolloutStepFinished>(),
+        Entry::of::<rollouts::RolloutHalted>(),
+        Entry::of::<rollouts::RolloutFinished>(),
     ];
     entries.sort_by_key(|entry| (entry.kind == Kind::Command, entry.subject.clone()));
     entries

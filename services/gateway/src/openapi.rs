@@ -76,6 +76,8 @@ pub fn component_schemas() -> Map<String, Value> {
         use capstan_events::rollouts::rpc as rollouts;
         add::<rollouts::Releases>(&mut answers);
         add::<rollouts::ReleaseView>(&mut answers);
+        add::<capstan_events::rollouts::staged::Rollouts>(&mut answers);
+        add::<capstan_events::rollouts::staged::RolloutView>(&mut answers);
         add::<capstan_events::agent_channel::rpc::FleetVersions>(&mut answers);
     }
     let mut bodies = generator(SchemaSettings::draft2020_12().for_deserialize());
@@ -88,6 +90,7 @@ pub fn component_schemas() -> Map<String, Value> {
     add::<AlertsBody>(&mut bodies);
     add::<crate::api::monitor::UptimeBody>(&mut bodies);
     add::<crate::api::releases::ReleaseBody>(&mut bodies);
+    add::<crate::api::rollouts::RolloutBody>(&mut bodies);
     let mut schemas = answers.take_definitions(true);
     schemas.extend(bodies.take_definitions(true));
     schemas

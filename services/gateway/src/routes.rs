@@ -37,6 +37,7 @@ pub static ROUTES: std::sync::LazyLock<Vec<Route>> = std::sync::LazyLock::new(||
         crate::api::monitor::ROUTES,
         crate::ui::incidents::ROUTES,
         crate::api::releases::ROUTES,
+        crate::api::rollouts::ROUTES,
     ]
     .concat()
 });
@@ -172,6 +173,7 @@ fn handler(method: Method, op: Op) -> MethodRouter<AppState> {
         Op::Incidents(op) => crate::api::incidents::handler(filter, op),
         Op::Monitor(op) => crate::api::monitor::handler(filter, op),
         Op::Releases(op) => crate::api::releases::handler(filter, op),
+        Op::Rollouts(op) => crate::api::rollouts::handler(filter, op),
         Op::Ui(op) => ui::handler(filter, op),
     }
 }

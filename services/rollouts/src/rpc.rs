@@ -2,6 +2,8 @@
 //! level 7) and the agent channel's (`artifact`, for an agent it has already authenticated).
 
 use bytes::Bytes;
+pub mod staged;
+
 use capstan_bus::RpcServer;
 use capstan_events::rollouts::{
     rpc::{

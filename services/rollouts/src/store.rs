@@ -1,5 +1,7 @@
 //! The rollouts service's SQL: releases and their artifacts (`migrations/rollouts/`).
 
+pub mod staged;
+
 use capstan_events::{rollouts::ReleasePublished, Envelope};
 use capstan_store::{outbox, PgConnection, StoreError};
 use chrono::{DateTime, Utc};

@@ -10,6 +10,7 @@ mod nothing_lost;
 mod recipes;
 mod releases;
 mod replicas;
+mod rollouts;
 mod rpc;
 mod rpc_bodies;
 mod trace;

@@ -201,13 +201,49 @@ pub const CATALOG: &[Primitive] = &[
         name: "apply_update",
         class: PrimitiveClass::Change,
         claim_budget: budget(30),
-        summary: "fetch, verify and install a signed agent release",
+        summary: "apply a signed release (the site's, laid out beside the last ones; below the version floor, the only word offered)",
         params: &[Param {
             name: "version",
             kind: ParamKind::Text { max_len: 32 },
             required: true,
             summary: "the release to install",
         }],
+    },
+    Primitive {
+        name: "upgrade_preflight",
+        class: PrimitiveClass::Read,
+        claim_budget: budget(15),
+        summary: "would an upgrade stop before it started: manifest, files, lock, room, version (RO-19)",
+        params: &[],
+    },
+    Primitive {
+        name: "page_probe",
+        class: PrimitiveClass::Read,
+        claim_budget: budget(15),
+        summary: "fetch one of the site's pages as a viewer: status, errors, assets that failed (RO-21)",
+        params: &[
+            Param {
+                name: "path",
+                kind: ParamKind::Text { max_len: 512 },
+                required: true,
+                summary: "the page's path, from /",
+            },
+            Param {
+                name: "viewer",
+                kind: ParamKind::OneOf {
+                    values: &["anonymous", "admin"],
+                },
+                required: true,
+                summary: "who the page is fetched as",
+            },
+        ],
+    },
+    Primitive {
+        name: "install_security_updates",
+        class: PrimitiveClass::Change,
+        claim_budget: budget(60),
+        summary: "install the packages waiting from the security origin only (RO-25)",
+        params: &[],
     },
 ];
 
@@ -312,15 +348,19 @@ mod tests {
                 ("site_log", Read),
                 ("file_head", Read),
                 ("apply_update", Change),
+                ("upgrade_preflight", Read),
+                ("page_probe", Read),
+                ("install_security_updates", Change),
             ]
         );
     }
 
     #[test]
     fn no_claim_budget_exceeds_the_default_without_reason() {
-        // AC-29: 15 minutes unless the word has its own budget; only apply_update needs more.
+        // AC-29: 15 minutes unless the word has its own budget; only an apply and a package
+        // run need more.
         for primitive in CATALOG {
-            if primitive.name != "apply_update" {
+            if !["apply_update", "install_security_updates"].contains(&primitive.name) {
                 assert!(
                     primitive.claim_budget <= DEFAULT_CLAIM_BUDGET,
                     "{}",

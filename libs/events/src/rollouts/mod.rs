@@ -4,5 +4,7 @@
 
 mod events;
 pub mod rpc;
+pub mod staged;
 
 pub use events::*;
+pub use staged::{RolloutFinished, RolloutHalted, RolloutStarted, RolloutStepFinished};

@@ -6,3 +6,4 @@
 pub mod incidents;
 pub mod monitor;
 pub mod releases;
+pub mod rollouts;

@@ -1,3 +1,6 @@
 //! The rollouts service's rules, without I/O.
 
+pub mod engine;
+pub mod plan;
 pub mod releases;
+pub mod verdict;

@@ -1,0 +1,220 @@
+//! Staged rollouts (issue 16): the events a rollout tells the world as it goes, and the
+//! questions the gateway asks for operators. Levels (decision 6.2-3): reading 7, starting,
+//! stopping, pausing, resuming and retrying 8, starting a rollout of a release to every node 10.
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::rpc::Actor;
+use crate::Domain;
+
+/// The rpc names under `capstan.rpc.rollouts.`.
+pub mod ops {
+    pub const START_ROLLOUT: &str = "start_rollout";
+    pub const LIST_ROLLOUTS: &str = "list_rollouts";
+    pub const GET_ROLLOUT: &str = "get_rollout";
+    pub const ACT_ON_ROLLOUT: &str = "act_on_rollout";
+}
+
+/// A rollout began.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RolloutStarted {
+    pub rollout_id: i64,
+    /// `release` or `patch`.
+    pub kind: String,
+    /// The release applied (empty for a patch run).
+    pub version: String,
+    /// Each stage's nodes, in order.
+    pub stages: Vec<Vec<i64>>,
+    pub started_by: String,
+}
+crate::message!(Domain::Rollouts, Event, RolloutStarted, "started");
+
+/// One node's step reached its verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RolloutStepFinished {
+    pub rollout_id: i64,
+    pub step_id: i64,
+    pub node_id: i64,
+    pub stage: u32,
+    /// `passed`, `failed` or `skipped`.
+    pub verdict: String,
+    pub reason: Option<String>,
+}
+crate::message!(
+    Domain::Rollouts,
+    Event,
+    RolloutStepFinished,
+    "step_finished"
+);
+
+/// A rollout ended halted at a node (RO-14), naming it and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RolloutHalted {
+    pub rollout_id: i64,
+    pub node_id: i64,
+    pub reason: String,
+}
+crate::message!(Domain::Rollouts, Event, RolloutHalted, "halted");
+
+/// A rollout ended: every stage done (`finished`) or ended by an operator (`stopped`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RolloutFinished {
+    pub rollout_id: i64,
+    pub state: String,
+    pub passed: u32,
+    pub failed: u32,
+    pub skipped: u32,
+}
+crate::message!(Domain::Rollouts, Event, RolloutFinished, "finished");
+
+/// One stage of a rollout an operator starts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StageRequest {
+    pub nodes: Vec<i64>,
+    /// How many of the stage's nodes may miss before the rollout halts (default 0: the first
+    /// miss halts, as the spec has it).
+    #[serde(default)]
+    pub max_failed: Option<u32>,
+    /// The same as a share of the stage's nodes, 0 to 100 (instead of `max_failed`).
+    #[serde(default)]
+    pub max_failed_percent: Option<u8>,
+    /// Seconds the stage's nodes are watched after its last step passed; an incident opened
+    /// on one meanwhile halts the rollout.
+    #[serde(default)]
+    pub soak_secs: Option<u32>,
+}
+
+/// `POST /api/v1/rollouts`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StartRollout {
+    pub actor: Actor,
+    /// `release` (default) or `patch`.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// The site release to apply (a `release` rollout).
+    #[serde(default)]
+    pub version: Option<String>,
+    /// The stages in order. Omitted with `all: true`: the plane plans them (deploy to all).
+    #[serde(default)]
+    pub stages: Vec<StageRequest>,
+    /// Every node that hosts a site, in the deploy-to-all plan (RO-24); level 10.
+    #[serde(default)]
+    pub all: bool,
+    /// Up to five pages, one a line, `<viewer> <path>` (RO-21).
+    #[serde(default)]
+    pub pages: Option<String>,
+}
+
+/// `GET /api/v1/rollouts`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ListRollouts {
+    pub actor: Actor,
+}
+
+/// `GET /api/v1/rollouts/{id}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GetRollout {
+    pub actor: Actor,
+    pub rollout_id: i64,
+}
+
+/// `POST /api/v1/rollouts/{id}/{act}`: `stop`, `pause`, `resume` or `retry`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ActOnRollout {
+    pub actor: Actor,
+    pub rollout_id: i64,
+    pub act: String,
+}
+
+/// A page's answer as a step keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProbeView {
+    pub viewer: String,
+    pub path: String,
+    /// What it answered before the apply (`null`: no check before).
+    pub before: Option<ProbeAnswer>,
+    /// What it answered after it (`null`: no check after, yet or at all).
+    pub after: Option<ProbeAnswer>,
+}
+
+/// What one page_probe answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProbeAnswer {
+    pub status: Option<u16>,
+    pub errors: u32,
+    pub failed_assets: Vec<String>,
+}
+
+/// One node's step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StepView {
+    pub step_id: i64,
+    pub node_id: i64,
+    pub node_name: String,
+    pub machine: String,
+    pub stage: u32,
+    /// `waiting`, `preflight`, `probes_before`, `apply`, `probes_after` or `done`.
+    pub phase: String,
+    /// `pending`, `running`, `passed`, `failed` or `skipped`.
+    pub verdict: String,
+    pub reason: Option<String>,
+    /// Why it waits, when something holds it (RO-17).
+    pub waiting_on: Option<String>,
+    pub attempt: u32,
+    pub probes: Vec<ProbeView>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// One stage's rules.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StageView {
+    pub stage: u32,
+    pub max_failed: Option<u32>,
+    pub max_failed_percent: Option<u8>,
+    pub soak_secs: u32,
+}
+
+/// A rollout as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RolloutView {
+    pub id: i64,
+    pub kind: String,
+    pub version: String,
+    /// `running`, `paused`, `halting`, `halted`, `stopped` or `finished`.
+    pub state: String,
+    pub stage: u32,
+    pub stages: Vec<StageView>,
+    pub pages: Vec<String>,
+    pub soak_until: Option<DateTime<Utc>>,
+    pub halted_at_node: Option<i64>,
+    pub halt_reason: Option<String>,
+    pub started_by: String,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub passed: u32,
+    pub failed: u32,
+    pub skipped: u32,
+    pub total: u32,
+    /// Only in a single rollout's answer.
+    #[serde(default)]
+    pub steps: Vec<StepView>,
+    /// Nodes a deploy to all left out, and why (RO-24).
+    #[serde(default)]
+    pub left_out: Vec<LeftOutView>,
+}
+
+/// A node a plan left out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LeftOutView {
+    pub node_id: i64,
+    pub name: String,
+    pub reason: String,
+}
+
+/// Every rollout, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Rollouts {
+    pub rollouts: Vec<RolloutView>,
+}
