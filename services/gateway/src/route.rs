@@ -117,6 +117,8 @@ pub enum UiOp {
     AgentChannel(crate::ui::agent_channel::AgentChannelPage),
     /// A page or form of the incidents service (`ui/incidents/`).
     Incidents(crate::ui::incidents::IncidentsPage),
+    /// A page or form of the rollouts service (`ui/rollouts/`).
+    Rollouts(crate::ui::rollouts::RolloutsPage),
 }
 
 /// One row of the table.

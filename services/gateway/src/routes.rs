@@ -38,6 +38,7 @@ pub static ROUTES: std::sync::LazyLock<Vec<Route>> = std::sync::LazyLock::new(||
         crate::ui::incidents::ROUTES,
         crate::api::releases::ROUTES,
         crate::api::rollouts::ROUTES,
+        crate::ui::rollouts::ROUTES,
     ]
     .concat()
 });

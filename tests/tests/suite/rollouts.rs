@@ -21,9 +21,9 @@ const VOCABULARY: &[&str] = &[
 ];
 
 /// An agent written in the test: a key, a node, and the signed requests it sends.
-struct SimAgent {
+pub(crate) struct SimAgent {
     key: NodeKey,
-    node: i64,
+    pub(crate) node: i64,
     base: String,
     http: reqwest::Client,
 }
@@ -38,7 +38,7 @@ impl SimAgent {
     }
 
     /// Joins with a site, is approved, and reports its words once.
-    async fn enrol(plane: &Plane, name: &str) -> SimAgent {
+    pub(crate) async fn enrol(plane: &Plane, name: &str) -> SimAgent {
         let key = NodeKey::generate();
         let http = reqwest::Client::new();
         let (status, joined) = signed(
@@ -65,7 +65,7 @@ impl SimAgent {
         agent
     }
 
-    async fn claim_once(&self, wait: u32) -> (u16, Value) {
+    pub(crate) async fn claim_once(&self, wait: u32) -> (u16, Value) {
         self.signed(
             "claim",
             &format!("?wait={wait}"),
@@ -75,7 +75,7 @@ impl SimAgent {
     }
 
     /// Claims until a job comes (long polls of a second).
-    async fn next_job(&self) -> Value {
+    pub(crate) async fn next_job(&self) -> Value {
         wait_for(
             &format!("a job for node {}", self.node),
             Duration::from_secs(60),
@@ -88,7 +88,7 @@ impl SimAgent {
         .await
     }
 
-    async fn answer(&self, job: &Value, outcome: &str, result: Value) {
+    pub(crate) async fn answer(&self, job: &Value, outcome: &str, result: Value) {
         let (status, body) = self
             .signed(
                 "result",
@@ -126,7 +126,7 @@ async fn signed(
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
-fn applied(version: &str) -> Value {
+pub(crate) fn applied(version: &str) -> Value {
     json!({"completed": true, "deploy_tier_passed": true, "version": version, "rolled_back": false})
 }
 
@@ -135,7 +135,7 @@ fn tier_failed(version: &str) -> Value {
 }
 
 /// Waits until the rollouts service's projection knows every node's words.
-async fn projected(plane: &Plane, nodes: &[i64]) {
+pub(crate) async fn projected(plane: &Plane, nodes: &[i64]) {
     let pool = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
     let expected = nodes.len() as i64;
     let nodes = nodes.to_vec();
@@ -173,7 +173,7 @@ async fn rollout(plane: &Plane, id: i64) -> Value {
     view
 }
 
-async fn wait_state(plane: &Plane, id: i64, state: &str) -> Value {
+pub(crate) async fn wait_state(plane: &Plane, id: i64, state: &str) -> Value {
     wait_for(
         &format!("rollout {id} to be {state}"),
         Duration::from_secs(60),

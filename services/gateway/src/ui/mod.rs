@@ -57,6 +57,7 @@ mod format;
 mod forms;
 pub mod guard;
 pub mod incidents;
+pub mod rollouts;
 mod sign_in;
 
 use askama::Template;
@@ -138,6 +139,7 @@ pub fn handler(filter: MethodFilter, op: UiOp) -> MethodRouter<AppState> {
         UiOp::AuditPage => on(filter, account::audit_page),
         UiOp::AgentChannel(op) => agent_channel::handler(filter, op),
         UiOp::Incidents(op) => incidents::handler(filter, op),
+        UiOp::Rollouts(op) => rollouts::handler(filter, op),
     }
 }
 
