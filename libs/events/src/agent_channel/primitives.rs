@@ -209,6 +209,18 @@ pub const CATALOG: &[Primitive] = &[
             summary: "the release to install",
         }],
     },
+    Primitive {
+        name: "restart_container",
+        class: PrimitiveClass::Change,
+        claim_budget: budget(5),
+        summary: "restart one of the node's own site containers (never a held one)",
+        params: &[Param {
+            name: "container",
+            kind: ParamKind::Text { max_len: 128 },
+            required: true,
+            summary: "the container's name, which the node checks against its own site containers",
+        }],
+    },
 ];
 
 impl Primitive {
@@ -312,6 +324,7 @@ mod tests {
                 ("site_log", Read),
                 ("file_head", Read),
                 ("apply_update", Change),
+                ("restart_container", Change),
             ]
         );
     }
