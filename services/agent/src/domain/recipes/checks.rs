@@ -445,7 +445,10 @@ mod tests {
     #[test]
     fn ag_54_the_first_container_not_running_or_not_answering_is_the_target() {
         let fine = container("a", "running", false, Answer::Yes);
-        assert_eq!(container_health(std::slice::from_ref(&fine)).verdict, Verdict::Pass);
+        assert_eq!(
+            container_health(std::slice::from_ref(&fine)).verdict,
+            Verdict::Pass
+        );
         let stopped = container("b", "exited", false, Answer::No("refused".into()));
         let mute = container("c", "running", false, Answer::No("502".into()));
         let check = container_health(&[fine.clone(), stopped, mute.clone()]);
