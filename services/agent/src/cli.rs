@@ -94,6 +94,27 @@ pub struct Cli {
         value_parser = clap::value_parser!(u64).range(1..=86_400)
     )]
     pub recipe_tick_secs: u64,
+    /// One directory of nginx site files to read instead of the compiled set
+    /// (/etc/nginx/sites-enabled, /etc/nginx/conf.d); for tests.
+    #[arg(long, global = true, env = "CAPSTAN_AGENT_NGINX_DIR")]
+    pub nginx_dir: Option<PathBuf>,
+    /// The port the machine's own web server serves TLS on (certificate_expiry).
+    #[arg(
+        long,
+        global = true,
+        env = "CAPSTAN_AGENT_TLS_PORT",
+        default_value_t = 443,
+        value_parser = clap::value_parser!(u16).range(1..)
+    )]
+    pub tls_port: u16,
+    /// The Docker engine's API socket (container_health, restart_container).
+    #[arg(
+        long,
+        global = true,
+        env = "CAPSTAN_AGENT_DOCKER_SOCKET",
+        default_value = "/var/run/docker.sock"
+    )]
+    pub docker_socket: PathBuf,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -199,6 +220,16 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             supervisorctl: cli.supervisorctl,
         },
         recipe_tick: Duration::from_secs(cli.recipe_tick_secs),
+        nginx_dirs: match cli.nginx_dir {
+            Some(dir) => vec![dir],
+            None => crate::config::NGINX_SITE_DIRS
+                .iter()
+                .map(PathBuf::from)
+                .collect(),
+        },
+        tls_port: cli.tls_port,
+        docker_socket: cli.docker_socket,
+        container_holds: state.file("sites"),
     };
     match cli.command {
         Command::Join {

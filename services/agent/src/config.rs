@@ -19,7 +19,21 @@ pub struct Config {
     pub services: Services,
     /// How often the recipe loop ticks (AG-41: ten minutes).
     pub recipe_tick: Duration,
+    /// Where the web server's enabled sites are read for the names its TLS vhosts serve
+    /// (`certificate_expiry`, AG-56): the compiled set, [`NGINX_SITE_DIRS`], unless a test
+    /// points the agent elsewhere.
+    pub nginx_dirs: Vec<PathBuf>,
+    /// The port the machine's own web server serves TLS on (443; a test's own port).
+    pub tls_port: u16,
+    /// The Docker engine's API socket (`container_health`, `restart_container`, AG-54).
+    pub docker_socket: PathBuf,
+    /// Where a site container's hold mark lives: `<dir>/<site>/held` (the state directory's
+    /// `sites/`).
+    pub container_holds: PathBuf,
 }
+
+/// The directories nginx reads enabled sites from on the distributions we install on.
+pub const NGINX_SITE_DIRS: &[&str] = &["/etc/nginx/sites-enabled", "/etc/nginx/conf.d"];
 
 /// The site's services as this node runs them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +69,10 @@ impl Default for Config {
             postgres: "127.0.0.1:5432".into(),
             services: Services::default(),
             recipe_tick: DEFAULT_TICK,
+            nginx_dirs: NGINX_SITE_DIRS.iter().map(PathBuf::from).collect(),
+            tls_port: 443,
+            docker_socket: "/var/run/docker.sock".into(),
+            container_holds: "/etc/capstan-agent/sites".into(),
         }
     }
 }

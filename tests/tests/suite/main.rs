@@ -7,6 +7,7 @@ mod dead_letters;
 mod incidents;
 mod monitor;
 mod nothing_lost;
+mod recipe_certificates;
 mod recipes;
 mod releases;
 mod replicas;

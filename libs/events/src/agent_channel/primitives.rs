@@ -245,6 +245,18 @@ pub const CATALOG: &[Primitive] = &[
         summary: "install the packages waiting from the security origin only (RO-25)",
         params: &[],
     },
+    Primitive {
+        name: "restart_container",
+        class: PrimitiveClass::Change,
+        claim_budget: budget(5),
+        summary: "restart one of the node's own site containers (never a held one)",
+        params: &[Param {
+            name: "container",
+            kind: ParamKind::Text { max_len: 128 },
+            required: true,
+            summary: "the container's name, which the node checks against its own site containers",
+        }],
+    },
 ];
 
 impl Primitive {
@@ -351,6 +363,7 @@ mod tests {
                 ("upgrade_preflight", Read),
                 ("page_probe", Read),
                 ("install_security_updates", Change),
+                ("restart_container", Change),
             ]
         );
     }

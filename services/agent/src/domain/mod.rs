@@ -5,6 +5,7 @@
 pub mod backoff;
 pub mod certificates;
 pub mod join;
+pub mod nginx;
 pub mod output;
 pub mod policy;
 pub mod recipes;

@@ -4,7 +4,7 @@
 //! derived for itself, re-validated by the word against its compiled set (AG-49).
 
 use serde_json::json;
-use std::time::Duration;
+use std::{path::PathBuf, time::Duration};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::TcpStream,
@@ -13,15 +13,21 @@ use tokio::{
 use crate::{
     config::Config,
     domain::{
+        nginx,
         recipes::{
-            checks::{self, Answer, Service},
+            checks::{self, Answer, Served, Service, SiteContainer},
             registry::Recipe,
             Check,
         },
         vocabulary::{self, OWN_UNIT},
     },
-    words::{self, filesystem_space, status::postgres_answers, units},
+    words::{self, docker, filesystem_space, status::postgres_answers, units},
 };
+
+use super::served;
+
+/// The largest nginx site file read.
+const MAX_SITE_FILE_BYTES: usize = 1024 * 1024;
 
 /// How long the web server has to answer the site's own request.
 const WEB_TIMEOUT: Duration = Duration::from_secs(10);
@@ -31,6 +37,8 @@ pub async fn check(recipe: &Recipe, config: &Config) -> Check {
     match recipe.name {
         "disk_headroom" => disk_headroom(config).await,
         "service_health" => service_health(config).await,
+        "certificate_expiry" => certificate_expiry(config).await,
+        "container_health" => container_health(config).await,
         other => Check::unknown(format!("{other} has no check in this build")),
     }
 }
@@ -81,6 +89,120 @@ async fn service_health(config: &Config) -> Check {
     checks::service_health(&list)
 }
 
+/// AG-56: the names the web server's enabled sites serve over TLS, from the node's own nginx
+/// files, each asked for its certificate on this machine's TLS port.
+async fn certificate_expiry(config: &Config) -> Check {
+    let (names, unreadable) = vhost_names(&config.nginx_dirs);
+    if names.is_empty() && !unreadable.is_empty() {
+        return Check::unknown(format!(
+            "the web server's site files could not be read: {}",
+            unreadable.join("; ")
+        ));
+    }
+    let now = chrono::Utc::now();
+    let mut served = Vec::new();
+    for name in names {
+        let days_left = served::served_days_left(&name, config.tls_port, now).await;
+        served.push(Served { name, days_left });
+    }
+    let check = checks::certificate_expiry(&served);
+    if unreadable.is_empty() {
+        check
+    } else {
+        let detail = format!("{}; not read: {}", check.detail, unreadable.join("; "));
+        check.with_detail(detail)
+    }
+}
+
+/// The TLS names every nginx site file in `dirs` serves (each once, files in name order), and
+/// the files that could not be read, with why. A directory that does not exist has no sites.
+pub fn vhost_names(dirs: &[PathBuf]) -> (Vec<String>, Vec<String>) {
+    let mut names: Vec<String> = Vec::new();
+    let mut unreadable = Vec::new();
+    for dir in dirs {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(error) => {
+                unreadable.push(format!("{}: {error}", dir.display()));
+                continue;
+            }
+        };
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|path| {
+                let hidden = path
+                    .file_name()
+                    .and_then(|name| name.to_str())
+                    .is_none_or(|name| name.starts_with('.'));
+                // conf.d reads only *.conf; sites-enabled reads every file.
+                let conf_d = dir.file_name().is_some_and(|name| name == "conf.d");
+                !hidden
+                    && path.is_file()
+                    && (!conf_d || path.extension().is_some_and(|ext| ext == "conf"))
+            })
+            .collect();
+        files.sort();
+        for file in files {
+            let text = match std::fs::read(&file) {
+                Ok(bytes) if bytes.len() <= MAX_SITE_FILE_BYTES => {
+                    String::from_utf8_lossy(&bytes).into_owned()
+                }
+                Ok(_) => {
+                    unreadable.push(format!("{}: larger than 1 MiB", file.display()));
+                    continue;
+                }
+                Err(error) => {
+                    unreadable.push(format!("{}: {error}", file.display()));
+                    continue;
+                }
+            };
+            match nginx::tls_server_names(&text) {
+                Ok(found) => {
+                    for name in found {
+                        if !names.contains(&name) {
+                            names.push(name);
+                        }
+                    }
+                }
+                Err(why) => unreadable.push(format!("{}: {why}", file.display())),
+            }
+        }
+    }
+    (names, unreadable)
+}
+
+/// AG-54: each site container the Docker engine lists runs and its site answers on its
+/// published port (asked with the site's name as the host); a held one is left alone.
+async fn container_health(config: &Config) -> Check {
+    let listed = match docker::site_containers(&config.docker_socket).await {
+        Ok(listed) => listed,
+        Err(why) => return Check::unknown(format!("the site containers cannot be listed: {why}")),
+    };
+    let mut containers = Vec::new();
+    for container in listed {
+        let held = docker::hold_mark(&config.container_holds, &container.site).exists();
+        let answers = match (&container.published, container.state.as_str()) {
+            (_, state) if state != "running" => Answer::No(format!("it is {state}")),
+            (None, _) => Answer::Unknown("it publishes no web port to ask".into()),
+            (Some((ip, port)), _) => match ask(ip, *port, &container.site, "/").await {
+                Ok(code) if code < 500 => Answer::Yes,
+                Ok(code) => Answer::No(format!("its site answered {code}")),
+                Err(why) => Answer::No(why),
+            },
+        };
+        containers.push(SiteContainer {
+            name: container.name,
+            site: container.site,
+            state: container.state,
+            held,
+            answers,
+        });
+    }
+    checks::container_health(&containers)
+}
+
 /// A plain HTTP/1.0 `GET` of the site's own address on this machine, its host sent as the
 /// site's name: the status code, or why there was none.
 pub async fn ask_site(site_url: &str) -> Result<u16, String> {
@@ -99,8 +221,14 @@ pub async fn ask_site(site_url: &str) -> Result<u16, String> {
         Some(query) => format!("{}?{query}", url.path()),
         None => url.path().to_string(),
     };
+    ask(&host, port, &host, &path).await
+}
+
+/// A plain HTTP/1.0 `GET` of `path` at `address:port`, with `host` as the `Host`.
+async fn ask(address: &str, port: u16, host: &str, path: &str) -> Result<u16, String> {
+    let site_url = format!("http://{host}{path} at {address}:{port}");
     let exchange = async {
-        let mut stream = TcpStream::connect((host.as_str(), port)).await?;
+        let mut stream = TcpStream::connect((address, port)).await?;
         let request = format!(
             "GET {path} HTTP/1.0\r\nHost: {host}\r\nUser-Agent: capstan-agent service_health\r\nConnection: close\r\n\r\n"
         );
@@ -145,8 +273,14 @@ pub async fn repair(
         return Err(format!("{} has no repair", recipe.name));
     };
     let word = vocabulary::find(name).ok_or_else(|| format!("{name} is not compiled in"))?;
+    // The word's one parameter, named as the catalog names it (`unit`, `container`).
+    let param = word
+        .primitive
+        .params
+        .first()
+        .map_or("unit", |param| param.name);
     let params = match (recipe.node_derived, target) {
-        (true, Some(target)) => json!({"unit": target}),
+        (true, Some(target)) => json!({ param: target }),
         (true, None) => return Err("the check named nothing to repair".into()),
         (false, _) => json!({}),
     };
@@ -169,6 +303,7 @@ pub async fn repair(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::recipes::Verdict;
 
     #[tokio::test]
     async fn ag_53_the_site_is_asked_over_http_and_its_status_read() {
@@ -207,5 +342,156 @@ mod tests {
         let refused = repair(recipe, Some(OWN_UNIT), &config).await.unwrap_err();
         assert!(refused.contains("never restarted"), "{refused}");
         assert!(repair(recipe, None, &config).await.is_err());
+    }
+
+    const SITE: &str = "
+server {
+    listen 80;
+    server_name plain.example.test near.example.test;
+    return 301 https://$host$request_uri;
+}
+server {
+    listen 443 ssl;
+    server_name near.example.test www.example.test;
+}
+";
+
+    /// AG-56: the names come from the node's own nginx files and each certificate is read with
+    /// SNI over the machine's own connection: a served certificate with fewer than 14 days
+    /// fails naming it; once it is replaced by a renewed one the check passes; a web server
+    /// that does not answer is unknown.
+    #[tokio::test]
+    async fn ag_56_a_served_certificate_near_expiry_fails_and_a_renewed_one_passes() {
+        let server = capstan_e2e::tls::SniServer::start().await;
+        server.serve("near.example.test", 5);
+        server.serve("www.example.test", 90);
+        let dir = tempfile::tempdir().unwrap();
+        let sites = dir.path().join("sites-enabled");
+        std::fs::create_dir(&sites).unwrap();
+        std::fs::write(sites.join("example"), SITE).unwrap();
+        std::fs::write(
+            sites.join(".example.swp"),
+            "server { listen 443 ssl; server_name hidden.test; }",
+        )
+        .unwrap();
+        let config = Config {
+            site_root: Some(dir.path().into()),
+            nginx_dirs: vec![sites.clone(), dir.path().join("absent")],
+            tls_port: server.port(),
+            ..Config::default()
+        };
+        let recipe = crate::domain::recipes::registry::find("certificate_expiry").unwrap();
+        let found = check(recipe, &config).await;
+        assert_eq!(found.verdict, Verdict::Fail, "{}", found.detail);
+        assert!(
+            found
+                .detail
+                .starts_with("near.example.test's certificate has 4 days left"),
+            "{}",
+            found.detail
+        );
+        assert!(
+            found.detail.contains("www.example.test: 89 days left"),
+            "{}",
+            found.detail
+        );
+
+        server.serve("near.example.test", 90);
+        let renewed = check(recipe, &config).await;
+        assert_eq!(renewed.verdict, Verdict::Pass, "{}", renewed.detail);
+
+        std::fs::write(sites.join("broken"), "server { listen 443 ssl;").unwrap();
+        let partly = check(recipe, &config).await;
+        assert_eq!(partly.verdict, Verdict::Pass);
+        assert!(partly.detail.contains("never closed"), "{}", partly.detail);
+
+        drop(server);
+        let down = check(recipe, &config).await;
+        assert_eq!(down.verdict, Verdict::Unknown, "{}", down.detail);
+    }
+
+    /// AG-54, AG-49: the site containers come from the engine's own list over its socket; the
+    /// first that does not run or answer is the target, restart_container restarts it through
+    /// the engine and the check passes again; a held container is left alone and refused; a
+    /// name that is not one of the node's site containers is refused.
+    // Two threads: `placement` asks the engine without the runtime, as the loop's start does.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ag_54_container_health_restarts_the_first_site_container_that_does_not_answer() {
+        use crate::words::test_engine::Engine;
+        let dir = tempfile::tempdir().unwrap();
+        let mut engine = Engine::start(dir.path()).await;
+        engine
+            .add("site-a", Some("a.example.test"), "running", true)
+            .await;
+        engine.add("db", None, "exited", false).await;
+        engine
+            .add("site-b", Some("b.example.test"), "running", true)
+            .await;
+        let config = Config {
+            docker_socket: engine.socket.clone(),
+            container_holds: dir.path().join("sites"),
+            ..Config::default()
+        };
+        assert!(crate::recipes::placement(&config).docker_engine);
+        let elsewhere = Config {
+            docker_socket: dir.path().join("no.sock"),
+            ..config.clone()
+        };
+        assert!(!crate::recipes::placement(&elsewhere).docker_engine);
+        assert!(docker::engine_answers(&elsewhere.docker_socket).is_err());
+
+        let recipe = crate::domain::recipes::registry::find("container_health").unwrap();
+        let fine = check(recipe, &config).await;
+        assert_eq!(fine.verdict, Verdict::Pass, "{}", fine.detail);
+
+        engine.mute("site-b");
+        let mute = check(recipe, &config).await;
+        assert_eq!(mute.verdict, Verdict::Fail, "{}", mute.detail);
+        assert_eq!(mute.target.as_deref(), Some("site-b"));
+        assert!(mute.detail.contains("answered 502"), "{}", mute.detail);
+        let did = repair(recipe, mute.target.as_deref(), &config)
+            .await
+            .unwrap();
+        assert!(did.contains("restarted site-b"), "{did}");
+        assert_eq!(engine.restarts("site-b"), 1);
+        assert_eq!(check(recipe, &config).await.verdict, Verdict::Pass);
+
+        engine.set_state("site-a", "exited");
+        let stopped = check(recipe, &config).await;
+        assert_eq!(
+            stopped.target.as_deref(),
+            Some("site-a"),
+            "{}",
+            stopped.detail
+        );
+
+        // Held stopped on purpose: left alone by the check and refused by the word.
+        let mark = dir.path().join("sites/a.example.test");
+        std::fs::create_dir_all(&mark).unwrap();
+        std::fs::write(mark.join("held"), b"").unwrap();
+        let held = check(recipe, &config).await;
+        assert_eq!(held.verdict, Verdict::Pass, "{}", held.detail);
+        let refused = repair(recipe, Some("site-a"), &config).await.unwrap_err();
+        assert!(refused.contains("held stopped"), "{refused}");
+        assert_eq!(engine.restarts("site-a"), 0);
+        assert_eq!(engine.state("site-a"), "exited");
+
+        // Only the node's own site containers, whatever the caller passes.
+        let refused = repair(recipe, Some("db"), &config).await.unwrap_err();
+        assert!(
+            refused.contains("not one of this node's site containers"),
+            "{refused}"
+        );
+        let refused = repair(recipe, Some("../site-a"), &config)
+            .await
+            .unwrap_err();
+        assert!(refused.contains("not a container name"), "{refused}");
+        assert_eq!(engine.restarts("db"), 0);
+
+        // The engine's refusal is the repair's failure, in its words.
+        std::fs::remove_file(mark.join("held")).unwrap();
+        engine.set_restart_fails(true);
+        let failed = repair(recipe, Some("site-a"), &config).await.unwrap_err();
+        assert!(failed.contains("Cannot restart container"), "{failed}");
     }
 }

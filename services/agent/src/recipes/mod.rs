@@ -6,6 +6,7 @@
 
 pub mod files;
 pub mod host;
+pub mod served;
 
 use chrono::Utc;
 use serde_json::{json, Value};
@@ -37,8 +38,18 @@ use files::Ledgers;
 /// attempt is called failed (a restarted service takes a moment to answer).
 const VERIFY_TRIES: u32 = 5;
 const VERIFY_EVERY: Duration = Duration::from_secs(1);
-/// An hourly recipe (certificate_expiry) is checked at most this often.
+/// An hourly recipe (certificate_expiry) is checked at most this often at the default tick.
 const HOURLY: Duration = Duration::from_secs(3600);
+
+/// How long an hourly recipe waits between checks: an hour at the default tick, and the same
+/// number of ticks (six) at a shorter one (tests), as the attempt waits are. A tick that lands
+/// a little early still counts (AG-43's tolerance).
+pub fn hourly_wait(tick: Duration) -> Duration {
+    let ticks =
+        (HOURLY.as_secs_f64() / crate::domain::recipes::DEFAULT_TICK.as_secs_f64()).max(1.0);
+    let wait = tick.mul_f64(ticks);
+    wait.saturating_sub(tick / crate::domain::recipes::EARLY_TICK_TOLERANCE_DIVISOR)
+}
 
 /// One recipe as the claim reports it.
 #[derive(Debug, Clone, PartialEq)]
@@ -133,11 +144,20 @@ pub fn placement(config: &Config) -> Placement {
         .site_root
         .as_ref()
         .is_some_and(|root| std::fs::symlink_metadata(root.join(".git")).is_ok());
+    // AG-54: a Docker engine must answer on the socket; a docker client alone is no engine.
+    let docker_engine = match words::docker::engine_answers(&config.docker_socket) {
+        Ok(()) => true,
+        Err(why) => {
+            tracing::debug!(%why, "no Docker engine answers");
+            false
+        }
+    };
     Placement {
         has_site: config.site_root.is_some(),
         in_container: std::path::Path::new("/.dockerenv").exists()
             || std::path::Path::new("/run/.containerenv").exists(),
         site_is_checkout,
+        docker_engine,
     }
 }
 
@@ -251,12 +271,13 @@ impl Loop {
 
     /// One tick of every applicable recipe.
     pub async fn tick(&mut self) {
+        let hourly = hourly_wait(self.config.recipe_tick);
         for recipe in self.active.clone() {
             if recipe.cadence == Cadence::Hourly
                 && self
                     .last_checked
                     .get(recipe.name)
-                    .is_some_and(|at| at.elapsed() < HOURLY)
+                    .is_some_and(|at| at.elapsed() < hourly)
             {
                 continue;
             }
@@ -529,6 +550,20 @@ pub fn describe(state: &StateDir, config: &Config) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::domain::recipes::ledger::Line;
+
+    /// AG-56: certificate_expiry is checked hourly: six ten-minute ticks, a tick that lands a
+    /// little early counting; a test's shorter tick shortens it in proportion.
+    #[test]
+    fn ag_56_the_hourly_cadence_is_six_ticks_with_the_early_tolerance() {
+        assert_eq!(
+            hourly_wait(Duration::from_secs(600)),
+            Duration::from_secs(3540)
+        );
+        assert_eq!(
+            hourly_wait(Duration::from_secs(1)),
+            Duration::from_millis(5900)
+        );
+    }
 
     fn scratch() -> (tempfile::TempDir, StateDir, Config) {
         let parent = tempfile::tempdir().unwrap();

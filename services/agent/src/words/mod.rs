@@ -4,9 +4,12 @@
 //! error). What a word returns is redacted by the job runner before it leaves the node.
 
 mod disk;
+pub mod docker;
 pub mod host;
 mod logs;
 pub mod status;
+#[cfg(test)]
+pub mod test_engine;
 pub mod units;
 
 use serde_json::{json, Map, Value};
@@ -66,6 +69,7 @@ pub async fn run(word: &Word, params: &Value, config: &Config) -> Result<Finishe
         "reset_failed_unit" => units::reset_failed_unit(params).await,
         "site_log" => logs::site_log(config, params).await,
         "file_head" => logs::file_head(params).await,
+        "restart_container" => docker::restart_container(config, params).await,
         other => Err(Failed::new(format!(
             "{other} is in the vocabulary but has no implementation in this build"
         ))),

@@ -151,6 +151,120 @@ pub fn web_answer(status: Result<u16, String>) -> (Answer, Answer) {
     }
 }
 
+/// AG-56: a served certificate needs at least this many days left.
+pub const CERTIFICATE_MIN_DAYS: i64 = 14;
+
+/// What the machine's own web server served for one name (SNI, local connection).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Served {
+    pub name: String,
+    /// Whole days left on the certificate it served, or why none could be read.
+    pub days_left: Result<i64, String>,
+}
+
+/// AG-56 `certificate_expiry`: every name the site's TLS vhosts serve has a certificate with
+/// at least 14 days left. Failing names the one with the fewest days (the one to re-issue);
+/// a name whose certificate could not be read, or no names at all, is unknown, unless another
+/// name already fails.
+pub fn certificate_expiry(served: &[Served]) -> Check {
+    if served.is_empty() {
+        return Check::unknown(
+            "the web server's enabled sites name no host served over TLS, so there is no certificate to ask for",
+        );
+    }
+    let mut unread = Vec::new();
+    let mut read: Vec<(&str, i64)> = Vec::new();
+    for entry in served {
+        match &entry.days_left {
+            Ok(days) => read.push((&entry.name, *days)),
+            Err(why) => unread.push(format!("{}: {why}", entry.name)),
+        }
+    }
+    let said: Vec<String> = read
+        .iter()
+        .map(|(name, days)| format!("{name}: {days} days left"))
+        .collect();
+    if let Some((name, days)) = read.iter().min_by_key(|(_, days)| *days) {
+        if *days < CERTIFICATE_MIN_DAYS {
+            let mut detail = format!(
+                "{name}'s certificate has {days} days left, under {CERTIFICATE_MIN_DAYS} (certbot's own renewal has not renewed it); {}",
+                said.join(", ")
+            );
+            if !unread.is_empty() {
+                detail.push_str(&format!("; not read: {}", unread.join("; ")));
+            }
+            return Check::fail(detail);
+        }
+    }
+    if !unread.is_empty() {
+        return Check::unknown(format!(
+            "not read: {}{}",
+            unread.join("; "),
+            if said.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", said.join(", "))
+            }
+        ));
+    }
+    Check::pass(said.join(", "))
+}
+
+/// A site container as the Docker engine lists it, with what its site answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SiteContainer {
+    /// The container's name (without Docker's leading `/`).
+    pub name: String,
+    /// The site it serves (its `capstan.site` label).
+    pub site: String,
+    /// The engine's `State`: `running`, `exited`, `restarting`, ...
+    pub state: String,
+    /// Held stopped on purpose (`<state dir>/sites/<site>/held`): left alone.
+    pub held: bool,
+    /// What the site answered on the container's published port.
+    pub answers: Answer,
+}
+
+/// AG-54 `container_health`: each site container runs and its site answers on its published
+/// port; the first that does not (in the engine's order) is the repair's target. A held
+/// container is left alone; no site containers at all is unknown (nothing to watch).
+pub fn container_health(containers: &[SiteContainer]) -> Check {
+    if containers.is_empty() {
+        return Check::unknown(
+            "the Docker engine lists no site container (none carries the capstan.site label)",
+        );
+    }
+    let mut fine = Vec::new();
+    let mut unknown = Vec::new();
+    for container in containers {
+        let name = format!("{} (site {})", container.name, container.site);
+        if container.held {
+            fine.push(format!("{name} is held, left alone"));
+            continue;
+        }
+        let failing = if container.state != "running" {
+            Some(format!("{name} is {}", container.state))
+        } else {
+            match &container.answers {
+                Answer::Yes => None,
+                Answer::No(why) => Some(format!("{name} runs but its site does not answer: {why}")),
+                Answer::Unknown(why) => {
+                    unknown.push(format!("{name}: {why}"));
+                    continue;
+                }
+            }
+        };
+        match failing {
+            Some(detail) => return Check::fail(detail).targeting(container.name.clone()),
+            None => fine.push(format!("{name} answers")),
+        }
+    }
+    if !unknown.is_empty() {
+        return Check::unknown(unknown.join("; "));
+    }
+    Check::pass(fine.join("; "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,5 +389,85 @@ mod tests {
         assert!(matches!(web_answer(Ok(502)), (Answer::Yes, Answer::No(_))));
         assert!(matches!(web_answer(Err("refused".into())).0, Answer::No(_)));
         assert!(matches!(web_answer(Ok(500)).0, Answer::No(_)));
+    }
+
+    fn served(name: &str, days_left: Result<i64, String>) -> Served {
+        Served {
+            name: name.into(),
+            days_left,
+        }
+    }
+
+    #[test]
+    fn ag_56_every_served_name_needs_fourteen_days_and_the_fewest_is_named() {
+        let fine = [served("a.test", Ok(80)), served("b.test", Ok(14))];
+        assert_eq!(certificate_expiry(&fine).verdict, Verdict::Pass);
+        let near = [
+            served("a.test", Ok(80)),
+            served("b.test", Ok(9)),
+            served("c.test", Ok(3)),
+            served("d.test", Err("connection refused".into())),
+        ];
+        let check = certificate_expiry(&near);
+        assert_eq!(check.verdict, Verdict::Fail);
+        assert!(
+            check
+                .detail
+                .starts_with("c.test's certificate has 3 days left"),
+            "{}",
+            check.detail
+        );
+        assert!(check.detail.contains("d.test: connection refused"));
+        let expired = [served("a.test", Ok(-2))];
+        assert_eq!(certificate_expiry(&expired).verdict, Verdict::Fail);
+    }
+
+    #[test]
+    fn ag_56_an_unread_certificate_or_no_names_is_unknown() {
+        let unread = [
+            served("a.test", Ok(80)),
+            served("b.test", Err("refused".into())),
+        ];
+        assert_eq!(certificate_expiry(&unread).verdict, Verdict::Unknown);
+        assert_eq!(certificate_expiry(&[]).verdict, Verdict::Unknown);
+    }
+
+    fn container(name: &str, state: &str, held: bool, answers: Answer) -> SiteContainer {
+        SiteContainer {
+            name: name.into(),
+            site: format!("{name}.test"),
+            state: state.into(),
+            held,
+            answers,
+        }
+    }
+
+    #[test]
+    fn ag_54_the_first_container_not_running_or_not_answering_is_the_target() {
+        let fine = container("a", "running", false, Answer::Yes);
+        assert_eq!(
+            container_health(std::slice::from_ref(&fine)).verdict,
+            Verdict::Pass
+        );
+        let stopped = container("b", "exited", false, Answer::No("refused".into()));
+        let mute = container("c", "running", false, Answer::No("502".into()));
+        let check = container_health(&[fine.clone(), stopped, mute.clone()]);
+        assert_eq!(check.verdict, Verdict::Fail);
+        assert_eq!(check.target.as_deref(), Some("b"));
+        let check = container_health(&[fine, mute]);
+        assert_eq!(check.target.as_deref(), Some("c"));
+        assert!(check.detail.contains("does not answer: 502"));
+    }
+
+    #[test]
+    fn ag_54_a_held_container_is_left_alone_and_none_at_all_is_unknown() {
+        let held = container("b", "exited", true, Answer::No("refused".into()));
+        let check = container_health(&[held]);
+        assert_eq!(check.verdict, Verdict::Pass);
+        assert_eq!(check.target, None);
+        assert!(check.detail.contains("held"));
+        assert_eq!(container_health(&[]).verdict, Verdict::Unknown);
+        let unknown = container("a", "running", false, Answer::Unknown("no port".into()));
+        assert_eq!(container_health(&[unknown]).verdict, Verdict::Unknown);
     }
 }

@@ -18,6 +18,9 @@ pub enum Scope {
     Site,
     /// A site installed from a signed release: never a source checkout.
     Release,
+    /// The machine, when a Docker engine answers on it (AG-54's container_health): its site
+    /// containers are the engine's to list and restart.
+    DockerHost,
 }
 
 impl Scope {
@@ -27,6 +30,7 @@ impl Scope {
             Scope::Host => "host",
             Scope::Site => "site",
             Scope::Release => "release",
+            Scope::DockerHost => "docker-host",
         }
     }
 }
@@ -122,6 +126,29 @@ pub const RECIPES: &[Recipe] = &[
         node_derived: true,
         gives_up: "A service the site needs does not answer and restarting it did not help",
     },
+    // AG-56, check-only here: the spec's repair is provision_certificate, which this build
+    // does not have, and the fallback (`certbot renew --cert-name <name>`) is not an honest
+    // repair from the agent: a failing check means certbot's own timer already ran that renewal
+    // and it failed (a challenge that no longer passes, a rate limit, a DNS change), so running
+    // it again from here repeats what failed; a lineage is not always named after the name it
+    // serves; and an issued certificate reaches visitors only after a reload the word would
+    // have to run too. A person is told instead: the case names the name with the fewest days.
+    Recipe {
+        name: "certificate_expiry",
+        scope: Scope::Site,
+        cadence: Cadence::Hourly,
+        repair_word: None,
+        node_derived: false,
+        gives_up: "A certificate the site serves expires in under 14 days",
+    },
+    Recipe {
+        name: "container_health",
+        scope: Scope::DockerHost,
+        cadence: Cadence::EveryTick,
+        repair_word: Some("restart_container"),
+        node_derived: true,
+        gives_up: "A site container does not run or answer and restarting it did not help",
+    },
 ];
 
 /// The compiled recipe named `name`.
@@ -137,6 +164,8 @@ pub struct Placement {
     pub in_container: bool,
     /// The site is a source checkout (a `.git` at its root), not a release install.
     pub site_is_checkout: bool,
+    /// A Docker engine answers on the configured socket.
+    pub docker_engine: bool,
 }
 
 /// AG-46: whether `recipe` applies here, or why not (reported once and never ticked).
@@ -156,6 +185,15 @@ pub fn applies(recipe: &Recipe, placement: &Placement) -> Result<(), String> {
                 .into(),
         ),
         Scope::Site | Scope::Release => Ok(()),
+        Scope::DockerHost if placement.in_container => Err(
+            "Docker-host-scoped, and this agent runs inside a container; the host's own agent watches its containers"
+                .into(),
+        ),
+        Scope::DockerHost if !placement.docker_engine => Err(
+            "Docker-host-scoped, and no Docker engine answers on this machine's Docker socket (a docker client alone is not an engine)"
+                .into(),
+        ),
+        Scope::DockerHost => Ok(()),
     }
 }
 
@@ -176,6 +214,8 @@ mod tests {
             [
                 ("disk_headroom", "node", true, false),
                 ("service_health", "site", false, true),
+                ("certificate_expiry", "site", true, false),
+                ("container_health", "docker-host", false, true),
             ]
         );
         for recipe in RECIPES {
@@ -217,6 +257,7 @@ mod tests {
             has_site: false,
             in_container: false,
             site_is_checkout: false,
+            docker_engine: false,
         };
         let site = Placement {
             has_site: true,
@@ -255,5 +296,50 @@ mod tests {
             .unwrap_err()
             .contains("checkout"));
         assert!(applies(&release, &site).is_ok());
+    }
+
+    /// AG-54: container_health applies only where a Docker engine answers, and never inside a
+    /// container; AG-56: certificate_expiry is hourly and needs the site's vhost.
+    #[test]
+    fn ag_54_container_health_needs_a_docker_engine_and_ag_56_certificate_expiry_a_site() {
+        let docker = Placement {
+            has_site: false,
+            in_container: false,
+            site_is_checkout: false,
+            docker_engine: true,
+        };
+        let containers = find("container_health").unwrap();
+        assert!(applies(containers, &docker).is_ok());
+        assert!(applies(
+            containers,
+            &Placement {
+                docker_engine: false,
+                ..docker
+            }
+        )
+        .unwrap_err()
+        .contains("no Docker engine answers"));
+        assert!(applies(
+            containers,
+            &Placement {
+                in_container: true,
+                ..docker
+            }
+        )
+        .unwrap_err()
+        .contains("inside a container"));
+        let certificates = find("certificate_expiry").unwrap();
+        assert_eq!(certificates.cadence, Cadence::Hourly);
+        assert!(applies(certificates, &docker)
+            .unwrap_err()
+            .contains("no site"));
+        assert!(applies(
+            certificates,
+            &Placement {
+                has_site: true,
+                ..docker
+            }
+        )
+        .is_ok());
     }
 }
