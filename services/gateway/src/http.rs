@@ -9,6 +9,7 @@ use axum::{
 };
 use capstan_events::agent_channel::rpc::AgentEndpoint;
 use capstan_telemetry::propagation;
+use futures::FutureExt;
 use std::{borrow::Cow, future::Future, net::SocketAddr};
 use tracing::{info_span, Instrument};
 
@@ -144,20 +145,23 @@ fn request_span(request: &Request, route: &str) -> tracing::Span {
     span
 }
 
-/// Runs `answer` in `span`, records its status there and its duration as a metric.
-async fn traced(
+/// Runs `answer` in `span`, records its status there and its duration as a metric. Not an
+/// `async fn`: one keeps room for the future it is given beside the one it awaits, so every
+/// waiting request (an agent's long poll: seconds) would hold its answer's future twice.
+fn traced(
     span: tracing::Span,
     route: Cow<'static, str>,
     answer: impl Future<Output = Response>,
-) -> Response {
+) -> impl Future<Output = Response> {
     let started = std::time::Instant::now();
-    let response = answer.instrument(span.clone()).await;
-    let status = response.status();
-    span.record("status", status.as_u16());
-    metrics::histogram!("capstan_http_request_seconds", "route" => route, "status" => status.as_u16().to_string())
-        .record(started.elapsed().as_secs_f64());
-    if status == StatusCode::INTERNAL_SERVER_ERROR {
-        tracing::error!(parent: &span, "request failed");
-    }
-    response
+    answer.instrument(span.clone()).map(move |response| {
+        let status = response.status();
+        span.record("status", status.as_u16());
+        metrics::histogram!("capstan_http_request_seconds", "route" => route, "status" => status.as_u16().to_string())
+            .record(started.elapsed().as_secs_f64());
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            tracing::error!(parent: &span, "request failed");
+        }
+        response
+    })
 }

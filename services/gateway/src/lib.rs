@@ -126,7 +126,6 @@ pub async fn serve_with(
             drop(stream);
             continue;
         };
-        metrics::gauge!("capstan_gateway_connections_open").increment(1.0);
         let serving = connection::serve(
             stream,
             address,
@@ -135,11 +134,7 @@ pub async fn serve_with(
             limits,
             stop.clone(),
         );
-        connections.spawn(async move {
-            serving.await;
-            metrics::gauge!("capstan_gateway_connections_open").decrement(1.0);
-            drop(permit);
-        });
+        connections.spawn(connection::task(serving, permit));
     }
     drop(listener);
     agent::release(&state).await;
