@@ -7,6 +7,7 @@ pub mod agent;
 pub mod dns;
 pub mod fleet;
 pub mod plane;
+pub mod s3;
 pub mod web;
 
 use capstan_bus::testsuite::NatsServer;

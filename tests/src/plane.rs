@@ -1,6 +1,6 @@
-//! A plane of the test's own: the real agent-channel service and the real gateway in this
-//! process, on a fresh database and a private NATS server, with an operator at each level
-//! (each with an API token and a known password for the web UI).
+//! A plane of the test's own: the real services (agent channel, gateway, incidents, monitor,
+//! rollouts, backups) in this process, on a fresh database and a private NATS server, with an
+//! operator at each level (each with an API token and a known password for the web UI).
 
 use capstan_bus::{access::BusUser, testsuite::NatsServer, Bus};
 use capstan_events::{rpc::Level, Domain};
@@ -13,6 +13,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::wait_for;
+
+/// The seal key of every test plane's backups service (64 hex digits).
+pub const TEST_SEAL_KEY: &str = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed";
 
 /// An operator of the test plane.
 #[derive(Debug, Clone)]
@@ -76,6 +79,8 @@ impl Plane {
         let mut overrides = vec![
             ("CAPSTAN__GATEWAY__LISTEN", listen.as_str()),
             ("CAPSTAN__DATABASE__MAX_CONNECTIONS", "8"),
+            // The backups service seals its targets' keys with this (a test key).
+            ("CAPSTAN__BACKUPS__SEAL_KEY", TEST_SEAL_KEY),
         ];
         overrides.extend_from_slice(extra);
         let settings = crate::settings(&database, &nats, &overrides);
@@ -114,6 +119,10 @@ impl Plane {
                 as_user(Domain::Rollouts),
                 shutdown.clone(),
             )),
+            tokio::spawn(capstan_backups::run(
+                as_user(Domain::Backups),
+                shutdown.clone(),
+            )),
         ];
         let base = format!("http://{listen}");
         let http = reqwest::Client::new();
@@ -127,6 +136,7 @@ impl Plane {
             Domain::Incidents,
             Domain::Monitor,
             Domain::Rollouts,
+            Domain::Backups,
         ] {
             wait_for(
                 &format!("the {domain} service to answer its health"),

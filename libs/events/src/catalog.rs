@@ -60,6 +60,7 @@ pub fn entries() -> Vec<Entry> {
         Entry::of::<monitor::SiteUp>(),
         Entry::of::<monitor::CertProblemChanged>(),
         Entry::of::<rollouts::ReleasePublished>(),
+        Entry::of::<crate::backups::TargetChanged>(),
     ];
     entries.sort_by_key(|entry| (entry.kind == Kind::Command, entry.subject.clone()));
     entries

@@ -92,6 +92,8 @@ pub enum Op {
     Monitor(crate::api::monitor::MonitorOp),
     /// A route of the releases API (`api/releases.rs`).
     Releases(crate::api::releases::ReleasesOp),
+    /// A route of the backups service's API (`api/backups.rs`).
+    Backups(crate::api::backups::BackupsOp),
     /// A page or form of the operator UI.
     Ui(UiOp),
 }
