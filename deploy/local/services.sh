@@ -12,6 +12,7 @@
 #   ensure_nats              nats-server with JetStream listening on 127.0.0.1:4222
 #   database_url [DB]        prints a URL for database DB (default capstan) that works here
 #   ensure_database [DB]     creates database DB (default capstan) when it is missing
+#   ensure_s3_server         the backups tests' S3 server (s3s-fs, built once with cargo)
 #
 # Where ensure_nats keeps a server it starts (defaults shown; the pid file is how it tells its
 # own server from any other nats-server):
@@ -98,6 +99,31 @@ ensure_smtp_server() {
     capstan_log "installing aiosmtpd (PyPI) for the incidents tests' SMTP server"
     python3 -m pip install --quiet aiosmtpd 2>/dev/null ||
         python3 -m pip install --quiet --break-system-packages aiosmtpd
+}
+
+# The backups tests' S3-compatible server: the s3s project's file-system server (`s3s-fs`
+# from crates.io, built once with `cargo install` into CAPSTAN_S3_SERVER_ROOT, default
+# ~/.cache/capstan/tools/s3s-fs). It checks SigV4 headers and presigned URLs against the one
+# access key it is started with (a bad signature is refused) and honours `If-None-Match: *` on
+# PUT. Version 0.14.1 is the newest that builds with this workspace's toolchain (1.95).
+# tests/src/s3.rs starts one per test; CAPSTAN_S3_SERVER names the binary to it.
+CAPSTAN_S3_SERVER_VERSION=0.14.1
+ensure_s3_server() {
+    local root="${CAPSTAN_S3_SERVER_ROOT:-$HOME/.cache/capstan/tools/s3s-fs}"
+    local binary="$root/bin/s3s-fs"
+    if [ -x "$binary" ] && "$binary" --version 2>/dev/null | grep -q "$CAPSTAN_S3_SERVER_VERSION"; then
+        export CAPSTAN_S3_SERVER="$binary"
+        return 0
+    fi
+    local log="${TMPDIR:-/tmp}/capstan-s3s-fs-install.log"
+    capstan_log "building s3s-fs $CAPSTAN_S3_SERVER_VERSION (crates.io) for the backups tests (log: $log)"
+    if ! cargo install --locked --quiet "s3s-fs@$CAPSTAN_S3_SERVER_VERSION" --features binary \
+        --root "$root" --target-dir "${TMPDIR:-/tmp}/capstan-s3s-fs-build" >"$log" 2>&1; then
+        tail -n 20 "$log" >&2
+        capstan_log "cargo install s3s-fs failed"
+        return 1
+    fi
+    export CAPSTAN_S3_SERVER="$binary"
 }
 
 _capstan_tcp_open() {

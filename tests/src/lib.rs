@@ -9,6 +9,7 @@ pub mod fleet;
 pub mod plane;
 pub mod process;
 pub mod tls;
+pub mod s3;
 pub mod web;
 
 use capstan_bus::testsuite::NatsServer;

@@ -1,6 +1,6 @@
-//! A plane of the test's own: the real agent-channel service and the real gateway in this
-//! process, on a fresh database and a private NATS server, with an operator at each level
-//! (each with an API token and a known password for the web UI).
+//! A plane of the test's own: the real services (agent channel, gateway, incidents, monitor,
+//! rollouts, backups) in this process, on a fresh database and a private NATS server, with an
+//! operator at each level (each with an API token and a known password for the web UI).
 
 use capstan_bus::{access::BusUser, testsuite::NatsServer, Bus};
 use capstan_events::{rpc::Level, Domain};
@@ -13,6 +13,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::wait_for;
+
+/// The seal key of every test plane's backups service (64 hex digits).
+pub const TEST_SEAL_KEY: &str = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed";
 
 /// An operator of the test plane.
 #[derive(Debug, Clone)]
@@ -87,6 +90,8 @@ impl Plane {
         let mut overrides = vec![
             ("CAPSTAN__GATEWAY__LISTEN", listen.as_str()),
             ("CAPSTAN__DATABASE__MAX_CONNECTIONS", "8"),
+            // The backups service seals its targets' keys with this (a test key).
+            ("CAPSTAN__BACKUPS__SEAL_KEY", TEST_SEAL_KEY),
         ];
         overrides.extend_from_slice(extra);
         let settings = crate::settings(&database, &nats, &overrides);
@@ -132,6 +137,12 @@ impl Plane {
                 shutdown.clone(),
             )));
         }
+        if !skip.contains(&Domain::Backups) {
+            services.push(tokio::spawn(capstan_backups::run(
+                as_user(Domain::Backups),
+                shutdown.clone(),
+            )));
+        }
         let base = format!("http://{listen}");
         let http = reqwest::Client::new();
         let bus = if secured {
@@ -144,6 +155,7 @@ impl Plane {
             Domain::Incidents,
             Domain::Monitor,
             Domain::Rollouts,
+            Domain::Backups,
         ]
         .into_iter()
         .filter(|domain| !skip.contains(domain))

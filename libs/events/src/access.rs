@@ -44,11 +44,20 @@ impl Reach {
 /// sends: each is one rpc subject, never the asked domain's every op, and carries no actor.
 /// The agent channel asks rollouts for the artifact an authenticated agent requested (the
 /// bytes are rollouts' to keep; the agent verifies them against its own keys).
-pub const SERVICE_QUESTIONS: &[(Domain, Domain, &str)] = &[(
-    Domain::AgentChannel,
-    Domain::Rollouts,
-    crate::rollouts::rpc::ops::ARTIFACT,
-)];
+/// The agent channel asks backups for presigned URLs (the broker) for a node whose signed
+/// request it verified, naming the node and its running job.
+pub const SERVICE_QUESTIONS: &[(Domain, Domain, &str)] = &[
+    (
+        Domain::AgentChannel,
+        Domain::Rollouts,
+        crate::rollouts::rpc::ops::ARTIFACT,
+    ),
+    (
+        Domain::AgentChannel,
+        Domain::Backups,
+        crate::backups::rpc::ops::BACKUP_URLS,
+    ),
+];
 
 impl Domain {
     /// What this domain reaches beyond its own subjects.

@@ -64,6 +64,7 @@ pub fn entries() -> Vec<Entry> {
         Entry::of::<rollouts::RolloutStepFinished>(),
         Entry::of::<rollouts::RolloutHalted>(),
         Entry::of::<rollouts::RolloutFinished>(),
+        Entry::of::<crate::backups::TargetChanged>(),
     ];
     entries.sort_by_key(|entry| (entry.kind == Kind::Command, entry.subject.clone()));
     entries

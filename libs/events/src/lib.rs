@@ -6,6 +6,7 @@
 
 pub mod access;
 pub mod agent_channel;
+pub mod backups;
 pub mod catalog;
 mod domain;
 mod envelope;

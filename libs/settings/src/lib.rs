@@ -24,6 +24,45 @@ pub struct Settings {
     pub outbox: OutboxSettings,
     pub incidents: IncidentsSettings,
     pub monitor: MonitorSettings,
+    pub backups: BackupsSettings,
+}
+
+/// The backups service: the key its targets' credentials are sealed with at rest.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackupsSettings {
+    /// 32 random bytes as 64 hex digits (`openssl rand -hex 32`), sealing the targets' storage
+    /// credentials at rest. A secret; `SEAL_KEY_FILE` reads it from a file. Without it no
+    /// target can be added or used (the service says so), and everything else still runs.
+    pub seal_key: Option<SecretString>,
+    pub seal_key_file: Option<PathBuf>,
+    /// How long a presigned URL the broker hands a node stays valid (60..=3600 s).
+    pub url_ttl_secs: u32,
+}
+
+impl BackupsSettings {
+    /// The seal key's 32 bytes, when one is set (validated at load).
+    pub fn seal_key(&self) -> Option<[u8; 32]> {
+        self.seal_key
+            .as_ref()
+            .and_then(|key| parse_seal_key(key.expose_secret()))
+    }
+    pub fn url_ttl(&self) -> Duration {
+        Duration::from_secs(u64::from(self.url_ttl_secs))
+    }
+}
+
+/// 64 hex digits as 32 bytes.
+fn parse_seal_key(text: &str) -> Option<[u8; 32]> {
+    let text = text.trim();
+    if text.len() != 64 || !text.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut key = [0u8; 32];
+    for (index, byte) in key.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[index * 2..index * 2 + 2], 16).ok()?;
+    }
+    Some(key)
 }
 
 /// The monitor service: its uptime and certificate checks.
@@ -430,6 +469,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("monitor.cert_warn_days", "21"),
     ("monitor.tick_ms", "1000"),
     ("monitor.concurrency", "256"),
+    ("backups.url_ttl_secs", "600"),
 ];
 
 impl Settings {
@@ -493,6 +533,13 @@ impl Settings {
             })?;
             self.incidents.smtp_url = Some(SecretString::from(url.trim().to_string()));
         }
+        if let Some(path) = &self.backups.seal_key_file {
+            let key = std::fs::read_to_string(path).map_err(|error| SettingsError::BadValue {
+                key: "backups.seal_key_file",
+                reason: format!("cannot read {}: {error}", path.display()),
+            })?;
+            self.backups.seal_key = Some(SecretString::from(key.trim().to_string()));
+        }
         self.nats.resolve_files()
     }
 
@@ -511,6 +558,20 @@ impl Settings {
             });
         }
         self.nats.validate()?;
+        if let Some(key) = &self.backups.seal_key {
+            if parse_seal_key(key.expose_secret()).is_none() {
+                return Err(SettingsError::BadValue {
+                    key: "backups.seal_key",
+                    reason: "must be 64 hex digits (32 random bytes: openssl rand -hex 32)".into(),
+                });
+            }
+        }
+        if !(60..=3600).contains(&self.backups.url_ttl_secs) {
+            return Err(SettingsError::BadValue {
+                key: "backups.url_ttl_secs",
+                reason: "must be from 60 to 3600 seconds".into(),
+            });
+        }
         let incidents = &self.incidents;
         if !(1..=3600).contains(&incidents.pass_secs) {
             return Err(SettingsError::BadValue {

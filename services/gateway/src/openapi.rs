@@ -79,6 +79,10 @@ pub fn component_schemas() -> Map<String, Value> {
         add::<capstan_events::rollouts::staged::Rollouts>(&mut answers);
         add::<capstan_events::rollouts::staged::RolloutView>(&mut answers);
         add::<capstan_events::agent_channel::rpc::FleetVersions>(&mut answers);
+        use capstan_events::backups::rpc as backups;
+        add::<backups::Targets>(&mut answers);
+        add::<backups::TargetView>(&mut answers);
+        add::<backups::BackupUrlsAnswer>(&mut answers);
     }
     let mut bodies = generator(SchemaSettings::draft2020_12().for_deserialize());
     add::<ApproveBody>(&mut bodies);
@@ -91,6 +95,7 @@ pub fn component_schemas() -> Map<String, Value> {
     add::<crate::api::monitor::UptimeBody>(&mut bodies);
     add::<crate::api::releases::ReleaseBody>(&mut bodies);
     add::<crate::api::rollouts::RolloutBody>(&mut bodies);
+    add::<crate::api::backups::TargetBody>(&mut bodies);
     let mut schemas = answers.take_definitions(true);
     schemas.extend(bodies.take_definitions(true));
     schemas

@@ -94,6 +94,8 @@ pub enum Op {
     Releases(crate::api::releases::ReleasesOp),
     /// A route of the rollouts API (`api/rollouts.rs`).
     Rollouts(crate::api::rollouts::RolloutsOp),
+    /// A route of the backups service's API (`api/backups.rs`).
+    Backups(crate::api::backups::BackupsOp),
     /// A page or form of the operator UI.
     Ui(UiOp),
 }

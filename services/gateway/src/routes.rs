@@ -39,6 +39,7 @@ pub static ROUTES: std::sync::LazyLock<Vec<Route>> = std::sync::LazyLock::new(||
         crate::api::releases::ROUTES,
         crate::api::rollouts::ROUTES,
         crate::ui::rollouts::ROUTES,
+        crate::api::backups::ROUTES,
     ]
     .concat()
 });
@@ -57,6 +58,7 @@ const CORE_ROUTES: &[Route] = &[
     Route::agent("/api/v1/agent/job_status", AgentEndpoint::JobStatus),
     Route::agent("/api/v1/agent/leave", AgentEndpoint::Leave),
     Route::agent("/api/v1/agent/artifact", AgentEndpoint::Artifact),
+    Route::agent("/api/v1/agent/backup_urls", AgentEndpoint::BackupUrls),
     Route::read(Get, "/api/v1/openapi.json", Read, Op::OpenApi),
     Route::read(Get, "/api/v1/joins", Read, Op::ListJoins),
     Route::act(
@@ -175,6 +177,7 @@ fn handler(method: Method, op: Op) -> MethodRouter<AppState> {
         Op::Monitor(op) => crate::api::monitor::handler(filter, op),
         Op::Releases(op) => crate::api::releases::handler(filter, op),
         Op::Rollouts(op) => crate::api::rollouts::handler(filter, op),
+        Op::Backups(op) => crate::api::backups::handler(filter, op),
         Op::Ui(op) => ui::handler(filter, op),
     }
 }

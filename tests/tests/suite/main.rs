@@ -2,6 +2,7 @@
 //! creates its own database, so they run in parallel and leave nothing behind.
 
 mod agent_channel;
+mod backups;
 mod boundaries;
 mod dead_letters;
 mod incidents;

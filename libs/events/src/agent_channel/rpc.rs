@@ -21,10 +21,12 @@ pub enum AgentEndpoint {
     JobStatus,
     Leave,
     Artifact,
+    /// The backups broker: presigned URLs for a running backup job (BACKUPS-CONTRACT.md).
+    BackupUrls,
 }
 
 impl AgentEndpoint {
-    pub const ALL: [AgentEndpoint; 7] = [
+    pub const ALL: [AgentEndpoint; 8] = [
         AgentEndpoint::Join,
         AgentEndpoint::JoinStatus,
         AgentEndpoint::Claim,
@@ -32,6 +34,7 @@ impl AgentEndpoint {
         AgentEndpoint::JobStatus,
         AgentEndpoint::Leave,
         AgentEndpoint::Artifact,
+        AgentEndpoint::BackupUrls,
     ];
 
     /// The last segment of the route: `join_status`.
@@ -44,6 +47,7 @@ impl AgentEndpoint {
             AgentEndpoint::JobStatus => "job_status",
             AgentEndpoint::Leave => "leave",
             AgentEndpoint::Artifact => "artifact",
+            AgentEndpoint::BackupUrls => "backup_urls",
         }
     }
 

@@ -33,6 +33,12 @@ pub enum AgentError {
     BadArch(String),
     #[error("the plane cannot answer right now: {0}")]
     Unavailable(String),
+    /// The backups broker: the job's word does not allow what was asked.
+    #[error("{0}")]
+    Forbidden(String),
+    /// The backups broker: a key asked to be written is stored already.
+    #[error("{0}")]
+    Exists(String),
 }
 
 impl AgentError {
@@ -41,6 +47,8 @@ impl AgentError {
             AgentError::InvalidRequest(_) | AgentError::BadKind(_) | AgentError::BadArch(_) => 400,
             AgentError::Unauthorized { .. } => 401,
             AgentError::NotFound(_) => 404,
+            AgentError::Forbidden(_) => 403,
+            AgentError::Exists(_) => 409,
             AgentError::AlreadyJoined | AgentError::KeyRetired | AgentError::NotRunning(_) => 409,
             AgentError::RateLimited { .. } | AgentError::TooManyPending(_) => 429,
             AgentError::Unavailable(_) => 503,
@@ -60,6 +68,8 @@ impl AgentError {
             AgentError::BadKind(_) => "bad_kind",
             AgentError::BadArch(_) => "bad_arch",
             AgentError::Unavailable(_) => "unavailable",
+            AgentError::Forbidden(_) => "forbidden",
+            AgentError::Exists(_) => "exists",
         }
     }
 

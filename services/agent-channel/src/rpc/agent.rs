@@ -4,10 +4,11 @@
 
 use bytes::Bytes;
 use capstan_events::agent_channel::{
-    rpc::{AgentEndpoint, AgentRequest, AgentResponse, JoinState},
+    rpc::{AgentEndpoint, AgentRequest, AgentResponse, JobState, JoinState},
     JoinRequested,
 };
 use capstan_events::{
+    backups::rpc::{ops as backups_ops, BackupUrls, BackupUrlsAnswer},
     rollouts::rpc::{ops as rollouts_ops, ArtifactFound, ArtifactRequest},
     rpc::ErrorCode,
     Domain,
@@ -186,6 +187,7 @@ async fn signed_by_node(
         AgentEndpoint::Result => Box::pin(claim::result(state, node, body)).await,
         AgentEndpoint::JobStatus => Box::pin(job_status(state, node, body)).await,
         AgentEndpoint::Leave => Box::pin(leave(state, node)).await,
+        AgentEndpoint::BackupUrls => Box::pin(backup_urls(state, bus, node, body)).await,
         _ => Box::pin(artifact(bus, body, bytes)).await,
     }
 }
@@ -520,5 +522,66 @@ async fn artifact(bus: &capstan_bus::Bus, body: &[u8], bytes: &mut Bytes) -> Ans
                 "the releases cannot be read just now".into(),
             ))
         }
+    }
+}
+
+#[derive(Deserialize)]
+struct BackupUrlsBody {
+    job_id: i64,
+    op: String,
+    keys: Vec<String>,
+}
+
+/// How long the backups service has to answer the broker's question (it asks the storage
+/// whether each key to write exists).
+const BACKUP_URLS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `backup_urls` (BACKUPS-CONTRACT.md, docs/agent-protocol.md): the job must be this node's
+/// and running (else `404`); the backups service, which keeps the runs and the storage
+/// credentials, checks the rest (`403` the word does not allow the op, `400` a bad key, `404` a
+/// seq not this node's, `409 exists` a key already stored) and presigns.
+async fn backup_urls(state: &State, bus: &capstan_bus::Bus, node: &NodeRow, body: &[u8]) -> Answer {
+    let asked: BackupUrlsBody = body_of(body, "backup_urls")?;
+    let job = {
+        let _slot = state.agent_slot().await?;
+        let mut connection = state.connection().await.map_err(AgentError::unavailable)?;
+        store::job_by_id(&mut connection, asked.job_id)
+            .await
+            .map_err(AgentError::unavailable)?
+    };
+    let job = job
+        .filter(|job| job.node_id == node.id && job.state == JobState::Running)
+        .ok_or_else(|| {
+            AgentError::NotFound(format!("job {} is not running for this node", asked.job_id))
+        })?;
+    let question = BackupUrls {
+        node_id: node.id,
+        job_id: job.id,
+        primitive: job.primitive.clone(),
+        params: job.params.0.clone(),
+        op: asked.op,
+        keys: asked.keys,
+    };
+    let answer = bus
+        .request::<_, BackupUrlsAnswer>(
+            Domain::Backups,
+            backups_ops::BACKUP_URLS,
+            &question,
+            BACKUP_URLS_TIMEOUT,
+        )
+        .await;
+    match answer {
+        Ok(answer) => Ok((200, json!({"urls": answer.urls}))),
+        Err(error) => Err(match error.code {
+            ErrorCode::InvalidRequest => AgentError::InvalidRequest(error.message),
+            ErrorCode::NotFound => AgentError::NotFound(error.message),
+            ErrorCode::Forbidden => AgentError::Forbidden(error.message),
+            ErrorCode::AlreadyExists => AgentError::Exists(error.message),
+            ErrorCode::Conflict => AgentError::Unavailable(error.message),
+            _ => {
+                tracing::warn!(error = %error.message, "backups did not answer a backup_urls request");
+                AgentError::Unavailable("backup storage cannot be reached just now".into())
+            }
+        }),
     }
 }

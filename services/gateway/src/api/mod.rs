@@ -3,6 +3,7 @@
 //! extracts and validates input, asks the owning service with [`crate::ask::ask_of`], and maps
 //! the answer: no domain rule lives here.
 
+pub mod backups;
 pub mod incidents;
 pub mod monitor;
 pub mod releases;

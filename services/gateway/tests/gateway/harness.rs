@@ -295,6 +295,7 @@ impl Gateway {
         tokio::spawn(fake_incidents(self.bus.clone(), &self.script).serve(self.stop.clone()));
         tokio::spawn(fake_monitor(self.bus.clone(), &self.script).serve(self.stop.clone()));
         tokio::spawn(fake_rollouts(self.bus.clone(), &self.script).serve(self.stop.clone()));
+        tokio::spawn(fake_backups(self.bus.clone(), &self.script).serve(self.stop.clone()));
         // Ready once it answers (the subscription is made asynchronously).
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
@@ -536,6 +537,45 @@ fn uptime_check(node_id: i64) -> capstan_events::monitor::rpc::UptimeCheck {
 }
 
 /// A fake monitor service: each op answers the least a route needs to succeed.
+fn target_view(id: i64) -> capstan_events::backups::rpc::TargetView {
+    capstan_events::backups::rpc::TargetView {
+        id,
+        name: "offsite".into(),
+        provider: capstan_events::backups::Provider::GenericS3,
+        endpoint: "https://s3.example.net".into(),
+        region: "eu-central-1".into(),
+        bucket: "capstan-backups".into(),
+        folder: "fleet".into(),
+        is_default: false,
+        created_at: chrono::Utc::now(),
+    }
+}
+
+fn fake_backups(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
+    use capstan_events::backups::rpc as backups;
+    let server = RpcServer::new(bus, Domain::Backups);
+    let server = fake(server, script, backups::ops::LIST_TARGETS, |_, _: Value| {
+        backups::Targets {
+            targets: vec![target_view(1)],
+        }
+    });
+    let server = fake(
+        server,
+        script,
+        backups::ops::CREATE_TARGET,
+        |_, _: Value| target_view(2),
+    );
+    fake(
+        server,
+        script,
+        backups::ops::SET_DEFAULT_TARGET,
+        |_, request: Value| backups::TargetView {
+            is_default: true,
+            ..target_view(request["target_id"].as_i64().unwrap_or(1))
+        },
+    )
+}
+
 fn fake_monitor(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
     use capstan_events::monitor::rpc as monitor;
     let server = RpcServer::new(bus, Domain::Monitor);
@@ -703,6 +743,10 @@ pub fn body_for(path: &str) -> Value {
         json!({"enabled": true, "kind": "http_status", "url": "https://shop.example/"})
     } else if path == "/api/v1/releases" {
         json!({"metadata": "{}", "binaries": {"linux-amd64": "AAEC"}})
+    } else if path == "/api/v1/backups/targets" {
+        json!({"name": "offsite", "provider": "generic_s3", "endpoint": "https://s3.example.net",
+               "region": "eu-central-1", "bucket": "capstan-backups", "folder": "fleet",
+               "access_key": "AKIAEXAMPLE", "secret_key": "c2VjcmV0"})
     } else {
         json!({})
     }

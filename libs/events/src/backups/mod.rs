@@ -1,0 +1,83 @@
+//! The backups service's contract: the words shared by the service's domain and the gateway
+//! (providers, the broker's operations), its public events, and the rpc questions the gateway
+//! (operator API) and the agent channel (the broker, for a node's signed request) ask it.
+
+mod events;
+pub mod rpc;
+
+pub use events::*;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Where a target's objects live (BK-04): every provider speaks S3 with SigV4.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Provider {
+    Backblaze,
+    AmazonS3,
+    Linode,
+    CloudflareR2,
+    Wasabi,
+    DigitaloceanSpaces,
+    Hetzner,
+    /// Any other S3-compatible service, at the endpoint given.
+    GenericS3,
+}
+
+impl Provider {
+    pub const ALL: [Provider; 8] = [
+        Provider::Backblaze,
+        Provider::AmazonS3,
+        Provider::Linode,
+        Provider::CloudflareR2,
+        Provider::Wasabi,
+        Provider::DigitaloceanSpaces,
+        Provider::Hetzner,
+        Provider::GenericS3,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Provider::Backblaze => "backblaze",
+            Provider::AmazonS3 => "amazon_s3",
+            Provider::Linode => "linode",
+            Provider::CloudflareR2 => "cloudflare_r2",
+            Provider::Wasabi => "wasabi",
+            Provider::DigitaloceanSpaces => "digitalocean_spaces",
+            Provider::Hetzner => "hetzner",
+            Provider::GenericS3 => "generic_s3",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Provider> {
+        Provider::ALL
+            .into_iter()
+            .find(|provider| provider.as_str() == text)
+    }
+}
+
+/// What a node asks the broker for (`POST /api/v1/agent/backup_urls`, `op`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UrlOp {
+    /// Presigned PUTs, only for a running `backup_run`, only new keys under its own seq.
+    Put,
+    /// Presigned GETs, for a running `verify_backup`, `restore_*` or `backup_run`.
+    Get,
+}
+
+impl UrlOp {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            UrlOp::Put => "put",
+            UrlOp::Get => "get",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<UrlOp> {
+        [UrlOp::Put, UrlOp::Get]
+            .into_iter()
+            .find(|op| op.as_str() == text)
+    }
+}

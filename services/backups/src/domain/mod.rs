@@ -1,0 +1,10 @@
+//! The backups service's pure rules, time passed in, each with unit tests named after the
+//! spec's IDs: the keys a node may name and where they live in a bucket (`keys`), what the
+//! broker allows a job (`broker`), what a target must say (`targets`), and which runs retention
+//! may delete (`retention`), and what the storage check finds wrong with a run (`shelf`).
+
+pub mod broker;
+pub mod keys;
+pub mod retention;
+pub mod shelf;
+pub mod targets;

@@ -1,0 +1,291 @@
+//! The S3-compatible storage of one target, with the plane's own credential (BK-04: SigV4,
+//! signed by `rusty-s3`, never by hand). The plane presigns for nodes (PUT with
+//! `If-None-Match: *` signed in, GET) and itself lists, reads, heads and deletes (BK-13,
+//! BK-15, BK-17). Requests go over hyper with rustls (ring, the system's trusted roots).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::TokioExecutor;
+use rusty_s3::actions::{ListObjectsV2, S3Action};
+use rusty_s3::{Bucket, Credentials, UrlStyle};
+use url::Url;
+
+use super::seal;
+
+/// How long the plane's own signed requests stay valid.
+const OWN_REQUEST_VALID: Duration = Duration::from_secs(60);
+/// The longest one storage request may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// The most bytes the plane reads of one object (a manifest).
+pub const MAX_READ: usize = 16 * 1024 * 1024;
+
+/// What went wrong talking to the storage.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StorageError {
+    #[error("the target's settings do not make an S3 bucket: {0}")]
+    Config(String),
+    #[error("the storage could not be reached: {0}")]
+    Unreachable(String),
+    #[error("the storage answered {status} to {what}")]
+    Status { what: String, status: u16 },
+    #[error("the storage's answer to {what} could not be read: {why}")]
+    Unreadable { what: String, why: String },
+}
+
+/// One listed object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub key: String,
+    pub size: u64,
+}
+
+/// A presigned request for a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Presigned {
+    pub url: Url,
+    /// Headers signed into the URL, which the request must carry.
+    pub headers: Vec<(String, String)>,
+}
+
+/// The HTTPS client every target shares.
+pub type Http = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// A client for the storages (TLS through rustls with ring and the system's roots).
+pub fn http() -> Http {
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(Duration::from_secs(10)));
+    connector.enforce_http(false);
+    let provider = rustls::crypto::ring::default_provider();
+    let builder = match HttpsConnectorBuilder::new().with_provider_and_native_roots(provider) {
+        Ok(builder) => builder,
+        Err(error) => {
+            tracing::warn!(%error, "no trusted certificate authorities found; https storage cannot be verified");
+            let config = rustls::ClientConfig::builder_with_provider(
+                rustls::crypto::ring::default_provider().into(),
+            )
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default protocol versions")
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+            HttpsConnectorBuilder::new().with_tls_config(config)
+        }
+    };
+    let connector = builder
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(connector);
+    Client::builder(TokioExecutor::new()).build(connector)
+}
+
+/// One target's bucket with the plane's credential.
+#[derive(Clone)]
+pub struct Storage {
+    bucket: Bucket,
+    credentials: Credentials,
+    /// Whether PUTs carry a signed `If-None-Match: *`.
+    pub conditional_writes: bool,
+    http: Http,
+}
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Storage")
+            .field("bucket", &self.bucket.name())
+            .field("base", &self.bucket.base_url().as_str())
+            .finish()
+    }
+}
+
+impl Storage {
+    pub fn new(
+        endpoint: &str,
+        region: &str,
+        bucket: &str,
+        credentials: &seal::Credentials,
+        conditional_writes: bool,
+        http: Http,
+    ) -> Result<Storage, StorageError> {
+        let endpoint =
+            Url::parse(endpoint).map_err(|error| StorageError::Config(error.to_string()))?;
+        let bucket = Bucket::new(
+            endpoint,
+            UrlStyle::Path,
+            bucket.to_string(),
+            region.to_string(),
+        )
+        .map_err(|error| StorageError::Config(error.to_string()))?;
+        Ok(Storage {
+            bucket,
+            credentials: Credentials::new(
+                credentials.access_key.clone(),
+                credentials.secret_key.clone(),
+            ),
+            conditional_writes,
+            http,
+        })
+    }
+
+    /// A presigned PUT of `key`, valid for `ttl`; with `If-None-Match: *` signed in when the
+    /// store supports conditional writes (BK-14: it then refuses a key that exists).
+    pub fn presign_put(&self, key: &str, ttl: Duration) -> Presigned {
+        let mut action = self.bucket.put_object(Some(&self.credentials), key);
+        let mut headers = Vec::new();
+        if self.conditional_writes {
+            action.headers_mut().insert("if-none-match", "*");
+            headers.push(("if-none-match".to_string(), "*".to_string()));
+        }
+        Presigned {
+            url: action.sign(ttl),
+            headers,
+        }
+    }
+
+    /// A presigned GET of `key`, valid for `ttl`.
+    pub fn presign_get(&self, key: &str, ttl: Duration) -> Presigned {
+        let action = self.bucket.get_object(Some(&self.credentials), key);
+        Presigned {
+            url: action.sign(ttl),
+            headers: Vec::new(),
+        }
+    }
+
+    async fn send(
+        &self,
+        method: hyper::Method,
+        url: Url,
+        what: &str,
+    ) -> Result<(u16, Bytes), StorageError> {
+        let request = hyper::Request::builder()
+            .method(method)
+            .uri(url.as_str())
+            .body(Full::new(Bytes::new()))
+            .map_err(|error| StorageError::Config(error.to_string()))?;
+        let response = tokio::time::timeout(REQUEST_TIMEOUT, self.http.request(request))
+            .await
+            .map_err(|_| {
+                StorageError::Unreachable(format!("{what} took over {REQUEST_TIMEOUT:?}"))
+            })?
+            .map_err(|error| StorageError::Unreachable(error.to_string()))?;
+        let status = response.status().as_u16();
+        let body = http_body_util::Limited::new(response.into_body(), MAX_READ)
+            .collect()
+            .await
+            .map_err(|error| StorageError::Unreadable {
+                what: what.to_string(),
+                why: error.to_string(),
+            })?
+            .to_bytes();
+        Ok((status, body))
+    }
+
+    /// The size of `key`, or `None` when it does not exist.
+    pub async fn head(&self, key: &str) -> Result<Option<u64>, StorageError> {
+        let url = self
+            .bucket
+            .head_object(Some(&self.credentials), key)
+            .sign(OWN_REQUEST_VALID);
+        let request = hyper::Request::builder()
+            .method(hyper::Method::HEAD)
+            .uri(url.as_str())
+            .body(Full::new(Bytes::new()))
+            .map_err(|error| StorageError::Config(error.to_string()))?;
+        let response = tokio::time::timeout(REQUEST_TIMEOUT, self.http.request(request))
+            .await
+            .map_err(|_| StorageError::Unreachable("a HEAD took too long".into()))?
+            .map_err(|error| StorageError::Unreachable(error.to_string()))?;
+        match response.status().as_u16() {
+            404 => Ok(None),
+            200 => Ok(Some(
+                response
+                    .headers()
+                    .get(hyper::header::CONTENT_LENGTH)
+                    .and_then(|value| value.to_str().ok())
+                    .and_then(|value| value.parse().ok())
+                    .unwrap_or(0),
+            )),
+            status => Err(StorageError::Status {
+                what: format!("HEAD {key}"),
+                status,
+            }),
+        }
+    }
+
+    /// Reads `key` whole (at most [`MAX_READ`] bytes), or `None` when it does not exist.
+    pub async fn get(&self, key: &str) -> Result<Option<Bytes>, StorageError> {
+        let url = self
+            .bucket
+            .get_object(Some(&self.credentials), key)
+            .sign(OWN_REQUEST_VALID);
+        let what = format!("GET {key}");
+        match self.send(hyper::Method::GET, url, &what).await? {
+            (200, body) => Ok(Some(body)),
+            (404, _) => Ok(None),
+            (status, _) => Err(StorageError::Status { what, status }),
+        }
+    }
+
+    /// Deletes `key` (a key already gone is no error).
+    pub async fn delete(&self, key: &str) -> Result<(), StorageError> {
+        let url = self
+            .bucket
+            .delete_object(Some(&self.credentials), key)
+            .sign(OWN_REQUEST_VALID);
+        let what = format!("DELETE {key}");
+        match self.send(hyper::Method::DELETE, url, &what).await? {
+            (200 | 204 | 404, _) => Ok(()),
+            (status, _) => Err(StorageError::Status { what, status }),
+        }
+    }
+
+    /// Checks the credential can list the bucket under `prefix` (one page of one key): what a
+    /// target is tried with before it is saved.
+    pub async fn probe(&self, prefix: &str) -> Result<(), StorageError> {
+        let mut action = ListObjectsV2::new(&self.bucket, Some(&self.credentials));
+        action.with_prefix(prefix);
+        action.with_max_keys(1);
+        let url = action.sign(OWN_REQUEST_VALID);
+        let what = format!("LIST {prefix}");
+        match self.send(hyper::Method::GET, url, &what).await? {
+            (200, _) => Ok(()),
+            (status, _) => Err(StorageError::Status { what, status }),
+        }
+    }
+
+    /// Every object under `prefix`, every page of the listing.
+    pub async fn list(&self, prefix: &str) -> Result<Vec<Listed>, StorageError> {
+        let mut listed = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut action = ListObjectsV2::new(&self.bucket, Some(&self.credentials));
+            action.with_prefix(prefix);
+            if let Some(token) = &token {
+                action.with_continuation_token(token.clone());
+            }
+            let url = action.sign(OWN_REQUEST_VALID);
+            let what = format!("LIST {prefix}");
+            let body = match self.send(hyper::Method::GET, url, &what).await? {
+                (200, body) => body,
+                (status, _) => return Err(StorageError::Status { what, status }),
+            };
+            let page =
+                ListObjectsV2::parse_response(&body).map_err(|error| StorageError::Unreadable {
+                    what: what.clone(),
+                    why: error.to_string(),
+                })?;
+            listed.extend(page.contents.into_iter().map(|object| Listed {
+                key: object.key,
+                size: object.size,
+            }));
+            match page.next_continuation_token {
+                Some(next) if !next.is_empty() => token = Some(next),
+                _ => break,
+            }
+        }
+        Ok(listed)
+    }
+}

@@ -1,0 +1,434 @@
+//! The questions asked of the backups service (`capstan.rpc.backups.*`): the operator's
+//! targets (level 10, BK-04), and the broker's `backup_urls`, asked by the agent channel for a
+//! node whose signed request it verified and whose named job it found running. A change and
+//! the event it causes commit together.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use capstan_bus::RpcServer;
+use capstan_events::backups::rpc::{
+    ops, BackupUrls, BackupUrlsAnswer, CreateTarget, ListTargets, PresignedUrl, SetDefaultTarget,
+    TargetView, Targets,
+};
+use capstan_events::backups::{TargetChanged, UrlOp};
+use capstan_events::rpc::{ErrorCode, Level, RpcError};
+use capstan_store::{Store, StoreError};
+use chrono::Utc;
+
+use crate::domain::broker::{self, Refusal};
+use crate::domain::keys::{object_key, NodeKey};
+use crate::domain::targets;
+use crate::drivers::s3::{Http, Storage};
+use crate::drivers::seal::{Credentials, SealError, Sealer};
+use crate::store::{self, Space, TargetRow};
+
+type Answer<T> = Result<T, RpcError>;
+
+/// What every handler reaches.
+#[derive(Clone)]
+pub struct State {
+    pub store: Store,
+    pub sealer: Sealer,
+    pub http: Http,
+    /// How long a presigned URL stays valid.
+    pub url_ttl: Duration,
+}
+
+/// Adds the backups service's questions to `server`.
+pub fn routes(server: RpcServer, state: State) -> RpcServer {
+    server
+        .route_with_state(ops::LIST_TARGETS, &state, list_targets)
+        .route_with_state(ops::CREATE_TARGET, &state, create_target)
+        .route_with_state(ops::SET_DEFAULT_TARGET, &state, set_default_target)
+        .route_with_state(ops::BACKUP_URLS, &state, backup_urls)
+}
+
+fn unavailable(error: StoreError) -> RpcError {
+    capstan_runtime::unavailable(crate::DOMAIN, error)
+}
+
+fn sealing(error: SealError) -> RpcError {
+    RpcError::new(ErrorCode::Unavailable, error.to_string())
+}
+
+fn view(row: &TargetRow) -> Answer<TargetView> {
+    Ok(TargetView {
+        id: row.id,
+        name: row.name.clone(),
+        provider: row.provider().map_err(unavailable)?,
+        endpoint: row.endpoint.clone(),
+        region: row.region.clone(),
+        bucket: row.bucket.clone(),
+        folder: row.folder.clone(),
+        is_default: row.is_default,
+        created_at: row.created_at,
+    })
+}
+
+/// The storage of a target, with its credentials opened.
+pub fn storage(state: &State, row: &TargetRow) -> Answer<Storage> {
+    let credentials = state
+        .sealer
+        .open(row.id, &row.sealed_credentials)
+        .map_err(sealing)?;
+    Storage::new(
+        &row.endpoint,
+        &row.region,
+        &row.bucket,
+        &credentials,
+        row.conditional_writes,
+        state.http.clone(),
+    )
+    .map_err(|error| RpcError::new(ErrorCode::Unavailable, error.to_string()))
+}
+
+pub async fn list_targets(state: State, request: ListTargets) -> Answer<Targets> {
+    request
+        .actor
+        .require(Level::Admin, "reading backup targets")?;
+    let mut connection = state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(|e| unavailable(e.into()))?;
+    let rows = store::targets(&mut connection).await.map_err(unavailable)?;
+    Ok(Targets {
+        targets: rows.iter().map(view).collect::<Answer<_>>()?,
+    })
+}
+
+/// BK-04: a target is checked, tried (its credential must list its folder), sealed and saved.
+pub async fn create_target(state: State, request: CreateTarget) -> Answer<TargetView> {
+    request
+        .actor
+        .require(Level::Admin, "adding a backup target")?;
+    let checked = targets::check(&targets::Input {
+        name: &request.name,
+        provider: &request.provider,
+        endpoint: &request.endpoint,
+        region: &request.region,
+        bucket: &request.bucket,
+        folder: &request.folder,
+        access_key: &request.access_key,
+        secret_key: &request.secret_key,
+    })
+    .map_err(RpcError::from)?;
+    if !state.sealer.has_key() {
+        return Err(sealing(SealError::NoKey));
+    }
+    let credentials = Credentials {
+        access_key: request.access_key.clone(),
+        secret_key: request.secret_key.clone(),
+    };
+    let endpoint = checked.endpoint.as_str().trim_end_matches('/').to_string();
+    let trial = Storage::new(
+        &endpoint,
+        &checked.region,
+        &checked.bucket,
+        &credentials,
+        true,
+        state.http.clone(),
+    )
+    .map_err(|error| RpcError::new(ErrorCode::InvalidRequest, error.to_string()))?;
+    let prefix = if checked.folder.is_empty() {
+        String::new()
+    } else {
+        format!("{}/", checked.folder)
+    };
+    trial.probe(&prefix).await.map_err(|error| {
+        RpcError::new(
+            ErrorCode::InvalidRequest,
+            format!("the target was not saved: listing its bucket with these keys failed: {error}"),
+        )
+    })?;
+    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    if store::name_taken(&mut transaction, &checked.name)
+        .await
+        .map_err(unavailable)?
+    {
+        return Err(RpcError::new(
+            ErrorCode::AlreadyExists,
+            format!("name: a target named {:?} exists", checked.name),
+        ));
+    }
+    let id = store::next_target_id(&mut transaction)
+        .await
+        .map_err(unavailable)?;
+    let sealed = state.sealer.seal(id, &credentials).map_err(sealing)?;
+    store::insert_target(
+        &mut transaction,
+        &store::NewTargetRow {
+            id,
+            name: &checked.name,
+            provider: checked.provider,
+            endpoint: &endpoint,
+            region: &checked.region,
+            bucket: &checked.bucket,
+            folder: &checked.folder,
+            sealed_credentials: &sealed,
+            conditional_writes: true,
+            is_default: false,
+            created_by: &request.actor.name,
+        },
+    )
+    .await
+    .map_err(unavailable)?;
+    let row = store::target(&mut transaction, id)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| RpcError::new(ErrorCode::Internal, "the new target is not there"))?;
+    store::target_changed(
+        &mut transaction,
+        TargetChanged {
+            target_id: id,
+            name: row.name.clone(),
+            provider: checked.provider,
+            is_default: false,
+            changed_by: request.actor.name.clone(),
+            changed_at: Utc::now(),
+        },
+    )
+    .await
+    .map_err(unavailable)?;
+    transaction
+        .commit()
+        .await
+        .map_err(|e| unavailable(e.into()))?;
+    view(&row)
+}
+
+/// "Where new backups go" (BK-04).
+pub async fn set_default_target(state: State, request: SetDefaultTarget) -> Answer<TargetView> {
+    request
+        .actor
+        .require(Level::Admin, "choosing where new backups go")?;
+    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    let Some(row) = store::target(&mut transaction, request.target_id)
+        .await
+        .map_err(unavailable)?
+    else {
+        return Err(RpcError::new(
+            ErrorCode::NotFound,
+            format!("no target {}", request.target_id),
+        ));
+    };
+    store::set_default(&mut transaction, row.id)
+        .await
+        .map_err(unavailable)?;
+    store::target_changed(
+        &mut transaction,
+        TargetChanged {
+            target_id: row.id,
+            name: row.name.clone(),
+            provider: row.provider().map_err(unavailable)?,
+            is_default: true,
+            changed_by: request.actor.name.clone(),
+            changed_at: Utc::now(),
+        },
+    )
+    .await
+    .map_err(unavailable)?;
+    let row = store::target(&mut transaction, row.id)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| RpcError::new(ErrorCode::Internal, "the target went away"))?;
+    transaction
+        .commit()
+        .await
+        .map_err(|e| unavailable(e.into()))?;
+    view(&row)
+}
+
+fn refused(refusal: Refusal) -> RpcError {
+    match refusal {
+        Refusal::Invalid(invalid) => invalid.into(),
+        Refusal::Forbidden(why) => RpcError::new(ErrorCode::Forbidden, why),
+    }
+}
+
+fn presigned(
+    key: &NodeKey,
+    method: &str,
+    signed: crate::drivers::s3::Presigned,
+    ttl: Duration,
+) -> PresignedUrl {
+    PresignedUrl {
+        key: key.as_string(),
+        method: method.to_string(),
+        url: signed.url.to_string(),
+        headers: signed.headers.into_iter().collect::<BTreeMap<_, _>>(),
+        expires_at: Utc::now() + chrono::Duration::from_std(ttl).unwrap_or_default(),
+    }
+}
+
+/// The broker (BK-14, BACKUPS-CONTRACT.md): PUTs only for a running `backup_run` under its own
+/// seq and only for keys that do not exist yet (checked here with the plane's HEAD, and by the
+/// store itself through the signed `If-None-Match: *`); GETs only of this node's own runs, in
+/// the space each run is in (BK-01). The node never receives a credential.
+pub async fn backup_urls(state: State, request: BackupUrls) -> Answer<BackupUrlsAnswer> {
+    let plan = broker::plan(
+        &request.op,
+        &request.primitive,
+        &request.params,
+        &request.keys,
+    )
+    .map_err(refused)?;
+    let node = request.node_id;
+    let ttl = state.url_ttl;
+    match (plan.op, plan.run_seq) {
+        (UrlOp::Put, Some(seq)) => {
+            let space = open_run(&state, &request, seq).await?;
+            let storage = storage(&state, &space.target)?;
+            let mut urls = Vec::with_capacity(plan.keys.len());
+            for key in &plan.keys {
+                let object = object_key(&space.target.folder, space.id, node, key);
+                let exists = storage
+                    .head(&object)
+                    .await
+                    .map_err(|error| RpcError::new(ErrorCode::Unavailable, error.to_string()))?;
+                if exists.is_some() {
+                    return Err(RpcError::new(
+                        ErrorCode::AlreadyExists,
+                        format!("{} exists: no key is written twice", key.as_string()),
+                    ));
+                }
+                urls.push(presigned(
+                    key,
+                    "PUT",
+                    storage.presign_put(&object, ttl),
+                    ttl,
+                ));
+            }
+            Ok(BackupUrlsAnswer { urls })
+        }
+        (UrlOp::Put, None) => Err(RpcError::new(ErrorCode::Forbidden, "no run to write")),
+        (UrlOp::Get, _) => {
+            let mut connection = state
+                .store
+                .pool()
+                .acquire()
+                .await
+                .map_err(|e| unavailable(e.into()))?;
+            let mut seqs: Vec<i64> = plan.keys.iter().map(|key| key.seq).collect();
+            seqs.dedup();
+            let runs = store::runs_of(&mut connection, node, &seqs)
+                .await
+                .map_err(unavailable)?;
+            let mut spaces: BTreeMap<i64, (Space, Storage)> = BTreeMap::new();
+            let mut urls = Vec::with_capacity(plan.keys.len());
+            for key in &plan.keys {
+                let run = runs.iter().find(|run| run.seq == key.seq).ok_or_else(|| {
+                    RpcError::new(
+                        ErrorCode::NotFound,
+                        format!("{}: run {} is not this node's", key.as_string(), key.seq),
+                    )
+                })?;
+                let (space, storage) = match spaces.entry(run.space_id) {
+                    std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
+                    std::collections::btree_map::Entry::Vacant(entry) => {
+                        let space = store::space(&mut connection, run.space_id)
+                            .await
+                            .map_err(unavailable)?
+                            .ok_or_else(|| {
+                                RpcError::new(
+                                    ErrorCode::NotFound,
+                                    format!("run {} has no space", run.seq),
+                                )
+                            })?;
+                        let storage = storage(&state, &space.target)?;
+                        entry.insert((space, storage))
+                    }
+                };
+                let object = object_key(&space.target.folder, space.id, node, key);
+                urls.push(presigned(
+                    key,
+                    "GET",
+                    storage.presign_get(&object, ttl),
+                    ttl,
+                ));
+            }
+            Ok(BackupUrlsAnswer { urls })
+        }
+    }
+}
+
+/// The space a `backup_run`'s seq writes to: the run's own when the broker opened it already
+/// for this job; else a new run in the node's active space (opened on the target where new
+/// backups go when the node has none), if the seq is newer than every run the node has.
+async fn open_run(state: &State, request: &BackupUrls, seq: i64) -> Answer<Space> {
+    let node = request.node_id;
+    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    if let Some(run) = store::run(&mut transaction, node, seq)
+        .await
+        .map_err(unavailable)?
+    {
+        if run.job_id != request.job_id {
+            return Err(RpcError::new(
+                ErrorCode::Forbidden,
+                format!("run {seq} was written by job {}, not this one", run.job_id),
+            ));
+        }
+        let space = store::space(&mut transaction, run.space_id)
+            .await
+            .map_err(unavailable)?
+            .ok_or_else(|| RpcError::new(ErrorCode::NotFound, format!("run {seq} has no space")))?;
+        return Ok(space);
+    }
+    if let Some(newest) = store::newest_seq(&mut transaction, node)
+        .await
+        .map_err(unavailable)?
+    {
+        if seq <= newest {
+            return Err(RpcError::new(
+                ErrorCode::Forbidden,
+                format!("seq {seq} is not after this node's newest run {newest}: seqs only grow"),
+            ));
+        }
+    }
+    let space = match store::active_space(&mut transaction, node)
+        .await
+        .map_err(unavailable)?
+    {
+        Some(space) => space,
+        None => {
+            let target = store::default_target(&mut transaction)
+                .await
+                .map_err(unavailable)?
+                .ok_or_else(|| {
+                    RpcError::new(
+                        ErrorCode::Unavailable,
+                        "no target is chosen as where new backups go",
+                    )
+                })?;
+            let id = store::open_space(&mut transaction, node, target.id)
+                .await
+                .map_err(unavailable)?;
+            store::space(&mut transaction, id)
+                .await
+                .map_err(unavailable)?
+                .ok_or_else(|| RpcError::new(ErrorCode::Internal, "the new space is not there"))?
+        }
+    };
+    let kind = request
+        .params
+        .get("kind")
+        .and_then(serde_json::Value::as_str)
+        .filter(|kind| matches!(*kind, "full" | "incremental"));
+    if !store::open_run(&mut transaction, node, seq, space.id, request.job_id, kind)
+        .await
+        .map_err(unavailable)?
+    {
+        // Another request of the same job opened it just now, or another job holds the seq.
+        return Err(RpcError::new(
+            ErrorCode::Conflict,
+            format!("run {seq} is being opened by another request; ask again"),
+        ));
+    }
+    transaction
+        .commit()
+        .await
+        .map_err(|e| unavailable(e.into()))?;
+    Ok(space)
+}
