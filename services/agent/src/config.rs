@@ -19,6 +19,9 @@ pub struct Config {
     pub services: Services,
     /// How often the recipe loop ticks (AG-41: ten minutes).
     pub recipe_tick: Duration,
+    /// The state directory, where `check_status` reads the site (`site.json`) and the
+    /// owner's recovery key; `None` in tests of words that need neither.
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 /// The site's services as this node runs them.
@@ -55,6 +58,7 @@ impl Default for Config {
             postgres: "127.0.0.1:5432".into(),
             services: Services::default(),
             recipe_tick: DEFAULT_TICK,
+            state_dir: None,
         }
     }
 }

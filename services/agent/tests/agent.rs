@@ -77,7 +77,12 @@ async fn the_agent_joins_runs_read_words_and_leaves() {
             "restart_unit",
             "reset_failed_unit",
             "site_log",
-            "file_head"
+            "file_head",
+            "backup_run",
+            "verify_backup",
+            "list_backups",
+            "restore_database",
+            "restore_project"
         ])
     );
     assert_eq!(view["facts"]["log_access"], "off");

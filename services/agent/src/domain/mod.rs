@@ -3,12 +3,14 @@
 //! trusts. Every constant the spec leaves unvalued is named here.
 
 pub mod backoff;
+pub mod backup;
 pub mod certificates;
 pub mod join;
 pub mod output;
 pub mod policy;
 pub mod recipes;
 pub mod redact;
+pub mod site;
 pub mod trust;
 pub mod update;
 pub mod vocabulary;

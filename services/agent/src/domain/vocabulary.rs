@@ -62,6 +62,11 @@ const COMPILED: &[(&str, bool, bool)] = &[
     ("reset_failed_unit", false, false),
     ("site_log", true, true),
     ("file_head", false, true),
+    ("backup_run", true, false),
+    ("verify_backup", true, false),
+    ("list_backups", false, false),
+    ("restore_database", true, false),
+    ("restore_project", true, false),
 ];
 
 static WORDS: LazyLock<Vec<Word>> = LazyLock::new(|| {
@@ -262,6 +267,11 @@ mod tests {
                 ("reset_failed_unit", Change),
                 ("site_log", Read),
                 ("file_head", Read),
+                ("backup_run", Change),
+                ("verify_backup", Read),
+                ("list_backups", Read),
+                ("restore_database", Destructive),
+                ("restore_project", Destructive),
             ]
         );
     }

@@ -113,6 +113,27 @@ pub async fn check_status(config: &Config) -> Finished {
         json!({"address": config.postgres, "answers": postgres.as_ref().ok(), "detail": detail}),
     );
 
+    // Backups (issue 14): whether this node holds a site, and the owner's recovery key.
+    if let Some(state_dir) = &config.state_dir {
+        match crate::state::StateDir::open(state_dir) {
+            Ok(state) => {
+                let site = state.site();
+                if let Err(why) = &site {
+                    unmeasured.add("site", why);
+                }
+                result.insert("site".into(), json!(matches!(site, Ok(Some(_)))));
+                result.insert(
+                    "recovery_key".into(),
+                    crate::domain::backup::recovery_key_report(
+                        &crate::backups::keys::recovery_key(&state),
+                        crate::backups::keys::recipient_parses,
+                    ),
+                );
+            }
+            Err(error) => unmeasured.add("site", error),
+        }
+    }
+
     let mut output = describe(&result);
     for line in unmeasured.lines() {
         output.push('\n');
