@@ -16,37 +16,132 @@ use std::{
     os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},
     process::Command,
-    sync::{
-        atomic::{AtomicU64, Ordering},
-        Arc,
-    },
 };
 use tokio::{
     io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader},
     net::TcpListener,
 };
 
-/// The test's object store: keys are files under `dir`.
-struct Store {
-    dir: PathBuf,
-    port: u16,
-    puts: Arc<AtomicU64>,
+/// Where the test's backups go: a plain HTTP store of the test's own, or a real S3 server
+/// (s3s-fs, which checks every SigV4 signature) with URLs presigned by rusty-s3, as the
+/// plane's broker presigns them.
+enum Storage {
+    Local {
+        dir: tempfile::TempDir,
+        port: u16,
+    },
+    S3 {
+        server: S3Server,
+        bucket: rusty_s3::Bucket,
+        credentials: rusty_s3::Credentials,
+    },
 }
 
-async fn store() -> (tempfile::TempDir, Store) {
+/// The object key the plane uses: `{folder}/{space}/node-{id}/{seq:010}/{name}`.
+fn object_key(key: &str) -> String {
+    let (seq, name) = key.split_once('/').unwrap();
+    format!(
+        "backups/1/node-7/{:010}/{name}",
+        seq.parse::<u64>().unwrap()
+    )
+}
+
+impl Storage {
+    /// The file the store keeps the object of broker key `key` (`<seq>/<name>`) in.
+    fn object_path(&self, key: &str) -> PathBuf {
+        match self {
+            Storage::Local { dir, .. } => dir.path().join(key),
+            Storage::S3 { server, .. } => server.root.path().join(S3_BUCKET).join(object_key(key)),
+        }
+    }
+
+    fn url(&self, op: UrlOp, key: &str) -> SignedUrl {
+        let (url, headers) = match self {
+            Storage::Local { port, .. } => (format!("http://127.0.0.1:{port}/{key}"), vec![]),
+            Storage::S3 {
+                bucket,
+                credentials,
+                ..
+            } => {
+                use rusty_s3::S3Action as _;
+                let object = object_key(key);
+                let expires = std::time::Duration::from_secs(600);
+                match op {
+                    UrlOp::Put => {
+                        let mut action = bucket.put_object(Some(credentials), &object);
+                        action.headers_mut().insert("if-none-match", "*");
+                        (action.sign(expires).to_string(), vec![])
+                    }
+                    UrlOp::Get => (
+                        bucket
+                            .get_object(Some(credentials), &object)
+                            .sign(expires)
+                            .to_string(),
+                        vec![],
+                    ),
+                }
+            }
+        };
+        let mut headers: Vec<(String, String)> = headers;
+        if op == UrlOp::Put {
+            headers.push(("if-none-match".into(), "*".into()));
+        }
+        SignedUrl {
+            key: key.to_string(),
+            method: if op == UrlOp::Put { "PUT" } else { "GET" }.into(),
+            url,
+            headers,
+        }
+    }
+
+    /// How many objects the store holds.
+    fn objects(&self) -> usize {
+        fn count(dir: &Path) -> usize {
+            std::fs::read_dir(dir)
+                .map(|entries| {
+                    entries
+                        .flatten()
+                        .map(|entry| {
+                            if entry.path().is_dir() {
+                                count(&entry.path())
+                            } else {
+                                1
+                            }
+                        })
+                        .sum()
+                })
+                .unwrap_or(0)
+        }
+        match self {
+            Storage::Local { dir, .. } => count(dir.path()),
+            Storage::S3 { server, .. } => count(&server.root.path().join(S3_BUCKET)),
+        }
+    }
+}
+
+struct TestBroker<'a> {
+    storage: &'a Storage,
+}
+
+impl Broker for TestBroker<'_> {
+    async fn urls(&self, op: UrlOp, keys: &[String]) -> Result<Vec<SignedUrl>, String> {
+        Ok(keys.iter().map(|key| self.storage.url(op, key)).collect())
+    }
+}
+
+/// The test's plain object store: keys are files under a directory; a second PUT of a key
+/// with `If-None-Match: *` is refused (412), as a conditional write to S3 is.
+async fn local_store() -> Storage {
     let dir = tempfile::tempdir().unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let root = dir.path().to_path_buf();
-    let puts = Arc::new(AtomicU64::new(0));
-    let counted = puts.clone();
     tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 return;
             };
             let root = root.clone();
-            let counted = counted.clone();
             tokio::spawn(async move {
                 let (read, mut write) = stream.into_split();
                 let mut reader = BufReader::new(read);
@@ -84,7 +179,6 @@ async fn store() -> (tempfile::TempDir, Store) {
                         "PUT" => {
                             std::fs::create_dir_all(file.parent().unwrap()).unwrap();
                             std::fs::write(&file, &body).unwrap();
-                            counted.fetch_add(1, Ordering::SeqCst);
                             ("200 OK", Vec::new())
                         }
                         "GET" => match std::fs::read(&file) {
@@ -106,35 +200,72 @@ async fn store() -> (tempfile::TempDir, Store) {
             });
         }
     });
-    (
-        dir,
-        Store {
-            dir: PathBuf::new(),
-            port,
-            puts,
+    Storage::Local { dir, port }
+}
+
+const S3_BUCKET: &str = "capstan-backups";
+
+/// A running s3s-fs (deploy/local/services.sh `ensure_s3_server` installs it), killed when
+/// dropped.
+struct S3Server {
+    root: tempfile::TempDir,
+    _child: tokio::process::Child,
+}
+
+fn s3_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("CAPSTAN_S3_SERVER") {
+        return PathBuf::from(path);
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
+    Path::new(&home).join(".cache/capstan/tools/s3s-fs/bin/s3s-fs")
+}
+
+async fn s3_store() -> Storage {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join(S3_BUCKET)).unwrap();
+    let access = format!("BKAGENT{:016X}", rand::random::<u64>());
+    let secret = format!("{:032x}", rand::random::<u128>());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let binary = s3_binary();
+    let child = tokio::process::Command::new(&binary)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--access-key", &access, "--secret-key", &secret])
+        .arg(root.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|error| {
+            panic!(
+                "cannot start the S3 server {} ({error}); deploy/local/test installs it (ensure_s3_server)",
+                binary.display()
+            )
+        });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the S3 server did not listen"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let endpoint: url::Url = format!("http://127.0.0.1:{port}").parse().unwrap();
+    let bucket =
+        rusty_s3::Bucket::new(endpoint, rusty_s3::UrlStyle::Path, S3_BUCKET, "us-east-1").unwrap();
+    Storage::S3 {
+        server: S3Server {
+            root,
+            _child: child,
         },
-    )
-}
-
-struct TestBroker {
-    port: u16,
-}
-
-impl Broker for TestBroker {
-    async fn urls(&self, op: UrlOp, keys: &[String]) -> Result<Vec<SignedUrl>, String> {
-        Ok(keys
-            .iter()
-            .map(|key| SignedUrl {
-                key: key.clone(),
-                method: if op == UrlOp::Put { "PUT" } else { "GET" }.into(),
-                url: format!("http://127.0.0.1:{}/{key}", self.port),
-                headers: if op == UrlOp::Put {
-                    vec![("if-none-match".into(), "*".into())]
-                } else {
-                    vec![]
-                },
-            })
-            .collect())
+        bucket,
+        credentials: rusty_s3::Credentials::new(access, secret),
     }
 }
 
@@ -277,16 +408,16 @@ fn prove_owner_key(site: &Site) {
     keys::prove_recovery_key(&site.state, &String::from_utf8_lossy(&output.stdout)).unwrap();
 }
 
-fn backups<'a>(site: &'a Site, store: &Store) -> Backups<'a, TestBroker> {
+fn backups<'a>(site: &'a Site, storage: &'a Storage) -> Backups<'a, TestBroker<'a>> {
     Backups {
         state: &site.state,
         node_key: &site.key,
-        broker: TestBroker { port: store.port },
+        broker: TestBroker { storage },
         objects: Objects::new(),
     }
 }
 
-async fn word(backups: &Backups<'_, TestBroker>, name: &str, params: Value) -> Value {
+async fn word(backups: &Backups<'_, TestBroker<'_>>, name: &str, params: Value) -> Value {
     match backups::run(backups, name, &params).await {
         Ok(finished) => finished.result,
         Err(failed) => panic!("{name} {params} failed: {}", failed.reason),
@@ -302,11 +433,41 @@ fn manifest_of(result: &Value) -> Manifest {
 /// restore brings back the rows and files of the chosen run.
 #[tokio::test]
 async fn bk_a_full_and_an_incremental_land_verify_and_restore_the_chosen_run() {
-    let (store_dir, mut store) = store().await;
-    store.dir = store_dir.path().to_path_buf();
+    land_verify_and_restore(local_store().await).await;
+}
+
+/// The same against a real S3 server that checks every presigned URL's signature.
+// Multi-threaded: s3s-fs is a child process, but psql runs blocking beside the transfers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bk_a_full_and_an_incremental_land_verify_and_restore_on_real_s3() {
+    let storage = s3_store().await;
+    // A URL presigned for a PUT cannot delete, and a tampered signature is refused.
+    let put = storage.url(UrlOp::Put, "9/probe");
+    let client = reqwest::Client::new();
+    let deleted = client.delete(&put.url).send().await.unwrap();
+    assert_eq!(deleted.status().as_u16(), 403);
+    let at = put.url.find("X-Amz-Signature=").unwrap() + "X-Amz-Signature=".len();
+    let flipped = if &put.url[at..at + 1] == "0" {
+        "1"
+    } else {
+        "0"
+    };
+    let tampered = format!("{}{flipped}{}", &put.url[..at], &put.url[at + 1..]);
+    let refused = client
+        .put(&tampered)
+        .header("if-none-match", "*")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 403);
+    land_verify_and_restore(storage).await;
+}
+
+async fn land_verify_and_restore(storage: Storage) {
     let site = site();
     prove_owner_key(&site);
-    let backups = backups(&site, &store);
+    let backups = backups(&site, &storage);
 
     let full = word(&backups, "backup_run", json!({"seq": 1, "kind": "full"})).await;
     let manifest = manifest_of(&full);
@@ -327,13 +488,13 @@ async fn bk_a_full_and_an_incremental_land_verify_and_restore_the_chosen_run() {
     assert_eq!(manifest.files.total, 5);
     for artifact in &manifest.artifacts {
         for part in &artifact.parts {
-            let stored = std::fs::read(store.dir.join(&part.key)).unwrap();
+            let stored = std::fs::read(storage.object_path(&part.key)).unwrap();
             assert_eq!(stored.len() as u64, part.bytes);
         }
     }
     // The manifest is signed by the node's key over its exact bytes, and written last.
-    let bytes = std::fs::read(store.dir.join("1/manifest-1.json")).unwrap();
-    let signature = std::fs::read_to_string(store.dir.join("1/manifest-1.json.sig")).unwrap();
+    let bytes = std::fs::read(storage.object_path("1/manifest-1.json")).unwrap();
+    let signature = std::fs::read_to_string(storage.object_path("1/manifest-1.json.sig")).unwrap();
     use base64::Engine as _;
     let signature = base64::engine::general_purpose::STANDARD
         .decode(signature.trim())
@@ -382,7 +543,7 @@ async fn bk_a_full_and_an_incremental_land_verify_and_restore_the_chosen_run() {
 
     // A flipped byte in storage is found, by both levels, naming the part.
     let part = &manifest.artifact("files").unwrap().parts[0].key;
-    let stored = store.dir.join(part);
+    let stored = storage.object_path(part);
     let original = std::fs::read(&stored).unwrap();
     let mut flipped = original.clone();
     let middle = flipped.len() / 2;
@@ -461,17 +622,17 @@ async fn bk_a_full_and_an_incremental_land_verify_and_restore_the_chosen_run() {
     assert_eq!(listed["site"], true);
     assert_eq!(listed["chain"][0]["seq"], 2);
     assert_eq!(listed["recovery_key"]["state"], "already");
-    assert!(store.puts.load(Ordering::SeqCst) >= 8);
+    // Two runs of two artifacts, each with its manifest and signature.
+    assert_eq!(storage.objects(), 8);
 }
 
 /// An incremental on a run the node holds no index of becomes a full, and says so; a
 /// siteless node has no backups.
 #[tokio::test]
 async fn bk_an_incremental_without_its_index_is_a_full_and_a_siteless_node_has_no_backups() {
-    let (store_dir, mut store) = store().await;
-    store.dir = store_dir.path().to_path_buf();
+    let storage = local_store().await;
     let site = site();
-    let backups = backups(&site, &store);
+    let backups = backups(&site, &storage);
     let result = word(
         &backups,
         "backup_run",
@@ -499,11 +660,19 @@ async fn bk_an_incremental_without_its_index_is_a_full_and_a_siteless_node_has_n
 // Multi-threaded: curl and bash run as blocking programs while the store answers them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bk_disaster_recovery_by_hand_with_stock_tools() {
-    let (store_dir, mut store) = store().await;
-    store.dir = store_dir.path().to_path_buf();
+    recover_by_hand(local_store().await).await;
+}
+
+/// The same, the objects fetched from a real S3 server with curl on presigned GET URLs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bk_disaster_recovery_by_hand_from_real_s3() {
+    recover_by_hand(s3_store().await).await;
+}
+
+async fn recover_by_hand(storage: Storage) {
     let site = site();
     prove_owner_key(&site);
-    let backups = backups(&site, &store);
+    let backups = backups(&site, &storage);
     let full = word(&backups, "backup_run", json!({"seq": 1, "kind": "full"})).await;
     std::fs::write(site.root.join("index.php"), "<?php echo 'v2';").unwrap();
     word(
@@ -520,7 +689,7 @@ async fn bk_disaster_recovery_by_hand_with_stock_tools() {
     std::fs::create_dir(&fetched).unwrap();
     for seq in [1, 2] {
         let manifest: Manifest = serde_json::from_slice(
-            &std::fs::read(store.dir.join(format!("{seq}/manifest-{seq}.json"))).unwrap(),
+            &std::fs::read(storage.object_path(&format!("{seq}/manifest-{seq}.json"))).unwrap(),
         )
         .unwrap();
         for artifact in &manifest.artifacts {
@@ -529,7 +698,7 @@ async fn bk_disaster_recovery_by_hand_with_stock_tools() {
                 let status = Command::new("curl")
                     .args(["-sf", "-o"])
                     .arg(&out)
-                    .arg(format!("http://127.0.0.1:{}/{}", store.port, part.key))
+                    .arg(storage.url(UrlOp::Get, &part.key).url)
                     .status()
                     .unwrap();
                 assert!(status.success());
