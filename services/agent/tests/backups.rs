@@ -25,6 +25,8 @@ use tokio::{
 /// Where the test's backups go: a plain HTTP store of the test's own, or a real S3 server
 /// (s3s-fs, which checks every SigV4 signature) with URLs presigned by rusty-s3, as the
 /// plane's broker presigns them.
+// One of these per test: the size of a variant does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Storage {
     Local {
         dir: tempfile::TempDir,
