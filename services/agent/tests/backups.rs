@@ -566,6 +566,25 @@ async fn land_verify_and_restore(storage: Storage) {
         "<?php echo 'v3';"
     );
     std::fs::write(&stored, &original).unwrap();
+    // The same for the database: a damaged dump is found before the schema is dropped.
+    let dump_part = &second.artifact("database").unwrap().parts[0].key;
+    let dump = storage.object_path(dump_part);
+    let dump_bytes = std::fs::read(&dump).unwrap();
+    let mut damaged = dump_bytes.clone();
+    let last = damaged.len() - 1;
+    damaged[last] ^= 0x01;
+    std::fs::write(&dump, &damaged).unwrap();
+    psql(&site.dbname, "INSERT INTO customers (name) VALUES ('kept')");
+    let refused = backups::run(&backups, "restore_database", &json!({"seq": 2})).await;
+    assert!(refused.unwrap_err().reason.contains("nothing was restored"));
+    assert_eq!(
+        psql(
+            &site.dbname,
+            "SELECT count(*) FROM customers WHERE name = 'kept'"
+        ),
+        "1"
+    );
+    std::fs::write(&dump, &dump_bytes).unwrap();
 
     // Restore run 2 (the full and the incremental replayed): files and rows as they were then.
     psql(
