@@ -653,6 +653,11 @@ async fn land_verify_and_restore(storage: Storage) {
 async fn bk_an_incremental_without_its_index_is_a_full_and_a_siteless_node_has_no_backups() {
     let storage = local_store().await;
     let site = site();
+    // 17 MiB that does not compress: the files artifact is cut into two parts.
+    let mut noise = vec![0u8; 17 * 1024 * 1024];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut noise);
+    std::fs::write(site.root.join("uploads/video.bin"), &noise).unwrap();
+    drop(noise);
     let backups = backups(&site, &storage);
     let result = word(
         &backups,
@@ -666,7 +671,19 @@ async fn bk_an_incremental_without_its_index_is_a_full_and_a_siteless_node_has_n
         .unwrap()
         .contains("no index of run 4"));
     // Without a proven recovery key the run is sealed to the site key only.
-    assert_eq!(manifest_of(&result).recipients.len(), 1);
+    let manifest = manifest_of(&result);
+    assert_eq!(manifest.recipients.len(), 1);
+    let files = manifest.artifact("files").unwrap();
+    assert_eq!(files.parts.len(), 2);
+    for part in &files.parts {
+        assert!(part.bytes <= 16 * 1024 * 1024);
+        let stored = std::fs::metadata(storage.object_path(&part.key)).unwrap();
+        assert_eq!(stored.len(), part.bytes);
+    }
+    let sum: u64 = files.parts.iter().map(|part| part.bytes).sum();
+    assert_eq!(sum, files.bytes);
+    let verified = word(&backups, "verify_backup", json!({"seq": 5, "level": 2})).await;
+    assert_eq!(verified["ok"], true, "{verified}");
 
     site.state.remove(SITE).unwrap();
     let failed = backups::run(&backups, "backup_run", &json!({"seq": 6, "kind": "full"})).await;

@@ -1,6 +1,7 @@
 //! Moving artifacts: a producer writes plaintext into zstd, then age, then a sink that cuts
 //! the ciphertext into parts of at most 16 MiB, hashing each part and the whole as it goes;
-//! each full part is PUT at a presigned URL while the next one fills. Going the other way, the
+//! each full part is PUT at a presigned URL while the next one fills (the next is handed over
+//! only once the one before it landed). Going the other way, the
 //! parts are fetched in order, checked against their recorded sizes and hashes, and fed
 //! through age and zstd to a consumer. At most two parts are held at once either way, so
 //! memory does not grow with the site.
@@ -65,15 +66,21 @@ pub async fn url_for(broker: &impl Broker, op: UrlOp, key: &str) -> Result<Signe
 /// the uploader, hashing the whole artifact on the way.
 struct PartSink {
     parts: mpsc::Sender<Vec<u8>>,
+    /// One message for each part the uploader finished: a part is handed over only once the
+    /// one before it landed, so at most one part uploads while the next fills.
+    landed: mpsc::Receiver<()>,
+    outstanding: bool,
     buffer: Vec<u8>,
     whole: Sha256,
     bytes: u64,
 }
 
 impl PartSink {
-    fn new(parts: mpsc::Sender<Vec<u8>>) -> PartSink {
+    fn new(parts: mpsc::Sender<Vec<u8>>, landed: mpsc::Receiver<()>) -> PartSink {
         PartSink {
             parts,
+            landed,
+            outstanding: false,
             buffer: Vec::with_capacity(PART_BYTES),
             whole: Sha256::new(),
             bytes: 0,
@@ -81,10 +88,15 @@ impl PartSink {
     }
 
     fn send(&mut self) -> io::Result<()> {
-        let part = std::mem::replace(&mut self.buffer, Vec::with_capacity(PART_BYTES));
-        self.parts
-            .blocking_send(part)
-            .map_err(|_| io::Error::other("the upload stopped"))
+        let stopped = || io::Error::other("the upload stopped");
+        if self.outstanding && self.landed.blocking_recv().is_none() {
+            return Err(stopped());
+        }
+        let part = std::mem::take(&mut self.buffer);
+        self.parts.blocking_send(part).map_err(|_| stopped())?;
+        self.outstanding = true;
+        self.buffer = Vec::with_capacity(PART_BYTES);
+        Ok(())
     }
 
     /// Sends the last part; the artifact's (sha256 hex, bytes).
@@ -129,6 +141,7 @@ pub async fn seal_and_upload<T: Send + 'static>(
     produce: impl FnOnce(&mut dyn Write) -> Result<T, String> + Send + 'static,
 ) -> Result<(Artifact, T), String> {
     let (sender, mut receiver) = mpsc::channel::<Vec<u8>>(1);
+    let (landed, landed_receiver) = mpsc::channel::<()>(1);
     let producing = tokio::task::spawn_blocking(move || -> Result<(T, String, u64), String> {
         let sealing = |error: io::Error| format!("sealing the artifact: {error}");
         let encryptor = age::Encryptor::with_recipients(
@@ -138,7 +151,7 @@ pub async fn seal_and_upload<T: Send + 'static>(
         )
         .map_err(|error| format!("the artifact cannot be sealed: {error}"))?;
         let mut sealed = encryptor
-            .wrap_output(PartSink::new(sender))
+            .wrap_output(PartSink::new(sender, landed_receiver))
             .map_err(sealing)?;
         let mut compressed =
             zstd::stream::write::Encoder::new(&mut sealed, ZSTD_LEVEL).map_err(sealing)?;
@@ -159,6 +172,7 @@ pub async fn seal_and_upload<T: Send + 'static>(
             let url = url_for(broker, UrlOp::Put, &key).await?;
             objects.put(&url, Bytes::from(part)).await?;
             parts.push(Part { key, bytes, sha256 });
+            let _ = landed.send(()).await;
         }
         Ok::<_, String>(parts)
     };
