@@ -124,6 +124,19 @@ ensure_s3_server() {
         return 1
     fi
     export CAPSTAN_S3_SERVER="$binary"
+# The backups tests (services/agent/tests/backups.rs) and README "Disaster recovery by hand":
+# Debian's stock age and zstd, and the PostgreSQL client programs (pg_dump, pg_restore, psql).
+ensure_backup_tools() {
+    local missing=()
+    [ -x /usr/bin/age ] || missing+=(age)
+    [ -x /usr/bin/zstd ] || missing+=(zstd)
+    [ -x /usr/bin/pg_restore ] || missing+=(postgresql-client)
+    [ -x /usr/bin/curl ] || missing+=(curl)
+    if [ ${#missing[@]} -eq 0 ]; then
+        return 0
+    fi
+    capstan_log "installing ${missing[*]} for the backups tests"
+    _capstan_apt_install "${missing[@]}"
 }
 
 _capstan_tcp_open() {

@@ -153,6 +153,12 @@ pub enum Command {
     },
     /// Each recipe's mode, last verdict, attempts in this run, open case and hold.
     Recipes,
+    /// The owner's recovery key for backups: `set age1...` writes a challenge encrypted to it;
+    /// `prove <answer>` completes it with what `age -d` printed; `show` says where it stands.
+    RecoveryKey {
+        #[command(subcommand)]
+        action: RecoveryKeyAction,
+    },
     /// Before every start (systemd's ExecStartPre, the cron keepalive): while a new version is
     /// on trial with a .bak kept, a binary that cannot answer --version is replaced by the .bak
     /// and its version rejected (AG-30).
@@ -162,6 +168,17 @@ pub enum Command {
         #[arg(long)]
         binary: Option<PathBuf>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RecoveryKeyAction {
+    /// Set the owner's recovery key (an age X25519 public key, age1...): prints a challenge
+    /// to decrypt with `age -d -i <your key file>`.
+    Set { recipient: String },
+    /// Complete the challenge with the line `age -d` printed.
+    Prove { answer: String },
+    /// Show the recovery key's state and fingerprint (as check_status reports it).
+    Show,
 }
 
 /// Parses the command line, runs the command, and maps the outcome to an exit code.
@@ -230,6 +247,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         tls_port: cli.tls_port,
         docker_socket: cli.docker_socket,
         container_holds: state.file("sites"),
+        state_dir: Some(cli.state_dir.clone()),
     };
     match cli.command {
         Command::Join {
@@ -271,6 +289,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("{}", crate::update::start_guard(&paths).await?);
             Ok(ExitCode::SUCCESS)
         }
+        Command::RecoveryKey { action } => recovery_key(&state, action),
         Command::Approve { job } => decide(&state, job, "approve"),
         Command::Deny { job } => decide(&state, job, "deny"),
     }
@@ -462,6 +481,40 @@ async fn goodbye(state: &StateDir) -> anyhow::Result<ExitCode> {
     }
     println!("left: the identity is deleted; the agent takes no work until it joins again");
     Ok(ExitCode::SUCCESS)
+}
+
+fn recovery_key(state: &StateDir, action: RecoveryKeyAction) -> anyhow::Result<ExitCode> {
+    use crate::backups::keys;
+    match action {
+        RecoveryKeyAction::Set { recipient } => {
+            let challenge =
+                keys::set_recovery_key(state, &recipient).map_err(anyhow::Error::msg)?;
+            let path = state.file(keys::RECOVERY_CHALLENGE);
+            println!("recovery key set, not yet proven: decrypt this challenge where your private key is,");
+            println!("  age -d -i <your key file> {}", path.display());
+            println!("then run: capstan-agent recovery-key prove <the line it printed>");
+            println!();
+            print!("{challenge}");
+            Ok(ExitCode::SUCCESS)
+        }
+        RecoveryKeyAction::Prove { answer } => {
+            let key = keys::prove_recovery_key(state, &answer).map_err(anyhow::Error::msg)?;
+            println!(
+                "recovery key proven: backups from now on are sealed to {} (fingerprint {})",
+                key.recipient,
+                crate::domain::backup::sha256_hex(key.recipient.as_bytes())
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        RecoveryKeyAction::Show => {
+            let report = crate::domain::backup::recovery_key_report(
+                &keys::recovery_key(state),
+                keys::recipient_parses,
+            );
+            println!("{report}");
+            Ok(ExitCode::SUCCESS)
+        }
+    }
 }
 
 fn decide(state: &StateDir, job: i64, decision: &str) -> anyhow::Result<ExitCode> {

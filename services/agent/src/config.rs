@@ -30,6 +30,9 @@ pub struct Config {
     /// Where a site container's hold mark lives: `<dir>/<site>/held` (the state directory's
     /// `sites/`).
     pub container_holds: PathBuf,
+    /// The state directory, where `check_status` reads the site (`site.json`) and the
+    /// owner's recovery key; `None` in tests of words that need neither.
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 /// The directories nginx reads enabled sites from on the distributions we install on.
@@ -73,6 +76,7 @@ impl Default for Config {
             tls_port: 443,
             docker_socket: "/var/run/docker.sock".into(),
             container_holds: "/etc/capstan-agent/sites".into(),
+            state_dir: None,
         }
     }
 }

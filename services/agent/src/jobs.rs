@@ -160,7 +160,7 @@ pub async fn handle(context: &JobContext<'_>, raw: &Value) -> Option<Report> {
     let node = NodeView {
         policy: &policy,
         log_access,
-        has_site: context.config.site_root.is_some(),
+        has_site: context.config.site_root.is_some() || context.state.has_marker(state::SITE),
     };
     let word = match judge(&job, &node) {
         Verdict::Refuse(reason) => {
@@ -208,7 +208,7 @@ pub async fn handle(context: &JobContext<'_>, raw: &Value) -> Option<Report> {
     );
     let mut shutdown = context.shutdown.clone();
     let ran = tokio::select! {
-        ran = tokio::time::timeout(budget, words::run(word, &job.params, context.config)) => ran,
+        ran = tokio::time::timeout(budget, run_word(context, word, &job)) => ran,
         _ = shutdown.wait_for(|stop| *stop) => {
             return Some(Report::failed(
                 job.id,
@@ -244,6 +244,28 @@ pub async fn handle(context: &JobContext<'_>, raw: &Value) -> Option<Report> {
     };
     info!(job_id = job.id, outcome = report.outcome, "job ended");
     Some(report)
+}
+
+/// Runs a word: the backup words with the job's broker, state and key; the rest as words.
+async fn run_word(
+    context: &JobContext<'_>,
+    word: &Word,
+    job: &ClaimedJob,
+) -> Result<words::Finished, words::Failed> {
+    if crate::backups::is_backup_word(word.name()) {
+        let backups = crate::backups::Backups {
+            state: context.state,
+            node_key: context.key,
+            broker: crate::backups::transfer::PlaneBroker {
+                plane: context.plane,
+                key: context.key,
+                job_id: job.id,
+            },
+            objects: crate::plane::Objects::new(),
+        };
+        return crate::backups::run(&backups, word.name(), &job.params).await;
+    }
+    words::run(word, &job.params, context.config).await
 }
 
 /// Holds the job until a person runs `capstan-agent approve|deny JOB`, asking the plane every

@@ -8,6 +8,7 @@
 //! primitives on Linux), `recipes/` (the loop that repairs the host on its own clock), `cli`.
 #![forbid(unsafe_code)]
 
+pub mod backups;
 pub mod cli;
 pub mod config;
 pub mod domain;

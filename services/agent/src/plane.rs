@@ -222,6 +222,186 @@ impl Plane {
     }
 }
 
+/// One presigned URL from the broker (`POST /api/v1/agent/backup_urls`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedUrl {
+    pub key: String,
+    pub method: String,
+    pub url: String,
+    /// Headers the request must carry (`if-none-match: *` on a conditional PUT).
+    pub headers: Vec<(String, String)>,
+}
+
+/// What the broker is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UrlOp {
+    Put,
+    Get,
+}
+
+impl UrlOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UrlOp::Put => "put",
+            UrlOp::Get => "get",
+        }
+    }
+}
+
+/// Reads the broker's answer: one URL for each key asked, each checked (a URL that is not
+/// https, or http to this machine, is refused).
+pub fn read_signed_urls(answer: &Value, keys: &[String]) -> Result<Vec<SignedUrl>, String> {
+    let Some(urls) = answer.get("urls").and_then(Value::as_array) else {
+        return Err("the broker's answer has no urls".into());
+    };
+    let mut found = Vec::with_capacity(keys.len());
+    for key in keys {
+        let Some(entry) = urls.iter().find(|entry| entry["key"].as_str() == Some(key)) else {
+            return Err(format!("the broker's answer has no URL for {key}"));
+        };
+        let url = entry["url"]
+            .as_str()
+            .ok_or_else(|| format!("the broker's URL for {key} is not text"))?;
+        object_url(url)?;
+        let headers = entry
+            .get("headers")
+            .and_then(Value::as_object)
+            .map(|headers| {
+                headers
+                    .iter()
+                    .filter_map(|(name, value)| Some((name.clone(), value.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        found.push(SignedUrl {
+            key: key.clone(),
+            method: entry["method"].as_str().unwrap_or("GET").to_string(),
+            url: url.to_string(),
+            headers,
+        });
+    }
+    Ok(found)
+}
+
+/// An object URL the agent will use: https, or http only to this machine (a test's store).
+pub fn object_url(text: &str) -> Result<Url, String> {
+    let url =
+        Url::parse(text).map_err(|_| "the broker gave a URL that does not parse".to_string())?;
+    let host = url.host_str().unwrap_or_default();
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = bare == "localhost" || bare.parse::<IpAddr>().is_ok_and(|a| a.is_loopback());
+    match url.scheme() {
+        "https" => Ok(url),
+        "http" if loopback => Ok(url),
+        _ => Err("the broker gave a URL that is not https".into()),
+    }
+}
+
+impl Plane {
+    /// Asks the broker for presigned URLs for `keys` of a running backup job (the contract's
+    /// `backup_urls`).
+    pub async fn backup_urls(
+        &self,
+        key: &NodeKey,
+        job_id: i64,
+        op: UrlOp,
+        keys: &[String],
+    ) -> Result<Vec<SignedUrl>, PlaneError> {
+        let body = serde_json::json!({"job_id": job_id, "op": op.as_str(), "keys": keys});
+        let answer = self
+            .send(key, "backup_urls", "", &body, 256 * 1024, Duration::ZERO)
+            .await?;
+        read_signed_urls(&answer, keys).map_err(PlaneError::BadAnswer)
+    }
+}
+
+/// Puts and gets objects at presigned URLs, over the agent's own HTTPS client.
+#[derive(Debug, Clone)]
+pub struct Objects {
+    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+}
+
+impl Default for Objects {
+    fn default() -> Objects {
+        Objects::new()
+    }
+}
+
+/// How long one object transfer may take.
+const OBJECT_TIMEOUT: Duration = Duration::from_secs(600);
+
+impl Objects {
+    pub fn new() -> Objects {
+        Objects {
+            http: Client::builder(TokioExecutor::new()).build(https_connector()),
+        }
+    }
+
+    /// PUTs `body` to a presigned URL; an answer other than 2xx is an error naming the status.
+    pub async fn put(&self, url: &SignedUrl, body: Bytes) -> Result<(), String> {
+        let mut request = hyper::Request::put(&url.url)
+            .header("content-length", body.len())
+            .header("user-agent", format!("capstan-agent/{AGENT_VERSION}"));
+        for (name, value) in &url.headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        let request = request
+            .body(Full::new(body))
+            .map_err(|error| format!("the PUT of {} cannot be made: {error}", url.key))?;
+        let response = tokio::time::timeout(OBJECT_TIMEOUT, self.http.request(request))
+            .await
+            .map_err(|_| format!("the PUT of {} took too long", url.key))?
+            .map_err(|error| format!("the PUT of {} failed: {}", url.key, error_chain(&error)))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        let body = read_capped(response.into_body(), 4096)
+            .await
+            .unwrap_or_default();
+        Err(format!(
+            "the storage refused the PUT of {} ({status}): {}",
+            url.key,
+            String::from_utf8_lossy(&body)
+                .chars()
+                .take(300)
+                .collect::<String>()
+        ))
+    }
+
+    /// GETs a presigned URL: the response body, to be read frame by frame.
+    pub async fn get(&self, url: &SignedUrl) -> Result<Incoming, String> {
+        let mut request = hyper::Request::get(&url.url)
+            .header("user-agent", format!("capstan-agent/{AGENT_VERSION}"));
+        for (name, value) in &url.headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        let request = request
+            .body(Full::new(Bytes::new()))
+            .map_err(|error| format!("the GET of {} cannot be made: {error}", url.key))?;
+        let response = tokio::time::timeout(OBJECT_TIMEOUT, self.http.request(request))
+            .await
+            .map_err(|_| format!("the GET of {} took too long", url.key))?
+            .map_err(|error| format!("the GET of {} failed: {}", url.key, error_chain(&error)))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(format!(
+                "the storage answered the GET of {} with {status}",
+                url.key
+            ));
+        }
+        Ok(response.into_body())
+    }
+
+    /// GETs a small object whole (a manifest), at most `limit` bytes.
+    pub async fn get_small(&self, url: &SignedUrl, limit: usize) -> Result<Vec<u8>, String> {
+        let body = self.get(url).await?;
+        read_capped(body, limit)
+            .await
+            .map_err(|error| format!("{}: {error}", url.key))
+    }
+}
+
 /// The body, refusing to read past `limit`.
 async fn read_capped(mut body: Incoming, limit: usize) -> Result<Vec<u8>, PlaneError> {
     let mut bytes = Vec::new();

@@ -39,6 +39,10 @@ pub const STATUS: &str = "status.json";
 /// Written by `leave` so a running agent lets go of its claim at once.
 pub const LEAVE_REQUEST: &str = "leave-requested";
 
+/// The site this node holds (issue 14): its root, database and exclusions; 0600, as it may
+/// hold the database's connection string.
+pub const SITE: &str = "site.json";
+
 /// A job held for the node's approval: `awaiting-<id>.json`.
 pub fn awaiting(job_id: i64) -> String {
     format!("awaiting-{job_id}.json")
@@ -179,6 +183,30 @@ impl StateDir {
             self.agent_uid,
         )?;
         Ok(Some(bytes))
+    }
+
+    /// Reads a file that holds a secret: trusted as a deciding file, and readable by nobody
+    /// else (0600, like the identity).
+    pub fn read_secret(&self, name: &str) -> Result<Option<Vec<u8>>, StateError> {
+        let Some((bytes, found)) = self.read(name)? else {
+            return Ok(None);
+        };
+        trust::identity_file(
+            &found,
+            &self.file(name).display().to_string(),
+            self.agent_uid,
+        )?;
+        Ok(Some(bytes))
+    }
+
+    /// The site `site.json` describes: `Ok(None)` on a siteless node; a file the node cannot
+    /// trust or read is an error naming why.
+    pub fn site(&self) -> Result<Option<crate::domain::site::Site>, String> {
+        match self.read_secret(SITE) {
+            Ok(None) => Ok(None),
+            Ok(Some(bytes)) => crate::domain::site::Site::parse(&bytes).map(Some),
+            Err(error) => Err(error.to_string()),
+        }
     }
 
     /// Writes a file whole with `mode`: a new temporary file beside it (never an existing

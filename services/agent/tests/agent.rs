@@ -78,7 +78,12 @@ async fn the_agent_joins_runs_read_words_and_leaves() {
             "reset_failed_unit",
             "site_log",
             "file_head",
-            "restart_container"
+            "restart_container",
+            "backup_run",
+            "verify_backup",
+            "list_backups",
+            "restore_database",
+            "restore_project"
         ])
     );
     assert_eq!(view["facts"]["log_access"], "off");

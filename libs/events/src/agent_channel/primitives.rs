@@ -257,6 +257,100 @@ pub const CATALOG: &[Primitive] = &[
             summary: "the container's name, which the node checks against its own site containers",
         }],
     },
+    Primitive {
+        name: "backup_run",
+        class: PrimitiveClass::Change,
+        claim_budget: budget(240),
+        summary: "back up the site's database and files, sealed to its owner's key (issue 14)",
+        params: &[
+            Param {
+                name: "seq",
+                kind: ParamKind::Integer {
+                    min: 1,
+                    max: 1 << 53,
+                },
+                required: true,
+                summary: "the run's number, picked by the plane",
+            },
+            Param {
+                name: "kind",
+                kind: ParamKind::OneOf {
+                    values: &["full", "incremental"],
+                },
+                required: true,
+                summary: "full, or incremental on previous_seq",
+            },
+            Param {
+                name: "previous_seq",
+                kind: ParamKind::Integer {
+                    min: 1,
+                    max: 1 << 53,
+                },
+                required: false,
+                summary: "the run an incremental extends (required iff incremental)",
+            },
+        ],
+    },
+    Primitive {
+        name: "verify_backup",
+        class: PrimitiveClass::Read,
+        claim_budget: budget(240),
+        summary: "open and read a backup (level 2) or rehearse its restore (level 3)",
+        params: &[
+            Param {
+                name: "seq",
+                kind: ParamKind::Integer {
+                    min: 1,
+                    max: 1 << 53,
+                },
+                required: true,
+                summary: "the run to verify (with the chain it extends)",
+            },
+            Param {
+                name: "level",
+                kind: ParamKind::Integer { min: 2, max: 3 },
+                required: true,
+                summary: "2: open and read; 3: rehearse a restore",
+            },
+        ],
+    },
+    Primitive {
+        name: "list_backups",
+        class: PrimitiveClass::Read,
+        claim_budget: budget(5),
+        summary: "the node's own record of its backup runs and its recovery key",
+        params: &[],
+    },
+    Primitive {
+        name: "restore_database",
+        class: PrimitiveClass::Destructive,
+        claim_budget: budget(240),
+        summary: "replace the site's database with a backup run's",
+        params: &[Param {
+            name: "seq",
+            kind: ParamKind::Integer {
+                min: 1,
+                max: 1 << 53,
+            },
+            required: true,
+            summary: "the run to restore",
+        }],
+    },
+    Primitive {
+        name: "restore_project",
+        class: PrimitiveClass::Destructive,
+        claim_budget: budget(240),
+        summary: "replace the site's database and files with a backup run's",
+        params: &[Param {
+            name: "seq",
+            kind: ParamKind::Integer {
+                min: 1,
+                max: 1 << 53,
+            },
+            required: true,
+            summary: "the run to restore (the last full and every incremental up to it)",
+        }],
+    },
 ];
 
 impl Primitive {
@@ -364,16 +458,30 @@ mod tests {
                 ("page_probe", Read),
                 ("install_security_updates", Change),
                 ("restart_container", Change),
+                ("backup_run", Change),
+                ("verify_backup", Read),
+                ("list_backups", Read),
+                ("restore_database", Destructive),
+                ("restore_project", Destructive),
             ]
         );
     }
 
     #[test]
     fn no_claim_budget_exceeds_the_default_without_reason() {
-        // AC-29: 15 minutes unless the word has its own budget; only an apply and a package
-        // run need more.
+        // AC-29: 15 minutes unless the word has its own budget; only an apply, a package run
+        // and the backup words (a whole site's transfer, issue 14) need more.
         for primitive in CATALOG {
-            if !["apply_update", "install_security_updates"].contains(&primitive.name) {
+            if ![
+                "apply_update",
+                "install_security_updates",
+                "backup_run",
+                "verify_backup",
+                "restore_database",
+                "restore_project",
+            ]
+            .contains(&primitive.name)
+            {
                 assert!(
                     primitive.claim_budget <= DEFAULT_CLAIM_BUDGET,
                     "{}",

@@ -3,6 +3,7 @@
 //! trusts. Every constant the spec leaves unvalued is named here.
 
 pub mod backoff;
+pub mod backup;
 pub mod certificates;
 pub mod join;
 pub mod nginx;
@@ -10,6 +11,7 @@ pub mod output;
 pub mod policy;
 pub mod recipes;
 pub mod redact;
+pub mod site;
 pub mod trust;
 pub mod update;
 pub mod vocabulary;

@@ -63,6 +63,11 @@ const COMPILED: &[(&str, bool, bool)] = &[
     ("site_log", true, true),
     ("file_head", false, true),
     ("restart_container", false, false),
+    ("backup_run", true, false),
+    ("verify_backup", true, false),
+    ("list_backups", false, false),
+    ("restore_database", true, false),
+    ("restore_project", true, false),
 ];
 
 static WORDS: LazyLock<Vec<Word>> = LazyLock::new(|| {
@@ -264,6 +269,11 @@ mod tests {
                 ("site_log", Read),
                 ("file_head", Read),
                 ("restart_container", Change),
+                ("backup_run", Change),
+                ("verify_backup", Read),
+                ("list_backups", Read),
+                ("restore_database", Destructive),
+                ("restore_project", Destructive),
             ]
         );
     }

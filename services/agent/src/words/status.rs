@@ -113,6 +113,27 @@ pub async fn check_status(config: &Config) -> Finished {
         json!({"address": config.postgres, "answers": postgres.as_ref().ok(), "detail": detail}),
     );
 
+    // Backups (issue 14): whether this node holds a site, and the owner's recovery key.
+    if let Some(state_dir) = &config.state_dir {
+        match crate::state::StateDir::open(state_dir) {
+            Ok(state) => {
+                let site = state.site();
+                if let Err(why) = &site {
+                    unmeasured.add("site", why);
+                }
+                result.insert("site".into(), json!(matches!(site, Ok(Some(_)))));
+                result.insert(
+                    "recovery_key".into(),
+                    crate::domain::backup::recovery_key_report(
+                        &crate::backups::keys::recovery_key(&state),
+                        crate::backups::keys::recipient_parses,
+                    ),
+                );
+            }
+            Err(error) => unmeasured.add("site", error),
+        }
+    }
+
     let mut output = describe(&result);
     for line in unmeasured.lines() {
         output.push('\n');
@@ -200,6 +221,45 @@ pub async fn postgres_answers(address: &str) -> Result<bool, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// BK-22, issue 14: check_status says whether the node holds a site and where the owner's
+    /// recovery key stands, read from the state directory.
+    #[tokio::test]
+    async fn bk_22_check_status_reports_the_site_and_the_recovery_key() {
+        let parent = tempfile::tempdir().unwrap();
+        let state_dir = parent.path().join("state");
+        let state = crate::state::StateDir::open(&state_dir).unwrap();
+        let config = Config {
+            state_dir: Some(state_dir),
+            letsencrypt_dir: "/nonexistent".into(),
+            postgres: "127.0.0.1:1".into(),
+            ..Config::default()
+        };
+        let before = check_status(&config).await.result;
+        assert_eq!(before["site"], false);
+        assert_eq!(
+            before["recovery_key"],
+            json!({"state": "none", "fingerprint": null})
+        );
+        state
+            .write(crate::state::SITE, br#"{"root": "/srv/site"}"#, 0o600)
+            .unwrap();
+        let owner = age::x25519::Identity::generate().to_public().to_string();
+        std::fs::write(
+            state.file(crate::backups::keys::RECOVERY_KEY),
+            json!({"recipient": owner, "state": "proven", "answer_sha256": "00",
+                   "set_at": Utc::now(), "proven_at": Utc::now()})
+            .to_string(),
+        )
+        .unwrap();
+        let after = check_status(&config).await.result;
+        assert_eq!(after["site"], true);
+        assert_eq!(after["recovery_key"]["state"], "already");
+        assert_eq!(
+            after["recovery_key"]["fingerprint"],
+            crate::domain::backup::sha256_hex(owner.as_bytes())
+        );
+    }
 
     #[test]
     fn memory_is_read_from_meminfo_in_bytes() {

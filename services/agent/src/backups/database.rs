@@ -1,0 +1,270 @@
+//! The site's PostgreSQL database with the node's own client programs. The connection string
+//! is read from `site.json` (or the file it names) when a word runs and given to each program
+//! only through libpq's environment (`PGHOST`, `PGPASSWORD`, ...), never its command line,
+//! where `ps` would show it (BK-29). Every program is found in the fixed directories and runs
+//! with a cleared environment.
+
+use std::{
+    io::{self, BufRead, BufReader, Read, Write},
+    path::PathBuf,
+    process::{Child, ChildStdin, ChildStdout, Command, Stdio},
+};
+
+use crate::{
+    domain::{
+        backup::DatabaseCounts,
+        site::{ConnectionFacts, DatabaseSource},
+    },
+    words::find_program,
+};
+
+/// The site's database connection, read now.
+pub fn connection(source: &DatabaseSource) -> Result<ConnectionFacts, String> {
+    match source {
+        DatabaseSource::Url(url) => ConnectionFacts::parse(url),
+        DatabaseSource::UrlFile(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|error| format!("the database URL file {}: {error}", path.display()))?;
+            ConnectionFacts::parse(text.trim())
+        }
+    }
+}
+
+fn program(name: &str) -> Result<PathBuf, String> {
+    find_program(name).ok_or_else(|| {
+        format!("{name} is not installed on this node (the PostgreSQL client programs are needed)")
+    })
+}
+
+/// A PostgreSQL program with the site's connection in its environment.
+fn command(name: &str, facts: &ConnectionFacts, dbname: Option<&str>) -> Result<Command, String> {
+    let mut command = Command::new(program(name)?);
+    command
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("LANG", "C.UTF-8")
+        .env("PGCONNECT_TIMEOUT", "15")
+        .envs(facts.env(dbname))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    Ok(command)
+}
+
+/// The last lines a program wrote to stderr, for an error.
+fn stderr_of(child: &mut Child) -> String {
+    let mut text = String::new();
+    if let Some(mut stderr) = child.stderr.take() {
+        let _ = stderr.read_to_string(&mut text);
+    }
+    let lines: Vec<&str> = text.lines().rev().take(5).collect();
+    lines.into_iter().rev().collect::<Vec<_>>().join("; ")
+}
+
+fn finish(mut child: Child, what: &str) -> Result<(), String> {
+    let stderr = stderr_of(&mut child);
+    let status = child.wait().map_err(|error| format!("{what}: {error}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{what} failed ({status}): {stderr}"))
+    }
+}
+
+/// Counts every table of the public schema and its rows, as one query.
+const COUNT_QUERY: &str = "SELECT count(*), coalesce(sum((xpath('/row/c/text()', \
+     query_to_xml(format('SELECT count(*) AS c FROM %I.%I', schemaname, tablename), \
+     false, true, '')))[1]::text::bigint), 0) FROM pg_tables WHERE schemaname = 'public';";
+
+/// An open psql session holding a repeatable-read snapshot, so the counts and the dump see
+/// the same database.
+struct Snapshot {
+    child: Child,
+    stdin: ChildStdin,
+    lines: io::Lines<BufReader<ChildStdout>>,
+}
+
+impl Snapshot {
+    fn open(facts: &ConnectionFacts) -> Result<(Snapshot, String, DatabaseCounts), String> {
+        let mut child = command("psql", facts, None)?
+            .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .map_err(|error| format!("psql could not start: {error}"))?;
+        let mut stdin = child.stdin.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let mut lines = BufReader::new(stdout).lines();
+        let asked = writeln!(
+            stdin,
+            "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY;\nSELECT pg_export_snapshot();\n{COUNT_QUERY}"
+        );
+        let mut next = || lines.next().and_then(Result::ok);
+        let (snapshot, counts) = match (asked, next(), next()) {
+            (Ok(()), Some(snapshot), Some(counts)) => (snapshot, counts),
+            _ => {
+                drop(stdin);
+                let stderr = stderr_of(&mut child);
+                let _ = child.wait();
+                return Err(format!("the site's database cannot be read: {stderr}"));
+            }
+        };
+        let counts = parse_counts(&counts)?;
+        Ok((
+            Snapshot {
+                child,
+                stdin,
+                lines,
+            },
+            snapshot.trim().to_string(),
+            counts,
+        ))
+    }
+
+    fn close(mut self) -> Result<(), String> {
+        let _ = writeln!(self.stdin, "COMMIT;");
+        drop(self.stdin);
+        drop(self.lines);
+        finish(self.child, "psql")
+    }
+}
+
+fn parse_counts(line: &str) -> Result<DatabaseCounts, String> {
+    let mut fields = line.trim().split('|').map(|field| field.parse::<u64>());
+    match (fields.next(), fields.next()) {
+        (Some(Ok(tables)), Some(Ok(rows))) => Ok(DatabaseCounts { tables, rows }),
+        _ => Err(format!("the table count did not read: {line:?}")),
+    }
+}
+
+/// `pg_dump --format=custom` of the site's database into `out` (blocking), with the tables
+/// and rows the dump holds (counted in the dump's own snapshot).
+pub fn dump(facts: &ConnectionFacts, out: &mut dyn Write) -> Result<DatabaseCounts, String> {
+    let (snapshot, id, counts) = Snapshot::open(facts)?;
+    let mut child = command("pg_dump", facts, None)?
+        .args(["--format=custom", "--compress=0"])
+        .arg(format!("--snapshot={id}"))
+        .spawn()
+        .map_err(|error| format!("pg_dump could not start: {error}"))?;
+    let mut stdout = child.stdout.take().expect("piped");
+    let copied = io::copy(&mut stdout, out);
+    drop(stdout);
+    let finished = finish(child, "pg_dump");
+    snapshot.close()?;
+    finished?;
+    copied.map_err(|error| format!("writing the dump: {error}"))?;
+    Ok(counts)
+}
+
+/// `pg_restore --list` of a dump read from `input` (level 2): the number of entries it lists.
+pub fn list(input: &mut dyn Read) -> Result<u64, String> {
+    let mut child = Command::new(program("pg_restore")?)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .arg("--list")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|error| format!("pg_restore could not start: {error}"))?;
+    let stdout = child.stdout.take().expect("piped");
+    let counting = std::thread::spawn(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .filter(|line| !line.starts_with(';') && !line.trim().is_empty())
+            .count() as u64
+    });
+    let mut stdin = child.stdin.take().expect("piped");
+    let fed = io::copy(input, &mut stdin);
+    drop(stdin);
+    let entries = counting.join().unwrap_or(0);
+    finish(child, "pg_restore --list")?;
+    fed.map_err(|error| format!("reading the dump: {error}"))?;
+    Ok(entries)
+}
+
+/// Runs SQL on `dbname` (or the site's database) with psql, stopping at the first error.
+pub fn psql(facts: &ConnectionFacts, dbname: Option<&str>, sql: &str) -> Result<String, String> {
+    let child = command("psql", facts, dbname)?
+        .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        .spawn()
+        .map_err(|error| format!("psql could not start: {error}"))?;
+    let output = child
+        .wait_with_output()
+        .map_err(|error| format!("psql: {error}"))?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+    } else {
+        Err(format!(
+            "psql failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    }
+}
+
+/// The tables and rows of the public schema of `dbname` (or the site's database).
+pub fn counts(facts: &ConnectionFacts, dbname: Option<&str>) -> Result<DatabaseCounts, String> {
+    parse_counts(&psql(facts, dbname, COUNT_QUERY)?)
+}
+
+/// Loads a dump read from `input` into `dbname` (or the site's database), stopping at the
+/// first error (BK-28: `pg_restore --exit-on-error`).
+pub fn restore(
+    facts: &ConnectionFacts,
+    dbname: Option<&str>,
+    input: &mut dyn Read,
+) -> Result<(), String> {
+    let target = dbname.unwrap_or(&facts.dbname).to_string();
+    let mut child = command("pg_restore", facts, dbname)?
+        .args([
+            "--exit-on-error",
+            "--no-owner",
+            "--single-transaction",
+            "--dbname",
+        ])
+        .arg(&target)
+        .stdin(Stdio::piped())
+        .spawn()
+        .map_err(|error| format!("pg_restore could not start: {error}"))?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let fed = io::copy(input, &mut stdin);
+    drop(stdin);
+    finish(child, "pg_restore")?;
+    fed.map_err(|error| format!("reading the dump: {error}"))?;
+    Ok(())
+}
+
+/// Drops and recreates the public schema of the site's database (BK-28).
+pub fn reset_public_schema(facts: &ConnectionFacts) -> Result<(), String> {
+    psql(
+        facts,
+        None,
+        "DROP SCHEMA IF EXISTS public CASCADE; CREATE SCHEMA public;",
+    )
+    .map(|_| ())
+}
+
+/// A scratch database for a rehearsal, created with the site's connection and dropped after.
+pub struct Scratch<'a> {
+    facts: &'a ConnectionFacts,
+    pub name: String,
+}
+
+impl<'a> Scratch<'a> {
+    pub fn create(facts: &'a ConnectionFacts, seq: u64) -> Result<Scratch<'a>, String> {
+        let name = format!("capstan_rehearse_{seq}_{:08x}", rand::random::<u32>());
+        psql(facts, None, &format!("CREATE DATABASE \"{name}\""))
+            .map_err(|error| format!("the scratch database cannot be created: {error}"))?;
+        Ok(Scratch { facts, name })
+    }
+}
+
+impl Drop for Scratch<'_> {
+    fn drop(&mut self) {
+        let _ = psql(
+            self.facts,
+            None,
+            &format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name),
+        );
+    }
+}

@@ -1,0 +1,329 @@
+//! Moving artifacts: a producer writes plaintext into zstd, then age, then a sink that cuts
+//! the ciphertext into parts of at most 16 MiB, hashing each part and the whole as it goes;
+//! each full part is PUT at a presigned URL while the next one fills (the next is handed over
+//! only once the one before it landed). Going the other way, the
+//! parts are fetched in order, checked against their recorded sizes and hashes, and fed
+//! through age and zstd to a consumer. At most two parts are held at once either way, so
+//! memory does not grow with the site.
+
+use bytes::Bytes;
+use http_body_util::BodyExt as _;
+use sha2::{Digest, Sha256};
+use std::{
+    future::Future,
+    io::{self, Read, Write},
+};
+use tokio::sync::mpsc;
+
+use crate::{
+    domain::backup::{key, part_name, Artifact, Part, MAX_KEYS_PER_REQUEST, PART_BYTES},
+    plane::{Objects, Plane, SignedUrl, UrlOp},
+};
+use capstan_signing::NodeKey;
+
+/// Who hands out presigned URLs: the plane's broker for a running job, or a test's signer.
+pub trait Broker: Sync {
+    fn urls(
+        &self,
+        op: UrlOp,
+        keys: &[String],
+    ) -> impl Future<Output = Result<Vec<SignedUrl>, String>> + Send;
+}
+
+/// The plane's broker (`POST /api/v1/agent/backup_urls`) for one running job.
+pub struct PlaneBroker<'a> {
+    pub plane: &'a Plane,
+    pub key: &'a NodeKey,
+    pub job_id: i64,
+}
+
+impl Broker for PlaneBroker<'_> {
+    async fn urls(&self, op: UrlOp, keys: &[String]) -> Result<Vec<SignedUrl>, String> {
+        let mut urls = Vec::with_capacity(keys.len());
+        for batch in keys.chunks(MAX_KEYS_PER_REQUEST) {
+            let got = self
+                .plane
+                .backup_urls(self.key, self.job_id, op, batch)
+                .await
+                .map_err(|error| format!("the broker gave no URL: {error}"))?;
+            urls.extend(got);
+        }
+        Ok(urls)
+    }
+}
+
+/// One URL for one key.
+pub async fn url_for(broker: &impl Broker, op: UrlOp, key: &str) -> Result<SignedUrl, String> {
+    broker
+        .urls(op, &[key.to_string()])
+        .await?
+        .into_iter()
+        .next()
+        .ok_or_else(|| format!("the broker gave no URL for {key}"))
+}
+
+/// The end of the write pipeline: cuts the ciphertext into parts and hands each full one to
+/// the uploader, hashing the whole artifact on the way.
+struct PartSink {
+    parts: mpsc::Sender<Vec<u8>>,
+    /// One message for each part the uploader finished: a part is handed over only once the
+    /// one before it landed, so at most one part uploads while the next fills.
+    landed: mpsc::Receiver<()>,
+    outstanding: bool,
+    buffer: Vec<u8>,
+    whole: Sha256,
+    bytes: u64,
+}
+
+impl PartSink {
+    fn new(parts: mpsc::Sender<Vec<u8>>, landed: mpsc::Receiver<()>) -> PartSink {
+        PartSink {
+            parts,
+            landed,
+            outstanding: false,
+            buffer: Vec::with_capacity(PART_BYTES),
+            whole: Sha256::new(),
+            bytes: 0,
+        }
+    }
+
+    fn send(&mut self) -> io::Result<()> {
+        let stopped = || io::Error::other("the upload stopped");
+        if self.outstanding && self.landed.blocking_recv().is_none() {
+            return Err(stopped());
+        }
+        let part = std::mem::take(&mut self.buffer);
+        self.parts.blocking_send(part).map_err(|_| stopped())?;
+        self.outstanding = true;
+        self.buffer = Vec::with_capacity(PART_BYTES);
+        Ok(())
+    }
+
+    /// Sends the last part; the artifact's (sha256 hex, bytes).
+    fn finish(mut self) -> io::Result<(String, u64)> {
+        if !self.buffer.is_empty() {
+            self.send()?;
+        }
+        Ok((format!("{:x}", self.whole.finalize()), self.bytes))
+    }
+}
+
+impl Write for PartSink {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let room = PART_BYTES - self.buffer.len();
+        let taken = data.len().min(room);
+        self.buffer.extend_from_slice(&data[..taken]);
+        self.whole.update(&data[..taken]);
+        self.bytes += taken as u64;
+        if self.buffer.len() == PART_BYTES {
+            self.send()?;
+        }
+        Ok(taken)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The zstd level artifacts are compressed at.
+const ZSTD_LEVEL: i32 = 3;
+
+/// Runs `produce` on a blocking thread writing plaintext into zstd → age (to `recipients`) →
+/// parts, and PUTs each part of run `seq` as `<name>.NNNNNN` while the next fills.
+pub async fn seal_and_upload<T: Send + 'static>(
+    broker: &impl Broker,
+    objects: &Objects,
+    recipients: Vec<age::x25519::Recipient>,
+    seq: u64,
+    name: &str,
+    what: &str,
+    produce: impl FnOnce(&mut dyn Write) -> Result<T, String> + Send + 'static,
+) -> Result<(Artifact, T), String> {
+    let (sender, mut receiver) = mpsc::channel::<Vec<u8>>(1);
+    let (landed, landed_receiver) = mpsc::channel::<()>(1);
+    let producing = tokio::task::spawn_blocking(move || -> Result<(T, String, u64), String> {
+        let sealing = |error: io::Error| format!("sealing the artifact: {error}");
+        let encryptor = age::Encryptor::with_recipients(
+            recipients
+                .iter()
+                .map(|recipient| recipient as &dyn age::Recipient),
+        )
+        .map_err(|error| format!("the artifact cannot be sealed: {error}"))?;
+        let mut sealed = encryptor
+            .wrap_output(PartSink::new(sender, landed_receiver))
+            .map_err(sealing)?;
+        let mut compressed =
+            zstd::stream::write::Encoder::new(&mut sealed, ZSTD_LEVEL).map_err(sealing)?;
+        let value = produce(&mut compressed)?;
+        compressed.finish().map_err(sealing)?;
+        let sink = sealed.finish().map_err(sealing)?;
+        let (sha256, bytes) = sink.finish().map_err(sealing)?;
+        Ok((value, sha256, bytes))
+    });
+    // The uploader owns the receiver: when it stops early, the producer's next send fails
+    // instead of waiting forever.
+    let uploading = async move {
+        let mut parts = Vec::new();
+        while let Some(part) = receiver.recv().await {
+            let key = key(seq, &part_name(name, parts.len() + 1));
+            let sha256 = format!("{:x}", Sha256::digest(&part));
+            let bytes = part.len() as u64;
+            let url = url_for(broker, UrlOp::Put, &key).await?;
+            objects.put(&url, Bytes::from(part)).await?;
+            parts.push(Part { key, bytes, sha256 });
+            let _ = landed.send(()).await;
+        }
+        Ok::<_, String>(parts)
+    };
+    let uploaded = uploading.await;
+    let produced = producing
+        .await
+        .map_err(|error| format!("the artifact's writer stopped: {error}"))?;
+    // The uploader's error explains the producer's ("the upload stopped"): it goes first.
+    let parts = uploaded?;
+    let (value, sha256, bytes) = produced?;
+    Ok((
+        Artifact {
+            name: name.to_string(),
+            what: what.to_string(),
+            bytes,
+            sha256,
+            parts,
+        },
+        value,
+    ))
+}
+
+/// What fetching an artifact found wrong with it (the check itself ran).
+#[derive(Debug, Default)]
+pub struct Fetched {
+    pub problems: Vec<String>,
+    pub bytes: u64,
+}
+
+/// Reads chunks the fetcher sends, on a blocking thread.
+struct ChannelReader {
+    chunks: mpsc::Receiver<Bytes>,
+    current: Bytes,
+}
+
+impl Read for ChannelReader {
+    fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+        while self.current.is_empty() {
+            match self.chunks.blocking_recv() {
+                Some(chunk) => self.current = chunk,
+                None => return Ok(0),
+            }
+        }
+        let taken = buffer.len().min(self.current.len());
+        buffer[..taken].copy_from_slice(&self.current[..taken]);
+        self.current = self.current.slice(taken..);
+        Ok(taken)
+    }
+}
+
+/// Fetches every part of `artifact` in order, checking each against its recorded size and
+/// sha256 and the whole against its own, and feeds the ciphertext through age (opened with
+/// `identity`) and zstd to `consume` on a blocking thread. A missing or damaged object, or a
+/// consumer that cannot read what it got, is a problem of the backup; a broker that gives no
+/// URL or a storage that cannot be reached is an error (the check could not run).
+pub async fn fetch_and_open<T: Send + 'static>(
+    broker: &impl Broker,
+    objects: &Objects,
+    identity: age::x25519::Identity,
+    artifact: &Artifact,
+    consume: impl FnOnce(&mut dyn Read) -> Result<T, String> + Send + 'static,
+) -> Result<(Option<T>, Fetched), String> {
+    let (sender, receiver) = mpsc::channel::<Bytes>(16);
+    let name = artifact.name.clone();
+    let consuming = tokio::task::spawn_blocking(move || -> Result<T, String> {
+        let reader = ChannelReader {
+            chunks: receiver,
+            current: Bytes::new(),
+        };
+        let decryptor = age::Decryptor::new(reader)
+            .map_err(|error| format!("{name} cannot be opened with the site key: {error}"))?;
+        let plain = decryptor
+            .decrypt(std::iter::once(&identity as &dyn age::Identity))
+            .map_err(|error| format!("{name} cannot be opened with the site key: {error}"))?;
+        let mut decompressed = zstd::stream::read::Decoder::new(plain)
+            .map_err(|error| format!("{name} cannot be decompressed: {error}"))?;
+        let value = consume(&mut decompressed)?;
+        // Read what is left, so a damaged tail is found too.
+        io::copy(&mut decompressed, &mut io::sink()).map_err(|error| format!("{name}: {error}"))?;
+        Ok(value)
+    });
+    let mut fetched = Fetched::default();
+    let mut whole = Sha256::new();
+    let fetching = async {
+        for part in &artifact.parts {
+            let url = url_for(broker, UrlOp::Get, &part.key).await?;
+            let mut body = match objects.get(&url).await {
+                Ok(body) => body,
+                Err(error) if error.contains(" 404 ") || error.contains("404 Not Found") => {
+                    fetched
+                        .problems
+                        .push(format!("{} is missing from storage", part.key));
+                    return Ok(false);
+                }
+                Err(error) => return Err(error),
+            };
+            let mut hasher = Sha256::new();
+            let mut bytes = 0u64;
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|error| format!("reading {}: {error}", part.key))?;
+                let Ok(chunk) = frame.into_data() else {
+                    continue;
+                };
+                hasher.update(&chunk);
+                whole.update(&chunk);
+                bytes += chunk.len() as u64;
+                if sender.send(chunk).await.is_err() {
+                    // The consumer stopped: its error says why.
+                    return Ok(false);
+                }
+            }
+            fetched.bytes += bytes;
+            if bytes != part.bytes {
+                fetched.problems.push(format!(
+                    "{} has {bytes} bytes, the manifest says {}",
+                    part.key, part.bytes
+                ));
+            }
+            let sha256 = format!("{:x}", hasher.finalize());
+            if sha256 != part.sha256 {
+                fetched.problems.push(format!(
+                    "{} does not match its sha256 in the manifest",
+                    part.key
+                ));
+            }
+        }
+        Ok::<bool, String>(true)
+    };
+    let complete = fetching.await;
+    drop(sender);
+    let consumed = consuming
+        .await
+        .map_err(|error| format!("the artifact's reader stopped: {error}"))?;
+    let complete = complete?;
+    if complete {
+        let sha256 = format!("{:x}", whole.finalize());
+        if sha256 != artifact.sha256 {
+            fetched.problems.push(format!(
+                "{} does not match its sha256 in the manifest",
+                artifact.name
+            ));
+        }
+    }
+    match consumed {
+        Ok(value) if fetched.problems.is_empty() => Ok((Some(value), fetched)),
+        Ok(_) => Ok((None, fetched)),
+        Err(problem) => {
+            if complete || fetched.problems.is_empty() {
+                fetched.problems.push(problem);
+            }
+            Ok((None, fetched))
+        }
+    }
+}

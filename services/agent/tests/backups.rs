@@ -1,0 +1,808 @@
+//! The backup words against a real site (a PostgreSQL database with rows and a directory of
+//! files), real age (the crate on the node, Debian's `age` by hand) and an object store the
+//! test runs: a small HTTP server that stores PUT bodies as files, refuses a second write of a
+//! key (`If-None-Match: *`, BK-14) and serves GETs. The broker here is the test's: it hands out
+//! URLs of that store, as the plane's broker hands out presigned ones.
+
+use capstan_agent::{
+    backups::{self, keys, transfer::Broker, Backups},
+    domain::backup::Manifest,
+    plane::{Objects, SignedUrl, UrlOp},
+    state::{StateDir, SITE},
+};
+use capstan_signing::NodeKey;
+use serde_json::{json, Value};
+use std::{
+    os::unix::fs::PermissionsExt,
+    path::{Path, PathBuf},
+    process::Command,
+};
+use tokio::{
+    io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader},
+    net::TcpListener,
+};
+
+/// Where the test's backups go: a plain HTTP store of the test's own, or a real S3 server
+/// (s3s-fs, which checks every SigV4 signature) with URLs presigned by rusty-s3, as the
+/// plane's broker presigns them.
+// One of these per test: the size of a variant does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Storage {
+    Local {
+        dir: tempfile::TempDir,
+        port: u16,
+    },
+    S3 {
+        server: S3Server,
+        bucket: rusty_s3::Bucket,
+        credentials: rusty_s3::Credentials,
+    },
+}
+
+/// The object key the plane uses: `{folder}/{space}/node-{id}/{seq:010}/{name}`.
+fn object_key(key: &str) -> String {
+    let (seq, name) = key.split_once('/').unwrap();
+    format!(
+        "backups/1/node-7/{:010}/{name}",
+        seq.parse::<u64>().unwrap()
+    )
+}
+
+impl Storage {
+    /// The file the store keeps the object of broker key `key` (`<seq>/<name>`) in.
+    fn object_path(&self, key: &str) -> PathBuf {
+        match self {
+            Storage::Local { dir, .. } => dir.path().join(key),
+            Storage::S3 { server, .. } => server.root.path().join(S3_BUCKET).join(object_key(key)),
+        }
+    }
+
+    fn url(&self, op: UrlOp, key: &str) -> SignedUrl {
+        let (url, headers) = match self {
+            Storage::Local { port, .. } => (format!("http://127.0.0.1:{port}/{key}"), vec![]),
+            Storage::S3 {
+                bucket,
+                credentials,
+                ..
+            } => {
+                use rusty_s3::S3Action as _;
+                let object = object_key(key);
+                let expires = std::time::Duration::from_secs(600);
+                match op {
+                    UrlOp::Put => {
+                        let mut action = bucket.put_object(Some(credentials), &object);
+                        action.headers_mut().insert("if-none-match", "*");
+                        (action.sign(expires).to_string(), vec![])
+                    }
+                    UrlOp::Get => (
+                        bucket
+                            .get_object(Some(credentials), &object)
+                            .sign(expires)
+                            .to_string(),
+                        vec![],
+                    ),
+                }
+            }
+        };
+        let mut headers: Vec<(String, String)> = headers;
+        if op == UrlOp::Put {
+            headers.push(("if-none-match".into(), "*".into()));
+        }
+        SignedUrl {
+            key: key.to_string(),
+            method: if op == UrlOp::Put { "PUT" } else { "GET" }.into(),
+            url,
+            headers,
+        }
+    }
+
+    /// How many objects the store holds.
+    fn objects(&self) -> usize {
+        fn count(dir: &Path) -> usize {
+            std::fs::read_dir(dir)
+                .map(|entries| {
+                    entries
+                        .flatten()
+                        .map(|entry| {
+                            if entry.path().is_dir() {
+                                count(&entry.path())
+                            } else {
+                                1
+                            }
+                        })
+                        .sum()
+                })
+                .unwrap_or(0)
+        }
+        match self {
+            Storage::Local { dir, .. } => count(dir.path()),
+            Storage::S3 { server, .. } => count(&server.root.path().join(S3_BUCKET)),
+        }
+    }
+}
+
+struct TestBroker<'a> {
+    storage: &'a Storage,
+}
+
+impl Broker for TestBroker<'_> {
+    async fn urls(&self, op: UrlOp, keys: &[String]) -> Result<Vec<SignedUrl>, String> {
+        Ok(keys.iter().map(|key| self.storage.url(op, key)).collect())
+    }
+}
+
+/// The test's plain object store: keys are files under a directory; a second PUT of a key
+/// with `If-None-Match: *` is refused (412), as a conditional write to S3 is.
+async fn local_store() -> Storage {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let root = dir.path().to_path_buf();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let root = root.clone();
+            tokio::spawn(async move {
+                let (read, mut write) = stream.into_split();
+                let mut reader = BufReader::new(read);
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let mut parts = line.split_whitespace();
+                    let method = parts.next().unwrap_or_default().to_string();
+                    let path = parts.next().unwrap_or_default().to_string();
+                    let mut length = 0usize;
+                    let mut conditional = false;
+                    loop {
+                        let mut header = String::new();
+                        reader.read_line(&mut header).await.unwrap();
+                        let header = header.trim_end();
+                        if header.is_empty() {
+                            break;
+                        }
+                        let (name, value) = header.split_once(':').unwrap();
+                        match name.to_ascii_lowercase().as_str() {
+                            "content-length" => length = value.trim().parse().unwrap(),
+                            "if-none-match" => conditional = value.trim() == "*",
+                            _ => {}
+                        }
+                    }
+                    let mut body = vec![0u8; length];
+                    reader.read_exact(&mut body).await.unwrap();
+                    let file = root.join(path.trim_start_matches('/'));
+                    let (status, answer) = match method.as_str() {
+                        "PUT" if file.exists() && conditional => {
+                            ("412 Precondition Failed", Vec::new())
+                        }
+                        "PUT" => {
+                            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+                            std::fs::write(&file, &body).unwrap();
+                            ("200 OK", Vec::new())
+                        }
+                        "GET" => match std::fs::read(&file) {
+                            Ok(bytes) => ("200 OK", bytes),
+                            Err(_) => ("404 Not Found", Vec::new()),
+                        },
+                        _ => ("405 Method Not Allowed", Vec::new()),
+                    };
+                    let head = format!(
+                        "HTTP/1.1 {status}\r\ncontent-length: {}\r\n\r\n",
+                        answer.len()
+                    );
+                    if write.write_all(head.as_bytes()).await.is_err()
+                        || write.write_all(&answer).await.is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    Storage::Local { dir, port }
+}
+
+const S3_BUCKET: &str = "capstan-backups";
+
+/// A running s3s-fs (deploy/local/services.sh `ensure_s3_server` installs it), killed when
+/// dropped.
+struct S3Server {
+    root: tempfile::TempDir,
+    _child: tokio::process::Child,
+}
+
+fn s3_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("CAPSTAN_S3_SERVER") {
+        return PathBuf::from(path);
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
+    Path::new(&home).join(".cache/capstan/tools/s3s-fs/bin/s3s-fs")
+}
+
+async fn s3_store() -> Storage {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join(S3_BUCKET)).unwrap();
+    let access = format!("BKAGENT{:016X}", rand::random::<u64>());
+    let secret = format!("{:032x}", rand::random::<u128>());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let binary = s3_binary();
+    let child = tokio::process::Command::new(&binary)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--access-key", &access, "--secret-key", &secret])
+        .arg(root.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|error| {
+            panic!(
+                "cannot start the S3 server {} ({error}); deploy/local/test installs it (ensure_s3_server)",
+                binary.display()
+            )
+        });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the S3 server did not listen"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let endpoint: url::Url = format!("http://127.0.0.1:{port}").parse().unwrap();
+    let bucket =
+        rusty_s3::Bucket::new(endpoint, rusty_s3::UrlStyle::Path, S3_BUCKET, "us-east-1").unwrap();
+    Storage::S3 {
+        server: S3Server {
+            root,
+            _child: child,
+        },
+        bucket,
+        credentials: rusty_s3::Credentials::new(access, secret),
+    }
+}
+
+fn database_url() -> String {
+    std::env::var("CAPSTAN_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1/postgres".into())
+}
+
+fn psql(dbname: &str, sql: &str) -> String {
+    let base = url::Url::parse(&database_url()).unwrap();
+    let mut url = base.clone();
+    url.set_path(dbname);
+    let output = Command::new("psql")
+        .args([
+            "-X",
+            "-q",
+            "-A",
+            "-t",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-d",
+            url.as_str(),
+            "-c",
+            sql,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "psql {sql}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+fn db_url(dbname: &str) -> String {
+    let mut url = url::Url::parse(&database_url()).unwrap();
+    url.set_path(dbname);
+    url.to_string()
+}
+
+/// A site: a database with two tables and rows, and a directory of files.
+struct Site {
+    _parent: tempfile::TempDir,
+    root: PathBuf,
+    dbname: String,
+    state: StateDir,
+    key: NodeKey,
+    owner: age::x25519::Identity,
+    owner_file: PathBuf,
+}
+
+impl Drop for Site {
+    fn drop(&mut self) {
+        let _ = std::panic::catch_unwind(|| {
+            psql(
+                "postgres",
+                &format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.dbname),
+            )
+        });
+    }
+}
+
+fn site() -> Site {
+    let parent = tempfile::tempdir().unwrap();
+    let root = parent.path().join("www");
+    std::fs::create_dir_all(root.join("uploads/2026")).unwrap();
+    std::fs::create_dir_all(root.join("cache")).unwrap();
+    std::fs::write(root.join("index.php"), "<?php echo 'v1';").unwrap();
+    std::fs::write(root.join("config.php"), "db = shop").unwrap();
+    std::fs::write(root.join("uploads/2026/photo.jpg"), vec![7u8; 300_000]).unwrap();
+    std::fs::write(root.join("uploads/old.txt"), "to be removed").unwrap();
+    std::fs::write(root.join("cache/page.html"), "cached").unwrap();
+    std::os::unix::fs::symlink("index.php", root.join("home.php")).unwrap();
+    let dbname = format!("bk_site_{:08x}", rand::random::<u32>());
+    psql("postgres", &format!("CREATE DATABASE \"{dbname}\""));
+    psql(
+        &dbname,
+        "CREATE TABLE customers (id serial PRIMARY KEY, name text NOT NULL);
+         CREATE TABLE orders (id serial PRIMARY KEY, customer int REFERENCES customers(id), total numeric);
+         INSERT INTO customers (name) SELECT 'c' || g FROM generate_series(1, 50) g;
+         INSERT INTO orders (customer, total) SELECT 1 + g % 50, g FROM generate_series(1, 200) g;",
+    );
+    let state = StateDir::open(&parent.path().join("state")).unwrap();
+    let url_file = parent.path().join("db.url");
+    std::fs::write(&url_file, db_url(&dbname)).unwrap();
+    state
+        .write(
+            SITE,
+            json!({"root": root, "database": {"url_file": url_file}, "exclude": ["cache"]})
+                .to_string()
+                .as_bytes(),
+            0o600,
+        )
+        .unwrap();
+    let owner = age::x25519::Identity::generate();
+    let owner_file = parent.path().join("owner.key");
+    {
+        use age::secrecy::ExposeSecret;
+        std::fs::write(
+            &owner_file,
+            format!("{}\n", owner.to_string().expose_secret()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&owner_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    Site {
+        _parent: parent,
+        root,
+        dbname,
+        state,
+        key: NodeKey::generate(),
+        owner,
+        owner_file,
+    }
+}
+
+fn age_program() -> &'static str {
+    assert!(
+        Path::new("/usr/bin/age").exists(),
+        "Debian's age is needed (deploy/local/services.sh installs it: apt-get install age)"
+    );
+    "/usr/bin/age"
+}
+
+/// The owner sets and proves the recovery key with stock `age`.
+fn prove_owner_key(site: &Site) {
+    keys::set_recovery_key(&site.state, &site.owner.to_public().to_string()).unwrap();
+    let output = Command::new(age_program())
+        .args(["-d", "-i"])
+        .arg(&site.owner_file)
+        .arg(site.state.file(keys::RECOVERY_CHALLENGE))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    keys::prove_recovery_key(&site.state, &String::from_utf8_lossy(&output.stdout)).unwrap();
+}
+
+fn backups<'a>(site: &'a Site, storage: &'a Storage) -> Backups<'a, TestBroker<'a>> {
+    Backups {
+        state: &site.state,
+        node_key: &site.key,
+        broker: TestBroker { storage },
+        objects: Objects::new(),
+    }
+}
+
+async fn word(backups: &Backups<'_, TestBroker<'_>>, name: &str, params: Value) -> Value {
+    match backups::run(backups, name, &params).await {
+        Ok(finished) => finished.result,
+        Err(failed) => panic!("{name} {params} failed: {}", failed.reason),
+    }
+}
+
+fn manifest_of(result: &Value) -> Manifest {
+    serde_json::from_value(result["manifest"].clone()).unwrap()
+}
+
+/// Issue 14 end to end on the node: a full and an incremental land (parts, signed manifests,
+/// sealed to owner and site), verify levels 2 and 3 pass and fail on a flipped byte, and a
+/// restore brings back the rows and files of the chosen run.
+#[tokio::test]
+async fn bk_a_full_and_an_incremental_land_verify_and_restore_the_chosen_run() {
+    land_verify_and_restore(local_store().await).await;
+}
+
+/// The same against a real S3 server that checks every presigned URL's signature.
+// Multi-threaded: s3s-fs is a child process, but psql runs blocking beside the transfers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bk_a_full_and_an_incremental_land_verify_and_restore_on_real_s3() {
+    let storage = s3_store().await;
+    // A URL presigned for a PUT cannot delete, and a tampered signature is refused.
+    let put = storage.url(UrlOp::Put, "9/probe");
+    let client = reqwest::Client::new();
+    let deleted = client.delete(&put.url).send().await.unwrap();
+    assert_eq!(deleted.status().as_u16(), 403);
+    let at = put.url.find("X-Amz-Signature=").unwrap() + "X-Amz-Signature=".len();
+    let flipped = if &put.url[at..at + 1] == "0" {
+        "1"
+    } else {
+        "0"
+    };
+    let tampered = format!("{}{flipped}{}", &put.url[..at], &put.url[at + 1..]);
+    let refused = client
+        .put(&tampered)
+        .header("if-none-match", "*")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 403);
+    land_verify_and_restore(storage).await;
+}
+
+async fn land_verify_and_restore(storage: Storage) {
+    let site = site();
+    prove_owner_key(&site);
+    let backups = backups(&site, &storage);
+
+    let full = word(&backups, "backup_run", json!({"seq": 1, "kind": "full"})).await;
+    let manifest = manifest_of(&full);
+    assert_eq!(full["kind"], "full");
+    assert_eq!(manifest.full_seq, 1);
+    assert_eq!(
+        manifest
+            .recipients
+            .iter()
+            .map(|r| r.role.as_str())
+            .collect::<Vec<_>>(),
+        vec!["owner", "site"]
+    );
+    assert_eq!(manifest.database.unwrap().tables, 2);
+    assert_eq!(manifest.database.unwrap().rows, 250);
+    // index.php, config.php, photo.jpg, old.txt, home.php (the link); cache/ is excluded.
+    assert_eq!(manifest.files.count, 5);
+    assert_eq!(manifest.files.total, 5);
+    for artifact in &manifest.artifacts {
+        for part in &artifact.parts {
+            let stored = std::fs::read(storage.object_path(&part.key)).unwrap();
+            assert_eq!(stored.len() as u64, part.bytes);
+        }
+    }
+    // The manifest is signed by the node's key over its exact bytes, and written last.
+    let bytes = std::fs::read(storage.object_path("1/manifest-1.json")).unwrap();
+    let signature = std::fs::read_to_string(storage.object_path("1/manifest-1.json.sig")).unwrap();
+    use base64::Engine as _;
+    let signature = base64::engine::general_purpose::STANDARD
+        .decode(signature.trim())
+        .unwrap();
+    site.key.public_key().verify(&bytes, &signature).unwrap();
+    assert_eq!(
+        serde_json::from_slice::<Manifest>(&bytes).unwrap(),
+        manifest
+    );
+    // No secret of the site is in what leaves the node (BK-29).
+    assert!(!full
+        .to_string()
+        .contains(&site.dbname.replace("bk_site_", "postgres://")));
+
+    // Change the site: one file changed, one new, one removed, rows added.
+    std::fs::write(site.root.join("index.php"), "<?php echo 'v2';").unwrap();
+    std::fs::write(site.root.join("uploads/new.txt"), "new").unwrap();
+    std::fs::remove_file(site.root.join("uploads/old.txt")).unwrap();
+    psql(&site.dbname, "INSERT INTO customers (name) VALUES ('late')");
+    let incremental = word(
+        &backups,
+        "backup_run",
+        json!({"seq": 2, "kind": "incremental", "previous_seq": 1}),
+    )
+    .await;
+    let second = manifest_of(&incremental);
+    assert_eq!(incremental["kind"], "incremental");
+    assert_eq!((second.full_seq, second.previous_seq), (1, Some(1)));
+    assert_eq!(second.files.count, 2, "index.php changed and new.txt");
+    assert_eq!(second.files.removed, 1, "old.txt");
+    assert_eq!(second.files.total, 5);
+    assert_eq!(second.database.unwrap().rows, 251);
+
+    // BK-14: no key is written twice; the store refuses a second PUT of a landed key.
+    let again = backups::run(&backups, "backup_run", &json!({"seq": 2, "kind": "full"})).await;
+    assert!(again.unwrap_err().reason.contains("412"));
+
+    // Verify: level 2 reads everything of the chain up to 2; level 3 rehearses it.
+    let verified = word(&backups, "verify_backup", json!({"seq": 2, "level": 2})).await;
+    assert_eq!(verified["ok"], true, "{verified}");
+    assert_eq!(verified["checked"]["artifacts"], 4);
+    assert_eq!(verified["checked"]["files"], 7);
+    let rehearsed = word(&backups, "verify_backup", json!({"seq": 2, "level": 3})).await;
+    assert_eq!(rehearsed["ok"], true, "{rehearsed}");
+    assert_eq!(rehearsed["checked"]["tables"], 2);
+
+    // A flipped byte in storage is found, by both levels, naming the part.
+    let part = &manifest.artifact("files").unwrap().parts[0].key;
+    let stored = storage.object_path(part);
+    let original = std::fs::read(&stored).unwrap();
+    let mut flipped = original.clone();
+    let middle = flipped.len() / 2;
+    flipped[middle] ^= 0x01;
+    std::fs::write(&stored, &flipped).unwrap();
+    for level in [2, 3] {
+        let failed = word(&backups, "verify_backup", json!({"seq": 2, "level": level})).await;
+        assert_eq!(failed["ok"], false, "{failed}");
+        let problems = failed["problems"].to_string();
+        assert!(problems.contains(part.as_str()), "{problems}");
+    }
+    // A restore tests the archive first and destroys nothing when it fails.
+    std::fs::write(site.root.join("index.php"), "<?php echo 'v3';").unwrap();
+    let refused = backups::run(&backups, "restore_project", &json!({"seq": 2})).await;
+    assert!(refused.unwrap_err().reason.contains("nothing was restored"));
+    assert_eq!(
+        std::fs::read_to_string(site.root.join("index.php")).unwrap(),
+        "<?php echo 'v3';"
+    );
+    std::fs::write(&stored, &original).unwrap();
+    // The same for the database: a damaged dump is found before the schema is dropped.
+    let dump_part = &second.artifact("database").unwrap().parts[0].key;
+    let dump = storage.object_path(dump_part);
+    let dump_bytes = std::fs::read(&dump).unwrap();
+    let mut damaged = dump_bytes.clone();
+    let last = damaged.len() - 1;
+    damaged[last] ^= 0x01;
+    std::fs::write(&dump, &damaged).unwrap();
+    psql(&site.dbname, "INSERT INTO customers (name) VALUES ('kept')");
+    let refused = backups::run(&backups, "restore_database", &json!({"seq": 2})).await;
+    assert!(refused.unwrap_err().reason.contains("nothing was restored"));
+    assert_eq!(
+        psql(
+            &site.dbname,
+            "SELECT count(*) FROM customers WHERE name = 'kept'"
+        ),
+        "1"
+    );
+    std::fs::write(&dump, &dump_bytes).unwrap();
+
+    // Restore run 2 (the full and the incremental replayed): files and rows as they were then.
+    psql(
+        &site.dbname,
+        "DELETE FROM orders; INSERT INTO customers (name) VALUES ('after')",
+    );
+    std::fs::write(site.root.join("uploads/later.txt"), "after the run").unwrap();
+    let restored = word(&backups, "restore_project", json!({"seq": 2})).await;
+    assert_eq!(restored["restored"]["files"], 5, "{restored}");
+    assert_eq!(restored["restored"]["rows"], 251, "{restored}");
+    assert_eq!(
+        std::fs::read_to_string(site.root.join("index.php")).unwrap(),
+        "<?php echo 'v2';"
+    );
+    assert_eq!(
+        std::fs::read_to_string(site.root.join("uploads/new.txt")).unwrap(),
+        "new"
+    );
+    assert!(!site.root.join("uploads/old.txt").exists());
+    assert!(!site.root.join("uploads/later.txt").exists());
+    assert_eq!(
+        std::fs::read_link(site.root.join("home.php")).unwrap(),
+        Path::new("index.php")
+    );
+    assert_eq!(psql(&site.dbname, "SELECT count(*) FROM orders"), "200");
+    assert_eq!(
+        psql(
+            &site.dbname,
+            "SELECT count(*) FROM customers WHERE name = 'after'"
+        ),
+        "0"
+    );
+    // The safety snapshots hold what was replaced.
+    let snapshots = restored["safety_snapshots"].as_array().unwrap();
+    assert_eq!(snapshots.len(), 2, "{restored}");
+    let kept_files = PathBuf::from(snapshots[1].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(kept_files.join("uploads/later.txt")).unwrap(),
+        "after the run"
+    );
+    assert!(Path::new(snapshots[0].as_str().unwrap()).is_file());
+
+    // restore_database of run 1 brings back its rows only.
+    let restored = word(&backups, "restore_database", json!({"seq": 1})).await;
+    assert_eq!(restored["restored"]["rows"], 250, "{restored}");
+    assert_eq!(
+        psql(
+            &site.dbname,
+            "SELECT count(*) FROM customers WHERE name = 'late'"
+        ),
+        "0"
+    );
+
+    // The node's own record.
+    let listed = word(&backups, "list_backups", json!({})).await;
+    assert_eq!(listed["site"], true);
+    assert_eq!(listed["chain"][0]["seq"], 2);
+    assert_eq!(listed["recovery_key"]["state"], "already");
+    // Two runs of two artifacts, each with its manifest and signature.
+    assert_eq!(storage.objects(), 8);
+}
+
+/// An incremental on a run the node holds no index of becomes a full, and says so; a
+/// siteless node has no backups.
+#[tokio::test]
+async fn bk_an_incremental_without_its_index_is_a_full_and_a_siteless_node_has_no_backups() {
+    let storage = local_store().await;
+    let site = site();
+    // 17 MiB that does not compress: the files artifact is cut into two parts.
+    let mut noise = vec![0u8; 17 * 1024 * 1024];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut noise);
+    std::fs::write(site.root.join("uploads/video.bin"), &noise).unwrap();
+    drop(noise);
+    let backups = backups(&site, &storage);
+    let result = word(
+        &backups,
+        "backup_run",
+        json!({"seq": 5, "kind": "incremental", "previous_seq": 4}),
+    )
+    .await;
+    assert_eq!(result["kind"], "full");
+    assert!(result["note"]
+        .as_str()
+        .unwrap()
+        .contains("no index of run 4"));
+    // Without a proven recovery key the run is sealed to the site key only.
+    let manifest = manifest_of(&result);
+    assert_eq!(manifest.recipients.len(), 1);
+    let files = manifest.artifact("files").unwrap();
+    assert_eq!(files.parts.len(), 2);
+    for part in &files.parts {
+        assert!(part.bytes <= 16 * 1024 * 1024);
+        let stored = std::fs::metadata(storage.object_path(&part.key)).unwrap();
+        assert_eq!(stored.len(), part.bytes);
+    }
+    let sum: u64 = files.parts.iter().map(|part| part.bytes).sum();
+    assert_eq!(sum, files.bytes);
+    let verified = word(&backups, "verify_backup", json!({"seq": 5, "level": 2})).await;
+    assert_eq!(verified["ok"], true, "{verified}");
+
+    site.state.remove(SITE).unwrap();
+    let failed = backups::run(&backups, "backup_run", &json!({"seq": 6, "kind": "full"})).await;
+    assert!(failed.unwrap_err().reason.contains("siteless"));
+    let listed = word(&backups, "list_backups", json!({})).await;
+    assert_eq!(listed["site"], false);
+}
+
+/// README "Disaster recovery by hand", with no plane and no agent: the objects are fetched
+/// with a plain HTTP client (curl), opened with Debian's `age` and the owner's recovery key,
+/// decompressed with `zstd`, and restored with `pg_restore` and `tar`.
+// Multi-threaded: curl and bash run as blocking programs while the store answers them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bk_disaster_recovery_by_hand_with_stock_tools() {
+    recover_by_hand(local_store().await).await;
+}
+
+/// The same, the objects fetched from a real S3 server with curl on presigned GET URLs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bk_disaster_recovery_by_hand_from_real_s3() {
+    recover_by_hand(s3_store().await).await;
+}
+
+async fn recover_by_hand(storage: Storage) {
+    let site = site();
+    prove_owner_key(&site);
+    let backups = backups(&site, &storage);
+    let full = word(&backups, "backup_run", json!({"seq": 1, "kind": "full"})).await;
+    std::fs::write(site.root.join("index.php"), "<?php echo 'v2';").unwrap();
+    word(
+        &backups,
+        "backup_run",
+        json!({"seq": 2, "kind": "incremental", "previous_seq": 1}),
+    )
+    .await;
+    let _ = full;
+
+    // A new machine: nothing but the recovery key and the stored objects.
+    let work = tempfile::tempdir().unwrap();
+    let fetched = work.path().join("fetched");
+    std::fs::create_dir(&fetched).unwrap();
+    for seq in [1, 2] {
+        let manifest: Manifest = serde_json::from_slice(
+            &std::fs::read(storage.object_path(&format!("{seq}/manifest-{seq}.json"))).unwrap(),
+        )
+        .unwrap();
+        for artifact in &manifest.artifacts {
+            for part in &artifact.parts {
+                let out = fetched.join(part.key.replace('/', "-"));
+                let status = Command::new("curl")
+                    .args(["-sf", "-o"])
+                    .arg(&out)
+                    .arg(storage.url(UrlOp::Get, &part.key).url)
+                    .status()
+                    .unwrap();
+                assert!(status.success());
+            }
+        }
+    }
+    let newdb = format!("{}_rebuilt", site.dbname);
+    psql("postgres", &format!("CREATE DATABASE \"{newdb}\""));
+    let restored = work.path().join("www");
+    std::fs::create_dir(&restored).unwrap();
+    let script = format!(
+        r#"set -euo pipefail
+cd {fetched}
+for seq in 1 2; do
+  cat $seq-files.tar.zst.age.* | age -d -i {key} | zstd -d -q | tar -x -C {restored}
+  if [ -f {restored}/.capstan/removed ]; then
+    (cd {restored} && while IFS= read -r path; do rm -rf -- "$path"; done < .capstan/removed)
+    rm -r {restored}/.capstan
+  fi
+done
+cat 2-db.dump.zst.age.* | age -d -i {key} | zstd -d -q > db.dump
+pg_restore --no-owner --exit-on-error -d "{newurl}" db.dump
+"#,
+        fetched = fetched.display(),
+        key = site.owner_file.display(),
+        restored = restored.display(),
+        newurl = db_url(&newdb),
+    );
+    let output = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .unwrap();
+    let cleanup = newdb.clone();
+    let dropped = scopeguard(move || {
+        psql(
+            "postgres",
+            &format!("DROP DATABASE IF EXISTS \"{cleanup}\" WITH (FORCE)"),
+        );
+    });
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(restored.join("index.php")).unwrap(),
+        "<?php echo 'v2';"
+    );
+    assert_eq!(
+        std::fs::read(restored.join("uploads/2026/photo.jpg"))
+            .unwrap()
+            .len(),
+        300_000
+    );
+    assert!(!restored.join("cache").exists(), "excluded");
+    assert_eq!(psql(&newdb, "SELECT count(*) FROM orders"), "200");
+    drop(dropped);
+}
+
+struct Guard<F: FnMut()>(F);
+impl<F: FnMut()> Drop for Guard<F> {
+    fn drop(&mut self) {
+        (self.0)();
+    }
+}
+fn scopeguard<F: FnMut()>(f: F) -> Guard<F> {
+    Guard(f)
+}
