@@ -19,6 +19,12 @@ pub struct Config {
     pub services: Services,
     /// How often the recipe loop ticks (AG-41: ten minutes).
     pub recipe_tick: Duration,
+    /// The agent's state directory (agent_supervision asks whether the keepalive keeps this
+    /// agent, AG-51).
+    pub state_dir: PathBuf,
+    /// The data root: the mount point the site's data lives on (AG-55); `None` when the site's
+    /// data is not on a filesystem of its own.
+    pub data_root: Option<PathBuf>,
 }
 
 /// The site's services as this node runs them.
@@ -55,6 +61,8 @@ impl Default for Config {
             postgres: "127.0.0.1:5432".into(),
             services: Services::default(),
             recipe_tick: DEFAULT_TICK,
+            state_dir: "/etc/capstan-agent".into(),
+            data_root: None,
         }
     }
 }

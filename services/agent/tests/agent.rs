@@ -77,7 +77,8 @@ async fn the_agent_joins_runs_read_words_and_leaves() {
             "restart_unit",
             "reset_failed_unit",
             "site_log",
-            "file_head"
+            "file_head",
+            "agent_converge"
         ])
     );
     assert_eq!(view["facts"]["log_access"], "off");

@@ -209,6 +209,13 @@ pub const CATALOG: &[Primitive] = &[
             summary: "the release to install",
         }],
     },
+    Primitive {
+        name: "agent_converge",
+        class: PrimitiveClass::Change,
+        claim_budget: budget(5),
+        summary: "write and enable the agent's own supervision (its systemd unit, or the cron keepalive); restarts nothing",
+        params: &[],
+    },
 ];
 
 impl Primitive {
@@ -312,6 +319,7 @@ mod tests {
                 ("site_log", Read),
                 ("file_head", Read),
                 ("apply_update", Change),
+                ("agent_converge", Change),
             ]
         );
     }

@@ -62,6 +62,7 @@ const COMPILED: &[(&str, bool, bool)] = &[
     ("reset_failed_unit", false, false),
     ("site_log", true, true),
     ("file_head", false, true),
+    ("agent_converge", false, false),
 ];
 
 static WORDS: LazyLock<Vec<Word>> = LazyLock::new(|| {
@@ -262,6 +263,7 @@ mod tests {
                 ("reset_failed_unit", Change),
                 ("site_log", Read),
                 ("file_head", Read),
+                ("agent_converge", Change),
             ]
         );
     }

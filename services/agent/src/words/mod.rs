@@ -7,6 +7,7 @@ mod disk;
 pub mod host;
 mod logs;
 pub mod status;
+pub mod supervision;
 pub mod units;
 
 use serde_json::{json, Map, Value};
@@ -66,6 +67,7 @@ pub async fn run(word: &Word, params: &Value, config: &Config) -> Result<Finishe
         "reset_failed_unit" => units::reset_failed_unit(params).await,
         "site_log" => logs::site_log(config, params).await,
         "file_head" => logs::file_head(params).await,
+        "agent_converge" => supervision::agent_converge(config).await,
         other => Err(Failed::new(format!(
             "{other} is in the vocabulary but has no implementation in this build"
         ))),
