@@ -65,6 +65,8 @@ if [ ! -f "$STATE_DIR/agent.env" ]; then
         echo "# CAPSTAN_AGENT_APP_UNIT=php-fpm"
         echo "# CAPSTAN_AGENT_SITE_URL=http://127.0.0.1/"
         echo "# CAPSTAN_AGENT_SUPERVISORCTL=/usr/bin/supervisorctl"
+        echo "# The mount point the site's data lives on (service_health repairs nothing while it is unmounted):"
+        echo "# CAPSTAN_AGENT_DATA_ROOT=/srv/data"
         echo "# CAPSTAN_AGENT_LOG=info"
     } >"$STATE_DIR/agent.env"
 fi

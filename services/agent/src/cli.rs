@@ -115,6 +115,10 @@ pub struct Cli {
         default_value = "/var/run/docker.sock"
     )]
     pub docker_socket: PathBuf,
+    /// The mount point the site's data lives on (PostgreSQL's data directory, uploads): while
+    /// it is not mounted, service_health repairs nothing (AG-55).
+    #[arg(long, global = true, env = "CAPSTAN_AGENT_DATA_ROOT")]
+    pub data_root: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -226,6 +230,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         unit if units.contains(&unit) => Some(unit.to_string()),
         _ => bail!("--app-unit must be none or one of {}", units.join(", ")),
     };
+    if let Some(root) = cli.data_root.as_ref().filter(|root| !root.is_absolute()) {
+        bail!(
+            "--data-root (CAPSTAN_AGENT_DATA_ROOT) must be an absolute path, not {}",
+            root.display()
+        );
+    }
     let config = Config {
         site_root: cli.site_root,
         letsencrypt_dir: cli.letsencrypt_dir,
@@ -247,7 +257,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         tls_port: cli.tls_port,
         docker_socket: cli.docker_socket,
         container_holds: state.file("sites"),
-        state_dir: Some(cli.state_dir.clone()),
+        state_dir: cli.state_dir.clone(),
+        data_root: cli.data_root,
     };
     match cli.command {
         Command::Join {

@@ -30,9 +30,12 @@ pub struct Config {
     /// Where a site container's hold mark lives: `<dir>/<site>/held` (the state directory's
     /// `sites/`).
     pub container_holds: PathBuf,
-    /// The state directory, where `check_status` reads the site (`site.json`) and the
-    /// owner's recovery key; `None` in tests of words that need neither.
-    pub state_dir: Option<std::path::PathBuf>,
+    /// The agent's state directory (agent_supervision asks whether the keepalive keeps this
+    /// agent, AG-51).
+    pub state_dir: PathBuf,
+    /// The data root: the mount point the site's data lives on (AG-55); `None` when the site's
+    /// data is not on a filesystem of its own.
+    pub data_root: Option<PathBuf>,
 }
 
 /// The directories nginx reads enabled sites from on the distributions we install on.
@@ -76,7 +79,8 @@ impl Default for Config {
             tls_port: 443,
             docker_socket: "/var/run/docker.sock".into(),
             container_holds: "/etc/capstan-agent/sites".into(),
-            state_dir: None,
+            state_dir: "/etc/capstan-agent".into(),
+            data_root: None,
         }
     }
 }

@@ -83,7 +83,8 @@ async fn the_agent_joins_runs_read_words_and_leaves() {
             "verify_backup",
             "list_backups",
             "restore_database",
-            "restore_project"
+            "restore_project",
+            "agent_converge"
         ])
     );
     assert_eq!(view["facts"]["log_access"], "off");

@@ -8,6 +8,11 @@
 //! * AG-43, AG-44, AG-59, AG-60, AC-47, IN-11: a web server the supervisor cannot restart spends
 //!   the three attempts, the escalation is a case on the next claim and an incident on the
 //!   plane; when it answers again the check passes, the case closes and the incident clears.
+//! * AG-45: under `hold/service_health` (a directory only root may write) the failing check is
+//!   ledgered `held` on every tick and repairs nothing; it spends no attempt, so it never
+//!   reaches the escalation and opens no case (AG-45 says held and repairs nothing; AG-44's
+//!   case is the fourth attempt's) while the plane sees the recipe failing. Opened to its
+//!   group, the hold directory is ignored (`hold_ignored`) and the repair runs.
 
 use capstan_e2e::{agent::Agent, plane::Plane, wait_for};
 use serde_json::Value;
@@ -16,7 +21,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::incidents::{plane_with, wait_incident, PATIENCE};
+use crate::incidents::{incidents_of, plane_with, wait_incident, PATIENCE};
 
 /// The stand-in supervisor: `status <program>` and `restart <program>` for the one program it
 /// runs, `nginx` (a Python HTTP server on the given port); any other program is not supervised
@@ -314,4 +319,112 @@ async fn ag_44_a_repair_that_cannot_work_becomes_a_case_an_incident_and_clears_w
     )
     .await;
     assert_eq!(cleared["id"], opened["id"]);
+}
+
+/// AG-45: a held recipe's failing check is ledgered `held` on every failing tick, repairs
+/// nothing and opens no case (the plane sees it failing, with no case and no incident); a hold
+/// directory its group may write is ignored (`hold_ignored`) and the repair runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ag_45_a_held_recipe_repairs_nothing_and_a_hold_directory_others_may_write_is_ignored() {
+    use std::os::unix::fs::DirBuilderExt;
+    let plane = plane_with(&[]).await;
+    let scratch = tempfile::tempdir().unwrap();
+    let web = WebServer::new(scratch.path());
+    web.restart_by_hand();
+    let (agent, node) = agent_beside(&plane, &web, "web-recipes-hold").await;
+    wait_ledger(&agent, "service_health to pass", |events| {
+        events.iter().any(|e| e == "check:pass")
+    })
+    .await;
+
+    // The hold, as an operator sets it: root's directory (this test and the agent run as
+    // root), writable by root alone.
+    let hold = agent.file("hold");
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&hold)
+        .unwrap();
+    std::fs::write(hold.join("service_health"), b"").unwrap();
+    let restarts_before = web.restarts();
+    web.crash();
+    let since_pass = |events: &[String]| -> Vec<String> {
+        events
+            .iter()
+            .skip_while(|e| *e != "check:pass")
+            .skip(1)
+            .cloned()
+            .collect()
+    };
+    let events = wait_ledger(&agent, "five held failing ticks", |events| {
+        since_pass(events).iter().filter(|e| *e == "held").count() >= 5
+    })
+    .await;
+    let held = since_pass(&events);
+    assert!(
+        held.iter().all(|e| e == "check:fail" || e == "held"),
+        "held, and nothing else: {held:?}"
+    );
+    assert_eq!(&held[..4], ["check:fail", "held", "check:fail", "held"]);
+    assert_eq!(web.restarts(), restarts_before, "nothing was restarted");
+    assert!(!web.answers().await);
+    let shown = agent.ok(&["recipes"]).await;
+    assert!(shown.contains("hold: held"), "{shown}");
+    assert!(shown.contains("attempts in this run: 0 of 3"), "{shown}");
+
+    // The plane sees the recipe failing, and no case rides: no incident.
+    let facts = wait_for(
+        "the plane to see service_health failing",
+        PATIENCE,
+        || async {
+            let view = plane.node(node).await;
+            let failing = view["facts"]["recipes"]
+                .as_array()?
+                .iter()
+                .any(|r| r["name"] == "service_health" && r["verdict"] == "fail");
+            failing.then_some(view["facts"].clone())
+        },
+    )
+    .await;
+    assert!(
+        facts["cases"].get("recipe:service_health").is_none(),
+        "a held recipe opens no case: {facts}"
+    );
+    assert!(incidents_of(&plane, node, "agent:service_health")
+        .await
+        .is_empty());
+
+    // Its group may write the hold directory now: the marker is ignored and the repair runs
+    // at once (the held ticks counted toward the two-tick gate).
+    std::fs::set_permissions(&hold, std::fs::Permissions::from_mode(0o770)).unwrap();
+    let events = wait_ledger(&agent, "the repair once the hold is ignored", |events| {
+        events.iter().any(|e| e == "outcome:repaired")
+    })
+    .await;
+    let after: Vec<&str> = events
+        .iter()
+        .skip_while(|e| *e != "hold_ignored")
+        .take(3)
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        after,
+        ["hold_ignored", "attempt", "outcome:repaired"],
+        "{events:?}"
+    );
+    let ignored = ledger(&agent, "service_health")
+        .into_iter()
+        .find(|line| line["event"] == "hold_ignored")
+        .unwrap();
+    assert!(
+        ignored["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("mode 770"),
+        "{ignored}"
+    );
+    assert_eq!(web.restarts(), restarts_before + 1, "one restart");
+    assert!(web.answers().await);
+    assert!(incidents_of(&plane, node, "agent:service_health")
+        .await
+        .is_empty());
 }

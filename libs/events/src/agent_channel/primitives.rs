@@ -351,6 +351,13 @@ pub const CATALOG: &[Primitive] = &[
             summary: "the run to restore (the last full and every incremental up to it)",
         }],
     },
+    Primitive {
+        name: "agent_converge",
+        class: PrimitiveClass::Change,
+        claim_budget: budget(5),
+        summary: "write and enable the agent's own supervision (its systemd unit, or the cron keepalive); restarts nothing",
+        params: &[],
+    },
 ];
 
 impl Primitive {
@@ -463,6 +470,7 @@ mod tests {
                 ("list_backups", Read),
                 ("restore_database", Destructive),
                 ("restore_project", Destructive),
+                ("agent_converge", Change),
             ]
         );
     }

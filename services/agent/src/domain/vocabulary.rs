@@ -68,6 +68,7 @@ const COMPILED: &[(&str, bool, bool)] = &[
     ("list_backups", false, false),
     ("restore_database", true, false),
     ("restore_project", true, false),
+    ("agent_converge", false, false),
 ];
 
 static WORDS: LazyLock<Vec<Word>> = LazyLock::new(|| {
@@ -274,6 +275,7 @@ mod tests {
                 ("list_backups", Read),
                 ("restore_database", Destructive),
                 ("restore_project", Destructive),
+                ("agent_converge", Change),
             ]
         );
     }

@@ -15,13 +15,19 @@ use crate::{
     domain::{
         nginx,
         recipes::{
+            bounded,
             checks::{self, Answer, Served, Service, SiteContainer},
+            data_root,
+            fail2ban::{self, Jails},
             registry::Recipe,
-            Check,
+            supervision, Check,
         },
         vocabulary::{self, OWN_UNIT},
     },
-    words::{self, docker, filesystem_space, status::postgres_answers, units},
+    words::{
+        self, docker, filesystem_space, find_program, run_program, status::postgres_answers,
+        units,
+    },
 };
 
 use super::served;
@@ -34,12 +40,74 @@ const WEB_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Runs `recipe`'s check.
 pub async fn check(recipe: &Recipe, config: &Config) -> Check {
-    match recipe.name {
+    let check = match recipe.name {
         "disk_headroom" => disk_headroom(config).await,
         "service_health" => service_health(config).await,
         "certificate_expiry" => certificate_expiry(config).await,
         "container_health" => container_health(config).await,
+        "fail2ban" => fail2ban(config).await,
+        "agent_supervision" => agent_supervision(config).await,
         other => Check::unknown(format!("{other} has no check in this build")),
+    };
+    // AG-55: service_health and container_health repair nothing while the data root is
+    // stopped.
+    if data_root::GATED.contains(&recipe.name) {
+        return data_root::gate(recipe.name, check, &words::host::data_root(config));
+    }
+    check
+}
+
+/// AG-46: whether a recipe whose scope fits applies on this machine, or why not: fail2ban
+/// where it is installed.
+pub fn applies(recipe: &Recipe) -> Result<(), String> {
+    match recipe.name {
+        "fail2ban" => {
+            let unit = format!("{}.service", fail2ban::UNIT);
+            let unit_installed = supervision::UNIT_DIRS
+                .iter()
+                .any(|dir| std::path::Path::new("/").join(dir).join(&unit).exists());
+            fail2ban::applies(find_program("fail2ban-client").is_some(), unit_installed)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// AG-50: the unit's state beside the server's own answer (`fail2ban-client status`).
+async fn fail2ban(config: &Config) -> Check {
+    let state = units::state_of(config, fail2ban::UNIT).await;
+    let jails = match find_program("fail2ban-client") {
+        None => Jails::Unknown("fail2ban-client is not installed".into()),
+        Some(client) => match run_program(&client, &["status"]).await {
+            Err(why) => Jails::Unknown(why),
+            Ok(ran) => {
+                let said = bounded(
+                    format!("{} {}", ran.stdout.trim(), ran.stderr.trim()).trim(),
+                    300,
+                );
+                match (ran.success, fail2ban::parse_status(&ran.stdout)) {
+                    (true, Some(jails)) => Jails::Listed(jails),
+                    (true, None) => {
+                        Jails::NoAnswer(format!("fail2ban-client status answered: {said}"))
+                    }
+                    (false, _) => Jails::NoAnswer(format!("fail2ban-client status: {said}")),
+                }
+            }
+        },
+    };
+    fail2ban::judge(&state, &jails)
+}
+
+/// AG-51: this process's supervision, read from files.
+async fn agent_supervision(config: &Config) -> Check {
+    let state_dir = config.state_dir.clone();
+    let in_container = crate::recipes::placement(config).in_container;
+    match tokio::task::spawn_blocking(move || {
+        supervision::judge(&words::supervision::facts_here(&state_dir, in_container))
+    })
+    .await
+    {
+        Ok(check) => check,
+        Err(error) => Check::unknown(format!("the supervision could not be read: {error}")),
     }
 }
 
@@ -331,6 +399,53 @@ mod tests {
         assert!(ask_site(&format!("http://127.0.0.1:{closed_port}/"))
             .await
             .is_err());
+    }
+
+    /// AG-55 on a real check: a web server its supervisor reports stopped fails
+    /// service_health, targeting it; with the configured data root not mounted the same check
+    /// is unknown and targets nothing.
+    #[tokio::test]
+    async fn ag_55_service_health_repairs_nothing_while_the_data_root_is_stopped() {
+        use crate::domain::recipes::Verdict;
+        use std::os::unix::fs::PermissionsExt;
+        let scratch = tempfile::tempdir().unwrap();
+        let supervisorctl = scratch.path().join("supervisorctl");
+        std::fs::write(
+            &supervisorctl,
+            "#!/bin/sh\n[ \"$2\" = nginx ] || { echo \"$2: ERROR (no such process)\"; exit 4; }\necho 'nginx STOPPED'; exit 3\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&supervisorctl, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let mut config = Config {
+            site_root: Some(scratch.path().to_path_buf()),
+            postgres: format!("127.0.0.1:{port}"),
+            ..Config::default()
+        };
+        config.services.app_unit = None;
+        config.services.site_url = format!("http://127.0.0.1:{port}/");
+        config.services.supervisorctl = Some(supervisorctl);
+        let recipe = crate::domain::recipes::registry::find("service_health").unwrap();
+        let check = super::check(recipe, &config).await;
+        assert_eq!(check.verdict, Verdict::Fail, "{}", check.detail);
+        assert_eq!(check.target.as_deref(), Some("nginx"));
+
+        let data = scratch.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        config.data_root = Some(data);
+        let check = super::check(recipe, &config).await;
+        assert_eq!(check.verdict, Verdict::Unknown, "{}", check.detail);
+        assert_eq!(check.target, None);
+        assert!(
+            check.detail.contains("is stopped (not mounted)"),
+            "{}",
+            check.detail
+        );
+        // A data root that is mounted (here: /) gates nothing.
+        config.data_root = Some("/".into());
+        assert_eq!(super::check(recipe, &config).await.verdict, Verdict::Fail);
     }
 
     #[tokio::test]

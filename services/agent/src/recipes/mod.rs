@@ -161,6 +161,13 @@ pub fn placement(config: &Config) -> Placement {
     }
 }
 
+/// AG-46: whether `recipe` applies on this node: its scope (the registry's rule), then what
+/// the machine has (fail2ban where it is installed).
+pub fn applies(recipe: &Recipe, placement: &Placement) -> Result<(), String> {
+    registry::applies(recipe, placement)?;
+    host::applies(recipe)
+}
+
 /// The loop.
 pub struct Loop {
     state: StateDir,
@@ -187,7 +194,7 @@ impl Loop {
                 warn!(recipe = recipe.name, %why, "a recipe that breaks the registry rules is not run");
                 continue;
             }
-            match registry::applies(recipe, &placement) {
+            match applies(recipe, &placement) {
                 Err(reason) => {
                     info!(recipe = recipe.name, %reason, "recipe not applicable here");
                     if let Err(why) =
@@ -295,6 +302,7 @@ impl Loop {
         let now = Utc::now();
         let steps = plan(recipe, &memory, &check, &hold, now, self.config.recipe_tick);
         let before = memory.case.as_ref().map(|case| case.id);
+        let was_open = memory.open_case().is_some();
         for step in steps {
             match step {
                 Step::Write(event) => {
@@ -332,25 +340,35 @@ impl Loop {
         }
         reported.verdict = memory.verdict;
         reported.case = memory.case.clone();
-        if let Some(case) = memory.open_case() {
-            self.render(recipe, case);
+        // AG-61: rendered on every tick that leaves the case open (a failing tick: a pass
+        // closes it), and once more when the tick closed it, so the site's notice goes.
+        let closed_now = was_open && memory.open_case().is_none();
+        if memory.open_case().is_some() || closed_now {
+            self.render(recipe, &reported);
         }
         self.shared.set(reported);
         Ok(())
     }
 
-    /// AG-61: the rendered case outward, on every failing tick while it is open.
-    fn render(&self, recipe: &Recipe, case: &Case) {
+    /// AG-61: `{site}/cache/recipes/<recipe>.case.json`, written whole and never read back:
+    /// the case with its body, when the agent rendered it, and its delivery — `management
+    /// node` once a claim carrying the case's body has succeeded (the plane has it), `local`
+    /// while it has not (an unpaired node, a plane not reached yet, or, after a restart, until
+    /// the next claim carries it again).
+    fn render(&self, recipe: &Recipe, reported: &Reported) {
+        let Some(case) = &reported.case else {
+            return;
+        };
         let paired = matches!(
             self.state.identity(),
             Ok(Some(identity)) if matches!(identity.pairing, crate::domain::join::Pairing::Paired { .. })
         );
-        let rendered = json!({
-            "recipe": recipe.name,
-            "case": case.wire(true),
-            "delivery": if paired { "management node" } else { "local" },
-            "rendered_at": Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        });
+        let rendered = case::rendered(
+            recipe.name,
+            case,
+            case::delivery(paired, reported.body_pending),
+            Utc::now(),
+        );
         if let Err(why) = self.ledgers.render_case(recipe.name, &rendered) {
             tracing::debug!(recipe = recipe.name, %why, "the case could not be rendered outward");
         }
@@ -478,7 +496,7 @@ pub fn describe(state: &StateDir, config: &Config) -> Vec<String> {
     let placement = placement(config);
     let mut lines = Vec::new();
     for recipe in RECIPES {
-        if let Err(reason) = registry::applies(recipe, &placement) {
+        if let Err(reason) = applies(recipe, &placement) {
             lines.push(format!("{}: not-applicable ({reason})", recipe.name));
             continue;
         }
@@ -575,6 +593,103 @@ mod tests {
             ..Config::default()
         };
         (parent, state, config)
+    }
+
+    /// AG-61 on the real loop: service_health against a web server its supervisor cannot
+    /// restart spends its attempts and opens a case; `{site}/cache/recipes/service_health.case.json`
+    /// is then written whole (a new file each time) on every failing tick, with delivery
+    /// `local` on this unpaired node, and rendered once more, closed, when the check passes.
+    #[tokio::test]
+    async fn ag_61_the_case_is_rendered_outward_on_every_failing_tick_and_once_closed() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let (parent, state, mut config) = scratch();
+        let dir = parent.path();
+        let supervisorctl = dir.join("supervisorctl");
+        std::fs::write(
+            &supervisorctl,
+            format!(
+                "#!/bin/sh\n[ \"$2\" = nginx ] || exit 4\ncase \"$1\" in status) [ -f {up} ] && exit 0; exit 3 ;; restart) exit 7 ;; esac\n",
+                up = dir.join("up").display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&supervisorctl, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let site = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = site.local_addr().unwrap().port();
+        let answering = dir.join("up");
+        tokio::spawn({
+            let answering = answering.clone();
+            async move {
+                loop {
+                    let Ok((mut socket, _)) = site.accept().await else {
+                        return;
+                    };
+                    let status = if answering.exists() {
+                        "200 OK"
+                    } else {
+                        "503 Down"
+                    };
+                    let _ = tokio::io::AsyncWriteExt::write_all(
+                        &mut socket,
+                        format!("HTTP/1.0 {status}\r\n\r\n").as_bytes(),
+                    )
+                    .await;
+                }
+            }
+        });
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        config.postgres = closed.local_addr().unwrap().to_string();
+        drop(closed);
+        config.services.app_unit = None;
+        config.services.site_url = format!("http://127.0.0.1:{port}/");
+        config.services.supervisorctl = Some(supervisorctl);
+        config.recipe_tick = Duration::from_millis(20);
+        let rendered = config
+            .site_root
+            .clone()
+            .unwrap()
+            .join("cache/recipes/service_health.case.json");
+        let mut recipes = Loop::start(state.clone(), config.clone(), Shared::default());
+        let ledgers = Ledgers::new(&state, config.site_root.as_deref());
+        let mut ticks = 0;
+        while ledgers
+            .read("service_health")
+            .unwrap()
+            .open_case()
+            .is_none()
+        {
+            assert!(
+                !rendered.exists(),
+                "nothing is rendered before the case opens"
+            );
+            ticks += 1;
+            assert!(ticks < 500, "{:?}", ledgers.read("service_health"));
+            recipes.tick().await;
+            tokio::time::sleep(config.recipe_tick).await;
+        }
+        let first: Value = serde_json::from_slice(&std::fs::read(&rendered).unwrap()).unwrap();
+        assert_eq!(first["delivery"], "local");
+        assert_eq!(first["case"]["state"], "open");
+        assert_eq!(first["case"]["body"]["recipe"], "service_health");
+        assert!(first["rendered_at"].is_string());
+        let inode = std::fs::metadata(&rendered).unwrap().ino();
+        recipes.tick().await;
+        let second = std::fs::metadata(&rendered).unwrap();
+        assert_ne!(second.ino(), inode, "rendered again, whole");
+        let again: Value = serde_json::from_slice(&std::fs::read(&rendered).unwrap()).unwrap();
+        assert_eq!(again["case"]["notes"], 1);
+
+        std::fs::write(&answering, b"").unwrap();
+        recipes.tick().await;
+        let closed: Value = serde_json::from_slice(&std::fs::read(&rendered).unwrap()).unwrap();
+        assert_eq!(closed["case"]["state"], "closed");
+        let inode = std::fs::metadata(&rendered).unwrap().ino();
+        recipes.tick().await;
+        assert_eq!(
+            std::fs::metadata(&rendered).unwrap().ino(),
+            inode,
+            "a passing tick after the close renders nothing"
+        );
     }
 
     /// AG-47: a repair that killed the agent left its attempt line and no outcome; the next

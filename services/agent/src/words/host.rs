@@ -7,7 +7,10 @@ use super::{
     describe, filesystem_space, find_program, run_program, systemd_running, Finished, Redaction,
     Unmeasured,
 };
-use crate::config::Config;
+use crate::{
+    config::Config,
+    domain::recipes::data_root::{self, DataRoot},
+};
 
 /// The most units or containers one report lists.
 const MAX_LISTED: usize = 500;
@@ -152,6 +155,18 @@ pub async fn host_report(config: &Config) -> Finished {
     };
     result.insert("containers".into(), containers);
 
+    // AG-55: the data root and whether it is stopped (not mounted).
+    let root = data_root(config);
+    result.insert(
+        "data_root".into(),
+        json!({"path": config.data_root.as_ref().map(|path| path.display().to_string()),
+               "state": root.state()}),
+    );
+    result.insert("data_root_stopped".into(), json!(root.stopped()));
+    if let DataRoot::Unknown(why) = &root {
+        unmeasured.add("data_root_stopped", why);
+    }
+
     let mut output = describe(&result);
     for line in unmeasured.lines() {
         output.push('\n');
@@ -163,6 +178,17 @@ pub async fn host_report(config: &Config) -> Finished {
         result: Value::Object(result),
         redaction: Redaction::Text,
     }
+}
+
+/// The data root as this process's mount table shows it (AG-55).
+pub fn data_root(config: &Config) -> DataRoot {
+    let path = config
+        .data_root
+        .as_ref()
+        .map(|path| path.display().to_string());
+    let table = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|error| format!("/proc/self/mountinfo: {error}"));
+    data_root::judge(path.as_deref(), table.as_deref().map_err(Clone::clone))
 }
 
 /// `ID`, `VERSION_ID` and `PRETTY_NAME` of an os-release file.
@@ -186,6 +212,22 @@ fn os_release(text: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// AG-55, on this machine's real mount table: `/` is mounted; a directory that is not a
+    /// mount point is a stopped data root, and host_report says so.
+    #[tokio::test]
+    async fn ag_55_host_report_says_data_root_stopped_when_the_data_root_is_not_mounted() {
+        let scratch = tempfile::tempdir().unwrap();
+        let mut config = Config::default();
+        assert_eq!(data_root(&config), DataRoot::NotConfigured);
+        config.data_root = Some("/".into());
+        assert_eq!(data_root(&config), DataRoot::Mounted("/".into()));
+        config.data_root = Some(scratch.path().to_path_buf());
+        assert!(matches!(data_root(&config), DataRoot::Stopped(_)));
+        let report = host_report(&config).await;
+        assert_eq!(report.result["data_root_stopped"], true);
+        assert_eq!(report.result["data_root"]["state"], "stopped");
+    }
 
     #[test]
     fn os_release_gives_id_version_and_pretty_name() {

@@ -10,6 +10,7 @@ mod logs;
 pub mod status;
 #[cfg(test)]
 pub mod test_engine;
+pub mod supervision;
 pub mod units;
 
 use serde_json::{json, Map, Value};
@@ -70,6 +71,7 @@ pub async fn run(word: &Word, params: &Value, config: &Config) -> Result<Finishe
         "site_log" => logs::site_log(config, params).await,
         "file_head" => logs::file_head(params).await,
         "restart_container" => docker::restart_container(config, params).await,
+        "agent_converge" => supervision::agent_converge(config).await,
         other => Err(Failed::new(format!(
             "{other} is in the vocabulary but has no implementation in this build"
         ))),

@@ -114,7 +114,9 @@ pub async fn check_status(config: &Config) -> Finished {
     );
 
     // Backups (issue 14): whether this node holds a site, and the owner's recovery key.
-    if let Some(state_dir) = &config.state_dir {
+    // (A state directory that is not there yet, as in a word's unit test, says nothing.)
+    if config.state_dir.is_dir() {
+        let state_dir = &config.state_dir;
         match crate::state::StateDir::open(state_dir) {
             Ok(state) => {
                 let site = state.site();
@@ -230,7 +232,7 @@ mod tests {
         let state_dir = parent.path().join("state");
         let state = crate::state::StateDir::open(&state_dir).unwrap();
         let config = Config {
-            state_dir: Some(state_dir),
+            state_dir,
             letsencrypt_dir: "/nonexistent".into(),
             postgres: "127.0.0.1:1".into(),
             ..Config::default()

@@ -166,6 +166,28 @@ pub fn compose_body(parts: BodyParts<'_>) -> Value {
     Value::Object(body)
 }
 
+/// AG-61: where the case is, for the rendered copy: `management node` once a claim carrying
+/// its body succeeded on a paired node, `local` otherwise.
+pub fn delivery(paired: bool, body_pending: bool) -> &'static str {
+    if paired && !body_pending {
+        "management node"
+    } else {
+        "local"
+    }
+}
+
+/// AG-61: the rendered case, `{site}/cache/recipes/<recipe>.case.json`: the case with its body,
+/// its delivery, and when the agent rendered it (the site's notice says the record may be out
+/// of date once that is over a day old).
+pub fn rendered(recipe: &str, case: &Case, delivery: &str, at: DateTime<Utc>) -> Value {
+    json!({
+        "recipe": recipe,
+        "case": case.wire(true),
+        "delivery": delivery,
+        "rendered_at": utc(at),
+    })
+}
+
 /// One recipe's most recent case, and whether its body still rides.
 #[derive(Debug, Clone)]
 pub struct Riding<'a> {
@@ -223,6 +245,22 @@ mod tests {
         case.close(at(30));
         assert_eq!(case.wire(false)["state"], "closed");
         assert_eq!(case.wire(false)["closed_at"], "2026-12-01T12:30:00Z");
+    }
+
+    #[test]
+    fn ag_61_the_rendered_case_carries_its_body_its_delivery_and_when_it_was_rendered() {
+        let case = Case::open(2, at(0), "full".into(), Some(json!({"recipe": "r"})));
+        let rendered = rendered("disk_headroom", &case, delivery(false, false), at(5));
+        assert_eq!(rendered["delivery"], "local");
+        assert_eq!(rendered["rendered_at"], "2026-12-01T12:05:00Z");
+        assert_eq!(rendered["case"]["id"], 2);
+        assert_eq!(rendered["case"]["body"]["recipe"], "r");
+        assert_eq!(
+            delivery(true, true),
+            "local",
+            "the plane does not have it yet"
+        );
+        assert_eq!(delivery(true, false), "management node");
     }
 
     #[test]

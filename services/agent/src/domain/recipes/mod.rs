@@ -7,8 +7,11 @@
 
 pub mod case;
 pub mod checks;
+pub mod data_root;
+pub mod fail2ban;
 pub mod ledger;
 pub mod registry;
+pub mod supervision;
 pub mod tick;
 
 use serde::{Deserialize, Serialize};

@@ -149,6 +149,30 @@ pub const RECIPES: &[Recipe] = &[
         node_derived: true,
         gives_up: "A site container does not run or answer and restarting it did not help",
     },
+    // AG-50. The spec's repair is host_converge running host_housekeeping.sh; this project has
+    // no such script, so the repair restarts the unit (`restart_unit fail2ban`: fail2ban is in
+    // the compiled UNITS). The unit is the recipe's constant, passed only as the target the
+    // check set when it found the unit failing, and re-validated by the word (node-derived).
+    Recipe {
+        name: "fail2ban",
+        scope: Scope::Host,
+        cadence: Cadence::EveryTick,
+        repair_word: Some("restart_unit"),
+        node_derived: true,
+        gives_up: "fail2ban is not active with a jail and restarting it did not help",
+    },
+    // AG-51. Site-scoped in the spec because its repair (install_agent.sh) lives in a site
+    // tree; here the repair is the compiled word `agent_converge`, which needs no site, so it
+    // applies wherever the agent runs (in a container with neither systemd nor cron it answers
+    // unknown: the container runtime's restart policy is out of its sight).
+    Recipe {
+        name: "agent_supervision",
+        scope: Scope::Node,
+        cadence: Cadence::EveryTick,
+        repair_word: Some("agent_converge"),
+        node_derived: false,
+        gives_up: "Nothing would restart the agent if it stopped, or start it after a reboot, and writing its supervision did not help",
+    },
 ];
 
 /// The compiled recipe named `name`.
@@ -216,6 +240,8 @@ mod tests {
                 ("service_health", "site", false, true),
                 ("certificate_expiry", "site", true, false),
                 ("container_health", "docker-host", false, true),
+                ("fail2ban", "host", false, true),
+                ("agent_supervision", "node", false, false),
             ]
         );
         for recipe in RECIPES {
