@@ -94,6 +94,15 @@ pub struct Cli {
         value_parser = clap::value_parser!(u64).range(1..=86_400)
     )]
     pub recipe_tick_secs: u64,
+    /// Where a machine with no site unpacks its support bundle: the tree its scripts are
+    /// verified against and run from (replaced whole whenever the bundle on offer changes).
+    #[arg(
+        long,
+        global = true,
+        env = "CAPSTAN_AGENT_BUNDLE_DIR",
+        default_value = crate::domain::script_trust::DEFAULT_BUNDLE_DIR
+    )]
+    pub bundle_dir: PathBuf,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -199,6 +208,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             supervisorctl: cli.supervisorctl,
         },
         recipe_tick: Duration::from_secs(cli.recipe_tick_secs),
+        bundle_dir: cli.bundle_dir,
     };
     match cli.command {
         Command::Join {

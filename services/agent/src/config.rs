@@ -19,6 +19,9 @@ pub struct Config {
     pub services: Services,
     /// How often the recipe loop ticks (AG-41: ten minutes).
     pub recipe_tick: Duration,
+    /// Where a machine with no site unpacks its support bundle (AG-32), the tree its scripts
+    /// run from (AG-33).
+    pub bundle_dir: PathBuf,
 }
 
 /// The site's services as this node runs them.
@@ -55,6 +58,7 @@ impl Default for Config {
             postgres: "127.0.0.1:5432".into(),
             services: Services::default(),
             recipe_tick: DEFAULT_TICK,
+            bundle_dir: crate::domain::script_trust::DEFAULT_BUNDLE_DIR.into(),
         }
     }
 }

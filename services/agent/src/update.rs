@@ -27,7 +27,9 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use crate::{
+    config::Config,
     domain::{
+        script_trust::{BundleVerdict, ScriptTrust, TrustReport},
         trust::FileFacts,
         update::{
             self, check_binary, check_probe, held_keys_file, judge, on_start, parse_held_keys,
@@ -37,6 +39,7 @@ use crate::{
         AGENT_VERSION,
     },
     plane::{Plane, PlaneError},
+    script_trust,
     state::StateDir,
 };
 
@@ -333,6 +336,12 @@ pub struct Updater {
     /// The digest of metadata refused, so the same offer is not fetched and checked again
     /// (AG-25: not retried until the offer changes).
     refused: Option<String>,
+    /// The support bundle's last verdict (AG-32), and the archive refused, so the same bytes
+    /// are not fetched again.
+    bundle: Option<BundleVerdict>,
+    bundle_refused: Option<String>,
+    /// The last look at the script tree (AG-39).
+    trust: Option<TrustReport>,
 }
 
 impl Updater {
@@ -345,18 +354,33 @@ impl Updater {
             last_check: None,
             verdict: None,
             refused: None,
+            bundle: None,
+            bundle_refused: None,
+            trust: None,
         }
     }
 
     /// The claim's `update_state`, `update_offered` and `update_reason`, once a check has
-    /// concluded since start (AG-31).
+    /// concluded since start (AG-31); `bundle_state` and `bundle_reason` once a support bundle
+    /// was judged (AG-32); `script_trust`, `script_trust_files` and `script_trust_reason` once
+    /// the script tree was looked at (AG-39: an empty list is "looked, all match").
     pub fn claim_fields(&self) -> Option<serde_json::Map<String, serde_json::Value>> {
-        let verdict = self.verdict.as_ref()?;
         let mut fields = serde_json::Map::new();
-        fields.insert("update_state".into(), json!(verdict.state.as_str()));
-        fields.insert("update_offered".into(), json!(verdict.offered));
-        fields.insert("update_reason".into(), json!(verdict.reason));
-        Some(fields)
+        if let Some(verdict) = &self.verdict {
+            fields.insert("update_state".into(), json!(verdict.state.as_str()));
+            fields.insert("update_offered".into(), json!(verdict.offered));
+            fields.insert("update_reason".into(), json!(verdict.reason));
+        }
+        if let Some(bundle) = &self.bundle {
+            fields.insert("bundle_state".into(), json!(bundle.state.as_str()));
+            fields.insert("bundle_reason".into(), json!(bundle.reason));
+        }
+        if let Some(trust) = &self.trust {
+            fields.insert("script_trust".into(), json!(trust.state.as_str()));
+            fields.insert("script_trust_files".into(), json!(trust.files));
+            fields.insert("script_trust_reason".into(), json!(trust.reason));
+        }
+        (!fields.is_empty()).then_some(fields)
     }
 
     pub fn on_trial(&self) -> Option<&str> {
@@ -392,6 +416,21 @@ impl Updater {
         }
     }
 
+    /// AG-39: looks at the script tree, logging a change.
+    fn look_at_scripts(&mut self, config: &Config, state: &StateDir) {
+        let report = script_trust::look(config, state);
+        if report != self.trust {
+            if let Some(report) = &report {
+                if report.state == ScriptTrust::Trusted {
+                    info!("=== Script trust === every file matches the signed release manifest");
+                } else {
+                    warn!(state = report.state.as_str(), files = ?report.files, reason = ?report.reason, "=== Script trust ===");
+                }
+            }
+        }
+        self.trust = report;
+    }
+
     fn conclude(&mut self, verdict: Verdict, refused_digest: Option<String>) {
         if verdict.state.is_refusal() || verdict.state == UpdateState::FetchFailed {
             warn!(state = verdict.state.as_str(), offered = ?verdict.offered, reason = ?verdict.reason, "=== Self-update === update refused");
@@ -405,7 +444,13 @@ impl Updater {
     /// Between jobs, under the job lock: settles the trial and, when a check is due, checks
     /// the offer. Returns `true` when a new binary is in place and the agent should exit for
     /// its supervisor.
-    pub async fn between_jobs(&mut self, state: &StateDir, plane: &Plane, key: &NodeKey) -> bool {
+    pub async fn between_jobs(
+        &mut self,
+        config: &Config,
+        state: &StateDir,
+        plane: &Plane,
+        key: &NodeKey,
+    ) -> bool {
         self.settle_trial();
         if self
             .last_check
@@ -414,6 +459,7 @@ impl Updater {
             return false;
         }
         self.last_check = Some(Instant::now());
+        self.look_at_scripts(config, state);
         let asked = json!({"kind": "manifest"});
         let bytes = match plane
             .send_for_bytes(
@@ -504,6 +550,21 @@ impl Updater {
             if let Err(error) = hold_key(state, &next) {
                 warn!(%error, "=== Self-update === cannot hold the next release key");
             }
+        }
+        // AG-32: a siteless machine's support bundle rides on the accepted release.
+        if let Some(verdict) = script_trust::refresh_bundle(
+            config,
+            state,
+            plane,
+            key,
+            release,
+            &trusted,
+            &mut self.bundle_refused,
+        )
+        .await
+        {
+            self.bundle = Some(verdict);
+            self.look_at_scripts(config, state);
         }
         let artifact = match plan {
             Plan::Settle(verdict) => {

@@ -9,6 +9,7 @@ pub mod output;
 pub mod policy;
 pub mod recipes;
 pub mod redact;
+pub mod script_trust;
 pub mod trust;
 pub mod update;
 pub mod vocabulary;
