@@ -26,6 +26,7 @@ mod parse;
 pub mod release;
 mod sign;
 mod signature;
+pub mod statement;
 #[cfg(test)]
 mod test_support;
 pub mod tree;

@@ -7,6 +7,7 @@ pub mod certificates;
 pub mod join;
 pub mod output;
 pub mod policy;
+pub mod public_log;
 pub mod recipes;
 pub mod redact;
 pub mod script_trust;
