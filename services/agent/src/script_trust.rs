@@ -22,7 +22,7 @@ use crate::{
     config::Config,
     domain::script_trust::{
         check_bundle, check_script, wanted, BundleState, BundleVerdict, Landed, ScriptRefusal,
-        ScriptRoot, TrustReport, DEPLOYMENT_FILES,
+        ScriptRoot, ScriptTrust, TrustReport, DEPLOYMENT_FILES,
     },
     plane::Plane,
     state::StateDir,
@@ -124,9 +124,18 @@ pub fn verify_in(
 
 /// AG-39: one look at the script tree for the claim. `None` when there is no tree to look at
 /// (a siteless machine whose bundle has not landed: an absent report, never a healthy one).
+///
+/// A site whose root holds no `RELEASE_MANIFEST` at all reports nothing either: this plane
+/// publishes no site releases yet, so such a site was never installed from one (its scripts
+/// still refuse, [`verify_script`]); once a manifest is there, any fault in it is reported.
 pub fn look(config: &Config, state: &StateDir) -> Option<TrustReport> {
     let root = script_root(config, state)?;
-    Some(look_in(&root, &trusted_keys(state)))
+    let report = look_in(&root, &trusted_keys(state));
+    let never_installed = matches!(root, ScriptRoot::Site(_))
+        && report.state == ScriptTrust::UnusableManifest
+        && !root.path().join(MANIFEST_FILE).exists()
+        && !root.path().join(SIGNATURE_FILE).exists();
+    (!never_installed).then_some(report)
 }
 
 /// [`look`] at `root` with the keys `trusted`.
@@ -270,7 +279,6 @@ pub async fn refresh_bundle(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::script_trust::ScriptTrust;
     use std::os::unix::fs::PermissionsExt as _;
 
     const SCRIPT: &[u8] = b"#!/bin/sh\necho report\n";
@@ -365,6 +373,41 @@ mod tests {
             refusal.to_string().contains("there is no RELEASE_MANIFEST"),
             "{refusal}"
         );
+    }
+
+    #[test]
+    fn ag_39_a_site_never_installed_from_a_release_reports_nothing_but_its_scripts_refuse() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(&dir.path().join("state")).unwrap();
+        let site = dir.path().join("site");
+        std::fs::create_dir_all(site.join("utils")).unwrap();
+        std::fs::write(site.join("utils/upgrade.php"), UPGRADE).unwrap();
+        let config = Config {
+            site_root: Some(site.clone()),
+            bundle_dir: dir.path().join("tree"),
+            ..Config::default()
+        };
+        assert_eq!(look(&config, &state), None);
+        assert!(matches!(
+            verify_script(&config, &state, "utils/upgrade.php"),
+            Err(ScriptRefusal::UnusableManifest { .. })
+        ));
+        // a signature file without its manifest is a fault, and reported
+        std::fs::write(site.join(SIGNATURE_FILE), b"{}").unwrap();
+        assert_eq!(
+            look(&config, &state).unwrap().state,
+            ScriptTrust::UnusableManifest
+        );
+        // a siteless machine whose bundle has not landed: nothing to report, nothing runs
+        let siteless = Config {
+            site_root: None,
+            ..config
+        };
+        assert_eq!(look(&siteless, &state), None);
+        assert!(matches!(
+            verify_script(&siteless, &state, "bin/host_report.sh"),
+            Err(ScriptRefusal::NoTree { .. })
+        ));
     }
 
     #[test]
