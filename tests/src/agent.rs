@@ -36,6 +36,8 @@ pub struct Agent {
     child: Option<Child>,
     /// Environment every command of this agent gets (its `agent.env`).
     env: Vec<(String, String)>,
+    /// A machine with no site: commands get no `--site-root`.
+    siteless: bool,
 }
 
 impl Agent {
@@ -55,7 +57,14 @@ impl Agent {
             binary: binary.into(),
             child: None,
             env: Vec::new(),
+            siteless: false,
         }
+    }
+
+    /// Makes this agent a machine with no site (machine posture): later commands get no
+    /// `--site-root`.
+    pub fn set_siteless(&mut self) {
+        self.siteless = true;
     }
 
     /// Sets `key` in the environment of every later command (as the unit's `agent.env` would).
@@ -83,12 +92,14 @@ impl Agent {
     /// As [`Agent::command`], from another binary (a copy the agent updates in place).
     pub fn command_of(&self, binary: &Path, args: &[&str]) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(binary);
-        command
-            .arg(format!("--state-dir={}", self.state_dir().display()))
-            .arg(format!(
+        command.arg(format!("--state-dir={}", self.state_dir().display()));
+        if !self.siteless {
+            command.arg(format!(
                 "--site-root={}",
                 self.dir.path().join("site").display()
-            ))
+            ));
+        }
+        command
             .arg(format!(
                 "--letsencrypt-dir={}",
                 self.dir.path().join("letsencrypt").display()

@@ -1,8 +1,11 @@
 //! Ed25519 keys, fingerprints, HTTP message signatures (RFC 9421) and content digests (RFC 9530).
 //!
 //! Agents sign every request to the plane and the plane verifies it, both through this crate,
-//! as PROTOCOL.md ("Keys and fingerprints", "Signing") lays down. It does no I/O and knows no
-//! HTTP framework: it takes header values, methods, paths and bodies as strings and bytes.
+//! as PROTOCOL.md ("Keys and fingerprints", "Signing") lays down. It knows no HTTP framework: it
+//! takes header values, methods, paths and bodies as strings and bytes. Releases
+//! ([`release`]) and signed file manifests ([`manifest`]) are checked the same way, without
+//! I/O; only [`tree`] touches the file system, reading and landing trees against a manifest
+//! descriptor by descriptor.
 //!
 //! The plane's order of checks, each failure carrying its refusal code:
 //! 1. [`parse_signature`] on `Signature-Input` and `Signature` (`missing_signature`);
@@ -18,12 +21,15 @@
 mod digest;
 mod error;
 mod keys;
+pub mod manifest;
 mod parse;
 pub mod release;
 mod sign;
 mod signature;
+pub mod statement;
 #[cfg(test)]
 mod test_support;
+pub mod tree;
 
 pub use digest::{content_digest, verify_content_digest, DigestError};
 pub use error::SignatureError;

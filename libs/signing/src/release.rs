@@ -17,7 +17,7 @@ use base64::{engine::general_purpose::STANDARD, Engine as _};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use crate::{NodeKey, PublicKey, SIGNATURE_LENGTH};
+use crate::{manifest::FileManifest, NodeKey, PublicKey, SIGNATURE_LENGTH};
 
 /// What a metadata signature covers, before the canonical bytes: a signature made for
 /// anything else (a request, an artifact) can never pass as one over release metadata.
@@ -26,8 +26,6 @@ pub const SIGNED_CONTEXT: &[u8] = b"capstan-release-metadata-v1\n";
 pub const ARCHES: [&str; 2] = ["linux-amd64", "linux-arm64"];
 /// The most a metadata document may be (the agent reads no more).
 pub const MAX_METADATA_BYTES: usize = 256 * 1024;
-/// The most files a support bundle's manifest may list.
-pub const MAX_BUNDLE_FILES: usize = 4096;
 
 /// Why metadata or an artifact is not acceptable, in words a person can act on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -72,13 +70,16 @@ pub struct Artifact {
     pub signature: String,
 }
 
-/// The support bundle: the archive, and the manifest of what it holds (path → sha256), so a
-/// machine can check every file it unpacks and refuse one not listed (AG-32).
+/// The support bundle: the archive, and the manifest of what it holds (every file's path,
+/// size, sha256 and mode; [`crate::manifest`]), so a machine can check every file it unpacks
+/// and refuse one not listed (AG-32). The archive also carries the same manifest as
+/// `RELEASE_MANIFEST` with its `RELEASE_MANIFEST.sig`, which land beside the tree for the
+/// scripts' own checks (AG-33).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SupportBundle {
     pub archive: Artifact,
-    pub files: BTreeMap<String, String>,
+    pub manifest: FileManifest,
 }
 
 /// The signed part of a release.
@@ -144,19 +145,6 @@ fn valid_filename(name: &str) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
-}
-
-/// A relative path inside the bundle: no leading `/`, no `.` or `..` segment, no empty one.
-fn valid_bundle_path(path: &str) -> bool {
-    !path.is_empty()
-        && path.len() <= 512
-        && !path.starts_with('/')
-        && path
-            .split('/')
-            .all(|part| !part.is_empty() && part != "." && part != "..")
-        && path
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '/'))
 }
 
 fn valid_sha256(text: &str) -> bool {
@@ -284,26 +272,10 @@ impl Release {
         }
         if let Some(bundle) = &self.support_bundle {
             bundle.archive.check_shape("support_bundle.archive")?;
-            if bundle.files.is_empty() || bundle.files.len() > MAX_BUNDLE_FILES {
-                return Err(invalid(
-                    "support_bundle.files",
-                    format!("must list 1 to {MAX_BUNDLE_FILES} files"),
-                ));
-            }
-            for (path, sha256) in &bundle.files {
-                if !valid_bundle_path(path) {
-                    return Err(invalid(
-                        "support_bundle.files",
-                        format!("holds {path:?}, which is not a plain relative path"),
-                    ));
-                }
-                if !valid_sha256(sha256) {
-                    return Err(invalid(
-                        "support_bundle.files",
-                        format!("gives {path} a sha256 that is not 64 lowercase hex digits"),
-                    ));
-                }
-            }
+            bundle
+                .manifest
+                .check_shape()
+                .map_err(|error| invalid("support_bundle.manifest", error.to_string()))?;
         }
         if let Some(next) = &self.next_key {
             PublicKey::from_base64(next)
@@ -411,8 +383,8 @@ mod tests {
             "linux-amd64".to_string(),
             Artifact::describe("capstan-agent-linux-amd64", b"binary bytes", signer),
         );
-        let mut files = BTreeMap::new();
-        files.insert("bin/report.sh".to_string(), sha256_hex(b"#!/bin/sh\n"));
+        let manifest =
+            FileManifest::describe([("bin/report.sh", 0o755, &b"#!/bin/sh\n"[..])]).unwrap();
         Release {
             version: "1.3.0".into(),
             sequence: 7,
@@ -420,7 +392,7 @@ mod tests {
             binaries,
             support_bundle: Some(SupportBundle {
                 archive: Artifact::describe("support_bundle.tar", b"tar bytes", signer),
-                files,
+                manifest,
             }),
             next_key: Some(key(9).public_key().to_base64()),
         }
@@ -450,7 +422,9 @@ mod tests {
         assert_eq!(amd64["filename"], "capstan-agent-linux-amd64");
         assert_eq!(amd64["size"], 12);
         assert_eq!(amd64["sha256"], sha256_hex(b"binary bytes"));
-        assert!(signed["support_bundle"]["files"]["bin/report.sh"].is_string());
+        assert!(
+            signed["support_bundle"]["manifest"]["files"]["bin/report.sh"]["sha256"].is_string()
+        );
     }
 
     #[test]
@@ -529,16 +503,19 @@ mod tests {
             .to_string()
             .contains("binaries"));
         let mut bad = release(&signer);
-        bad.support_bundle
-            .as_mut()
-            .unwrap()
-            .files
-            .insert("../etc/passwd".into(), sha256_hex(b""));
+        bad.support_bundle.as_mut().unwrap().manifest.files.insert(
+            "../etc/passwd".into(),
+            crate::manifest::FileEntry {
+                size: 0,
+                sha256: sha256_hex(b""),
+                mode: 0o644,
+            },
+        );
         assert!(bad
             .sign(&signer)
             .unwrap_err()
             .to_string()
-            .contains("support_bundle.files"));
+            .contains("support_bundle.manifest"));
         for version in ["", "v1", "1 2", &"9".repeat(65)] {
             let mut bad = release(&signer);
             bad.version = version.to_string();

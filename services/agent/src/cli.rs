@@ -119,6 +119,15 @@ pub struct Cli {
     /// it is not mounted, service_health repairs nothing (AG-55).
     #[arg(long, global = true, env = "CAPSTAN_AGENT_DATA_ROOT")]
     pub data_root: Option<PathBuf>,
+    /// Where a machine with no site unpacks its support bundle: the tree its scripts are
+    /// verified against and run from (replaced whole whenever the bundle on offer changes).
+    #[arg(
+        long,
+        global = true,
+        env = "CAPSTAN_AGENT_BUNDLE_DIR",
+        default_value = crate::domain::script_trust::DEFAULT_BUNDLE_DIR
+    )]
+    pub bundle_dir: PathBuf,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -259,6 +268,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         container_holds: state.file("sites"),
         state_dir: cli.state_dir.clone(),
         data_root: cli.data_root,
+        bundle_dir: cli.bundle_dir,
     };
     match cli.command {
         Command::Join {

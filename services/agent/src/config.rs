@@ -36,6 +36,9 @@ pub struct Config {
     /// The data root: the mount point the site's data lives on (AG-55); `None` when the site's
     /// data is not on a filesystem of its own.
     pub data_root: Option<PathBuf>,
+    /// Where a machine with no site unpacks its support bundle (AG-32), the tree its scripts
+    /// run from (AG-33).
+    pub bundle_dir: PathBuf,
 }
 
 /// The directories nginx reads enabled sites from on the distributions we install on.
@@ -81,6 +84,7 @@ impl Default for Config {
             container_holds: "/etc/capstan-agent/sites".into(),
             state_dir: "/etc/capstan-agent".into(),
             data_root: None,
+            bundle_dir: crate::domain::script_trust::DEFAULT_BUNDLE_DIR.into(),
         }
     }
 }

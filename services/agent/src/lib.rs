@@ -17,6 +17,7 @@ pub mod join;
 pub mod plane;
 pub mod recipes;
 pub mod run;
+pub mod script_trust;
 pub mod state;
 pub mod update;
 pub mod words;

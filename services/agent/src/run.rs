@@ -277,7 +277,11 @@ impl Agent {
         }
         // Between jobs, under the job lock (AG-24): the offer is checked before a claim.
         if let Ok(key) = identity.key() {
-            if self.updater.between_jobs(&self.state, &plane, &key).await {
+            if self
+                .updater
+                .between_jobs(&self.config, &self.state, &plane, &key)
+                .await
+            {
                 self.exit_for_update = true;
                 return Duration::ZERO;
             }

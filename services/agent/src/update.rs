@@ -21,13 +21,17 @@ use std::{
 
 use capstan_signing::{
     release::{sha256_hex, SignedRelease, MAX_METADATA_BYTES},
+    statement::MAX_STATEMENT_BYTES,
     NodeKey, PublicKey,
 };
 use serde_json::json;
 use tracing::{info, warn};
 
 use crate::{
+    config::Config,
     domain::{
+        public_log::{self, check_logged, LogKeys},
+        script_trust::{BundleVerdict, ScriptTrust, TrustReport},
         trust::FileFacts,
         update::{
             self, check_binary, check_probe, held_keys_file, judge, on_start, parse_held_keys,
@@ -37,6 +41,7 @@ use crate::{
         AGENT_VERSION,
     },
     plane::{Plane, PlaneError},
+    script_trust,
     state::StateDir,
 };
 
@@ -51,6 +56,9 @@ pub const HELD_KEYS: &str = "release_keys";
 pub struct Settings {
     pub trial: Duration,
     pub check_every: Duration,
+    /// AG-31: how long an `unlogged` verdict stands before it is reported
+    /// (`CAPSTAN_AGENT_UNLOGGED_GRACE_SECS`, 900 by default).
+    pub unlogged_grace: Duration,
 }
 
 impl Settings {
@@ -69,6 +77,10 @@ impl Settings {
         Ok(Settings {
             trial: seconds("CAPSTAN_AGENT_TRIAL_SECS", update::TRIAL_UPTIME)?,
             check_every: seconds("CAPSTAN_AGENT_UPDATE_EVERY_SECS", update::CHECK_EVERY)?,
+            unlogged_grace: seconds(
+                "CAPSTAN_AGENT_UNLOGGED_GRACE_SECS",
+                public_log::UNLOGGED_GRACE,
+            )?,
         })
     }
 }
@@ -175,6 +187,55 @@ fn write_whole(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
         let _ = fs::remove_file(&temporary);
     }
     written
+}
+
+/// The text of a held keys file of the state directory, when it may be trusted: a regular
+/// file owned by root and writable by nobody else (AG-28); `None` when absent or distrusted.
+fn trusted_file(state: &StateDir, name: &str) -> Option<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let path = state.file(name);
+    let metadata = fs::symlink_metadata(&path).ok()?;
+    let facts = FileFacts {
+        is_symlink: metadata.file_type().is_symlink(),
+        is_dir: metadata.is_dir(),
+        is_file: metadata.is_file(),
+        uid: metadata.uid(),
+        mode: metadata.permissions().mode() & 0o7777,
+    };
+    match held_keys_file(&facts, &path.display().to_string()) {
+        Ok(()) => fs::read_to_string(&path).ok(),
+        Err(distrust) => {
+            warn!(%distrust, "=== Self-update === held keys are not honoured");
+            None
+        }
+    }
+}
+
+/// The statement and log keys the public log is checked with (AG-27, AG-28): the compiled
+/// ones and the held files (`release_statement_keys`, `transparency_log_keys`), only when
+/// root-owned and writable by nobody else. The site's own key files are never read.
+pub fn log_keys(state: &StateDir) -> LogKeys {
+    LogKeys::of(
+        trusted_file(state, public_log::STATEMENT_KEYS_FILE).as_deref(),
+        trusted_file(state, public_log::LOG_KEYS_FILE).as_deref(),
+    )
+}
+
+/// AG-28: before a swap, every key held now is written to the held files (each replaced whole
+/// by rename), so the next binary holds them whatever it was built with.
+fn hold_log_keys(state: &StateDir, keys: &LogKeys) -> Result<(), String> {
+    for (name, held) in [
+        (public_log::STATEMENT_KEYS_FILE, &keys.statement),
+        (public_log::LOG_KEYS_FILE, &keys.log),
+    ] {
+        let current = fs::read_to_string(state.file(name)).unwrap_or_default();
+        if let Some(text) = public_log::keys_to_hold(&current, held) {
+            state
+                .write(name, text.as_bytes(), 0o644)
+                .map_err(|error| format!("{name}: {error}"))?;
+        }
+    }
+    Ok(())
 }
 
 /// The keys release metadata is checked against: the one compiled in and the held ones (the
@@ -333,6 +394,14 @@ pub struct Updater {
     /// The digest of metadata refused, so the same offer is not fetched and checked again
     /// (AG-25: not retried until the offer changes).
     refused: Option<String>,
+    /// The support bundle's last verdict (AG-32), and the archive refused, so the same bytes
+    /// are not fetched again.
+    bundle: Option<BundleVerdict>,
+    bundle_refused: Option<String>,
+    /// The last look at the script tree (AG-39).
+    trust: Option<TrustReport>,
+    /// Since when the release on offer (by its metadata's digest) has been unlogged (AG-31).
+    unlogged_since: Option<(String, Instant)>,
 }
 
 impl Updater {
@@ -345,18 +414,34 @@ impl Updater {
             last_check: None,
             verdict: None,
             refused: None,
+            bundle: None,
+            bundle_refused: None,
+            trust: None,
+            unlogged_since: None,
         }
     }
 
     /// The claim's `update_state`, `update_offered` and `update_reason`, once a check has
-    /// concluded since start (AG-31).
+    /// concluded since start (AG-31); `bundle_state` and `bundle_reason` once a support bundle
+    /// was judged (AG-32); `script_trust`, `script_trust_files` and `script_trust_reason` once
+    /// the script tree was looked at (AG-39: an empty list is "looked, all match").
     pub fn claim_fields(&self) -> Option<serde_json::Map<String, serde_json::Value>> {
-        let verdict = self.verdict.as_ref()?;
         let mut fields = serde_json::Map::new();
-        fields.insert("update_state".into(), json!(verdict.state.as_str()));
-        fields.insert("update_offered".into(), json!(verdict.offered));
-        fields.insert("update_reason".into(), json!(verdict.reason));
-        Some(fields)
+        if let Some(verdict) = &self.verdict {
+            fields.insert("update_state".into(), json!(verdict.state.as_str()));
+            fields.insert("update_offered".into(), json!(verdict.offered));
+            fields.insert("update_reason".into(), json!(verdict.reason));
+        }
+        if let Some(bundle) = &self.bundle {
+            fields.insert("bundle_state".into(), json!(bundle.state.as_str()));
+            fields.insert("bundle_reason".into(), json!(bundle.reason));
+        }
+        if let Some(trust) = &self.trust {
+            fields.insert("script_trust".into(), json!(trust.state.as_str()));
+            fields.insert("script_trust_files".into(), json!(trust.files));
+            fields.insert("script_trust_reason".into(), json!(trust.reason));
+        }
+        (!fields.is_empty()).then_some(fields)
     }
 
     pub fn on_trial(&self) -> Option<&str> {
@@ -392,6 +477,53 @@ impl Updater {
         }
     }
 
+    /// AG-39: looks at the script tree, logging a change.
+    fn look_at_scripts(&mut self, config: &Config, state: &StateDir) {
+        let report = script_trust::look(config, state);
+        if report != self.trust {
+            if let Some(report) = &report {
+                if report.state == ScriptTrust::Trusted {
+                    info!("=== Script trust === every file matches the signed release manifest");
+                } else {
+                    warn!(state = report.state.as_str(), files = ?report.files, reason = ?report.reason, "=== Script trust ===");
+                }
+            }
+        }
+        self.trust = report;
+    }
+
+    /// AG-31: an `unlogged` verdict is reported once it has stood the grace (a publish writes
+    /// the binaries before the statement); until then the update is pending. It is not marked
+    /// refused: the statement is read again at every check, so a statement that appears (or
+    /// changes) is taken.
+    fn conclude_unlogged(&mut self, verdict: Verdict, digest: &str) {
+        let since = match &self.unlogged_since {
+            Some((held, since)) if held == digest => *since,
+            _ => {
+                let now = Instant::now();
+                self.unlogged_since = Some((digest.to_string(), now));
+                now
+            }
+        };
+        if public_log::report_unlogged(since.elapsed(), self.settings.unlogged_grace) {
+            self.conclude(verdict, None);
+        } else {
+            let reason = format!(
+                "waiting for {} to appear in the public log ({})",
+                verdict.offered.as_deref().unwrap_or("the release"),
+                verdict.reason.as_deref().unwrap_or("unlogged")
+            );
+            self.conclude(
+                Verdict::new(
+                    UpdateState::UpdatePending,
+                    verdict.offered.as_deref(),
+                    Some(reason),
+                ),
+                None,
+            );
+        }
+    }
+
     fn conclude(&mut self, verdict: Verdict, refused_digest: Option<String>) {
         if verdict.state.is_refusal() || verdict.state == UpdateState::FetchFailed {
             warn!(state = verdict.state.as_str(), offered = ?verdict.offered, reason = ?verdict.reason, "=== Self-update === update refused");
@@ -405,7 +537,13 @@ impl Updater {
     /// Between jobs, under the job lock: settles the trial and, when a check is due, checks
     /// the offer. Returns `true` when a new binary is in place and the agent should exit for
     /// its supervisor.
-    pub async fn between_jobs(&mut self, state: &StateDir, plane: &Plane, key: &NodeKey) -> bool {
+    pub async fn between_jobs(
+        &mut self,
+        config: &Config,
+        state: &StateDir,
+        plane: &Plane,
+        key: &NodeKey,
+    ) -> bool {
         self.settle_trial();
         if self
             .last_check
@@ -414,6 +552,7 @@ impl Updater {
             return false;
         }
         self.last_check = Some(Instant::now());
+        self.look_at_scripts(config, state);
         let asked = json!({"kind": "manifest"});
         let bytes = match plane
             .send_for_bytes(
@@ -505,6 +644,21 @@ impl Updater {
                 warn!(%error, "=== Self-update === cannot hold the next release key");
             }
         }
+        // AG-32: a siteless machine's support bundle rides on the accepted release.
+        if let Some(verdict) = script_trust::refresh_bundle(
+            config,
+            state,
+            plane,
+            key,
+            release,
+            &trusted,
+            &mut self.bundle_refused,
+        )
+        .await
+        {
+            self.bundle = Some(verdict);
+            self.look_at_scripts(config, state);
+        }
         let artifact = match plan {
             Plan::Settle(verdict) => {
                 self.conclude(verdict, None);
@@ -514,6 +668,35 @@ impl Updater {
         };
         let version = release.version.clone();
         let arch = update::this_arch().unwrap_or_default();
+        // AG-27: with statement or log keys held, the release must be in the public log, read
+        // before the binary is fetched.
+        let log_keys = log_keys(state);
+        if log_keys.required() {
+            let asked = json!({"kind": "release_statement", "version": version});
+            let fetched = plane
+                .send_for_bytes(
+                    key,
+                    "artifact",
+                    "",
+                    &asked,
+                    MAX_STATEMENT_BYTES,
+                    Duration::ZERO,
+                )
+                .await
+                .map_err(|error| error.to_string());
+            let checked = check_logged(
+                fetched.as_ref().map(Vec::as_slice).map_err(Clone::clone),
+                &log_keys,
+                arch,
+                &artifact.sha256,
+                &version,
+            );
+            if let Err(verdict) = checked {
+                self.conclude_unlogged(verdict, &digest);
+                return false;
+            }
+        }
+        self.unlogged_since = None;
         let asked = json!({"kind": "binary", "arch": arch, "version": version});
         let binary = match plane
             .send_for_bytes(
@@ -561,6 +744,22 @@ impl Updater {
             let _ = fs::remove_file(&self.paths.staged);
             self.conclude(verdict, Some(digest));
             return false;
+        }
+        if log_keys.required() {
+            if let Err(error) = hold_log_keys(state, &log_keys) {
+                let _ = fs::remove_file(&self.paths.staged);
+                self.conclude(
+                    Verdict::new(
+                        UpdateState::FetchFailed,
+                        Some(&version),
+                        Some(format!(
+                            "the held log keys could not be written, so nothing is swapped: {error}"
+                        )),
+                    ),
+                    None,
+                );
+                return false;
+            }
         }
         match self.swap(&version) {
             Ok(()) => {

@@ -19,8 +19,9 @@ use anyhow::{bail, ensure, Context as _};
 use base64::{engine::general_purpose::STANDARD, Engine as _};
 use capstan_gateway::api::releases::ReleaseBody;
 use capstan_signing::{
+    manifest::{write_archive, FileManifest},
     release::{Artifact, Release, SignedRelease, SupportBundle, ARCHES},
-    NodeKey, PublicKey,
+    tree, NodeKey, PublicKey,
 };
 use clap::{Args, Subcommand};
 
@@ -80,13 +81,12 @@ pub struct SignArgs {
     /// A binary: ARCH=PATH (linux-amd64 or linux-arm64); repeat for each.
     #[arg(long = "binary", value_parser = parse_binary, required = true)]
     binaries: Vec<(String, PathBuf)>,
-    /// The support bundle's archive.
-    #[arg(long, requires = "support_bundle_files")]
-    support_bundle: Option<PathBuf>,
-    /// The bundle's manifest: a JSON object of relative path to sha256 (hex) for every file
-    /// the archive holds.
-    #[arg(long, requires = "support_bundle")]
-    support_bundle_files: Option<PathBuf>,
+    /// A directory whose files are the support bundle (AG-32): every regular file in it is
+    /// listed in the signed manifest (path, size, sha256, mode) and packed into the bundle's
+    /// archive with that manifest as RELEASE_MANIFEST and its RELEASE_MANIFEST.sig. A link or
+    /// any other kind of file in it is refused.
+    #[arg(long)]
+    support_bundle_dir: Option<PathBuf>,
     /// The key that will sign the next releases (standard base64 public key), vouched for by
     /// this release's signature.
     #[arg(long)]
@@ -192,29 +192,18 @@ pub fn sign(args: &SignArgs, out: &Path) -> anyhow::Result<SignedRelease> {
         binaries.insert(arch.clone(), Artifact::describe(&name, &bytes, &key));
         files.push((name, bytes));
     }
-    let support_bundle = match (&args.support_bundle, &args.support_bundle_files) {
-        (Some(archive), Some(manifest)) => {
-            let bytes =
-                std::fs::read(archive).with_context(|| format!("reading {}", archive.display()))?;
-            let listed: BTreeMap<String, String> = serde_json::from_slice(
-                &std::fs::read(manifest)
-                    .with_context(|| format!("reading {}", manifest.display()))?,
-            )
-            .with_context(|| {
-                format!(
-                    "{} is not a JSON object of path to sha256",
-                    manifest.display()
-                )
-            })?;
+    let support_bundle = match &args.support_bundle_dir {
+        Some(dir) => {
+            let (manifest, archive) = bundle(dir, &key)?;
             let name = format!("support_bundle-{}.tar", args.version);
-            let described = Artifact::describe(&name, &bytes, &key);
-            files.push((name, bytes));
+            let described = Artifact::describe(&name, &archive, &key);
+            files.push((name, archive));
             Some(SupportBundle {
                 archive: described,
-                files: listed,
+                manifest,
             })
         }
-        _ => None,
+        None => None,
     };
     let document = Release {
         version: args.version.clone(),
@@ -238,6 +227,52 @@ pub fn sign(args: &SignArgs, out: &Path) -> anyhow::Result<SignedRelease> {
         out.display()
     );
     Ok(document)
+}
+
+/// The support bundle of `dir`: its manifest, and the archive of its files with the signed
+/// manifest beside them. Modes are normalised to 0755 (any execute bit) or 0644, so the same
+/// files give the same bytes wherever they are signed (RO-05).
+pub fn bundle(dir: &Path, key: &NodeKey) -> anyhow::Result<(FileManifest, Vec<u8>)> {
+    use capstan_signing::manifest::{Seen, MANIFEST_FILE, SIGNATURE_FILE};
+    let root = tree::open_root(dir).with_context(|| format!("opening {}", dir.display()))?;
+    let seen = tree::observe(&root).with_context(|| format!("reading {}", dir.display()))?;
+    let mut contents = Vec::new();
+    for (path, found) in &seen {
+        ensure!(
+            matches!(found, Seen::File { .. }),
+            "{}/{path} is not a regular file: a support bundle holds only files",
+            dir.display()
+        );
+        ensure!(
+            path != MANIFEST_FILE && path != SIGNATURE_FILE,
+            "{}/{path}: the bundle's manifest is written by `capstan release`, not taken from the directory",
+            dir.display()
+        );
+        let Some(tree::Found::File(bytes, mode)) = tree::read_file(&root, path)? else {
+            bail!("{}/{path} changed while it was read", dir.display());
+        };
+        let mode = if mode & 0o111 != 0 { 0o755 } else { 0o644 };
+        contents.push((path.clone(), mode, bytes));
+    }
+    ensure!(!contents.is_empty(), "{} holds no files", dir.display());
+    let manifest = FileManifest::describe(
+        contents
+            .iter()
+            .map(|(path, mode, bytes)| (path.as_str(), *mode, bytes.as_slice())),
+    )
+    .map_err(|error| anyhow::anyhow!("the support bundle in {}: {error}", dir.display()))?;
+    let manifest_bytes = manifest.to_bytes();
+    let signature = manifest.sign(key);
+    let archive = write_archive(
+        contents
+            .iter()
+            .map(|(path, mode, bytes)| (path.as_str(), *mode, bytes.as_slice()))
+            .chain([
+                (MANIFEST_FILE, 0o644, manifest_bytes.as_slice()),
+                (SIGNATURE_FILE, 0o644, signature.as_slice()),
+            ]),
+    );
+    Ok((manifest, archive))
 }
 
 fn token(plane: &PlaneArgs) -> anyhow::Result<String> {

@@ -24,6 +24,7 @@ use crate::domain::cases::incidents::case_effects;
 use crate::domain::cases::{intake, parse_cases, CaseOutcome};
 use crate::domain::grouping::host_critical_kinds;
 use crate::domain::reconcile::NodeContext;
+use crate::domain::script_trust::ScriptTrustFacts;
 use crate::store::{self, monitor, projections, Audience};
 
 /// The durable consumers of this service: one per stream it reads.
@@ -161,6 +162,31 @@ fn update_facts(facts: &Value) -> Option<UpdateFacts> {
     })
 }
 
+/// A claim's script trust report, when it carries a `script_trust` (checked against the closed
+/// set and bounds by the agent channel). A report without the list keeps an empty one.
+fn script_trust_facts(facts: &Value) -> Option<ScriptTrustFacts> {
+    let state = facts.get("script_trust")?.as_str()?.to_string();
+    let files = facts
+        .get("script_trust_files")
+        .and_then(Value::as_array)
+        .map(|files| {
+            files
+                .iter()
+                .filter_map(|file| file.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(ScriptTrustFacts {
+        state: Some(state),
+        files,
+        reason: facts
+            .get("script_trust_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        since: None,
+    })
+}
+
 /// A claim changed what the plane knows of a node: its recipes and container, and its cases.
 async fn node_reported(
     connection: &mut PgConnection,
@@ -178,6 +204,12 @@ async fn node_reported(
     // absent report leaves the last one standing (AC-43). The pass judges it.
     if let Some(update) = update_facts(&reported.facts) {
         projections::update_reported(connection, node_id, &update, at)
+            .await
+            .map_err(retry)?;
+    }
+    // AG-39: the agent's look at its script tree; an absent report leaves the last standing.
+    if let Some(trust) = script_trust_facts(&reported.facts) {
+        projections::script_trust_reported(connection, node_id, &trust, at)
             .await
             .map_err(retry)?;
     }

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::domain::agent_update::AgentUpdateRefused;
 use crate::domain::delivery::{Backoff, GIVE_UP_AFTER, LONGEST_RETRY_GAP};
 use crate::domain::monitor::{CertProblemSource, SiteDown};
+use crate::domain::script_trust::Unmanageable;
 use crate::domain::sources::{AgentSilent, PlaneSource, Registry};
 use crate::drivers::{mail::Smtp, webhook::Http, Drivers, Mailer};
 
@@ -47,6 +48,7 @@ pub fn registry(settings: &Settings) -> anyhow::Result<Registry> {
         Box::new(SiteDown) as Box<dyn PlaneSource>,
         Box::new(CertProblemSource),
         Box::new(AgentUpdateRefused),
+        Box::new(Unmanageable),
     ] {
         registry
             .register(source)

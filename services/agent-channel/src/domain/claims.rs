@@ -31,6 +31,16 @@ pub const UPDATE_STATES: &[&str] = &[
     "no_binary",
 ];
 
+/// `script_trust`'s closed set as this plane reads it (AG-39, AC-49; the spec leaves the
+/// full set open: `trusted` is the agent's "looked, all match", `unusable_manifest` the
+/// manifest it cannot use).
+pub const SCRIPT_TRUST_STATES: &[&str] = &["trusted", "untrusted_file", "unusable_manifest"];
+/// The most files a `script_trust_files` report may name, and the longest one.
+pub const MAX_SCRIPT_TRUST_FILES: usize = 64;
+pub const MAX_SCRIPT_TRUST_PATH: usize = 512;
+/// `bundle_state`'s closed set (AG-32; `unlogged` waits for the public log).
+pub const BUNDLE_STATES: &[&str] = &["current", "unlogged", "verify_failed"];
+
 /// The claim fields this plane reads; any other is set aside and named.
 pub const KNOWN_FIELDS: &[&str] = &[
     "agent_version",
@@ -44,6 +54,11 @@ pub const KNOWN_FIELDS: &[&str] = &[
     "log_access",
     "cases",
     "container",
+    "script_trust",
+    "script_trust_files",
+    "script_trust_reason",
+    "bundle_state",
+    "bundle_reason",
 ];
 
 /// A claim, read.
@@ -221,6 +236,52 @@ pub fn parse_claim(body: &[u8]) -> Result<Claim, AgentError> {
                 Value::Null => value.clone(),
                 Value::String(name) if name.len() <= 128 => value.clone(),
                 _ => return Err(invalid("container must be a container name or null")),
+            },
+            // Script trust and the support bundle (issue 15; AG-32, AG-39, AC-49; additions to
+            // PROTOCOL.md's claim, documented in docs/agent-channel.md).
+            "script_trust" => match value.as_str() {
+                Some(state) if SCRIPT_TRUST_STATES.contains(&state) => value.clone(),
+                _ => {
+                    return Err(invalid(format!(
+                        "script_trust must be one of {}",
+                        SCRIPT_TRUST_STATES.join(", ")
+                    )))
+                }
+            },
+            "script_trust_files" => match value {
+                Value::Array(files)
+                    if files.len() <= MAX_SCRIPT_TRUST_FILES
+                        && files.iter().all(|file| {
+                            file.as_str().is_some_and(|path| {
+                                !path.is_empty() && path.len() <= MAX_SCRIPT_TRUST_PATH
+                            })
+                        }) =>
+                {
+                    value.clone()
+                }
+                _ => {
+                    return Err(invalid(format!(
+                        "script_trust_files must be a list of at most {MAX_SCRIPT_TRUST_FILES} paths of 1 to {MAX_SCRIPT_TRUST_PATH} characters"
+                    )))
+                }
+            },
+            "bundle_state" => match value.as_str() {
+                Some(state) if BUNDLE_STATES.contains(&state) => value.clone(),
+                _ => {
+                    return Err(invalid(format!(
+                        "bundle_state must be one of {}",
+                        BUNDLE_STATES.join(", ")
+                    )))
+                }
+            },
+            "script_trust_reason" | "bundle_reason" => match value {
+                Value::Null => value.clone(),
+                Value::String(text) if text.len() <= MAX_UPDATE_REASON_BYTES => value.clone(),
+                _ => {
+                    return Err(invalid(format!(
+                        "{field} must be at most {MAX_UPDATE_REASON_BYTES} bytes of text or null"
+                    )))
+                }
             },
             _ => continue,
         };
@@ -418,6 +479,61 @@ mod tests {
             assert!(error.to_string().contains(field), "{body}: {error}");
         }
         assert!(parse_claim(b"[1]").is_err());
+    }
+
+    #[test]
+    fn ac_49_ag_39_script_trust_and_the_bundle_are_read_from_their_closed_sets_and_bounds() {
+        let taken = claim(json!({
+            "agent_version": "1", "script_trust": "untrusted_file",
+            "script_trust_files": ["bin/host_report.sh"], "script_trust_reason": "modified",
+            "bundle_state": "verify_failed", "bundle_reason": null
+        }))
+        .unwrap();
+        assert!(
+            taken.ignored_fields.is_empty(),
+            "{:?}",
+            taken.ignored_fields
+        );
+        assert_eq!(
+            taken.facts["script_trust_files"],
+            json!(["bin/host_report.sh"])
+        );
+        assert_eq!(taken.facts["bundle_state"], "verify_failed");
+        // an empty list is the agent saying it looked and every file matches
+        let looked = claim(json!({"agent_version": "1", "script_trust": "trusted",
+            "script_trust_files": []}))
+        .unwrap();
+        assert_eq!(looked.facts["script_trust_files"], json!([]));
+        let too_many: Vec<String> = (0..65).map(|n| format!("f{n}")).collect();
+        for (body, field) in [
+            (
+                json!({"agent_version": "1", "script_trust": "fine"}),
+                "script_trust",
+            ),
+            (
+                json!({"agent_version": "1", "script_trust_files": "bin/a.sh"}),
+                "script_trust_files",
+            ),
+            (
+                json!({"agent_version": "1", "script_trust_files": too_many}),
+                "script_trust_files",
+            ),
+            (
+                json!({"agent_version": "1", "script_trust_files": [""]}),
+                "script_trust_files",
+            ),
+            (
+                json!({"agent_version": "1", "bundle_state": "meh"}),
+                "bundle_state",
+            ),
+            (
+                json!({"agent_version": "1", "script_trust_reason": "x".repeat(1025)}),
+                "script_trust_reason",
+            ),
+        ] {
+            let error = claim(body.clone()).unwrap_err();
+            assert!(error.to_string().contains(field), "{body}: {error}");
+        }
     }
 
     #[test]

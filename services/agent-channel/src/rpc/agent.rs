@@ -448,6 +448,9 @@ const ARTIFACT_KINDS: &[&str] = &[
     "support_bundle",
     "release_manifest",
     "release_file",
+    // A release's RELEASE_STATEMENT for the public log (AG-27; beyond PROTOCOL.md's list,
+    // docs/agent-channel.md): asked of rollouts like the rest.
+    "release_statement",
 ];
 const ARCHES: &[&str] = &["linux-amd64", "linux-arm64"];
 

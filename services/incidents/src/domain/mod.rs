@@ -11,6 +11,8 @@
 //!   and the facts they judge from.
 //! * `agent_update.rs` — `plane:agent_update_refused`, from the agent's reported `update_state`
 //!   (AC-43), and the update facts it judges from.
+//! * `script_trust.rs` — `plane:unmanageable`, from the agent's reported `script_trust`
+//!   (AC-49, AG-39), and the facts it judges from.
 //! * `reconcile/` — the pass as a function: held incidents and the conditions that hold now in,
 //!   effects out (open, refresh, clear, settle, reopen, unproven; IN-03..IN-07, IN-14).
 //! * `cases/` — intake of an agent's cases from the claim's `cases` field (AC-46, AC-47), and
@@ -33,6 +35,7 @@ pub mod mail;
 pub mod monitor;
 pub mod reconcile;
 pub mod record;
+pub mod script_trust;
 pub mod signals;
 pub mod sources;
 pub mod timeline;

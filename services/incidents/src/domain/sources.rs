@@ -57,14 +57,17 @@ pub enum PlaneSourceName {
     CertProblem,
     /// The node's agent refused the release on offer (warning; `agent_update.rs`).
     AgentUpdateRefused,
+    /// The node cannot verify the scripts it would run (critical; `script_trust.rs`).
+    Unmanageable,
 }
 
 impl PlaneSourceName {
-    pub const ALL: [PlaneSourceName; 4] = [
+    pub const ALL: [PlaneSourceName; 5] = [
         PlaneSourceName::AgentSilent,
         PlaneSourceName::SiteDown,
         PlaneSourceName::CertProblem,
         PlaneSourceName::AgentUpdateRefused,
+        PlaneSourceName::Unmanageable,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -73,6 +76,7 @@ impl PlaneSourceName {
             PlaneSourceName::SiteDown => "site_down",
             PlaneSourceName::CertProblem => "cert_problem",
             PlaneSourceName::AgentUpdateRefused => "agent_update_refused",
+            PlaneSourceName::Unmanageable => "unmanageable",
         }
     }
 }
@@ -125,6 +129,9 @@ impl SourceName {
             }
             SourceName::Plane(PlaneSourceName::AgentUpdateRefused) => {
                 "The agent refused to update itself".to_string()
+            }
+            SourceName::Plane(PlaneSourceName::Unmanageable) => {
+                "The node cannot verify its own scripts".to_string()
             }
         }
     }
@@ -215,6 +222,8 @@ pub struct NodeFacts {
     pub monitor: super::monitor::MonitorFacts,
     /// What its agent last said about its self-update (`agent_update.rs`).
     pub update: super::agent_update::UpdateFacts,
+    /// What its agent last said about its script tree (`script_trust.rs`).
+    pub script_trust: super::script_trust::ScriptTrustFacts,
 }
 
 /// A condition a source says holds on a node now.
@@ -347,6 +356,7 @@ pub(crate) mod tests {
             docker_host: None,
             monitor: Default::default(),
             update: Default::default(),
+            script_trust: Default::default(),
         }
     }
 
@@ -360,6 +370,7 @@ pub(crate) mod tests {
             "agent:disk_headroom",
             "plane:agent_silent",
             "plane:agent_update_refused",
+            "plane:unmanageable",
         ] {
             assert_eq!(SourceName::parse(text).unwrap().to_string(), text);
         }

@@ -218,6 +218,10 @@ struct NodeRow {
     update_offered: Option<String>,
     update_reason: Option<String>,
     update_since: Option<DateTime<Utc>>,
+    script_trust: Option<String>,
+    script_trust_files: Json<Vec<String>>,
+    script_trust_reason: Option<String>,
+    script_trust_since: Option<DateTime<Utc>>,
 }
 
 pub fn alerts(text: &str) -> Result<Alerts> {
@@ -260,6 +264,12 @@ impl NodeRow {
                 reason: self.update_reason,
                 since: self.update_since,
             },
+            script_trust: crate::domain::script_trust::ScriptTrustFacts {
+                state: self.script_trust,
+                files: self.script_trust_files.0,
+                reason: self.script_trust_reason,
+                since: self.script_trust_since,
+            },
         })
     }
 }
@@ -267,7 +277,7 @@ impl NodeRow {
 const NODE_COLUMNS: &str =
     "node_id, paired_at, last_checkin_at, install_state, recipes, docker_host, in_test_account, alerts, \
      site_down_since, site_down_reason, cert_problem, update_state, update_offered, update_reason, \
-     update_since";
+     update_since, script_trust, script_trust_files, script_trust_reason, script_trust_since";
 /// The nodes with what the monitor said of them (`monitor_facts`, fed by its events).
 const NODE_FROM: &str = "nodes LEFT JOIN monitor_facts USING (node_id)";
 

@@ -12,6 +12,7 @@ use sqlx::types::Json;
 use super::{case_state_word, Result};
 use crate::domain::agent_update::UpdateFacts;
 use crate::domain::cases::CaseOutcome;
+use crate::domain::script_trust::ScriptTrustFacts;
 use crate::domain::NodeId;
 
 /// A node was paired (approved): it is known by `name` from `at`.
@@ -92,6 +93,40 @@ pub async fn update_reported(
     .bind(update.state.as_deref())
     .bind(update.offered.as_deref())
     .bind(update.reason.as_deref())
+    .bind(at)
+    .execute(&mut *connection)
+    .await?;
+    Ok(())
+}
+
+/// A claim's script trust report (`script_trust`, `script_trust_files`,
+/// `script_trust_reason`) as of the event's time `at`; like [`update_reported`], `since`
+/// moves only when the state changes and a late, older report changes nothing.
+pub async fn script_trust_reported(
+    connection: &mut PgConnection,
+    node: NodeId,
+    trust: &ScriptTrustFacts,
+    at: DateTime<Utc>,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO nodes (node_id, script_trust, script_trust_files, script_trust_reason,
+            script_trust_since, script_trust_as_of)
+         VALUES ($1, $2, $3, $4, $5, $5)
+         ON CONFLICT (node_id) DO UPDATE
+         SET script_trust_since = CASE
+                 WHEN nodes.script_trust IS DISTINCT FROM EXCLUDED.script_trust
+                 THEN EXCLUDED.script_trust_since ELSE nodes.script_trust_since END,
+             script_trust = EXCLUDED.script_trust,
+             script_trust_files = EXCLUDED.script_trust_files,
+             script_trust_reason = EXCLUDED.script_trust_reason,
+             script_trust_as_of = EXCLUDED.script_trust_as_of
+         WHERE nodes.script_trust_as_of IS NULL
+            OR nodes.script_trust_as_of <= EXCLUDED.script_trust_as_of",
+    )
+    .bind(node)
+    .bind(trust.state.as_deref())
+    .bind(Json(&trust.files))
+    .bind(trust.reason.as_deref())
     .bind(at)
     .execute(&mut *connection)
     .await?;

