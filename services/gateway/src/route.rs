@@ -115,6 +115,8 @@ pub enum UiOp {
     AgentChannel(crate::ui::agent_channel::AgentChannelPage),
     /// A page or form of the incidents service (`ui/incidents/`).
     Incidents(crate::ui::incidents::IncidentsPage),
+    /// The monitor's Fleet security page (`ui/fleet_security.rs`).
+    FleetSecurity,
 }
 
 /// One row of the table.

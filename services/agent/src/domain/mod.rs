@@ -6,6 +6,7 @@ pub mod backoff;
 pub mod certificates;
 pub mod join;
 pub mod output;
+pub mod packages;
 pub mod policy;
 pub mod recipes;
 pub mod redact;

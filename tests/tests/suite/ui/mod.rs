@@ -6,6 +6,7 @@
 mod flows;
 mod incidents;
 mod scale;
+mod security;
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
