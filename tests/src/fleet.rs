@@ -1,7 +1,8 @@
 //! A large fleet written straight into a plane's agent-channel tables, in a few bulk
 //! statements: for the listing tests and the browser benchmark, which need thousands of nodes
 //! and joins without thousands of agents. The rows are those the service itself writes
-//! (paired nodes, finished `check_status` and `host_report` jobs, pending joins).
+//! (paired nodes, finished `check_status` and `host_report` jobs, pending joins, and the health
+//! dots the monitor's `health_changed` would have told it of those checks).
 //!
 //! Node `i` (from 1) is called `node-<i, five digits>`, has the address `10.<i/256>.<i%256>.7`,
 //! and:
@@ -57,6 +58,22 @@ pub async fn seed(url: &str, nodes: i64, joins: i64) {
     .execute(&mut *connection)
     .await
     .expect("checks seeded");
+    // The monitor's judgement of those checks (MO-07), as the agent channel keeps it.
+    sqlx::query(
+        "INSERT INTO node_health (node_id, dot, reasons, checked_at)
+         SELECT n.id,
+                CASE WHEN s.i % 7 = 0 THEN 'red' WHEN s.i % 7 = 1 THEN 'yellow' ELSE 'green' END,
+                CASE WHEN s.i % 7 = 0 THEN '[\"disk 95.0% full (over 90%)\"]'::jsonb
+                     WHEN s.i % 7 = 1 THEN '[\"load average 7.00 (over 5)\"]'::jsonb
+                     ELSE '[]'::jsonb END,
+                now()
+         FROM nodes n
+         JOIN LATERAL (SELECT substring(n.name FROM 6)::bigint AS i) AS s ON true
+         WHERE n.name LIKE 'node-%' AND s.i % 11 <> 0",
+    )
+    .execute(&mut *connection)
+    .await
+    .expect("health dots seeded");
     sqlx::query(
         "INSERT INTO jobs (node_id, primitive, class, params, state, outcome, result, requested_by,
                            budget_s, created_at, claimed_at, finished_at)
@@ -87,7 +104,12 @@ pub async fn seed(url: &str, nodes: i64, joins: i64) {
     .execute(&mut *connection)
     .await
     .expect("joins seeded");
-    for table in ["ANALYZE nodes", "ANALYZE jobs", "ANALYZE joins"] {
+    for table in [
+        "ANALYZE nodes",
+        "ANALYZE jobs",
+        "ANALYZE joins",
+        "ANALYZE node_health",
+    ] {
         sqlx::query(table).execute(&mut *connection).await.ok();
     }
     drop(connection);

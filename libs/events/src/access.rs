@@ -94,19 +94,26 @@ impl Domain {
                 asks: &[],
                 every_replica: &[],
             },
+            // The monitor's health dots (MO-07), kept for the node views and listing.
             Domain::AgentChannel => Reach {
+                consumes: &[EventSubscription {
+                    from: Domain::Monitor,
+                    durable: "agent_channel_monitor",
+                }],
                 every_replica: &[
                     crate::agent_channel::rpc::ops::RELEASE_CLAIMS,
                     crate::agent_channel::rpc::ops::RELEASE_POLL,
                 ],
                 ..Reach::OWN_ONLY
             },
-            // The node facts its checks need (names, addresses).
+            // The node facts its checks need (names, addresses, vocabulary, the status jobs);
+            // and the status jobs it asks for on a cadence (MO-05, MO-06).
             Domain::Monitor => Reach {
                 consumes: &[EventSubscription {
                     from: Domain::AgentChannel,
                     durable: "monitor_agent_channel",
                 }],
+                commands: &[Domain::AgentChannel],
                 ..Reach::OWN_ONLY
             },
             // The node facts a plan needs and the jobs it asked for (agent channel), the

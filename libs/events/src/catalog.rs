@@ -59,6 +59,7 @@ pub fn entries() -> Vec<Entry> {
         Entry::of::<monitor::SiteDown>(),
         Entry::of::<monitor::SiteUp>(),
         Entry::of::<monitor::CertProblemChanged>(),
+        Entry::of::<monitor::HealthChanged>(),
         Entry::of::<rollouts::ReleasePublished>(),
         Entry::of::<rollouts::RolloutStarted>(),
         Entry::of::<rollouts::RolloutStepFinished>(),

@@ -86,6 +86,12 @@ pub struct MonitorSettings {
     pub tick_ms: u64,
     /// Checks run at once, at most.
     pub concurrency: u32,
+    /// Seconds between two status passes, each asking stale nodes for `check_status` and
+    /// `host_report` (MO-05, MO-06).
+    pub status_pass_secs: u32,
+    /// The status window: a node with no such job completed (or queued, running, or asked for)
+    /// inside it is asked for one (`STATUS_REFRESH_SECONDS`).
+    pub status_refresh_secs: u32,
 }
 
 impl MonitorSettings {
@@ -470,6 +476,8 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("monitor.tick_ms", "1000"),
     ("monitor.concurrency", "256"),
     ("backups.url_ttl_secs", "600"),
+    ("monitor.status_pass_secs", "900"),
+    ("monitor.status_refresh_secs", "3600"),
 ];
 
 impl Settings {
@@ -639,6 +647,18 @@ impl Settings {
                 10_000,
             ),
             ("monitor.tls_port", u64::from(monitor.tls_port), 1, 65_535),
+            (
+                "monitor.status_pass_secs",
+                u64::from(monitor.status_pass_secs),
+                1,
+                86_400,
+            ),
+            (
+                "monitor.status_refresh_secs",
+                u64::from(monitor.status_refresh_secs),
+                60,
+                86_400,
+            ),
         ] {
             if !(least..=most).contains(&value) {
                 return Err(SettingsError::BadValue {

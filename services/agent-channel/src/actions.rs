@@ -64,11 +64,17 @@ pub fn job_view(row: &JobRow) -> JobView {
     }
 }
 
-/// The views of `rows`, each node's latest readings (`store::latest_readings`) judged into its
-/// health dot and placement (domain/fleet.rs). `readings` may also hold the host reports of
+/// The views of `rows`, each with the monitor's health dot as kept here (`healths`, from
+/// `store::health::of`; a node never judged is gray) and its placement judged from the latest
+/// readings (`store::latest_readings`, domain/fleet.rs). `readings` may also hold the host reports of
 /// nodes not in `rows` (the hosts a container asked for alone may sit on); placement reads
 /// them, and no view is made of them.
-pub fn node_views(rows: &[NodeRow], readings: &[ReadingRow], now: DateTime<Utc>) -> Vec<NodeView> {
+pub fn node_views(
+    rows: &[NodeRow],
+    readings: &[ReadingRow],
+    healths: &HashMap<i64, Health>,
+    now: DateTime<Utc>,
+) -> Vec<NodeView> {
     let mut checks: HashMap<i64, &ReadingRow> = HashMap::new();
     let mut reports: HashMap<i64, &ReadingRow> = HashMap::new();
     for reading in readings {
@@ -83,11 +89,10 @@ pub fn node_views(rows: &[NodeRow], readings: &[ReadingRow], now: DateTime<Utc>)
         .map(|row| {
             let last_check = checks.get(&row.id).and_then(|reading| finding(reading));
             let last_report = reports.get(&row.id).and_then(|reading| finding(reading));
-            let health = fleet::health(
-                last_check
-                    .as_ref()
-                    .map(|check| (check.outcome, check.result.as_ref())),
-            );
+            let health = healths
+                .get(&row.id)
+                .cloned()
+                .unwrap_or_else(store::health::never_checked);
             node_view(
                 row,
                 now,

@@ -1,8 +1,11 @@
 //! Commands from other services: `request_job` (the same idempotency key twice makes one job)
 //! and `cancel_job`. A request the plane cannot route still becomes a job, ended `refused` by
 //! the plane with the reason, so the asker always hears back through `job_finished`.
+//!
+//! And the monitor's events: `health_changed` kept as each node's dot (MO-07).
 
 use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
+use capstan_events::monitor::HealthChanged;
 use capstan_events::{
     agent_channel::{primitives, rpc::JobState, CancelJob, JobOutcome, RequestJob},
     rpc::{ErrorCode, Level},
@@ -28,6 +31,52 @@ pub fn spec(max_deliver: u32, ack_wait: Duration) -> ConsumerSpec {
         filter_subject: Domain::AgentChannel.commands_subjects(),
         max_deliver,
         ack_wait,
+    }
+}
+
+/// The durable consumers of other services' event streams (from `Domain::reach`, the table
+/// the bus's permissions are made from): the monitor's.
+pub fn event_specs(max_deliver: u32, ack_wait: Duration) -> Vec<ConsumerSpec> {
+    Domain::AgentChannel
+        .reach()
+        .consumes
+        .iter()
+        .map(|subscription| ConsumerSpec {
+            domain: Domain::AgentChannel,
+            stream: subscription.from.events_stream(),
+            durable: subscription.durable.to_string(),
+            filter_subject: subscription.from.events_subjects(),
+            max_deliver,
+            ack_wait,
+        })
+        .collect()
+}
+
+/// The monitor's events this service applies: each node's health dot.
+pub struct MonitorEvents;
+
+impl Apply for MonitorEvents {
+    fn apply<'c>(
+        &'c self,
+        connection: &'c mut PgConnection,
+        delivery: &'c Delivery,
+    ) -> BoxFuture<'c, Result<(), HandlerError>> {
+        Box::pin(async move {
+            if delivery.envelope.is::<HealthChanged>() {
+                let changed = decode::<HealthChanged>(delivery)?.data;
+                store::health::apply(
+                    connection,
+                    changed.node_id,
+                    &changed.health,
+                    changed.checked_at,
+                )
+                .await
+                .map_err(retry)
+            } else {
+                // Sites and certificates are the incidents service's business.
+                Ok(())
+            }
+        })
     }
 }
 

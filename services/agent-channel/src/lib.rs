@@ -13,7 +13,7 @@ mod tasks;
 mod wake;
 
 use capstan_events::Domain;
-use capstan_runtime::{consume_with_inbox, Part, Service};
+use capstan_runtime::{consume_patiently, consume_with_inbox, Part, Service};
 use capstan_settings::Settings;
 use sqlx::migrate::Migrator;
 use std::sync::Arc;
@@ -89,11 +89,15 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         });
         part
     };
-    service
-        .run(
-            rpc,
-            vec![listening, sweeping, reporting, commands],
-            shutdown,
-        )
-        .await
+    let mut parts = vec![listening, sweeping, reporting, commands];
+    for spec in consumers::event_specs(settings.bus.max_deliver, settings.bus.ack_wait()) {
+        let service = service.clone();
+        parts.push(Box::new(move |stop: CancellationToken| {
+            Box::pin(async move {
+                // The monitor's stream may not exist until it first starts.
+                consume_patiently(&service, spec, Arc::new(consumers::MonitorEvents), stop).await
+            })
+        }));
+    }
+    service.run(rpc, parts, shutdown).await
 }

@@ -121,6 +121,8 @@ pub enum UiOp {
     Incidents(crate::ui::incidents::IncidentsPage),
     /// A page or form of the rollouts service (`ui/rollouts/`).
     Rollouts(crate::ui::rollouts::RolloutsPage),
+    /// The monitor's Fleet security page (`ui/fleet_security.rs`).
+    FleetSecurity,
 }
 
 /// One row of the table.

@@ -40,6 +40,7 @@ pub static ROUTES: std::sync::LazyLock<Vec<Route>> = std::sync::LazyLock::new(||
         crate::api::rollouts::ROUTES,
         crate::ui::rollouts::ROUTES,
         crate::api::backups::ROUTES,
+        crate::ui::fleet_security::ROUTES,
     ]
     .concat()
 });

@@ -1,16 +1,22 @@
 //! What this service hears from others, each message applied once through the inbox: the
 //! agent channel's node events, kept as the `nodes` projection (names, addresses, container,
-//! pairing). A node's check row is made when it is first paired.
+//! pairing, vocabulary), and its jobs of the words kept current (`status_jobs`, `readings`).
+//! A node's check row is made when it is first paired. A finished `check_status` is judged
+//! into the node's health dot there and then; a changed dot is told (`health_changed`) in the
+//! same transaction (MO-07).
 
 use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
-use capstan_events::agent_channel::{NodeApproved, NodeDisconnected, NodeLeft};
+use capstan_events::agent_channel::{
+    JobClaimed, JobFinished, JobQueued, NodeApproved, NodeDisconnected, NodeLeft, NodeReported,
+};
 use capstan_events::Domain;
 use capstan_runtime::{decode, retry, Apply};
-use capstan_store::PgConnection;
+use capstan_store::{PgConnection, StoreError};
 use futures::future::BoxFuture;
 use std::time::Duration;
 
-use crate::store;
+use crate::domain::health;
+use crate::store::{self, status};
 
 /// The durable consumers of this service: one per stream it reads (from `Domain::reach`, the
 /// table the bus's permissions are made from).
@@ -63,10 +69,71 @@ impl Apply for NodeEvents {
                 store::node_unpaired(connection, disconnected.data.node_id)
                     .await
                     .map_err(retry)
+            } else if envelope.is::<NodeReported>() {
+                let reported = decode::<NodeReported>(delivery)?;
+                status::node_reported(connection, reported.data.node_id, &reported.data.vocabulary)
+                    .await
+                    .map_err(retry)
+            } else if envelope.is::<JobQueued>() {
+                let queued = decode::<JobQueued>(delivery)?.data;
+                if !status::kept(&queued.primitive) {
+                    return Ok(());
+                }
+                status::job_queued(connection, queued.job_id, queued.node_id, &queued.primitive)
+                    .await
+                    .map_err(retry)
+            } else if envelope.is::<JobClaimed>() {
+                let claimed = decode::<JobClaimed>(delivery)?.data;
+                if !status::kept(&claimed.primitive) {
+                    return Ok(());
+                }
+                status::job_claimed(
+                    connection,
+                    claimed.job_id,
+                    claimed.node_id,
+                    &claimed.primitive,
+                )
+                .await
+                .map_err(retry)
+            } else if envelope.is::<JobFinished>() {
+                let finished = decode::<JobFinished>(delivery)?;
+                job_finished(connection, &finished.data, finished.time)
+                    .await
+                    .map_err(retry)
             } else {
-                // Jobs, joins and check-ins are not this service's business.
+                // Joins and check-ins are not this service's business.
                 Ok(())
             }
         })
     }
+}
+
+/// A kept word's job finished at `at`: it becomes the node's reading, and a `check_status`
+/// reading judges the node's dot anew (MO-07), told when it changed.
+async fn job_finished(
+    connection: &mut PgConnection,
+    finished: &JobFinished,
+    at: chrono::DateTime<chrono::Utc>,
+) -> Result<(), StoreError> {
+    if !status::kept(&finished.primitive) {
+        return Ok(());
+    }
+    let newest = status::job_finished(
+        connection,
+        finished.job_id,
+        finished.node_id,
+        &finished.primitive,
+        finished.outcome,
+        finished.result.as_ref(),
+        at,
+    )
+    .await?;
+    if !newest || finished.primitive != "check_status" {
+        return Ok(());
+    }
+    let judged = health::health(Some((finished.outcome, finished.result.as_ref())));
+    if status::health(connection, finished.node_id).await?.as_ref() != Some(&judged) {
+        status::set_health(connection, finished.node_id, &judged, at).await?;
+    }
+    Ok(())
 }

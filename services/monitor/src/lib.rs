@@ -1,5 +1,5 @@
-//! The monitor service: uptime checks, served-certificate checks (and, later, edge-versus-direct
-//! probes).
+//! The monitor service: uptime checks, served-certificate checks, the status cadence and the
+//! health dots (and, later, edge-versus-direct probes).
 //!
 //! Its rooms, as in every service: `domain/` (pure rules), `store.rs` (its SQL), `rpc.rs` (the
 //! gateway's questions), `consumers.rs` (the agent channel's node events), `tasks.rs` (the
@@ -37,6 +37,15 @@ pub fn pace(settings: &Settings) -> Pace {
         cert_interval: chrono::Duration::seconds(i64::from(monitor.cert_interval_secs)),
         cert_warn_days: monitor.cert_warn_days,
         timeout: monitor.timeout(),
+    }
+}
+
+/// How the status pass runs, from settings (MO-05, MO-06).
+pub fn cadence(settings: &Settings) -> tasks::status::Cadence {
+    let monitor = &settings.monitor;
+    tasks::status::Cadence {
+        every: std::time::Duration::from_secs(u64::from(monitor.status_pass_secs)),
+        window: chrono::Duration::seconds(i64::from(monitor.status_refresh_secs)),
     }
 }
 
@@ -85,6 +94,13 @@ pub async fn run_with(
         let store = service.store.clone();
         parts.push(Box::new(move |stop: CancellationToken| {
             Box::pin(tasks::prune(store, stop))
+        }));
+    }
+    {
+        let store = service.store.clone();
+        let cadence = cadence(&settings);
+        parts.push(Box::new(move |stop: CancellationToken| {
+            Box::pin(tasks::status::status(store, cadence, stop))
         }));
     }
     service.run(rpc, parts, shutdown).await

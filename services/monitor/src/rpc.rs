@@ -37,6 +37,7 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
         .route_with_state(ops::GET_UPTIME, &state, get_uptime)
         .route_with_state(ops::SET_UPTIME, &state, set_uptime)
         .route_with_state(ops::GET_CERTIFICATE, &state, get_certificate)
+        .route_with_state(ops::FLEET_SECURITY, &state, fleet_security)
 }
 
 fn unavailable(error: StoreError) -> RpcError {
@@ -287,4 +288,46 @@ pub async fn get_certificate(state: State, request: GetCertificate) -> Answer<Ce
             checked_at: row.checked_at,
         },
     })
+}
+
+/// `GET /api/v1/fleet/security` (level 7): every paired machine's row from its latest host
+/// report, judged (MO-16, MO-17), red first.
+pub async fn fleet_security(
+    state: State,
+    request: capstan_events::monitor::rpc::GetFleetSecurity,
+) -> Answer<capstan_events::monitor::rpc::FleetSecurity> {
+    use crate::domain::security::{self, Machine};
+    request
+        .actor
+        .require(Level::Read, "reading the fleet's security")?;
+    let mut connection = state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(|e| unavailable(e.into()))?;
+    let rows = store::status::machines(&mut connection)
+        .await
+        .map_err(unavailable)?;
+    let now = Utc::now();
+    let mut machines = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let outcome = row.outcome().map_err(unavailable)?;
+        let report = match (outcome, row.finished_at) {
+            (Some(outcome), Some(at)) => {
+                Some((outcome, row.result.as_ref().map(|json| &json.0), at))
+            }
+            _ => None,
+        };
+        machines.push(security::row(
+            &Machine {
+                node_id: row.node_id,
+                name: &row.name,
+                report,
+            },
+            now,
+        ));
+    }
+    security::sort(&mut machines);
+    Ok(capstan_events::monitor::rpc::FleetSecurity { machines })
 }

@@ -16,7 +16,10 @@ use crate::domain::NodeId;
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
-fn unknown(kind: &str, text: &str) -> StoreError {
+/// The status cadence's and the health dots' SQL (MO-05..MO-07).
+pub mod status;
+
+pub(crate) fn unknown(kind: &str, text: &str) -> StoreError {
     StoreError::Database(format!("{text:?} is not a {kind}"))
 }
 

@@ -22,6 +22,9 @@ use crate::drivers::http::{Checked, Target};
 use crate::drivers::Prober;
 use crate::store::{self, Due, DueCertificate};
 
+/// The status pass (MO-05, MO-06).
+pub mod status;
+
 /// The lock that makes one replica prune history each time.
 pub const PRUNE_LOCK: &str = "capstan-monitor-prune";
 /// How often history is pruned.

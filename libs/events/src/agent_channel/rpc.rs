@@ -10,6 +10,9 @@ use uuid::Uuid;
 use super::{JobOutcome, PrimitiveClass};
 use crate::rpc::Actor;
 
+/// A node's health dot is the monitor's judgement (MO-07); the node views carry it.
+pub use crate::monitor::{Health, HealthDot};
+
 /// The agent routes under `/api/v1/agent/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -376,17 +379,6 @@ impl Placement {
     }
 }
 
-impl HealthDot {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            HealthDot::Green => "green",
-            HealthDot::Yellow => "yellow",
-            HealthDot::Red => "red",
-            HealthDot::Gray => "gray",
-        }
-    }
-}
-
 /// One page of the nodes (ordered by name, then id), searched and filtered; every filter left
 /// out lets every node through.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -471,7 +463,8 @@ pub struct NodeView {
     pub below_floor: bool,
     /// Everything else the last claim reported (recipes, update state, log access, ...).
     pub facts: serde_json::Value,
-    /// The dashboard's dot for this node, from its latest `check_status`.
+    /// The dashboard's dot for this node: the monitor's judgement of its latest `check_status`
+    /// (MO-07), as its `health_changed` events told the agent channel.
     pub health: Health,
     /// The latest finished `check_status` job, with its structured result.
     pub last_check: Option<Finding>,
@@ -480,26 +473,6 @@ pub struct NodeView {
     /// Where the node sits in the fleet: a machine of its own, a Docker host, or a container
     /// placed on a host.
     pub placement: Placement,
-}
-
-/// A node's health dot (spec, "Dashboard Features"): red when the last check failed, the disk
-/// is over 90 % full or PostgreSQL does not accept connections; yellow when the disk is over
-/// 80 % or the load average over 5; green when all is well; gray when never checked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum HealthDot {
-    Green,
-    Yellow,
-    Red,
-    #[default]
-    Gray,
-}
-
-/// The dot and, for any colour but green, the sentences that made it so.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
-pub struct Health {
-    pub dot: HealthDot,
-    pub reasons: Vec<String>,
 }
 
 /// What a finished reading job found.

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::CertProblem;
+use super::{CertProblem, Health};
 use crate::Domain;
 
 /// A node's site failed its second check in a row (MO-01, decision 6.1-9): it is down.
@@ -52,3 +52,14 @@ crate::message!(
     CertProblemChanged,
     "cert_problem_changed"
 );
+
+/// A node's health dot or its reasons changed (MO-07): judged from the node's latest finished
+/// `check_status` (`checked_at` is when that job finished). The agent channel keeps the latest
+/// for its node views and listing filter; a node never judged is gray, "never checked".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HealthChanged {
+    pub node_id: i64,
+    pub health: Health,
+    pub checked_at: DateTime<Utc>,
+}
+crate::message!(Domain::Monitor, Event, HealthChanged, "health_changed");

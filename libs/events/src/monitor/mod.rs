@@ -134,3 +134,46 @@ pub struct CertProblem {
     /// For the placeholder: when it was first seen served (kept across checks).
     pub since: Option<DateTime<Utc>>,
 }
+
+/// A node's health dot (MO-07, spec "Dashboard Features"), judged by the monitor from the
+/// node's latest `check_status`: red when the last check failed, the disk is over 90 % full or
+/// PostgreSQL does not accept connections; yellow when the disk is over 80 % or the load
+/// average over 5; green when all is well; gray when never checked or it reported no data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HealthDot {
+    Green,
+    Yellow,
+    Red,
+    #[default]
+    Gray,
+}
+
+impl HealthDot {
+    pub const ALL: [HealthDot; 4] = [
+        HealthDot::Green,
+        HealthDot::Yellow,
+        HealthDot::Red,
+        HealthDot::Gray,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            HealthDot::Green => "green",
+            HealthDot::Yellow => "yellow",
+            HealthDot::Red => "red",
+            HealthDot::Gray => "gray",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<HealthDot> {
+        HealthDot::ALL.into_iter().find(|dot| dot.as_str() == text)
+    }
+}
+
+/// The dot and, for any colour but green, the sentences that made it so.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Health {
+    pub dot: HealthDot,
+    pub reasons: Vec<String>,
+}

@@ -16,6 +16,7 @@ pub mod ops {
     pub const GET_UPTIME: &str = "get_uptime";
     pub const SET_UPTIME: &str = "set_uptime";
     pub const GET_CERTIFICATE: &str = "get_certificate";
+    pub const FLEET_SECURITY: &str = "fleet_security";
 }
 
 /// `GET /api/v1/uptime?status=up|down|unknown` (level 7); the service reads `status`.
@@ -117,4 +118,68 @@ pub struct CertificateView {
     /// The names the served certificate covers.
     pub names: Vec<String>,
     pub checked_at: Option<DateTime<Utc>>,
+}
+
+/// `GET /api/v1/fleet/security` (level 7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GetFleetSecurity {
+    pub actor: Actor,
+}
+
+/// A fleet security row's colour (MO-17).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SecurityColour {
+    /// Old code serving, a critical fix waiting, or a critical fix left half done.
+    Red,
+    /// Other fixes or a kernel fix waiting, a reboot owed over a day, no report passed in two
+    /// hours, another service on replaced code, or a package run left half done.
+    Amber,
+    /// Nothing reported to judge by.
+    Grey,
+    /// Patched.
+    Green,
+}
+
+impl SecurityColour {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SecurityColour::Red => "red",
+            SecurityColour::Amber => "amber",
+            SecurityColour::Grey => "grey",
+            SecurityColour::Green => "green",
+        }
+    }
+}
+
+/// One machine's row (MO-16), from its latest `host_report`; a fact it could not measure is
+/// null.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SecurityRow {
+    pub node_id: i64,
+    pub name: String,
+    pub colour: SecurityColour,
+    /// Why it has its colour, worst first; empty when green.
+    pub reasons: Vec<String>,
+    /// The operating system's name.
+    pub os: Option<String>,
+    /// Security fixes waiting (`security_pending`).
+    pub security_pending: Option<u32>,
+    pub security_packages: Option<Vec<String>>,
+    /// What still runs replaced code (`needrestart`).
+    pub services_needing_restart: Option<Vec<String>>,
+    pub reboot_owed: Option<bool>,
+    pub reboot_owed_since: Option<DateTime<Utc>>,
+    /// When automatic updates last ran.
+    pub last_auto_update: Option<DateTime<Utc>>,
+    /// Packages a package run left half done.
+    pub dpkg_unfinished: Option<Vec<String>>,
+    /// When the report judged finished.
+    pub reported_at: Option<DateTime<Utc>>,
+}
+
+/// Every paired machine's row, red first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FleetSecurity {
+    pub machines: Vec<SecurityRow>,
 }

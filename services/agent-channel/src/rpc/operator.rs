@@ -256,8 +256,12 @@ pub async fn list_nodes(state: State, request: ListNodes) -> Answer<Nodes> {
     let readings = store::latest_readings(&mut connection, &ids)
         .await
         .map_err(unavailable)?;
+    let page_ids: Vec<i64> = nodes.iter().map(|node| node.id).collect();
+    let healths = store::health::of(&mut connection, &page_ids)
+        .await
+        .map_err(unavailable)?;
     Ok(Nodes {
-        nodes: actions::node_views(&nodes, &readings, now),
+        nodes: actions::node_views(&nodes, &readings, &healths, now),
         page: PageInfo::of(request.page, total),
     })
 }
@@ -329,7 +333,10 @@ pub async fn get_node(state: State, request: NodeRef) -> Answer<NodeView> {
     let readings = store::latest_readings(&mut connection, &ids)
         .await
         .map_err(unavailable)?;
-    actions::node_views(std::slice::from_ref(&node), &readings, Utc::now())
+    let healths = store::health::of(&mut connection, &[node.id])
+        .await
+        .map_err(unavailable)?;
+    actions::node_views(std::slice::from_ref(&node), &readings, &healths, Utc::now())
         .pop()
         .ok_or_else(|| not_found(format!("no node {}", request.node_id)))
 }

@@ -2,9 +2,9 @@
 //! SQL, so a fleet of ten thousand nodes and a flood of joins cost the asker one page. Every
 //! value is bound; the statement is put together only from the fixed fragments below.
 //!
-//! The health and placement filters judge in SQL what `domain/fleet.rs` judges in Rust for the
-//! page's views ([`HEALTH_DOT`], [`PLACEMENT`]); the thresholds are bound from the domain's
-//! constants, and a test holds the two to the same answers.
+//! The placement filter judges in SQL what `domain/fleet.rs` judges in Rust for the page's
+//! views ([`PLACEMENT`]), and a test holds the two to the same answers. The health filter reads
+//! the monitor's dots as kept here (`node_health`, MO-07): the rule is the monitor's alone.
 
 use capstan_events::agent_channel::rpc::{JoinFilter, ListJoins, ListNodes, Page};
 use capstan_store::PgConnection;
@@ -12,11 +12,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{Postgres, QueryBuilder};
 
 use super::{JoinRow, NodeRow, Result, NODE_COLUMNS};
-use crate::domain::{
-    fleet::{DISK_RED_PERCENT, DISK_YELLOW_PERCENT, LOAD_YELLOW},
-    joins::JoinRecordState,
-    ONLINE_WINDOW, REJECTED_REOPENABLE_FOR,
-};
+use crate::domain::{joins::JoinRecordState, ONLINE_WINDOW, REJECTED_REOPENABLE_FOR};
 
 /// The latest finished reading of `word` for node `n` (withdrawn jobs say nothing about it),
 /// found through the `jobs_latest_reading` index.
@@ -28,28 +24,6 @@ fn latest(word: &str) -> String {
          ORDER BY j.finished_at DESC, j.id DESC LIMIT 1"
     )
 }
-
-/// The dot of node `n` from its latest check `chk` (MO-07, as `fleet::health`): gray never
-/// checked or no usable data, red a failed check, a disk over the red mark or PostgreSQL not
-/// answering, yellow a disk over the yellow mark or a load over its mark, else green. `$red`,
-/// `$yellow`, `$load` are the placeholders the thresholds are bound to.
-const HEALTH_DOT: &str = "(CASE
-    WHEN chk.outcome IS NULL THEN 'gray'
-    WHEN chk.outcome <> 'completed' THEN 'red'
-    WHEN jsonb_typeof(chk.result) IS DISTINCT FROM 'object' THEN 'gray'
-    ELSE (SELECT CASE
-        WHEN m.disk IS NULL AND m.load IS NULL AND m.pg IS NULL THEN 'gray'
-        WHEN m.disk > $red OR m.pg = false THEN 'red'
-        WHEN m.disk > $yellow OR m.load > $load THEN 'yellow'
-        ELSE 'green' END
-      FROM (SELECT
-        CASE WHEN jsonb_typeof(chk.result #> '{disk,used_percent}') = 'number'
-             THEN (chk.result #>> '{disk,used_percent}')::float8 END AS disk,
-        CASE WHEN jsonb_typeof(chk.result #> '{load,1m}') = 'number'
-             THEN (chk.result #>> '{load,1m}')::float8 END AS load,
-        CASE WHEN jsonb_typeof(chk.result #> '{postgresql,answers}') = 'boolean'
-             THEN (chk.result #>> '{postgresql,answers}')::boolean END AS pg) AS m)
-    END)";
 
 /// Where node `n` sits (PV-15, as `fleet::placements`), given `placed` (each container name
 /// with the lowest-numbered host listing it) joined as `p` and `hosts` joined as `hs`: a
@@ -73,25 +47,6 @@ fn search_terms(search: &Option<String>) -> Option<(String, String, Option<i64>)
     Some((lower, fingerprint, text.parse::<i64>().ok()))
 }
 
-/// The placeholders of [`HEALTH_DOT`] bound.
-fn push_health_dot(query: &mut QueryBuilder<'_, Postgres>) {
-    let mut rest = HEALTH_DOT;
-    while let Some(at) = rest.find('$') {
-        query.push(&rest[..at]);
-        let after = &rest[at + 1..];
-        let (bound, len) = if after.starts_with("red") {
-            (DISK_RED_PERCENT, 3)
-        } else if after.starts_with("yellow") {
-            (DISK_YELLOW_PERCENT, 6)
-        } else {
-            (LOAD_YELLOW, 4)
-        };
-        query.push_bind(bound);
-        rest = &after[len..];
-    }
-    query.push(rest);
-}
-
 /// `FROM` and `WHERE` of a node listing.
 fn push_node_filters(
     query: &mut QueryBuilder<'_, Postgres>,
@@ -100,9 +55,7 @@ fn push_node_filters(
 ) {
     query.push(" FROM nodes n");
     if request.health.is_some() {
-        query.push(" LEFT JOIN LATERAL (");
-        query.push(latest("check_status"));
-        query.push(") AS chk ON true");
+        query.push(" LEFT JOIN node_health h ON h.node_id = n.id");
     }
     if request.placement.is_some() {
         query
@@ -141,9 +94,7 @@ fn push_node_filters(
         query.push(")");
     }
     if let Some(dot) = request.health {
-        query.push(" AND ");
-        push_health_dot(query);
-        query.push(" = ");
+        query.push(" AND coalesce(h.dot, 'gray') = ");
         query.push_bind(dot.as_str());
     }
     if let Some(kind) = request.placement {
@@ -349,22 +300,9 @@ pub async fn hosts_listing_any_container(
     .await?)
 }
 
-/// The dot the listing's SQL gives a node, for the test that holds it to `fleet::health`.
-#[cfg(test)]
-pub async fn dot_in_sql(connection: &mut PgConnection, node_id: i64) -> Result<String> {
-    let mut query = QueryBuilder::new("SELECT ");
-    push_health_dot(&mut query);
-    query.push(" FROM nodes n LEFT JOIN LATERAL (");
-    query.push(latest("check_status"));
-    query.push(") AS chk ON true WHERE n.id = ");
-    query.push_bind(node_id);
-    Ok(query.build_query_scalar().fetch_one(connection).await?)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::fleet;
     use capstan_events::{
         agent_channel::{
             rpc::{HealthDot, PlacementKind},
@@ -434,115 +372,37 @@ mod tests {
         Page { offset, limit }
     }
 
-    // MO-07: the listing's health filter judges in SQL what `fleet::health` judges in Rust;
-    // over a table of checks, every node's SQL dot is the Rust dot, edges included.
+    // MO-07: the listing's health filter reads the monitor's dots as kept here: a node never
+    // judged is gray, and the latest judgement of each node counts (a late one changes nothing).
     #[tokio::test]
-    async fn mo_07_the_health_filter_in_sql_gives_every_node_the_dot_the_domain_gives_it() {
+    async fn mo_07_the_health_filter_lists_the_dots_the_monitor_told() {
+        use capstan_events::monitor::Health;
         let (_database, store) = store().await;
         let mut connection = store.pool().acquire().await.unwrap();
-        let cases: Vec<(JobOutcome, Option<Value>)> = vec![
-            (JobOutcome::Completed, Some(json!({}))),
-            (JobOutcome::Completed, None),
-            (JobOutcome::Completed, Some(json!("odd"))),
-            (JobOutcome::Completed, Some(json!([1, 2]))),
-            (JobOutcome::Failed, None),
-            (
-                JobOutcome::Refused,
-                Some(json!({"disk": {"used_percent": 10}})),
-            ),
-            (JobOutcome::Lost, None),
-            (
-                JobOutcome::Completed,
-                Some(json!({"disk": {"used_percent": 90.5}})),
-            ),
-            (
-                JobOutcome::Completed,
-                Some(json!({"disk": {"used_percent": 90.0}})),
-            ),
-            (
-                JobOutcome::Completed,
-                Some(json!({"disk": {"used_percent": 80.0}})),
-            ),
-            (
-                JobOutcome::Completed,
-                Some(json!({"disk": {"used_percent": 80.01}})),
-            ),
-            (
-                JobOutcome::Completed,
-                Some(json!({"disk": {"used_percent": "95"}})),
-            ),
-            (JobOutcome::Completed, Some(json!({"disk": [95]}))),
-            (JobOutcome::Completed, Some(json!({"load": {"1m": 5.0}}))),
-            (JobOutcome::Completed, Some(json!({"load": {"1m": 5.5}}))),
-            (
-                JobOutcome::Completed,
-                Some(json!({"postgresql": {"answers": false}})),
-            ),
-            (
-                JobOutcome::Completed,
-                Some(json!({"postgresql": {"answers": null}})),
-            ),
-            (
-                JobOutcome::Completed,
-                Some(json!({"postgresql": {"answers": true}})),
-            ),
-            (
-                JobOutcome::Completed,
-                Some(json!({"disk": {"used_percent": 95}, "load": {"1m": 9},
-                            "postgresql": {"answers": false}})),
-            ),
-            (
-                JobOutcome::Completed,
-                Some(json!({"disk": {"used_percent": 41.2}, "load": {"1m": 0.3},
-                            "postgresql": {"answers": true}})),
-            ),
-        ];
+        let at = |secs: i64| Utc::now() - chrono::Duration::seconds(secs);
+        let judged = |dot: HealthDot| Health {
+            dot,
+            reasons: vec![format!("{} for the test", dot.as_str())],
+        };
         let never = node(&mut connection, "never-checked", None).await;
-        let mut expected = vec![(never, fleet::health(None).dot)];
-        for (index, (outcome, result)) in cases.iter().enumerate() {
+        let mut expected = vec![(never, HealthDot::Gray)];
+        for (index, dot) in HealthDot::ALL.into_iter().enumerate() {
             let id = node(&mut connection, &format!("case-{index:02}"), None).await;
-            reading(
-                &mut connection,
-                id,
-                "check_status",
-                *outcome,
-                result.clone(),
-            )
-            .await;
-            expected.push((id, fleet::health(Some((*outcome, result.as_ref()))).dot));
+            crate::store::health::apply(&mut connection, id, &judged(dot), at(60))
+                .await
+                .unwrap();
+            expected.push((id, dot));
         }
-        // A withdrawn check says nothing: the one before it counts.
-        let withdrawn = node(&mut connection, "withdrawn-last", None).await;
-        reading(
-            &mut connection,
-            withdrawn,
-            "check_status",
-            JobOutcome::Completed,
-            Some(json!({"disk": {"used_percent": 99}})),
-        )
-        .await;
-        reading(
-            &mut connection,
-            withdrawn,
-            "check_status",
-            JobOutcome::Withdrawn,
-            None,
-        )
-        .await;
-        expected.push((withdrawn, HealthDot::Red));
-        for (id, dot) in &expected {
-            assert_eq!(
-                dot_in_sql(&mut connection, *id).await.unwrap(),
-                dot.as_str(),
-                "node {id}"
-            );
-        }
-        for dot in [
-            HealthDot::Green,
-            HealthDot::Yellow,
-            HealthDot::Red,
-            HealthDot::Gray,
-        ] {
+        // A judgement of an older check arriving late changes nothing.
+        let late = node(&mut connection, "late", None).await;
+        crate::store::health::apply(&mut connection, late, &judged(HealthDot::Red), at(10))
+            .await
+            .unwrap();
+        crate::store::health::apply(&mut connection, late, &judged(HealthDot::Green), at(20))
+            .await
+            .unwrap();
+        expected.push((late, HealthDot::Red));
+        for dot in HealthDot::ALL {
             let request = ListNodes {
                 health: Some(dot),
                 ..listing(page(0, 500))
@@ -560,6 +420,11 @@ mod tests {
             assert_eq!(listed, wanted, "{dot:?}");
             assert_eq!(total, wanted.len() as u64, "{dot:?}");
         }
+        let kept = crate::store::health::of(&mut connection, &[never, late])
+            .await
+            .unwrap();
+        assert_eq!(kept.get(&never), None);
+        assert_eq!(kept[&late], judged(HealthDot::Red));
     }
 
     // PV-15: the placement filter places nodes as `fleet::placements` does: a Docker host, the
@@ -630,7 +495,7 @@ mod tests {
             }
             nodes
         };
-        let views = crate::actions::node_views(&nodes, &rows, Utc::now());
+        let views = crate::actions::node_views(&nodes, &rows, &Default::default(), Utc::now());
         for kind in [
             PlacementKind::Machine,
             PlacementKind::Host,

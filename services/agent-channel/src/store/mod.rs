@@ -11,6 +11,7 @@ use uuid::Uuid;
 use crate::domain::{claims::NodeFacts, joins::JoinRecordState, REJECTED_REOPENABLE_FOR};
 use capstan_events::agent_channel::{rpc::JobState, JobOutcome, UnknownState};
 
+pub mod health;
 mod jobs;
 mod listing;
 mod placements;

@@ -1,105 +1,28 @@
 //! Reading a certificate's expiry (`notAfter`) from PEM, for `check_status`'s certificate
-//! lineages: a few lines of DER walking (RFC 5280 §4.1), so no TLS or X.509 library and no
-//! `openssl` process is needed to answer "when does it expire".
+//! lineages, with the maintained X.509 parser the monitor reads served certificates with
+//! (`x509-parser`), so no `openssl` process is needed to answer "when does it expire".
 
-use base64::{engine::general_purpose::STANDARD, Engine as _};
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
+use x509_parser::pem::Pem;
+use x509_parser::prelude::{FromDer, X509Certificate};
 
-const SEQUENCE: u8 = 0x30;
-const INTEGER: u8 = 0x02;
-const VERSION: u8 = 0xa0;
-const UTC_TIME: u8 = 0x17;
-const GENERALIZED_TIME: u8 = 0x18;
-
-/// One DER element: its tag, its content, and what follows it.
-fn element(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, rest) = input.split_first()?;
-    let (&first, rest) = rest.split_first()?;
-    let (length, rest) = if first < 0x80 {
-        (usize::from(first), rest)
-    } else {
-        let count = usize::from(first & 0x7f);
-        if count == 0 || count > 4 || rest.len() < count {
-            return None;
-        }
-        let length = rest[..count]
-            .iter()
-            .fold(0usize, |length, byte| (length << 8) | usize::from(*byte));
-        (length, &rest[count..])
-    };
-    if rest.len() < length {
-        return None;
-    }
-    Some((tag, &rest[..length], &rest[length..]))
-}
-
-fn expect(input: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
-    let (found, content, rest) = element(input)?;
-    (found == tag).then_some((content, rest))
-}
-
-fn digits(text: &[u8]) -> Option<u32> {
-    if text.is_empty() || !text.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(text).ok()?.parse().ok()
-}
-
-/// `YYMMDDHHMMSSZ` (UTCTime: years 50-99 are 19xx) or `YYYYMMDDHHMMSSZ` (GeneralizedTime).
-fn time(tag: u8, text: &[u8]) -> Option<DateTime<Utc>> {
-    let (year, rest) = match tag {
-        UTC_TIME if text.len() == 13 => {
-            let short = digits(&text[..2])?;
-            (
-                if short >= 50 {
-                    1900 + short
-                } else {
-                    2000 + short
-                },
-                &text[2..],
-            )
-        }
-        GENERALIZED_TIME if text.len() == 15 => (digits(&text[..4])?, &text[4..]),
-        _ => return None,
-    };
-    if rest.last() != Some(&b'Z') {
-        return None;
-    }
-    let field = |at: usize| digits(&rest[at..at + 2]);
-    let date = NaiveDate::from_ymd_opt(i32::try_from(year).ok()?, field(0)?, field(2)?)?;
-    let moment = date.and_hms_opt(field(4)?, field(6)?, field(8)?)?;
-    Some(moment.and_utc())
-}
-
-/// The `notAfter` of a DER certificate.
+/// The `notAfter` of a DER certificate; `None` when it is not one or its date is out of range.
 pub fn not_after_of_der(der: &[u8]) -> Option<DateTime<Utc>> {
-    let (certificate, _) = expect(der, SEQUENCE)?;
-    let (tbs, _) = expect(certificate, SEQUENCE)?;
-    let mut rest = tbs;
-    if rest.first() == Some(&VERSION) {
-        rest = element(rest)?.2;
-    }
-    let (_serial, rest) = expect(rest, INTEGER)?;
-    let (_algorithm, rest) = expect(rest, SEQUENCE)?;
-    let (_issuer, rest) = expect(rest, SEQUENCE)?;
-    let (validity, _) = expect(rest, SEQUENCE)?;
-    let (_, _not_before, rest) = element(validity)?;
-    let (tag, not_after, _) = element(rest)?;
-    time(tag, not_after)
+    let (_, certificate) = X509Certificate::from_der(der).ok()?;
+    DateTime::from_timestamp(certificate.validity().not_after.timestamp(), 0)
 }
 
-/// The `notAfter` of the first certificate in a PEM file (a leaf before its chain).
+/// The `notAfter` of the first certificate in a PEM file (a leaf before its chain; a key or
+/// other block before it is passed over).
 pub fn not_after_of_pem(pem: &str) -> Result<DateTime<Utc>, String> {
-    let body = pem
-        .split("-----BEGIN CERTIFICATE-----")
-        .nth(1)
-        .and_then(|after| after.split("-----END CERTIFICATE-----").next())
-        .ok_or("no certificate in the file")?;
-    let base64: String = body.chars().filter(|c| !c.is_whitespace()).collect();
-    let der = STANDARD
-        .decode(base64)
-        .map_err(|_| "the certificate is not valid base64")?;
-    not_after_of_der(&der).ok_or_else(|| "the certificate's validity could not be read".into())
+    for block in Pem::iter_from_buffer(pem.as_bytes()) {
+        let block = block.map_err(|_| "the certificate is not valid PEM".to_string())?;
+        if block.label == "CERTIFICATE" {
+            return not_after_of_der(&block.contents)
+                .ok_or_else(|| "the certificate's validity could not be read".into());
+        }
+    }
+    Err("no certificate in the file".into())
 }
 
 /// Whole days from `now` to `not_after` (negative once expired).
@@ -136,24 +59,26 @@ gEXVqiibnhtOSnaqxDpgdgDvi8ACIQCIdiRZvBLmdNT1dx/ntvbOD65EWJCewnyl
         assert_eq!(days_left(not_after, now), 30);
     }
 
+    /// A certificate for `example.test` valid until `until` (RFC 5280: UTCTime up to 2049,
+    /// GeneralizedTime from 2050), as PEM.
+    fn until(year: i32, month: u8, day: u8) -> String {
+        let mut params = rcgen::CertificateParams::new(vec!["example.test".to_string()]).unwrap();
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(year, month, day);
+        let key = rcgen::KeyPair::generate().unwrap();
+        params.self_signed(&key).unwrap().pem()
+    }
+
     #[test]
     fn utc_time_years_before_fifty_are_this_century_and_generalized_time_is_read_too() {
         assert_eq!(
-            time(UTC_TIME, b"491231235959Z").unwrap().to_rfc3339(),
-            "2049-12-31T23:59:59+00:00"
+            not_after_of_pem(&until(2049, 12, 31)).unwrap().to_rfc3339(),
+            "2049-12-31T00:00:00+00:00"
         );
         assert_eq!(
-            time(UTC_TIME, b"500101000000Z").unwrap().to_rfc3339(),
-            "1950-01-01T00:00:00+00:00"
-        );
-        assert_eq!(
-            time(GENERALIZED_TIME, b"20610101000000Z")
-                .unwrap()
-                .to_rfc3339(),
+            not_after_of_pem(&until(2061, 1, 1)).unwrap().to_rfc3339(),
             "2061-01-01T00:00:00+00:00"
         );
-        assert_eq!(time(UTC_TIME, b"491331235959Z"), None);
-        assert_eq!(time(UTC_TIME, b"4912312359+0100"), None);
     }
 
     #[test]
@@ -164,6 +89,24 @@ gEXVqiibnhtOSnaqxDpgdgDvi8ACIQCIdiRZvBLmdNT1dx/ntvbOD65EWJCewnyl
         );
         let truncated = CERTIFICATE.replace("/eUp5LWGhQ==\n", "");
         assert!(not_after_of_pem(&truncated).is_err());
+        let garbled = CERTIFICATE.replace("MIIBgzCC", "MIIBgz!!");
+        assert!(not_after_of_pem(&garbled).is_err());
         assert_eq!(not_after_of_der(&[0x30, 0x85, 1, 2, 3, 4, 5]), None);
+        assert_eq!(not_after_of_der(&[]), None);
+    }
+
+    #[test]
+    fn a_key_before_the_certificate_is_passed_over() {
+        let key =
+            "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIA==\n-----END PRIVATE KEY-----\n";
+        let both = format!("{key}{CERTIFICATE}");
+        assert_eq!(
+            not_after_of_pem(&both).unwrap().to_rfc3339(),
+            "2026-12-29T10:07:54+00:00"
+        );
+        assert_eq!(
+            not_after_of_pem(key).unwrap_err(),
+            "no certificate in the file"
+        );
     }
 }

@@ -8,6 +8,7 @@ pub mod certificates;
 pub mod join;
 pub mod nginx;
 pub mod output;
+pub mod packages;
 pub mod policy;
 pub mod public_log;
 pub mod recipes;

@@ -1,5 +1,8 @@
 //! `host_report`: operating system, kernel, boot id, disk available and total, failed units
-//! when systemd runs, containers when docker is installed.
+//! when systemd runs, containers when docker is installed, and the patching facts the fleet
+//! security view reads (MO-16): security fixes waiting, what runs replaced code, a reboot owed,
+//! the last automatic update run and packages left half done. A fact whose source is missing
+//! is null with its reason in `unmeasured`, never a guess.
 
 use serde_json::{json, Map, Value};
 
@@ -9,6 +12,7 @@ use super::{
 };
 use crate::{
     config::Config,
+    domain::packages,
     domain::recipes::data_root::{self, DataRoot},
 };
 
@@ -154,6 +158,7 @@ pub async fn host_report(config: &Config) -> Finished {
         }
     };
     result.insert("containers".into(), containers);
+    security(&mut result, &mut unmeasured).await;
 
     // AG-55: the data root and whether it is stopped (not mounted).
     let root = data_root(config);
@@ -189,6 +194,184 @@ pub fn data_root(config: &Config) -> DataRoot {
     let table = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|error| format!("/proc/self/mountinfo: {error}"));
     data_root::judge(path.as_deref(), table.as_deref().map_err(Clone::clone))
+}
+
+/// Where the patching facts are read.
+pub struct Sources<'a> {
+    pub dpkg_status: &'a str,
+    pub dpkg_updates: &'a str,
+    pub reboot_required: &'a str,
+    pub reboot_required_packages: &'a str,
+    /// Present where the reboot-required file is written by the packages (update-notifier).
+    pub reboot_notifier: &'a str,
+    pub unattended_log: &'a str,
+}
+
+/// The sources of a Debian or Ubuntu machine.
+pub const SOURCES: Sources<'static> = Sources {
+    dpkg_status: "/var/lib/dpkg/status",
+    dpkg_updates: "/var/lib/dpkg/updates",
+    reboot_required: "/var/run/reboot-required",
+    reboot_required_packages: "/var/run/reboot-required.pkgs",
+    reboot_notifier: "/usr/share/update-notifier/notify-reboot-required",
+    unattended_log: "/var/log/unattended-upgrades/unattended-upgrades.log",
+};
+
+/// The patching facts (MO-16), from this machine's sources.
+async fn security(result: &mut Map<String, Value>, unmeasured: &mut Unmeasured) {
+    security_from(&SOURCES, result, unmeasured).await
+}
+
+/// The patching facts from `sources`: `upgrades_pending`, `security_pending`,
+/// `security_packages`, `dpkg_unfinished`, `dpkg_interrupted`, `services_needing_restart`,
+/// `kernel_upgrade_pending`, `reboot_required` (`{"owed", "since", "packages"}`) and
+/// `last_auto_update`.
+pub async fn security_from(
+    sources: &Sources<'_>,
+    result: &mut Map<String, Value>,
+    unmeasured: &mut Unmeasured,
+) {
+    // Security fixes waiting: a simulated upgrade (no lock taken, nothing changed).
+    let (pending, security) = match find_program("apt-get") {
+        None => {
+            unmeasured.add("security_pending", "apt-get is not installed");
+            (Value::Null, Value::Null)
+        }
+        Some(apt) => match run_program(&apt, &["-s", "-q", "upgrade"]).await {
+            Ok(ran) if ran.success => {
+                let found = packages::upgrades(&ran.stdout);
+                result.insert("security_pending".into(), json!(found.security.len()));
+                (json!(found.pending), json!(found.security))
+            }
+            Ok(ran) => {
+                unmeasured.add(
+                    "security_pending",
+                    format!("apt-get -s upgrade: {}", ran.stderr.trim()),
+                );
+                (Value::Null, Value::Null)
+            }
+            Err(why) => {
+                unmeasured.add("security_pending", why);
+                (Value::Null, Value::Null)
+            }
+        },
+    };
+    result.entry("security_pending").or_insert(Value::Null);
+    result.insert("upgrades_pending".into(), pending);
+    result.insert("security_packages".into(), security);
+
+    // Packages a package run left half done, and a run interrupted mid-way.
+    let unfinished = match tokio::fs::read_to_string(sources.dpkg_status).await {
+        Ok(text) => json!(packages::unfinished(&text)),
+        Err(error) => {
+            unmeasured.add(
+                "dpkg_unfinished",
+                format!("{}: {error}", sources.dpkg_status),
+            );
+            Value::Null
+        }
+    };
+    result.insert("dpkg_unfinished".into(), unfinished);
+    let interrupted = match std::fs::read_dir(sources.dpkg_updates) {
+        Ok(entries) => json!(entries.filter_map(Result::ok).any(|entry| entry
+            .file_name()
+            .to_string_lossy()
+            .chars()
+            .all(|c| c.is_ascii_digit()))),
+        Err(error) => {
+            unmeasured.add(
+                "dpkg_interrupted",
+                format!("{}: {error}", sources.dpkg_updates),
+            );
+            Value::Null
+        }
+    };
+    result.insert("dpkg_interrupted".into(), interrupted);
+
+    // What runs replaced code, and a newer kernel installed than runs.
+    let (services, kernel) = match find_program("needrestart") {
+        None => {
+            unmeasured.add("services_needing_restart", "needrestart is not installed");
+            (Value::Null, Value::Null)
+        }
+        Some(needrestart) => match run_program(&needrestart, &["-b", "-r", "l"]).await {
+            Ok(ran) if ran.success => {
+                let found = packages::restarts(&ran.stdout);
+                (json!(found.services), json!(found.kernel_pending))
+            }
+            Ok(ran) => {
+                unmeasured.add(
+                    "services_needing_restart",
+                    format!("needrestart -b: {}", ran.stderr.trim()),
+                );
+                (Value::Null, Value::Null)
+            }
+            Err(why) => {
+                unmeasured.add("services_needing_restart", why);
+                (Value::Null, Value::Null)
+            }
+        },
+    };
+    result.insert("services_needing_restart".into(), services);
+    result.insert("kernel_upgrade_pending".into(), kernel);
+
+    // A reboot owed: the file the packages write, with when it was written.
+    let reboot = match std::fs::metadata(sources.reboot_required) {
+        Ok(found) => {
+            let since = found
+                .modified()
+                .ok()
+                .map(chrono::DateTime::<chrono::Utc>::from)
+                .map(|at| at.to_rfc3339());
+            let listed = std::fs::read_to_string(sources.reboot_required_packages)
+                .map(|text| {
+                    text.lines()
+                        .map(str::trim)
+                        .filter(|line| !line.is_empty())
+                        .take(packages::MAX_NAMES)
+                        .map(|line| json!(line))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default();
+            json!({"owed": true, "since": since, "packages": listed})
+        }
+        Err(_) if std::path::Path::new(sources.reboot_notifier).exists() => {
+            json!({"owed": false, "since": null, "packages": []})
+        }
+        Err(_) => {
+            unmeasured.add(
+                "reboot_required",
+                format!(
+                    "{} is absent and nothing here writes it ({} is not installed)",
+                    sources.reboot_required, sources.reboot_notifier
+                ),
+            );
+            Value::Null
+        }
+    };
+    result.insert("reboot_required".into(), reboot);
+
+    // The last automatic update run.
+    let last = match tokio::fs::read_to_string(sources.unattended_log).await {
+        Ok(text) => match packages::last_unattended_run(&text) {
+            Some(at) => json!(at.to_rfc3339()),
+            None => {
+                unmeasured.add(
+                    "last_auto_update",
+                    format!("{} has no dated line", sources.unattended_log),
+                );
+                Value::Null
+            }
+        },
+        Err(error) => {
+            unmeasured.add(
+                "last_auto_update",
+                format!("{}: {error}", sources.unattended_log),
+            );
+            Value::Null
+        }
+    };
+    result.insert("last_auto_update".into(), last);
 }
 
 /// `ID`, `VERSION_ID` and `PRETTY_NAME` of an os-release file.
@@ -227,6 +410,136 @@ mod tests {
         let report = host_report(&config).await;
         assert_eq!(report.result["data_root_stopped"], true);
         assert_eq!(report.result["data_root"]["state"], "stopped");
+    }
+
+    fn fact<'a>(
+        result: &'a Map<String, Value>,
+        unmeasured: &'a Value,
+        what: &str,
+    ) -> (&'a Value, Option<&'a str>) {
+        let why = unmeasured
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|item| item["what"] == what)
+            .and_then(|item| item["why"].as_str());
+        (&result[what], why)
+    }
+
+    /// MO-16 on this machine (Debian 12): every patching fact is either read from its source
+    /// or null with the reason it could not be, never a guess; what this machine has is read.
+    #[tokio::test]
+    async fn mo_16_the_patching_facts_of_this_machine_are_read_or_said_unknown() {
+        let mut result = Map::new();
+        let mut unmeasured = Unmeasured::default();
+        security(&mut result, &mut unmeasured).await;
+        let unmeasured = unmeasured.into_value();
+        for what in [
+            "security_pending",
+            "dpkg_unfinished",
+            "dpkg_interrupted",
+            "services_needing_restart",
+            "reboot_required",
+            "last_auto_update",
+        ] {
+            let (value, why) = fact(&result, &unmeasured, what);
+            assert!(
+                value.is_null() == why.is_some(),
+                "{what}: {value} (unmeasured: {why:?})"
+            );
+        }
+        // apt-get and the dpkg database are here: the counts are read, and agree with what a
+        // simulated upgrade lists.
+        if find_program("apt-get").is_some() {
+            let simulated =
+                run_program(&find_program("apt-get").unwrap(), &["-s", "-q", "upgrade"])
+                    .await
+                    .unwrap();
+            let security = simulated
+                .stdout
+                .lines()
+                .filter(|line| {
+                    line.starts_with("Inst ") && line.to_ascii_lowercase().contains("security")
+                })
+                .count();
+            assert_eq!(result["security_pending"], json!(security));
+            assert_eq!(
+                result["security_packages"].as_array().unwrap().len(),
+                security
+            );
+        }
+        if std::path::Path::new("/var/lib/dpkg/status").exists() {
+            assert!(result["dpkg_unfinished"].is_array());
+        }
+        // Without needrestart, update-notifier or unattended-upgrades those facts are unknown.
+        if find_program("needrestart").is_none() {
+            assert_eq!(result["services_needing_restart"], Value::Null);
+        }
+        if !std::path::Path::new("/var/run/reboot-required").exists()
+            && !std::path::Path::new(SOURCES.reboot_notifier).exists()
+        {
+            assert_eq!(result["reboot_required"], Value::Null);
+        }
+    }
+
+    /// MO-16: a machine that owes a reboot, has an interrupted package run and a log of
+    /// automatic updates says so (the sources written by the test).
+    #[tokio::test]
+    async fn mo_16_a_reboot_owed_an_interrupted_run_and_the_last_update_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = |name: &str| dir.path().join(name).display().to_string();
+        std::fs::create_dir(dir.path().join("updates")).unwrap();
+        std::fs::write(dir.path().join("updates/0001"), "").unwrap();
+        std::fs::write(
+            dir.path().join("status"),
+            "Package: php8.2-fpm\nStatus: install ok half-configured\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("reboot-required"),
+            "*** System restart required ***\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("reboot-required.pkgs"),
+            "linux-image-6.1.0-21-amd64\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("unattended.log"),
+            "2026-12-01 06:31:02,456 INFO Packages that will be upgraded: libssl3\n",
+        )
+        .unwrap();
+        let (status, updates, reboot, pkgs, log) = (
+            path("status"),
+            path("updates"),
+            path("reboot-required"),
+            path("reboot-required.pkgs"),
+            path("unattended.log"),
+        );
+        let sources = Sources {
+            dpkg_status: &status,
+            dpkg_updates: &updates,
+            reboot_required: &reboot,
+            reboot_required_packages: &pkgs,
+            reboot_notifier: "/nonexistent",
+            unattended_log: &log,
+        };
+        let mut result = Map::new();
+        let mut unmeasured = Unmeasured::default();
+        security_from(&sources, &mut result, &mut unmeasured).await;
+        assert_eq!(result["dpkg_unfinished"], json!(["php8.2-fpm"]));
+        assert_eq!(result["dpkg_interrupted"], json!(true));
+        assert_eq!(result["reboot_required"]["owed"], json!(true));
+        assert!(result["reboot_required"]["since"].is_string());
+        assert_eq!(
+            result["reboot_required"]["packages"],
+            json!(["linux-image-6.1.0-21-amd64"])
+        );
+        assert_eq!(
+            result["last_auto_update"],
+            json!("2026-12-01T06:31:02+00:00")
+        );
     }
 
     #[test]

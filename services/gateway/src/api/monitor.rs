@@ -1,5 +1,5 @@
-//! `/api/v1/uptime`, `/api/v1/nodes/{id}/uptime` and `/api/v1/nodes/{id}/certificate`: the
-//! monitor service's API (levels in the rows).
+//! `/api/v1/uptime`, `/api/v1/nodes/{id}/uptime`, `/api/v1/nodes/{id}/certificate` and
+//! `/api/v1/fleet/security`: the monitor service's API (levels in the rows).
 
 use axum::{
     extract::State,
@@ -8,8 +8,8 @@ use axum::{
     Json,
 };
 use capstan_events::monitor::rpc::{
-    ops, CertificateView, GetCertificate, GetUptime, ListUptime, SetUptime, UptimeCheck,
-    UptimeChecks, UptimeDetail,
+    ops, CertificateView, FleetSecurity, GetCertificate, GetFleetSecurity, GetUptime, ListUptime,
+    SetUptime, UptimeCheck, UptimeChecks, UptimeDetail,
 };
 use capstan_events::Domain;
 use schemars::JsonSchema;
@@ -31,6 +31,7 @@ pub enum MonitorOp {
     GetUptime,
     SetUptime,
     GetCertificate,
+    FleetSecurity,
 }
 
 use capstan_events::rpc::Level::{Change, Read};
@@ -81,6 +82,13 @@ pub const ROUTES: &[Route] = &[
         MonitorOp::GetCertificate,
         None,
     ),
+    row(
+        Method::Get,
+        "/api/v1/fleet/security",
+        Read,
+        MonitorOp::FleetSecurity,
+        None,
+    ),
 ];
 
 /// The handler of `op`.
@@ -90,6 +98,7 @@ pub fn handler(filter: MethodFilter, op: MonitorOp) -> MethodRouter<AppState> {
         MonitorOp::GetUptime => on(filter, get_uptime),
         MonitorOp::SetUptime => on(filter, set_uptime),
         MonitorOp::GetCertificate => on(filter, get_certificate),
+        MonitorOp::FleetSecurity => on(filter, fleet_security),
     }
 }
 
@@ -177,5 +186,16 @@ pub async fn get_certificate(
             &GetCertificate { actor, node_id },
         )
         .await?,
+    ))
+}
+
+/// `GET /api/v1/fleet/security`: one row per machine from its host report, red first
+/// (MO-16, MO-17).
+pub async fn fleet_security(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+) -> Result<Json<FleetSecurity>, ApiError> {
+    Ok(Json(
+        ask(&state, ops::FLEET_SECURITY, &GetFleetSecurity { actor }).await?,
     ))
 }

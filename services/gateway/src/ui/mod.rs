@@ -48,11 +48,13 @@
 //! * audit: `#audit-<id>` rows, `a[data-test=older]`
 //! * incidents' pages, the header line and the node page's Incidents card: see
 //!   [`incidents`]
+//! * the Fleet security page (`/ui/fleet/security`): see [`fleet_security`]
 
 mod account;
 pub mod agent_channel;
 pub mod assets;
 mod cookies;
+pub mod fleet_security;
 mod format;
 mod forms;
 pub mod guard;
@@ -140,6 +142,7 @@ pub fn handler(filter: MethodFilter, op: UiOp) -> MethodRouter<AppState> {
         UiOp::AgentChannel(op) => agent_channel::handler(filter, op),
         UiOp::Incidents(op) => incidents::handler(filter, op),
         UiOp::Rollouts(op) => rollouts::handler(filter, op),
+        UiOp::FleetSecurity => fleet_security::handler(filter),
     }
 }
 

@@ -593,7 +593,7 @@ fn fake_monitor(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
     let server = fake(server, script, monitor::ops::SET_UPTIME, |_, _: Value| {
         uptime_check(5)
     });
-    fake(
+    let server = fake(
         server,
         script,
         monitor::ops::GET_CERTIFICATE,
@@ -603,6 +603,12 @@ fn fake_monitor(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
             names: vec![],
             checked_at: None,
         },
+    );
+    fake(
+        server,
+        script,
+        monitor::ops::FLEET_SECURITY,
+        |_, _: Value| monitor::FleetSecurity { machines: vec![] },
     )
 }
 

@@ -7,11 +7,18 @@
 //!   public name (MO-03).
 //! * `certificates.rs` — reading a served certificate and the first of its five problems
 //!   (MO-08..MO-10).
+//! * `cadence.rs` — which nodes a status pass asks for `check_status` and `host_report`, by the
+//!   job table's cover rule (MO-05, MO-06).
+//! * `health.rs` — a node's health dot from its latest `check_status` (MO-07).
+//! * `security.rs` — the fleet security view's rows and colours (MO-16, MO-17).
 //!
 //! Every number the spec leaves unvalued is a named constant in the file of its rule.
 
+pub mod cadence;
 pub mod certificates;
+pub mod health;
 pub mod pinning;
+pub mod security;
 pub mod uptime;
 
 /// A node, as the agent channel numbers it.

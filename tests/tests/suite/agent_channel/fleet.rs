@@ -1,6 +1,6 @@
-//! How the fleet is drawn for the dashboard: health dots from each node's latest `check_status`
-//! (MO-07) and placement from the latest `host_report`s (PV-15), read back over the operator
-//! API.
+//! How the fleet is drawn for the dashboard: health dots the monitor judged from each node's
+//! latest `check_status` (MO-07, told to the agent channel by `health_changed`) and placement
+//! from the latest `host_report`s (PV-15), read back over the operator API.
 
 use super::PairedAgent;
 use super::{Plane, TestAgent};
@@ -46,6 +46,47 @@ async fn node(plane: &Plane, id: i64) -> Value {
     view
 }
 
+/// Waits until the node's view has been judged from job `job` (its `last_check`) and its dot is
+/// `dot`; answers the view.
+async fn judged(plane: &Plane, id: i64, dot: &str) -> Value {
+    wait_for(
+        &format!("node {id}'s dot to be {dot}"),
+        Duration::from_secs(30),
+        || async move {
+            let view = node(plane, id).await;
+            (view["health"]["dot"] == dot).then_some(view)
+        },
+    )
+    .await
+}
+
+/// Waits until the monitor has judged job `job`, a `check_status` of `id` (its `health_changed`
+/// was told, or the dot it gave was already the one kept): the marker is the monitor's reading.
+async fn monitor_read(plane: &Plane, id: i64, job: i64) {
+    let store = capstan_store::Store::connect(plane.database.url(), "monitor", 1)
+        .await
+        .unwrap();
+    wait_for(
+        "the monitor to read the check",
+        Duration::from_secs(30),
+        || {
+            let store = store.clone();
+            async move {
+                let read: Option<i64> = sqlx::query_scalar(
+                    "SELECT job_id FROM readings WHERE node_id = $1 AND primitive = 'check_status'",
+                )
+                .bind(id)
+                .fetch_optional(store.pool())
+                .await
+                .unwrap();
+                (read == Some(job)).then_some(())
+            }
+        },
+    )
+    .await;
+    store.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mo_07_the_health_dot_follows_the_latest_check() {
     let plane = Plane::start().await;
@@ -68,8 +109,7 @@ async fn mo_07_the_health_dot_follows_the_latest_check() {
         full.clone(),
     )
     .await;
-    let view = node(&plane, id).await;
-    assert_eq!(view["health"]["dot"], "red");
+    let view = judged(&plane, id, "red").await;
     assert_eq!(
         view["health"]["reasons"],
         json!(["disk 93.5% full (over 90%)"])
@@ -80,15 +120,16 @@ async fn mo_07_the_health_dot_follows_the_latest_check() {
 
     let busy = json!({"disk": {"used_percent": 50}, "load": {"1m": 7.25}});
     reading(&plane, &agent, id, "check_status", "completed", busy).await;
-    assert_eq!(node(&plane, id).await["health"]["dot"], "yellow");
+    judged(&plane, id, "yellow").await;
 
     let fine = json!({"disk": {"used_percent": 50}, "load": {"1m": 0.5},
                       "postgresql": {"answers": true}});
-    reading(&plane, &agent, id, "check_status", "completed", fine).await;
-    assert_eq!(node(&plane, id).await["health"]["dot"], "green");
+    let fine_job = reading(&plane, &agent, id, "check_status", "completed", fine).await;
+    judged(&plane, id, "green").await;
 
-    // A host report is not a check: the dot stays as the last check left it.
-    reading(
+    // A host report is not a check: the dot stays as the last check left it (the monitor has
+    // read the report: its reading is kept, and the dot is what the last check made it).
+    let report = reading(
         &plane,
         &agent,
         id,
@@ -97,12 +138,35 @@ async fn mo_07_the_health_dot_follows_the_latest_check() {
         json!({"docker": "absent"}),
     )
     .await;
+    wait_for(
+        "the monitor to read the report",
+        Duration::from_secs(30),
+        || {
+            let url = plane.database.url().to_string();
+            async move {
+                let store = capstan_store::Store::connect(&url, "monitor", 1)
+                    .await
+                    .unwrap();
+                let read: Option<i64> = sqlx::query_scalar(
+                    "SELECT job_id FROM readings WHERE node_id = $1 AND primitive = 'host_report'",
+                )
+                .bind(id)
+                .fetch_optional(store.pool())
+                .await
+                .unwrap();
+                store.close().await;
+                (read == Some(report)).then_some(())
+            }
+        },
+    )
+    .await;
+    monitor_read(&plane, id, fine_job).await;
     let view = node(&plane, id).await;
     assert_eq!(view["health"]["dot"], "green");
     assert_eq!(view["last_report"]["result"], json!({"docker": "absent"}));
 
     reading(&plane, &agent, id, "check_status", "failed", json!({})).await;
-    let view = node(&plane, id).await;
+    let view = judged(&plane, id, "red").await;
     assert_eq!(
         view["health"],
         json!({"dot": "red", "reasons": ["the last check failed"]})
@@ -119,6 +183,30 @@ async fn mo_07_the_health_dot_follows_the_latest_check() {
         )
         .await;
     assert_eq!(status, StatusCode::OK);
+    // The monitor has heard the withdrawal (its job is finished there) and kept the failed
+    // check as the reading: the dot stays red.
+    let store = capstan_store::Store::connect(plane.database.url(), "monitor", 1)
+        .await
+        .unwrap();
+    wait_for(
+        "the monitor to hear the withdrawal",
+        Duration::from_secs(30),
+        || {
+            let store = store.clone();
+            async move {
+                let outcome: Option<String> =
+                    sqlx::query_scalar("SELECT outcome FROM status_jobs WHERE job_id = $1")
+                        .bind(withdrawn)
+                        .fetch_optional(store.pool())
+                        .await
+                        .unwrap()
+                        .flatten();
+                (outcome.as_deref() == Some("withdrawn")).then_some(())
+            }
+        },
+    )
+    .await;
+    store.close().await;
     assert_eq!(node(&plane, id).await["health"]["dot"], "red");
     plane.stop().await;
 }

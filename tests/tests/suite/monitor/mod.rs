@@ -2,6 +2,7 @@
 //! and NATS server of the test's own, checking sites the test runs (HTTP servers that answer,
 //! fail or stall) through a DNS server the test runs in process.
 
+mod cadence;
 mod certificates;
 mod pinning;
 

@@ -178,14 +178,20 @@ async fn an_operator_approves_a_join_runs_check_status_and_watches_it_complete()
     browser.goto(&format!("{base}/ui/jobs/{job_id}")).await;
     let controls = browser.unreachable_or_unnamed_controls().await;
     assert!(controls.is_empty(), "on the job page: {controls:#?}");
-    browser.goto(&format!("{base}/ui/")).await;
-    let dot = browser
-        .find(&format!("{node_row} [data-test=health]"))
-        .await
-        .attr("data-dot")
-        .await
-        .unwrap()
-        .unwrap();
+    // The monitor judges the finished check into the node's dot (MO-07) and tells the agent
+    // channel: the dashboard shows it once told.
+    let dot = wait_for("the node's dot", Duration::from_secs(30), || async {
+        browser.goto(&format!("{base}/ui/")).await;
+        let dot = browser
+            .find(&format!("{node_row} [data-test=health]"))
+            .await
+            .attr("data-dot")
+            .await
+            .unwrap()
+            .unwrap();
+        (dot != "gray").then_some(dot)
+    })
+    .await;
     assert_ne!(dot, "gray", "the node has been checked");
     browser.screenshot("dashboard").await;
     no_console_errors(&browser, "the dashboard and node page").await;

@@ -7,6 +7,7 @@ mod flows;
 mod incidents;
 mod rollouts;
 mod scale;
+mod security;
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};

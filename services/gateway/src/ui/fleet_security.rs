@@ -1,0 +1,122 @@
+//! The monitor's Fleet security page (`/ui/fleet/security`, level 7; MO-16, MO-17): one row
+//! per machine from its host report, red first, with why it has its colour. It asks the monitor
+//! the same rpc as `GET /api/v1/fleet/security`, as the signed-in operator. Everything a node
+//! reported (names, OS, packages, services) is escaped by the template and never a link.
+//!
+//! Stable hooks for browser tests: `#security-<node id>` rows with `[data-test=colour]`
+//! (`data-colour=red|amber|grey|green`), `[data-test=security-pending]`,
+//! `[data-test=needing-restart]`, `[data-test=reboot]`, `[data-test=last-update]`,
+//! `[data-test=unfinished]`, `[data-test=reasons]`; `a[data-test=nav-security]` in the menu.
+
+use askama::Template;
+use axum::{
+    extract::State,
+    http::{HeaderMap, StatusCode},
+    response::Response,
+    routing::{on, MethodFilter, MethodRouter},
+};
+use capstan_events::monitor::rpc::{ops, FleetSecurity, GetFleetSecurity, SecurityRow};
+use capstan_events::{rpc::Level, Domain};
+
+use crate::{
+    ask::ask_of,
+    route::{Route, UiOp},
+    state::AppState,
+    ui::{
+        format::{ago, Ago},
+        render, Chrome, UiError, UiSession,
+    },
+};
+
+/// This page's row of the route table.
+pub const ROUTES: &[Route] = &[Route::page(
+    "/ui/fleet/security",
+    Level::Read,
+    UiOp::FleetSecurity,
+)];
+
+pub fn handler(filter: MethodFilter) -> MethodRouter<AppState> {
+    on(filter, page)
+}
+
+/// "unknown" for a fact the machine could not measure.
+const UNKNOWN: &str = "unknown";
+
+struct Line {
+    node_id: i64,
+    name: String,
+    colour: &'static str,
+    os: String,
+    security_pending: String,
+    needing_restart: String,
+    reboot: String,
+    last_update: Option<Ago>,
+    unfinished: String,
+    reasons: Vec<String>,
+}
+
+fn listed(names: &Option<Vec<String>>) -> String {
+    match names {
+        None => UNKNOWN.to_string(),
+        Some(names) if names.is_empty() => "none".to_string(),
+        Some(names) => names.join(", "),
+    }
+}
+
+fn line(row: &SecurityRow) -> Line {
+    Line {
+        node_id: row.node_id,
+        name: row.name.clone(),
+        colour: row.colour.as_str(),
+        os: row.os.clone().unwrap_or_else(|| UNKNOWN.to_string()),
+        security_pending: row
+            .security_pending
+            .map_or_else(|| UNKNOWN.to_string(), |count| count.to_string()),
+        needing_restart: listed(&row.services_needing_restart),
+        reboot: match (row.reboot_owed, row.reboot_owed_since) {
+            (None, _) => UNKNOWN.to_string(),
+            (Some(false), _) => "no".to_string(),
+            (Some(true), Some(since)) => {
+                format!("owed since {}", since.format("%Y-%m-%d %H:%M UTC"))
+            }
+            (Some(true), None) => "owed".to_string(),
+        },
+        last_update: row.last_auto_update.map(ago),
+        unfinished: listed(&row.dpkg_unfinished),
+        reasons: row.reasons.clone(),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "fleet_security.html")]
+struct SecurityPage {
+    chrome: Chrome,
+    machines: Vec<Line>,
+    problem: Option<String>,
+}
+
+pub async fn page(
+    State(state): State<AppState>,
+    session: UiSession,
+    headers: HeaderMap,
+) -> Result<Response, UiError> {
+    let (machines, problem) = match ask_of::<_, FleetSecurity>(
+        &state,
+        Domain::Monitor,
+        ops::FLEET_SECURITY,
+        &GetFleetSecurity {
+            actor: session.actor(),
+        },
+    )
+    .await
+    {
+        Ok(view) => (view.machines.iter().map(line).collect(), None),
+        Err(refusal) => (Vec::new(), Some(crate::ui::refusal_sentence(&refusal))),
+    };
+    let page = SecurityPage {
+        chrome: Chrome::signed_in(&session, &headers, "Fleet security", "security"),
+        machines,
+        problem,
+    };
+    Ok(render(StatusCode::OK, &page.chrome, &page))
+}

@@ -1,0 +1,136 @@
+//! The status cadence end to end (MO-05, MO-06): the real monitor asks the real agent channel
+//! for `check_status` and `host_report` through `request_job`, and a stale node gets one job of
+//! each per window however many passes run. "Not twice" is proved against the monitor's own
+//! pass counter (the marker), never a sleep.
+
+use capstan_e2e::plane::Plane;
+use capstan_e2e::wait_for;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::agent_channel::{PairedAgent, TestAgent};
+use crate::incidents::PATIENCE;
+
+/// The monitor's status passes so far.
+async fn passes(plane: &Plane) -> i64 {
+    let store = capstan_store::Store::connect(plane.database.url(), "monitor", 1)
+        .await
+        .unwrap();
+    let passes: i64 = sqlx::query_scalar("SELECT passes FROM status_passes")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    store.close().await;
+    passes
+}
+
+/// Waits until `more` passes have run after now.
+async fn more_passes(plane: &Plane, more: i64) {
+    let from = passes(plane).await;
+    wait_for(
+        &format!("{more} more status passes"),
+        PATIENCE,
+        || async move { (passes(plane).await >= from + more).then_some(()) },
+    )
+    .await;
+}
+
+/// The node's jobs the monitor asked for.
+async fn asked(plane: &Plane, node: i64) -> Vec<Value> {
+    let (status, jobs) = plane
+        .api(
+            &plane.reader,
+            "GET",
+            &format!("/api/v1/jobs?node_id={node}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{jobs}");
+    jobs["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|job| job["requested_by"] == "service/monitor")
+        .cloned()
+        .collect()
+}
+
+fn of<'a>(jobs: &'a [Value], primitive: &str) -> Vec<&'a Value> {
+    jobs.iter()
+        .filter(|job| job["primitive"] == primitive)
+        .collect()
+}
+
+/// MO-05, MO-06: a paired node whose agent offers both words gets one `check_status` and one
+/// `host_report` from the first pass; while they are queued, and then once the check completed
+/// inside the window, many more passes ask nothing more. A node whose agent lacks the words is
+/// never asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mo_05_a_stale_node_gets_one_check_status_per_window_however_many_passes_run() {
+    let plane = Plane::start_with(&[("CAPSTAN__MONITOR__STATUS_PASS_SECS", "1")]).await;
+    let (agent, node) = plane.paired_agent("web-stale").await;
+    // This agent reports a vocabulary without either word in its first claim.
+    let other = TestAgent::new(&plane);
+    let (status, _) = other.join("web-lacking").await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let lacking = plane.approve(&other.fingerprint()).await;
+    let (status, claimed) = other.claim(&json!({"vocabulary": ["restart_unit"]})).await;
+    assert_eq!(status, StatusCode::OK, "{claimed}");
+
+    let jobs = wait_for("the monitor's jobs", PATIENCE, || async {
+        let jobs = asked(&plane, node).await;
+        (!of(&jobs, "check_status").is_empty() && !of(&jobs, "host_report").is_empty())
+            .then_some(jobs)
+    })
+    .await;
+    assert_eq!(of(&jobs, "check_status").len(), 1, "{jobs:?}");
+    assert_eq!(of(&jobs, "host_report").len(), 1, "{jobs:?}");
+    let mut ids: Vec<i64> = jobs.iter().map(|job| job["id"].as_i64().unwrap()).collect();
+    ids.sort_unstable();
+
+    // Queued is cover: three more passes ask nothing more.
+    more_passes(&plane, 3).await;
+    let jobs = asked(&plane, node).await;
+    assert_eq!(of(&jobs, "check_status").len(), 1, "{jobs:?}");
+    assert_eq!(of(&jobs, "host_report").len(), 1, "{jobs:?}");
+
+    // The agent runs both, one claim each.
+    let mut ran = Vec::new();
+    for _ in 0..2 {
+        let (status, claimed) = agent.claim(&json!({})).await;
+        assert_eq!(status, StatusCode::OK, "{claimed}");
+        let job = claimed["job"]["id"].as_i64().expect("a job to run");
+        let (status, answer) = agent.result(job, "completed", "ok").await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        ran.push(job);
+    }
+    ran.sort_unstable();
+    assert_eq!(ran, ids);
+    // Completed inside the window is cover: three more passes after the monitor heard both.
+    let store = capstan_store::Store::connect(plane.database.url(), "monitor", 1)
+        .await
+        .unwrap();
+    wait_for("the monitor to hear the jobs ended", PATIENCE, || {
+        let (store, ids) = (store.clone(), ids.clone());
+        async move {
+            let finished: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM status_jobs WHERE job_id = ANY($1) AND state = 'finished'",
+            )
+            .bind(&ids)
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+            (finished == 2).then_some(())
+        }
+    })
+    .await;
+    store.close().await;
+    more_passes(&plane, 3).await;
+    let jobs = asked(&plane, node).await;
+    assert_eq!(of(&jobs, "check_status").len(), 1, "{jobs:?}");
+    assert_eq!(of(&jobs, "host_report").len(), 1, "{jobs:?}");
+
+    // The agent that lacks the words was never asked.
+    assert_eq!(asked(&plane, lacking).await, Vec::<Value>::new());
+    plane.stop().await;
+}
