@@ -1,18 +1,21 @@
 //! The questions the gateway asks (`capstan.rpc.monitor.*`). Each checks the actor's level
-//! first (ARCHITECTURE.md 6.2-3: reads 7, changing a check 8), reads or changes through the
+//! first (ARCHITECTURE.md 6.2-3: reads 7, changing a check 8, an edge probe — a look that
+//! changes nothing — 7), reads or changes through the
 //! store, and answers in the contract's words. A change and the events it causes commit
 //! together.
 
 use capstan_bus::RpcServer;
 use capstan_events::monitor::rpc::{
-    ops, CertProblemView, CertificateView, GetCertificate, GetUptime, HistoryPoint, ListUptime,
-    SetUptime, UptimeCheck, UptimeChecks, UptimeDetail,
+    ops, CertProblemView, CertificateView, EdgeProbeStarted, EdgeProbeView, EdgeProbes,
+    GetCertificate, GetEdgeProbe, GetUptime, HistoryPoint, ListEdgeProbes, ListUptime, SetUptime,
+    StartEdgeProbe, UptimeCheck, UptimeChecks, UptimeDetail,
 };
 use capstan_events::monitor::{CertProblemChanged, SiteUp, UptimeStatus};
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
 use capstan_store::{Store, StoreError};
 use chrono::Utc;
 
+use crate::domain::edge;
 use crate::domain::uptime::{self, first_due, Live, Setting, HISTORY_KEPT};
 use crate::domain::InvalidInput;
 use crate::store::{self, CheckRow};
@@ -37,6 +40,9 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
         .route_with_state(ops::GET_UPTIME, &state, get_uptime)
         .route_with_state(ops::SET_UPTIME, &state, set_uptime)
         .route_with_state(ops::GET_CERTIFICATE, &state, get_certificate)
+        .route_with_state(ops::START_EDGE_PROBE, &state, start_edge_probe)
+        .route_with_state(ops::GET_EDGE_PROBE, &state, get_edge_probe)
+        .route_with_state(ops::LIST_EDGE_PROBES, &state, list_edge_probes)
 }
 
 fn unavailable(error: StoreError) -> RpcError {
@@ -286,5 +292,94 @@ pub async fn get_certificate(state: State, request: GetCertificate) -> Answer<Ce
             names: row.names.0,
             checked_at: row.checked_at,
         },
+    })
+}
+
+/// MO-11, MO-12: queues a run comparing the node's site through its public name and directly;
+/// the monitor's edge probe task takes it. Refused, changing nothing, when the node has no
+/// site address or no address of its own, or had 10 runs in the last hour.
+pub async fn start_edge_probe(state: State, request: StartEdgeProbe) -> Answer<EdgeProbeStarted> {
+    request
+        .actor
+        .require(Level::Read, "comparing a node's edge and direct paths")?;
+    let node = request.node_id;
+    let now = Utc::now();
+    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    let (url, addresses) = store::lock_node_for_probe(&mut transaction, node)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| no_node(node))?;
+    let refused = |why: String| RpcError::new(ErrorCode::Refused, format!("node {node}: {why}"));
+    let site = edge::site(url.as_deref()).map_err(refused)?;
+    if edge::direct_targets(&addresses).is_empty() {
+        return Err(refused(
+            "it reported no address of its own, so there is no direct path to compare".into(),
+        ));
+    }
+    let recent = store::probes_since(&mut transaction, node, now - chrono::Duration::hours(1))
+        .await
+        .map_err(unavailable)?;
+    edge::may_run(recent)
+        .map_err(|why| RpcError::new(ErrorCode::RateLimited, format!("node {node}: {why}")))?;
+    let id = store::queue_probe(
+        &mut transaction,
+        node,
+        site.origin.as_str(),
+        &addresses,
+        &request.actor.name,
+        now,
+    )
+    .await
+    .map_err(unavailable)?;
+    transaction
+        .commit()
+        .await
+        .map_err(|e| unavailable(e.into()))?;
+    Ok(EdgeProbeStarted { id })
+}
+
+pub async fn get_edge_probe(state: State, request: GetEdgeProbe) -> Answer<EdgeProbeView> {
+    request
+        .actor
+        .require(Level::Read, "reading an edge probe")?;
+    let mut connection = state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(|e| unavailable(e.into()))?;
+    let row = store::probe(&mut connection, request.id)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| {
+            RpcError::new(ErrorCode::NotFound, format!("no edge probe {}", request.id))
+        })?;
+    row.view().map_err(unavailable)
+}
+
+pub async fn list_edge_probes(state: State, request: ListEdgeProbes) -> Answer<EdgeProbes> {
+    request
+        .actor
+        .require(Level::Read, "reading a node's edge probes")?;
+    let mut connection = state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(|e| unavailable(e.into()))?;
+    if !store::node_known(&mut connection, request.node_id)
+        .await
+        .map_err(unavailable)?
+    {
+        return Err(no_node(request.node_id));
+    }
+    let rows = store::node_probes(&mut connection, request.node_id, edge::LISTED_PER_NODE)
+        .await
+        .map_err(unavailable)?;
+    Ok(EdgeProbes {
+        probes: rows
+            .iter()
+            .map(|row| row.view().map_err(unavailable))
+            .collect::<Answer<_>>()?,
     })
 }

@@ -1,14 +1,17 @@
-//! `/api/v1/uptime`, `/api/v1/nodes/{id}/uptime` and `/api/v1/nodes/{id}/certificate`: the
-//! monitor service's API (levels in the rows).
+//! `/api/v1/uptime`, `/api/v1/nodes/{id}/uptime`, `/api/v1/nodes/{id}/certificate`,
+//! `/api/v1/nodes/{id}/edge-probe(s)` and `/api/v1/edge-probes/{id}`: the monitor service's API
+//! (levels in the rows).
 
 use axum::{
     extract::State,
-    http::Uri,
+    http::{StatusCode, Uri},
+    response::{IntoResponse, Response},
     routing::{on, MethodFilter, MethodRouter},
     Json,
 };
 use capstan_events::monitor::rpc::{
-    ops, CertificateView, GetCertificate, GetUptime, ListUptime, SetUptime, UptimeCheck,
+    ops, CertificateView, EdgeProbeStarted, EdgeProbeView, EdgeProbes, GetCertificate,
+    GetEdgeProbe, GetUptime, ListEdgeProbes, ListUptime, SetUptime, StartEdgeProbe, UptimeCheck,
     UptimeChecks, UptimeDetail,
 };
 use capstan_events::Domain;
@@ -19,7 +22,7 @@ use crate::{
     ask::ask_of,
     error::ApiError,
     identity::Operator,
-    input::{JsonBody, NodeId, QueryParams},
+    input::{JsonBody, NodeId, PathId, QueryParams},
     route::{Access, Method, Op, Route},
     AppState,
 };
@@ -31,6 +34,9 @@ pub enum MonitorOp {
     GetUptime,
     SetUptime,
     GetCertificate,
+    StartEdgeProbe,
+    GetEdgeProbe,
+    ListEdgeProbes,
 }
 
 use capstan_events::rpc::Level::{Change, Read};
@@ -81,6 +87,28 @@ pub const ROUTES: &[Route] = &[
         MonitorOp::GetCertificate,
         None,
     ),
+    // MO-11: a look that changes nothing on the node (level 7), recorded as an act.
+    row(
+        Method::Post,
+        "/api/v1/nodes/{id}/edge-probe",
+        Read,
+        MonitorOp::StartEdgeProbe,
+        Some("edge_probe"),
+    ),
+    row(
+        Method::Get,
+        "/api/v1/nodes/{id}/edge-probes",
+        Read,
+        MonitorOp::ListEdgeProbes,
+        None,
+    ),
+    row(
+        Method::Get,
+        "/api/v1/edge-probes/{id}",
+        Read,
+        MonitorOp::GetEdgeProbe,
+        None,
+    ),
 ];
 
 /// The handler of `op`.
@@ -90,6 +118,9 @@ pub fn handler(filter: MethodFilter, op: MonitorOp) -> MethodRouter<AppState> {
         MonitorOp::GetUptime => on(filter, get_uptime),
         MonitorOp::SetUptime => on(filter, set_uptime),
         MonitorOp::GetCertificate => on(filter, get_certificate),
+        MonitorOp::StartEdgeProbe => on(filter, start_edge_probe),
+        MonitorOp::GetEdgeProbe => on(filter, get_edge_probe),
+        MonitorOp::ListEdgeProbes => on(filter, list_edge_probes),
     }
 }
 
@@ -175,6 +206,46 @@ pub async fn get_certificate(
             &state,
             ops::GET_CERTIFICATE,
             &GetCertificate { actor, node_id },
+        )
+        .await?,
+    ))
+}
+
+/// `POST /api/v1/nodes/{id}/edge-probe`: `202 {"id"}`; the run goes on in the monitor.
+pub async fn start_edge_probe(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+) -> Result<Response, ApiError> {
+    let started: EdgeProbeStarted = ask(
+        &state,
+        ops::START_EDGE_PROBE,
+        &StartEdgeProbe { actor, node_id },
+    )
+    .await?;
+    Ok((StatusCode::ACCEPTED, Json(started)).into_response())
+}
+
+pub async fn get_edge_probe(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    PathId(id): PathId,
+) -> Result<Json<EdgeProbeView>, ApiError> {
+    Ok(Json(
+        ask(&state, ops::GET_EDGE_PROBE, &GetEdgeProbe { actor, id }).await?,
+    ))
+}
+
+pub async fn list_edge_probes(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+) -> Result<Json<EdgeProbes>, ApiError> {
+    Ok(Json(
+        ask(
+            &state,
+            ops::LIST_EDGE_PROBES,
+            &ListEdgeProbes { actor, node_id },
         )
         .await?,
     ))

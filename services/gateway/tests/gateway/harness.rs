@@ -553,7 +553,7 @@ fn fake_monitor(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
     let server = fake(server, script, monitor::ops::SET_UPTIME, |_, _: Value| {
         uptime_check(5)
     });
-    fake(
+    let server = fake(
         server,
         script,
         monitor::ops::GET_CERTIFICATE,
@@ -563,7 +563,45 @@ fn fake_monitor(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
             names: vec![],
             checked_at: None,
         },
+    );
+    let server = fake(
+        server,
+        script,
+        monitor::ops::START_EDGE_PROBE,
+        |_, _: Value| monitor::EdgeProbeStarted { id: 3 },
+    );
+    let server = fake(
+        server,
+        script,
+        monitor::ops::GET_EDGE_PROBE,
+        |_, _: Value| edge_probe(3),
+    );
+    fake(
+        server,
+        script,
+        monitor::ops::LIST_EDGE_PROBES,
+        |_, _: Value| monitor::EdgeProbes {
+            probes: vec![edge_probe(3)],
+        },
     )
+}
+
+fn edge_probe(id: i64) -> capstan_events::monitor::rpc::EdgeProbeView {
+    capstan_events::monitor::rpc::EdgeProbeView {
+        id,
+        node_id: 5,
+        status: capstan_events::monitor::rpc::EdgeProbeStatus::Queued,
+        url: "https://shop.example/".into(),
+        requested_by: "ada".into(),
+        requested_at: chrono::Utc::now(),
+        started_at: None,
+        finished_at: None,
+        rounds: 0,
+        paths: vec![],
+        verdict: None,
+        notes: vec![],
+        error: None,
+    }
 }
 
 /// Registers a fake op that records its request and answers `answer(request)`, or the

@@ -5,12 +5,15 @@
 //!   (down after two failures, up on the first success) and the schedule (MO-01, MO-02, MO-04).
 //! * `pinning.rs` — whether a check goes straight to the node's own address or through the
 //!   public name (MO-03).
+//! * `edge.rs` — edge versus direct: what a stall is, each path's figures and the verdict
+//!   (MO-11, MO-12).
 //! * `certificates.rs` — reading a served certificate and the first of its five problems
 //!   (MO-08..MO-10).
 //!
 //! Every number the spec leaves unvalued is a named constant in the file of its rule.
 
 pub mod certificates;
+pub mod edge;
 pub mod pinning;
 pub mod uptime;
 

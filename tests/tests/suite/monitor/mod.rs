@@ -3,6 +3,7 @@
 //! fail or stall) through a DNS server the test runs in process.
 
 mod certificates;
+mod edge;
 mod pinning;
 
 use capstan_e2e::dns::DnsServer;
