@@ -115,6 +115,8 @@ pub enum UiOp {
     AgentChannel(crate::ui::agent_channel::AgentChannelPage),
     /// A page or form of the incidents service (`ui/incidents/`).
     Incidents(crate::ui::incidents::IncidentsPage),
+    /// A page or form of the monitor service (`ui/monitor/`).
+    Monitor(crate::ui::monitor::MonitorPage),
 }
 
 /// One row of the table.

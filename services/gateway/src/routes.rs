@@ -37,6 +37,7 @@ pub static ROUTES: std::sync::LazyLock<Vec<Route>> = std::sync::LazyLock::new(||
         crate::api::monitor::ROUTES,
         crate::ui::incidents::ROUTES,
         crate::api::releases::ROUTES,
+        crate::ui::monitor::ROUTES,
     ]
     .concat()
 });

@@ -7,8 +7,8 @@
 use capstan_bus::RpcServer;
 use capstan_events::monitor::rpc::{
     ops, CertProblemView, CertificateView, EdgeProbeStarted, EdgeProbeView, EdgeProbes,
-    GetCertificate, GetEdgeProbe, GetUptime, HistoryPoint, ListEdgeProbes, ListUptime, SetUptime,
-    StartEdgeProbe, UptimeCheck, UptimeChecks, UptimeDetail,
+    GetCertificate, GetEdgeProbe, GetUptime, GetUptimeSummary, HistoryPoint, ListEdgeProbes,
+    ListUptime, SetUptime, StartEdgeProbe, UptimeCheck, UptimeChecks, UptimeDetail, UptimeSummary,
 };
 use capstan_events::monitor::{CertProblemChanged, SiteUp, UptimeStatus};
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
@@ -43,6 +43,39 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
         .route_with_state(ops::START_EDGE_PROBE, &state, start_edge_probe)
         .route_with_state(ops::GET_EDGE_PROBE, &state, get_edge_probe)
         .route_with_state(ops::LIST_EDGE_PROBES, &state, list_edge_probes)
+        .route_with_state(ops::UPTIME_SUMMARY, &state, uptime_summary)
+}
+
+/// The most down checks the summary lists.
+pub const SUMMARY_LIMIT_MAX: u32 = 100;
+
+pub async fn uptime_summary(state: State, request: GetUptimeSummary) -> Answer<UptimeSummary> {
+    request.actor.require(Level::Read, "reading uptime")?;
+    if request.limit > SUMMARY_LIMIT_MAX {
+        return Err(
+            InvalidInput::new("limit", format!("must be at most {SUMMARY_LIMIT_MAX}")).into(),
+        );
+    }
+    let mut connection = state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(|e| unavailable(e.into()))?;
+    let (up, down, unknown, off) = store::uptime_counts(&mut connection)
+        .await
+        .map_err(unavailable)?;
+    let rows = store::longest_down(&mut connection, i64::from(request.limit))
+        .await
+        .map_err(unavailable)?;
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    Ok(UptimeSummary {
+        up: count(up),
+        down: count(down),
+        unknown: count(unknown),
+        off: count(off),
+        down_checks: rows.iter().map(view).collect::<Answer<_>>()?,
+    })
 }
 
 fn unavailable(error: StoreError) -> RpcError {

@@ -172,6 +172,31 @@ pub async fn checks(
     .await?)
 }
 
+/// How many checks are up, down, unknown (on, with a URL, no answer yet) and off.
+pub async fn uptime_counts(connection: &mut PgConnection) -> Result<(i64, i64, i64, i64)> {
+    Ok(sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE enabled AND url IS NOT NULL AND status = 'up'),
+                count(*) FILTER (WHERE enabled AND url IS NOT NULL AND status = 'down'),
+                count(*) FILTER (WHERE enabled AND url IS NOT NULL AND status IS NULL),
+                count(*) FILTER (WHERE NOT enabled OR url IS NULL)
+         FROM checks",
+    )
+    .fetch_one(&mut *connection)
+    .await?)
+}
+
+/// The checks down the longest, at most `limit`.
+pub async fn longest_down(connection: &mut PgConnection, limit: i64) -> Result<Vec<CheckRow>> {
+    Ok(sqlx::query_as(&format!(
+        "SELECT {CHECK_COLUMNS} FROM checks
+         WHERE enabled AND url IS NOT NULL AND status = 'down'
+         ORDER BY down_since, node_id LIMIT $1"
+    ))
+    .bind(limit)
+    .fetch_all(&mut *connection)
+    .await?)
+}
+
 /// One node's check, locked for the rest of the transaction when `lock`.
 pub async fn check(
     connection: &mut PgConnection,

@@ -21,6 +21,7 @@ pub mod ops {
     pub const START_EDGE_PROBE: &str = "start_edge_probe";
     pub const GET_EDGE_PROBE: &str = "get_edge_probe";
     pub const LIST_EDGE_PROBES: &str = "list_edge_probes";
+    pub const UPTIME_SUMMARY: &str = "uptime_summary";
 }
 
 /// `GET /api/v1/uptime?status=up|down|unknown` (level 7); the service reads `status`.
@@ -288,4 +289,25 @@ pub struct EdgeProbeView {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EdgeProbes {
     pub probes: Vec<EdgeProbeView>,
+}
+
+/// The dashboard's sites card (level 7): how many checks are in each state, and the longest
+/// down first, at most `limit` of them — bounded however large the fleet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GetUptimeSummary {
+    pub actor: Actor,
+    pub limit: u32,
+}
+
+/// What the sites card shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct UptimeSummary {
+    pub up: u64,
+    pub down: u64,
+    /// Checked by nothing yet (no answer so far) while on and with a URL.
+    pub unknown: u64,
+    /// Switched off, or with no URL to check.
+    pub off: u64,
+    /// The longest down first.
+    pub down_checks: Vec<UptimeCheck>,
 }

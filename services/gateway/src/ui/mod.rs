@@ -48,6 +48,8 @@
 //! * audit: `#audit-<id>` rows, `a[data-test=older]`
 //! * incidents' pages, the header line and the node page's Incidents card: see
 //!   [`incidents`]
+//! * the dashboard's Sites card, the node page's Uptime card and the edge probe page: see
+//!   [`monitor`]
 
 mod account;
 pub mod agent_channel;
@@ -57,6 +59,7 @@ mod format;
 mod forms;
 pub mod guard;
 pub mod incidents;
+pub mod monitor;
 mod sign_in;
 
 use askama::Template;
@@ -138,6 +141,7 @@ pub fn handler(filter: MethodFilter, op: UiOp) -> MethodRouter<AppState> {
         UiOp::AuditPage => on(filter, account::audit_page),
         UiOp::AgentChannel(op) => agent_channel::handler(filter, op),
         UiOp::Incidents(op) => incidents::handler(filter, op),
+        UiOp::Monitor(op) => monitor::handler(filter, op),
     }
 }
 

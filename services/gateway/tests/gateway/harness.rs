@@ -576,12 +576,24 @@ fn fake_monitor(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
         monitor::ops::GET_EDGE_PROBE,
         |_, _: Value| edge_probe(3),
     );
-    fake(
+    let server = fake(
         server,
         script,
         monitor::ops::LIST_EDGE_PROBES,
         |_, _: Value| monitor::EdgeProbes {
             probes: vec![edge_probe(3)],
+        },
+    );
+    fake(
+        server,
+        script,
+        monitor::ops::UPTIME_SUMMARY,
+        |_, _: Value| monitor::UptimeSummary {
+            up: 1,
+            down: 0,
+            unknown: 0,
+            off: 0,
+            down_checks: vec![],
         },
     )
 }

@@ -5,6 +5,7 @@
 
 mod flows;
 mod incidents;
+mod monitor;
 mod scale;
 
 use fantoccini::{Client, ClientBuilder, Locator};
