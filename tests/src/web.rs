@@ -1,10 +1,11 @@
-//! Sites of the test's own: a plain HTTP server whose answer the test switches (200, 500, or
-//! a stall: the request is read and never answered), counting the requests it took; and a TLS
-//! server presenting a certificate the test made, for reading served certificates.
+//! Sites of the test's own: a plain HTTP server whose answer the test switches (200, 500, 429,
+//! or a stall: the request is read and never answered), counting the requests it took and
+//! keeping each request's head; it can also stall only its next few requests, on purpose. And a
+//! TLS server presenting a certificate the test made, for reading served certificates.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -17,12 +18,23 @@ pub enum Answer {
     ServerError = 1,
     /// Reads the request and never answers (the connection is held open).
     Stall = 2,
+    /// 429 Too Many Requests: a site's own rate limit.
+    TooMany = 3,
+}
+
+/// What a site shares with its connections.
+#[derive(Default)]
+struct Shared {
+    answer: AtomicU8,
+    requests: AtomicUsize,
+    /// Requests still to be stalled before the answer applies again.
+    stall_next: AtomicUsize,
+    heads: Mutex<Vec<String>>,
 }
 
 pub struct Site {
     pub address: SocketAddr,
-    answer: Arc<AtomicU8>,
-    requests: Arc<AtomicUsize>,
+    shared: Arc<Shared>,
     task: JoinHandle<()>,
 }
 
@@ -35,13 +47,11 @@ impl Site {
 
     fn on(listener: TcpListener) -> Site {
         let address = listener.local_addr().unwrap();
-        let answer = Arc::new(AtomicU8::new(Answer::Ok as u8));
-        let requests = Arc::new(AtomicUsize::new(0));
-        let task = tokio::spawn(accept(listener, answer.clone(), requests.clone(), None));
+        let shared = Arc::new(Shared::default());
+        let task = tokio::spawn(accept(listener, shared.clone(), None));
         Site {
             address,
-            answer,
-            requests,
+            shared,
             task,
         }
     }
@@ -64,29 +74,32 @@ impl Site {
         .unwrap();
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
         let address = listener.local_addr().unwrap();
-        let answer = Arc::new(AtomicU8::new(Answer::Ok as u8));
-        let requests = Arc::new(AtomicUsize::new(0));
-        let task = tokio::spawn(accept(
-            listener,
-            answer.clone(),
-            requests.clone(),
-            Some(acceptor),
-        ));
+        let shared = Arc::new(Shared::default());
+        let task = tokio::spawn(accept(listener, shared.clone(), Some(acceptor)));
         Site {
             address,
-            answer,
-            requests,
+            shared,
             task,
         }
     }
 
     pub fn answer(&self, answer: Answer) {
-        self.answer.store(answer as u8, Ordering::SeqCst);
+        self.shared.answer.store(answer as u8, Ordering::SeqCst);
+    }
+
+    /// The next `count` requests are read and never answered; then the answer applies again.
+    pub fn stall_next(&self, count: usize) {
+        self.shared.stall_next.store(count, Ordering::SeqCst);
     }
 
     /// Requests read so far (TLS handshakes without a request are not counted).
     pub fn requests(&self) -> usize {
-        self.requests.load(Ordering::SeqCst)
+        self.shared.requests.load(Ordering::SeqCst)
+    }
+
+    /// Each request's head (request line and headers) as read, in order.
+    pub fn heads(&self) -> Vec<String> {
+        self.shared.heads.lock().unwrap().clone()
     }
 }
 
@@ -98,8 +111,7 @@ impl Drop for Site {
 
 async fn accept(
     listener: TcpListener,
-    answer: Arc<AtomicU8>,
-    requests: Arc<AtomicUsize>,
+    shared: Arc<Shared>,
     tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
     let mut connections = tokio::task::JoinSet::new();
@@ -107,26 +119,22 @@ async fn accept(
         let Ok((stream, _)) = listener.accept().await else {
             return;
         };
-        let (answer, requests, tls) = (answer.clone(), requests.clone(), tls.clone());
+        let (shared, tls) = (shared.clone(), tls.clone());
         connections.spawn(async move {
             match tls {
                 Some(acceptor) => {
                     if let Ok(stream) = acceptor.accept(stream).await {
-                        serve(stream, &answer, &requests).await;
+                        serve(stream, &shared).await;
                     }
                 }
-                None => serve(stream, &answer, &requests).await,
+                None => serve(stream, &shared).await,
             }
         });
         while connections.try_join_next().is_some() {}
     }
 }
 
-async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
-    mut stream: S,
-    answer: &AtomicU8,
-    requests: &AtomicUsize,
-) {
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, shared: &Shared) {
     let mut head = Vec::new();
     let mut buffer = [0u8; 1024];
     while !head.windows(4).any(|window| window == b"\r\n\r\n") {
@@ -138,10 +146,26 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             return;
         }
     }
-    requests.fetch_add(1, Ordering::SeqCst);
-    let status = match answer.load(Ordering::SeqCst) {
+    shared.requests.fetch_add(1, Ordering::SeqCst);
+    if let Some(end) = head.windows(4).position(|window| window == b"\r\n\r\n") {
+        let text = String::from_utf8_lossy(&head[..end]).into_owned();
+        shared.heads.lock().unwrap().push(text);
+    }
+    let stalled = shared
+        .stall_next
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+            left.checked_sub(1)
+        })
+        .is_ok();
+    let answer = if stalled {
+        Answer::Stall as u8
+    } else {
+        shared.answer.load(Ordering::SeqCst)
+    };
+    let status = match answer {
         0 => "200 OK",
         1 => "500 Internal Server Error",
+        3 => "429 Too Many Requests",
         _ => {
             // hold the connection and say nothing until the client gives up
             let _ = stream.read(&mut buffer).await;

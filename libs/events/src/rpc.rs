@@ -21,6 +21,8 @@ pub enum ErrorCode {
     NeedsNewerAgent,
     /// A job for a node that has no paired agent.
     NotPaired,
+    /// Asked too often: the message says the limit and when the next may be asked.
+    RateLimited,
 }
 
 impl ErrorCode {
@@ -36,6 +38,7 @@ impl ErrorCode {
             ErrorCode::Internal => "internal",
             ErrorCode::NeedsNewerAgent => "needs_newer_agent",
             ErrorCode::NotPaired => "not_paired",
+            ErrorCode::RateLimited => "rate_limited",
         }
     }
 }

@@ -111,6 +111,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::Forbidden => StatusCode::FORBIDDEN,
         ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
     }
 }
 

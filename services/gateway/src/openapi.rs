@@ -74,6 +74,9 @@ pub fn component_schemas() -> Map<String, Value> {
         add::<monitor::UptimeCheck>(&mut answers);
         add::<monitor::CertificateView>(&mut answers);
         add::<monitor::FleetSecurity>(&mut answers);
+        add::<monitor::EdgeProbeStarted>(&mut answers);
+        add::<monitor::EdgeProbeView>(&mut answers);
+        add::<monitor::EdgeProbes>(&mut answers);
         use capstan_events::rollouts::rpc as rollouts;
         add::<rollouts::Releases>(&mut answers);
         add::<rollouts::ReleaseView>(&mut answers);

@@ -123,6 +123,8 @@ pub enum UiOp {
     Rollouts(crate::ui::rollouts::RolloutsPage),
     /// The monitor's Fleet security page (`ui/fleet_security.rs`).
     FleetSecurity,
+    /// A page or form of the monitor service (`ui/monitor/`).
+    Monitor(crate::ui::monitor::MonitorPage),
 }
 
 /// One row of the table.

@@ -41,6 +41,7 @@ pub static ROUTES: std::sync::LazyLock<Vec<Route>> = std::sync::LazyLock::new(||
         crate::ui::rollouts::ROUTES,
         crate::api::backups::ROUTES,
         crate::ui::fleet_security::ROUTES,
+        crate::ui::monitor::ROUTES,
     ]
     .concat()
 });

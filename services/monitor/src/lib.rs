@@ -1,5 +1,5 @@
-//! The monitor service: uptime checks, served-certificate checks, the status cadence and the
-//! health dots (and, later, edge-versus-direct probes).
+//! The monitor service: uptime checks, served-certificate checks, the status cadence, the
+//! health dots and edge-versus-direct probes.
 //!
 //! Its rooms, as in every service: `domain/` (pure rules), `store.rs` (its SQL), `rpc.rs` (the
 //! gateway's questions), `consumers.rs` (the agent channel's node events), `tasks.rs` (the
@@ -88,6 +88,12 @@ pub async fn run_with(
         let (store, prober) = (service.store.clone(), prober.clone());
         parts.push(Box::new(move |stop: CancellationToken| {
             Box::pin(tasks::certificates(store, prober, pace, stop))
+        }));
+    }
+    {
+        let (store, prober) = (service.store.clone(), prober.clone());
+        parts.push(Box::new(move |stop: CancellationToken| {
+            Box::pin(tasks::edge_probes(store, prober, pace, stop))
         }));
     }
     {

@@ -1,18 +1,21 @@
 //! The questions the gateway asks (`capstan.rpc.monitor.*`). Each checks the actor's level
-//! first (ARCHITECTURE.md 6.2-3: reads 7, changing a check 8), reads or changes through the
+//! first (ARCHITECTURE.md 6.2-3: reads 7, changing a check 8, an edge probe — a look that
+//! changes nothing — 7), reads or changes through the
 //! store, and answers in the contract's words. A change and the events it causes commit
 //! together.
 
 use capstan_bus::RpcServer;
 use capstan_events::monitor::rpc::{
-    ops, CertProblemView, CertificateView, GetCertificate, GetUptime, HistoryPoint, ListUptime,
-    SetUptime, UptimeCheck, UptimeChecks, UptimeDetail,
+    ops, CertProblemView, CertificateView, EdgeProbeStarted, EdgeProbeView, EdgeProbes,
+    GetCertificate, GetEdgeProbe, GetUptime, GetUptimeSummary, HistoryPoint, ListEdgeProbes,
+    ListUptime, SetUptime, StartEdgeProbe, UptimeCheck, UptimeChecks, UptimeDetail, UptimeSummary,
 };
 use capstan_events::monitor::{CertProblemChanged, SiteUp, UptimeStatus};
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
 use capstan_store::{Store, StoreError};
 use chrono::Utc;
 
+use crate::domain::edge;
 use crate::domain::uptime::{self, first_due, Live, Setting, HISTORY_KEPT};
 use crate::domain::InvalidInput;
 use crate::store::{self, CheckRow};
@@ -37,7 +40,43 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
         .route_with_state(ops::GET_UPTIME, &state, get_uptime)
         .route_with_state(ops::SET_UPTIME, &state, set_uptime)
         .route_with_state(ops::GET_CERTIFICATE, &state, get_certificate)
+        .route_with_state(ops::START_EDGE_PROBE, &state, start_edge_probe)
+        .route_with_state(ops::GET_EDGE_PROBE, &state, get_edge_probe)
+        .route_with_state(ops::LIST_EDGE_PROBES, &state, list_edge_probes)
+        .route_with_state(ops::UPTIME_SUMMARY, &state, uptime_summary)
         .route_with_state(ops::FLEET_SECURITY, &state, fleet_security)
+}
+
+/// The most down checks the summary lists.
+pub const SUMMARY_LIMIT_MAX: u32 = 100;
+
+pub async fn uptime_summary(state: State, request: GetUptimeSummary) -> Answer<UptimeSummary> {
+    request.actor.require(Level::Read, "reading uptime")?;
+    if request.limit > SUMMARY_LIMIT_MAX {
+        return Err(
+            InvalidInput::new("limit", format!("must be at most {SUMMARY_LIMIT_MAX}")).into(),
+        );
+    }
+    let mut connection = state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(|e| unavailable(e.into()))?;
+    let (up, down, unknown, off) = store::uptime_counts(&mut connection)
+        .await
+        .map_err(unavailable)?;
+    let rows = store::longest_down(&mut connection, i64::from(request.limit))
+        .await
+        .map_err(unavailable)?;
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    Ok(UptimeSummary {
+        up: count(up),
+        down: count(down),
+        unknown: count(unknown),
+        off: count(off),
+        down_checks: rows.iter().map(view).collect::<Answer<_>>()?,
+    })
 }
 
 fn unavailable(error: StoreError) -> RpcError {
@@ -330,4 +369,93 @@ pub async fn fleet_security(
     }
     security::sort(&mut machines);
     Ok(capstan_events::monitor::rpc::FleetSecurity { machines })
+}
+
+/// MO-11, MO-12: queues a run comparing the node's site through its public name and directly;
+/// the monitor's edge probe task takes it. Refused, changing nothing, when the node has no
+/// site address or no address of its own, or had 10 runs in the last hour.
+pub async fn start_edge_probe(state: State, request: StartEdgeProbe) -> Answer<EdgeProbeStarted> {
+    request
+        .actor
+        .require(Level::Read, "comparing a node's edge and direct paths")?;
+    let node = request.node_id;
+    let now = Utc::now();
+    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    let (url, addresses) = store::lock_node_for_probe(&mut transaction, node)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| no_node(node))?;
+    let refused = |why: String| RpcError::new(ErrorCode::Refused, format!("node {node}: {why}"));
+    let site = edge::site(url.as_deref()).map_err(refused)?;
+    if edge::direct_targets(&addresses).is_empty() {
+        return Err(refused(
+            "it reported no address of its own, so there is no direct path to compare".into(),
+        ));
+    }
+    let recent = store::probes_since(&mut transaction, node, now - chrono::Duration::hours(1))
+        .await
+        .map_err(unavailable)?;
+    edge::may_run(recent)
+        .map_err(|why| RpcError::new(ErrorCode::RateLimited, format!("node {node}: {why}")))?;
+    let id = store::queue_probe(
+        &mut transaction,
+        node,
+        site.origin.as_str(),
+        &addresses,
+        &request.actor.name,
+        now,
+    )
+    .await
+    .map_err(unavailable)?;
+    transaction
+        .commit()
+        .await
+        .map_err(|e| unavailable(e.into()))?;
+    Ok(EdgeProbeStarted { id })
+}
+
+pub async fn get_edge_probe(state: State, request: GetEdgeProbe) -> Answer<EdgeProbeView> {
+    request
+        .actor
+        .require(Level::Read, "reading an edge probe")?;
+    let mut connection = state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(|e| unavailable(e.into()))?;
+    let row = store::probe(&mut connection, request.id)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| {
+            RpcError::new(ErrorCode::NotFound, format!("no edge probe {}", request.id))
+        })?;
+    row.view().map_err(unavailable)
+}
+
+pub async fn list_edge_probes(state: State, request: ListEdgeProbes) -> Answer<EdgeProbes> {
+    request
+        .actor
+        .require(Level::Read, "reading a node's edge probes")?;
+    let mut connection = state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(|e| unavailable(e.into()))?;
+    if !store::node_known(&mut connection, request.node_id)
+        .await
+        .map_err(unavailable)?
+    {
+        return Err(no_node(request.node_id));
+    }
+    let rows = store::node_probes(&mut connection, request.node_id, edge::LISTED_PER_NODE)
+        .await
+        .map_err(unavailable)?;
+    Ok(EdgeProbes {
+        probes: rows
+            .iter()
+            .map(|row| row.view().map_err(unavailable))
+            .collect::<Answer<_>>()?,
+    })
 }

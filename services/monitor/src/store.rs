@@ -1,8 +1,10 @@
 //! The monitor's SQL: its projection of the agent channel's nodes, each node's check with its
-//! live state and history, and each node's served certificate. Rows are read into the
+//! live state and history, each node's served certificate, and the edge probe runs. Rows are read into the
 //! contract's and the domain's types; an unknown word in a row is an error, never a guess.
 
-use capstan_events::monitor::rpc::UptimeCheck;
+use capstan_events::monitor::rpc::{
+    EdgePath, EdgeProbeStatus, EdgeProbeView, EdgeVerdict, UptimeCheck,
+};
 use capstan_events::monitor::{
     CertProblem, CertProblemChanged, CheckKind, SiteDown, SiteUp, UptimeStatus,
 };
@@ -169,6 +171,31 @@ pub async fn checks(
     Ok(sqlx::query_as(&format!(
         "SELECT {CHECK_COLUMNS} FROM checks {filter} ORDER BY node_id"
     ))
+    .fetch_all(&mut *connection)
+    .await?)
+}
+
+/// How many checks are up, down, unknown (on, with a URL, no answer yet) and off.
+pub async fn uptime_counts(connection: &mut PgConnection) -> Result<(i64, i64, i64, i64)> {
+    Ok(sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE enabled AND url IS NOT NULL AND status = 'up'),
+                count(*) FILTER (WHERE enabled AND url IS NOT NULL AND status = 'down'),
+                count(*) FILTER (WHERE enabled AND url IS NOT NULL AND status IS NULL),
+                count(*) FILTER (WHERE NOT enabled OR url IS NULL)
+         FROM checks",
+    )
+    .fetch_one(&mut *connection)
+    .await?)
+}
+
+/// The checks down the longest, at most `limit`.
+pub async fn longest_down(connection: &mut PgConnection, limit: i64) -> Result<Vec<CheckRow>> {
+    Ok(sqlx::query_as(&format!(
+        "SELECT {CHECK_COLUMNS} FROM checks
+         WHERE enabled AND url IS NOT NULL AND status = 'down'
+         ORDER BY down_since, node_id LIMIT $1"
+    ))
+    .bind(limit)
     .fetch_all(&mut *connection)
     .await?)
 }
@@ -504,4 +531,245 @@ pub async fn record_certificate(
     .execute(&mut *connection)
     .await?;
     Ok(())
+}
+
+// ---- edge probes ---------------------------------------------------------------------------
+
+const PROBE_COLUMNS: &str = "id, node_id, status, url, addresses, requested_by, requested_at, \
+     started_at, finished_at, rounds, paths, verdict, notes, error";
+
+/// An edge probe run's row.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ProbeRow {
+    pub id: i64,
+    pub node_id: i64,
+    pub status: String,
+    pub url: String,
+    pub addresses: Json<Vec<String>>,
+    pub requested_by: String,
+    pub requested_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub rounds: i32,
+    pub paths: Json<Vec<EdgePath>>,
+    pub verdict: Option<String>,
+    pub notes: Json<Vec<String>>,
+    pub error: Option<String>,
+}
+
+impl ProbeRow {
+    /// The run in the API's words.
+    pub fn view(&self) -> Result<EdgeProbeView> {
+        let status = EdgeProbeStatus::parse(&self.status)
+            .ok_or_else(|| unknown("edge probe status", &self.status))?;
+        let verdict = match self.verdict.as_deref() {
+            None => None,
+            Some(text) => Some(
+                [
+                    EdgeVerdict::SlowThroughEdge,
+                    EdgeVerdict::SlowOnServer,
+                    EdgeVerdict::NoProblemSeen,
+                ]
+                .into_iter()
+                .find(|verdict| verdict.sentence() == text)
+                .ok_or_else(|| unknown("verdict", text))?,
+            ),
+        };
+        Ok(EdgeProbeView {
+            id: self.id,
+            node_id: self.node_id,
+            status,
+            url: self.url.clone(),
+            requested_by: self.requested_by.clone(),
+            requested_at: self.requested_at,
+            started_at: self.started_at,
+            finished_at: self.finished_at,
+            rounds: u32::try_from(self.rounds).unwrap_or(0),
+            paths: self.paths.0.clone(),
+            verdict,
+            notes: self.notes.0.clone(),
+            error: self.error.clone(),
+        })
+    }
+}
+
+/// Locks the node's row for the rest of the transaction (one run is counted against the
+/// hourly limit at a time) and answers its uptime URL and addresses; `None` when unknown.
+pub async fn lock_node_for_probe(
+    connection: &mut PgConnection,
+    node: NodeId,
+) -> Result<Option<(Option<String>, Vec<String>)>> {
+    let found: Option<(Option<String>, Json<Vec<String>>)> = sqlx::query_as(
+        "SELECT c.url, n.addresses FROM nodes n LEFT JOIN checks c ON c.node_id = n.node_id
+         WHERE n.node_id = $1 FOR UPDATE OF n",
+    )
+    .bind(node)
+    .fetch_optional(&mut *connection)
+    .await?;
+    Ok(found.map(|(url, addresses)| (url, addresses.0)))
+}
+
+/// Runs asked for this node since `since`.
+pub async fn probes_since(
+    connection: &mut PgConnection,
+    node: NodeId,
+    since: DateTime<Utc>,
+) -> Result<u32> {
+    let count: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM edge_probes WHERE node_id = $1 AND requested_at > $2",
+    )
+    .bind(node)
+    .bind(since)
+    .fetch_one(&mut *connection)
+    .await?;
+    Ok(u32::try_from(count).unwrap_or(u32::MAX))
+}
+
+/// A run is asked for; its id.
+pub async fn queue_probe(
+    connection: &mut PgConnection,
+    node: NodeId,
+    url: &str,
+    addresses: &[String],
+    requested_by: &str,
+    at: DateTime<Utc>,
+) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO edge_probes (node_id, url, addresses, requested_by, requested_at)
+         VALUES ($1, $2, $3, $4, $5) RETURNING id",
+    )
+    .bind(node)
+    .bind(url)
+    .bind(Json(addresses))
+    .bind(requested_by)
+    .bind(at)
+    .fetch_one(&mut *connection)
+    .await?)
+}
+
+pub async fn probe(connection: &mut PgConnection, id: i64) -> Result<Option<ProbeRow>> {
+    Ok(sqlx::query_as(&format!(
+        "SELECT {PROBE_COLUMNS} FROM edge_probes WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(&mut *connection)
+    .await?)
+}
+
+/// The node's newest `limit` runs, newest first.
+pub async fn node_probes(
+    connection: &mut PgConnection,
+    node: NodeId,
+    limit: i64,
+) -> Result<Vec<ProbeRow>> {
+    Ok(sqlx::query_as(&format!(
+        "SELECT {PROBE_COLUMNS} FROM edge_probes WHERE node_id = $1
+         ORDER BY requested_at DESC, id DESC LIMIT $2"
+    ))
+    .bind(node)
+    .bind(limit)
+    .fetch_all(&mut *connection)
+    .await?)
+}
+
+/// Takes up to `limit` queued runs no other replica has taken and marks them running from
+/// `now`.
+pub async fn take_queued_probes(
+    connection: &mut PgConnection,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<ProbeRow>> {
+    Ok(sqlx::query_as(&format!(
+        "WITH taken AS (
+             SELECT id FROM edge_probes WHERE status = 'queued'
+             ORDER BY requested_at LIMIT $2 FOR UPDATE SKIP LOCKED
+         )
+         UPDATE edge_probes p SET status = 'running', started_at = $1
+         FROM taken WHERE p.id = taken.id
+         RETURNING {}",
+        PROBE_COLUMNS
+            .split(", ")
+            .map(|column| format!("p.{}", column.trim()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+    .bind(now)
+    .bind(limit)
+    .fetch_all(&mut *connection)
+    .await?)
+}
+
+/// A run finished: its figures and verdict.
+#[allow(clippy::too_many_arguments)]
+pub async fn finish_probe(
+    connection: &mut PgConnection,
+    id: i64,
+    at: DateTime<Utc>,
+    rounds: u32,
+    paths: &[EdgePath],
+    verdict: EdgeVerdict,
+    notes: &[String],
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE edge_probes SET status = 'done', finished_at = $2, rounds = $3, paths = $4,
+             verdict = $5, notes = $6
+         WHERE id = $1 AND status = 'running'",
+    )
+    .bind(id)
+    .bind(at)
+    .bind(i32::try_from(rounds).unwrap_or(i32::MAX))
+    .bind(Json(paths))
+    .bind(verdict.sentence())
+    .bind(Json(notes))
+    .execute(&mut *connection)
+    .await?;
+    Ok(())
+}
+
+/// A run could not run: why.
+pub async fn fail_probe(
+    connection: &mut PgConnection,
+    id: i64,
+    at: DateTime<Utc>,
+    error: &str,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE edge_probes SET status = 'failed', finished_at = $2, error = $3
+         WHERE id = $1 AND status IN ('queued', 'running')",
+    )
+    .bind(id)
+    .bind(at)
+    .bind(error)
+    .execute(&mut *connection)
+    .await?;
+    Ok(())
+}
+
+/// Runs still marked running that started before `before` were lost with their replica.
+pub async fn fail_lost_probes(
+    connection: &mut PgConnection,
+    before: DateTime<Utc>,
+    at: DateTime<Utc>,
+) -> Result<u64> {
+    Ok(sqlx::query(
+        "UPDATE edge_probes SET status = 'failed', finished_at = $2,
+             error = 'the monitor stopped while the run was under way; run it again'
+         WHERE status = 'running' AND started_at < $1",
+    )
+    .bind(before)
+    .bind(at)
+    .execute(&mut *connection)
+    .await?
+    .rows_affected())
+}
+
+/// Forgets finished runs asked for before `before`.
+pub async fn prune_probes(connection: &mut PgConnection, before: DateTime<Utc>) -> Result<u64> {
+    Ok(sqlx::query(
+        "DELETE FROM edge_probes WHERE requested_at < $1 AND status IN ('done', 'failed')",
+    )
+    .bind(before)
+    .execute(&mut *connection)
+    .await?
+    .rows_affected())
 }

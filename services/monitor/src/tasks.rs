@@ -1,5 +1,5 @@
-//! Periodic work: the uptime checks (MO-01), the served-certificate reads (MO-08) and the
-//! pruning of history. Checks are taken from the table with `FOR UPDATE SKIP LOCKED` and moved
+//! Periodic work: the uptime checks (MO-01), the served-certificate reads (MO-08), the edge
+//! probe runs operators ask for (MO-11) and the pruning of history. Checks are taken from the table with `FOR UPDATE SKIP LOCKED` and moved
 //! on to their next due time before they run, so replicas share the work and none is run twice;
 //! each result is written, with the event it causes, in a transaction of its own.
 
@@ -16,6 +16,7 @@ use tracing::{debug, warn};
 use url::Url;
 
 use crate::domain::certificates::{self, Www};
+use crate::domain::edge;
 use crate::domain::pinning;
 use crate::domain::uptime::{self, next_due, Outcome, Transition, HISTORY_KEPT};
 use crate::drivers::http::{Checked, Target};
@@ -346,8 +347,110 @@ pub async fn prune(store: Store, stop: CancellationToken) -> anyhow::Result<()> 
             return Ok(());
         };
         store::prune_history(&mut transaction, Utc::now() - HISTORY_KEPT).await?;
+        store::prune_probes(&mut transaction, Utc::now() - edge::KEPT).await?;
         transaction.commit().await?;
         Ok::<(), StoreError>(())
     })
     .await
+}
+
+/// Edge probe runs at once per replica, at most.
+pub const PROBES_AT_ONCE: usize = 8;
+
+/// Takes queued edge probe runs every tick and runs each (MO-11), at most [`PROBES_AT_ONCE`]
+/// at a time, until `stop`; a run found still running past its limit was lost with its
+/// replica and is failed, saying so.
+pub async fn edge_probes(
+    store: Store,
+    prober: Arc<Prober>,
+    pace: Pace,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    let mut running: JoinSet<()> = JoinSet::new();
+    let mut ticks = tokio::time::interval(pace.tick);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // A run is given up at its limit, so one running past it (with a margin for the clocks of
+    // two replicas) was lost.
+    let lost_after = chrono::Duration::from_std(edge::RUN_LIMIT).unwrap_or_default()
+        + chrono::Duration::seconds(60);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = ticks.tick() => {}
+        }
+        while running.try_join_next().is_some() {}
+        let room = PROBES_AT_ONCE.saturating_sub(running.len());
+        let now = Utc::now();
+        let taken = async {
+            let mut transaction = store.begin().await?;
+            store::fail_lost_probes(&mut transaction, now - lost_after, now).await?;
+            let taken = if room == 0 {
+                Vec::new()
+            } else {
+                store::take_queued_probes(&mut transaction, now, room as i64).await?
+            };
+            transaction.commit().await?;
+            Ok::<_, StoreError>(taken)
+        }
+        .await;
+        let taken = match taken {
+            Ok(taken) => taken,
+            Err(error) => {
+                warn!(%error, "taking queued edge probes failed; trying again next tick");
+                continue;
+            }
+        };
+        for probe in taken {
+            let (store, prober) = (store.clone(), prober.clone());
+            running.spawn(async move {
+                if let Err(error) = run_edge_probe(&store, &prober, &probe).await {
+                    warn!(probe = probe.id, %error, "recording an edge probe failed");
+                }
+            });
+        }
+    }
+    running.shutdown().await;
+    Ok(())
+}
+
+/// Runs one edge probe and records what it found (MO-11, MO-12); the run is given up at the
+/// run limit, whatever happens.
+pub async fn run_edge_probe(
+    store: &Store,
+    prober: &Prober,
+    probe: &store::ProbeRow,
+) -> Result<(), StoreError> {
+    let site = edge::site(Some(&probe.url));
+    let direct = edge::direct_targets(&probe.addresses.0);
+    let outcome = match site {
+        Ok(site) => tokio::time::timeout(edge::RUN_LIMIT, prober.edge_probe(&site, &direct))
+            .await
+            .map_err(|_| format!("the run did not end within {} s", edge::RUN_LIMIT.as_secs())),
+        Err(error) => Err(error),
+    };
+    let at = Utc::now();
+    let mut connection = store.pool().acquire().await?;
+    match outcome {
+        Ok(probed) => {
+            let verdict = edge::verdict(&probed.paths);
+            let notes = edge::notes(&probed.paths);
+            debug!(
+                probe = probe.id,
+                verdict = verdict.sentence(),
+                rounds = probed.rounds,
+                "edge probe"
+            );
+            store::finish_probe(
+                &mut connection,
+                probe.id,
+                at,
+                probed.rounds,
+                &probed.paths,
+                verdict,
+                &notes,
+            )
+            .await
+        }
+        Err(error) => store::fail_probe(&mut connection, probe.id, at, &error).await,
+    }
 }

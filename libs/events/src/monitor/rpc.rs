@@ -3,6 +3,8 @@
 //! and the pages. Each carries the [`Actor`]; the service checks the level first (reads 7,
 //! changing a check 8).
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -16,6 +18,10 @@ pub mod ops {
     pub const GET_UPTIME: &str = "get_uptime";
     pub const SET_UPTIME: &str = "set_uptime";
     pub const GET_CERTIFICATE: &str = "get_certificate";
+    pub const START_EDGE_PROBE: &str = "start_edge_probe";
+    pub const GET_EDGE_PROBE: &str = "get_edge_probe";
+    pub const LIST_EDGE_PROBES: &str = "list_edge_probes";
+    pub const UPTIME_SUMMARY: &str = "uptime_summary";
     pub const FLEET_SECURITY: &str = "fleet_security";
 }
 
@@ -182,4 +188,191 @@ pub struct SecurityRow {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct FleetSecurity {
     pub machines: Vec<SecurityRow>,
+}
+
+/// `POST /api/v1/nodes/{id}/edge-probe` (level 7: it looks, it changes nothing): compare the
+/// node's site through its public name and straight at its own addresses (MO-11). At most 10
+/// runs per node an hour; the 11th is `rate_limited`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StartEdgeProbe {
+    pub actor: Actor,
+    pub node_id: i64,
+}
+
+/// The run was taken: `GET /api/v1/edge-probes/{id}` follows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EdgeProbeStarted {
+    pub id: i64,
+}
+
+/// `GET /api/v1/edge-probes/{id}` (level 7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GetEdgeProbe {
+    pub actor: Actor,
+    pub id: i64,
+}
+
+/// A node's newest edge probes, newest first (level 7; the node page's card).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ListEdgeProbes {
+    pub actor: Actor,
+    pub node_id: i64,
+}
+
+/// Where an edge probe run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeProbeStatus {
+    /// Taken, not yet started.
+    Queued,
+    Running,
+    /// Finished: its paths and verdict are final.
+    Done,
+    /// It could not run, or the monitor stopped while it ran; `error` says which.
+    Failed,
+}
+
+impl EdgeProbeStatus {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            EdgeProbeStatus::Queued => "queued",
+            EdgeProbeStatus::Running => "running",
+            EdgeProbeStatus::Done => "done",
+            EdgeProbeStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<EdgeProbeStatus> {
+        [
+            EdgeProbeStatus::Queued,
+            EdgeProbeStatus::Running,
+            EdgeProbeStatus::Done,
+            EdgeProbeStatus::Failed,
+        ]
+        .into_iter()
+        .find(|status| status.as_str() == text)
+    }
+}
+
+/// MO-12: the one verdict line, in the spec's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum EdgeVerdict {
+    /// The edge stalled and the origin, asked directly, answered without stalling.
+    #[serde(rename = "Slow through the edge, fast direct")]
+    SlowThroughEdge,
+    /// The origin stalled when asked directly (or no direct path answered while the edge
+    /// stalled).
+    #[serde(rename = "Slow on the server")]
+    SlowOnServer,
+    #[serde(rename = "No problem seen")]
+    NoProblemSeen,
+}
+
+impl EdgeVerdict {
+    pub const fn sentence(self) -> &'static str {
+        match self {
+            EdgeVerdict::SlowThroughEdge => "Slow through the edge, fast direct",
+            EdgeVerdict::SlowOnServer => "Slow on the server",
+            EdgeVerdict::NoProblemSeen => "No problem seen",
+        }
+    }
+}
+
+/// Which way a path goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgePathKind {
+    /// Through the site's public name (its edge, such as Cloudflare or a relay).
+    Edge,
+    /// Straight at one of the machine's own addresses, the name kept for SNI and `Host`.
+    Direct,
+}
+
+/// The certificate an origin presented on a direct path (neither its name nor its chain is
+/// verified there).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PresentedCertificate {
+    /// The DNS names it covers.
+    pub names: Vec<String>,
+    pub not_after: DateTime<Utc>,
+    /// Its issuer is its subject (a placeholder or a server's fallback certificate).
+    pub self_signed: bool,
+}
+
+/// One path's requests (MO-12). Times are to the answer's status line, in milliseconds, of
+/// the requests that were answered or stalled (a request never answered counts as the 10 s
+/// it was given); errors and 429s are counted apart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct EdgePath {
+    pub kind: EdgePathKind,
+    /// The public name (edge) or the address asked (direct).
+    pub target: String,
+    /// For the edge: the addresses the name resolved to.
+    pub addresses: Vec<String>,
+    pub requests: u32,
+    /// Requests that took 5 s or more, or had no answer within 10 s.
+    pub stalls: u32,
+    pub p50_ms: Option<u32>,
+    pub p95_ms: Option<u32>,
+    /// How many answers of each status, by status code.
+    pub statuses: BTreeMap<String, u32>,
+    /// Requests that got no HTTP answer (refused, reset, a TLS failure).
+    pub errors: u32,
+    /// 429 answers: the site's own per-address limit, never a stall.
+    pub rate_limited: u32,
+    /// The newest error's words.
+    pub last_error: Option<String>,
+    /// For a direct `https://` path: the certificate the origin presented.
+    pub certificate: Option<PresentedCertificate>,
+}
+
+/// One edge probe run (MO-11, MO-12).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EdgeProbeView {
+    pub id: i64,
+    pub node_id: i64,
+    pub status: EdgeProbeStatus,
+    /// The node's uptime URL the run compared (its scheme, name and port).
+    pub url: String,
+    pub requested_by: String,
+    pub requested_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    /// Rounds sent (each: a `GET /login` and a `POST {}` down every path at once).
+    pub rounds: u32,
+    pub paths: Vec<EdgePath>,
+    /// Set when the run is done.
+    pub verdict: Option<EdgeVerdict>,
+    /// What the verdict alone does not say (the name resolving to the machine itself, 429s
+    /// as the site's limit, direct paths that never answered).
+    pub notes: Vec<String>,
+    /// Why a failed run failed.
+    pub error: Option<String>,
+}
+
+/// A node's newest edge probes, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EdgeProbes {
+    pub probes: Vec<EdgeProbeView>,
+}
+
+/// The dashboard's sites card (level 7): how many checks are in each state, and the longest
+/// down first, at most `limit` of them — bounded however large the fleet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GetUptimeSummary {
+    pub actor: Actor,
+    pub limit: u32,
+}
+
+/// What the sites card shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct UptimeSummary {
+    pub up: u64,
+    pub down: u64,
+    /// Checked by nothing yet (no answer so far) while on and with a URL.
+    pub unknown: u64,
+    /// Switched off, or with no URL to check.
+    pub off: u64,
+    /// The longest down first.
+    pub down_checks: Vec<UptimeCheck>,
 }

@@ -1,15 +1,18 @@
-//! `/api/v1/uptime`, `/api/v1/nodes/{id}/uptime`, `/api/v1/nodes/{id}/certificate` and
-//! `/api/v1/fleet/security`: the monitor service's API (levels in the rows).
+//! `/api/v1/uptime`, `/api/v1/nodes/{id}/uptime`, `/api/v1/nodes/{id}/certificate`,
+//! `/api/v1/fleet/security`, `/api/v1/nodes/{id}/edge-probe(s)` and `/api/v1/edge-probes/{id}`:
+//! the monitor service's API (levels in the rows).
 
 use axum::{
     extract::State,
-    http::Uri,
+    http::{StatusCode, Uri},
+    response::{IntoResponse, Response},
     routing::{on, MethodFilter, MethodRouter},
     Json,
 };
 use capstan_events::monitor::rpc::{
-    ops, CertificateView, FleetSecurity, GetCertificate, GetFleetSecurity, GetUptime, ListUptime,
-    SetUptime, UptimeCheck, UptimeChecks, UptimeDetail,
+    ops, CertificateView, EdgeProbeStarted, EdgeProbeView, EdgeProbes, FleetSecurity,
+    GetCertificate, GetEdgeProbe, GetFleetSecurity, GetUptime, ListEdgeProbes, ListUptime,
+    SetUptime, StartEdgeProbe, UptimeCheck, UptimeChecks, UptimeDetail,
 };
 use capstan_events::Domain;
 use schemars::JsonSchema;
@@ -19,7 +22,7 @@ use crate::{
     ask::ask_of,
     error::ApiError,
     identity::Operator,
-    input::{JsonBody, NodeId, QueryParams},
+    input::{JsonBody, NodeId, PathId, QueryParams},
     route::{Access, Method, Op, Route},
     AppState,
 };
@@ -32,6 +35,9 @@ pub enum MonitorOp {
     SetUptime,
     GetCertificate,
     FleetSecurity,
+    StartEdgeProbe,
+    GetEdgeProbe,
+    ListEdgeProbes,
 }
 
 use capstan_events::rpc::Level::{Change, Read};
@@ -89,6 +95,28 @@ pub const ROUTES: &[Route] = &[
         MonitorOp::FleetSecurity,
         None,
     ),
+    // MO-11: a look that changes nothing on the node (level 7), recorded as an act.
+    row(
+        Method::Post,
+        "/api/v1/nodes/{id}/edge-probe",
+        Read,
+        MonitorOp::StartEdgeProbe,
+        Some("edge_probe"),
+    ),
+    row(
+        Method::Get,
+        "/api/v1/nodes/{id}/edge-probes",
+        Read,
+        MonitorOp::ListEdgeProbes,
+        None,
+    ),
+    row(
+        Method::Get,
+        "/api/v1/edge-probes/{id}",
+        Read,
+        MonitorOp::GetEdgeProbe,
+        None,
+    ),
 ];
 
 /// The handler of `op`.
@@ -99,6 +127,9 @@ pub fn handler(filter: MethodFilter, op: MonitorOp) -> MethodRouter<AppState> {
         MonitorOp::SetUptime => on(filter, set_uptime),
         MonitorOp::GetCertificate => on(filter, get_certificate),
         MonitorOp::FleetSecurity => on(filter, fleet_security),
+        MonitorOp::StartEdgeProbe => on(filter, start_edge_probe),
+        MonitorOp::GetEdgeProbe => on(filter, get_edge_probe),
+        MonitorOp::ListEdgeProbes => on(filter, list_edge_probes),
     }
 }
 
@@ -197,5 +228,45 @@ pub async fn fleet_security(
 ) -> Result<Json<FleetSecurity>, ApiError> {
     Ok(Json(
         ask(&state, ops::FLEET_SECURITY, &GetFleetSecurity { actor }).await?,
+    ))
+}
+
+/// `POST /api/v1/nodes/{id}/edge-probe`: `202 {"id"}`; the run goes on in the monitor.
+pub async fn start_edge_probe(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+) -> Result<Response, ApiError> {
+    let started: EdgeProbeStarted = ask(
+        &state,
+        ops::START_EDGE_PROBE,
+        &StartEdgeProbe { actor, node_id },
+    )
+    .await?;
+    Ok((StatusCode::ACCEPTED, Json(started)).into_response())
+}
+
+pub async fn get_edge_probe(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    PathId(id): PathId,
+) -> Result<Json<EdgeProbeView>, ApiError> {
+    Ok(Json(
+        ask(&state, ops::GET_EDGE_PROBE, &GetEdgeProbe { actor, id }).await?,
+    ))
+}
+
+pub async fn list_edge_probes(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+) -> Result<Json<EdgeProbes>, ApiError> {
+    Ok(Json(
+        ask(
+            &state,
+            ops::LIST_EDGE_PROBES,
+            &ListEdgeProbes { actor, node_id },
+        )
+        .await?,
     ))
 }

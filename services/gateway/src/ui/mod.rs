@@ -49,6 +49,8 @@
 //! * incidents' pages, the header line and the node page's Incidents card: see
 //!   [`incidents`]
 //! * the Fleet security page (`/ui/fleet/security`): see [`fleet_security`]
+//! * the dashboard's Sites card, the node page's Uptime card and the edge probe page: see
+//!   [`monitor`]
 
 mod account;
 pub mod agent_channel;
@@ -60,6 +62,7 @@ mod forms;
 pub mod guard;
 pub mod incidents;
 pub mod rollouts;
+pub mod monitor;
 mod sign_in;
 
 use askama::Template;
@@ -143,6 +146,7 @@ pub fn handler(filter: MethodFilter, op: UiOp) -> MethodRouter<AppState> {
         UiOp::Incidents(op) => incidents::handler(filter, op),
         UiOp::Rollouts(op) => rollouts::handler(filter, op),
         UiOp::FleetSecurity => fleet_security::handler(filter),
+        UiOp::Monitor(op) => monitor::handler(filter, op),
     }
 }
 

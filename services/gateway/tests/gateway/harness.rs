@@ -604,13 +604,64 @@ fn fake_monitor(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
             checked_at: None,
         },
     );
-    fake(
+    let server = fake(
         server,
         script,
         monitor::ops::FLEET_SECURITY,
         |_, _: Value| monitor::FleetSecurity { machines: vec![] },
+    );
+    let server = fake(
+        server,
+        script,
+        monitor::ops::START_EDGE_PROBE,
+        |_, _: Value| monitor::EdgeProbeStarted { id: 3 },
+    );
+    let server = fake(
+        server,
+        script,
+        monitor::ops::GET_EDGE_PROBE,
+        |_, _: Value| edge_probe(3),
+    );
+    let server = fake(
+        server,
+        script,
+        monitor::ops::LIST_EDGE_PROBES,
+        |_, _: Value| monitor::EdgeProbes {
+            probes: vec![edge_probe(3)],
+        },
+    );
+    fake(
+        server,
+        script,
+        monitor::ops::UPTIME_SUMMARY,
+        |_, _: Value| monitor::UptimeSummary {
+            up: 1,
+            down: 0,
+            unknown: 0,
+            off: 0,
+            down_checks: vec![],
+        },
     )
 }
+
+fn edge_probe(id: i64) -> capstan_events::monitor::rpc::EdgeProbeView {
+    capstan_events::monitor::rpc::EdgeProbeView {
+        id,
+        node_id: 5,
+        status: capstan_events::monitor::rpc::EdgeProbeStatus::Queued,
+        url: "https://shop.example/".into(),
+        requested_by: "ada".into(),
+        requested_at: chrono::Utc::now(),
+        started_at: None,
+        finished_at: None,
+        rounds: 0,
+        paths: vec![],
+        verdict: None,
+        notes: vec![],
+        error: None,
+    }
+}
+
 
 /// Registers a fake op that records its request and answers `answer(request)`, or the
 /// scripted failure.

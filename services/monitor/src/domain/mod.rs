@@ -10,12 +10,15 @@
 //! * `cadence.rs` — which nodes a status pass asks for `check_status` and `host_report`, by the
 //!   job table's cover rule (MO-05, MO-06).
 //! * `health.rs` — a node's health dot from its latest `check_status` (MO-07).
+//! * `edge.rs` — edge versus direct: what a stall is, each path's figures and the verdict
+//!   (MO-11, MO-12).
 //! * `security.rs` — the fleet security view's rows and colours (MO-16, MO-17).
 //!
 //! Every number the spec leaves unvalued is a named constant in the file of its rule.
 
 pub mod cadence;
 pub mod certificates;
+pub mod edge;
 pub mod health;
 pub mod pinning;
 pub mod security;

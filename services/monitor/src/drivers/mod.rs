@@ -3,6 +3,7 @@
 //! resolved, MO-03) so the name stays the one used for SNI and `Host`.
 
 pub mod dns;
+pub mod edge;
 pub mod http;
 pub mod tls;
 

@@ -4,6 +4,7 @@
 
 mod cadence;
 mod certificates;
+mod edge;
 mod pinning;
 
 use capstan_e2e::dns::DnsServer;
@@ -23,7 +24,7 @@ pub fn loopback(last: u8) -> IpAddr {
 
 /// A plane whose monitor resolves through `dns`, may check every second and gives up on a
 /// check after two seconds; its incidents pass every second.
-async fn monitored_plane(dns: &DnsServer) -> Plane {
+pub(crate) async fn monitored_plane(dns: &DnsServer) -> Plane {
     let resolver = dns.address.to_string();
     Plane::start_with(&[
         ("CAPSTAN__MONITOR__RESOLVER", resolver.as_str()),
@@ -36,7 +37,7 @@ async fn monitored_plane(dns: &DnsServer) -> Plane {
 }
 
 /// A node paired with `addresses` as its own, known to the monitor.
-async fn node_at(plane: &Plane, name: &str, addresses: &[&str]) -> i64 {
+pub(crate) async fn node_at(plane: &Plane, name: &str, addresses: &[&str]) -> i64 {
     let agent = TestAgent::new(plane);
     let (status, body) = agent
         .send(
@@ -67,7 +68,7 @@ async fn uptime(plane: &Plane, node: i64) -> (StatusCode, Value) {
         .await
 }
 
-async fn set_uptime(plane: &Plane, node: i64, body: Value) -> (StatusCode, Value) {
+pub(crate) async fn set_uptime(plane: &Plane, node: i64, body: Value) -> (StatusCode, Value) {
     plane
         .api(
             &plane.changer,
@@ -79,7 +80,12 @@ async fn set_uptime(plane: &Plane, node: i64, body: Value) -> (StatusCode, Value
 }
 
 /// Waits until the node's check satisfies `check`, and answers it.
-async fn wait_check(plane: &Plane, node: i64, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+pub(crate) async fn wait_check(
+    plane: &Plane,
+    node: i64,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
     wait_for(what, PATIENCE, || async {
         let (status, body) = uptime(plane, node).await;
         (status == StatusCode::OK && check(&body)).then_some(body)

@@ -6,6 +6,7 @@
 mod flows;
 mod incidents;
 mod rollouts;
+mod monitor;
 mod scale;
 mod security;
 

@@ -199,6 +199,7 @@ struct Dashboard {
     jobs: Vec<JobRow>,
     jobs_problem: Option<String>,
     can_decide: bool,
+    sites: crate::ui::monitor::SitesCard,
 }
 
 pub async fn page(
@@ -300,6 +301,7 @@ pub async fn page(
         jobs: jobs.iter().map(|job| job_row(job, &names)).collect(),
         jobs_problem,
         can_decide: session.level >= Level::Admin,
+        sites: crate::ui::monitor::sites_card(&state, &session).await,
     };
     render(StatusCode::OK, &page.chrome, &page)
 }

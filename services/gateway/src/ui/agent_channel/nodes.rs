@@ -111,6 +111,7 @@ struct NodePage {
     can_disconnect: bool,
     recipes: Vec<super::recipes::RecipeRow>,
     incidents: crate::ui::incidents::NodeCard,
+    uptime: crate::ui::monitor::UptimeCard,
 }
 
 fn finding(found: &Option<capstan_events::agent_channel::rpc::Finding>) -> Option<Finding> {
@@ -207,9 +208,11 @@ pub async fn page(
             .and_then(|found| found.result.as_ref()),
     );
     let incidents = crate::ui::incidents::node_card(&state, &session, node_id).await;
+    let uptime = crate::ui::monitor::uptime_card(&state, &session, node_id).await;
     let page = NodePage {
         chrome: Chrome::signed_in(&session, &headers, node.name.clone(), "nodes"),
         incidents,
+        uptime,
         tab: tab.name(),
         facts,
         last_check: finding(&node.last_check),
