@@ -8,8 +8,8 @@ pub mod dns;
 pub mod fleet;
 pub mod plane;
 pub mod process;
-pub mod tls;
 pub mod s3;
+pub mod tls;
 pub mod web;
 
 use capstan_bus::testsuite::NatsServer;

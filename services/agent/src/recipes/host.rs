@@ -25,8 +25,7 @@ use crate::{
         vocabulary::{self, OWN_UNIT},
     },
     words::{
-        self, docker, filesystem_space, find_program, run_program, status::postgres_answers,
-        units,
+        self, docker, filesystem_space, find_program, run_program, status::postgres_answers, units,
     },
 };
 

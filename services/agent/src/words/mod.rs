@@ -8,9 +8,9 @@ pub mod docker;
 pub mod host;
 mod logs;
 pub mod status;
+pub mod supervision;
 #[cfg(test)]
 pub mod test_engine;
-pub mod supervision;
 pub mod units;
 
 use serde_json::{json, Map, Value};

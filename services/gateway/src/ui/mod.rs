@@ -61,8 +61,8 @@ mod format;
 mod forms;
 pub mod guard;
 pub mod incidents;
-pub mod rollouts;
 pub mod monitor;
+pub mod rollouts;
 mod sign_in;
 
 use askama::Template;

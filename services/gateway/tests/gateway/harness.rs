@@ -662,7 +662,6 @@ fn edge_probe(id: i64) -> capstan_events::monitor::rpc::EdgeProbeView {
     }
 }
 
-
 /// Registers a fake op that records its request and answers `answer(request)`, or the
 /// scripted failure.
 fn fake<Req, Resp>(

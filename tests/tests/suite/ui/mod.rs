@@ -5,8 +5,8 @@
 
 mod flows;
 mod incidents;
-mod rollouts;
 mod monitor;
+mod rollouts;
 mod scale;
 mod security;
 
