@@ -124,6 +124,8 @@ ensure_s3_server() {
         return 1
     fi
     export CAPSTAN_S3_SERVER="$binary"
+}
+
 # The backups tests (services/agent/tests/backups.rs) and README "Disaster recovery by hand":
 # Debian's stock age and zstd, and the PostgreSQL client programs (pg_dump, pg_restore, psql).
 ensure_backup_tools() {
