@@ -370,6 +370,24 @@ fn fake_rollouts(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
             releases: vec![release_view()],
         },
     );
+    use capstan_events::rollouts::staged;
+    let server = fake(server, script, staged::ops::LIST_ROLLOUTS, |_, _: Value| {
+        staged::Rollouts {
+            rollouts: vec![rollout_view()],
+        }
+    });
+    let server = fake(server, script, staged::ops::START_ROLLOUT, |_, _: Value| {
+        rollout_view()
+    });
+    let server = fake(server, script, staged::ops::GET_ROLLOUT, |_, _: Value| {
+        rollout_view()
+    });
+    let server = fake(
+        server,
+        script,
+        staged::ops::ACT_ON_ROLLOUT,
+        |_, _: Value| rollout_view(),
+    );
     let script = script.clone();
     server.route_with_body(
         rollouts::ops::PUBLISH_RELEASE,
@@ -385,6 +403,30 @@ fn fake_rollouts(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
             }
         },
     )
+}
+
+pub fn rollout_view() -> capstan_events::rollouts::staged::RolloutView {
+    capstan_events::rollouts::staged::RolloutView {
+        id: 1,
+        kind: "release".into(),
+        version: "2.1.0".into(),
+        state: "running".into(),
+        stage: 0,
+        stages: vec![],
+        pages: vec![],
+        soak_until: None,
+        halted_at_node: None,
+        halt_reason: None,
+        started_by: "chris".into(),
+        started_at: chrono::Utc::now(),
+        finished_at: None,
+        passed: 0,
+        failed: 0,
+        skipped: 0,
+        total: 0,
+        steps: vec![],
+        left_out: vec![],
+    }
 }
 
 pub fn release_view() -> capstan_events::rollouts::rpc::ReleaseView {
