@@ -10,6 +10,7 @@ use capstan_agent::{
     plane::{Objects, SignedUrl, UrlOp},
     state::{StateDir, SITE},
 };
+use capstan_e2e::s3::S3Server;
 use capstan_signing::NodeKey;
 use serde_json::{json, Value};
 use std::{
@@ -205,69 +206,26 @@ async fn local_store() -> Storage {
     Storage::Local { dir, port }
 }
 
-const S3_BUCKET: &str = "capstan-backups";
+const S3_BUCKET: &str = capstan_e2e::s3::BUCKET;
 
-/// A running s3s-fs (deploy/local/services.sh `ensure_s3_server` installs it), killed when
-/// dropped.
-struct S3Server {
-    root: tempfile::TempDir,
-    _child: tokio::process::Child,
-}
-
-fn s3_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("CAPSTAN_S3_SERVER") {
-        return PathBuf::from(path);
-    }
-    let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
-    Path::new(&home).join(".cache/capstan/tools/s3s-fs/bin/s3s-fs")
-}
-
+/// A real S3 server that checks signatures (s3s-fs, `ensure_s3_server`), started by the
+/// workspace's test support.
 async fn s3_store() -> Storage {
-    let root = tempfile::tempdir().unwrap();
-    std::fs::create_dir(root.path().join(S3_BUCKET)).unwrap();
-    let access = format!("BKAGENT{:016X}", rand::random::<u64>());
-    let secret = format!("{:032x}", rand::random::<u128>());
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let binary = s3_binary();
-    let child = tokio::process::Command::new(&binary)
-        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-        .args(["--access-key", &access, "--secret-key", &secret])
-        .arg(root.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|error| {
-            panic!(
-                "cannot start the S3 server {} ({error}); deploy/local/test installs it (ensure_s3_server)",
-                binary.display()
-            )
-        });
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the S3 server did not listen"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    let endpoint: url::Url = format!("http://127.0.0.1:{port}").parse().unwrap();
-    let bucket =
-        rusty_s3::Bucket::new(endpoint, rusty_s3::UrlStyle::Path, S3_BUCKET, "us-east-1").unwrap();
+    let server = S3Server::start().await;
+    let endpoint: url::Url = server.endpoint().parse().unwrap();
+    let bucket = rusty_s3::Bucket::new(
+        endpoint,
+        rusty_s3::UrlStyle::Path,
+        S3_BUCKET,
+        server.region.clone(),
+    )
+    .unwrap();
+    let credentials =
+        rusty_s3::Credentials::new(server.access_key.clone(), server.secret_key.clone());
     Storage::S3 {
-        server: S3Server {
-            root,
-            _child: child,
-        },
+        server,
         bucket,
-        credentials: rusty_s3::Credentials::new(access, secret),
+        credentials,
     }
 }
 
