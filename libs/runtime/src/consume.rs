@@ -27,6 +27,28 @@ pub trait Apply: Send + Sync + 'static {
     fn skipped(&self, _delivery: &Delivery) {}
 }
 
+/// The durable consumers `domain` keeps on other domains' event streams: one a row of
+/// `Domain::reach().consumes`, the table the bus's permissions are made from too.
+pub fn event_consumer_specs(
+    domain: capstan_events::Domain,
+    max_deliver: u32,
+    ack_wait: std::time::Duration,
+) -> Vec<ConsumerSpec> {
+    domain
+        .reach()
+        .consumes
+        .iter()
+        .map(|subscription| ConsumerSpec {
+            domain,
+            stream: subscription.from.events_stream(),
+            durable: subscription.durable.to_string(),
+            filter_subject: subscription.from.events_subjects(),
+            max_deliver,
+            ack_wait,
+        })
+        .collect()
+}
+
 /// Consumes `spec` until `shutdown`, applying each new message once through `apply`.
 pub async fn consume_with_inbox(
     service: &Service,

@@ -37,19 +37,7 @@ pub fn spec(max_deliver: u32, ack_wait: Duration) -> ConsumerSpec {
 /// The durable consumers of other services' event streams (from `Domain::reach`, the table
 /// the bus's permissions are made from): the monitor's.
 pub fn event_specs(max_deliver: u32, ack_wait: Duration) -> Vec<ConsumerSpec> {
-    Domain::AgentChannel
-        .reach()
-        .consumes
-        .iter()
-        .map(|subscription| ConsumerSpec {
-            domain: Domain::AgentChannel,
-            stream: subscription.from.events_stream(),
-            durable: subscription.durable.to_string(),
-            filter_subject: subscription.from.events_subjects(),
-            max_deliver,
-            ack_wait,
-        })
-        .collect()
+    capstan_runtime::event_consumer_specs(Domain::AgentChannel, max_deliver, ack_wait)
 }
 
 /// The monitor's events this service applies: each node's health dot.

@@ -29,20 +29,7 @@ use crate::store::{self, monitor, projections, Audience};
 
 /// The durable consumers of this service: one per stream it reads.
 pub fn specs(max_deliver: u32, ack_wait: Duration) -> Vec<ConsumerSpec> {
-    // The bus's permissions are made from the same table (`Domain::reach`).
-    Domain::Incidents
-        .reach()
-        .consumes
-        .iter()
-        .map(|subscription| ConsumerSpec {
-            domain: Domain::Incidents,
-            stream: subscription.from.events_stream(),
-            durable: subscription.durable.to_string(),
-            filter_subject: subscription.from.events_subjects(),
-            max_deliver,
-            ack_wait,
-        })
-        .collect()
+    capstan_runtime::event_consumer_specs(Domain::Incidents, max_deliver, ack_wait)
 }
 
 /// The lock every writer of incidents takes shared and the reconciler's pass exclusive, so a

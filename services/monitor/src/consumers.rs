@@ -21,19 +21,7 @@ use crate::store::{self, status};
 /// The durable consumers of this service: one per stream it reads (from `Domain::reach`, the
 /// table the bus's permissions are made from).
 pub fn specs(max_deliver: u32, ack_wait: Duration) -> Vec<ConsumerSpec> {
-    Domain::Monitor
-        .reach()
-        .consumes
-        .iter()
-        .map(|subscription| ConsumerSpec {
-            domain: Domain::Monitor,
-            stream: subscription.from.events_stream(),
-            durable: subscription.durable.to_string(),
-            filter_subject: subscription.from.events_subjects(),
-            max_deliver,
-            ack_wait,
-        })
-        .collect()
+    capstan_runtime::event_consumer_specs(Domain::Monitor, max_deliver, ack_wait)
 }
 
 /// The agent channel's events this service applies.

@@ -20,19 +20,7 @@ use crate::store::staged::{self as store, REQUESTED_BY};
 
 /// The durable consumers of this service: one per stream it reads (from `Domain::reach`).
 pub fn specs(max_deliver: u32, ack_wait: Duration) -> Vec<ConsumerSpec> {
-    Domain::Rollouts
-        .reach()
-        .consumes
-        .iter()
-        .map(|subscription| ConsumerSpec {
-            domain: Domain::Rollouts,
-            stream: subscription.from.events_stream(),
-            durable: subscription.durable.to_string(),
-            filter_subject: subscription.from.events_subjects(),
-            max_deliver,
-            ack_wait,
-        })
-        .collect()
+    capstan_runtime::event_consumer_specs(Domain::Rollouts, max_deliver, ack_wait)
 }
 
 /// The events this service applies, from either stream.

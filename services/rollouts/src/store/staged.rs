@@ -23,7 +23,7 @@ use crate::domain::engine::{
     self, Budget, Effect, Facts, Halt, Kind, Phase, Rollout, Slot, StagePolicy, State, Step,
     Verdict,
 };
-use crate::domain::plan::{Candidate, LeftOut};
+use crate::domain::plan::{machine_key, Candidate, LeftOut};
 use crate::domain::verdict::{Finished, Outcome, Probe, ProbePage, Viewer};
 
 type Result<T> = std::result::Result<T, StoreError>;
@@ -129,17 +129,12 @@ type NodeRow = (
     bool,
 );
 
-/// RO-12: a node's machine — the Docker host its container sits on, else itself.
-fn machine(node: i64, host: Option<i64>) -> String {
-    format!("node-{}", host.unwrap_or(node))
-}
-
 fn candidate(row: NodeRow) -> Candidate {
     let (node_id, name, site_root, host, paired, vocabulary, rollout_first) = row;
     Candidate {
         node_id,
         name,
-        machine: machine(node_id, host),
+        machine: machine_key(node_id, host),
         hosts_site: site_root.is_some(),
         removed: !paired,
         enabled: paired,
