@@ -846,11 +846,14 @@ mod tests {
         }
     }
 
-    /// Every connected agent holds one task of `serve` between its requests, as large as the
-    /// largest state of that future, so the rare paths (a refusal's linger, a hang-up, a slow
-    /// reader) are boxed: inline they made the task 3,592 bytes (debug build) instead of 2,360.
-    #[tokio::test]
-    async fn an_agents_connection_holds_little_between_requests() {
+    /// What `serve` is given for one connection, for measuring the futures' sizes (the
+    /// database kept alive beside them).
+    async fn one_connection() -> (
+        TcpStream,
+        std::net::SocketAddr,
+        AppState,
+        capstan_store::testsuite::TestDatabase,
+    ) {
         let database = capstan_store::testsuite::TestDatabase::create().await;
         let state = AppState::from(crate::Shared {
             bus: capstan_bus::Bus::connect("nats://127.0.0.1:1", "sizes")
@@ -866,6 +869,15 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let stream = TcpStream::connect(address).await.unwrap();
+        (stream, address, state, database)
+    }
+
+    /// Every connected agent holds one task of `serve` between its requests, as large as the
+    /// largest state of that future, so the rare paths (a refusal's linger, a hang-up, a slow
+    /// reader) are boxed: inline they made the task 3,592 bytes (debug build) instead of 2,360.
+    #[tokio::test]
+    async fn an_agents_connection_holds_little_between_requests() {
+        let (stream, address, state, _database) = one_connection().await;
         let task = serve(
             stream,
             address,
@@ -883,21 +895,7 @@ mod tests {
     /// agent in a debug build.
     #[tokio::test]
     async fn a_connections_task_holds_its_state_once() {
-        let database = capstan_store::testsuite::TestDatabase::create().await;
-        let state = AppState::from(crate::Shared {
-            bus: capstan_bus::Bus::connect("nats://127.0.0.1:1", "sizes")
-                .await
-                .unwrap(),
-            store: capstan_store::Store::connect(database.url(), "gateway", 1)
-                .await
-                .unwrap(),
-            rpc_timeout: std::time::Duration::from_secs(5),
-            metrics: capstan_telemetry::metrics(None).unwrap(),
-            client_addresses: Default::default(),
-        });
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let stream = TcpStream::connect(address).await.unwrap();
+        let (stream, address, state, _database) = one_connection().await;
         let serving = serve(
             stream,
             address,
