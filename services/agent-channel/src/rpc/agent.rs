@@ -49,7 +49,15 @@ pub async fn handle(
     let answer = match endpoint {
         AgentEndpoint::Join => Box::pin(join(state, &request, &body)).await,
         AgentEndpoint::JoinStatus => Box::pin(join_status(state, &request, &body)).await,
-        _ => signed_by_node(state, bus, &request, &body, &mut bytes).await,
+        _ => match Box::pin(signed_by_node(state, bus, &request, &body, &mut bytes)).await {
+            Proven::Answered(answer) => answer,
+            // A claim may sleep in a long poll for seconds: it takes the request and its body
+            // and lets both go once read, so a parked poll holds neither (nor the node's row
+            // twice).
+            Proven::Claim { glance, generation } => {
+                Box::pin(claim::claim(state, request, *glance, generation, body)).await
+            }
+        },
     };
     let response = match answer {
         Ok((status, body)) => AgentResponse {
@@ -124,6 +132,16 @@ async fn authenticate(
     }
 }
 
+/// A node-signed request proven and counted: answered, or a claim to take with the node's
+/// first read of its jobs (taken when the wake-ups had rung `generation` times).
+enum Proven {
+    Answered(Answer),
+    Claim {
+        glance: Box<store::Glance>,
+        generation: u64,
+    },
+}
+
 /// Why a node-signed request was refused: before its signature proved a node (counted against
 /// its network) or after (already counted against the node).
 enum Refusal {
@@ -145,7 +163,7 @@ async fn signed_by_node(
     request: &AgentRequest,
     body: &[u8],
     bytes: &mut Bytes,
-) -> Answer {
+) -> Proven {
     // Before the first read of the node's jobs (see `Wake::rung_since`).
     let generation = state.wake.generation();
     let now = Utc::now();
@@ -174,22 +192,22 @@ async fn signed_by_node(
     let arrival = match proved {
         Ok(arrival) => arrival,
         Err(Refusal::Unproved(error)) => {
-            meter_network(state, request)?;
-            return Err(error);
+            return Proven::Answered(meter_network(state, request).and(Err(error)));
         }
-        Err(Refusal::Proved(error)) => return Err(error),
+        Err(Refusal::Proved(error)) => return Proven::Answered(Err(error)),
     };
-    let node = &arrival.node;
-    match request.endpoint {
-        AgentEndpoint::Claim => {
-            claim::claim(state, request, &arrival.glance(), generation, body).await
-        }
+    let glance = Box::new(arrival.into_glance());
+    if request.endpoint == AgentEndpoint::Claim {
+        return Proven::Claim { glance, generation };
+    }
+    let node = &glance.node;
+    Proven::Answered(match request.endpoint {
         AgentEndpoint::Result => Box::pin(claim::result(state, node, body)).await,
         AgentEndpoint::JobStatus => Box::pin(job_status(state, node, body)).await,
         AgentEndpoint::Leave => Box::pin(leave(state, node)).await,
         AgentEndpoint::BackupUrls => Box::pin(backup_urls(state, bus, node, body)).await,
         _ => Box::pin(artifact(bus, body, bytes)).await,
-    }
+    })
 }
 
 /// In an agent slot: the signature is checked with the key `keyid` names (unless `verified`

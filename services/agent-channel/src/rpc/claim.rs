@@ -1,6 +1,7 @@
 //! Claims and results: a node reports in, takes at most one job, and later says how it ended
 //! (PROTOCOL.md "claim", "result"; spec AC-16..AC-18, AC-25..AC-31).
 
+use bytes::Bytes;
 use capstan_events::agent_channel::{
     primitives,
     rpc::{AgentRequest, JobState},
@@ -51,45 +52,59 @@ pub fn will_be_taken(request: &AgentRequest, body: &[u8]) -> bool {
 }
 
 /// A claim: `glance` is the request's first read of the node's jobs, taken when the wake-ups
-/// had rung `generation` times.
+/// had rung `generation` times. The claim owns its request, its body and its glance, and lets
+/// each go as soon as it has read it: a long poll sleeps holding the node's id, its bell and
+/// the fields it will name in its answer, not the request's bytes (which pin the buffer they
+/// arrived in) nor the claim's reported facts.
 pub async fn claim(
     state: &State,
-    request: &AgentRequest,
-    glance: &Glance,
+    request: AgentRequest,
+    glance: Glance,
     generation: u64,
-    body: &[u8],
+    body: Bytes,
 ) -> Answer {
-    let node = &glance.node;
+    let node_id = glance.node.id;
     let wait = wait_of(request.query.as_deref())?;
-    let claim = claims::parse_claim(body)?;
-    let bell = state.wake.bell(node.id);
+    let claim = claims::parse_claim(&body)?;
+    drop(body);
+    let (gateway, poll) = (request.gateway, request.poll);
+    drop(request);
+    let bell = state.wake.bell(node_id);
     let rung = bell.notified();
     tokio::pin!(rung);
     rung.as_mut().enable();
     // A job queued since the first read rang before this bell was armed: read again.
-    let known = (!state.wake.rung_since(generation)).then_some(glance);
-    state.wake.settle(node.id, generation, glance.has_pending);
-    if let Some(job) = report_and_dispatch(state, node.id, Some(&claim), known, false).await? {
-        return Ok(answer(Some(job), &claim));
+    let known = (!state.wake.rung_since(generation)).then_some(&glance);
+    state.wake.settle(node_id, generation, glance.has_pending);
+    if let Some(job) = report_and_dispatch(state, node_id, Some(&claim), known, false).await? {
+        return Ok(answer(Some(job), &claim.ignored_fields));
     }
+    drop(glance);
+    // What the answer names; the rest of what the claim reported is let go here.
+    let ignored_fields = ignored_fields_of(claim);
     if wait == 0 {
-        return Ok(answer(None, &claim));
+        return Ok(answer(None, &ignored_fields));
     }
     // Long poll: sleep until a job is queued for this node or the wait runs out, then look once
     // more. No transaction or connection is held meanwhile. When the gateway holding the
     // request stops, it has already answered the agent itself: a job handed out now would reach
     // nobody and end lost, so the claim ends with none.
     // Its own agent hanging up ends it the same way (the gateway releases its poll).
-    let released = state.wake.released_for(request.gateway, request.poll);
+    let released = state.wake.released_for(gateway, poll);
     let gateway_stopped = released.cancelled();
     let _open = OpenLongPoll::new();
     let woken = tokio::select! {
         woken = tokio::time::timeout(Duration::from_secs(wait), rung) => woken.is_ok(),
         _ = state.stopping.cancelled() => false,
-        _ = gateway_stopped => return Ok(answer(None, &claim)),
+        _ = gateway_stopped => return Ok(answer(None, &ignored_fields)),
     };
-    let job = report_and_dispatch(state, node.id, None, None, woken).await?;
-    Ok(answer(job, &claim))
+    let job = report_and_dispatch(state, node_id, None, None, woken).await?;
+    Ok(answer(job, &ignored_fields))
+}
+
+/// The fields a claim's answer names, the rest of the claim dropped here and now.
+fn ignored_fields_of(claim: Claim) -> Vec<String> {
+    claim.ignored_fields
 }
 
 /// Counts a claim in `capstan_agent_long_polls` while it sleeps: what this replica holds open.
@@ -108,11 +123,8 @@ impl Drop for OpenLongPoll {
     }
 }
 
-fn answer(job: Option<Value>, claim: &Claim) -> (u16, Value) {
-    (
-        200,
-        json!({"job": job, "ignored_fields": claim.ignored_fields}),
-    )
+fn answer(job: Option<Value>, ignored_fields: &[String]) -> (u16, Value) {
+    (200, json!({"job": job, "ignored_fields": ignored_fields}))
 }
 
 /// What a claim needs ([`claims::needs`]): nothing, its heartbeat alone, or the locked work.
@@ -503,7 +515,7 @@ mod tests {
         let before = state.wake.generation();
         // The NOTIFY of the job's commit, before the claim armed its bell: it wakes nobody.
         state.wake.ring(glance.node.id);
-        let (status, answer) = claim(&state, &request, &glance, before, CLAIM)
+        let (status, answer) = claim(&state, request, glance, before, Bytes::from_static(CLAIM))
             .await
             .unwrap();
         assert_eq!(status, 200);
@@ -517,8 +529,43 @@ mod tests {
         let database = capstan_store::testsuite::TestDatabase::create().await;
         let (state, glance, request) = node_whose_job_came_after_the_first_read(&database).await;
         let now = state.wake.generation();
-        let (status, answer) = claim(&state, &request, &glance, now, CLAIM).await.unwrap();
+        let (status, answer) = claim(&state, request, glance, now, Bytes::from_static(CLAIM))
+            .await
+            .unwrap();
         assert_eq!(status, 200);
         assert_eq!(answer["job"], Value::Null, "{answer}");
+    }
+
+    // Issue 10, the plane's memory at 10,000 long polls: a claim that sleeps in a long poll has
+    // let its request's bytes go (they pin the bus buffer they arrived in), so 10,000 open polls
+    // do not hold 10,000 bodies. (Fails when the claim keeps its body to the end.)
+    #[tokio::test]
+    async fn a_long_poll_sleeps_without_the_bytes_of_its_request() {
+        let database = capstan_store::testsuite::TestDatabase::create().await;
+        let (state, glance, mut request) =
+            node_whose_job_came_after_the_first_read(&database).await;
+        request.query = Some("wait=30".into());
+        let node = glance.node.id;
+        let body = Bytes::from(CLAIM.to_vec());
+        let kept = body.clone();
+        let now = state.wake.generation();
+        let polling = tokio::spawn({
+            let state = state.clone();
+            async move { claim(&state, request, glance, now, body).await }
+        });
+        // The claim reads its body, finds nothing in its first read and parks: from then on
+        // the test's copy is the only one.
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while !kept.is_unique() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the parked claim still holds its request's body");
+        // Woken, it hands out the job: the poll was alive all along.
+        state.wake.ring(node);
+        let (status, answer) = polling.await.unwrap().unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(answer["job"]["primitive"], "check_status", "{answer}");
     }
 }

@@ -526,8 +526,9 @@ pub struct Arrival {
 }
 
 impl Arrival {
-    pub fn glance(&self) -> Glance {
-        let mut node = self.node.clone();
+    /// The node's glance, moved out of the arrival (never a second copy of the node's row).
+    pub fn into_glance(self) -> Glance {
+        let mut node = self.node;
         if self.stamped_at.is_some() {
             node.last_seen_at = self.stamped_at;
         }
