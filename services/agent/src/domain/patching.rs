@@ -29,7 +29,10 @@ pub fn security_lines(list: &str) -> Vec<String> {
     let mut kept = Vec::new();
     for line in list.lines() {
         let line = line.split('#').next().unwrap_or_default().trim();
-        let Some(rest) = line.strip_prefix("deb ").or_else(|| line.strip_prefix("deb\t")) else {
+        let Some(rest) = line
+            .strip_prefix("deb ")
+            .or_else(|| line.strip_prefix("deb\t"))
+        else {
             continue;
         };
         let rest = rest.trim_start();
@@ -75,7 +78,10 @@ pub fn security_stanzas(sources: &str) -> Vec<String> {
         };
         let security: Vec<&str> = suites
             .split_whitespace()
-            .filter(|suite| uris.split_whitespace().any(|uri| security_suite(uri, suite)))
+            .filter(|suite| {
+                uris.split_whitespace()
+                    .any(|uri| security_suite(uri, suite))
+            })
             .collect();
         if security.is_empty() {
             continue;
@@ -160,13 +166,16 @@ pub struct AptRun<'a> {
 
 /// The lock apt could not get, when that is why it stopped (`E: Could not get lock <path>.`).
 pub fn lock_held(run: &AptRun) -> Option<String> {
-    run.stderr.lines().chain(run.stdout.lines()).find_map(|line| {
-        // apt 2: `… lock-frontend. It is held by process 1234 (apt-get)`; apt 1: `… lock - open
-        // (11: Resource temporarily unavailable)`.
-        let rest = line.trim().strip_prefix("E: Could not get lock ")?;
-        let path = rest.split_whitespace().next()?;
-        Some(path.trim_end_matches('.').to_string())
-    })
+    run.stderr
+        .lines()
+        .chain(run.stdout.lines())
+        .find_map(|line| {
+            // apt 2: `… lock-frontend. It is held by process 1234 (apt-get)`; apt 1: `… lock - open
+            // (11: Resource temporarily unavailable)`.
+            let rest = line.trim().strip_prefix("E: Could not get lock ")?;
+            let path = rest.split_whitespace().next()?;
+            Some(path.trim_end_matches('.').to_string())
+        })
 }
 
 /// apt's errors (`E:` lines), joined; or how it exited when it printed none.
@@ -291,7 +300,8 @@ E: Unable to acquire the dpkg frontend lock (/tmp/robench-apt/root/var/lib/dpkg/
     const LISTS_LOCK: &str = "E: Could not get lock /tmp/robench-apt/root/var/lib/apt/lists/lock. It is held by process 29872 (python3)
 E: Unable to lock directory /tmp/robench-apt/root/var/lib/apt/lists/
 ";
-    const MISSING_REPO: &str = "E: The repository 'file:/nonexistent bookworm-security Release' does not exist.
+    const MISSING_REPO: &str =
+        "E: The repository 'file:/nonexistent bookworm-security Release' does not exist.
 ";
 
     fn ran<'a>(success: bool, stdout: &'a str, stderr: &'a str) -> AptRun<'a> {
@@ -370,7 +380,9 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
         );
         assert!(kept[1].contains("Suites: noble-security\n"), "{}", kept[1]);
         assert!(
-            kept[1].contains("Signed-By:\n -----BEGIN PGP PUBLIC KEY BLOCK-----\n .\n mQINBFufwdoBEADv\n"),
+            kept[1].contains(
+                "Signed-By:\n -----BEGIN PGP PUBLIC KEY BLOCK-----\n .\n mQINBFufwdoBEADv\n"
+            ),
             "{}",
             kept[1]
         );
@@ -391,10 +403,7 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
     fn ro_29_an_upgrade_with_nothing_to_do_is_nothing_to_install() {
         let update = ran(true, UPDATE_OK, "");
         let upgrade = ran(true, UPGRADE_NONE, "");
-        assert_eq!(
-            outcome(&update, Some(&upgrade)),
-            Outcome::NothingToInstall
-        );
+        assert_eq!(outcome(&update, Some(&upgrade)), Outcome::NothingToInstall);
         let held = "0 upgraded, 0 newly installed, 0 to remove and 2 not upgraded.\n";
         assert_eq!(held_back(&ran(true, held, "")), 2);
     }
@@ -428,12 +437,18 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
         assert!(reason.contains("dpkg --configure -a"), "{reason}");
         // An update that exits 0 but could not read a source cannot see the fixes.
         assert!(matches!(
-            outcome(&ran(true, UPDATE_OK, MISSING_REPO), Some(&ran(true, UPGRADE_NONE, ""))),
+            outcome(
+                &ran(true, UPDATE_OK, MISSING_REPO),
+                Some(&ran(true, UPGRADE_NONE, ""))
+            ),
             Outcome::Failed(_)
         ));
         // An upgrade whose output cannot be judged is not a success.
         assert!(matches!(
-            outcome(&ran(true, UPDATE_OK, ""), Some(&ran(true, "Reading package lists...\n", ""))),
+            outcome(
+                &ran(true, UPDATE_OK, ""),
+                Some(&ran(true, "Reading package lists...\n", ""))
+            ),
             Outcome::Failed(_)
         ));
         assert!(matches!(

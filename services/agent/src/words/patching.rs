@@ -10,7 +10,9 @@
 //! no removals, local configuration files kept (`--force-confdef --force-confold`), no
 //! prompt (`DEBIAN_FRONTEND=noninteractive`, needrestart listing only). apt asks its locks
 //! with `DPkg::Lock::Timeout=0`: a lock held by another package run answers "in the way" at
-//! once, never after a wait. See `domain::patching` for the rules.
+//! once, never after a wait. Under systemd apt runs as a transient unit of its own
+//! ([`apt_command`]): the agent's unit is read-only and cannot install packages. See
+//! `domain::patching` for the rules.
 
 use serde_json::json;
 use std::{
@@ -78,7 +80,10 @@ pub async fn install_from(root: &AptRoot, work: &Path) -> Result<Finished, Faile
         "Dir::Etc::SourceList={}",
         work.join("none.list").display()
     ));
-    options.push(format!("Dir::Etc::SourceParts={}", work.join("parts").display()));
+    options.push(format!(
+        "Dir::Etc::SourceParts={}",
+        work.join("parts").display()
+    ));
     options.push("DPkg::Lock::Timeout=0".into());
     let mut common: Vec<String> = Vec::new();
     for option in &options {
@@ -88,7 +93,11 @@ pub async fn install_from(root: &AptRoot, work: &Path) -> Result<Finished, Faile
     common.push("-q".into());
 
     let mut update_args = common.clone();
-    update_args.extend(["-o".into(), "APT::Get::List-Cleanup=false".into(), "update".into()]);
+    update_args.extend([
+        "-o".into(),
+        "APT::Get::List-Cleanup=false".into(),
+        "update".into(),
+    ]);
     let update = run_apt(&apt, &update_args).await.map_err(failed)?;
     let update_run = AptRun {
         success: update.success,
@@ -96,26 +105,25 @@ pub async fn install_from(root: &AptRoot, work: &Path) -> Result<Finished, Faile
         stderr: &update.stderr,
     };
     let settled = patching::outcome(&update_run, None);
-    let upgrade = if matches!(settled, Outcome::Busy(_))
-        || !update.success
-        || update_run_has_errors(&update)
-    {
-        None
-    } else {
-        let mut upgrade_args = common.clone();
-        upgrade_args.extend(
-            [
-                "-y",
-                "-o",
-                "Dpkg::Options::=--force-confdef",
-                "-o",
-                "Dpkg::Options::=--force-confold",
-                "upgrade",
-            ]
-            .map(String::from),
-        );
-        Some(run_apt(&apt, &upgrade_args).await.map_err(failed)?)
-    };
+    let upgrade =
+        if matches!(settled, Outcome::Busy(_)) || !update.success || update_run_has_errors(&update)
+        {
+            None
+        } else {
+            let mut upgrade_args = common.clone();
+            upgrade_args.extend(
+                [
+                    "-y",
+                    "-o",
+                    "Dpkg::Options::=--force-confdef",
+                    "-o",
+                    "Dpkg::Options::=--force-confold",
+                    "upgrade",
+                ]
+                .map(String::from),
+            );
+            Some(run_apt(&apt, &upgrade_args).await.map_err(failed)?)
+        };
     let upgrade_run = upgrade.as_ref().map(|ran| AptRun {
         success: ran.success,
         stdout: &ran.stdout,
@@ -219,7 +227,11 @@ pub async fn security_sources(etc: &Path) -> Result<Vec<Source>, String> {
     let mut sources = Vec::new();
     let main = etc.join("sources.list");
     match tokio::fs::read_to_string(&main).await {
-        Ok(text) => sources.extend(patching::security_lines(&text).into_iter().map(Source::Line)),
+        Ok(text) => sources.extend(
+            patching::security_lines(&text)
+                .into_iter()
+                .map(Source::Line),
+        ),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
         Err(error) => return Err(format!("{}: {error}", main.display())),
     }
@@ -241,7 +253,10 @@ pub async fn security_sources(etc: &Path) -> Result<Vec<Source>, String> {
     // apt reads the parts in name order; so do we.
     names.sort();
     for path in names {
-        let extension = path.extension().and_then(|e| e.to_str()).unwrap_or_default();
+        let extension = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or_default();
         if extension != "list" && extension != "sources" {
             continue;
         }
@@ -249,7 +264,11 @@ pub async fn security_sources(etc: &Path) -> Result<Vec<Source>, String> {
             .await
             .map_err(|error| format!("{}: {error}", path.display()))?;
         if extension == "list" {
-            sources.extend(patching::security_lines(&text).into_iter().map(Source::Line));
+            sources.extend(
+                patching::security_lines(&text)
+                    .into_iter()
+                    .map(Source::Line),
+            );
         } else {
             sources.extend(
                 patching::security_stanzas(&text)
@@ -296,24 +315,63 @@ struct Ran {
     stderr: String,
 }
 
+/// The environment apt runs in: it never prompts.
+const APT_ENVIRONMENT: &[(&str, &str)] = &[
+    ("LANG", "C.UTF-8"),
+    ("DEBIAN_FRONTEND", "noninteractive"),
+    ("APT_LISTCHANGES_FRONTEND", "none"),
+    // needrestart (Ubuntu runs it after apt) lists what to restart instead of asking.
+    ("NEEDRESTART_MODE", "l"),
+    ("UCF_FORCE_CONFFOLD", "1"),
+];
+
+/// The transient unit a package run goes in under systemd (one at a time: a second start of
+/// the same name is refused by systemd).
+pub const APT_UNIT: &str = "capstan-security-updates";
+
+/// The program and arguments that run apt-get with `args`. Under systemd the agent's own unit
+/// is read-only and holds none of the capabilities dpkg needs (docs/agent-confinement.md), so
+/// apt runs as a transient service of its own (`systemd-run --wait --pipe`), as the machine's
+/// own apt-daily-upgrade.service would, with its output and exit status piped back; elsewhere
+/// (no systemd, a container, a test) it runs directly.
+pub fn apt_command(systemd: bool, apt: &Path, args: &[String]) -> (PathBuf, Vec<String>) {
+    if !systemd {
+        return (apt.to_path_buf(), args.to_vec());
+    }
+    let mut wrapped = vec![
+        "--quiet".to_string(),
+        "--wait".into(),
+        "--pipe".into(),
+        "--collect".into(),
+        format!("--unit={APT_UNIT}"),
+        "--description=capstan-agent install_security_updates".into(),
+    ];
+    for (name, value) in APT_ENVIRONMENT {
+        wrapped.push(format!("--setenv={name}={value}"));
+    }
+    wrapped.push("--".into());
+    wrapped.push(apt.display().to_string());
+    wrapped.extend(args.iter().cloned());
+    (
+        find_program("systemd-run").unwrap_or_else(|| PathBuf::from("/usr/bin/systemd-run")),
+        wrapped,
+    )
+}
+
 /// Runs apt-get with `args`: no shell, no stdin, a fixed environment that never prompts.
 async fn run_apt(apt: &Path, args: &[String]) -> Result<Ran, String> {
-    let child = tokio::process::Command::new(apt)
-        .args(args)
+    let (program, args) = apt_command(super::systemd_running(), apt, args);
+    let child = tokio::process::Command::new(&program)
+        .args(&args)
         .env_clear()
         .env("PATH", super::PROGRAM_DIRECTORIES.join(":"))
-        .env("LANG", "C.UTF-8")
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .env("APT_LISTCHANGES_FRONTEND", "none")
-        // needrestart (Ubuntu runs it after apt) lists what to restart instead of asking.
-        .env("NEEDRESTART_MODE", "l")
-        .env("UCF_FORCE_CONFFOLD", "1")
+        .envs(APT_ENVIRONMENT.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|error| format!("{} could not start: {error}", apt.display()))?;
+        .map_err(|error| format!("{} could not start: {error}", program.display()))?;
     let output = tokio::time::timeout(APT_TIMEOUT, child.wait_with_output())
         .await
         .map_err(|_| {
@@ -497,8 +555,7 @@ mod tests {
         let sources = finished.result["sources"].as_array().unwrap();
         assert_eq!(sources.len(), 1, "{sources:?}");
         assert!(sources[0].as_str().unwrap().contains("bookworm-security"));
-        let written =
-            fs::read_to_string(test.work.join("parts/security.sources")).unwrap();
+        let written = fs::read_to_string(test.work.join("parts/security.sources")).unwrap();
         assert!(written.contains("Suites: bookworm-security\n"), "{written}");
         assert!(!test.work.join("parts/security.list").exists());
     }
@@ -513,7 +570,9 @@ mod tests {
         let failed = install_from(&test.root, &test.work).await.unwrap_err();
         assert_eq!(failed.result["outcome"], "failed");
         assert!(
-            failed.reason.starts_with("the updater failed: apt-get update"),
+            failed
+                .reason
+                .starts_with("the updater failed: apt-get update"),
             "{}",
             failed.reason
         );
@@ -524,9 +583,46 @@ mod tests {
     #[tokio::test]
     async fn ro_25_a_machine_without_a_security_suite_is_refused_by_name() {
         let test = test_root("1.1", None);
-        fs::remove_file(test.root.root.join("etc/apt/sources.list.d/security.sources")).unwrap();
+        fs::remove_file(
+            test.root
+                .root
+                .join("etc/apt/sources.list.d/security.sources"),
+        )
+        .unwrap();
         let failed = install_from(&test.root, &test.work).await.unwrap_err();
         assert_eq!(failed.result["outcome"], "failed");
-        assert!(failed.reason.contains("names no security suite"), "{}", failed.reason);
+        assert!(
+            failed.reason.contains("names no security suite"),
+            "{}",
+            failed.reason
+        );
+    }
+
+    /// Under systemd apt runs as a transient unit of its own (the agent's unit is read-only),
+    /// with the same never-prompting environment; elsewhere directly.
+    #[test]
+    fn under_systemd_apt_runs_in_a_transient_unit_of_its_own() {
+        let apt = Path::new("/usr/bin/apt-get");
+        let args = vec!["-q".to_string(), "update".to_string()];
+        assert_eq!(
+            apt_command(false, apt, &args),
+            (apt.to_path_buf(), args.clone())
+        );
+        let (program, wrapped) = apt_command(true, apt, &args);
+        assert!(program.ends_with("systemd-run"), "{}", program.display());
+        let dash = wrapped.iter().position(|arg| arg == "--").unwrap();
+        assert_eq!(wrapped[dash + 1..], ["/usr/bin/apt-get", "-q", "update"]);
+        for wanted in [
+            "--wait",
+            "--pipe",
+            "--unit=capstan-security-updates",
+            "--setenv=DEBIAN_FRONTEND=noninteractive",
+            "--setenv=NEEDRESTART_MODE=l",
+        ] {
+            assert!(
+                wrapped[..dash].contains(&wanted.to_string()),
+                "{wanted}: {wrapped:?}"
+            );
+        }
     }
 }

@@ -479,7 +479,9 @@ pub fn patch_verdict(finished: &Finished) -> (Judgement, Option<String>) {
         .and_then(|r| r.get("held_back"))
         .and_then(Value::as_u64)
         .filter(|held| *held > 0)
-        .map(|held| format!(" ({held} held back: they need packages from outside the security origin)"))
+        .map(|held| {
+            format!(" ({held} held back: they need packages from outside the security origin)")
+        })
         .unwrap_or_default();
     match text("outcome") {
         Some("installed") => {
@@ -1421,7 +1423,10 @@ mod tests {
                 "lock": "/var/lib/dpkg/lock-frontend", "held_back": 0}))),
             (
                 Judgement::Pass,
-                Some("another package run was in the way (it holds /var/lib/dpkg/lock-frontend)".into())
+                Some(
+                    "another package run was in the way (it holds /var/lib/dpkg/lock-frontend)"
+                        .into()
+                )
             )
         );
         // An updater failure: the job ends failed, with the agent's reason and apt's detail.
@@ -1436,11 +1441,103 @@ mod tests {
         let Judgement::Miss(reason) = judgement else {
             panic!("an updater failure stops the run")
         };
-        assert!(reason.starts_with("install_security_updates failed: the updater failed: apt-get update"), "{reason}");
+        assert!(
+            reason
+                .starts_with("install_security_updates failed: the updater failed: apt-get update"),
+            "{reason}"
+        );
         // The same without a reason still says what apt said.
-        let quiet = Finished { reason: None, ..failed };
-        let Judgement::Miss(reason) = patch_verdict(&quiet).0 else { panic!() };
+        let quiet = Finished {
+            reason: None,
+            ..failed
+        };
+        let Judgement::Miss(reason) = patch_verdict(&quiet).0 else {
+            panic!()
+        };
         assert!(reason.contains("does not exist"), "{reason}");
-        assert!(!patch_verdict(&completed(json!({"installed": []}))).0.passed());
+        assert!(!patch_verdict(&completed(json!({"installed": []})))
+            .0
+            .passed());
+    }
+
+    #[test]
+    fn ro_10_a_steps_verdict_is_one_of_five_and_reads_back_as_stored() {
+        let all = [
+            Verdict::Pending,
+            Verdict::Running,
+            Verdict::Passed,
+            Verdict::Failed,
+            Verdict::Skipped,
+        ];
+        let words: Vec<&str> = all.iter().map(|verdict| verdict.as_str()).collect();
+        assert_eq!(words, ["pending", "running", "passed", "failed", "skipped"]);
+        for verdict in all {
+            assert_eq!(Verdict::parse(verdict.as_str()), Some(verdict));
+        }
+        assert_eq!(Verdict::parse("halted"), None);
+        // A new step is pending, with its node, stage and machine.
+        let step = Step::new(5, 50, "node-50", 2, true);
+        assert_eq!(
+            (
+                step.verdict,
+                step.node_id,
+                step.stage,
+                step.machine.as_str()
+            ),
+            (Verdict::Pending, 50, 2, "node-50")
+        );
+    }
+
+    #[test]
+    fn ro_13_each_advance_judges_running_steps_starts_a_waiting_one_per_free_machine_and_moves_the_stage_on(
+    ) {
+        let mut r = rollout(2, 0);
+        let mut s = steps(&[(1, "m1", 0), (2, "m1", 0), (3, "m2", 0), (4, "m3", 1)]);
+        let effects = advance(&mut r, &mut s, &Facts::default(), t0());
+        assert_eq!(requested(&effects), vec![(1, APPLY_WORD), (3, APPLY_WORD)]);
+        assert_eq!(step_of(&mut s, 1).verdict, Verdict::Running);
+        // One advance judges both answers and starts node 2 on the machine node 1 freed.
+        answer(step_of(&mut s, 1), Outcome::Completed, good_apply());
+        answer(step_of(&mut s, 3), Outcome::Completed, good_apply());
+        let effects = advance(&mut r, &mut s, &Facts::default(), t0());
+        assert_eq!(step_of(&mut s, 1).verdict, Verdict::Passed);
+        assert_eq!(step_of(&mut s, 3).verdict, Verdict::Passed);
+        assert_eq!(requested(&effects), vec![(2, APPLY_WORD)]);
+        assert_eq!(r.stage, 0);
+        // When every step of the stage has passed, the same advance starts the next stage.
+        answer(step_of(&mut s, 2), Outcome::Completed, good_apply());
+        let effects = advance(&mut r, &mut s, &Facts::default(), t0());
+        assert_eq!(r.stage, 1);
+        assert_eq!(requested(&effects), vec![(4, APPLY_WORD)]);
+        answer(step_of(&mut s, 4), Outcome::Completed, good_apply());
+        advance(&mut r, &mut s, &Facts::default(), t0());
+        assert_eq!(r.state, State::Finished);
+    }
+
+    #[test]
+    fn ro_29_stop_takes_effect_between_nodes_of_a_patch_run() {
+        let mut r = rollout(3, 0);
+        r.kind = Kind::Patch;
+        r.version = String::new();
+        let mut s = steps(&[(1, "m1", 0), (2, "m2", 1), (3, "m3", 2)]);
+        let effects = advance(&mut r, &mut s, &Facts::default(), t0());
+        assert_eq!(requested(&effects), vec![(1, PATCH_WORD)]);
+        // Stopped while machine 1 installs: its run goes on and is recorded; no other starts.
+        act(&mut r, &mut s, Act::Stop, t0()).unwrap();
+        assert_eq!(r.state, State::Stopped);
+        answer(
+            step_of(&mut s, 1),
+            Outcome::Completed,
+            json!({"outcome": "installed", "installed": ["libssl3"]}),
+        );
+        let effects = advance(&mut r, &mut s, &Facts::default(), t0());
+        assert!(requested(&effects).is_empty(), "nothing after the stop");
+        assert_eq!(step_of(&mut s, 1).verdict, Verdict::Passed);
+        assert_eq!(
+            step_of(&mut s, 1).reason.as_deref(),
+            Some("installed 1 packages: libssl3")
+        );
+        assert_eq!(step_of(&mut s, 2).verdict, Verdict::Skipped);
+        assert_eq!(step_of(&mut s, 3).verdict, Verdict::Skipped);
     }
 }
