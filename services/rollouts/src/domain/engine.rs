@@ -1540,4 +1540,26 @@ mod tests {
         assert_eq!(step_of(&mut s, 2).verdict, Verdict::Skipped);
         assert_eq!(step_of(&mut s, 3).verdict, Verdict::Skipped);
     }
+
+    #[test]
+    fn ro_16_a_running_paused_or_halting_rollout_holds_the_one_turn_and_an_ended_one_does_not() {
+        for state in [State::Running, State::Paused, State::Halting] {
+            assert!(state.active(), "{}", state.as_str());
+        }
+        for state in [State::Halted, State::Stopped, State::Finished] {
+            assert!(!state.active(), "{}", state.as_str());
+        }
+        // A halt with applies under way still holds the turn until they are judged.
+        let mut r = rollout(1, 0);
+        let mut s = steps(&[(1, "m1", 0), (2, "m2", 0)]);
+        advance(&mut r, &mut s, &Facts::default(), t0());
+        answer(step_of(&mut s, 1), Outcome::Completed, bad_apply());
+        advance(&mut r, &mut s, &Facts::default(), t0());
+        assert_eq!(r.state, State::Halting);
+        assert!(r.state.active());
+        answer(step_of(&mut s, 2), Outcome::Completed, good_apply());
+        advance(&mut r, &mut s, &Facts::default(), t0());
+        assert_eq!(r.state, State::Halted);
+        assert!(!r.state.active());
+    }
 }
