@@ -33,7 +33,7 @@ use std::{
     },
     time::{Duration, Instant},
 };
-use support::{address, percentile, signed, Plane};
+use support::{address, percentile, signed, signed_until_answered, Plane};
 
 const VOCABULARY: &[&str] = &["check_status", "apply_update", "upgrade_preflight"];
 const VERSION: &str = "2.1.0";
@@ -79,7 +79,12 @@ fn main() {
         .build()
         .unwrap();
     println!(
-        "staged rollout, `capstan all` (release) in its own process, {} cores, load average {}",
+        "staged rollout, `capstan all` ({}) in its own process, {} cores, load average {}",
+        if cfg!(debug_assertions) {
+            "DEBUG build: run it with cargo bench"
+        } else {
+            "release"
+        },
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         std::fs::read_to_string("/proc/loadavg")
             .unwrap_or_default()
@@ -112,27 +117,38 @@ async fn run(size: usize, stage_count: usize) {
                     let body = json!({"name": format!("site-{index}"),
                         "public_key": key.public_key().to_base64(), "agent_version": "0.1.0",
                         "site_root": "/var/www/site", "container": null, "addresses": []});
-                    let (status, answer) = signed(&http, &base, &key, "join", "", &body).await;
+                    let (status, answer) =
+                        signed_until_answered(&http, &base, &key, "join", "", &body).await;
                     assert_eq!(status, 202, "join: {answer}");
                     let id = answer["request_id"].as_str().unwrap().to_string();
                     (key, http, id)
                 }
             })
-            .buffer_unordered(64)
+            .buffer_unordered(16)
             .collect()
             .await;
         let approved: Vec<Agent> = stream::iter(joined)
             .map(|(key, http, id)| {
                 let plane = &plane;
                 async move {
-                    let answer = plane
-                        .operator_post(&format!("/api/v1/joins/{id}/approve"), json!({}))
-                        .await;
-                    let node = answer["node_id"].as_i64().expect("approved");
+                    let mut tries = 0;
+                    let node = loop {
+                        let answer = plane
+                            .operator_post(&format!("/api/v1/joins/{id}/approve"), json!({}))
+                            .await;
+                        tries += 1;
+                        match answer["node_id"].as_i64() {
+                            Some(node) => break node,
+                            None if answer["error"]["code"] == "unavailable" && tries < 20 => {
+                                tokio::time::sleep(Duration::from_millis(250 * tries)).await;
+                            }
+                            None => panic!("approve: {answer}"),
+                        }
+                    };
                     Agent { key, http, node }
                 }
             })
-            .buffer_unordered(32)
+            .buffer_unordered(8)
             .collect()
             .await;
         agents.extend(approved);
@@ -143,8 +159,15 @@ async fn run(size: usize, stage_count: usize) {
             let (agents, base) = (agents.clone(), base.clone());
             async move {
                 let agent = &agents[index];
-                let (status, answer) =
-                    signed(&agent.http, &base, &agent.key, "claim", "", &claim_body()).await;
+                let (status, answer) = signed_until_answered(
+                    &agent.http,
+                    &base,
+                    &agent.key,
+                    "claim",
+                    "",
+                    &claim_body(),
+                )
+                .await;
                 assert_eq!(status, 200, "first claim: {answer}");
             }
         })
@@ -251,7 +274,8 @@ async fn run(size: usize, stage_count: usize) {
                     let body = json!({"job_id": job_id, "outcome": "completed", "output": "",
                                       "result": result, "reason": null});
                     let (status, _) =
-                        signed(&agent.http, &base, &agent.key, "result", "", &body).await;
+                        signed_until_answered(&agent.http, &base, &agent.key, "result", "", &body)
+                            .await;
                     if status != 200 {
                         *seen.lock().unwrap().refused.entry(status).or_default() += 1;
                     } else if primitive == "apply_update" {

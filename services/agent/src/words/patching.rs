@@ -485,15 +485,18 @@ mod tests {
             let perl = find_program("perl").expect("perl holds the lock in these tests");
             let ready = path.with_extension("held");
             let script = r#"use Fcntl; open(my $f, ">>", $ARGV[0]) or die; my $lock = pack("s x30", F_WRLCK); fcntl($f, F_SETLK, $lock) or die "lock: $!"; open(my $r, ">", $ARGV[1]); close($r); sleep 60;"#;
-            let child = std::process::Command::new(perl)
-                .args(["-e", script])
-                .arg(path)
-                .arg(&ready)
-                .spawn()
-                .unwrap();
+            // Held (and so killed and reaped on drop) from the moment it is spawned.
+            let held = HeldLock(
+                std::process::Command::new(perl)
+                    .args(["-e", script])
+                    .arg(path)
+                    .arg(&ready)
+                    .spawn()
+                    .unwrap(),
+            );
             for _ in 0..200 {
                 if ready.exists() {
-                    return HeldLock(child);
+                    return held;
                 }
                 std::thread::sleep(Duration::from_millis(25));
             }

@@ -43,6 +43,29 @@ pub async fn signed(
     send(http, url, bytes, headers).await
 }
 
+/// As [`signed`], asked again (signed afresh) while the plane answers 503 or not at all: a
+/// loaded plane's gateway gives up on a slow service after 5 s, and join, approve-free
+/// claims and results are safe to repeat (PROTOCOL.md: the same key renews the same join; a
+/// repeated result changes nothing).
+pub async fn signed_until_answered(
+    http: &reqwest::Client,
+    base: &str,
+    key: &NodeKey,
+    endpoint: &str,
+    query: &str,
+    body: &Value,
+) -> (u16, Value) {
+    let mut tries = 0;
+    loop {
+        let (status, answer) = signed(http, base, key, endpoint, query, body).await;
+        tries += 1;
+        if !matches!(status, 0 | 503) || tries >= 20 {
+            return (status, answer);
+        }
+        tokio::time::sleep(Duration::from_millis(250 * tries)).await;
+    }
+}
+
 /// A request signed now, to send at once or a moment later.
 pub fn sign(
     base: &str,
