@@ -294,12 +294,39 @@ async fn run(size: usize, stage_count: usize) {
         .map(|chunk| json!({"nodes": chunk}))
         .collect();
     let started = Instant::now();
-    let answer = plane
-        .operator_post(
-            "/api/v1/rollouts",
-            json!({"version": VERSION, "stages": stages}),
-        )
-        .await;
+    // A start the gateway refused unread (on a loaded machine the body can come slower than
+    // its minimum rate) changed nothing, and is sent again.
+    let mut tries = 0;
+    let answer = loop {
+        let answer = plane
+            .operator_post(
+                "/api/v1/rollouts",
+                json!({"version": VERSION, "stages": stages}),
+            )
+            .await;
+        tries += 1;
+        let unread = answer["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("could not be read"));
+        if !unread || tries >= 5 {
+            break answer;
+        }
+        println!("    the start was refused unread, sent again: {answer}");
+    };
+    // A start the gateway gave up on after its 5 s (`unavailable`) may still commit in the
+    // rollouts service: the rollout is then the one the list shows.
+    let mut answer = answer;
+    if answer["error"]["code"] == "unavailable" {
+        println!("    the start was not answered in time: {answer}");
+        let asked = Instant::now();
+        while answer["id"].as_i64().is_none() && asked.elapsed() < Duration::from_secs(120) {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let list = plane.operator_get("/api/v1/rollouts").await;
+            if let Some(first) = list["rollouts"].as_array().and_then(|all| all.first()) {
+                answer = first.clone();
+            }
+        }
+    }
     let rollout = answer["id"]
         .as_i64()
         .unwrap_or_else(|| panic!("start: {answer}"));
