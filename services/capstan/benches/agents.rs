@@ -7,17 +7,23 @@
 //!
 //! `cargo bench -p capstan --bench agents` (`BENCH_AGENTS=1000,10000` by default)
 
+mod support;
+
 use capstan_bus::testsuite::NatsServer;
-use capstan_signing::{sign_request, NodeKey, SignedHeaders};
+use capstan_signing::{sign_request, NodeKey};
 use capstan_store::testsuite::TestDatabase;
 use futures::{stream, StreamExt};
 use serde_json::{json, Value};
 use std::{
     collections::HashMap,
-    net::{IpAddr, Ipv4Addr, TcpListener},
-    process::{Child, Command, Stdio},
+    net::TcpListener,
+    process::{Command, Stdio},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
+};
+
+use support::{
+    address, now, peak_rss_mib, percentile, rss_now_mib, send, sign, signed, PlaneProcess,
 };
 
 const VOCABULARY: &[&str] = &["check_status", "host_report"];
@@ -28,73 +34,6 @@ struct Agent {
     key: NodeKey,
     http: reqwest::Client,
     node: i64,
-}
-
-/// Each agent speaks from its own loopback address, as a fleet's machines have their own.
-fn address(index: usize) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::new(
-        127,
-        10 + (index / 62_500) as u8,
-        ((index / 250) % 250) as u8,
-        (1 + index % 250) as u8,
-    ))
-}
-
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
-
-async fn signed(
-    http: &reqwest::Client,
-    base: &str,
-    key: &NodeKey,
-    endpoint: &str,
-    query: &str,
-    body: &Value,
-) -> (u16, Value) {
-    let (url, bytes, headers) = sign(base, key, endpoint, query, body);
-    send(http, url, bytes, headers).await
-}
-
-/// A request signed now, to send at once or a moment later.
-fn sign(
-    base: &str,
-    key: &NodeKey,
-    endpoint: &str,
-    query: &str,
-    body: &Value,
-) -> (String, Vec<u8>, SignedHeaders) {
-    let bytes = serde_json::to_vec(body).unwrap();
-    let path = format!("/api/v1/agent/{endpoint}");
-    let headers = sign_request(key, "POST", &path, &bytes, now());
-    (format!("{base}{path}{query}"), bytes, headers)
-}
-
-async fn send(
-    http: &reqwest::Client,
-    url: String,
-    bytes: Vec<u8>,
-    headers: SignedHeaders,
-) -> (u16, Value) {
-    let response = http
-        .post(url)
-        .header("content-type", "application/json")
-        .header("content-digest", headers.content_digest)
-        .header("signature-input", headers.signature_input)
-        .header("signature", headers.signature)
-        .body(bytes)
-        .send()
-        .await;
-    match response {
-        Ok(response) => {
-            let status = response.status().as_u16();
-            (status, response.json().await.unwrap_or(Value::Null))
-        }
-        Err(error) => (0, json!({"transport": error.to_string()})),
-    }
 }
 
 /// The `wait` of an agent's long poll: as the agent asks (20 to 25 s, spread), except the first,
@@ -111,44 +50,6 @@ fn poll_wait(agent: usize, round: usize) -> usize {
 
 fn claim_body() -> Value {
     json!({"agent_version": "0.1.0", "vocabulary": VOCABULARY, "claim_bytes": 1048576})
-}
-
-fn percentile(samples: &mut [Duration], fraction: f64) -> f64 {
-    samples.sort();
-    let index = ((samples.len() as f64 - 1.0) * fraction).round() as usize;
-    samples[index].as_secs_f64() * 1e3
-}
-
-/// The plane's process, stopped with SIGTERM when dropped, also when the benchmark panics.
-struct PlaneProcess(Child);
-
-impl Drop for PlaneProcess {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let _ = self.0.wait();
-    }
-}
-
-/// A memory figure of the plane's process from /proc (`VmHWM` peak, `VmRSS` now), in MiB.
-fn rss_mib(child: &Child, field: &str) -> f64 {
-    let status =
-        std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
-    status
-        .lines()
-        .find(|line| line.starts_with(field))
-        .and_then(|line| line.split_whitespace().nth(1))
-        .and_then(|kib| kib.parse::<f64>().ok())
-        .map_or(0.0, |kib| kib / 1024.0)
-}
-
-fn peak_rss_mib(child: &Child) -> f64 {
-    rss_mib(child, "VmHWM:")
-}
-
-fn rss_now_mib(child: &Child) -> f64 {
-    rss_mib(child, "VmRSS:")
 }
 
 fn main() {

@@ -9,6 +9,7 @@ pub mod join;
 pub mod nginx;
 pub mod output;
 pub mod packages;
+pub mod patching;
 pub mod policy;
 pub mod public_log;
 pub mod recipes;

@@ -69,6 +69,7 @@ const COMPILED: &[(&str, bool, bool)] = &[
     ("restore_database", true, false),
     ("restore_project", true, false),
     ("agent_converge", false, false),
+    ("install_security_updates", false, false),
 ];
 
 static WORDS: LazyLock<Vec<Word>> = LazyLock::new(|| {
@@ -276,6 +277,7 @@ mod tests {
                 ("restore_database", Destructive),
                 ("restore_project", Destructive),
                 ("agent_converge", Change),
+                ("install_security_updates", Change),
             ]
         );
     }

@@ -7,6 +7,7 @@ mod disk;
 pub mod docker;
 pub mod host;
 mod logs;
+pub mod patching;
 pub mod status;
 pub mod supervision;
 #[cfg(test)]
@@ -72,6 +73,7 @@ pub async fn run(word: &Word, params: &Value, config: &Config) -> Result<Finishe
         "file_head" => logs::file_head(params).await,
         "restart_container" => docker::restart_container(config, params).await,
         "agent_converge" => supervision::agent_converge(config).await,
+        "install_security_updates" => patching::install_security_updates(config).await,
         other => Err(Failed::new(format!(
             "{other} is in the vocabulary but has no implementation in this build"
         ))),
@@ -119,7 +121,7 @@ pub fn describe(result: &Map<String, Value>) -> String {
 }
 
 /// The directories a program is looked for in: a fixed list, never the caller's `PATH`.
-const PROGRAM_DIRECTORIES: &[&str] = &[
+pub(crate) const PROGRAM_DIRECTORIES: &[&str] = &[
     "/usr/local/sbin",
     "/usr/local/bin",
     "/usr/sbin",

@@ -452,53 +452,72 @@ fn next_phase(rollout: &Rollout, step: &Step, phase: Phase) -> Phase {
 
 /// RO-29: how a patch run's `install_security_updates` is judged. An updater failure stops the
 /// run, naming the node; "nothing to install" and "another package run in the way" are
-/// recorded and pass.
+/// recorded and pass. The agent's answer (its `words::patching`): `outcome` is `installed`
+/// (with `installed`, the packages), `nothing_to_install`, `busy` (with `lock`, the lock apt
+/// could not get) or `failed` (with `detail`, apt's reason; the job itself ends failed);
+/// `held_back` counts fixes that need a package from outside the security origin.
 pub fn patch_verdict(finished: &Finished) -> (Judgement, Option<String>) {
+    let result = finished.result.as_ref();
+    let text = |name: &str| result.and_then(|r| r.get(name)).and_then(Value::as_str);
     if finished.outcome != verdict::Outcome::Completed {
-        let why = finished.reason.clone().unwrap_or_default();
+        let why = finished
+            .reason
+            .clone()
+            .filter(|reason| !reason.trim().is_empty())
+            .or_else(|| text("detail").map(|detail| format!("the updater failed: {detail}")))
+            .map(|why| format!(": {why}"))
+            .unwrap_or_default();
         return (
             Judgement::Miss(format!(
-                "install_security_updates {}{}",
-                finished.outcome.as_str(),
-                if why.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {why}")
-                }
+                "install_security_updates {}{why}",
+                finished.outcome.as_str()
             )),
             None,
         );
     }
-    let outcome = finished
-        .result
-        .as_ref()
-        .and_then(|result| result.get("outcome"))
-        .and_then(Value::as_str);
-    match outcome {
+    let held_back = result
+        .and_then(|r| r.get("held_back"))
+        .and_then(Value::as_u64)
+        .filter(|held| *held > 0)
+        .map(|held| {
+            format!(" ({held} held back: they need packages from outside the security origin)")
+        })
+        .unwrap_or_default();
+    match text("outcome") {
         Some("installed") => {
-            let count = finished
-                .result
-                .as_ref()
-                .and_then(|result| result.get("installed"))
+            let packages: Vec<&str> = result
+                .and_then(|r| r.get("installed"))
                 .and_then(Value::as_array)
-                .map(Vec::len)
-                .unwrap_or(0);
-            (Judgement::Pass, Some(format!("installed {count} packages")))
+                .map(|names| names.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            (
+                Judgement::Pass,
+                Some(format!(
+                    "installed {} packages{}{held_back}",
+                    packages.len(),
+                    if packages.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", packages.join(", "))
+                    }
+                )),
+            )
         }
-        Some("nothing_to_install") => (Judgement::Pass, Some("nothing to install".into())),
+        Some("nothing_to_install") => (
+            Judgement::Pass,
+            Some(format!("nothing to install{held_back}")),
+        ),
         Some("busy") => (
             Judgement::Pass,
-            Some("another package run was in the way".into()),
+            Some(match text("lock") {
+                Some(lock) => format!("another package run was in the way (it holds {lock})"),
+                None => "another package run was in the way".into(),
+            }),
         ),
         Some("failed") => (
             Judgement::Miss(format!(
                 "the updater failed: {}",
-                finished
-                    .result
-                    .as_ref()
-                    .and_then(|result| result.get("detail"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("no detail")
+                text("detail").unwrap_or("no detail")
             )),
             None,
         ),
@@ -1371,5 +1390,176 @@ mod tests {
             patch_verdict(&finished),
             (Judgement::Pass, Some("nothing to install".into()))
         );
+    }
+
+    /// RO-29 on the agent's own answers (`words::patching` in capstan-agent): each outcome is
+    /// read as the spec words it.
+    #[test]
+    fn ro_29_the_agents_answers_are_judged_as_the_spec_words_them() {
+        let completed = |result: Value| Finished {
+            outcome: Outcome::Completed,
+            result: Some(result),
+            reason: None,
+        };
+        assert_eq!(
+            patch_verdict(&completed(json!({"outcome": "installed",
+                "installed": ["libssl3", "openssl"], "held_back": 0,
+                "sources": ["deb http://deb.debian.org/debian-security bookworm-security main"]}))),
+            (
+                Judgement::Pass,
+                Some("installed 2 packages: libssl3, openssl".into())
+            )
+        );
+        assert_eq!(
+            patch_verdict(&completed(json!({"outcome": "nothing_to_install",
+                "installed": [], "held_back": 2}))),
+            (
+                Judgement::Pass,
+                Some("nothing to install (2 held back: they need packages from outside the security origin)".into())
+            )
+        );
+        assert_eq!(
+            patch_verdict(&completed(json!({"outcome": "busy",
+                "lock": "/var/lib/dpkg/lock-frontend", "held_back": 0}))),
+            (
+                Judgement::Pass,
+                Some(
+                    "another package run was in the way (it holds /var/lib/dpkg/lock-frontend)"
+                        .into()
+                )
+            )
+        );
+        // An updater failure: the job ends failed, with the agent's reason and apt's detail.
+        let failed = Finished {
+            outcome: Outcome::Failed,
+            result: Some(json!({"outcome": "failed",
+                "detail": "apt-get update: The repository 'file:/x bookworm-security Release' does not exist."})),
+            reason: Some("the updater failed: apt-get update: The repository 'file:/x bookworm-security Release' does not exist.".into()),
+        };
+        let (judgement, note) = patch_verdict(&failed);
+        assert_eq!(note, None);
+        let Judgement::Miss(reason) = judgement else {
+            panic!("an updater failure stops the run")
+        };
+        assert!(
+            reason
+                .starts_with("install_security_updates failed: the updater failed: apt-get update"),
+            "{reason}"
+        );
+        // The same without a reason still says what apt said.
+        let quiet = Finished {
+            reason: None,
+            ..failed
+        };
+        let Judgement::Miss(reason) = patch_verdict(&quiet).0 else {
+            panic!()
+        };
+        assert!(reason.contains("does not exist"), "{reason}");
+        assert!(!patch_verdict(&completed(json!({"installed": []})))
+            .0
+            .passed());
+    }
+
+    #[test]
+    fn ro_10_a_steps_verdict_is_one_of_five_and_reads_back_as_stored() {
+        let all = [
+            Verdict::Pending,
+            Verdict::Running,
+            Verdict::Passed,
+            Verdict::Failed,
+            Verdict::Skipped,
+        ];
+        let words: Vec<&str> = all.iter().map(|verdict| verdict.as_str()).collect();
+        assert_eq!(words, ["pending", "running", "passed", "failed", "skipped"]);
+        for verdict in all {
+            assert_eq!(Verdict::parse(verdict.as_str()), Some(verdict));
+        }
+        assert_eq!(Verdict::parse("halted"), None);
+        // A new step is pending, with its node, stage and machine.
+        let step = Step::new(5, 50, "node-50", 2, true);
+        assert_eq!(
+            (
+                step.verdict,
+                step.node_id,
+                step.stage,
+                step.machine.as_str()
+            ),
+            (Verdict::Pending, 50, 2, "node-50")
+        );
+    }
+
+    #[test]
+    fn ro_13_each_advance_judges_running_steps_starts_a_waiting_one_per_free_machine_and_moves_the_stage_on(
+    ) {
+        let mut r = rollout(2, 0);
+        let mut s = steps(&[(1, "m1", 0), (2, "m1", 0), (3, "m2", 0), (4, "m3", 1)]);
+        let effects = advance(&mut r, &mut s, &Facts::default(), t0());
+        assert_eq!(requested(&effects), vec![(1, APPLY_WORD), (3, APPLY_WORD)]);
+        assert_eq!(step_of(&mut s, 1).verdict, Verdict::Running);
+        // One advance judges both answers and starts node 2 on the machine node 1 freed.
+        answer(step_of(&mut s, 1), Outcome::Completed, good_apply());
+        answer(step_of(&mut s, 3), Outcome::Completed, good_apply());
+        let effects = advance(&mut r, &mut s, &Facts::default(), t0());
+        assert_eq!(step_of(&mut s, 1).verdict, Verdict::Passed);
+        assert_eq!(step_of(&mut s, 3).verdict, Verdict::Passed);
+        assert_eq!(requested(&effects), vec![(2, APPLY_WORD)]);
+        assert_eq!(r.stage, 0);
+        // When every step of the stage has passed, the same advance starts the next stage.
+        answer(step_of(&mut s, 2), Outcome::Completed, good_apply());
+        let effects = advance(&mut r, &mut s, &Facts::default(), t0());
+        assert_eq!(r.stage, 1);
+        assert_eq!(requested(&effects), vec![(4, APPLY_WORD)]);
+        answer(step_of(&mut s, 4), Outcome::Completed, good_apply());
+        advance(&mut r, &mut s, &Facts::default(), t0());
+        assert_eq!(r.state, State::Finished);
+    }
+
+    #[test]
+    fn ro_29_stop_takes_effect_between_nodes_of_a_patch_run() {
+        let mut r = rollout(3, 0);
+        r.kind = Kind::Patch;
+        r.version = String::new();
+        let mut s = steps(&[(1, "m1", 0), (2, "m2", 1), (3, "m3", 2)]);
+        let effects = advance(&mut r, &mut s, &Facts::default(), t0());
+        assert_eq!(requested(&effects), vec![(1, PATCH_WORD)]);
+        // Stopped while machine 1 installs: its run goes on and is recorded; no other starts.
+        act(&mut r, &mut s, Act::Stop, t0()).unwrap();
+        assert_eq!(r.state, State::Stopped);
+        answer(
+            step_of(&mut s, 1),
+            Outcome::Completed,
+            json!({"outcome": "installed", "installed": ["libssl3"]}),
+        );
+        let effects = advance(&mut r, &mut s, &Facts::default(), t0());
+        assert!(requested(&effects).is_empty(), "nothing after the stop");
+        assert_eq!(step_of(&mut s, 1).verdict, Verdict::Passed);
+        assert_eq!(
+            step_of(&mut s, 1).reason.as_deref(),
+            Some("installed 1 packages: libssl3")
+        );
+        assert_eq!(step_of(&mut s, 2).verdict, Verdict::Skipped);
+        assert_eq!(step_of(&mut s, 3).verdict, Verdict::Skipped);
+    }
+
+    #[test]
+    fn ro_16_a_running_paused_or_halting_rollout_holds_the_one_turn_and_an_ended_one_does_not() {
+        for state in [State::Running, State::Paused, State::Halting] {
+            assert!(state.active(), "{}", state.as_str());
+        }
+        for state in [State::Halted, State::Stopped, State::Finished] {
+            assert!(!state.active(), "{}", state.as_str());
+        }
+        // A halt with applies under way still holds the turn until they are judged.
+        let mut r = rollout(1, 0);
+        let mut s = steps(&[(1, "m1", 0), (2, "m2", 0)]);
+        advance(&mut r, &mut s, &Facts::default(), t0());
+        answer(step_of(&mut s, 1), Outcome::Completed, bad_apply());
+        advance(&mut r, &mut s, &Facts::default(), t0());
+        assert_eq!(r.state, State::Halting);
+        assert!(r.state.active());
+        answer(step_of(&mut s, 2), Outcome::Completed, good_apply());
+        advance(&mut r, &mut s, &Facts::default(), t0());
+        assert_eq!(r.state, State::Halted);
+        assert!(!r.state.active());
     }
 }

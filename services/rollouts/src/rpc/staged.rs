@@ -11,17 +11,16 @@ use capstan_events::rollouts::staged::{
 };
 use capstan_events::rpc::{ErrorCode, InvalidInput, Level, RpcError};
 use capstan_store::{Store, StoreError};
-use chrono::{Duration, Utc};
+use chrono::Utc;
 
-use crate::domain::engine::{Act, Budget, Kind, StagePolicy};
+use crate::domain::engine::{Act, Kind, StagePolicy};
+use crate::domain::input;
 use crate::domain::plan::{self, Candidate, LeftOut};
 use crate::domain::verdict;
 use crate::store::staged::{self as store, NewRollout};
 
 type Answer<T> = Result<T, RpcError>;
 
-/// The longest soak a stage may ask for.
-pub const MAX_SOAK_SECS: u32 = 7 * 24 * 3600;
 /// How many rollouts a list shows.
 pub const LIST_LIMIT: i64 = 200;
 
@@ -57,43 +56,10 @@ fn under_way(id: i64) -> RpcError {
     )
 }
 
-/// A version as releases spell it.
-fn version_ok(version: &str) -> bool {
-    let mut chars = version.chars();
-    chars.next().is_some_and(|c| c.is_ascii_digit())
-        && version.len() <= 64
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '+' | '-'))
-}
-
+/// A stage's rules, from the domain's reading of what the operator asked.
 fn policy(stage: &StageRequest) -> Result<StagePolicy, InvalidInput> {
-    let budget = match (stage.max_failed, stage.max_failed_percent) {
-        (Some(_), Some(_)) => {
-            return Err(InvalidInput::new(
-                "stages",
-                "a stage takes max_failed or max_failed_percent, not both",
-            ))
-        }
-        (Some(nodes), None) => Budget::Nodes(nodes),
-        (None, Some(percent)) if percent <= 100 => Budget::Percent(percent),
-        (None, Some(percent)) => {
-            return Err(InvalidInput::new(
-                "stages",
-                format!("max_failed_percent is 0 to 100, not {percent}"),
-            ))
-        }
-        (None, None) => Budget::NONE,
-    };
-    let soak = stage.soak_secs.unwrap_or(0);
-    if soak > MAX_SOAK_SECS {
-        return Err(InvalidInput::new(
-            "stages",
-            format!("soak_secs is at most {MAX_SOAK_SECS}, not {soak}"),
-        ));
-    }
-    Ok(StagePolicy {
-        budget,
-        soak: Duration::seconds(i64::from(soak)),
-    })
+    input::stage_policy(stage.max_failed, stage.max_failed_percent, stage.soak_secs)
+        .map_err(|reason| InvalidInput::new("stages", reason))
 }
 
 fn refused(left_out: Vec<LeftOut>) -> RpcError {
@@ -123,7 +89,7 @@ pub async fn start(state: State, request: StartRollout) -> Answer<RolloutView> {
     let version = match kind {
         Kind::Release => {
             let version = request.version.clone().unwrap_or_default();
-            if !version_ok(&version) {
+            if !input::version_ok(&version) {
                 return Err(InvalidInput::new(
                     "version",
                     "a release rollout names the release's version (digits first, at most 64 of letters, digits, . + -)",
@@ -347,9 +313,10 @@ pub async fn act(state: State, request: ActOnRollout) -> Answer<RolloutView> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::engine::Budget;
 
     #[test]
-    fn a_stage_takes_one_budget_within_bounds_and_a_bounded_soak() {
+    fn a_bad_stage_is_invalid_input_naming_stages() {
         let stage = |max_failed, max_failed_percent, soak_secs| StageRequest {
             nodes: vec![1],
             max_failed,
@@ -357,27 +324,12 @@ mod tests {
             soak_secs,
         };
         assert_eq!(
-            policy(&stage(None, None, None)).unwrap(),
-            StagePolicy::default()
+            policy(&stage(Some(2), None, None)).unwrap().budget,
+            Budget::Nodes(2)
         );
-        assert_eq!(
-            policy(&stage(Some(2), None, Some(60))).unwrap(),
-            StagePolicy {
-                budget: Budget::Nodes(2),
-                soak: Duration::seconds(60)
-            }
-        );
-        assert!(policy(&stage(Some(1), Some(10), None)).is_err());
-        assert!(policy(&stage(None, Some(101), None)).is_err());
-        assert!(policy(&stage(None, None, Some(MAX_SOAK_SECS + 1))).is_err());
-    }
-
-    #[test]
-    fn a_version_is_spelled_as_releases_spell_it() {
-        assert!(version_ok("2.1.0"));
-        assert!(version_ok("2.1.0-rc.1+build5"));
-        assert!(!version_ok(""));
-        assert!(!version_ok("v2"));
-        assert!(!version_ok("2.1/../x"));
+        let error = RpcError::from(policy(&stage(Some(1), Some(10), None)).unwrap_err());
+        assert_eq!(error.code, ErrorCode::InvalidRequest);
+        assert!(error.message.contains("stages"), "{}", error.message);
+        assert!(error.message.contains("not both"), "{}", error.message);
     }
 }

@@ -662,7 +662,10 @@ async fn facts(connection: &mut PgConnection, rollout: &Rollout, steps: &[Step])
 
 /// Runs the engine once on rollout `id` under its row lock and writes what it decided; the
 /// caller commits. Returns false when there is no such rollout.
+/// Its time (reading the rows, the engine's decision, writing it; not the commit) is the
+/// histogram `capstan_rollouts_advance_seconds`.
 pub async fn advance(connection: &mut PgConnection, id: i64, now: DateTime<Utc>) -> Result<bool> {
+    let started = std::time::Instant::now();
     let Some(mut rollout) = read_rollout(connection, id, true).await? else {
         return Ok(false);
     };
@@ -672,6 +675,7 @@ pub async fn advance(connection: &mut PgConnection, id: i64, now: DateTime<Utc>)
     let effects = engine::advance(&mut rollout, &mut steps, &facts, now);
     save(connection, &was, &rollout, &old, &steps, now).await?;
     write_effects(connection, &rollout, &steps, effects, now).await?;
+    metrics::histogram!("capstan_rollouts_advance_seconds").record(started.elapsed().as_secs_f64());
     Ok(true)
 }
 
