@@ -69,6 +69,9 @@ const COMPILED: &[(&str, bool, bool)] = &[
     ("restore_database", true, false),
     ("restore_project", true, false),
     ("agent_converge", false, false),
+    ("apply_update", true, false),
+    ("upgrade_preflight", true, false),
+    ("page_probe", true, false),
 ];
 
 static WORDS: LazyLock<Vec<Word>> = LazyLock::new(|| {
@@ -276,6 +279,9 @@ mod tests {
                 ("restore_database", Destructive),
                 ("restore_project", Destructive),
                 ("agent_converge", Change),
+                ("apply_update", Change),
+                ("upgrade_preflight", Read),
+                ("page_probe", Read),
             ]
         );
     }
@@ -287,12 +293,6 @@ mod tests {
             &node(&PolicyState::Shipped),
         ));
         assert_eq!(reason, "this agent has no primitive named \"run_command\"");
-        // A word the plane knows but this binary did not compile is unknown here too.
-        let reason = refused(judge(
-            &job("apply_update", json!({"version": "9.9.9"})),
-            &node(&PolicyState::Shipped),
-        ));
-        assert!(reason.contains("no primitive named \"apply_update\""));
     }
 
     #[test]
