@@ -3,4 +3,5 @@
 pub mod engine;
 pub mod plan;
 pub mod releases;
+pub mod site_releases;
 pub mod verdict;
