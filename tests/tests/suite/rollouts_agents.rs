@@ -82,8 +82,11 @@ async fn node(plane: &Plane, name: &str) -> Node {
     let state = agent.state_dir();
     let site = json!({"root": root, "release": {"base_url": pages.base_url(), "keep": 3}});
     std::fs::write(state.join("site.json"), site.to_string()).unwrap();
-    std::fs::set_permissions(state.join("site.json"), std::fs::Permissions::from_mode(0o600))
-        .unwrap();
+    std::fs::set_permissions(
+        state.join("site.json"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
     std::fs::write(
         state.join("release_keys"),
         format!("{}\n", release_key().public_key().to_base64()),
@@ -114,7 +117,11 @@ async fn fleet(plane: &Plane, count: usize) -> Vec<Node> {
 /// The `capstan` binary beside the test binary (built with the workspace).
 fn capstan_binary() -> PathBuf {
     let capstan = capstan_e2e::agent::binary().with_file_name("capstan");
-    assert!(capstan.is_file(), "{} is missing: build it with `cargo build -p capstan`", capstan.display());
+    assert!(
+        capstan.is_file(),
+        "{} is missing: build it with `cargo build -p capstan`",
+        capstan.display()
+    );
     capstan
 }
 
@@ -127,8 +134,11 @@ fn site_dir(dir: &Path, index: &str, assets: &[&str]) {
         std::fs::write(dir.join("public").join(asset), format!("/* {asset} */")).unwrap();
     }
     std::fs::write(dir.join("deploy/hook"), HOOK).unwrap();
-    std::fs::set_permissions(dir.join("deploy/hook"), std::fs::Permissions::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(
+        dir.join("deploy/hook"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
 }
 
 /// A page that loads `/app.js`.
@@ -138,6 +148,24 @@ fn page_with_script(body: &str) -> String {
 
 /// Makes and publishes a site release with the real `capstan release site`.
 fn publish(plane: &Plane, work: &Path, version: &str, index: &str, assets: &[&str]) {
+    let output = publish_with(plane, work, version, index, assets, &[]);
+    assert!(
+        output.status.success(),
+        "capstan release site: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// `capstan release site` with `extra` arguments; what it said.
+fn publish_with(
+    plane: &Plane,
+    work: &Path,
+    version: &str,
+    index: &str,
+    assets: &[&str],
+    extra: &[&str],
+) -> std::process::Output {
     let dir = work.join(format!("site-{version}"));
     site_dir(&dir, index, assets);
     let key = work.join("release.key");
@@ -145,22 +173,20 @@ fn publish(plane: &Plane, work: &Path, version: &str, index: &str, assets: &[&st
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
     let token = work.join("admin.token");
     std::fs::write(&token, &plane.admin).unwrap();
-    let output = std::process::Command::new(capstan_binary())
+    std::process::Command::new(capstan_binary())
         .args(["release", "site"])
         .arg(format!("--key={}", key.display()))
         .arg(format!("--version={version}"))
         .arg(format!("--dir={}", dir.display()))
-        .arg(format!("--out={}", work.join(format!("out-{version}")).display()))
+        .arg(format!(
+            "--out={}",
+            work.join(format!("out-{version}")).display()
+        ))
         .arg(format!("--plane={}", plane.base))
         .arg(format!("--token-file={}", token.display()))
+        .args(extra)
         .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "capstan release site: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+        .unwrap()
 }
 
 async fn start_rollout(plane: &Plane, body: Value) -> i64 {
@@ -192,13 +218,19 @@ async fn jobs_per_node(plane: &Plane, primitive: &str) -> Vec<(i64, i64)> {
 /// started again; the rollout finishes, every node's `current` points at the release and its
 /// hook ran once, and the jobs table shows each node applied exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ro_11_ro_12_five_real_agents_take_a_published_site_release_in_two_stages_through_a_kill_9(
-) {
+async fn ro_11_ro_12_five_real_agents_take_a_published_site_release_in_two_stages_through_a_kill_9()
+{
     let plane = Plane::start_without(&[Domain::Rollouts], &[]).await;
     let mut service = ServiceProcess::start(&plane, Domain::Rollouts).await;
     let nodes = fleet(&plane, 5).await;
     let work = tempfile::tempdir().unwrap();
-    publish(&plane, work.path(), "2.0.0", &page_with_script("two"), &["app.js"]);
+    publish(
+        &plane,
+        work.path(),
+        "2.0.0",
+        &page_with_script("two"),
+        &["app.js"],
+    );
     let (status, listed) = plane
         .api(&plane.reader, "GET", "/api/v1/site-releases", None)
         .await;
@@ -226,7 +258,11 @@ async fn ro_11_ro_12_five_real_agents_take_a_published_site_release_in_two_stage
     let _service = ServiceProcess::start(&plane, Domain::Rollouts).await;
 
     let done = wait_state(&plane, id, "finished").await;
-    assert_eq!((done["passed"].clone(), done["failed"].clone()), (json!(5), json!(0)), "{done}");
+    assert_eq!(
+        (done["passed"].clone(), done["failed"].clone()),
+        (json!(5), json!(0)),
+        "{done}"
+    );
     for node in &nodes {
         assert_eq!(node.current().as_deref(), Some("2.0.0"), "node {}", node.id);
         assert_eq!(node.deploys(), "2.0.0 from none\n", "node {}", node.id);
@@ -243,7 +279,8 @@ async fn ro_11_ro_12_five_real_agents_take_a_published_site_release_in_two_stage
 /// and the rollout halts naming it, the node after it never started; with a budget of one the
 /// same miss is held and the stage carries on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ro_14_a_real_deploy_hook_that_fails_halts_naming_the_node_and_a_budget_of_one_carries_on() {
+async fn ro_14_a_real_deploy_hook_that_fails_halts_naming_the_node_and_a_budget_of_one_carries_on()
+{
     let plane = Plane::start_without(&[Domain::Rollouts], &[]).await;
     let _service = ServiceProcess::start(&plane, Domain::Rollouts).await;
     let nodes = fleet(&plane, 3).await;
@@ -257,10 +294,21 @@ async fn ro_14_a_real_deploy_hook_that_fails_halts_naming_the_node_and_a_budget_
     let halted = wait_state(&plane, id, "halted").await;
     assert_eq!(halted["halted_at_node"], ids[1], "{halted}");
     let reason = halted["halt_reason"].as_str().unwrap();
-    assert!(reason.contains("deploy hook") && reason.contains("exit 3"), "{reason}");
+    assert!(
+        reason.contains("deploy hook") && reason.contains("exit 3"),
+        "{reason}"
+    );
     assert_eq!(nodes[0].current().as_deref(), Some("3.0.0"));
-    assert_eq!(nodes[1].current(), None, "the failed node was switched back");
-    assert_eq!(nodes[2].current(), None, "the node after the miss was never started");
+    assert_eq!(
+        nodes[1].current(),
+        None,
+        "the failed node was switched back"
+    );
+    assert_eq!(
+        nodes[2].current(),
+        None,
+        "the node after the miss was never started"
+    );
     assert!(jobs_per_node(&plane, "upgrade_preflight")
         .await
         .iter()
@@ -272,7 +320,11 @@ async fn ro_14_a_real_deploy_hook_that_fails_halts_naming_the_node_and_a_budget_
     )
     .await;
     let done = wait_state(&plane, id, "finished").await;
-    assert_eq!((done["passed"].clone(), done["failed"].clone()), (json!(1), json!(1)), "{done}");
+    assert_eq!(
+        (done["passed"].clone(), done["failed"].clone()),
+        (json!(1), json!(1)),
+        "{done}"
+    );
     assert_eq!(nodes[1].current(), None);
     assert_eq!(nodes[2].current().as_deref(), Some("3.0.0"));
 }
@@ -286,7 +338,13 @@ async fn ro_22_a_page_that_breaks_after_the_apply_halts_through_the_probe_rule()
     let nodes = fleet(&plane, 1).await;
     let work = tempfile::tempdir().unwrap();
     let ids = vec![nodes[0].id];
-    publish(&plane, work.path(), "4.0.0", &page_with_script("four"), &["app.js"]);
+    publish(
+        &plane,
+        work.path(),
+        "4.0.0",
+        &page_with_script("four"),
+        &["app.js"],
+    );
     let id = start_rollout(
         &plane,
         json!({"version": "4.0.0", "pages": "anonymous /", "stages": [{"nodes": ids}]}),
@@ -310,7 +368,52 @@ async fn ro_22_a_page_that_breaks_after_the_apply_halts_through_the_probe_rule()
     let halted = wait_state(&plane, id, "halted").await;
     assert_eq!(halted["halted_at_node"], nodes[0].id, "{halted}");
     let reason = halted["halt_reason"].as_str().unwrap();
-    assert!(reason.contains("/app.js") || reason.contains("error"), "{reason}");
+    assert!(
+        reason.contains("page anonymous / raised 1 errors after the apply, 0 before"),
+        "{reason}"
+    );
     // The apply itself passed: the probe rule is what halted it.
     assert_eq!(nodes[0].current().as_deref(), Some("4.1.0"));
+}
+
+/// RO-23, RO-24 with real agents: a publish that asks for the deploy to all starts the rollout
+/// to every node at once, records it on the release, and the rollout puts the release on every
+/// node. A version is published once: publishing it again is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ro_23_ro_24_a_publish_with_deploy_all_rolls_the_release_out_to_every_node() {
+    let plane = Plane::start_without(&[Domain::Rollouts], &[]).await;
+    let _service = ServiceProcess::start(&plane, Domain::Rollouts).await;
+    let nodes = fleet(&plane, 2).await;
+    let work = tempfile::tempdir().unwrap();
+    let output = publish_with(
+        &plane,
+        work.path(),
+        "5.0.0",
+        "<p>five</p>",
+        &[],
+        &["--deploy-all"],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let (_, listed) = plane
+        .api(&plane.reader, "GET", "/api/v1/site-releases", None)
+        .await;
+    let release = &listed["releases"][0];
+    assert_eq!(release["deploy_all_outcome"], "started", "{listed}");
+    let id = release["deploy_all_rollout"].as_i64().unwrap();
+    let done = wait_state(&plane, id, "finished").await;
+    assert_eq!(done["passed"], 2, "{done}");
+    for node in &nodes {
+        assert_eq!(node.current().as_deref(), Some("5.0.0"), "node {}", node.id);
+    }
+    let again = publish_with(&plane, work.path(), "5.0.0", "<p>other</p>", &[], &[]);
+    assert!(!again.status.success());
+    let said = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        said.contains("409") && said.contains("already published"),
+        "{said}"
+    );
 }
