@@ -96,22 +96,55 @@ pub struct PlaneSource<'a> {
     pub key: &'a NodeKey,
 }
 
+/// How long an apply keeps asking for its release while the plane cannot answer (the
+/// rollouts service restarting, a 5xx, a rate limit) before it fails. A refusal (a 4xx: the
+/// release is not there) fails at once.
+pub const FETCH_PATIENCE: Duration = Duration::from_secs(180);
+
+/// Asks `fetch` again while the plane is unreachable or asks to wait, backing off from one
+/// second to ten, for at most [`FETCH_PATIENCE`].
+async fn patiently<T, F, Fut>(mut fetch: F) -> Result<T, crate::plane::PlaneError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, crate::plane::PlaneError>>,
+{
+    use crate::plane::PlaneError;
+    let deadline = tokio::time::Instant::now() + FETCH_PATIENCE;
+    let mut pause = Duration::from_secs(1);
+    loop {
+        match fetch().await {
+            Err(PlaneError::Unreachable(why)) if tokio::time::Instant::now() + pause < deadline => {
+                warn!(%why, "the release cannot be fetched yet; asking again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(10));
+            }
+            Err(PlaneError::RateLimited { wait, .. })
+                if tokio::time::Instant::now() + wait < deadline =>
+            {
+                tokio::time::sleep(wait).await;
+            }
+            answer => return answer,
+        }
+    }
+}
+
 impl ReleaseSource for PlaneSource<'_> {
     async fn manifest(&self, version: &str) -> Result<(Vec<u8>, Vec<u8>), String> {
-        let answer = self
-            .plane
-            .send(
+        let asked = json!({"kind": "release_manifest", "version": version});
+        let answer = patiently(|| {
+            self.plane.send(
                 self.key,
                 "artifact",
                 "",
-                &json!({"kind": "release_manifest", "version": version}),
+                &asked,
                 manifest::MAX_MANIFEST_BYTES * 2 + manifest::MAX_SIGNATURE_BYTES,
                 Duration::ZERO,
             )
-            .await
-            .map_err(|error| {
-                format!("the release manifest of {version} could not be fetched: {error}")
-            })?;
+        })
+        .await
+        .map_err(|error| {
+            format!("the release manifest of {version} could not be fetched: {error}")
+        })?;
         let text = |field: &str| {
             answer
                 .get(field)
@@ -123,19 +156,19 @@ impl ReleaseSource for PlaneSource<'_> {
     }
 
     async fn archive(&self, version: &str) -> Result<Vec<u8>, String> {
-        self.plane
-            .send_for_bytes(
+        let asked = json!({"kind": "release_archive", "version": version});
+        patiently(|| {
+            self.plane.send_for_bytes(
                 self.key,
                 "artifact",
                 "",
-                &json!({"kind": "release_archive", "version": version}),
+                &asked,
                 MAX_ARCHIVE_BYTES,
                 Duration::ZERO,
             )
-            .await
-            .map_err(|error| {
-                format!("the release archive of {version} could not be fetched: {error}")
-            })
+        })
+        .await
+        .map_err(|error| format!("the release archive of {version} could not be fetched: {error}"))
     }
 }
 
