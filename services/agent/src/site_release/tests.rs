@@ -10,9 +10,12 @@ fn key(seed: u8) -> NodeKey {
     NodeKey::from_secret_bytes(&[seed; 32]).unwrap()
 }
 
-/// Releases a test publishes: version → (manifest, signatures, archive).
+/// One published release: (manifest, signatures, archive).
+type Parts = (Vec<u8>, Vec<u8>, Vec<u8>);
+
+/// Releases a test publishes, by version.
 #[derive(Default)]
-struct Published(HashMap<String, (Vec<u8>, Vec<u8>, Vec<u8>)>);
+struct Published(HashMap<String, Parts>);
 
 impl Published {
     fn publish(&mut self, version: &str, files: &[(&str, u32, &[u8])], signer: &NodeKey) {
@@ -339,9 +342,7 @@ async fn ro_21_ro_22_a_probe_reports_status_new_error_lines_and_failed_assets() 
     let missing = probe(&site, &ask("/", "anonymous")).await.unwrap();
     assert_eq!(missing.result["status"], 404);
 
-    let clean = format!(
-        "<html><head><link rel=stylesheet href=\"/site.css\"></head><body>ok</body></html>"
-    );
+    let clean = "<html><head><link rel=stylesheet href=\"/site.css\"></head><body>ok</body></html>";
     fixture.publish("1.0.0", None, clean.as_bytes());
     fixture.apply("1.0.0").await.unwrap();
     let good = probe(&site, &ask("/", "anonymous")).await.unwrap();
