@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod dns;
 pub mod fleet;
+pub mod pages;
 pub mod plane;
 pub mod process;
 pub mod s3;

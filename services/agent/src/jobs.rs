@@ -235,7 +235,7 @@ pub async fn handle(context: &JobContext<'_>, raw: &Value) -> Option<Report> {
         ),
         Ok(Err(failed)) => Report::ran(
             job.id,
-            "failed",
+            if failed.refused { "refused" } else { "failed" },
             &failed.output,
             failed.result,
             Some(failed.reason.as_str()),
@@ -264,6 +264,14 @@ async fn run_word(
             objects: crate::plane::Objects::new(),
         };
         return crate::backups::run(&backups, word.name(), &job.params).await;
+    }
+    if crate::site_release::is_site_release_word(word.name()) {
+        let site = crate::site_release::SiteWords {
+            state: context.state,
+            plane: context.plane,
+            key: context.key,
+        };
+        return crate::site_release::run(&site, word.name(), &job.params).await;
     }
     words::run(word, &job.params, context.config).await
 }

@@ -18,6 +18,7 @@ pub mod plane;
 pub mod recipes;
 pub mod run;
 pub mod script_trust;
+pub mod site_release;
 pub mod state;
 pub mod update;
 pub mod words;

@@ -97,7 +97,7 @@ pub struct Plane {
 }
 
 /// TLS through rustls with the ring provider and the system's trusted roots.
-fn https_connector() -> HttpsConnector<HttpConnector> {
+pub(crate) fn https_connector() -> HttpsConnector<HttpConnector> {
     let mut connector = HttpConnector::new();
     connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
     connector.enforce_http(false);
@@ -403,7 +403,7 @@ impl Objects {
 }
 
 /// The body, refusing to read past `limit`.
-async fn read_capped(mut body: Incoming, limit: usize) -> Result<Vec<u8>, PlaneError> {
+pub(crate) async fn read_capped(mut body: Incoming, limit: usize) -> Result<Vec<u8>, PlaneError> {
     let mut bytes = Vec::new();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|error| PlaneError::Unreachable(error_chain(&error)))?;

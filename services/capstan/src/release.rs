@@ -8,6 +8,10 @@
 //! * `upload` sends a release directory to the plane (`POST /api/v1/releases`, level 10):
 //!   signing can happen on a machine that never talks to the plane.
 //! * `publish` is `sign` then `upload`.
+//! * `site` (issue 16) makes a site release from a site directory: a deterministic tar of its
+//!   files (same files, same bytes) and its signed file manifest (`RELEASE_MANIFEST` and
+//!   `RELEASE_MANIFEST.sig`), written to `--out` and, with `--plane`, uploaded
+//!   (`POST /api/v1/site-releases`, level 10). `docs/site-releases.md` says what a release holds.
 
 use std::{
     collections::BTreeMap,
@@ -17,7 +21,7 @@ use std::{
 
 use anyhow::{bail, ensure, Context as _};
 use base64::{engine::general_purpose::STANDARD, Engine as _};
-use capstan_gateway::api::releases::ReleaseBody;
+use capstan_gateway::api::releases::{ReleaseBody, SiteReleaseBody};
 use capstan_signing::{
     manifest::{write_archive, FileManifest},
     release::{Artifact, Release, SignedRelease, SupportBundle, ARCHES},
@@ -61,6 +65,34 @@ pub enum ReleaseCommand {
         #[command(flatten)]
         plane: PlaneArgs,
     },
+    /// Make a site release from a site directory (a deterministic tar and its signed
+    /// manifest) into --out, and with --plane upload it (needs a level 10 token).
+    Site(SiteArgs),
+}
+
+#[derive(Args)]
+pub struct SiteArgs {
+    /// The signing key file `keygen` wrote (must not be readable by group or others).
+    #[arg(long)]
+    key: PathBuf,
+    /// The release's version (a digit first; letters, digits, . + -; at most 32).
+    #[arg(long)]
+    version: String,
+    /// The site directory: every regular file in it is the release (a link is refused).
+    #[arg(long)]
+    dir: PathBuf,
+    /// Where RELEASE_MANIFEST, RELEASE_MANIFEST.sig and site-<version>.tar are written.
+    #[arg(long)]
+    out: PathBuf,
+    /// The plane to upload to, e.g. https://plane.example.com (none: only write --out).
+    #[arg(long)]
+    plane: Option<String>,
+    /// A file holding a level 10 API token (else CAPSTAN_TOKEN).
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Start the deploy to every node once published (RO-23).
+    #[arg(long)]
+    deploy_all: bool,
 }
 
 #[derive(Args)]
@@ -126,7 +158,122 @@ pub async fn run(command: ReleaseCommand) -> anyhow::Result<()> {
             sign(&release, &out)?;
             upload(&out, &plane).await
         }
+        ReleaseCommand::Site(args) => site(&args).await,
     }
+}
+
+/// A site release: the manifest file, its signature file and the archive of the files.
+pub struct SiteRelease {
+    pub manifest: Vec<u8>,
+    pub signatures: Vec<u8>,
+    pub archive: Vec<u8>,
+}
+
+/// The site release of `dir`, signed by `key`. Modes are normalised to 0755 (any execute bit)
+/// or 0644 and the tar is written sorted, owned by root, at the epoch, so the same files give
+/// the same bytes wherever they are signed.
+pub fn site_release(dir: &Path, key: &NodeKey) -> anyhow::Result<SiteRelease> {
+    let contents = regular_files(dir, "a site release")?;
+    let files = || {
+        contents
+            .iter()
+            .map(|(path, mode, bytes)| (path.as_str(), *mode, bytes.as_slice()))
+    };
+    let manifest = FileManifest::describe(files())
+        .map_err(|error| anyhow::anyhow!("the site release in {}: {error}", dir.display()))?;
+    manifest
+        .check_shape()
+        .map_err(|error| anyhow::anyhow!("the site release in {}: {error}", dir.display()))?;
+    Ok(SiteRelease {
+        manifest: manifest.to_bytes(),
+        signatures: manifest.sign(key),
+        archive: write_archive(files()),
+    })
+}
+
+/// The upload's body for a site release.
+pub fn site_body(
+    version: &str,
+    release: &SiteRelease,
+    deploy_all: bool,
+) -> anyhow::Result<SiteReleaseBody> {
+    Ok(SiteReleaseBody {
+        version: version.to_string(),
+        manifest: String::from_utf8(release.manifest.clone())
+            .context("the manifest is not UTF-8")?,
+        signatures: String::from_utf8(release.signatures.clone())
+            .context("the signature file is not UTF-8")?,
+        archive: STANDARD.encode(&release.archive),
+        deploy_all,
+    })
+}
+
+async fn site(args: &SiteArgs) -> anyhow::Result<()> {
+    let key = read_key(&args.key)?;
+    let release = site_release(&args.dir, &key)?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    use capstan_signing::manifest::{MANIFEST_FILE, SIGNATURE_FILE};
+    let archive_name = format!("site-{}.tar", args.version);
+    for (name, bytes) in [
+        (MANIFEST_FILE, &release.manifest),
+        (SIGNATURE_FILE, &release.signatures),
+        (archive_name.as_str(), &release.archive),
+    ] {
+        let path = args.out.join(name);
+        std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
+    }
+    println!(
+        "site release {} written to {} (archive sha256 {})",
+        args.version,
+        args.out.display(),
+        capstan_signing::release::sha256_hex(&release.archive)
+    );
+    let Some(plane) = &args.plane else {
+        return Ok(());
+    };
+    let plane = PlaneArgs {
+        plane: plane.clone(),
+        token_file: args.token_file.clone(),
+    };
+    let body = serde_json::to_vec(&site_body(&args.version, &release, args.deploy_all)?)?;
+    let token = token(&plane)?;
+    let url = format!("{}/api/v1/site-releases", plane.plane.trim_end_matches('/'));
+    let (status, answer) = crate::http::post_json(&url, &token, body).await?;
+    let text = String::from_utf8_lossy(&answer);
+    if !(200..300).contains(&status) {
+        bail!("the plane refused the site release ({status}): {text}");
+    }
+    println!("published: {text}");
+    Ok(())
+}
+
+/// Every regular file under `dir` (path, normalised mode, bytes); a link or any other kind of
+/// file, or a file named like the manifest, is refused naming it.
+fn regular_files(dir: &Path, what: &str) -> anyhow::Result<Vec<(String, u32, Vec<u8>)>> {
+    use capstan_signing::manifest::{Seen, MANIFEST_FILE, SIGNATURE_FILE};
+    let root = tree::open_root(dir).with_context(|| format!("opening {}", dir.display()))?;
+    let seen = tree::observe(&root).with_context(|| format!("reading {}", dir.display()))?;
+    let mut contents = Vec::new();
+    for (path, found) in &seen {
+        ensure!(
+            matches!(found, Seen::File { .. }),
+            "{}/{path} is not a regular file: {what} holds only files",
+            dir.display()
+        );
+        ensure!(
+            path != MANIFEST_FILE && path != SIGNATURE_FILE,
+            "{}/{path}: the manifest is written by `capstan release`, not taken from the directory",
+            dir.display()
+        );
+        let Some(tree::Found::File(bytes, mode)) = tree::read_file(&root, path)? else {
+            bail!("{}/{path} changed while it was read", dir.display());
+        };
+        let mode = if mode & 0o111 != 0 { 0o755 } else { 0o644 };
+        contents.push((path.clone(), mode, bytes));
+    }
+    ensure!(!contents.is_empty(), "{} holds no files", dir.display());
+    Ok(contents)
 }
 
 fn keygen(out: &Path) -> anyhow::Result<()> {
@@ -233,28 +380,8 @@ pub fn sign(args: &SignArgs, out: &Path) -> anyhow::Result<SignedRelease> {
 /// manifest beside them. Modes are normalised to 0755 (any execute bit) or 0644, so the same
 /// files give the same bytes wherever they are signed (RO-05).
 pub fn bundle(dir: &Path, key: &NodeKey) -> anyhow::Result<(FileManifest, Vec<u8>)> {
-    use capstan_signing::manifest::{Seen, MANIFEST_FILE, SIGNATURE_FILE};
-    let root = tree::open_root(dir).with_context(|| format!("opening {}", dir.display()))?;
-    let seen = tree::observe(&root).with_context(|| format!("reading {}", dir.display()))?;
-    let mut contents = Vec::new();
-    for (path, found) in &seen {
-        ensure!(
-            matches!(found, Seen::File { .. }),
-            "{}/{path} is not a regular file: a support bundle holds only files",
-            dir.display()
-        );
-        ensure!(
-            path != MANIFEST_FILE && path != SIGNATURE_FILE,
-            "{}/{path}: the bundle's manifest is written by `capstan release`, not taken from the directory",
-            dir.display()
-        );
-        let Some(tree::Found::File(bytes, mode)) = tree::read_file(&root, path)? else {
-            bail!("{}/{path} changed while it was read", dir.display());
-        };
-        let mode = if mode & 0o111 != 0 { 0o755 } else { 0o644 };
-        contents.push((path.clone(), mode, bytes));
-    }
-    ensure!(!contents.is_empty(), "{} holds no files", dir.display());
+    use capstan_signing::manifest::{MANIFEST_FILE, SIGNATURE_FILE};
+    let contents = regular_files(dir, "a support bundle")?;
     let manifest = FileManifest::describe(
         contents
             .iter()
@@ -332,4 +459,64 @@ async fn upload(dir: &Path, plane: &PlaneArgs) -> anyhow::Result<()> {
     }
     println!("published: {text}");
     Ok(())
+}
+
+#[cfg(test)]
+mod site_tests {
+    use super::*;
+
+    fn site(dir: &Path) {
+        std::fs::create_dir_all(dir.join("public/css")).unwrap();
+        std::fs::create_dir_all(dir.join("deploy")).unwrap();
+        std::fs::write(dir.join("public/index.html"), "<p>hi</p>").unwrap();
+        std::fs::write(dir.join("public/css/site.css"), "body{}").unwrap();
+        std::fs::write(dir.join("deploy/hook"), "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(
+            dir.join("deploy/hook"),
+            std::fs::Permissions::from_mode(0o700),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn the_same_site_directory_gives_the_same_release_bytes_and_a_manifest_that_verifies() {
+        let key = NodeKey::from_secret_bytes(&[4; 32]).unwrap();
+        let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        site(one.path());
+        site(two.path());
+        // Another mode and time on one copy changes nothing but what the manifest normalises.
+        std::fs::set_permissions(
+            two.path().join("public/index.html"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
+        let first = site_release(one.path(), &key).unwrap();
+        let second = site_release(two.path(), &key).unwrap();
+        assert_eq!(first.archive, second.archive);
+        assert_eq!(first.manifest, second.manifest);
+        assert_eq!(first.signatures, second.signatures);
+        let (manifest, _) = capstan_signing::manifest::verify(
+            &first.manifest,
+            &first.signatures,
+            &[key.public_key()],
+        )
+        .unwrap();
+        assert_eq!(manifest.files["deploy/hook"].mode, 0o755);
+        assert_eq!(manifest.files["public/index.html"].mode, 0o644);
+        capstan_signing::manifest::read_archive(&first.archive, &manifest, &[]).unwrap();
+    }
+
+    #[test]
+    fn a_site_directory_with_a_link_or_a_manifest_of_its_own_is_refused_naming_it() {
+        let key = NodeKey::from_secret_bytes(&[4; 32]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        site(dir.path());
+        std::os::unix::fs::symlink("/etc/passwd", dir.path().join("public/passwd")).unwrap();
+        let error = site_release(dir.path(), &key).err().unwrap().to_string();
+        assert!(error.contains("public/passwd"), "{error}");
+        std::fs::remove_file(dir.path().join("public/passwd")).unwrap();
+        std::fs::write(dir.path().join("RELEASE_MANIFEST"), "{}").unwrap();
+        let error = site_release(dir.path(), &key).err().unwrap().to_string();
+        assert!(error.contains("RELEASE_MANIFEST"), "{error}");
+    }
 }

@@ -80,6 +80,8 @@ pub fn component_schemas() -> Map<String, Value> {
         use capstan_events::rollouts::rpc as rollouts;
         add::<rollouts::Releases>(&mut answers);
         add::<rollouts::ReleaseView>(&mut answers);
+        add::<rollouts::SiteReleases>(&mut answers);
+        add::<rollouts::SiteReleaseView>(&mut answers);
         add::<capstan_events::rollouts::staged::Rollouts>(&mut answers);
         add::<capstan_events::rollouts::staged::RolloutView>(&mut answers);
         add::<capstan_events::agent_channel::rpc::FleetVersions>(&mut answers);
@@ -98,6 +100,7 @@ pub fn component_schemas() -> Map<String, Value> {
     add::<AlertsBody>(&mut bodies);
     add::<crate::api::monitor::UptimeBody>(&mut bodies);
     add::<crate::api::releases::ReleaseBody>(&mut bodies);
+    add::<crate::api::releases::SiteReleaseBody>(&mut bodies);
     add::<crate::api::rollouts::RolloutBody>(&mut bodies);
     add::<crate::api::backups::TargetBody>(&mut bodies);
     let mut schemas = answers.take_definitions(true);

@@ -2,12 +2,14 @@
 //! level 7) and the agent channel's (`artifact`, for an agent it has already authenticated).
 
 use bytes::Bytes;
+pub mod site_releases;
 pub mod staged;
 
 use capstan_bus::RpcServer;
 use capstan_events::rollouts::{
     rpc::{
-        ops, ArtifactFound, ArtifactRequest, ListReleases, PublishRelease, ReleaseView, Releases,
+        ops, ArtifactFound, ArtifactRequest, ListReleases, ListSiteReleases, PublishRelease,
+        PublishSiteRelease, ReleaseView, Releases,
     },
     ReleasePublished,
 };
@@ -31,6 +33,8 @@ pub struct State {
 pub fn routes(server: RpcServer, state: State) -> RpcServer {
     let publishing = state.clone();
     let serving = state.clone();
+    let publishing_site = state.clone();
+    let listing_site = state.clone();
     server
         .route_with_body(
             ops::PUBLISH_RELEASE,
@@ -45,6 +49,23 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
             move |request: ArtifactRequest, _body: Bytes| {
                 let state = serving.clone();
                 async move { artifact(&state, request).await }
+            },
+        )
+        .route_with_body(
+            ops::PUBLISH_SITE_RELEASE,
+            move |request: PublishSiteRelease, body: Bytes| {
+                let state = publishing_site.clone();
+                async move {
+                    let view = site_releases::publish(&state.store, request, body).await?;
+                    Ok((view, Bytes::new()))
+                }
+            },
+        )
+        .route_with_state(
+            ops::LIST_SITE_RELEASES,
+            &listing_site,
+            |state: State, request: ListSiteReleases| async move {
+                site_releases::list(&state.store, request).await
             },
         )
 }
@@ -157,6 +178,17 @@ fn not_found(message: String) -> RpcError {
 /// An authenticated agent's `artifact` request: the release on offer's metadata as JSON, or
 /// an artifact's bytes.
 async fn artifact(state: &State, request: ArtifactRequest) -> Answer<(ArtifactFound, Bytes)> {
+    if let Some(answer) = site_releases::artifact(
+        &state.store,
+        &request.kind,
+        request.version.as_deref(),
+        request.sha256.as_deref(),
+    )
+    .await
+    {
+        let (metadata, bytes) = answer?;
+        return Ok((ArtifactFound { metadata }, bytes));
+    }
     let asked = releases::asked(
         &request.kind,
         request.arch.as_deref(),

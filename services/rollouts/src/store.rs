@@ -1,5 +1,6 @@
 //! The rollouts service's SQL: releases and their artifacts (`migrations/rollouts/`).
 
+pub mod site_releases;
 pub mod staged;
 
 use capstan_events::{rollouts::ReleasePublished, Envelope};

@@ -40,5 +40,8 @@ async fn tick(store: &Store) -> Result<(), StoreError> {
         staged::advance(&mut transaction, id, Utc::now()).await?;
         transaction.commit().await?;
     }
+    // RO-23: a publish's deploy to all that waited for another rollout (RO-16) starts once
+    // that one ends, within the window.
+    crate::rpc::site_releases::decide_deploy_all(store, Utc::now()).await?;
     Ok(())
 }

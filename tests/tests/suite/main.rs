@@ -13,6 +13,7 @@ mod recipes;
 mod releases;
 mod replicas;
 mod rollouts;
+mod rollouts_agents;
 mod rpc;
 mod rpc_bodies;
 mod trace;

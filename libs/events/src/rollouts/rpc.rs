@@ -15,6 +15,9 @@ pub mod ops {
     pub const LIST_RELEASES: &str = "list_releases";
     /// The agent channel's question; answered with a body (the bytes) or the metadata.
     pub const ARTIFACT: &str = "artifact";
+    /// With a body: the site release's archive (issue 16).
+    pub const PUBLISH_SITE_RELEASE: &str = "publish_site_release";
+    pub const LIST_SITE_RELEASES: &str = "list_site_releases";
 }
 
 /// `POST /api/v1/releases` (level 10). The body beside it holds the artifacts the metadata
@@ -66,6 +69,9 @@ pub struct ArtifactRequest {
     pub arch: Option<String>,
     #[serde(default)]
     pub version: Option<String>,
+    /// `release_file`: the file's SHA-256 (lowercase hex).
+    #[serde(default)]
+    pub sha256: Option<String>,
 }
 
 /// The answer's JSON half: for `manifest`, the metadata document; for the others, nothing
@@ -73,4 +79,50 @@ pub struct ArtifactRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ArtifactFound {
     pub metadata: Option<serde_json::Value>,
+}
+
+/// `POST /api/v1/site-releases` (level 10). The body beside it is the release's archive,
+/// exactly the tar `capstan release site` built.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PublishSiteRelease {
+    pub actor: Actor,
+    pub version: String,
+    /// The manifest file (`RELEASE_MANIFEST`), exactly as signed.
+    pub manifest: String,
+    /// Its signature file (`RELEASE_MANIFEST.sig`).
+    pub signatures: String,
+    /// RO-23: start the deploy to every node once published.
+    #[serde(default)]
+    pub deploy_all: bool,
+}
+
+/// A site release as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SiteReleaseView {
+    pub version: String,
+    /// Lowercase hex SHA-256 of the archive.
+    pub archive_sha256: String,
+    pub archive_bytes: i64,
+    pub files: i32,
+    /// Fingerprints of the keys that signed the manifest.
+    pub signed_by: Vec<String>,
+    pub published_at: DateTime<Utc>,
+    pub published_by: String,
+    pub deploy_all: bool,
+    /// `started` or `refused` once decided; none while it waits (RO-16) or was not asked.
+    pub deploy_all_outcome: Option<String>,
+    pub deploy_all_rollout: Option<i64>,
+    pub deploy_all_reason: Option<String>,
+}
+
+/// `GET /api/v1/site-releases` (level 7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ListSiteReleases {
+    pub actor: Actor,
+}
+
+/// Every site release, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SiteReleases {
+    pub releases: Vec<SiteReleaseView>,
 }

@@ -469,6 +469,8 @@ const ARTIFACT_KINDS: &[&str] = &[
     // A release's RELEASE_STATEMENT for the public log (AG-27; beyond PROTOCOL.md's list,
     // docs/agent-channel.md): asked of rollouts like the rest.
     "release_statement",
+    // A site release's whole archive (issue 16; docs/agent-protocol.md).
+    "release_archive",
 ];
 const ARCHES: &[&str] = &["linux-amd64", "linux-arm64"];
 
@@ -508,7 +510,21 @@ async fn artifact(bus: &capstan_bus::Bus, body: &[u8], bytes: &mut Bytes) -> Ans
             ))
         }
     };
+    let sha256 = match asked.get("sha256") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(sha256))
+            if sha256.len() == 64 && sha256.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f')) =>
+        {
+            Some(sha256.clone())
+        }
+        Some(_) => {
+            return Err(AgentError::InvalidRequest(
+                "sha256 must be 64 lowercase hex digits".into(),
+            ))
+        }
+    };
     let question = ArtifactRequest {
+        sha256,
         kind: kind.to_string(),
         arch: asked
             .get("arch")

@@ -16,6 +16,7 @@ pub mod recipes;
 pub mod redact;
 pub mod script_trust;
 pub mod site;
+pub mod site_release;
 pub mod trust;
 pub mod update;
 pub mod vocabulary;

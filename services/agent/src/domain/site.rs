@@ -46,6 +46,8 @@ pub struct Site {
     pub database: Option<DatabaseSource>,
     /// Relative paths (normalised, no `..`, no leading `/`) left out of backups.
     pub exclude: Vec<PathBuf>,
+    /// How its releases are laid out and probed (`release`, issue 16; defaults when absent).
+    pub release: super::site_release::ReleaseSettings,
 }
 
 impl Site {
@@ -58,9 +60,9 @@ impl Site {
             return Err("site.json must be a JSON object".into());
         };
         for key in fields.keys() {
-            if !matches!(key.as_str(), "root" | "database" | "exclude") {
+            if !matches!(key.as_str(), "root" | "database" | "exclude" | "release") {
                 return Err(format!(
-                    "site.json: {key:?} is not a field (root, database, exclude)"
+                    "site.json: {key:?} is not a field (root, database, exclude, release)"
                 ));
             }
         }
@@ -129,10 +131,15 @@ impl Site {
             }
             Some(_) => return Err("site.json: exclude must be a list of paths".into()),
         };
+        let release = match fields.get("release") {
+            None | Some(Value::Null) => super::site_release::ReleaseSettings::default(),
+            Some(value) => super::site_release::ReleaseSettings::parse(value)?,
+        };
         Ok(Site {
             root,
             database,
             exclude,
+            release,
         })
     }
 

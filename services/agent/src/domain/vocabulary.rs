@@ -70,6 +70,9 @@ const COMPILED: &[(&str, bool, bool)] = &[
     ("restore_project", true, false),
     ("agent_converge", false, false),
     ("install_security_updates", false, false),
+    ("apply_update", true, false),
+    ("upgrade_preflight", true, false),
+    ("page_probe", true, false),
 ];
 
 static WORDS: LazyLock<Vec<Word>> = LazyLock::new(|| {
@@ -278,6 +281,9 @@ mod tests {
                 ("restore_project", Destructive),
                 ("agent_converge", Change),
                 ("install_security_updates", Change),
+                ("apply_update", Change),
+                ("upgrade_preflight", Read),
+                ("page_probe", Read),
             ]
         );
     }
@@ -289,12 +295,6 @@ mod tests {
             &node(&PolicyState::Shipped),
         ));
         assert_eq!(reason, "this agent has no primitive named \"run_command\"");
-        // A word the plane knows but this binary did not compile is unknown here too.
-        let reason = refused(judge(
-            &job("apply_update", json!({"version": "9.9.9"})),
-            &node(&PolicyState::Shipped),
-        ));
-        assert!(reason.contains("no primitive named \"apply_update\""));
     }
 
     #[test]

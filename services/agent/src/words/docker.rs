@@ -289,6 +289,7 @@ pub async fn restart_container(config: &Config, params: &Value) -> Result<Finish
     restart(&config.docker_socket, &container.id)
         .await
         .map_err(|why| Failed {
+            refused: false,
             reason: format!("restarting {name} failed: {why}"),
             output: String::new(),
             result: json!({"container": name, "before": before}),

@@ -48,6 +48,9 @@ pub struct Failed {
     pub reason: String,
     pub output: String,
     pub result: Value,
+    /// The node refused the job rather than failing it (a script that does not match the
+    /// signed release, AG-33): reported as `refused`, which changed nothing.
+    pub refused: bool,
 }
 
 impl Failed {
@@ -56,6 +59,17 @@ impl Failed {
             reason: reason.into(),
             output: String::new(),
             result: Value::Null,
+            refused: false,
+        }
+    }
+
+    /// A refusal with its structured result.
+    pub fn refused(reason: impl Into<String>, result: Value) -> Failed {
+        Failed {
+            reason: reason.into(),
+            output: String::new(),
+            result,
+            refused: true,
         }
     }
 }

@@ -160,6 +160,7 @@ async fn supervised_restart(supervisorctl: &Path, params: &Value) -> Result<Fini
         })
     } else {
         Err(Failed {
+            refused: false,
             reason: format!(
                 "supervisorctl restart {unit} failed with exit code {}",
                 ran.code
@@ -223,6 +224,7 @@ pub async fn reset_failed_unit(params: &Value) -> Result<Finished, Failed> {
 async fn change_unit(params: &Value, action: &str) -> Result<Finished, Failed> {
     let unit = unit_of(params);
     let systemctl = systemctl().map_err(|why| Failed {
+        refused: false,
         reason: format!("{why}; {unit} was not touched"),
         output: String::new(),
         result: unknown(&unit, &why),
@@ -232,6 +234,7 @@ async fn change_unit(params: &Value, action: &str) -> Result<Finished, Failed> {
         .unwrap_or_else(|why| unknown(&unit, &why));
     if before["load_state"] == "not-found" {
         return Err(Failed {
+            refused: false,
             reason: format!("{unit} is not installed on this machine"),
             output: String::new(),
             result: json!({"unit": unit, "before": before}),
@@ -258,6 +261,7 @@ async fn change_unit(params: &Value, action: &str) -> Result<Finished, Failed> {
         })
     } else {
         Err(Failed {
+            refused: false,
             reason: format!(
                 "systemctl {action} {unit} failed with exit code {}",
                 ran.code

@@ -2,6 +2,8 @@
 //! (level 10), listing releases and the fleet's spread across versions (level 7). Releases
 //! belong to rollouts; the versions nodes run and their update verdicts to the agent channel.
 //! The plane never holds the signing key: a release arrives signed by `capstan release`.
+//! `/api/v1/site-releases` (issue 16) publishes (level 10) and lists (level 7) site releases:
+//! a signed file manifest and the archive of its files, from `capstan release site`.
 
 use std::collections::BTreeMap;
 
@@ -15,7 +17,10 @@ use axum::{
 use base64::{engine::general_purpose::STANDARD, Engine as _};
 use bytes::{Bytes, BytesMut};
 use capstan_events::agent_channel::rpc::{ops as channel_ops, FleetVersions, FleetVersionsRequest};
-use capstan_events::rollouts::rpc::{ops, ListReleases, PublishRelease, ReleaseView, Releases};
+use capstan_events::rollouts::rpc::{
+    ops, ListReleases, ListSiteReleases, PublishRelease, PublishSiteRelease, ReleaseView, Releases,
+    SiteReleaseView, SiteReleases,
+};
 use capstan_events::Domain;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -40,6 +45,8 @@ pub enum ReleasesOp {
     List,
     Publish,
     FleetVersions,
+    ListSite,
+    PublishSite,
 }
 
 use capstan_events::rpc::Level::{Admin, Read};
@@ -83,6 +90,20 @@ pub const ROUTES: &[Route] = &[
         ReleasesOp::FleetVersions,
         None,
     ),
+    row(
+        Method::Get,
+        "/api/v1/site-releases",
+        Read,
+        ReleasesOp::ListSite,
+        None,
+    ),
+    row(
+        Method::Post,
+        "/api/v1/site-releases",
+        Admin,
+        ReleasesOp::PublishSite,
+        Some("publish_site_release"),
+    ),
 ];
 
 /// The handler of `op`.
@@ -91,6 +112,8 @@ pub fn handler(filter: MethodFilter, op: ReleasesOp) -> MethodRouter<AppState> {
         ReleasesOp::List => on(filter, list),
         ReleasesOp::Publish => on(filter, publish),
         ReleasesOp::FleetVersions => on(filter, fleet_versions),
+        ReleasesOp::ListSite => on(filter, list_site),
+        ReleasesOp::PublishSite => on(filter, publish_site),
     }
 }
 
@@ -175,6 +198,71 @@ pub async fn publish(
             ops::PUBLISH_RELEASE,
             &request,
             artifacts,
+            PUBLISH_TIMEOUT.max(state.rpc_timeout),
+        )
+        .await?;
+    Ok((StatusCode::CREATED, Json(view)).into_response())
+}
+
+/// `POST /api/v1/site-releases`: what `capstan release site` sends (issue 16).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SiteReleaseBody {
+    pub version: String,
+    /// The manifest file (`RELEASE_MANIFEST`), exactly as signed.
+    pub manifest: String,
+    /// Its signature file (`RELEASE_MANIFEST.sig`).
+    pub signatures: String,
+    /// The release's tar archive, standard base64.
+    pub archive: String,
+    /// Start the deploy to every node once published (RO-23).
+    #[serde(default)]
+    pub deploy_all: bool,
+}
+
+pub async fn list_site(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+) -> Result<Json<SiteReleases>, ApiError> {
+    Ok(Json(
+        ask_of(
+            &state,
+            Domain::Rollouts,
+            ops::LIST_SITE_RELEASES,
+            &ListSiteReleases { actor },
+        )
+        .await?,
+    ))
+}
+
+pub async fn publish_site(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let (parts, body) = request.into_parts();
+    let bytes = read_limited(&parts.headers, body, RELEASE_BODY_LIMIT).await?;
+    let body: SiteReleaseBody = parse_json(&bytes)?;
+    drop(bytes);
+    let archive = Bytes::from(
+        STANDARD
+            .decode(&body.archive)
+            .map_err(|_| ApiError::invalid("archive", "is not standard base64"))?,
+    );
+    let request = PublishSiteRelease {
+        actor,
+        version: body.version,
+        manifest: body.manifest,
+        signatures: body.signatures,
+        deploy_all: body.deploy_all,
+    };
+    let (view, _): (SiteReleaseView, Bytes) = state
+        .bus
+        .request_with_body(
+            Domain::Rollouts,
+            ops::PUBLISH_SITE_RELEASE,
+            &request,
+            archive,
             PUBLISH_TIMEOUT.max(state.rpc_timeout),
         )
         .await?;

@@ -388,6 +388,29 @@ fn fake_rollouts(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
         staged::ops::ACT_ON_ROLLOUT,
         |_, _: Value| rollout_view(),
     );
+    let server = fake(
+        server,
+        script,
+        rollouts::ops::LIST_SITE_RELEASES,
+        |_, _: Value| rollouts::SiteReleases {
+            releases: vec![site_release_view()],
+        },
+    );
+    let publishing_site = script.clone();
+    let server = server.route_with_body(
+        rollouts::ops::PUBLISH_SITE_RELEASE,
+        move |request: rollouts::PublishSiteRelease, body: Bytes| {
+            let script = publishing_site.clone();
+            async move {
+                let mut script = script.lock().unwrap();
+                script.asked.push((
+                    rollouts::ops::PUBLISH_SITE_RELEASE.to_string(),
+                    json!({"version": request.version, "archive_bytes": body.to_vec()}),
+                ));
+                Ok((site_release_view(), Bytes::new()))
+            }
+        },
+    );
     let script = script.clone();
     server.route_with_body(
         rollouts::ops::PUBLISH_RELEASE,
@@ -426,6 +449,22 @@ pub fn rollout_view() -> capstan_events::rollouts::staged::RolloutView {
         total: 0,
         steps: vec![],
         left_out: vec![],
+    }
+}
+
+pub fn site_release_view() -> capstan_events::rollouts::rpc::SiteReleaseView {
+    capstan_events::rollouts::rpc::SiteReleaseView {
+        version: "2.1.0".into(),
+        archive_sha256: "0".repeat(64),
+        archive_bytes: 10240,
+        files: 3,
+        signed_by: vec!["SHA256:abc".into()],
+        published_at: chrono::DateTime::UNIX_EPOCH,
+        published_by: "ada".into(),
+        deploy_all: false,
+        deploy_all_outcome: None,
+        deploy_all_rollout: None,
+        deploy_all_reason: None,
     }
 }
 
@@ -841,6 +880,8 @@ pub fn body_for(path: &str) -> Value {
         json!({"enabled": true, "kind": "http_status", "url": "https://shop.example/"})
     } else if path == "/api/v1/releases" {
         json!({"metadata": "{}", "binaries": {"linux-amd64": "AAEC"}})
+    } else if path == "/api/v1/site-releases" {
+        json!({"version": "2.1.0", "manifest": "{}", "signatures": "{}", "archive": "AAEC"})
     } else if path == "/api/v1/backups/targets" {
         json!({"name": "offsite", "provider": "generic_s3", "endpoint": "https://s3.example.net",
                "region": "eu-central-1", "bucket": "capstan-backups", "folder": "fleet",

@@ -4,4 +4,5 @@ pub mod engine;
 pub mod input;
 pub mod plan;
 pub mod releases;
+pub mod site_releases;
 pub mod verdict;

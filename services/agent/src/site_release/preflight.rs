@@ -1,0 +1,201 @@
+//! `upgrade_preflight` (RO-19): each check pass or fail with a reason; nothing changed.
+
+use super::*;
+
+/// Linux's `dev_t` as (major, minor), as `/proc/locks` prints them.
+fn dev_parts(dev: u64) -> (u64, u64) {
+    let major = ((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0xfff);
+    let minor = ((dev >> 12) & 0xffff_ff00) | (dev & 0xff);
+    (major, minor)
+}
+
+/// The sum of a manifest's file sizes.
+fn release_size(manifest: &FileManifest) -> u64 {
+    manifest.files.values().map(|entry| entry.size).sum()
+}
+
+/// `upgrade_preflight`: would an apply stop before it started? Each check passes or fails with a
+/// reason, in the shape the plane's verdict reads (RO-19); nothing is changed.
+pub async fn preflight(site: &Site, trusted: &[PublicKey]) -> Finished {
+    let root = site.root.clone();
+    let trusted = trusted.to_vec();
+    let (checks, version) = tokio::task::spawn_blocking(move || preflight_checks(&root, &trusted))
+        .await
+        .unwrap_or_else(|error| {
+            (
+                vec![check(
+                    "site",
+                    false,
+                    format!("the checks stopped unexpectedly: {error}"),
+                )],
+                None,
+            )
+        });
+    let lines: Vec<String> = checks
+        .iter()
+        .map(|check| {
+            format!(
+                "{}: {} ({})",
+                check["name"].as_str().unwrap_or_default(),
+                if check["pass"] == Value::Bool(true) {
+                    "pass"
+                } else {
+                    "fail"
+                },
+                check["reason"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    Finished {
+        output: lines.join("\n"),
+        result: json!({"checks": checks, "version": version}),
+        redaction: Redaction::Text,
+    }
+}
+
+fn preflight_checks(root: &Path, trusted: &[PublicKey]) -> (Vec<Value>, Option<String>) {
+    let mut checks = Vec::new();
+    if !root.is_dir() {
+        checks.push(check(
+            "site",
+            false,
+            format!("the site root {} is not a directory", root.display()),
+        ));
+        return (checks, None);
+    }
+    checks.push(check(
+        "site",
+        true,
+        format!("the site root {} is there", root.display()),
+    ));
+    // The site lock, read from /proc/locks and never taken (AG-39).
+    checks.push(match fs::symlink_metadata(root.join(LOCK_FILE)) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            check("lock", true, "no one holds the site lock")
+        }
+        Err(error) => check(
+            "lock",
+            false,
+            format!("the site lock cannot be read: {error}"),
+        ),
+        Ok(metadata) => match fs::read_to_string("/proc/locks") {
+            Err(error) => check(
+                "lock",
+                false,
+                format!("/proc/locks cannot be read: {error}"),
+            ),
+            Ok(locks) => {
+                let (major, minor) = dev_parts(metadata.dev());
+                if rules::lock_held(&locks, major, minor, metadata.ino()) {
+                    check(
+                        "lock",
+                        false,
+                        "the site lock is held: another deploy is running",
+                    )
+                } else {
+                    check("lock", true, "no one holds the site lock")
+                }
+            }
+        },
+    });
+    let (version, version_check) = match current_version(root) {
+        Ok(Some(version)) => (
+            Some(version.clone()),
+            check("version", true, format!("{version} is current")),
+        ),
+        Ok(None) => (None, check("version", true, "no release is installed yet")),
+        Err(why) => (None, check("version", false, why)),
+    };
+    let mut size = 0;
+    match &version {
+        None => {
+            checks.push(check(
+                "manifest",
+                true,
+                "no release is installed yet, so there is no manifest to check",
+            ));
+            checks.push(check("files", true, "no release is installed yet"));
+        }
+        Some(version) => {
+            let release_dir = root.join(RELEASES_DIR).join(version);
+            match tree::open_root(&release_dir)
+                .map_err(|error| {
+                    manifest::ManifestError::Unreadable(format!("releases/{version}: {error}"))
+                })
+                .and_then(|fd| tree::load_manifest(&fd, trusted).map(|manifest| (fd, manifest)))
+            {
+                Err(error) => {
+                    checks.push(check(
+                        "manifest",
+                        false,
+                        format!("the manifest of {version} cannot be used: {error}"),
+                    ));
+                    checks.push(check(
+                        "files",
+                        false,
+                        "the files cannot be judged without a usable manifest",
+                    ));
+                }
+                Ok((fd, manifest)) => {
+                    size = release_size(&manifest);
+                    checks.push(check(
+                        "manifest",
+                        true,
+                        format!("the manifest of {version} verifies"),
+                    ));
+                    let paths: Vec<&str> = manifest.files.keys().map(String::as_str).collect();
+                    checks.push(match tree::observe_listed(&fd, paths) {
+                        Err(error) => check(
+                            "files",
+                            false,
+                            format!("the files of {version} cannot be read: {error}"),
+                        ),
+                        Ok(seen) => {
+                            let differences = manifest.compare(&seen, false, &[]);
+                            if differences.is_empty() {
+                                check(
+                                    "files",
+                                    true,
+                                    format!("every file of {version} matches its manifest"),
+                                )
+                            } else {
+                                check(
+                                    "files",
+                                    false,
+                                    format!(
+                                        "these files no longer match the signed release: {}",
+                                        differences
+                                            .iter()
+                                            .map(ToString::to_string)
+                                            .collect::<Vec<_>>()
+                                            .join(", ")
+                                    ),
+                                )
+                            }
+                        }
+                    });
+                }
+            }
+        }
+    }
+    let needed = room_needed(size);
+    checks.push(match crate::words::filesystem_space(root) {
+        Err(why) => check(
+            "room",
+            false,
+            format!("the free space cannot be read: {why}"),
+        ),
+        Ok((_, available)) if available >= needed => check(
+            "room",
+            true,
+            format!("{available} bytes free, {needed} needed to stage"),
+        ),
+        Ok((_, available)) => check(
+            "room",
+            false,
+            format!("only {available} bytes free; staging needs {needed}"),
+        ),
+    });
+    checks.push(version_check);
+    (checks, version)
+}

@@ -1,0 +1,419 @@
+//! Site releases rolled out to real agents (issue 16): the release is made and published by the
+//! real `capstan release site`, the rollouts service runs as a process of its own (so it can be
+//! killed with SIGKILL), and every node is a real `capstan-agent` with a site directory the test
+//! creates and a web server of the test's own serving that site's `current` release, which its
+//! `page_probe` fetches. What each node did is read back from its disk (`current`, the hook's
+//! log) and from the agent channel's jobs table.
+
+use std::{
+    os::unix::fs::PermissionsExt as _,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use base64::{engine::general_purpose::STANDARD, Engine as _};
+use capstan_e2e::{
+    agent::Agent,
+    pages::{Pages, ERROR_MARKER},
+    plane::Plane,
+    process::ServiceProcess,
+    wait_for,
+};
+use capstan_events::Domain;
+use capstan_signing::NodeKey;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::rollouts::{projected, wait_state};
+
+/// The test's site release key: its secret never leaves the test.
+const KEY_SEED: [u8; 32] = [11; 32];
+
+fn release_key() -> NodeKey {
+    NodeKey::from_secret_bytes(&KEY_SEED).unwrap()
+}
+
+/// The deploy hook every test release carries: it logs each deploy to the shared directory,
+/// and fails (exit 3) on a node whose shared directory holds `fail-deploy`.
+const HOOK: &str = "#!/bin/sh\n\
+if [ -e \"$CAPSTAN_SHARED_DIR/fail-deploy\" ]; then echo \"refusing on this node\"; exit 3; fi\n\
+echo \"$CAPSTAN_RELEASE_VERSION from ${CAPSTAN_PREVIOUS_VERSION:-none}\" >> \"$CAPSTAN_SHARED_DIR/deploys.log\"\n";
+
+/// One managed machine: a real agent, its site and the web server in front of it.
+struct Node {
+    agent: Agent,
+    pages: Pages,
+    id: i64,
+}
+
+impl Node {
+    fn root(&self) -> PathBuf {
+        self.agent.site()
+    }
+
+    /// The version `current` points at.
+    fn current(&self) -> Option<String> {
+        std::fs::read_link(self.root().join("current"))
+            .ok()
+            .map(|target| target.file_name().unwrap().to_string_lossy().into_owned())
+    }
+
+    fn deploys(&self) -> String {
+        std::fs::read_to_string(self.root().join("shared/deploys.log")).unwrap_or_default()
+    }
+}
+
+/// Starts an agent whose site is laid out for releases and served by its own web server, held
+/// keys trusting the test's release key, and pairs it with `plane`.
+async fn node(plane: &Plane, name: &str) -> Node {
+    let mut agent = Agent::new(capstan_e2e::agent::binary());
+    let root = agent.site();
+    std::fs::create_dir_all(root.join("shared/logs")).unwrap();
+    std::fs::write(root.join("shared/logs/error.log"), "").unwrap();
+    let pages = Pages::start(&root).await;
+    agent
+        .ok(&[
+            "join",
+            &format!("--management-node={}", plane.base),
+            &format!("--name={name}"),
+            "--no-wait",
+        ])
+        .await;
+    let state = agent.state_dir();
+    let site = json!({"root": root, "release": {"base_url": pages.base_url(), "keep": 3}});
+    std::fs::write(state.join("site.json"), site.to_string()).unwrap();
+    std::fs::set_permissions(
+        state.join("site.json"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    std::fs::write(
+        state.join("release_keys"),
+        format!("{}\n", release_key().public_key().to_base64()),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        state.join("release_keys"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    agent.ok(&["enable"]).await;
+    let id = plane.approve(&agent.fingerprint()).await;
+    agent.start();
+    plane.wait_online(id).await;
+    Node { agent, pages, id }
+}
+
+async fn fleet(plane: &Plane, count: usize) -> Vec<Node> {
+    let mut nodes = Vec::new();
+    for index in 0..count {
+        nodes.push(node(plane, &format!("web-{index}")).await);
+    }
+    let ids: Vec<i64> = nodes.iter().map(|node| node.id).collect();
+    projected(plane, &ids).await;
+    nodes
+}
+
+/// The `capstan` binary beside the test binary (built with the workspace).
+fn capstan_binary() -> PathBuf {
+    let capstan = capstan_e2e::agent::binary().with_file_name("capstan");
+    assert!(
+        capstan.is_file(),
+        "{} is missing: build it with `cargo build -p capstan`",
+        capstan.display()
+    );
+    capstan
+}
+
+/// A site directory: its page (with whatever `index` holds), the assets it names and the hook.
+fn site_dir(dir: &Path, index: &str, assets: &[&str]) {
+    std::fs::create_dir_all(dir.join("public")).unwrap();
+    std::fs::create_dir_all(dir.join("deploy")).unwrap();
+    std::fs::write(dir.join("public/index.html"), index).unwrap();
+    for asset in assets {
+        std::fs::write(dir.join("public").join(asset), format!("/* {asset} */")).unwrap();
+    }
+    std::fs::write(dir.join("deploy/hook"), HOOK).unwrap();
+    std::fs::set_permissions(
+        dir.join("deploy/hook"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+}
+
+/// A page that loads `/app.js`.
+fn page_with_script(body: &str) -> String {
+    format!("<html><head><script src=\"/app.js\"></script></head><body>{body}</body></html>")
+}
+
+/// Makes and publishes a site release with the real `capstan release site`.
+fn publish(plane: &Plane, work: &Path, version: &str, index: &str, assets: &[&str]) {
+    let output = publish_with(plane, work, version, index, assets, &[]);
+    assert!(
+        output.status.success(),
+        "capstan release site: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// `capstan release site` with `extra` arguments; what it said.
+fn publish_with(
+    plane: &Plane,
+    work: &Path,
+    version: &str,
+    index: &str,
+    assets: &[&str],
+    extra: &[&str],
+) -> std::process::Output {
+    let dir = work.join(format!("site-{version}"));
+    site_dir(&dir, index, assets);
+    let key = work.join("release.key");
+    std::fs::write(&key, format!("{}\n", STANDARD.encode(KEY_SEED))).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let token = work.join("admin.token");
+    std::fs::write(&token, &plane.admin).unwrap();
+    std::process::Command::new(capstan_binary())
+        .args(["release", "site"])
+        .arg(format!("--key={}", key.display()))
+        .arg(format!("--version={version}"))
+        .arg(format!("--dir={}", dir.display()))
+        .arg(format!(
+            "--out={}",
+            work.join(format!("out-{version}")).display()
+        ))
+        .arg(format!("--plane={}", plane.base))
+        .arg(format!("--token-file={}", token.display()))
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+async fn start_rollout(plane: &Plane, body: Value) -> i64 {
+    let (status, started) = plane
+        .api(&plane.changer, "POST", "/api/v1/rollouts", Some(body))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    started["id"].as_i64().unwrap()
+}
+
+/// How many jobs of `primitive` each node was given, from the agent channel's jobs table.
+async fn jobs_per_node(plane: &Plane, primitive: &str) -> Vec<(i64, i64)> {
+    let pool = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
+    let rows = sqlx::query_as(
+        "SELECT node_id, count(*) FROM agent_channel.jobs WHERE primitive = $1
+         GROUP BY node_id ORDER BY node_id",
+    )
+    .bind(primitive)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    rows
+}
+
+/// RO-11, RO-12, RO-13 and the durable-workflow decision, with real agents: a published site
+/// release goes to five nodes in two stages, probing each node's page before and after; the
+/// rollouts service is killed with SIGKILL while the second stage is out on its nodes and
+/// started again; the rollout finishes, every node's `current` points at the release and its
+/// hook ran once, and the jobs table shows each node applied exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ro_11_ro_12_five_real_agents_take_a_published_site_release_in_two_stages_through_a_kill_9()
+{
+    let plane = Plane::start_without(&[Domain::Rollouts], &[]).await;
+    let mut service = ServiceProcess::start(&plane, Domain::Rollouts).await;
+    let nodes = fleet(&plane, 5).await;
+    let work = tempfile::tempdir().unwrap();
+    publish(
+        &plane,
+        work.path(),
+        "2.0.0",
+        &page_with_script("two"),
+        &["app.js"],
+    );
+    let (status, listed) = plane
+        .api(&plane.reader, "GET", "/api/v1/site-releases", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    assert_eq!(listed["releases"][0]["version"], "2.0.0", "{listed}");
+
+    let ids: Vec<i64> = nodes.iter().map(|node| node.id).collect();
+    let id = start_rollout(
+        &plane,
+        json!({"version": "2.0.0", "pages": "anonymous /",
+               "stages": [{"nodes": [ids[0]]}, {"nodes": ids[1..]}]}),
+    )
+    .await;
+    // Kill the service once the second stage's applies are out on their nodes.
+    wait_for(
+        "the second stage's applies to be queued",
+        Duration::from_secs(120),
+        || async {
+            let applies = jobs_per_node(&plane, "apply_update").await;
+            (applies.len() >= 3).then_some(())
+        },
+    )
+    .await;
+    service.kill9().await;
+    let _service = ServiceProcess::start(&plane, Domain::Rollouts).await;
+
+    let done = wait_state(&plane, id, "finished").await;
+    assert_eq!(
+        (done["passed"].clone(), done["failed"].clone()),
+        (json!(5), json!(0)),
+        "{done}"
+    );
+    for node in &nodes {
+        assert_eq!(node.current().as_deref(), Some("2.0.0"), "node {}", node.id);
+        assert_eq!(node.deploys(), "2.0.0 from none\n", "node {}", node.id);
+        assert!(node.pages.requests().iter().any(|path| path == "/app.js"));
+    }
+    let once: Vec<(i64, i64)> = ids.iter().map(|node| (*node, 1)).collect();
+    assert_eq!(jobs_per_node(&plane, "apply_update").await, once);
+    // Probed before and after on each node.
+    let twice: Vec<(i64, i64)> = ids.iter().map(|node| (*node, 2)).collect();
+    assert_eq!(jobs_per_node(&plane, "page_probe").await, twice);
+}
+
+/// RO-11, RO-14 with real agents: a node whose deploy hook fails switches its `current` back
+/// and the rollout halts naming it, the node after it never started; with a budget of one the
+/// same miss is held and the stage carries on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ro_14_a_real_deploy_hook_that_fails_halts_naming_the_node_and_a_budget_of_one_carries_on()
+{
+    let plane = Plane::start_without(&[Domain::Rollouts], &[]).await;
+    let _service = ServiceProcess::start(&plane, Domain::Rollouts).await;
+    let nodes = fleet(&plane, 3).await;
+    let work = tempfile::tempdir().unwrap();
+    publish(&plane, work.path(), "3.0.0", "<p>three</p>", &[]);
+    std::fs::write(nodes[1].root().join("shared/fail-deploy"), "").unwrap();
+    let ids: Vec<i64> = nodes.iter().map(|node| node.id).collect();
+
+    let one_a_stage: Vec<Value> = ids.iter().map(|id| json!({"nodes": [id]})).collect();
+    let id = start_rollout(&plane, json!({"version": "3.0.0", "stages": one_a_stage})).await;
+    let halted = wait_state(&plane, id, "halted").await;
+    assert_eq!(halted["halted_at_node"], ids[1], "{halted}");
+    let reason = halted["halt_reason"].as_str().unwrap();
+    assert!(
+        reason.contains("deploy hook") && reason.contains("exit 3"),
+        "{reason}"
+    );
+    assert_eq!(nodes[0].current().as_deref(), Some("3.0.0"));
+    assert_eq!(
+        nodes[1].current(),
+        None,
+        "the failed node was switched back"
+    );
+    assert_eq!(
+        nodes[2].current(),
+        None,
+        "the node after the miss was never started"
+    );
+    assert!(jobs_per_node(&plane, "upgrade_preflight")
+        .await
+        .iter()
+        .all(|(node, _)| *node != ids[2]));
+
+    let id = start_rollout(
+        &plane,
+        json!({"version": "3.0.0", "stages": [{"nodes": ids[1..], "max_failed": 1}]}),
+    )
+    .await;
+    let done = wait_state(&plane, id, "finished").await;
+    assert_eq!(
+        (done["passed"].clone(), done["failed"].clone()),
+        (json!(1), json!(1)),
+        "{done}"
+    );
+    assert_eq!(nodes[1].current(), None);
+    assert_eq!(nodes[2].current().as_deref(), Some("3.0.0"));
+}
+
+/// RO-21, RO-22 with a real agent and web server: a release whose page raises an error and no
+/// longer loads an asset it loaded before halts the rollout through the probe rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ro_22_a_page_that_breaks_after_the_apply_halts_through_the_probe_rule() {
+    let plane = Plane::start_without(&[Domain::Rollouts], &[]).await;
+    let _service = ServiceProcess::start(&plane, Domain::Rollouts).await;
+    let nodes = fleet(&plane, 1).await;
+    let work = tempfile::tempdir().unwrap();
+    let ids = vec![nodes[0].id];
+    publish(
+        &plane,
+        work.path(),
+        "4.0.0",
+        &page_with_script("four"),
+        &["app.js"],
+    );
+    let id = start_rollout(
+        &plane,
+        json!({"version": "4.0.0", "pages": "anonymous /", "stages": [{"nodes": ids}]}),
+    )
+    .await;
+    wait_state(&plane, id, "finished").await;
+
+    // 4.1.0 forgets app.js and its page raises an error as it is served.
+    publish(
+        &plane,
+        work.path(),
+        "4.1.0",
+        &page_with_script(ERROR_MARKER),
+        &[],
+    );
+    let id = start_rollout(
+        &plane,
+        json!({"version": "4.1.0", "pages": "anonymous /", "stages": [{"nodes": ids}]}),
+    )
+    .await;
+    let halted = wait_state(&plane, id, "halted").await;
+    assert_eq!(halted["halted_at_node"], nodes[0].id, "{halted}");
+    let reason = halted["halt_reason"].as_str().unwrap();
+    assert!(
+        reason.contains("page anonymous / raised 1 errors after the apply, 0 before"),
+        "{reason}"
+    );
+    // The apply itself passed: the probe rule is what halted it.
+    assert_eq!(nodes[0].current().as_deref(), Some("4.1.0"));
+}
+
+/// RO-23, RO-24 with real agents: a publish that asks for the deploy to all starts the rollout
+/// to every node at once, records it on the release, and the rollout puts the release on every
+/// node. A version is published once: publishing it again is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ro_23_ro_24_a_publish_with_deploy_all_rolls_the_release_out_to_every_node() {
+    let plane = Plane::start_without(&[Domain::Rollouts], &[]).await;
+    let _service = ServiceProcess::start(&plane, Domain::Rollouts).await;
+    let nodes = fleet(&plane, 2).await;
+    let work = tempfile::tempdir().unwrap();
+    let output = publish_with(
+        &plane,
+        work.path(),
+        "5.0.0",
+        "<p>five</p>",
+        &[],
+        &["--deploy-all"],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let (_, listed) = plane
+        .api(&plane.reader, "GET", "/api/v1/site-releases", None)
+        .await;
+    let release = &listed["releases"][0];
+    assert_eq!(release["deploy_all_outcome"], "started", "{listed}");
+    let id = release["deploy_all_rollout"].as_i64().unwrap();
+    let done = wait_state(&plane, id, "finished").await;
+    assert_eq!(done["passed"], 2, "{done}");
+    for node in &nodes {
+        assert_eq!(node.current().as_deref(), Some("5.0.0"), "node {}", node.id);
+    }
+    let again = publish_with(&plane, work.path(), "5.0.0", "<p>other</p>", &[], &[]);
+    assert!(!again.status.success());
+    let said = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        said.contains("409") && said.contains("already published"),
+        "{said}"
+    );
+}
