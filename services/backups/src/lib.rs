@@ -43,7 +43,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     };
     let node = rpc::node::State {
         store: service.store.clone(),
-        job_id_wait: std::time::Duration::from_secs(8),
+        job_id_wait: std::time::Duration::from_secs(4),
     };
     let rpc = rpc::node::routes(rpc::routes(service.rpc(), state), node);
     let mut parts: Vec<Part> = Vec::new();
