@@ -412,3 +412,13 @@ pub async fn machines(connection: &mut PgConnection) -> Result<Vec<MachineRow>> 
     .fetch_all(&mut *connection)
     .await?)
 }
+
+/// The paired nodes whose site runs in a container: (container, node id, name).
+pub async fn site_nodes(connection: &mut PgConnection) -> Result<Vec<(String, i64, String)>> {
+    Ok(sqlx::query_as(
+        "SELECT container, node_id, name FROM nodes
+         WHERE paired AND container IS NOT NULL ORDER BY node_id",
+    )
+    .fetch_all(&mut *connection)
+    .await?)
+}
