@@ -245,6 +245,26 @@ async fn simulated_upgrades(
     sources: &Sources<'_>,
     apt: &std::path::Path,
 ) -> Result<(packages::Upgrades, chrono::DateTime<chrono::Utc>), String> {
+    cached_upgrades(sources, || async {
+        let ran = run_program(apt, &["-s", "-q", "upgrade"]).await?;
+        if !ran.success {
+            return Err(format!("apt-get -s upgrade: {}", ran.stderr.trim()));
+        }
+        Ok(ran.stdout)
+    })
+    .await
+}
+
+/// As [`simulated_upgrades`], with the simulation given (its output, or why it failed). A
+/// failed simulation is not kept.
+async fn cached_upgrades<F, R>(
+    sources: &Sources<'_>,
+    simulate: F,
+) -> Result<(packages::Upgrades, chrono::DateTime<chrono::Utc>), String>
+where
+    F: FnOnce() -> R,
+    R: std::future::Future<Output = Result<String, String>>,
+{
     let key = apt_state(sources);
     if let Some((found, at)) = UPGRADES
         .lock()
@@ -254,11 +274,7 @@ async fn simulated_upgrades(
         return Ok((found.clone(), at));
     }
     let at = chrono::Utc::now();
-    let ran = run_program(apt, &["-s", "-q", "upgrade"]).await?;
-    if !ran.success {
-        return Err(format!("apt-get -s upgrade: {}", ran.stderr.trim()));
-    }
-    let found = packages::upgrades(&ran.stdout);
+    let found = packages::upgrades(&simulate().await?);
     UPGRADES
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -597,16 +613,14 @@ mod tests {
         );
     }
 
-    /// MO-16, on this machine's real apt: a second report with apt's lists, its configuration
-    /// and dpkg's status unchanged answers from the last simulated upgrade (the same answer,
-    /// simulated at the same moment); a package run (dpkg's status rewritten) simulates again.
-    /// The sources are copies' paths in a scratch directory so only this test moves them.
+    /// MO-16: a second report with apt's lists, its configuration and dpkg's status unchanged
+    /// answers from the last simulated upgrade without simulating again; a package run (dpkg's
+    /// status rewritten) or an `apt-get update` (a list replaced) simulates again; a failed
+    /// simulation is not kept. The sources are paths in a scratch directory, with their real
+    /// modification times; the simulation counts its runs.
     #[tokio::test]
     async fn mo_16_an_unchanged_machine_answers_security_pending_from_the_cache() {
-        let Some(_apt) = find_program("apt-get") else {
-            eprintln!("apt-get is not installed here: nothing to cache");
-            return;
-        };
+        use std::sync::atomic::{AtomicUsize, Ordering};
         let dir = tempfile::tempdir().unwrap();
         let path = |name: &str| dir.path().join(name).display().to_string();
         std::fs::create_dir(dir.path().join("lists")).unwrap();
@@ -619,45 +633,48 @@ mod tests {
             dpkg_status: &status,
             ..SOURCES
         };
-        let report = || async {
-            let mut result = Map::new();
-            let mut unmeasured = Unmeasured::default();
-            security_from(&sources, &mut result, &mut unmeasured).await;
-            result
+        let runs = AtomicUsize::new(0);
+        let output = "Inst libssl3 [3.0.11-1] (3.0.13-1 Debian-Security:12/stable-security [amd64])\n\
+                      Inst zstd [1.5.4-2] (1.5.4-3 Debian:12.5/stable [amd64])\n";
+        let report = |fails: bool| {
+            let runs = &runs;
+            let sources = &sources;
+            async move {
+                cached_upgrades(sources, || async move {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    if fails {
+                        Err("apt-get -s upgrade: could not get lock".to_string())
+                    } else {
+                        Ok(output.to_string())
+                    }
+                })
+                .await
+            }
         };
-        let first = report().await;
-        assert!(first["upgrades_simulated_at"].is_string(), "{first:?}");
-        let second = report().await;
-        assert_eq!(
-            second["upgrades_simulated_at"],
-            first["upgrades_simulated_at"]
-        );
-        assert_eq!(second["security_pending"], first["security_pending"]);
-        assert_eq!(second["security_packages"], first["security_packages"]);
-        assert_eq!(second["upgrades_pending"], first["upgrades_pending"]);
-        // a package run rewrites dpkg's status: simulated again
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&status)
-            .unwrap();
+        let (first, at) = report(false).await.unwrap();
+        assert_eq!(first.security, ["libssl3"]);
+        assert_eq!(first.pending, 2);
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        let (second, second_at) = report(false).await.unwrap();
+        assert_eq!((second, second_at), (first.clone(), at));
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "an unchanged state simulated again");
+        // a package run rewrites dpkg's status: simulated again, and a failure is not kept
+        let file = std::fs::OpenOptions::new().write(true).open(&status).unwrap();
         file.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5))
             .unwrap();
-        let third = report().await;
-        assert_ne!(
-            third["upgrades_simulated_at"],
-            first["upgrades_simulated_at"]
-        );
+        assert!(report(true).await.is_err());
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+        report(false).await.unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 3);
+        report(false).await.unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 3);
         // an apt-get update replaces the lists: simulated again
         std::fs::write(dir.path().join("lists/new_Packages"), "").unwrap();
-        let fourth = report().await;
-        assert_ne!(
-            fourth["upgrades_simulated_at"],
-            third["upgrades_simulated_at"]
-        );
-        let fifth = report().await;
-        assert_eq!(
-            fifth["upgrades_simulated_at"],
-            fourth["upgrades_simulated_at"]
-        );
+        let list_dir = std::fs::File::open(dir.path().join("lists")).unwrap();
+        list_dir
+            .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(10))
+            .unwrap();
+        report(false).await.unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 4);
     }
 }
