@@ -634,7 +634,8 @@ mod tests {
             ..SOURCES
         };
         let runs = AtomicUsize::new(0);
-        let output = "Inst libssl3 [3.0.11-1] (3.0.13-1 Debian-Security:12/stable-security [amd64])\n\
+        let output =
+            "Inst libssl3 [3.0.11-1] (3.0.13-1 Debian-Security:12/stable-security [amd64])\n\
                       Inst zstd [1.5.4-2] (1.5.4-3 Debian:12.5/stable [amd64])\n";
         let report = |fails: bool| {
             let runs = &runs;
@@ -657,9 +658,16 @@ mod tests {
         assert_eq!(runs.load(Ordering::SeqCst), 1);
         let (second, second_at) = report(false).await.unwrap();
         assert_eq!((second, second_at), (first.clone(), at));
-        assert_eq!(runs.load(Ordering::SeqCst), 1, "an unchanged state simulated again");
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            1,
+            "an unchanged state simulated again"
+        );
         // a package run rewrites dpkg's status: simulated again, and a failure is not kept
-        let file = std::fs::OpenOptions::new().write(true).open(&status).unwrap();
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&status)
+            .unwrap();
         file.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5))
             .unwrap();
         assert!(report(true).await.is_err());
