@@ -97,6 +97,12 @@ pub struct MonitorSettings {
     /// The status window: a node with no such job completed (or queued, running, or asked for)
     /// inside it is asked for one (`STATUS_REFRESH_SECONDS`).
     pub status_refresh_secs: u32,
+    /// host_report's window while a node's data root is being encrypted, decrypted or re-keyed
+    /// (`DATA_ROOT_RUN_REFRESH_SECONDS`, MO-06).
+    pub data_root_refresh_secs: u32,
+    /// host_report's window after a reboot was asked, until a report carries a new boot id
+    /// (`REBOOT_REFRESH_SECONDS`, MO-06).
+    pub reboot_refresh_secs: u32,
 }
 
 impl MonitorSettings {
@@ -484,6 +490,8 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("backups.schedule_secs", "60"),
     ("monitor.status_pass_secs", "900"),
     ("monitor.status_refresh_secs", "3600"),
+    ("monitor.data_root_refresh_secs", "300"),
+    ("monitor.reboot_refresh_secs", "120"),
 ];
 
 impl Settings {
@@ -668,7 +676,19 @@ impl Settings {
             (
                 "monitor.status_refresh_secs",
                 u64::from(monitor.status_refresh_secs),
-                60,
+                1,
+                86_400,
+            ),
+            (
+                "monitor.data_root_refresh_secs",
+                u64::from(monitor.data_root_refresh_secs),
+                1,
+                86_400,
+            ),
+            (
+                "monitor.reboot_refresh_secs",
+                u64::from(monitor.reboot_refresh_secs),
+                1,
                 86_400,
             ),
         ] {

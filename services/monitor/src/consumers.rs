@@ -7,7 +7,8 @@
 
 use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
 use capstan_events::agent_channel::{
-    JobClaimed, JobFinished, JobQueued, NodeApproved, NodeDisconnected, NodeLeft, NodeReported,
+    JobClaimed, JobFinished, JobOutcome, JobQueued, NodeApproved, NodeDisconnected, NodeLeft,
+    NodeReported,
 };
 use capstan_events::Domain;
 use capstan_runtime::{decode, retry, Apply};
@@ -63,7 +64,14 @@ impl Apply for NodeEvents {
                     .await
                     .map_err(retry)
             } else if envelope.is::<JobQueued>() {
-                let queued = decode::<JobQueued>(delivery)?.data;
+                let queued = decode::<JobQueued>(delivery)?;
+                let at = queued.time;
+                let queued = queued.data;
+                if status::reboots(&queued.primitive) {
+                    return status::reboot_asked(connection, queued.node_id, at)
+                        .await
+                        .map_err(retry);
+                }
                 if !status::kept(&queued.primitive) {
                     return Ok(());
                 }
@@ -103,6 +111,9 @@ async fn job_finished(
     finished: &JobFinished,
     at: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), StoreError> {
+    if status::data_root_job(&finished.primitive) && finished.outcome != JobOutcome::Withdrawn {
+        return status::data_root_job_ended(connection, finished.node_id, at).await;
+    }
     if !status::kept(&finished.primitive) {
         return Ok(());
     }

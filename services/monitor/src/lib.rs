@@ -45,7 +45,11 @@ pub fn cadence(settings: &Settings) -> tasks::status::Cadence {
     let monitor = &settings.monitor;
     tasks::status::Cadence {
         every: std::time::Duration::from_secs(u64::from(monitor.status_pass_secs)),
-        window: chrono::Duration::seconds(i64::from(monitor.status_refresh_secs)),
+        windows: domain::cadence::Windows {
+            hourly: chrono::Duration::seconds(i64::from(monitor.status_refresh_secs)),
+            data_root_run: chrono::Duration::seconds(i64::from(monitor.data_root_refresh_secs)),
+            reboot: chrono::Duration::seconds(i64::from(monitor.reboot_refresh_secs)),
+        },
     }
 }
 

@@ -348,6 +348,13 @@ pub async fn fleet_security(
     let rows = store::status::machines(&mut connection)
         .await
         .map_err(unavailable)?;
+    let mut site_nodes = security::SiteNodes::new();
+    for (container, node, name) in store::status::site_nodes(&mut connection)
+        .await
+        .map_err(unavailable)?
+    {
+        site_nodes.entry(container).or_insert((node, name));
+    }
     let now = Utc::now();
     let mut machines = Vec::with_capacity(rows.len());
     for row in &rows {
@@ -358,14 +365,14 @@ pub async fn fleet_security(
             }
             _ => None,
         };
-        machines.push(security::row(
-            &Machine {
-                node_id: row.node_id,
-                name: &row.name,
-                report,
-            },
-            now,
-        ));
+        let machine = Machine {
+            node_id: row.node_id,
+            name: &row.name,
+            report,
+        };
+        let mut judged = security::row(&machine, now);
+        judged.containers = security::container_rows(&machine, &judged, &site_nodes, now);
+        machines.push(judged);
     }
     security::sort(&mut machines);
     Ok(capstan_events::monitor::rpc::FleetSecurity { machines })

@@ -182,6 +182,31 @@ pub struct SecurityRow {
     pub dpkg_unfinished: Option<Vec<String>>,
     /// When the report judged finished.
     pub reported_at: Option<DateTime<Utc>>,
+    /// A Docker host's site containers (its report's `containers`), each a row under it.
+    #[serde(default)]
+    pub containers: Vec<ContainerRow>,
+}
+
+/// A site container's row under its host (MO-16): its state from the host's report, the
+/// security fixes its host's report found waiting (a site container runs its host's base, so
+/// the fixes it waits for are the host's), and the node living in it when it is paired here.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ContainerRow {
+    /// The container's name.
+    pub name: String,
+    /// The site it serves (its site label), when it has one.
+    pub site: Option<String>,
+    /// The paired node whose site runs in it, and its name.
+    pub node_id: Option<i64>,
+    pub node_name: Option<String>,
+    /// Its state as the engine said (`running`, `exited`, …).
+    pub state: Option<String>,
+    pub colour: SecurityColour,
+    /// Why it has its colour, worst first; empty when green.
+    pub reasons: Vec<String>,
+    /// Security fixes waiting for it (its host's `security_pending`).
+    pub security_pending: Option<u32>,
+    pub security_packages: Option<Vec<String>>,
 }
 
 /// Every paired machine's row, red first.

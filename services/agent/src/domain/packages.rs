@@ -39,6 +39,50 @@ pub fn upgrades(simulated: &str) -> Upgrades {
     found
 }
 
+/// The state of apt and dpkg a simulated upgrade depends on: each source's path with its
+/// modification time (nanoseconds since the epoch), or `-` when it cannot be read. apt's
+/// package lists are replaced by rename on every `apt-get update`, which changes the lists
+/// directory's time; every package run rewrites dpkg's status file.
+pub fn apt_state_key(sources: &[(&str, Option<i128>)]) -> String {
+    sources
+        .iter()
+        .map(|(path, modified)| match modified {
+            Some(nanos) => format!("{path}@{nanos}"),
+            None => format!("{path}@-"),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The last simulated upgrade, kept with the apt and dpkg state it was made in, so an
+/// unchanged machine answers `host_report` without running `apt-get -s upgrade` (about five
+/// seconds of CPU) again.
+#[derive(Debug, Clone, Default)]
+pub struct UpgradeCache {
+    kept: Option<(String, Upgrades, DateTime<Utc>)>,
+}
+
+impl UpgradeCache {
+    /// An empty cache.
+    pub const fn new() -> UpgradeCache {
+        UpgradeCache { kept: None }
+    }
+
+    /// The answer kept for `key` and when it was simulated; none when the state changed.
+    pub fn answer(&self, key: &str) -> Option<(&Upgrades, DateTime<Utc>)> {
+        self.kept
+            .as_ref()
+            .filter(|(kept_key, _, _)| kept_key == key)
+            .map(|(_, upgrades, at)| (upgrades, *at))
+    }
+
+    /// Keeps `upgrades`, simulated at `at` in the state `key` (read before the simulation,
+    /// so a change during it makes the next call simulate again).
+    pub fn keep(&mut self, key: String, upgrades: Upgrades, at: DateTime<Utc>) {
+        self.kept = Some((key, upgrades, at));
+    }
+}
+
 /// The packages `/var/lib/dpkg/status` shows neither installed nor removed: a package run left
 /// them half done (unpacked, half-configured, half-installed, awaiting triggers).
 pub fn unfinished(status: &str) -> Vec<String> {
@@ -185,5 +229,29 @@ traceback without a stamp
         );
         assert_eq!(last_unattended_run(""), None);
         assert_eq!(last_unattended_run("é€ short"), None);
+    }
+
+    #[test]
+    fn mo_16_an_unchanged_apt_and_dpkg_state_answers_from_the_cache_and_a_change_does_not() {
+        let key = |lists: i128, status: Option<i128>| {
+            apt_state_key(&[
+                ("/var/lib/apt/lists", Some(lists)),
+                ("/var/lib/dpkg/status", status),
+            ])
+        };
+        let mut cache = UpgradeCache::default();
+        assert!(cache.answer(&key(1, Some(2))).is_none());
+        let found = Upgrades {
+            pending: 3,
+            security: vec!["libssl3".into()],
+        };
+        let at = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        cache.keep(key(1, Some(2)), found.clone(), at);
+        assert_eq!(cache.answer(&key(1, Some(2))), Some((&found, at)));
+        // an apt-get update (the lists), a package run (dpkg's status) or a source that can no
+        // longer be read is another state
+        assert!(cache.answer(&key(9, Some(2))).is_none());
+        assert!(cache.answer(&key(1, Some(3))).is_none());
+        assert!(cache.answer(&key(1, None)).is_none());
     }
 }

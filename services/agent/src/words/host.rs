@@ -123,17 +123,12 @@ pub async fn host_report(config: &Config) -> Finished {
         }
         Some(docker) => {
             result.insert("docker".into(), json!("installed"));
-            match run_program(
-                &docker,
-                &[
-                    "ps",
-                    "--all",
-                    "--format",
-                    "{{.Names}}\t{{.State}}\t{{.Status}}",
-                ],
-            )
-            .await
-            {
+            // The site label names a site container (MO-16 lists those under their host).
+            let format = format!(
+                "{{{{.Names}}}}\t{{{{.State}}}}\t{{{{.Status}}}}\t{{{{.Label \"{}\"}}}}",
+                super::docker::SITE_LABEL
+            );
+            match run_program(&docker, &["ps", "--all", "--format", &format]).await {
                 Ok(ran) if ran.success => Value::Array(
                     ran.stdout
                         .lines()
@@ -142,7 +137,8 @@ pub async fn host_report(config: &Config) -> Finished {
                             let mut fields = line.split('\t');
                             json!({"name": fields.next().unwrap_or_default(),
                                    "state": fields.next().unwrap_or_default(),
-                                   "status": fields.next().unwrap_or_default()})
+                                   "status": fields.next().unwrap_or_default(),
+                                   "site": fields.next().unwrap_or_default()})
                         })
                         .collect(),
                 ),
@@ -198,6 +194,10 @@ pub fn data_root(config: &Config) -> DataRoot {
 
 /// Where the patching facts are read.
 pub struct Sources<'a> {
+    /// apt's package lists and configuration: with dpkg's status, the state a simulated
+    /// upgrade's answer is kept for.
+    pub apt_lists: &'a str,
+    pub apt_config: &'a str,
     pub dpkg_status: &'a str,
     pub dpkg_updates: &'a str,
     pub reboot_required: &'a str,
@@ -209,6 +209,8 @@ pub struct Sources<'a> {
 
 /// The sources of a Debian or Ubuntu machine.
 pub const SOURCES: Sources<'static> = Sources {
+    apt_lists: "/var/lib/apt/lists",
+    apt_config: "/etc/apt",
     dpkg_status: "/var/lib/dpkg/status",
     dpkg_updates: "/var/lib/dpkg/updates",
     reboot_required: "/var/run/reboot-required",
@@ -217,12 +219,77 @@ pub const SOURCES: Sources<'static> = Sources {
     unattended_log: "/var/log/unattended-upgrades/unattended-upgrades.log",
 };
 
+/// The last simulated upgrade and the apt/dpkg state it was made in (one per agent process).
+static UPGRADES: std::sync::Mutex<packages::UpgradeCache> =
+    std::sync::Mutex::new(packages::UpgradeCache::new());
+
+/// The modification time of `path` in nanoseconds since the epoch, if it can be read.
+fn modified_nanos(path: &str) -> Option<i128> {
+    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
+    let since = modified.duration_since(std::time::UNIX_EPOCH).ok()?;
+    Some(since.as_nanos() as i128)
+}
+
+/// The key of the apt and dpkg state `sources` are in now.
+fn apt_state(sources: &Sources<'_>) -> String {
+    packages::apt_state_key(&[
+        (sources.apt_lists, modified_nanos(sources.apt_lists)),
+        (sources.apt_config, modified_nanos(sources.apt_config)),
+        (sources.dpkg_status, modified_nanos(sources.dpkg_status)),
+    ])
+}
+
+/// What `apt-get -s upgrade` finds and when it was simulated: from the cache when apt's lists,
+/// its configuration and dpkg's status are as they were then, else simulated now (and kept).
+async fn simulated_upgrades(
+    sources: &Sources<'_>,
+    apt: &std::path::Path,
+) -> Result<(packages::Upgrades, chrono::DateTime<chrono::Utc>), String> {
+    cached_upgrades(sources, || async {
+        let ran = run_program(apt, &["-s", "-q", "upgrade"]).await?;
+        if !ran.success {
+            return Err(format!("apt-get -s upgrade: {}", ran.stderr.trim()));
+        }
+        Ok(ran.stdout)
+    })
+    .await
+}
+
+/// As [`simulated_upgrades`], with the simulation given (its output, or why it failed). A
+/// failed simulation is not kept.
+async fn cached_upgrades<F, R>(
+    sources: &Sources<'_>,
+    simulate: F,
+) -> Result<(packages::Upgrades, chrono::DateTime<chrono::Utc>), String>
+where
+    F: FnOnce() -> R,
+    R: std::future::Future<Output = Result<String, String>>,
+{
+    let key = apt_state(sources);
+    if let Some((found, at)) = UPGRADES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .answer(&key)
+    {
+        return Ok((found.clone(), at));
+    }
+    let at = chrono::Utc::now();
+    let found = packages::upgrades(&simulate().await?);
+    UPGRADES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .keep(key, found.clone(), at);
+    Ok((found, at))
+}
+
 /// The patching facts (MO-16), from this machine's sources.
 async fn security(result: &mut Map<String, Value>, unmeasured: &mut Unmeasured) {
     security_from(&SOURCES, result, unmeasured).await
 }
 
-/// The patching facts from `sources`: `upgrades_pending`, `security_pending`,
+/// The patching facts from `sources`: `upgrades_pending`, `security_pending` (with
+/// `upgrades_simulated_at`, when the simulated upgrade they come from ran: an unchanged apt
+/// and dpkg state answers from the last one),
 /// `security_packages`, `dpkg_unfinished`, `dpkg_interrupted`, `services_needing_restart`,
 /// `kernel_upgrade_pending`, `reboot_required` (`{"owed", "since", "packages"}`) and
 /// `last_auto_update`.
@@ -237,18 +304,11 @@ pub async fn security_from(
             unmeasured.add("security_pending", "apt-get is not installed");
             (Value::Null, Value::Null)
         }
-        Some(apt) => match run_program(&apt, &["-s", "-q", "upgrade"]).await {
-            Ok(ran) if ran.success => {
-                let found = packages::upgrades(&ran.stdout);
+        Some(apt) => match simulated_upgrades(sources, &apt).await {
+            Ok((found, at)) => {
                 result.insert("security_pending".into(), json!(found.security.len()));
+                result.insert("upgrades_simulated_at".into(), json!(at.to_rfc3339()));
                 (json!(found.pending), json!(found.security))
-            }
-            Ok(ran) => {
-                unmeasured.add(
-                    "security_pending",
-                    format!("apt-get -s upgrade: {}", ran.stderr.trim()),
-                );
-                (Value::Null, Value::Null)
             }
             Err(why) => {
                 unmeasured.add("security_pending", why);
@@ -518,6 +578,8 @@ mod tests {
             path("unattended.log"),
         );
         let sources = Sources {
+            apt_lists: &updates,
+            apt_config: &updates,
             dpkg_status: &status,
             dpkg_updates: &updates,
             reboot_required: &reboot,
@@ -549,5 +611,78 @@ mod tests {
             os_release(text),
             json!({"pretty_name": "Debian GNU/Linux 12 (bookworm)", "version_id": "12", "id": "debian"})
         );
+    }
+
+    /// MO-16: a second report with apt's lists, its configuration and dpkg's status unchanged
+    /// answers from the last simulated upgrade without simulating again; a package run (dpkg's
+    /// status rewritten) or an `apt-get update` (a list replaced) simulates again; a failed
+    /// simulation is not kept. The sources are paths in a scratch directory, with their real
+    /// modification times; the simulation counts its runs.
+    #[tokio::test]
+    async fn mo_16_an_unchanged_machine_answers_security_pending_from_the_cache() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let path = |name: &str| dir.path().join(name).display().to_string();
+        std::fs::create_dir(dir.path().join("lists")).unwrap();
+        std::fs::create_dir(dir.path().join("apt")).unwrap();
+        std::fs::write(dir.path().join("status"), "").unwrap();
+        let (lists, apt, status) = (path("lists"), path("apt"), path("status"));
+        let sources = Sources {
+            apt_lists: &lists,
+            apt_config: &apt,
+            dpkg_status: &status,
+            ..SOURCES
+        };
+        let runs = AtomicUsize::new(0);
+        let output =
+            "Inst libssl3 [3.0.11-1] (3.0.13-1 Debian-Security:12/stable-security [amd64])\n\
+                      Inst zstd [1.5.4-2] (1.5.4-3 Debian:12.5/stable [amd64])\n";
+        let report = |fails: bool| {
+            let runs = &runs;
+            let sources = &sources;
+            async move {
+                cached_upgrades(sources, || async move {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    if fails {
+                        Err("apt-get -s upgrade: could not get lock".to_string())
+                    } else {
+                        Ok(output.to_string())
+                    }
+                })
+                .await
+            }
+        };
+        let (first, at) = report(false).await.unwrap();
+        assert_eq!(first.security, ["libssl3"]);
+        assert_eq!(first.pending, 2);
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        let (second, second_at) = report(false).await.unwrap();
+        assert_eq!((second, second_at), (first.clone(), at));
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            1,
+            "an unchanged state simulated again"
+        );
+        // a package run rewrites dpkg's status: simulated again, and a failure is not kept
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&status)
+            .unwrap();
+        file.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5))
+            .unwrap();
+        assert!(report(true).await.is_err());
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+        report(false).await.unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 3);
+        report(false).await.unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 3);
+        // an apt-get update replaces the lists: simulated again
+        std::fs::write(dir.path().join("lists/new_Packages"), "").unwrap();
+        let list_dir = std::fs::File::open(dir.path().join("lists")).unwrap();
+        list_dir
+            .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(10))
+            .unwrap();
+        report(false).await.unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 4);
     }
 }

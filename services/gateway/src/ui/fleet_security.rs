@@ -7,6 +7,10 @@
 //! (`data-colour=red|amber|grey|green`), `[data-test=security-pending]`,
 //! `[data-test=needing-restart]`, `[data-test=reboot]`, `[data-test=last-update]`,
 //! `[data-test=unfinished]`, `[data-test=reasons]`; `a[data-test=nav-security]` in the menu.
+//! A Docker host's site containers are rows right under it: `#container-<host id>-<n>`
+//! (`n` from 0, in the monitor's order, red first) with `[data-test=container-name]`,
+//! `[data-test=colour]`, `[data-test=security-pending]`, `[data-test=state]` and
+//! `[data-test=reasons]`.
 
 use askama::Template;
 use axum::{
@@ -15,7 +19,9 @@ use axum::{
     response::Response,
     routing::{on, MethodFilter, MethodRouter},
 };
-use capstan_events::monitor::rpc::{ops, FleetSecurity, GetFleetSecurity, SecurityRow};
+use capstan_events::monitor::rpc::{
+    ops, ContainerRow, FleetSecurity, GetFleetSecurity, SecurityRow,
+};
 use capstan_events::{rpc::Level, Domain};
 
 use crate::{
@@ -53,6 +59,34 @@ struct Line {
     last_update: Option<Ago>,
     unfinished: String,
     reasons: Vec<String>,
+    containers: Vec<ContainerLine>,
+}
+
+/// A site container's row under its host.
+struct ContainerLine {
+    name: String,
+    node: Option<(i64, String)>,
+    site: String,
+    state: String,
+    colour: &'static str,
+    security_pending: String,
+    security_packages: String,
+    reasons: Vec<String>,
+}
+
+fn container_line(row: &ContainerRow) -> ContainerLine {
+    ContainerLine {
+        name: row.name.clone(),
+        node: row.node_id.zip(row.node_name.clone()),
+        site: row.site.clone().unwrap_or_default(),
+        state: row.state.clone().unwrap_or_else(|| UNKNOWN.to_string()),
+        colour: row.colour.as_str(),
+        security_pending: row
+            .security_pending
+            .map_or_else(|| UNKNOWN.to_string(), |count| count.to_string()),
+        security_packages: listed(&row.security_packages),
+        reasons: row.reasons.clone(),
+    }
 }
 
 fn listed(names: &Option<Vec<String>>) -> String {
@@ -84,6 +118,7 @@ fn line(row: &SecurityRow) -> Line {
         last_update: row.last_auto_update.map(ago),
         unfinished: listed(&row.dpkg_unfinished),
         reasons: row.reasons.clone(),
+        containers: row.containers.iter().map(container_line).collect(),
     }
 }
 

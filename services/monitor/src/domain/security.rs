@@ -13,9 +13,10 @@
 //! A fact the report could not measure (null) is no evidence either way.
 
 use capstan_events::agent_channel::JobOutcome;
-use capstan_events::monitor::rpc::{SecurityColour, SecurityRow};
+use capstan_events::monitor::rpc::{ContainerRow, SecurityColour, SecurityRow};
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
+use std::collections::HashMap;
 
 use super::NodeId;
 
@@ -93,6 +94,7 @@ pub fn row(machine: &Machine<'_>, now: DateTime<Utc>) -> SecurityRow {
         last_auto_update: None,
         dpkg_unfinished: None,
         reported_at: None,
+        containers: Vec::new(),
     };
     let Some((outcome, result, finished_at)) = machine.report else {
         row.reasons.push("nothing reported yet".to_string());
@@ -208,6 +210,120 @@ pub fn row(machine: &Machine<'_>, now: DateTime<Utc>) -> SecurityRow {
     row
 }
 
+/// The paired nodes whose site runs in a container, by container name: (node id, name).
+pub type SiteNodes = HashMap<String, (NodeId, String)>;
+
+/// A Docker host's site containers as rows under it (MO-16), from its report's `containers`:
+/// an entry with a site label, or one a paired node runs in, is a site container (the host's
+/// own helpers are not). A site container runs its host's base, so the fixes it waits for are
+/// the ones its host's report found: a critical one (PHP, Apache, OpenSSL, PostgreSQL) is
+/// red, others amber (a kernel fix is the host's alone); a report older than two hours or
+/// that measured no fixes leaves it amber or grey, as its host. Each entry is read as text and
+/// listed once; an odd entry is skipped, never a panic.
+pub fn container_rows(
+    machine: &Machine<'_>,
+    host: &SecurityRow,
+    site_nodes: &SiteNodes,
+    now: DateTime<Utc>,
+) -> Vec<ContainerRow> {
+    let Some((outcome, Some(report), finished_at)) = machine.report else {
+        return Vec::new();
+    };
+    if outcome != JobOutcome::Completed {
+        return Vec::new();
+    }
+    let Some(entries) = report.get("containers").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    let mut rows: Vec<ContainerRow> = Vec::new();
+    for entry in entries {
+        let Some(name) = entry.get("name").and_then(Value::as_str) else {
+            continue;
+        };
+        let site = entry
+            .get("site")
+            .and_then(Value::as_str)
+            .filter(|site| !site.is_empty());
+        let node = site_nodes.get(name);
+        if name.is_empty() || (site.is_none() && node.is_none()) {
+            continue;
+        }
+        if rows.iter().any(|row| row.name == name) {
+            continue;
+        }
+        let mut row = ContainerRow {
+            name: name.to_string(),
+            site: site.map(str::to_string),
+            node_id: node.map(|(id, _)| *id),
+            node_name: node.map(|(_, name)| name.clone()),
+            state: entry
+                .get("state")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            colour: SecurityColour::Grey,
+            reasons: Vec::new(),
+            security_pending: host.security_pending,
+            security_packages: host.security_packages.as_ref().map(|packages| {
+                packages
+                    .iter()
+                    .filter(|package| !kernel(package))
+                    .cloned()
+                    .collect()
+            }),
+        };
+        let mut red = Vec::new();
+        let mut amber = Vec::new();
+        if now - finished_at > Duration::hours(NO_CHECK_HOURS) {
+            amber.push(format!("its host's report is over {NO_CHECK_HOURS} h old"));
+        }
+        if let Some(packages) = &row.security_packages {
+            let critical_fixes: Vec<&String> = packages.iter().filter(|p| critical(p)).collect();
+            let others = packages.len() - critical_fixes.len();
+            if !critical_fixes.is_empty() {
+                red.push(format!(
+                    "a critical fix waits for its base: {}",
+                    join(&critical_fixes)
+                ));
+            }
+            if others > 0 {
+                amber.push(format!("{others} other fixes wait for its base"));
+            }
+        } else if let Some(count) = row.security_pending.filter(|count| *count > 0) {
+            amber.push(format!("{count} fixes wait for its base"));
+        }
+        let measured = row.security_pending.is_some() || row.security_packages.is_some();
+        (row.colour, row.reasons) = if !red.is_empty() {
+            red.extend(amber);
+            (SecurityColour::Red, red)
+        } else if !amber.is_empty() {
+            (SecurityColour::Amber, amber)
+        } else if !measured {
+            (
+                SecurityColour::Grey,
+                vec!["its host's report measured no fixes".to_string()],
+            )
+        } else {
+            (SecurityColour::Green, Vec::new())
+        };
+        rows.push(row);
+    }
+    rows.sort_by(|a, b| {
+        rank(a.colour)
+            .cmp(&rank(b.colour))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    rows
+}
+
+fn rank(colour: SecurityColour) -> u8 {
+    match colour {
+        SecurityColour::Red => 0,
+        SecurityColour::Amber => 1,
+        SecurityColour::Grey => 2,
+        SecurityColour::Green => 3,
+    }
+}
+
 fn join(items: &[&String]) -> String {
     items
         .iter()
@@ -216,17 +332,20 @@ fn join(items: &[&String]) -> String {
         .join(", ")
 }
 
-/// The rows in the view's order: red first, then amber, grey and green; by name within each.
+/// The rows in the view's order: red first, then amber, grey and green (a host ranks by the
+/// worst of its own row and its containers'); by name within each.
 pub fn sort(rows: &mut [SecurityRow]) {
-    let rank = |colour: SecurityColour| match colour {
-        SecurityColour::Red => 0,
-        SecurityColour::Amber => 1,
-        SecurityColour::Grey => 2,
-        SecurityColour::Green => 3,
+    let worst = |row: &SecurityRow| {
+        row.containers
+            .iter()
+            .map(|container| rank(container.colour))
+            .chain([rank(row.colour)])
+            .min()
+            .unwrap_or(3)
     };
     rows.sort_by(|a, b| {
-        rank(a.colour)
-            .cmp(&rank(b.colour))
+        worst(a)
+            .cmp(&worst(b))
             .then_with(|| a.name.cmp(&b.name))
             .then_with(|| a.node_id.cmp(&b.node_id))
     });
@@ -434,5 +553,128 @@ mod tests {
                 SecurityColour::Green
             ]
         );
+    }
+
+    fn docker_host(packages: Value, containers: Value) -> Value {
+        let mut report = with("security_packages", packages.clone());
+        report["security_pending"] = json!(packages.as_array().map_or(0, Vec::len));
+        report["containers"] = containers;
+        report
+    }
+
+    fn containers_of(
+        report: &Value,
+        site_nodes: &SiteNodes,
+        at: DateTime<Utc>,
+    ) -> Vec<ContainerRow> {
+        let machine = Machine {
+            node_id: 1,
+            name: "docker-1",
+            report: Some((JobOutcome::Completed, Some(report), at)),
+        };
+        let host = row(&machine, now());
+        container_rows(&machine, &host, site_nodes, now())
+    }
+
+    #[test]
+    fn mo_16_a_docker_hosts_site_containers_are_rows_under_it_with_the_fixes_they_wait_for() {
+        let report = docker_host(
+            json!(["libssl3", "zstd", "linux-image-6.1.0-21-amd64"]),
+            json!([
+                {"name": "shop", "state": "running", "status": "Up 2 days", "site": "shop.example"},
+                {"name": "blog", "state": "exited", "status": "Exited (0)", "site": ""},
+                {"name": "buildkit", "state": "running", "status": "Up", "site": ""},
+                {"name": "shop", "state": "running", "status": "Up", "site": "shop.example"},
+                {"state": "running"},
+                "odd"
+            ]),
+        );
+        let mut nodes = SiteNodes::new();
+        nodes.insert("blog".into(), (42, "blog.example".into()));
+        let rows = containers_of(&report, &nodes, now());
+        // the labelled container and the one a paired node runs in; never the host's helper,
+        // never twice
+        let names: Vec<&str> = rows.iter().map(|row| row.name.as_str()).collect();
+        assert_eq!(names, ["blog", "shop"]);
+        let shop = &rows[1];
+        assert_eq!(shop.site.as_deref(), Some("shop.example"));
+        assert_eq!(shop.node_id, None);
+        assert_eq!(shop.state.as_deref(), Some("running"));
+        // the host's fixes, less the kernel (the host's own)
+        assert_eq!(shop.security_pending, Some(3));
+        assert_eq!(
+            shop.security_packages.as_deref(),
+            Some(&["libssl3".to_string(), "zstd".to_string()][..])
+        );
+        assert_eq!(shop.colour, SecurityColour::Red);
+        assert_eq!(
+            shop.reasons,
+            [
+                "a critical fix waits for its base: libssl3",
+                "1 other fixes wait for its base"
+            ]
+        );
+        let blog = &rows[0];
+        assert_eq!(blog.node_id, Some(42));
+        assert_eq!(blog.node_name.as_deref(), Some("blog.example"));
+        assert_eq!(blog.state.as_deref(), Some("exited"));
+    }
+
+    #[test]
+    fn mo_17_a_containers_colour_follows_its_hosts_fixes_and_report_age() {
+        let site = json!([{"name": "shop", "state": "running", "site": "shop.example"}]);
+        let none = SiteNodes::new();
+        let rows = containers_of(&docker_host(json!([]), site.clone()), &none, now());
+        assert_eq!(rows[0].colour, SecurityColour::Green);
+        assert!(rows[0].reasons.is_empty());
+        let rows = containers_of(&docker_host(json!(["zstd"]), site.clone()), &none, now());
+        assert_eq!(rows[0].colour, SecurityColour::Amber);
+        // a kernel fix waits for the host's reboot, not the container's
+        let kernel = docker_host(json!(["linux-image-6.1.0-21-amd64"]), site.clone());
+        assert_eq!(
+            containers_of(&kernel, &none, now())[0].colour,
+            SecurityColour::Green
+        );
+        let stale = containers_of(
+            &docker_host(json!([]), site.clone()),
+            &none,
+            now() - Duration::minutes(121),
+        );
+        assert_eq!(stale[0].colour, SecurityColour::Amber);
+        assert_eq!(stale[0].reasons, ["its host's report is over 2 h old"]);
+        // a host that measured no fixes leaves its containers grey
+        let mut unmeasured = clean();
+        unmeasured["security_pending"] = Value::Null;
+        unmeasured["security_packages"] = Value::Null;
+        unmeasured["containers"] = site;
+        let rows = containers_of(&unmeasured, &none, now());
+        assert_eq!(rows[0].colour, SecurityColour::Grey);
+        // a machine without containers, or whose report failed, has no container rows
+        assert!(containers_of(&clean(), &none, now()).is_empty());
+        let failed = Machine {
+            node_id: 1,
+            name: "docker-1",
+            report: Some((JobOutcome::Failed, None, now())),
+        };
+        let host = row(&failed, now());
+        assert!(container_rows(&failed, &host, &none, now()).is_empty());
+    }
+
+    #[test]
+    fn mo_16_a_host_ranks_by_its_worst_container() {
+        let site = json!([{"name": "shop", "state": "running", "site": "shop.example"}]);
+        let report = docker_host(json!(["openssl"]), site);
+        let machine = Machine {
+            node_id: 2,
+            name: "z-docker",
+            report: Some((JobOutcome::Completed, Some(&report), now())),
+        };
+        let mut host = row(&machine, now());
+        host.containers = container_rows(&machine, &host, &SiteNodes::new(), now());
+        host.colour = SecurityColour::Amber;
+        let mut rows = vec![judged(with("dpkg_unfinished", json!(["tzdata"]))), host];
+        rows[0].name = "a-machine".into();
+        sort(&mut rows);
+        assert_eq!(rows[0].name, "z-docker");
     }
 }

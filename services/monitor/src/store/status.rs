@@ -10,12 +10,65 @@ use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
 use super::{unknown, Result};
-use crate::domain::cadence::WORDS;
+use crate::domain::cadence::{DATA_ROOT_WORDS, REBOOT_WORDS, WORDS};
 use crate::domain::NodeId;
 
 /// Whether the monitor keeps `primitive`'s jobs.
 pub fn kept(primitive: &str) -> bool {
     WORDS.contains(&primitive)
+}
+
+/// Whether a job of `primitive` reboots the machine (MO-06).
+pub fn reboots(primitive: &str) -> bool {
+    REBOOT_WORDS.contains(&primitive)
+}
+
+/// Whether a job of `primitive` encrypts, decrypts or re-keys the data root (MO-06).
+pub fn data_root_job(primitive: &str) -> bool {
+    DATA_ROOT_WORDS.contains(&primitive)
+}
+
+/// A reboot of `node` was asked at `at`: host_report is asked every two minutes until a
+/// report finished after it carries a boot id other than the newest report's now (MO-06).
+/// A later asking restarts the wait; an older one (a late event) changes nothing.
+pub async fn reboot_asked(
+    connection: &mut PgConnection,
+    node: NodeId,
+    at: DateTime<Utc>,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO host_report_triggers (node_id, reboot_asked_at, reboot_boot_id)
+         VALUES ($1, $2, (SELECT result->>'boot_id' FROM readings
+                          WHERE node_id = $1 AND primitive = 'host_report'))
+         ON CONFLICT (node_id) DO UPDATE
+         SET reboot_asked_at = EXCLUDED.reboot_asked_at, reboot_boot_id = EXCLUDED.reboot_boot_id
+         WHERE host_report_triggers.reboot_asked_at IS NULL
+            OR host_report_triggers.reboot_asked_at < EXCLUDED.reboot_asked_at",
+    )
+    .bind(node)
+    .bind(at)
+    .execute(&mut *connection)
+    .await?;
+    Ok(())
+}
+
+/// A data-root job on `node` ended at `at`: a host_report is asked at once (MO-06).
+pub async fn data_root_job_ended(
+    connection: &mut PgConnection,
+    node: NodeId,
+    at: DateTime<Utc>,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO host_report_triggers (node_id, data_root_job_ended_at) VALUES ($1, $2)
+         ON CONFLICT (node_id) DO UPDATE
+         SET data_root_job_ended_at = greatest(host_report_triggers.data_root_job_ended_at,
+                                               EXCLUDED.data_root_job_ended_at)",
+    )
+    .bind(node)
+    .bind(at)
+    .execute(&mut *connection)
+    .await?;
+    Ok(())
 }
 
 /// The node's agent reported these words.
@@ -223,9 +276,18 @@ pub struct CadenceRow {
     pub open: bool,
     pub completed_at: Option<DateTime<Utc>>,
     pub requested_at: Option<DateTime<Utc>>,
+    /// For host_report (MO-06): the newest report's data-root run and boot id, and when it
+    /// finished; the reboot asked and the boot id then; the newest data-root job's end.
+    pub data_root_run: Option<String>,
+    pub boot_id: Option<String>,
+    pub reported_at: Option<DateTime<Utc>>,
+    pub reboot_asked_at: Option<DateTime<Utc>>,
+    pub reboot_boot_id: Option<String>,
+    pub data_root_job_ended_at: Option<DateTime<Utc>>,
 }
 
-/// Every paired node that reported words, with each kept word's cover facts.
+/// Every paired node that reported words, with each kept word's cover facts (and, for
+/// host_report, what shortens its window).
 pub async fn cadence(connection: &mut PgConnection) -> Result<Vec<CadenceRow>> {
     let words: Vec<String> = WORDS.iter().map(|word| word.to_string()).collect();
     Ok(sqlx::query_as(
@@ -237,10 +299,17 @@ pub async fn cadence(connection: &mut PgConnection) -> Result<Vec<CadenceRow>> {
                 (SELECT max(j.finished_at) FROM status_jobs j
                  WHERE j.node_id = n.node_id AND j.primitive = w.word
                    AND j.outcome = 'completed') AS completed_at,
-                r.requested_at
+                r.requested_at,
+                hr.result->'data_root'->>'run' AS data_root_run,
+                hr.result->>'boot_id' AS boot_id,
+                hr.finished_at AS reported_at,
+                t.reboot_asked_at, t.reboot_boot_id, t.data_root_job_ended_at
          FROM nodes n
          CROSS JOIN UNNEST($1::text[]) AS w (word)
          LEFT JOIN status_requests r ON r.node_id = n.node_id AND r.primitive = w.word
+         LEFT JOIN readings hr ON hr.node_id = n.node_id AND hr.primitive = w.word
+                              AND w.word = 'host_report'
+         LEFT JOIN host_report_triggers t ON t.node_id = n.node_id AND w.word = 'host_report'
          WHERE n.paired AND n.vocabulary IS NOT NULL
          ORDER BY n.node_id, w.word",
     )
@@ -339,6 +408,16 @@ pub async fn machines(connection: &mut PgConnection) -> Result<Vec<MachineRow>> 
          LEFT JOIN readings r ON r.node_id = n.node_id AND r.primitive = 'host_report'
          WHERE n.paired AND n.container IS NULL
          ORDER BY n.node_id",
+    )
+    .fetch_all(&mut *connection)
+    .await?)
+}
+
+/// The paired nodes whose site runs in a container: (container, node id, name).
+pub async fn site_nodes(connection: &mut PgConnection) -> Result<Vec<(String, i64, String)>> {
+    Ok(sqlx::query_as(
+        "SELECT container, node_id, name FROM nodes
+         WHERE paired AND container IS NOT NULL ORDER BY node_id",
     )
     .fetch_all(&mut *connection)
     .await?)

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
-use crate::domain::cadence::{self, Candidate, Cover, REQUESTED_BY};
+use crate::domain::cadence::{self, Candidate, Cover, HostFacts, Windows, REQUESTED_BY};
 use crate::store::status;
 
 /// The lock that makes one replica run each status pass.
@@ -20,7 +20,8 @@ pub const STATUS_LOCK: &str = "capstan-monitor-status";
 #[derive(Debug, Clone, Copy)]
 pub struct Cadence {
     pub every: Duration,
-    pub window: chrono::Duration,
+    /// The status window, and host_report's shorter ones (MO-06).
+    pub windows: Windows,
 }
 
 /// Runs a status pass every `cadence.every` until `stop`, the first one interval after the
@@ -33,7 +34,7 @@ pub async fn status(store: Store, cadence: Cadence, stop: CancellationToken) -> 
     }
     capstan_runtime::periodic::every(cadence.every, "monitor status pass", stop, || {
         let store = store.clone();
-        async move { pass(&store, Utc::now(), cadence.window).await.map(|_| ()) }
+        async move { pass(&store, Utc::now(), &cadence.windows).await.map(|_| ()) }
     })
     .await
 }
@@ -43,7 +44,7 @@ pub async fn status(store: Store, cadence: Cadence, stop: CancellationToken) -> 
 pub async fn pass(
     store: &Store,
     now: DateTime<Utc>,
-    window: chrono::Duration,
+    windows: &Windows,
 ) -> Result<usize, StoreError> {
     let Some(mut transaction) = store.lead_tick(STATUS_LOCK).await? else {
         return Ok(0);
@@ -62,10 +63,32 @@ pub async fn pass(
             completed_at: row.completed_at,
             requested_at: row.requested_at,
         };
-        if !cadence::due(&node, &row.word, &cover, now, window) {
+        let (due, window, since) = if row.word == "host_report" {
+            let facts = HostFacts {
+                data_root_run: row.data_root_run.clone(),
+                boot_id: row.boot_id.clone(),
+                reported_at: row.reported_at,
+                reboot_asked: row
+                    .reboot_asked_at
+                    .map(|at| (at, row.reboot_boot_id.clone())),
+                // No escrow holder runs in this plane yet, so no node tells it its data root
+                // opened (the rule is in `HostFacts::opened_since_report`).
+                data_root_opened_at: None,
+                data_root_job_ended_at: row.data_root_job_ended_at,
+            };
+            (
+                cadence::host_report_due(&node, &cover, &facts, now, windows),
+                facts.window(windows),
+                facts.data_root_job_ended_at,
+            )
+        } else {
+            let due = cadence::due(&node, &row.word, &cover, now, windows.hourly);
+            (due, windows.hourly, None)
+        };
+        if !due {
             continue;
         }
-        let key = cadence::idempotency_key(row.node_id, &row.word, now, window);
+        let key = cadence::idempotency_key(row.node_id, &row.word, now, window, since);
         status::request(
             &mut transaction,
             row.node_id,
@@ -78,7 +101,7 @@ pub async fn pass(
         asked += 1;
     }
     status::count_pass(&mut transaction, now).await?;
-    status::prune_status_jobs(&mut transaction, now - window * 2).await?;
+    status::prune_status_jobs(&mut transaction, now - windows.hourly * 2).await?;
     transaction.commit().await?;
     debug!(asked, nodes = rows.len(), "status pass");
     Ok(asked)

@@ -30,12 +30,12 @@ fn dates(params: &mut CertificateParams, from: i64, to: i64) {
     params.not_after = rcgen::date_time_ymd(b.0, b.1, b.2);
 }
 
-struct Authority {
-    certificate: Certificate,
+pub(super) struct Authority {
+    pub(super) certificate: Certificate,
     key: KeyPair,
 }
 
-fn authority() -> Authority {
+pub(super) fn authority() -> Authority {
     let key = KeyPair::generate().unwrap();
     let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -50,11 +50,11 @@ fn authority() -> Authority {
     }
 }
 
-type Served = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+pub(super) type Served = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
 
 /// A certificate for `names`, valid from `from` to `to` days from today, issued by `ca` or
 /// self-signed (the placeholder) when `ca` is none.
-fn certificate(names: &[&str], from: i64, to: i64, ca: Option<&Authority>) -> Served {
+pub(super) fn certificate(names: &[&str], from: i64, to: i64, ca: Option<&Authority>) -> Served {
     let key = KeyPair::generate().unwrap();
     let mut params = CertificateParams::new(
         names
@@ -77,8 +77,8 @@ fn certificate(names: &[&str], from: i64, to: i64, ca: Option<&Authority>) -> Se
     )
 }
 
-/// Five TLS origins on one port, at 127.0.0.1..5, serving `served` in order.
-async fn origins(served: Vec<Served>) -> (u16, Vec<Site>) {
+/// TLS origins on one port, at 127.0.0.1, .2, …, serving `served` in order.
+pub(super) async fn origins(served: Vec<Served>) -> (u16, Vec<Site>) {
     'port: loop {
         let probe = tokio::net::TcpListener::bind((loopback(1), 0))
             .await

@@ -126,3 +126,88 @@ async fn mo_03_a_node_not_in_the_names_records_is_checked_through_the_name() {
         Outcome::Failed("gone.fronted.test does not resolve".into())
     );
 }
+
+/// MO-02, MO-03 over HTTPS, against origins serving certificates of the test's own authority
+/// (made with `rcgen`): a node pinned to its own address is checked there with the name kept
+/// for SNI and Host, so the origin serving the name's certificate passes (`http_status` and
+/// `tls_certificate`); the other origin of the same name serves a certificate for another name
+/// and its node fails saying TLS failed, although its partner would pass; and a keyword the
+/// page lacks fails the keyword check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mo_03_an_https_check_pinned_to_the_nodes_address_keeps_the_name_for_sni_and_host() {
+    use super::certificates::{authority, certificate, origins};
+    let ca = authority();
+    let (port, sites) = origins(vec![
+        certificate(&["tls.shared.test"], -1, 89, Some(&ca)),
+        certificate(&["other.test"], -1, 89, Some(&ca)),
+    ])
+    .await;
+    let dns = DnsServer::start().await;
+    dns.set("tls.shared.test", &[loopback(1), loopback(2)]);
+    let settings = Settings::load_from(
+        None,
+        [
+            (
+                "CAPSTAN__MONITOR__RESOLVER".to_string(),
+                dns.address.to_string(),
+            ),
+            (
+                "CAPSTAN__MONITOR__TIMEOUT_SECS".to_string(),
+                "2".to_string(),
+            ),
+        ],
+    )
+    .unwrap();
+    let prober = Prober::with_roots(&settings.monitor, vec![ca.certificate.der().clone()]).unwrap();
+    let url = Url::parse(&format!("https://tls.shared.test:{port}/")).unwrap();
+    let own = vec!["127.0.0.1".to_string()];
+    for kind in [CheckKind::HttpStatus, CheckKind::TlsCertificate] {
+        let checked = prober
+            .check(Target {
+                url: &url,
+                kind,
+                keyword: None,
+                addresses: &own,
+            })
+            .await;
+        assert_eq!(checked.route, Some(Route::Pinned(loopback(1))), "{kind:?}");
+        assert_eq!(checked.outcome, Outcome::Passed, "{kind:?}");
+    }
+    let heads = sites[0].heads();
+    assert!(!heads.is_empty());
+    for head in &heads {
+        assert!(
+            head.to_ascii_lowercase()
+                .contains(&format!("host: tls.shared.test:{port}")),
+            "{head}"
+        );
+    }
+    // the keyword check reads the page, and a word it lacks fails it
+    let checked = prober
+        .check(Target {
+            url: &url,
+            kind: CheckKind::Keyword,
+            keyword: Some("a-word-the-page-lacks"),
+            addresses: &own,
+        })
+        .await;
+    assert!(matches!(checked.outcome, Outcome::Failed(_)), "{checked:?}");
+    // the origin at .2 serves another name's certificate: checked as itself, it fails on TLS
+    let other = vec!["127.0.0.2".to_string()];
+    let checked = prober
+        .check(Target {
+            url: &url,
+            kind: CheckKind::TlsCertificate,
+            keyword: None,
+            addresses: &other,
+        })
+        .await;
+    assert_eq!(checked.route, Some(Route::Pinned(loopback(2))));
+    match &checked.outcome {
+        Outcome::Failed(reason) => {
+            assert!(reason.starts_with("TLS with tls.shared.test"), "{reason}")
+        }
+        passed => panic!("another name's certificate passed: {passed:?}"),
+    }
+    assert_eq!(sites[1].requests(), 0);
+}

@@ -1,8 +1,10 @@
 //! The Fleet security page in Chromium against a real plane (MO-16, MO-17): three machines
 //! whose agents (written in the test) report host reports — one running replaced Apache code
 //! (red), one patched (green), one that never reported (grey) — are listed red first with
-//! their facts, through the real agent channel and monitor; what a node said is text, never
-//! markup; the page is reachable from the keyboard and the API answers the same rows.
+//! their facts, through the real agent channel and monitor; the red machine is a Docker host
+//! whose site containers are rows under it with the fixes they wait for (its helper container
+//! is not listed); what a node said is text, never markup; the page is reachable from the
+//! keyboard and the API answers the same rows.
 
 use capstan_e2e::plane::Plane;
 use capstan_e2e::wait_for;
@@ -51,6 +53,13 @@ async fn mo_16_the_fleet_security_page_lists_machines_red_first_with_their_facts
     .await;
     let mut old = patched("<b>Debian</b> https://evil.example/");
     old["services_needing_restart"] = json!(["apache2", "cron"]);
+    old["security_pending"] = json!(1);
+    old["security_packages"] = json!(["openssl"]);
+    old["containers"] = json!([
+        {"name": "shop", "state": "running", "status": "Up 2 days", "site": "shop.example"},
+        {"name": "buildkit", "state": "running", "status": "Up 2 days", "site": ""},
+        {"name": "<i>blog</i>", "state": "exited", "status": "Exited (0)", "site": "blog.example"}
+    ]);
     report(&plane, &red_agent, red, old).await;
 
     // The API: red first, then grey, then green, once the monitor has read both reports.
@@ -77,6 +86,28 @@ async fn mo_16_the_fleet_security_page_lists_machines_red_first_with_their_facts
         json!(["apache2", "cron"])
     );
     assert_eq!(machines[0]["reasons"][0], "old code is serving: apache2");
+    // MO-16: the Docker host's site containers under it, with the fix waiting for its base.
+    let containers = machines[0]["containers"].as_array().unwrap();
+    let names: Vec<&str> = containers
+        .iter()
+        .map(|container| container["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["<i>blog</i>", "shop"]);
+    for container in containers {
+        assert_eq!(container["colour"], "red", "{container}");
+        assert_eq!(container["security_pending"], 1, "{container}");
+        assert_eq!(
+            container["security_packages"],
+            json!(["openssl"]),
+            "{container}"
+        );
+        assert_eq!(
+            container["reasons"],
+            json!(["a critical fix waits for its base: openssl"])
+        );
+    }
+    assert_eq!(containers[1]["state"], "running");
+    assert_eq!(machines[2]["containers"], json!([]));
     assert_eq!(machines[1]["node_id"], grey);
     assert_eq!(machines[1]["reasons"], json!(["nothing reported yet"]));
     assert_eq!(machines[2]["node_id"], green);
@@ -104,6 +135,42 @@ async fn mo_16_the_fleet_security_page_lists_machines_red_first_with_their_facts
             [format!("security-{green}"), "green"]
         ])
     );
+    // The containers are rows right under their host, red, with the fix they wait for.
+    let under = browser
+        .run(&format!(
+            "const host = document.querySelector('#security-{red}');
+             return [host.nextElementSibling.id, host.nextElementSibling.nextElementSibling.id];"
+        ))
+        .await;
+    assert_eq!(
+        under,
+        json!([format!("container-{red}-0"), format!("container-{red}-1")])
+    );
+    let shop = format!("#container-{red}-1");
+    assert_eq!(
+        browser
+            .text(&format!("{shop} [data-test=container-name]"))
+            .await,
+        "shop"
+    );
+    assert_eq!(
+        browser
+            .text(&format!("{shop} [data-test=security-pending]"))
+            .await,
+        "1"
+    );
+    assert!(browser
+        .text(&format!("{shop} [data-test=reasons]"))
+        .await
+        .contains("a critical fix waits for its base: openssl"));
+    // a container name is text, never markup
+    assert_eq!(
+        browser
+            .text(&format!("#container-{red}-0 [data-test=container-name]"))
+            .await,
+        "<i>blog</i>"
+    );
+    assert_eq!(browser.count(&format!("#container-{red}-0 i")).await, 0);
     let row = format!("#security-{red}");
     assert!(browser
         .text(&format!("{row} [data-test=needing-restart]"))
