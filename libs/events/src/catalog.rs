@@ -66,6 +66,7 @@ pub fn entries() -> Vec<Entry> {
         Entry::of::<rollouts::RolloutHalted>(),
         Entry::of::<rollouts::RolloutFinished>(),
         Entry::of::<crate::backups::TargetChanged>(),
+        Entry::of::<crate::backups::HealthChanged>(),
     ];
     entries.sort_by_key(|entry| (entry.kind == Kind::Command, entry.subject.clone()));
     entries

@@ -1,9 +1,11 @@
 //! The backups service's pure rules, time passed in, each with unit tests named after the
 //! spec's IDs: the keys a node may name and where they live in a bucket (`keys`), what the
 //! broker allows a job (`broker`), what a target must say (`targets`), and which runs retention
-//! may delete (`retention`), and what the storage check finds wrong with a run (`shelf`).
+//! may delete (`retention`), what the storage check finds wrong with a run (`shelf`), and a
+//! node's backup health, the three judgements behind its incidents (`health`, BK-21).
 
 pub mod broker;
+pub mod health;
 pub mod keys;
 pub mod retention;
 pub mod shelf;
