@@ -137,9 +137,17 @@ impl Domain {
                 commands: &[Domain::AgentChannel],
                 ..Reach::OWN_ONLY
             },
-            Domain::Backups | Domain::Provisioning | Domain::Dns | Domain::Billing => {
-                Reach::OWN_ONLY
-            }
+            // The node facts its schedule needs and the jobs it asked for (agent channel);
+            // its backups, verifies and restores are commands to the agent channel.
+            Domain::Backups => Reach {
+                consumes: &[EventSubscription {
+                    from: Domain::AgentChannel,
+                    durable: "backups_agent_channel",
+                }],
+                commands: &[Domain::AgentChannel],
+                ..Reach::OWN_ONLY
+            },
+            Domain::Provisioning | Domain::Dns | Domain::Billing => Reach::OWN_ONLY,
         }
     }
 

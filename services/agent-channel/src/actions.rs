@@ -358,6 +358,7 @@ pub async fn create_job(
         node_id: node.id,
         primitive: job.primitive.clone(),
         requested_by: job.requested_by.clone(),
+        correlation_id: job.correlation_id,
     };
     emit(connection, queued, format!("job/{}", job.id))
         .await

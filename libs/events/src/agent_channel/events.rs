@@ -234,6 +234,10 @@ pub struct JobQueued {
     pub node_id: i64,
     pub primitive: String,
     pub requested_by: String,
+    /// The correlation id the requester gave (as on [`JobFinished`]), so a service that sent
+    /// `request_job` learns its job's id.
+    #[serde(default)]
+    pub correlation_id: Option<Uuid>,
 }
 crate::message!(Domain::AgentChannel, Event, JobQueued, "job_queued");
 

@@ -19,6 +19,24 @@ pub mod ops {
     pub const SET_DEFAULT_TARGET: &str = "set_default_target";
     /// The broker: presigned URLs for a node's running backup job (the agent channel asks).
     pub const BACKUP_URLS: &str = "backup_urls";
+    /// `GET /api/v1/backups/policy` (level 7).
+    pub const GET_POLICY: &str = "get_policy";
+    /// `PUT /api/v1/backups/policy` (level 10, audited).
+    pub const SET_POLICY: &str = "set_policy";
+    /// `GET /api/v1/nodes/{id}/backups/policy` (level 7).
+    pub const GET_NODE_POLICY: &str = "get_node_policy";
+    /// `PUT /api/v1/nodes/{id}/backups/policy` (level 10, audited).
+    pub const SET_NODE_POLICY: &str = "set_node_policy";
+    /// `GET /api/v1/nodes/{id}/backups` (level 7).
+    pub const NODE_BACKUPS: &str = "node_backups";
+    /// `POST /api/v1/nodes/{id}/backups/run` (level 8).
+    pub const RUN_NOW: &str = "run_now";
+    /// `POST /api/v1/nodes/{id}/backups/verify` (level 8).
+    pub const VERIFY: &str = "verify";
+    /// `POST /api/v1/nodes/{id}/backups/restore` (level 10).
+    pub const RESTORE: &str = "restore";
+    /// `POST /api/v1/nodes/{id}/backups/move` (level 10).
+    pub const MOVE: &str = "move";
 }
 
 /// `GET /api/v1/backups/targets` (level 10).
@@ -124,4 +142,365 @@ pub struct PresignedUrl {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct BackupUrlsAnswer {
     pub urls: Vec<PresignedUrl>,
+}
+
+// ---- policy (BK-05..BK-09) ----------------------------------------------------------------
+
+/// How a node's chain is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BackupMode {
+    /// A full, then incrementals of what changed until the full interval has passed.
+    Chain,
+    /// Every run a full.
+    FullOnly,
+}
+
+impl BackupMode {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            BackupMode::Chain => "chain",
+            BackupMode::FullOnly => "full_only",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<BackupMode> {
+        [BackupMode::Chain, BackupMode::FullOnly]
+            .into_iter()
+            .find(|mode| mode.as_str() == text)
+    }
+}
+
+/// The field set a schedule is made of (BK-08: frequency, window, mode, retention, full
+/// interval, days between verifications). A node's own schedule freezes all of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PolicyFields {
+    /// Frequency: a run is due this many minutes after the last run *started* (BK-07),
+    /// 1..=10080.
+    pub every_minutes: u32,
+    /// Window: the UTC hour (0..=23) from which a run may start...
+    pub window_start_hour: u8,
+    /// ...and for how many hours (1..=24; 24 is any time).
+    pub window_hours: u8,
+    pub mode: BackupMode,
+    /// Retention: the floor of the days kept (BK-10), 1..=3650.
+    pub keep_days: u32,
+    /// Full interval: a new chain (a full) starts once the chain's full is this old, 1..=365.
+    pub full_every_days: u32,
+    /// Days between scheduled level-2 verifications (BK-18); 0 = never, 0..=365.
+    pub verify_every_days: u32,
+}
+
+/// The fleet's policy (`GET|PUT /api/v1/backups/policy`). The default is on (BK-05).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FleetPolicy {
+    /// Whether nodes following the fleet default are backed up.
+    pub enabled: bool,
+    #[serde(flatten)]
+    pub fields: PolicyFields,
+}
+
+/// `GET /api/v1/backups/policy` (level 7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GetPolicy {
+    pub actor: Actor,
+}
+
+/// The fleet's policy with who set it last (`None` while it is the built-in default).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FleetPolicyView {
+    #[serde(flatten)]
+    pub policy: FleetPolicy,
+    pub changed_by: Option<String>,
+    pub changed_at: Option<DateTime<Utc>>,
+}
+
+/// `PUT /api/v1/backups/policy` (level 10, audited): the whole policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SetPolicy {
+    pub actor: Actor,
+    pub policy: FleetPolicy,
+}
+
+/// A node's position (BK-08).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Position {
+    /// Stores nothing: follows the fleet policy, including its future changes.
+    Fleet,
+    /// A schedule of its own: the whole field set, frozen.
+    Own,
+    /// Off, stored as a decision.
+    Off,
+}
+
+impl Position {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Position::Fleet => "fleet",
+            Position::Own => "own",
+            Position::Off => "off",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Position> {
+        [Position::Fleet, Position::Own, Position::Off]
+            .into_iter()
+            .find(|position| position.as_str() == text)
+    }
+}
+
+/// The body of `PUT /api/v1/nodes/{id}/backups/policy`: `{"position", ...the frozen fields}`.
+/// For `own`, a field left out is frozen at the fleet's value of the moment; for `fleet` and
+/// `off`, fields are refused.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct NodePolicyBody {
+    pub position: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every_minutes: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_start_hour: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_hours: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_days: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_every_days: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_every_days: Option<u32>,
+}
+
+/// `GET /api/v1/nodes/{id}/backups/policy` (level 7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GetNodePolicy {
+    pub actor: Actor,
+    pub node_id: i64,
+}
+
+/// `PUT /api/v1/nodes/{id}/backups/policy` (level 10, audited).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SetNodePolicy {
+    pub actor: Actor,
+    pub node_id: i64,
+    pub body: NodePolicyBody,
+}
+
+/// A node's policy: its position, and the schedule that applies to it (its own frozen set, or
+/// the fleet's today). `scheduled` is false when it is off (its own decision, or the fleet's).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NodePolicyView {
+    pub node_id: i64,
+    pub position: Position,
+    pub scheduled: bool,
+    /// The schedule in force (for `off`, the fleet's, shown for reference).
+    pub fields: PolicyFields,
+    /// Who decided the position (`None` for a node nobody decided about: it follows the fleet).
+    pub decided_by: Option<String>,
+    pub decided_at: Option<DateTime<Utc>>,
+}
+
+// ---- a node's backups (BK-20, BK-25) ------------------------------------------------------
+
+/// Whether a run is a full or extends the chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunKind {
+    Full,
+    Incremental,
+}
+
+impl RunKind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Full => "full",
+            RunKind::Incremental => "incremental",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<RunKind> {
+        [RunKind::Full, RunKind::Incremental]
+            .into_iter()
+            .find(|kind| kind.as_str() == text)
+    }
+}
+
+/// `GET /api/v1/nodes/{id}/backups` (level 7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NodeBackupsRequest {
+    pub actor: Actor,
+    pub node_id: i64,
+}
+
+/// One run that landed (its signed manifest checked against the node's key).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunView {
+    pub seq: i64,
+    pub kind: RunKind,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    /// The stored bytes of its artifacts, as its manifest records them.
+    pub bytes: i64,
+    /// When a verify of this run (any level) last passed.
+    pub verified_at: Option<DateTime<Utc>>,
+    /// Who asked for it: `service/backups` for the schedule, or the operator.
+    pub requested_by: String,
+}
+
+/// One chain (a full and the incrementals on it), in the space that holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ChainView {
+    pub space_id: i64,
+    /// The space's state: `active`, `draining` (a target the node was moved from) or `retired`.
+    pub space_state: String,
+    pub target_id: i64,
+    pub target_name: String,
+    /// The chain's full.
+    pub full_seq: i64,
+    /// Newest first.
+    pub runs: Vec<RunView>,
+}
+
+/// BK-20's verify state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum VerifyStateKind {
+    /// The newest verify passed, within the interval (+ 1 day).
+    Verified,
+    /// Informational: no verify yet, within the interval after the first backup.
+    NotYetVerified,
+    /// A problem: never verified, past the interval after the first backup.
+    NeverVerified,
+    /// A problem: the newest pass is older than the interval + 1 day.
+    Stale,
+    /// A problem: the newest verify failed; nothing is retried automatically.
+    Failed,
+    /// A problem: the storage check found a stored backup incomplete.
+    ShelfProblem,
+    /// No backup yet, so nothing to verify.
+    NoBackups,
+}
+
+/// The verify state as the node's Backups tab states it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct VerifyState {
+    pub state: VerifyStateKind,
+    /// Whether it is a problem (BK-20).
+    pub problem: bool,
+    /// The state in words ("Not yet verified restorable", the node's reason and "nothing is
+    /// retried automatically", ...).
+    pub words: String,
+    /// The newest verify's facts.
+    pub last: Option<VerifyView>,
+}
+
+/// One verify's result (BK-19): the level, when, the node's counts, or its reason.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct VerifyView {
+    pub job_id: i64,
+    pub seq: i64,
+    pub level: u8,
+    pub ok: bool,
+    pub finished_at: DateTime<Utc>,
+    /// The node's counts (`artifacts`, `bytes`, `files`, `tables`) when it read the backup.
+    pub checked: Option<serde_json::Value>,
+    /// What was wrong, in the node's words (or why the job did not run).
+    pub problems: Vec<String>,
+}
+
+/// The owner's recovery key as the node last reported it (BK-22; never written by the plane).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RecoveryKeyView {
+    /// `already`, `none` or `invalid`.
+    pub state: String,
+    pub fingerprint: Option<String>,
+    pub reported_at: DateTime<Utc>,
+}
+
+/// A job of this node's backups that holds (or last held) its machine's turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TurnView {
+    pub job_id: Option<i64>,
+    pub node_id: i64,
+    /// `backup_run`, `verify_backup`, `restore_database` or `restore_project`.
+    pub primitive: String,
+    pub requested_by: String,
+    pub dispatched_at: DateTime<Utc>,
+}
+
+/// `GET /api/v1/nodes/{id}/backups`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NodeBackups {
+    pub node_id: i64,
+    /// Newest first.
+    pub chains: Vec<ChainView>,
+    /// When the newest run that landed started.
+    pub last_backup: Option<DateTime<Utc>>,
+    /// When the newest full that landed started.
+    pub last_full: Option<DateTime<Utc>>,
+    /// When the oldest run held started.
+    pub oldest: Option<DateTime<Utc>>,
+    /// The storage check's one line (BK-15), `None` when every backup is whole or unchecked.
+    pub shelf_problem: Option<String>,
+    pub verify_state: VerifyState,
+    pub recovery_key: Option<RecoveryKeyView>,
+    /// The newest backup_run that did not land: its reason (BK-21's `backup_failed`).
+    pub last_failure: Option<String>,
+    /// What holds the machine's turn now, if this node's backups do.
+    pub busy: Option<TurnView>,
+}
+
+// ---- acts (each takes the machine's turn, BK-09) ------------------------------------------
+
+/// `POST /api/v1/nodes/{id}/backups/run` (level 8): a backup now, the schedule's kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunNow {
+    pub actor: Actor,
+    pub node_id: i64,
+}
+
+/// `POST /api/v1/nodes/{id}/backups/verify` (level 8): `{"level": 2 | 3, "seq"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct VerifyRequest {
+    pub actor: Actor,
+    pub node_id: i64,
+    pub level: u8,
+    pub seq: i64,
+}
+
+/// What a restore brings back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RestoreWhat {
+    /// The database only (`restore_database`).
+    Database,
+    /// The database and the files (`restore_project`).
+    Project,
+}
+
+/// `POST /api/v1/nodes/{id}/backups/restore` (level 10): `{"seq", "what"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RestoreRequest {
+    pub actor: Actor,
+    pub node_id: i64,
+    pub seq: i64,
+    pub what: RestoreWhat,
+}
+
+/// `POST /api/v1/nodes/{id}/backups/move` (level 10): `{"target_id"}`. Opens the node's
+/// space on the target, sets the old one draining (nothing copied, BK-02) and starts the new
+/// chain with a full at once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MoveRequest {
+    pub actor: Actor,
+    pub node_id: i64,
+    pub target_id: i64,
+}
+
+/// The answer to an act: `202 {"job_id"}`, the agent channel's job. A machine whose turn is
+/// held answers `409 conflict` naming the job that holds it, and nothing changes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Dispatched {
+    pub job_id: i64,
 }
