@@ -8,6 +8,7 @@
 pub mod domain;
 pub mod drivers;
 pub mod rpc;
+pub mod storage_pass;
 pub mod store;
 
 use capstan_events::Domain;

@@ -6,6 +6,8 @@ use capstan_events::Envelope;
 use capstan_store::{outbox, PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 
+pub mod shelf;
+
 type Result<T> = std::result::Result<T, StoreError>;
 
 /// A target's row (its sealed credentials apart).

@@ -9,4 +9,5 @@ pub mod health;
 pub mod keys;
 pub mod retention;
 pub mod shelf;
+pub mod survey;
 pub mod targets;

@@ -41,6 +41,8 @@ pub enum StorageError {
 pub struct Listed {
     pub key: String,
     pub size: u64,
+    /// When it was written, as the store says (`None` when it says nothing readable).
+    pub last_modified: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// A presigned request for a node.
@@ -278,6 +280,9 @@ impl Storage {
                     why: error.to_string(),
                 })?;
             listed.extend(page.contents.into_iter().map(|object| Listed {
+                last_modified: chrono::DateTime::parse_from_rfc3339(&object.last_modified)
+                    .ok()
+                    .map(|at| at.with_timezone(&chrono::Utc)),
                 key: object.key,
                 size: object.size,
             }));
