@@ -38,6 +38,8 @@ pub struct BackupsSettings {
     pub seal_key_file: Option<PathBuf>,
     /// How long a presigned URL the broker hands a node stays valid (60..=3600 s).
     pub url_ttl_secs: u32,
+    /// How often the schedule looks for due backups and verifies (1..=3600 s; BK-05).
+    pub schedule_secs: u32,
 }
 
 impl BackupsSettings {
@@ -49,6 +51,9 @@ impl BackupsSettings {
     }
     pub fn url_ttl(&self) -> Duration {
         Duration::from_secs(u64::from(self.url_ttl_secs))
+    }
+    pub fn schedule_every(&self) -> Duration {
+        Duration::from_secs(u64::from(self.schedule_secs))
     }
 }
 
@@ -476,6 +481,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("monitor.tick_ms", "1000"),
     ("monitor.concurrency", "256"),
     ("backups.url_ttl_secs", "600"),
+    ("backups.schedule_secs", "60"),
     ("monitor.status_pass_secs", "900"),
     ("monitor.status_refresh_secs", "3600"),
 ];
@@ -578,6 +584,12 @@ impl Settings {
             return Err(SettingsError::BadValue {
                 key: "backups.url_ttl_secs",
                 reason: "must be from 60 to 3600 seconds".into(),
+            });
+        }
+        if !(1..=3600).contains(&self.backups.schedule_secs) {
+            return Err(SettingsError::BadValue {
+                key: "backups.schedule_secs",
+                reason: "must be from 1 to 3600 seconds".into(),
             });
         }
         let incidents = &self.incidents;

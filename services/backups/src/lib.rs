@@ -1,20 +1,24 @@
 //! The backups service: backup targets, storage spaces, fleet policy and scheduling, chains, retention and verification.
 //!
 //! Its rooms, as in every service: `domain/` (pure rules), `store.rs` (its SQL), `rpc.rs` (the
-//! operator's targets and the broker), `drivers/` (the S3 storage, the sealing of credentials);
-//! `consumers.rs` and `tasks.rs` appear with their first content.
+//! operator's targets and the broker; `rpc/node.rs` the policy, a node's backups and the acts
+//! that take its machine's turn), `consumers.rs` (node facts and the ends of the jobs it asked
+//! for), `tasks.rs` (the schedule), `drivers/` (the S3 storage, the sealing of credentials).
 #![forbid(unsafe_code)]
 
+pub mod consumers;
 pub mod domain;
 pub mod drivers;
 pub mod rpc;
 pub mod storage_pass;
 pub mod store;
+pub mod tasks;
 
 use capstan_events::Domain;
-use capstan_runtime::Service;
+use capstan_runtime::{consume_patiently, Part, Service};
 use capstan_settings::Settings;
 use sqlx::migrate::Migrator;
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::drivers::seal::Sealer;
@@ -38,6 +42,27 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         http: drivers::s3::http(),
         url_ttl: settings.backups.url_ttl(),
     };
-    let rpc = rpc::routes(service.rpc(), state);
-    service.run(rpc, Vec::new(), shutdown).await
+    let node = rpc::node::State {
+        store: service.store.clone(),
+        job_id_wait: std::time::Duration::from_secs(4),
+    };
+    let rpc = rpc::node::routes(rpc::routes(service.rpc(), state), node);
+    let mut parts: Vec<Part> = Vec::new();
+    for spec in consumers::specs(settings.bus.max_deliver, settings.bus.ack_wait()) {
+        let service = service.clone();
+        parts.push(Box::new(move |stop: CancellationToken| {
+            Box::pin(async move {
+                // The agent channel's stream may not exist until it first starts.
+                consume_patiently(&service, spec, Arc::new(consumers::Events), stop).await
+            })
+        }));
+    }
+    {
+        let store = service.store.clone();
+        let every = settings.backups.schedule_every();
+        parts.push(Box::new(move |stop: CancellationToken| {
+            Box::pin(tasks::schedule(store, every, stop))
+        }));
+    }
+    service.run(rpc, parts, shutdown).await
 }

@@ -3,6 +3,8 @@
 //! node whose signed request it verified and whose named job it found running. A change and
 //! the event it causes commit together.
 
+pub mod node;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 

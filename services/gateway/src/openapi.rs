@@ -87,6 +87,10 @@ pub fn component_schemas() -> Map<String, Value> {
         add::<backups::Targets>(&mut answers);
         add::<backups::TargetView>(&mut answers);
         add::<backups::BackupUrlsAnswer>(&mut answers);
+        add::<backups::FleetPolicyView>(&mut answers);
+        add::<backups::NodePolicyView>(&mut answers);
+        add::<backups::NodeBackups>(&mut answers);
+        add::<backups::Dispatched>(&mut answers);
     }
     let mut bodies = generator(SchemaSettings::draft2020_12().for_deserialize());
     add::<ApproveBody>(&mut bodies);
@@ -100,6 +104,11 @@ pub fn component_schemas() -> Map<String, Value> {
     add::<crate::api::releases::ReleaseBody>(&mut bodies);
     add::<crate::api::rollouts::RolloutBody>(&mut bodies);
     add::<crate::api::backups::TargetBody>(&mut bodies);
+    add::<capstan_events::backups::rpc::FleetPolicy>(&mut bodies);
+    add::<capstan_events::backups::rpc::NodePolicyBody>(&mut bodies);
+    add::<crate::api::backups::VerifyBody>(&mut bodies);
+    add::<crate::api::backups::RestoreBody>(&mut bodies);
+    add::<crate::api::backups::MoveBody>(&mut bodies);
     let mut schemas = answers.take_definitions(true);
     schemas.extend(bodies.take_definitions(true));
     schemas

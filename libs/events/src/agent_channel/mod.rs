@@ -6,3 +6,22 @@ pub mod primitives;
 pub mod rpc;
 
 pub use events::*;
+
+/// RO-12, BK-09: a node's machine — the Docker host its container sits on (container sites on
+/// one host are one machine), else the node itself. Rollouts take turns by it, and so do
+/// backups, verifies and restores.
+pub fn machine_key(node: i64, docker_host: Option<i64>) -> String {
+    format!("node-{}", docker_host.unwrap_or(node))
+}
+
+#[cfg(test)]
+mod machine_tests {
+    use super::machine_key;
+
+    #[test]
+    fn ro_12_bk_09_containers_on_one_host_are_one_machine() {
+        assert_eq!(machine_key(7, Some(3)), machine_key(9, Some(3)));
+        assert_eq!(machine_key(3, None), machine_key(7, Some(3)));
+        assert_ne!(machine_key(7, None), machine_key(9, None));
+    }
+}

@@ -31,6 +31,11 @@ pub struct Primitive {
     /// Seconds a claimed job may run before the plane marks it lost.
     #[serde(serialize_with = "seconds")]
     pub claim_budget: Duration,
+    /// Seconds the node lets the word run before it stops it (AG-21: 30 minutes unless the
+    /// word says otherwise; the backup words run for hours). Never past the claim budget less
+    /// the report margin ([`Primitive::run_budget`]).
+    #[serde(serialize_with = "seconds")]
+    pub run_budget: Duration,
     pub summary: &'static str,
     pub params: &'static [Param],
 }
@@ -91,6 +96,7 @@ pub const CATALOG: &[Primitive] = &[
         name: "check_status",
         class: PrimitiveClass::Read,
         claim_budget: budget(5),
+        run_budget: DEFAULT_RUN_BUDGET,
         summary: "agent version, uptime, load, memory, disk, certificates, database reachability",
         params: &[],
     },
@@ -98,6 +104,7 @@ pub const CATALOG: &[Primitive] = &[
         name: "host_report",
         class: PrimitiveClass::Read,
         claim_budget: budget(5),
+        run_budget: DEFAULT_RUN_BUDGET,
         summary: "operating system, kernel, boot id, disk, failed units, containers",
         params: &[],
     },
@@ -105,6 +112,7 @@ pub const CATALOG: &[Primitive] = &[
         name: "disk_usage",
         class: PrimitiveClass::Read,
         claim_budget: budget(15),
+        run_budget: DEFAULT_RUN_BUDGET,
         summary: "the largest directories under the site root",
         params: &[Param {
             name: "max_entries",
@@ -117,6 +125,7 @@ pub const CATALOG: &[Primitive] = &[
         name: "unit_journal",
         class: PrimitiveClass::Read,
         claim_budget: budget(5),
+        run_budget: DEFAULT_RUN_BUDGET,
         summary: "the latest journal lines of one service unit",
         params: &[
             Param {
@@ -137,6 +146,7 @@ pub const CATALOG: &[Primitive] = &[
         name: "restart_unit",
         class: PrimitiveClass::Change,
         claim_budget: budget(5),
+        run_budget: DEFAULT_RUN_BUDGET,
         summary: "restart one service unit",
         params: &[Param {
             name: "unit",
@@ -149,6 +159,7 @@ pub const CATALOG: &[Primitive] = &[
         name: "reset_failed_unit",
         class: PrimitiveClass::Change,
         claim_budget: budget(5),
+        run_budget: DEFAULT_RUN_BUDGET,
         summary: "clear a unit's failed state",
         params: &[Param {
             name: "unit",
@@ -161,6 +172,7 @@ pub const CATALOG: &[Primitive] = &[
         name: "site_log",
         class: PrimitiveClass::Read,
         claim_budget: budget(5),
+        run_budget: DEFAULT_RUN_BUDGET,
         summary: "the latest lines of the site's log, redacted (needs the owner's log access)",
         params: &[
             Param {
@@ -181,6 +193,7 @@ pub const CATALOG: &[Primitive] = &[
         name: "file_head",
         class: PrimitiveClass::Read,
         claim_budget: budget(5),
+        run_budget: DEFAULT_RUN_BUDGET,
         summary: "the first lines of a host configuration file (needs the owner's log access)",
         params: &[
             Param {
@@ -201,6 +214,7 @@ pub const CATALOG: &[Primitive] = &[
         name: "apply_update",
         class: PrimitiveClass::Change,
         claim_budget: budget(30),
+        run_budget: DEFAULT_RUN_BUDGET,
         summary: "apply a signed release (the site's, laid out beside the last ones; below the version floor, the only word offered)",
         params: &[Param {
             name: "version",
@@ -213,6 +227,7 @@ pub const CATALOG: &[Primitive] = &[
         name: "upgrade_preflight",
         class: PrimitiveClass::Read,
         claim_budget: budget(15),
+        run_budget: DEFAULT_RUN_BUDGET,
         summary: "would an upgrade stop before it started: manifest, files, lock, room, version (RO-19)",
         params: &[],
     },
@@ -220,6 +235,7 @@ pub const CATALOG: &[Primitive] = &[
         name: "page_probe",
         class: PrimitiveClass::Read,
         claim_budget: budget(15),
+        run_budget: DEFAULT_RUN_BUDGET,
         summary: "fetch one of the site's pages as a viewer: status, errors, assets that failed (RO-21)",
         params: &[
             Param {
@@ -242,6 +258,7 @@ pub const CATALOG: &[Primitive] = &[
         name: "install_security_updates",
         class: PrimitiveClass::Change,
         claim_budget: budget(60),
+        run_budget: DEFAULT_RUN_BUDGET,
         summary: "install the packages waiting from the security origin only (RO-25)",
         params: &[],
     },
@@ -249,6 +266,7 @@ pub const CATALOG: &[Primitive] = &[
         name: "restart_container",
         class: PrimitiveClass::Change,
         claim_budget: budget(5),
+        run_budget: DEFAULT_RUN_BUDGET,
         summary: "restart one of the node's own site containers (never a held one)",
         params: &[Param {
             name: "container",
@@ -261,6 +279,7 @@ pub const CATALOG: &[Primitive] = &[
         name: "backup_run",
         class: PrimitiveClass::Change,
         claim_budget: budget(240),
+        run_budget: budget(235),
         summary: "back up the site's database and files, sealed to its owner's key (issue 14)",
         params: &[
             Param {
@@ -295,6 +314,7 @@ pub const CATALOG: &[Primitive] = &[
         name: "verify_backup",
         class: PrimitiveClass::Read,
         claim_budget: budget(240),
+        run_budget: budget(235),
         summary: "open and read a backup (level 2) or rehearse its restore (level 3)",
         params: &[
             Param {
@@ -318,6 +338,7 @@ pub const CATALOG: &[Primitive] = &[
         name: "list_backups",
         class: PrimitiveClass::Read,
         claim_budget: budget(5),
+        run_budget: DEFAULT_RUN_BUDGET,
         summary: "the node's own record of its backup runs and its recovery key",
         params: &[],
     },
@@ -325,6 +346,7 @@ pub const CATALOG: &[Primitive] = &[
         name: "restore_database",
         class: PrimitiveClass::Destructive,
         claim_budget: budget(240),
+        run_budget: budget(235),
         summary: "replace the site's database with a backup run's",
         params: &[Param {
             name: "seq",
@@ -340,6 +362,7 @@ pub const CATALOG: &[Primitive] = &[
         name: "restore_project",
         class: PrimitiveClass::Destructive,
         claim_budget: budget(240),
+        run_budget: budget(235),
         summary: "replace the site's database and files with a backup run's",
         params: &[Param {
             name: "seq",
@@ -355,6 +378,7 @@ pub const CATALOG: &[Primitive] = &[
         name: "agent_converge",
         class: PrimitiveClass::Change,
         claim_budget: budget(5),
+        run_budget: DEFAULT_RUN_BUDGET,
         summary: "write and enable the agent's own supervision (its systemd unit, or the cron keepalive); restarts nothing",
         params: &[],
     },
@@ -365,7 +389,8 @@ impl Primitive {
     /// default run budget, but never so long that the plane gives up on the claim first (its
     /// claim budget less the report margin). Plane and node read the same number.
     pub fn run_budget(&self) -> Duration {
-        DEFAULT_RUN_BUDGET.min(self.claim_budget.saturating_sub(REPORT_MARGIN))
+        self.run_budget
+            .min(self.claim_budget.saturating_sub(REPORT_MARGIN))
     }
 }
 
@@ -504,7 +529,7 @@ mod tests {
         for primitive in CATALOG {
             let run = primitive.run_budget();
             assert!(run > Duration::ZERO, "{}", primitive.name);
-            assert!(run <= DEFAULT_RUN_BUDGET, "{}", primitive.name);
+            assert!(run <= primitive.run_budget, "{}", primitive.name);
             assert!(
                 run + REPORT_MARGIN <= primitive.claim_budget,
                 "{}",
@@ -515,6 +540,23 @@ mod tests {
             find("check_status").unwrap().run_budget(),
             Duration::from_secs(4 * 60)
         );
+        assert_eq!(
+            find("disk_usage").unwrap().run_budget(),
+            Duration::from_secs(14 * 60)
+        );
+    }
+
+    #[test]
+    fn ag_21_each_word_has_its_own_run_budget_and_the_backup_words_run_for_hours() {
+        // AG-21's 30 minutes is the default, not every word's: a backup of a large site, its
+        // verify and its restore run up to their own budgets (issue 14).
+        for word in ["backup_run", "verify_backup", "restore_database", "restore_project"] {
+            let primitive = find(word).unwrap();
+            assert_eq!(primitive.claim_budget, Duration::from_secs(240 * 60), "{word}");
+            assert_eq!(primitive.run_budget(), Duration::from_secs(235 * 60), "{word}");
+            assert!(primitive.run_budget() > DEFAULT_RUN_BUDGET, "{word}");
+        }
+        assert_eq!(find("install_security_updates").unwrap().run_budget(), DEFAULT_RUN_BUDGET);
     }
 
     #[test]

@@ -96,6 +96,8 @@ pub async fn run<B: Broker>(
                     let mut shown = object.clone();
                     shown.remove("manifest");
                     shown.remove("manifest_sig");
+                    shown.remove("manifest_text");
+                    shown.remove("node_key");
                     describe(&shown)
                 })
                 .unwrap_or_default(),
@@ -295,11 +297,15 @@ impl<B: Broker> Backups<'_, B> {
             previous_seq,
             finished_at: manifest.finished_at,
         })?;
+        // The manifest's exact bytes and the node's public key travel with it, so the plane
+        // checks the signature against the key the node was approved with.
         let mut result = json!({
             "seq": seq,
             "kind": kind,
             "manifest": manifest,
             "manifest_sig": signature,
+            "manifest_text": String::from_utf8_lossy(&bytes),
+            "node_key": self.node_key.public_key().to_base64(),
         });
         if let Some(note) = note {
             result["note"] = json!(note);

@@ -451,4 +451,12 @@ mod tests {
         let long = run_budget(status, Some(Duration::from_secs(86_400)), Duration::ZERO);
         assert_eq!(long, status.primitive.run_budget());
     }
+
+    #[test]
+    fn ag_21_a_backup_word_runs_to_its_own_budget_not_the_default_thirty_minutes() {
+        let backup = find("backup_run").unwrap();
+        let budget = run_budget(backup, Some(Duration::from_secs(240 * 60)), Duration::ZERO);
+        assert_eq!(budget, Duration::from_secs(235 * 60));
+        assert!(budget > primitives::DEFAULT_RUN_BUDGET);
+    }
 }

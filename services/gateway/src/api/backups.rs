@@ -1,5 +1,8 @@
 //! `/api/v1/backups/targets`: the backups service's targets (BK-04, level 10). A target's keys
-//! go in once, with its POST, and are never shown again.
+//! go in once, with its POST, and are never shown again. `/api/v1/backups/policy` and
+//! `/api/v1/nodes/{id}/backups/...`: the fleet policy, a node's position (BK-08), its backups
+//! (BK-20, BK-25) and the acts that take its machine's turn (BK-09), each answering
+//! `202 {"job_id"}` or `409` naming what holds the turn.
 
 use axum::{
     extract::State,
@@ -9,7 +12,10 @@ use axum::{
     Json,
 };
 use capstan_events::backups::rpc::{
-    ops, CreateTarget, ListTargets, SetDefaultTarget, TargetView, Targets,
+    ops, CreateTarget, Dispatched, FleetPolicy, FleetPolicyView, GetNodePolicy, GetPolicy,
+    ListTargets, MoveRequest, NodeBackups, NodeBackupsRequest, NodePolicyBody, NodePolicyView,
+    RestoreRequest, RestoreWhat, RunNow, SetDefaultTarget, SetNodePolicy, SetPolicy, TargetView,
+    Targets, VerifyRequest,
 };
 use capstan_events::Domain;
 use schemars::JsonSchema;
@@ -19,7 +25,7 @@ use crate::{
     ask::ask_of,
     error::ApiError,
     identity::Operator,
-    input::{JsonBody, PathId},
+    input::{JsonBody, NodeId, PathId},
     route::{Access, Method, Op, Route},
     AppState,
 };
@@ -30,9 +36,18 @@ pub enum BackupsOp {
     ListTargets,
     CreateTarget,
     SetDefaultTarget,
+    GetPolicy,
+    SetPolicy,
+    GetNodePolicy,
+    SetNodePolicy,
+    NodeBackups,
+    RunNow,
+    Verify,
+    Restore,
+    Move,
 }
 
-use capstan_events::rpc::Level::Admin;
+use capstan_events::rpc::Level::{Admin, Change, Read};
 
 const fn row(
     method: Method,
@@ -73,6 +88,69 @@ pub const ROUTES: &[Route] = &[
         BackupsOp::SetDefaultTarget,
         Some("set_default_backup_target"),
     ),
+    row(
+        Method::Get,
+        "/api/v1/backups/policy",
+        Read,
+        BackupsOp::GetPolicy,
+        None,
+    ),
+    row(
+        Method::Put,
+        "/api/v1/backups/policy",
+        Admin,
+        BackupsOp::SetPolicy,
+        Some("set_backup_policy"),
+    ),
+    row(
+        Method::Get,
+        "/api/v1/nodes/{id}/backups/policy",
+        Read,
+        BackupsOp::GetNodePolicy,
+        None,
+    ),
+    row(
+        Method::Put,
+        "/api/v1/nodes/{id}/backups/policy",
+        Admin,
+        BackupsOp::SetNodePolicy,
+        Some("set_node_backup_policy"),
+    ),
+    row(
+        Method::Get,
+        "/api/v1/nodes/{id}/backups",
+        Read,
+        BackupsOp::NodeBackups,
+        None,
+    ),
+    row(
+        Method::Post,
+        "/api/v1/nodes/{id}/backups/run",
+        Change,
+        BackupsOp::RunNow,
+        Some("run_backup"),
+    ),
+    row(
+        Method::Post,
+        "/api/v1/nodes/{id}/backups/verify",
+        Change,
+        BackupsOp::Verify,
+        Some("verify_backup"),
+    ),
+    row(
+        Method::Post,
+        "/api/v1/nodes/{id}/backups/restore",
+        Admin,
+        BackupsOp::Restore,
+        Some("restore_backup"),
+    ),
+    row(
+        Method::Post,
+        "/api/v1/nodes/{id}/backups/move",
+        Admin,
+        BackupsOp::Move,
+        Some("move_backups"),
+    ),
 ];
 
 /// The handler of `op`.
@@ -81,6 +159,15 @@ pub fn handler(filter: MethodFilter, op: BackupsOp) -> MethodRouter<AppState> {
         BackupsOp::ListTargets => on(filter, list_targets),
         BackupsOp::CreateTarget => on(filter, create_target),
         BackupsOp::SetDefaultTarget => on(filter, set_default_target),
+        BackupsOp::GetPolicy => on(filter, get_policy),
+        BackupsOp::SetPolicy => on(filter, set_policy),
+        BackupsOp::GetNodePolicy => on(filter, get_node_policy),
+        BackupsOp::SetNodePolicy => on(filter, set_node_policy),
+        BackupsOp::NodeBackups => on(filter, node_backups),
+        BackupsOp::RunNow => on(filter, run_now),
+        BackupsOp::Verify => on(filter, verify),
+        BackupsOp::Restore => on(filter, restore),
+        BackupsOp::Move => on(filter, move_node),
     }
 }
 
@@ -165,4 +252,153 @@ pub async fn set_default_target(
         )
         .await?,
     ))
+}
+
+pub async fn get_policy(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+) -> Result<Json<FleetPolicyView>, ApiError> {
+    Ok(Json(ask(&state, ops::GET_POLICY, &GetPolicy { actor }).await?))
+}
+
+/// `PUT /api/v1/backups/policy`: the whole fleet policy.
+pub async fn set_policy(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    JsonBody(policy): JsonBody<FleetPolicy>,
+) -> Result<Json<FleetPolicyView>, ApiError> {
+    Ok(Json(
+        ask(&state, ops::SET_POLICY, &SetPolicy { actor, policy }).await?,
+    ))
+}
+
+pub async fn get_node_policy(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+) -> Result<Json<NodePolicyView>, ApiError> {
+    Ok(Json(
+        ask(&state, ops::GET_NODE_POLICY, &GetNodePolicy { actor, node_id }).await?,
+    ))
+}
+
+/// `PUT /api/v1/nodes/{id}/backups/policy`: `{"position": "fleet" | "own" | "off", ...}`.
+pub async fn set_node_policy(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+    JsonBody(body): JsonBody<NodePolicyBody>,
+) -> Result<Json<NodePolicyView>, ApiError> {
+    Ok(Json(
+        ask(
+            &state,
+            ops::SET_NODE_POLICY,
+            &SetNodePolicy {
+                actor,
+                node_id,
+                body,
+            },
+        )
+        .await?,
+    ))
+}
+
+pub async fn node_backups(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+) -> Result<Json<NodeBackups>, ApiError> {
+    Ok(Json(
+        ask(
+            &state,
+            ops::NODE_BACKUPS,
+            &NodeBackupsRequest { actor, node_id },
+        )
+        .await?,
+    ))
+}
+
+fn accepted(dispatched: Dispatched) -> Response {
+    (StatusCode::ACCEPTED, Json(dispatched)).into_response()
+}
+
+pub async fn run_now(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+) -> Result<Response, ApiError> {
+    let dispatched = ask(&state, ops::RUN_NOW, &RunNow { actor, node_id }).await?;
+    Ok(accepted(dispatched))
+}
+
+/// `POST /api/v1/nodes/{id}/backups/verify`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyBody {
+    /// 2: open and read every artifact; 3: rehearse the restore into scratch.
+    pub level: u8,
+    /// The run to verify (with the chain it extends).
+    pub seq: i64,
+}
+
+pub async fn verify(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+    JsonBody(body): JsonBody<VerifyBody>,
+) -> Result<Response, ApiError> {
+    let request = VerifyRequest {
+        actor,
+        node_id,
+        level: body.level,
+        seq: body.seq,
+    };
+    Ok(accepted(ask(&state, ops::VERIFY, &request).await?))
+}
+
+/// `POST /api/v1/nodes/{id}/backups/restore` (level 10).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreBody {
+    /// The run to bring back (the last full and every incremental up to it, BK-25).
+    pub seq: i64,
+    /// `database` or `project` (database and files).
+    pub what: RestoreWhat,
+}
+
+pub async fn restore(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+    JsonBody(body): JsonBody<RestoreBody>,
+) -> Result<Response, ApiError> {
+    let request = RestoreRequest {
+        actor,
+        node_id,
+        seq: body.seq,
+        what: body.what,
+    };
+    Ok(accepted(ask(&state, ops::RESTORE, &request).await?))
+}
+
+/// `POST /api/v1/nodes/{id}/backups/move` (level 10).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MoveBody {
+    /// Where the node's new backups go.
+    pub target_id: i64,
+}
+
+pub async fn move_node(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+    JsonBody(body): JsonBody<MoveBody>,
+) -> Result<Response, ApiError> {
+    let request = MoveRequest {
+        actor,
+        node_id,
+        target_id: body.target_id,
+    };
+    Ok(accepted(ask(&state, ops::MOVE, &request).await?))
 }

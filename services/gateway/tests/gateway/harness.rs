@@ -593,6 +593,33 @@ fn target_view(id: i64) -> capstan_events::backups::rpc::TargetView {
     }
 }
 
+fn fleet_policy() -> capstan_events::backups::rpc::FleetPolicy {
+    use capstan_events::backups::rpc as backups;
+    backups::FleetPolicy {
+        enabled: true,
+        fields: backups::PolicyFields {
+            every_minutes: 1440,
+            window_start_hour: 0,
+            window_hours: 24,
+            mode: backups::BackupMode::Chain,
+            keep_days: 7,
+            full_every_days: 7,
+            verify_every_days: 7,
+        },
+    }
+}
+
+fn node_policy(request: Value) -> capstan_events::backups::rpc::NodePolicyView {
+    capstan_events::backups::rpc::NodePolicyView {
+        node_id: request["node_id"].as_i64().unwrap_or(5),
+        position: capstan_events::backups::rpc::Position::Fleet,
+        scheduled: true,
+        fields: fleet_policy().fields,
+        decided_by: None,
+        decided_at: None,
+    }
+}
+
 fn fake_backups(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
     use capstan_events::backups::rpc as backups;
     let server = RpcServer::new(bus, Domain::Backups);
@@ -607,7 +634,7 @@ fn fake_backups(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
         backups::ops::CREATE_TARGET,
         |_, _: Value| target_view(2),
     );
-    fake(
+    let server = fake(
         server,
         script,
         backups::ops::SET_DEFAULT_TARGET,
@@ -615,7 +642,67 @@ fn fake_backups(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
             is_default: true,
             ..target_view(request["target_id"].as_i64().unwrap_or(1))
         },
-    )
+    );
+    let server = fake(server, script, backups::ops::GET_POLICY, |_, _: Value| {
+        backups::FleetPolicyView {
+            policy: fleet_policy(),
+            changed_by: None,
+            changed_at: None,
+        }
+    });
+    let server = fake(server, script, backups::ops::SET_POLICY, |_, _: Value| {
+        backups::FleetPolicyView {
+            policy: fleet_policy(),
+            changed_by: Some("ada".into()),
+            changed_at: Some(chrono::Utc::now()),
+        }
+    });
+    let server = fake(
+        server,
+        script,
+        backups::ops::GET_NODE_POLICY,
+        |_, request: Value| node_policy(request),
+    );
+    let server = fake(
+        server,
+        script,
+        backups::ops::SET_NODE_POLICY,
+        |_, request: Value| node_policy(request),
+    );
+    let server = fake(
+        server,
+        script,
+        backups::ops::NODE_BACKUPS,
+        |_, request: Value| backups::NodeBackups {
+            node_id: request["node_id"].as_i64().unwrap_or(5),
+            chains: vec![],
+            last_backup: None,
+            last_full: None,
+            oldest: None,
+            shelf_problem: None,
+            verify_state: backups::VerifyState {
+                state: backups::VerifyStateKind::NoBackups,
+                problem: false,
+                words: "No backup yet".into(),
+                last: None,
+            },
+            recovery_key: None,
+            last_failure: None,
+            busy: None,
+        },
+    );
+    let mut server = server;
+    for op in [
+        backups::ops::RUN_NOW,
+        backups::ops::VERIFY,
+        backups::ops::RESTORE,
+        backups::ops::MOVE,
+    ] {
+        server = fake(server, script, op, |_, _: Value| backups::Dispatched {
+            job_id: 77,
+        });
+    }
+    server
 }
 
 fn fake_monitor(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
@@ -841,6 +928,18 @@ pub fn body_for(path: &str) -> Value {
         json!({"enabled": true, "kind": "http_status", "url": "https://shop.example/"})
     } else if path == "/api/v1/releases" {
         json!({"metadata": "{}", "binaries": {"linux-amd64": "AAEC"}})
+    } else if path == "/api/v1/backups/policy" {
+        json!({"enabled": true, "every_minutes": 1440, "window_start_hour": 0,
+               "window_hours": 24, "mode": "chain", "keep_days": 7, "full_every_days": 7,
+               "verify_every_days": 7})
+    } else if path.ends_with("/backups/policy") {
+        json!({"position": "off"})
+    } else if path.ends_with("/backups/verify") {
+        json!({"level": 2, "seq": 1})
+    } else if path.ends_with("/backups/restore") {
+        json!({"seq": 1, "what": "database"})
+    } else if path.ends_with("/backups/move") {
+        json!({"target_id": 1})
     } else if path == "/api/v1/backups/targets" {
         json!({"name": "offsite", "provider": "generic_s3", "endpoint": "https://s3.example.net",
                "region": "eu-central-1", "bucket": "capstan-backups", "folder": "fleet",

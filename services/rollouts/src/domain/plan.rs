@@ -14,11 +14,8 @@ pub const MAX_NODES: usize = 5_000;
 /// The most stages one rollout may have.
 pub const MAX_STAGES: usize = 20;
 
-/// RO-12: a node's machine — the Docker host its container sits on (container sites on one
-/// host are one machine), else the node itself.
-pub fn machine_key(node: i64, docker_host: Option<i64>) -> String {
-    format!("node-{}", docker_host.unwrap_or(node))
-}
+/// RO-12: a node's machine (shared with the backups service's turns, BK-09).
+pub use capstan_events::agent_channel::machine_key;
 
 /// What the service knows of a node when it plans.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -272,13 +269,6 @@ mod tests {
             rollout_first: false,
             management: false,
         }
-    }
-
-    #[test]
-    fn ro_12_container_sites_on_one_host_are_one_machine() {
-        assert_eq!(machine_key(7, Some(3)), machine_key(9, Some(3)));
-        assert_eq!(machine_key(3, None), machine_key(7, Some(3)));
-        assert_ne!(machine_key(7, None), machine_key(9, None));
     }
 
     #[test]
