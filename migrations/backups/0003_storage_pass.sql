@@ -23,3 +23,17 @@ CREATE TABLE surplus (
     since    TIMESTAMPTZ NOT NULL,
     PRIMARY KEY (space_id, full_seq)
 );
+
+-- BK-22: the owner's recovery key as the node's latest check_status reported it (read from
+-- the agent channel's job_finished; never written by the plane on a node).
+ALTER TABLE nodes
+    ADD COLUMN recovery_state       TEXT CHECK (recovery_state IN ('already', 'none', 'invalid')),
+    ADD COLUMN recovery_fingerprint TEXT,
+    ADD COLUMN recovery_reported_at TIMESTAMPTZ;
+
+-- BK-21: the node's backup health as last judged and sent (backups.health_changed).
+CREATE TABLE health (
+    node_id   BIGINT PRIMARY KEY,
+    health    JSONB NOT NULL,
+    judged_at TIMESTAMPTZ NOT NULL
+);

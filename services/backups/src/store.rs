@@ -7,6 +7,7 @@ use capstan_store::{outbox, PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 
 pub mod schedule;
+pub mod health;
 pub mod shelf;
 
 type Result<T> = std::result::Result<T, StoreError>;
