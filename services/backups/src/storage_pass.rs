@@ -75,7 +75,9 @@ pub async fn pass_node(
             Ok(storage) => storage,
             Err(error) => {
                 every_listed = false;
-                report.errors.push(format!("space {}: {}", space.id, error.message));
+                report
+                    .errors
+                    .push(format!("space {}: {}", space.id, error.message));
                 continue;
             }
         };
@@ -123,9 +125,11 @@ pub async fn pass_node(
                 Ok(None) => every_read = false,
                 Err(error) => {
                     every_read = false;
-                    report
-                        .errors
-                        .push(format!("space {}: {}: {error}", space.id, manifest_name(seq)));
+                    report.errors.push(format!(
+                        "space {}: {}: {error}",
+                        space.id,
+                        manifest_name(seq)
+                    ));
                 }
             }
         }
@@ -174,7 +178,13 @@ pub async fn pass_node(
             }
         }
         let active_verified = chains.iter().any(|chain| chain.verified && !chain.draining);
-        let verdicts = retention::judge(&chains, policy.keep_days, policy.tiers, active_verified, now);
+        let verdicts = retention::judge(
+            &chains,
+            policy.keep_days,
+            policy.tiers,
+            active_verified,
+            now,
+        );
         for (full_seq, verdict) in verdicts {
             let Some((index, chain)) = owner.get(&full_seq) else {
                 continue;

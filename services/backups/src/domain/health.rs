@@ -142,10 +142,7 @@ fn judgement(reason: impl Into<String>, since: DateTime<Utc>) -> Option<Judgemen
 fn failed(facts: &HealthFacts) -> Option<Judgement> {
     let run = facts.last_run.as_ref()?;
     let error = run.error.as_ref()?;
-    judgement(
-        format!("Run {} failed: {error}", run.seq),
-        run.finished_at,
-    )
+    judgement(format!("Run {} failed: {error}", run.seq), run.finished_at)
 }
 
 fn stopped(facts: &HealthFacts, now: DateTime<Utc>) -> Option<Judgement> {
@@ -159,7 +156,9 @@ fn stopped(facts: &HealthFacts, now: DateTime<Utc>) -> Option<Judgement> {
                 _ => "the node has no verified recovery key",
             };
             return judgement(
-                format!("No verified recovery key: {said}, so no backup can be opened by its owner"),
+                format!(
+                    "No verified recovery key: {said}, so no backup can be opened by its owner"
+                ),
                 grace_ends,
             );
         }
@@ -301,7 +300,13 @@ mod tests {
     #[test]
     fn bk_21_the_last_run_failed_is_backup_failed_with_the_nodes_reason_and_run() {
         let mut facts = healthy();
-        facts.last_run = Some(run(31, false, 31 * 24, Some("pg_dump: connection refused"), 0));
+        facts.last_run = Some(run(
+            31,
+            false,
+            31 * 24,
+            Some("pg_dump: connection refused"),
+            0,
+        ));
         let health = judge(&facts, at(31 * 24 + 1));
         let failed = health.failed.expect("failed");
         assert!(failed.reason.contains("Run 31"), "{}", failed.reason);
@@ -316,11 +321,18 @@ mod tests {
 
     #[test]
     fn bk_21_no_verified_recovery_key_stops_backups_after_the_first_seven_days() {
-        for key in [RecoveryKey::None, RecoveryKey::Invalid, RecoveryKey::Unreported] {
+        for key in [
+            RecoveryKey::None,
+            RecoveryKey::Invalid,
+            RecoveryKey::Unreported,
+        ] {
             let mut facts = healthy();
             facts.recovery_key = key.clone();
             let stopped = judge(&facts, now()).stopped.expect("stopped");
-            assert!(stopped.reason.starts_with("No verified recovery key"), "{key:?}");
+            assert!(
+                stopped.reason.starts_with("No verified recovery key"),
+                "{key:?}"
+            );
             assert_eq!(stopped.since, at(0) + NO_KEY_GRACE);
         }
     }
@@ -345,7 +357,9 @@ mod tests {
         facts.last_full = None;
         facts.previous_full_bytes = None;
         assert_eq!(judge(&facts, now()).stopped, None);
-        let stopped = judge(&facts, now() + Duration::hours(1)).stopped.expect("stopped");
+        let stopped = judge(&facts, now() + Duration::hours(1))
+            .stopped
+            .expect("stopped");
         assert_eq!(stopped.reason, "Never backed up");
         // Never backed up is not also "never verified".
         assert_eq!(judge(&facts, now() + Duration::days(30)).unverified, None);
@@ -357,7 +371,11 @@ mod tests {
         let success = facts.last_success.clone().unwrap();
         facts.shelf_newest_at = Some(success.started_at - Duration::hours(20));
         let stopped = judge(&facts, now()).stopped.expect("stopped");
-        assert!(stopped.reason.starts_with("Backups are not landing"), "{}", stopped.reason);
+        assert!(
+            stopped.reason.starts_with("Backups are not landing"),
+            "{}",
+            stopped.reason
+        );
         assert_eq!(stopped.since, facts.shelf_checked_at.unwrap());
         // A listing from before the claimed success says nothing yet.
         facts.shelf_checked_at = Some(success.finished_at - Duration::minutes(1));
@@ -373,8 +391,12 @@ mod tests {
         let facts = healthy();
         let started = facts.last_success.as_ref().unwrap().started_at;
         assert_eq!(judge(&facts, started + Duration::hours(47)).stopped, None);
-        let stopped = judge(&facts, started + Duration::hours(48)).stopped.expect("stopped");
-        assert!(stopped.reason.contains("longer ago than the schedule allows"));
+        let stopped = judge(&facts, started + Duration::hours(48))
+            .stopped
+            .expect("stopped");
+        assert!(stopped
+            .reason
+            .contains("longer ago than the schedule allows"));
         assert_eq!(stopped.since, started + Duration::hours(48));
     }
 
@@ -415,7 +437,9 @@ mod tests {
         facts.verify.failed = Some((at(29 * 24 + 3), "sha256 of files.000001 differs".into()));
         let unverified = judge(&facts, now()).unverified.expect("unverified");
         assert!(unverified.reason.contains("sha256 of files.000001 differs"));
-        assert!(unverified.reason.contains("nothing is retried automatically"));
+        assert!(unverified
+            .reason
+            .contains("nothing is retried automatically"));
     }
 
     #[test]
@@ -449,7 +473,13 @@ mod tests {
         assert!(!RecoveryKey::from_report(Some("already"), None).has_own_key());
         assert!(!RecoveryKey::from_report(Some("none"), None).has_own_key());
         assert!(!RecoveryKey::from_report(Some("invalid"), Some("fp")).has_own_key());
-        assert_eq!(RecoveryKey::from_report(None, None), RecoveryKey::Unreported);
-        assert_eq!(RecoveryKey::from_report(Some("what"), None), RecoveryKey::Unreported);
+        assert_eq!(
+            RecoveryKey::from_report(None, None),
+            RecoveryKey::Unreported
+        );
+        assert_eq!(
+            RecoveryKey::from_report(Some("what"), None),
+            RecoveryKey::Unreported
+        );
     }
 }

@@ -121,7 +121,8 @@ mod tests {
     }
 
     #[test]
-    fn bk_13_bk_17_a_listing_reads_run_objects_their_sizes_the_newest_write_and_the_restore_points() {
+    fn bk_13_bk_17_a_listing_reads_run_objects_their_sizes_the_newest_write_and_the_restore_points()
+    {
         let listed = vec![
             object("0000000001/files.tar.zst.age.000001", 10, 1),
             object("0000000001/manifest-1.json", 700, 2),

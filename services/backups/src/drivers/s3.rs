@@ -279,12 +279,14 @@ impl Storage {
                     what: what.clone(),
                     why: error.to_string(),
                 })?;
-            listed.extend(page.contents.into_iter().map(|object| Listed {
-                last_modified: chrono::DateTime::parse_from_rfc3339(&object.last_modified)
-                    .ok()
-                    .map(|at| at.with_timezone(&chrono::Utc)),
-                key: object.key,
-                size: object.size,
+            listed.extend(page.contents.into_iter().map(|object| {
+                Listed {
+                    last_modified: chrono::DateTime::parse_from_rfc3339(&object.last_modified)
+                        .ok()
+                        .map(|at| at.with_timezone(&chrono::Utc)),
+                    key: object.key,
+                    size: object.size,
+                }
             }));
             match page.next_continuation_token {
                 Some(next) if !next.is_empty() => token = Some(next),

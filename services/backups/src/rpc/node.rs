@@ -507,9 +507,11 @@ async fn recovery_key_view(
         RecoveryKey::Invalid => ("invalid", None),
         RecoveryKey::Already { fingerprint } => ("already", Some(fingerprint)),
     };
-    Ok(at.map(|reported_at| capstan_events::backups::rpc::RecoveryKeyView {
-        state: state.to_string(),
-        fingerprint,
-        reported_at,
-    }))
+    Ok(at.map(
+        |reported_at| capstan_events::backups::rpc::RecoveryKeyView {
+            state: state.to_string(),
+            fingerprint,
+            reported_at,
+        },
+    ))
 }

@@ -117,15 +117,20 @@ pub async fn runs(connection: &mut PgConnection, node: i64) -> Result<Runs> {
         .map(|row| row.bytes.unwrap_or_default().max(0) as u64);
     let last_success = landed_runs.into_iter().next().map(landed);
     // The newest backup_run job that ended: a failure unless its run landed.
-    let ended: Option<(Option<i64>, String, Option<String>, DateTime<Utc>, DateTime<Utc>)> =
-        sqlx::query_as(
-            "SELECT seq, outcome, reason, dispatched_at, finished_at FROM jobs
+    let ended: Option<(
+        Option<i64>,
+        String,
+        Option<String>,
+        DateTime<Utc>,
+        DateTime<Utc>,
+    )> = sqlx::query_as(
+        "SELECT seq, outcome, reason, dispatched_at, finished_at FROM jobs
              WHERE node_id = $1 AND primitive = 'backup_run' AND finished_at IS NOT NULL
              ORDER BY finished_at DESC LIMIT 1",
-        )
-        .bind(node)
-        .fetch_optional(&mut *connection)
-        .await?;
+    )
+    .bind(node)
+    .fetch_optional(&mut *connection)
+    .await?;
     let last_run = match ended {
         Some((seq, outcome, reason, dispatched, finished)) => {
             let seq = seq.unwrap_or_default();
@@ -225,10 +230,10 @@ pub async fn judged(
 
 /// The seqs a verify passed for (BK-12's verified chains).
 pub async fn verified_seqs(connection: &mut PgConnection, node: i64) -> Result<Vec<i64>> {
-    Ok(sqlx::query_scalar(
-        "SELECT seq FROM runs WHERE node_id = $1 AND verified_at IS NOT NULL",
+    Ok(
+        sqlx::query_scalar("SELECT seq FROM runs WHERE node_id = $1 AND verified_at IS NOT NULL")
+            .bind(node)
+            .fetch_all(connection)
+            .await?,
     )
-    .bind(node)
-    .fetch_all(connection)
-    .await?)
 }

@@ -104,7 +104,10 @@ pub async fn live_spaces(connection: &mut PgConnection, node: i64) -> Result<Vec
 }
 
 /// When a pass first found each chain of `space` surplus: (full_seq, since).
-pub async fn surplus(connection: &mut PgConnection, space: i64) -> Result<Vec<(i64, DateTime<Utc>)>> {
+pub async fn surplus(
+    connection: &mut PgConnection,
+    space: i64,
+) -> Result<Vec<(i64, DateTime<Utc>)>> {
     Ok(
         sqlx::query_as("SELECT full_seq, since FROM surplus WHERE space_id = $1")
             .bind(space)

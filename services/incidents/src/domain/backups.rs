@@ -13,7 +13,12 @@ use super::sources::{Condition, NodeFacts, PlaneSource, PlaneSourceName, SourceN
 /// The newest backup health the backups service sent for a node (none before it sent one).
 pub type BackupFacts = BackupHealth;
 
-fn condition(name: PlaneSourceName, severity: Severity, judgement: &Judgement, now: DateTime<Utc>) -> Condition {
+fn condition(
+    name: PlaneSourceName,
+    severity: Severity,
+    judgement: &Judgement,
+    now: DateTime<Utc>,
+) -> Condition {
     Condition {
         source: SourceName::Plane(name),
         severity,
@@ -149,7 +154,11 @@ mod tests {
 
     #[test]
     fn bk_21_the_sources_are_named_as_the_spec_names_them() {
-        for name in ["plane:backup_failed", "plane:backups_stopped", "plane:backup_unverified"] {
+        for name in [
+            "plane:backup_failed",
+            "plane:backups_stopped",
+            "plane:backup_unverified",
+        ] {
             assert_eq!(SourceName::parse(name).unwrap().to_string(), name);
         }
     }

@@ -272,7 +272,10 @@ impl NodeRow {
                 reason: self.script_trust_reason,
                 since: self.script_trust_since,
             },
-            backups: self.backup_health.map(|health| health.0).unwrap_or_default(),
+            backups: self
+                .backup_health
+                .map(|health| health.0)
+                .unwrap_or_default(),
         })
     }
 }

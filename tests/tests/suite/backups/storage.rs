@@ -57,7 +57,10 @@ async fn land_run(
     let http = reqwest::Client::new();
     for (key, bytes) in [
         (part.clone(), body),
-        (format!("{seq}/manifest-{seq}.json"), serde_json::to_vec(&manifest).unwrap()),
+        (
+            format!("{seq}/manifest-{seq}.json"),
+            serde_json::to_vec(&manifest).unwrap(),
+        ),
     ] {
         let stored = object_key(folder, space, node, &parse_node_key(&key).unwrap());
         let url = storage.presign_put(&stored, Duration::from_secs(300));
@@ -87,7 +90,9 @@ async fn bk_11_bk_12_bk_15_bk_17_the_storage_pass_deletes_exactly_what_retention
     let plane = Plane::start().await;
     let target_id = default_target(&plane, &s3).await;
     let node = 41;
-    let db = Store::connect(plane.database.url(), "backups", 2).await.unwrap();
+    let db = Store::connect(plane.database.url(), "backups", 2)
+        .await
+        .unwrap();
     let state = State {
         store: db.clone(),
         sealer: Sealer::new(Some(seal_key())),
@@ -97,11 +102,16 @@ async fn bk_11_bk_12_bk_15_bk_17_the_storage_pass_deletes_exactly_what_retention
     // The space the broker opens for the node's first run.
     let space = {
         let mut connection = db.pool().acquire().await.unwrap();
-        store::open_space(&mut connection, node, target_id).await.unwrap()
+        store::open_space(&mut connection, node, target_id)
+            .await
+            .unwrap()
     };
     let target = {
         let mut connection = db.pool().acquire().await.unwrap();
-        store::target(&mut connection, target_id).await.unwrap().unwrap()
+        store::target(&mut connection, target_id)
+            .await
+            .unwrap()
+            .unwrap()
     };
     let storage = rpc::storage(&state, &target).unwrap();
     let now = Utc::now();
@@ -137,14 +147,25 @@ async fn bk_11_bk_12_bk_15_bk_17_the_storage_pass_deletes_exactly_what_retention
     assert!(first.listed);
     assert_eq!(first.problem, None);
     assert!(first.deleted.is_empty(), "{:?}", first.deleted);
-    assert_eq!(runs_in(&s3.keys(), node), BTreeSet::from([1, 2, 3, 4, 5, 6]));
+    assert_eq!(
+        runs_in(&s3.keys(), node),
+        BTreeSet::from([1, 2, 3, 4, 5, 6])
+    );
     let mut connection = db.pool().acquire().await.unwrap();
     let shelf = store::shelf::shelf(&mut connection, node).await.unwrap();
-    assert_eq!(shelf.checked_at.map(|at| at.timestamp()), Some(now.timestamp()));
-    assert!(shelf.newest_at.is_some_and(|newest| newest > now - Days::minutes(10)));
+    assert_eq!(
+        shelf.checked_at.map(|at| at.timestamp()),
+        Some(now.timestamp())
+    );
+    assert!(shelf
+        .newest_at
+        .is_some_and(|newest| newest > now - Days::minutes(10)));
     assert_eq!(shelf.problem, None);
     let surplus = store::shelf::surplus(&mut connection, space).await.unwrap();
-    assert_eq!(surplus.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), vec![1]);
+    assert_eq!(
+        surplus.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(),
+        vec![1]
+    );
     drop(connection);
 
     // A day later: chain 1 goes whole (runs 1 and 2, parts and manifests); chain 3 (the newest
@@ -174,7 +195,9 @@ async fn bk_11_bk_12_bk_15_bk_17_the_storage_pass_deletes_exactly_what_retention
     assert_eq!(pruned[0].data["space_id"], space);
     assert_eq!(pruned[0].data["seqs"], json!([1, 2]));
     // Nothing more is deleted on the next pass.
-    let third = pass_node(&state, node, &policy, later + Days::hours(1)).await.unwrap();
+    let third = pass_node(&state, node, &policy, later + Days::hours(1))
+        .await
+        .unwrap();
     assert!(third.deleted.is_empty(), "{:?}", third.deleted);
 
     // A truncated object is found by the storage check, in one line naming the run and part.
@@ -185,7 +208,9 @@ async fn bk_11_bk_12_bk_15_bk_17_the_storage_pass_deletes_exactly_what_retention
         &parse_node_key("5/files.tar.zst.age.000001").unwrap(),
     );
     std::fs::write(s3.object_path(&part), b"cut").unwrap();
-    let fourth = pass_node(&state, node, &policy, later + Days::hours(2)).await.unwrap();
+    let fourth = pass_node(&state, node, &policy, later + Days::hours(2))
+        .await
+        .unwrap();
     let problem = fourth.problem.expect("the truncated part is found");
     assert_eq!(
         problem,
