@@ -20,6 +20,7 @@ use capstan_store::Store;
 use chrono::{DateTime, Duration as Days, Utc};
 
 use super::*;
+use crate::agent_channel::PairedAgent;
 
 fn seal_key() -> [u8; 32] {
     let hex = capstan_e2e::plane::TEST_SEAL_KEY;
@@ -219,4 +220,77 @@ async fn bk_11_bk_12_bk_15_bk_17_the_storage_pass_deletes_exactly_what_retention
     let mut connection = db.pool().acquire().await.unwrap();
     let shelf = store::shelf::shelf(&mut connection, node).await.unwrap();
     assert_eq!(shelf.problem.as_deref(), Some(problem.as_str()));
+}
+
+#[tokio::test]
+async fn bk_17_bk_21_a_claimed_success_storage_does_not_hold_raises_backups_stopped_through_incidents(
+) {
+    let s3 = S3Server::start().await;
+    let plane = Plane::start_with(&[
+        ("CAPSTAN__BACKUPS__SCHEDULE_SECS", "1"),
+        ("CAPSTAN__INCIDENTS__PASS_SECS", "1"),
+    ])
+    .await;
+    let target_id = default_target(&plane, &s3).await;
+    let (_agent, node) = plane.paired_agent("web-unlanded").await;
+    let pool = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
+    // The backups service knows the node (its projection of the pairing), and its agent offers
+    // backup_run (what a claim's vocabulary would say).
+    wait_for("the backups service to know the node", Duration::from_secs(60), || {
+        let pool = pool.clone();
+        async move {
+            sqlx::query("UPDATE backups.nodes SET vocabulary = '{backup_run}' WHERE node_id = $1")
+                .bind(node)
+                .execute(&pool)
+                .await
+                .ok()
+                .filter(|done| done.rows_affected() == 1)
+                .map(|_| ())
+        }
+    })
+    .await;
+    // The node claims a full landed five minutes ago in its space; the storage holds nothing.
+    let db = Store::connect(plane.database.url(), "backups", 2).await.unwrap();
+    let space = {
+        let mut connection = db.pool().acquire().await.unwrap();
+        store::open_space(&mut connection, node, target_id).await.unwrap()
+    };
+    sqlx::query(
+        "INSERT INTO backups.runs (node_id, seq, space_id, job_id, kind, full_seq, started_at,
+             finished_at, bytes, landed_at)
+         VALUES ($1, 1, $2, 990001, 'full', 1, now() - interval '10 minutes',
+             now() - interval '5 minutes', 4096, now() - interval '4 minutes')",
+    )
+    .bind(node)
+    .bind(space)
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    // The witness lists with the plane's credential, finds nothing written since the run
+    // started, and the incidents service opens plane:backups_stopped from the judgement.
+    let incident = crate::incidents::wait_incident(
+        &plane,
+        node,
+        "plane:backups_stopped",
+        "plane:backups_stopped to open",
+        |incident| incident["status"] == "open",
+    )
+    .await;
+    assert_eq!(incident["severity"], "critical", "{incident}");
+    assert!(
+        incident["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Backups are not landing"),
+        "{incident}"
+    );
+    let stamped: Option<DateTime<Utc>> =
+        sqlx::query_scalar("SELECT checked_at FROM backups.shelf WHERE node_id = $1")
+            .bind(node)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert!(stamped.is_some());
+    pool.close().await;
 }
