@@ -249,17 +249,37 @@ async fn bk_17_bk_21_a_claimed_success_storage_does_not_hold_raises_backups_stop
         }
     })
     .await;
-    // The node claims a full landed five minutes ago in its space; the storage holds nothing.
+    // The node's folder holds one object written before the run it then claims: a full that
+    // started after that write and landed, of which the storage holds nothing.
     let db = Store::connect(plane.database.url(), "backups", 2).await.unwrap();
     let space = {
         let mut connection = db.pool().acquire().await.unwrap();
         store::open_space(&mut connection, node, target_id).await.unwrap()
     };
+    let state = State {
+        store: db.clone(),
+        sealer: Sealer::new(Some(seal_key())),
+        http: http(),
+        url_ttl: Duration::from_secs(300),
+    };
+    let target = {
+        let mut connection = db.pool().acquire().await.unwrap();
+        store::target(&mut connection, target_id).await.unwrap().unwrap()
+    };
+    let storage = rpc::storage(&state, &target).unwrap();
+    let older = object_key("fleet", space, node, &parse_node_key("1/older.txt").unwrap());
+    let url = storage.presign_put(&older, Duration::from_secs(300));
+    let mut request = reqwest::Client::new().put(url.url.as_str()).body("written before");
+    for (name, value) in &url.headers {
+        request = request.header(name, value);
+    }
+    assert!(request.send().await.unwrap().status().is_success());
+    // Started a second on (whatever the store's clock resolution), landed after that.
     sqlx::query(
         "INSERT INTO backups.runs (node_id, seq, space_id, job_id, kind, full_seq, started_at,
              finished_at, bytes, landed_at)
-         VALUES ($1, 1, $2, 990001, 'full', 1, now() - interval '10 minutes',
-             now() - interval '5 minutes', 4096, now() - interval '4 minutes')",
+         VALUES ($1, 2, $2, 990001, 'full', 2, now() + interval '1 second',
+             now() + interval '1 second', 4096, now() + interval '2 seconds')",
     )
     .bind(node)
     .bind(space)
