@@ -550,13 +550,29 @@ mod tests {
     fn ag_21_each_word_has_its_own_run_budget_and_the_backup_words_run_for_hours() {
         // AG-21's 30 minutes is the default, not every word's: a backup of a large site, its
         // verify and its restore run up to their own budgets (issue 14).
-        for word in ["backup_run", "verify_backup", "restore_database", "restore_project"] {
+        for word in [
+            "backup_run",
+            "verify_backup",
+            "restore_database",
+            "restore_project",
+        ] {
             let primitive = find(word).unwrap();
-            assert_eq!(primitive.claim_budget, Duration::from_secs(240 * 60), "{word}");
-            assert_eq!(primitive.run_budget(), Duration::from_secs(235 * 60), "{word}");
+            assert_eq!(
+                primitive.claim_budget,
+                Duration::from_secs(240 * 60),
+                "{word}"
+            );
+            assert_eq!(
+                primitive.run_budget(),
+                Duration::from_secs(235 * 60),
+                "{word}"
+            );
             assert!(primitive.run_budget() > DEFAULT_RUN_BUDGET, "{word}");
         }
-        assert_eq!(find("install_security_updates").unwrap().run_budget(), DEFAULT_RUN_BUDGET);
+        assert_eq!(
+            find("install_security_updates").unwrap().run_budget(),
+            DEFAULT_RUN_BUDGET
+        );
     }
 
     #[test]

@@ -123,7 +123,7 @@ mod tests {
     #[test]
     fn bk_13_bk_17_a_listing_reads_run_objects_their_sizes_the_newest_write_and_the_restore_points()
     {
-        let listed = vec![
+        let listed = [
             object("0000000001/files.tar.zst.age.000001", 10, 1),
             object("0000000001/manifest-1.json", 700, 2),
             object("0000000002/files.tar.zst.age.000001", 4, 5),

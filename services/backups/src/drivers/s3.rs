@@ -278,14 +278,16 @@ impl Storage {
                 what: what.clone(),
                 why,
             })?;
-            listed.extend(page.contents.into_iter().map(|object| Listed {
-                last_modified: object
-                    .last_modified
-                    .as_deref()
-                    .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok())
-                    .map(|at| at.with_timezone(&chrono::Utc)),
-                key: object.key,
-                size: object.size,
+            listed.extend(page.contents.into_iter().map(|object| {
+                Listed {
+                    last_modified: object
+                        .last_modified
+                        .as_deref()
+                        .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok())
+                        .map(|at| at.with_timezone(&chrono::Utc)),
+                    key: object.key,
+                    size: object.size,
+                }
             }));
             match page.next_continuation_token {
                 Some(next) if !next.is_empty() => token = Some(next),

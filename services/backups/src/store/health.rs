@@ -10,6 +10,17 @@ use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
 use super::Result;
+
+/// `recovery_state, recovery_fingerprint, recovery_reported_at`.
+type KeyRow = (Option<String>, Option<String>, Option<DateTime<Utc>>);
+/// `seq, outcome, reason, dispatched_at, finished_at` of a backup_run job that ended.
+type EndedJob = (
+    Option<i64>,
+    String,
+    Option<String>,
+    DateTime<Utc>,
+    DateTime<Utc>,
+);
 use crate::domain::health::{RecoveryKey, RunFacts, VerifyFacts};
 
 /// BK-22: the node's check_status said `state` (and `fingerprint`) at `at`; an older report
@@ -39,7 +50,7 @@ pub async fn recovery_key(
     connection: &mut PgConnection,
     node: i64,
 ) -> Result<(RecoveryKey, Option<DateTime<Utc>>)> {
-    let row: Option<(Option<String>, Option<String>, Option<DateTime<Utc>>)> = sqlx::query_as(
+    let row: Option<KeyRow> = sqlx::query_as(
         "SELECT recovery_state, recovery_fingerprint, recovery_reported_at FROM nodes
          WHERE node_id = $1",
     )
@@ -117,13 +128,7 @@ pub async fn runs(connection: &mut PgConnection, node: i64) -> Result<Runs> {
         .map(|row| row.bytes.unwrap_or_default().max(0) as u64);
     let last_success = landed_runs.into_iter().next().map(landed);
     // The newest backup_run job that ended: a failure unless its run landed.
-    let ended: Option<(
-        Option<i64>,
-        String,
-        Option<String>,
-        DateTime<Utc>,
-        DateTime<Utc>,
-    )> = sqlx::query_as(
+    let ended: Option<EndedJob> = sqlx::query_as(
         "SELECT seq, outcome, reason, dispatched_at, finished_at FROM jobs
              WHERE node_id = $1 AND primitive = 'backup_run' AND finished_at IS NOT NULL
              ORDER BY finished_at DESC LIMIT 1",

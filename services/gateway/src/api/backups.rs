@@ -258,7 +258,9 @@ pub async fn get_policy(
     State(state): State<AppState>,
     Operator(actor): Operator,
 ) -> Result<Json<FleetPolicyView>, ApiError> {
-    Ok(Json(ask(&state, ops::GET_POLICY, &GetPolicy { actor }).await?))
+    Ok(Json(
+        ask(&state, ops::GET_POLICY, &GetPolicy { actor }).await?,
+    ))
 }
 
 /// `PUT /api/v1/backups/policy`: the whole fleet policy.
@@ -278,7 +280,12 @@ pub async fn get_node_policy(
     NodeId(node_id): NodeId,
 ) -> Result<Json<NodePolicyView>, ApiError> {
     Ok(Json(
-        ask(&state, ops::GET_NODE_POLICY, &GetNodePolicy { actor, node_id }).await?,
+        ask(
+            &state,
+            ops::GET_NODE_POLICY,
+            &GetNodePolicy { actor, node_id },
+        )
+        .await?,
     ))
 }
 

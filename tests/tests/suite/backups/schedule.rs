@@ -169,7 +169,12 @@ async fn bk_05_07_25_a_scheduled_full_then_an_incremental_land_restore_brings_ba
             "verify_every_days": 0})
     };
     let (status, policy) = plane
-        .api(&plane.admin, "PUT", "/api/v1/backups/policy", Some(fleet(false)))
+        .api(
+            &plane.admin,
+            "PUT",
+            "/api/v1/backups/policy",
+            Some(fleet(false)),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{policy}");
 
@@ -178,7 +183,12 @@ async fn bk_05_07_25_a_scheduled_full_then_an_incremental_land_restore_brings_ba
     let node = agent.paired(&plane, "web-loop").await;
     let db = give_site(&agent);
     let (status, policy) = plane
-        .api(&plane.admin, "PUT", "/api/v1/backups/policy", Some(fleet(true)))
+        .api(
+            &plane.admin,
+            "PUT",
+            "/api/v1/backups/policy",
+            Some(fleet(true)),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{policy}");
     assert_eq!(policy["changed_by"], "ada", "{policy}");
@@ -191,7 +201,10 @@ async fn bk_05_07_25_a_scheduled_full_then_an_incremental_land_restore_brings_ba
     // Between the runs the site changes; BK-07: the next is due a minute after the first
     // started, and extends the chain.
     std::fs::write(agent.site().join("index.php"), "<?php echo 'v2';").unwrap();
-    psql(&db.0, "INSERT INTO customers (name) SELECT 'd' || g FROM generate_series(1, 25) g");
+    psql(
+        &db.0,
+        "INSERT INTO customers (name) SELECT 'd' || g FROM generate_series(1, 25) g",
+    );
     let view = wait_runs(&plane, node, 2).await;
     assert_eq!(
         runs(&view)[..2],
@@ -210,16 +223,24 @@ async fn bk_05_07_25_a_scheduled_full_then_an_incremental_land_restore_brings_ba
     assert_eq!(status, StatusCode::OK, "{off}");
     assert_eq!(off["position"], "off");
     assert_eq!(off["scheduled"], false);
-    wait_for("the node's turn to be free", Duration::from_secs(120), || async {
-        backups(&plane, node).await["busy"].is_null().then_some(())
-    })
+    wait_for(
+        "the node's turn to be free",
+        Duration::from_secs(120),
+        || async { backups(&plane, node).await["busy"].is_null().then_some(()) },
+    )
     .await;
     let landed = runs(&backups(&plane, node).await);
 
     // After run 2 the site changes again; restoring run 2 brings back its rows and files.
     std::fs::write(agent.site().join("index.php"), "<?php echo 'v3';").unwrap();
     psql(&db.0, "DELETE FROM customers WHERE id > 10");
-    let job = act(&plane, node, "restore", json!({"seq": 2, "what": "project"})).await;
+    let job = act(
+        &plane,
+        node,
+        "restore",
+        json!({"seq": 2, "what": "project"}),
+    )
+    .await;
     let finished = plane.finished(job).await;
     assert_eq!(finished["state"], "completed", "{finished}");
     assert_eq!(

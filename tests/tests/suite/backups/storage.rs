@@ -236,25 +236,35 @@ async fn bk_17_bk_21_a_claimed_success_storage_does_not_hold_raises_backups_stop
     let pool = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
     // The backups service knows the node (its projection of the pairing), and its agent offers
     // backup_run (what a claim's vocabulary would say).
-    wait_for("the backups service to know the node", Duration::from_secs(60), || {
-        let pool = pool.clone();
-        async move {
-            sqlx::query("UPDATE backups.nodes SET vocabulary = '{backup_run}' WHERE node_id = $1")
+    wait_for(
+        "the backups service to know the node",
+        Duration::from_secs(60),
+        || {
+            let pool = pool.clone();
+            async move {
+                sqlx::query(
+                    "UPDATE backups.nodes SET vocabulary = '{backup_run}' WHERE node_id = $1",
+                )
                 .bind(node)
                 .execute(&pool)
                 .await
                 .ok()
                 .filter(|done| done.rows_affected() == 1)
                 .map(|_| ())
-        }
-    })
+            }
+        },
+    )
     .await;
     // The node's folder holds one object written before the run it then claims: a full that
     // started after that write and landed, of which the storage holds nothing.
-    let db = Store::connect(plane.database.url(), "backups", 2).await.unwrap();
+    let db = Store::connect(plane.database.url(), "backups", 2)
+        .await
+        .unwrap();
     let space = {
         let mut connection = db.pool().acquire().await.unwrap();
-        store::open_space(&mut connection, node, target_id).await.unwrap()
+        store::open_space(&mut connection, node, target_id)
+            .await
+            .unwrap()
     };
     let state = State {
         store: db.clone(),
@@ -264,12 +274,22 @@ async fn bk_17_bk_21_a_claimed_success_storage_does_not_hold_raises_backups_stop
     };
     let target = {
         let mut connection = db.pool().acquire().await.unwrap();
-        store::target(&mut connection, target_id).await.unwrap().unwrap()
+        store::target(&mut connection, target_id)
+            .await
+            .unwrap()
+            .unwrap()
     };
     let storage = rpc::storage(&state, &target).unwrap();
-    let older = object_key("fleet", space, node, &parse_node_key("1/older.txt").unwrap());
+    let older = object_key(
+        "fleet",
+        space,
+        node,
+        &parse_node_key("1/older.txt").unwrap(),
+    );
     let url = storage.presign_put(&older, Duration::from_secs(300));
-    let mut request = reqwest::Client::new().put(url.url.as_str()).body("written before");
+    let mut request = reqwest::Client::new()
+        .put(url.url.as_str())
+        .body("written before");
     for (name, value) in &url.headers {
         request = request.header(name, value);
     }
