@@ -60,12 +60,25 @@ impl Report {
         redaction: Redaction,
     ) -> Report {
         let output = match redaction {
-            Redaction::Text => redact::text(output),
+            Redaction::Text | Redaction::TextExcept(_) => redact::text(output),
             Redaction::Config => redact::config(output),
         };
         match redaction {
             Redaction::Text => redact::value(&mut result),
             Redaction::Config => redact::value_with(&mut result, redact::config),
+            Redaction::TextExcept(kept) => {
+                let held: Vec<(String, Value)> = kept
+                    .iter()
+                    .filter_map(|name| {
+                        let value = result.as_object_mut()?.remove(*name)?;
+                        Some((name.to_string(), value))
+                    })
+                    .collect();
+                redact::value(&mut result);
+                if let Some(fields) = result.as_object_mut() {
+                    fields.extend(held);
+                }
+            }
         }
         if result.to_string().len() > MAX_RESULT_BYTES {
             result = json!({"truncated": true,

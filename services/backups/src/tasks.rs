@@ -108,9 +108,9 @@ async fn consider(
         return Ok(());
     }
     if !has_default
-        && !crate::store::active_space(connection, node.node_id)
+        && crate::store::active_space(connection, node.node_id)
             .await?
-            .is_some()
+            .is_none()
     {
         // Nowhere to write: no target is where new backups go (the Targets page says so).
         return Ok(());

@@ -102,7 +102,9 @@ pub async fn run<B: Broker>(
                 })
                 .unwrap_or_default(),
             result,
-            redaction: Redaction::Text,
+            // The manifest's bytes, their signature and the node's public key go as they are:
+            // the plane checks the signature (everything else is redacted as text).
+            redaction: Redaction::TextExcept(&["manifest_text", "manifest_sig", "node_key"]),
         }),
         Err(reason) => Err(Failed::new(reason)),
     }

@@ -29,6 +29,10 @@ pub enum Redaction {
     Text,
     /// Configuration files, line by line (AG-65).
     Config,
+    /// As `Text`, except the named top-level fields of the result, which are signed public
+    /// material the plane verifies (a backup run's manifest bytes, their signature and the
+    /// node's public key: no secret, no site text, and a redaction would break the signature).
+    TextExcept(&'static [&'static str]),
 }
 
 /// What a word that ran to its end returns.

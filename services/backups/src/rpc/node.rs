@@ -306,12 +306,11 @@ async fn act(
     job: Dispatch<'_>,
 ) -> Answer<Dispatched> {
     let key = job.key.clone();
-    match store::dispatch(&mut transaction, job)
+    if let Err(holder) = store::dispatch(&mut transaction, job)
         .await
         .map_err(unavailable)?
     {
-        Err(holder) => return Err(held(&holder)),
-        Ok(_) => {}
+        return Err(held(&holder));
     }
     transaction
         .commit()

@@ -115,6 +115,8 @@ async fn wait_runs(plane: &Plane, node: i64, count: usize) -> Value {
         Duration::from_secs(180),
         || async {
             let view = backups(plane, node).await;
+            // A run the plane did not take as landed says why at once.
+            assert!(view["last_failure"].is_null(), "{view}");
             (runs(&view).len() >= count).then_some(view)
         },
     )
@@ -179,8 +181,9 @@ async fn bk_05_07_25_a_scheduled_full_then_an_incremental_land_restore_brings_ba
     assert_eq!(status, StatusCode::OK, "{policy}");
 
     let mut agent = Agent::new(binary());
-    agent.policy(r#"{"destructive": "accept"}"#, 0o600);
     let node = agent.paired(&plane, "web-loop").await;
+    // The node's owner lets restores run without asking on the node.
+    agent.policy(r#"{"destructive": "accept"}"#, 0o600);
     let db = give_site(&agent);
     let (status, policy) = plane
         .api(
@@ -290,4 +293,23 @@ async fn bk_05_07_25_a_scheduled_full_then_an_incremental_land_restore_brings_ba
     );
     // Off held: no run was taken after the decision.
     assert_eq!(runs(&backups(&plane, node).await), landed);
+
+    // BK-09: while a backup an operator asked for holds the machine's turn, a verify is
+    // refused with 409 naming it, and nothing is dispatched.
+    let run = act(&plane, node, "run", json!({})).await;
+    let (status, refused) = plane
+        .api(
+            &plane.admin,
+            "POST",
+            &format!("/api/v1/nodes/{node}/backups/verify"),
+            Some(json!({"level": 2, "seq": 1})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("backup_run") && message.contains(&format!("job {run}")),
+        "{message}"
+    );
+    assert_eq!(plane.finished(run).await["state"], "completed");
 }
