@@ -89,6 +89,11 @@ impl Domain {
                         from: Domain::Monitor,
                         durable: "incidents_monitor",
                     },
+                    // The backups service's judgements: plane:backup_* (BK-21).
+                    EventSubscription {
+                        from: Domain::Backups,
+                        durable: "incidents_backups",
+                    },
                 ],
                 commands: &[],
                 asks: &[],

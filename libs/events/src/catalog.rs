@@ -69,6 +69,7 @@ pub fn entries() -> Vec<Entry> {
         Entry::of::<crate::backups::RunFinished>(),
         Entry::of::<crate::backups::Verified>(),
         Entry::of::<crate::backups::Pruned>(),
+        Entry::of::<crate::backups::HealthChanged>(),
     ];
     entries.sort_by_key(|entry| (entry.kind == Kind::Command, entry.subject.clone()));
     entries

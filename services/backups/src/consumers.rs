@@ -39,7 +39,12 @@ impl Apply for Events {
         Box::pin(async move {
             let envelope = &delivery.envelope;
             if envelope.is::<JobFinished>() {
-                let finished = decode::<JobFinished>(delivery)?.data;
+                let decoded = decode::<JobFinished>(delivery)?;
+                let at = decoded.time;
+                let finished = decoded.data;
+                if finished.primitive == "check_status" {
+                    return recovery_key(connection, &finished, at).await.map_err(retry);
+                }
                 let Some(correlation) = finished.correlation_id else {
                     return Ok(());
                 };
@@ -115,6 +120,39 @@ fn problems_of(result: Option<&Value>) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// BK-22: a node's check_status says which recovery key it holds (`recovery_key.state`:
+/// `already | none | invalid`, with its fingerprint). Read, never written by the plane; a
+/// check_status without the field (an older agent, a failed job) changes nothing.
+async fn recovery_key(
+    connection: &mut PgConnection,
+    finished: &JobFinished,
+    at: chrono::DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let Some(report) = finished
+        .result
+        .as_ref()
+        .and_then(|result| result.get("recovery_key"))
+    else {
+        return Ok(());
+    };
+    let Some(state) = report
+        .get("state")
+        .and_then(|state| state.as_str())
+        .filter(|state| matches!(*state, "already" | "none" | "invalid"))
+    else {
+        return Ok(());
+    };
+    let fingerprint = report.get("fingerprint").and_then(|value| value.as_str());
+    crate::store::health::recovery_key_reported(
+        connection,
+        finished.node_id,
+        state,
+        fingerprint,
+        at,
+    )
+    .await
 }
 
 /// Records what a job of ours came to, with its event.

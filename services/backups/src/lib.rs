@@ -10,6 +10,7 @@ pub mod consumers;
 pub mod domain;
 pub mod drivers;
 pub mod rpc;
+pub mod storage_pass;
 pub mod store;
 pub mod tasks;
 
@@ -45,7 +46,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         store: service.store.clone(),
         job_id_wait: std::time::Duration::from_secs(4),
     };
-    let rpc = rpc::node::routes(rpc::routes(service.rpc(), state), node);
+    let rpc = rpc::node::routes(rpc::routes(service.rpc(), state.clone()), node);
     let mut parts: Vec<Part> = Vec::new();
     for spec in consumers::specs(settings.bus.max_deliver, settings.bus.ack_wait()) {
         let service = service.clone();
@@ -61,6 +62,13 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         let every = settings.backups.schedule_every();
         parts.push(Box::new(move |stop: CancellationToken| {
             Box::pin(tasks::schedule(store, every, stop))
+        }));
+    }
+    {
+        // The storage pass and the health judgement (BK-11..BK-17, BK-21), on the schedule's tick.
+        let every = settings.backups.schedule_every();
+        parts.push(Box::new(move |stop: CancellationToken| {
+            Box::pin(tasks::care::care(state, every, stop))
         }));
     }
     service.run(rpc, parts, shutdown).await

@@ -6,7 +6,9 @@ use capstan_events::Envelope;
 use capstan_store::{outbox, PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 
+pub mod health;
 pub mod schedule;
+pub mod shelf;
 
 type Result<T> = std::result::Result<T, StoreError>;
 

@@ -4,6 +4,8 @@
 //! last run's start (BK-07). Each is a `request_job` to the agent channel through the outbox,
 //! under an idempotency key, committed with the turn it takes.
 
+pub mod care;
+
 use std::time::Duration;
 
 use capstan_events::agent_channel::machine_key;

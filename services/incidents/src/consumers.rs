@@ -1,13 +1,14 @@
 //! What this service hears from others, each message applied once through the inbox: the agent
 //! channel's node events (pairing, reports with their cases and self-update verdict, check-ins,
-//! placement), the gateway's operator changes and the monitor's judgements (site down or up,
-//! certificate problems). Node facts and operators are projections; a claim's `cases` go through
+//! placement), the gateway's operator changes, the monitor's judgements (site down or up,
+//! certificate problems) and the backups service's judgement of a node's backup health. Node facts and operators are projections; a claim's `cases` go through
 //! the intake (AC-47) and become incidents (IN-11) in the same transaction.
 
 use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
 use capstan_events::agent_channel::{
     NodeApproved, NodeDisconnected, NodeLeft, NodeReported, NodesSeen, PlacementChanged,
 };
+use capstan_events::backups::HealthChanged as BackupHealthChanged;
 use capstan_events::gateway::OperatorChanged;
 use capstan_events::monitor::{CertProblemChanged, SiteDown, SiteUp};
 use capstan_events::Domain;
@@ -25,7 +26,7 @@ use crate::domain::cases::{intake, parse_cases, CaseOutcome};
 use crate::domain::grouping::host_critical_kinds;
 use crate::domain::reconcile::NodeContext;
 use crate::domain::script_trust::ScriptTrustFacts;
-use crate::store::{self, monitor, projections, Audience};
+use crate::store::{self, backups, monitor, projections, Audience};
 
 /// The durable consumers of this service: one per stream it reads.
 pub fn specs(max_deliver: u32, ack_wait: Duration) -> Vec<ConsumerSpec> {
@@ -117,6 +118,11 @@ impl Apply for Events {
             } else if envelope.is::<CertProblemChanged>() {
                 let changed = decode::<CertProblemChanged>(delivery)?;
                 monitor::cert_problem(connection, &changed.data)
+                    .await
+                    .map_err(retry)
+            } else if envelope.is::<BackupHealthChanged>() {
+                let changed = decode::<BackupHealthChanged>(delivery)?;
+                backups::health_changed(connection, &changed.data)
                     .await
                     .map_err(retry)
             } else {

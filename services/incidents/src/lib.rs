@@ -22,6 +22,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::domain::agent_update::AgentUpdateRefused;
+use crate::domain::backups::{BackupFailed, BackupUnverified, BackupsStopped};
 use crate::domain::delivery::{Backoff, GIVE_UP_AFTER, LONGEST_RETRY_GAP};
 use crate::domain::monitor::{CertProblemSource, SiteDown};
 use crate::domain::script_trust::Unmanageable;
@@ -49,6 +50,10 @@ pub fn registry(settings: &Settings) -> anyhow::Result<Registry> {
         Box::new(CertProblemSource),
         Box::new(AgentUpdateRefused),
         Box::new(Unmanageable),
+        // The backups service's judgements (BK-21).
+        Box::new(BackupFailed),
+        Box::new(BackupsStopped),
+        Box::new(BackupUnverified),
     ] {
         registry
             .register(source)

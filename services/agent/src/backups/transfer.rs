@@ -1,4 +1,5 @@
-//! Moving artifacts: a producer writes plaintext into zstd, then age, then a sink that cuts
+//! Moving artifacts: a producer writes plaintext into zstd, then (on a thread of its own) age,
+//! then a sink that cuts
 //! the ciphertext into parts of at most 16 MiB, hashing each part and the whole as it goes;
 //! each full part is PUT at a presigned URL while the next one fills (the next is handed over
 //! only once the one before it landed). Going the other way, the
@@ -128,6 +129,55 @@ impl Write for PartSink {
 
 /// The zstd level artifacts are compressed at.
 const ZSTD_LEVEL: i32 = 3;
+/// Compressed bytes are handed to the sealing thread in chunks of this size...
+const CHUNK_BYTES: usize = 256 * 1024;
+/// ...at most this many waiting.
+const SEAL_QUEUE: usize = 4;
+
+/// Cuts compressed bytes into chunks for the sealing thread.
+struct ChunkWriter {
+    chunks: std::sync::mpsc::SyncSender<Vec<u8>>,
+    buffer: Vec<u8>,
+}
+
+impl ChunkWriter {
+    fn new(chunks: std::sync::mpsc::SyncSender<Vec<u8>>) -> ChunkWriter {
+        ChunkWriter {
+            chunks,
+            buffer: Vec::with_capacity(CHUNK_BYTES),
+        }
+    }
+
+    fn send(&mut self) -> io::Result<()> {
+        let chunk = std::mem::replace(&mut self.buffer, Vec::with_capacity(CHUNK_BYTES));
+        self.chunks
+            .send(chunk)
+            .map_err(|_| io::Error::other("the sealer stopped"))
+    }
+
+    /// Hands over the last chunk, then the end (an empty chunk).
+    fn finish(mut self) -> io::Result<()> {
+        if !self.buffer.is_empty() {
+            self.send()?;
+        }
+        self.send()
+    }
+}
+
+impl Write for ChunkWriter {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let taken = data.len().min(CHUNK_BYTES - self.buffer.len());
+        self.buffer.extend_from_slice(&data[..taken]);
+        if self.buffer.len() == CHUNK_BYTES {
+            self.send()?;
+        }
+        Ok(taken)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
 
 /// Runs `produce` on a blocking thread writing plaintext into zstd → age (to `recipients`) →
 /// parts, and PUTs each part of run `seq` as `<name>.NNNNNN` while the next fills.
@@ -142,24 +192,48 @@ pub async fn seal_and_upload<T: Send + 'static>(
 ) -> Result<(Artifact, T), String> {
     let (sender, mut receiver) = mpsc::channel::<Vec<u8>>(1);
     let (landed, landed_receiver) = mpsc::channel::<()>(1);
-    let producing = tokio::task::spawn_blocking(move || -> Result<(T, String, u64), String> {
-        let sealing = |error: io::Error| format!("sealing the artifact: {error}");
-        let encryptor = age::Encryptor::with_recipients(
-            recipients
-                .iter()
-                .map(|recipient| recipient as &dyn age::Recipient),
-        )
-        .map_err(|error| format!("the artifact cannot be sealed: {error}"))?;
-        let mut sealed = encryptor
-            .wrap_output(PartSink::new(sender, landed_receiver))
-            .map_err(sealing)?;
+    // Two threads: the producer writes plaintext through zstd into chunks; the sealer takes
+    // them through age into parts. Compression and encryption then run side by side (as
+    // `tar | zstd | age` does), at the cost of at most SEAL_QUEUE chunks in flight.
+    let (chunks, chunk_receiver) = std::sync::mpsc::sync_channel::<Vec<u8>>(SEAL_QUEUE);
+    let sealing = std::thread::Builder::new()
+        .name("backup-seal".into())
+        .spawn(move || -> Result<(String, u64), String> {
+            let sealing = |error: io::Error| format!("sealing the artifact: {error}");
+            let encryptor = age::Encryptor::with_recipients(
+                recipients
+                    .iter()
+                    .map(|recipient| recipient as &dyn age::Recipient),
+            )
+            .map_err(|error| format!("the artifact cannot be sealed: {error}"))?;
+            let mut sealed = encryptor
+                .wrap_output(PartSink::new(sender, landed_receiver))
+                .map_err(sealing)?;
+            // An empty chunk is the producer's end; a channel closed before it, its failure
+            // (nothing more is sealed or sent).
+            loop {
+                match chunk_receiver.recv() {
+                    Ok(chunk) if chunk.is_empty() => break,
+                    Ok(chunk) => sealed.write_all(&chunk).map_err(sealing)?,
+                    Err(_) => return Err("the artifact's writer stopped".into()),
+                }
+            }
+            let sink = sealed.finish().map_err(sealing)?;
+            sink.finish().map_err(sealing)
+        })
+        .map_err(|error| format!("the sealing thread did not start: {error}"))?;
+    let producing = tokio::task::spawn_blocking(move || -> Result<T, String> {
+        let compressing = |error: io::Error| format!("compressing the artifact: {error}");
         let mut compressed =
-            zstd::stream::write::Encoder::new(&mut sealed, ZSTD_LEVEL).map_err(sealing)?;
+            zstd::stream::write::Encoder::new(ChunkWriter::new(chunks), ZSTD_LEVEL)
+                .map_err(compressing)?;
         let value = produce(&mut compressed)?;
-        compressed.finish().map_err(sealing)?;
-        let sink = sealed.finish().map_err(sealing)?;
-        let (sha256, bytes) = sink.finish().map_err(sealing)?;
-        Ok((value, sha256, bytes))
+        compressed
+            .finish()
+            .map_err(compressing)?
+            .finish()
+            .map_err(compressing)?;
+        Ok(value)
     });
     // The uploader owns the receiver: when it stops early, the producer's next send fails
     // instead of waiting forever.
@@ -180,9 +254,15 @@ pub async fn seal_and_upload<T: Send + 'static>(
     let produced = producing
         .await
         .map_err(|error| format!("the artifact's writer stopped: {error}"))?;
-    // The uploader's error explains the producer's ("the upload stopped"): it goes first.
+    let sealed = tokio::task::spawn_blocking(move || sealing.join())
+        .await
+        .map_err(|error| format!("the artifact's sealer stopped: {error}"))?
+        .map_err(|_| "the artifact's sealer panicked".to_string())?;
+    // The uploader's error explains the others' ("the upload stopped"): it goes first.
     let parts = uploaded?;
-    let (value, sha256, bytes) = produced?;
+    // The producer's own error says more than the sealer's "the writer stopped".
+    let value = produced?;
+    let (sha256, bytes) = sealed?;
     Ok((
         Artifact {
             name: name.to_string(),

@@ -41,6 +41,8 @@ pub enum StorageError {
 pub struct Listed {
     pub key: String,
     pub size: u64,
+    /// When it was written, as the store says (`None` when it says nothing readable).
+    pub last_modified: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// A presigned request for a node.
@@ -272,14 +274,20 @@ impl Storage {
                 (200, body) => body,
                 (status, _) => return Err(StorageError::Status { what, status }),
             };
-            let page =
-                ListObjectsV2::parse_response(&body).map_err(|error| StorageError::Unreadable {
-                    what: what.clone(),
-                    why: error.to_string(),
-                })?;
-            listed.extend(page.contents.into_iter().map(|object| Listed {
-                key: object.key,
-                size: object.size,
+            let page = parse_list_page(&body).map_err(|why| StorageError::Unreadable {
+                what: what.clone(),
+                why,
+            })?;
+            listed.extend(page.contents.into_iter().map(|object| {
+                Listed {
+                    last_modified: object
+                        .last_modified
+                        .as_deref()
+                        .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok())
+                        .map(|at| at.with_timezone(&chrono::Utc)),
+                    key: object.key,
+                    size: object.size,
+                }
             }));
             match page.next_continuation_token {
                 Some(next) if !next.is_empty() => token = Some(next),
@@ -287,5 +295,55 @@ impl Storage {
             }
         }
         Ok(listed)
+    }
+}
+
+/// One page of a ListObjectsV2 answer: only what the plane reads. rusty-s3's own parser insists
+/// on every object's `ETag`, which some stores (s3s-fs among them) leave out.
+#[derive(Debug, serde::Deserialize)]
+struct ListPage {
+    #[serde(rename = "Contents", default)]
+    contents: Vec<ListEntry>,
+    #[serde(rename = "NextContinuationToken")]
+    next_continuation_token: Option<String>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct ListEntry {
+    #[serde(rename = "Key")]
+    key: String,
+    #[serde(rename = "LastModified", default)]
+    last_modified: Option<String>,
+    #[serde(rename = "Size")]
+    size: u64,
+}
+
+fn parse_list_page(body: &[u8]) -> Result<ListPage, String> {
+    let text = std::str::from_utf8(body).map_err(|error| error.to_string())?;
+    quick_xml::de::from_str(text).map_err(|error| error.to_string())
+}
+
+#[cfg(test)]
+mod list_tests {
+    use super::*;
+
+    #[test]
+    fn bk_13_a_listing_reads_without_etags_and_keeps_its_continuation() {
+        let page = parse_list_page(
+            br#"<?xml version="1.0" encoding="UTF-8"?>
+<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name>
+<Prefix>fleet/1/node-4/</Prefix><KeyCount>2</KeyCount><MaxKeys>1000</MaxKeys>
+<IsTruncated>true</IsTruncated><NextContinuationToken>abc</NextContinuationToken>
+<Contents><Key>fleet/1/node-4/0000000001/manifest-1.json</Key>
+<LastModified>2026-12-02T10:00:00.000Z</LastModified><Size>700</Size></Contents>
+<Contents><Key>fleet/1/node-4/0000000001/db.dump.zst.age.000001</Key>
+<ETag>"x"</ETag><Size>10</Size></Contents></ListBucketResult>"#,
+        )
+        .unwrap();
+        assert_eq!(page.contents.len(), 2);
+        assert_eq!(page.contents[0].size, 700);
+        assert_eq!(page.contents[1].last_modified, None);
+        assert_eq!(page.next_continuation_token.as_deref(), Some("abc"));
+        assert!(parse_list_page(b"<ListBucketResult><Contents><Key>k</Key></Contents>").is_err());
     }
 }

@@ -235,8 +235,11 @@ pub async fn node_backups(state: State, request: NodeBackupsRequest) -> Answer<N
         finished_at: row.finished_at,
         problems: row.problems.0.clone(),
     });
-    // The storage check's finding (BK-15) is the witness pass's to record; none is held yet.
-    let shelf_problem: Option<String> = None;
+    // The storage check's finding (BK-15), as the storage pass last stamped it.
+    let shelf_problem = crate::store::shelf::shelf(&mut connection, node.node_id)
+        .await
+        .map_err(unavailable)?
+        .problem;
     let (state_kind, problem, words) = schedule::verify_state(
         &applied.fields,
         shelf_problem.as_deref(),
@@ -270,7 +273,7 @@ pub async fn node_backups(state: State, request: NodeBackupsRequest) -> Answer<N
                 problems: row.problems.0,
             }),
         },
-        recovery_key: None,
+        recovery_key: recovery_key_view(&mut connection, node.node_id).await?,
         last_failure: store::last_failure(&mut connection, node.node_id)
             .await
             .map_err(unavailable)?,
@@ -486,4 +489,28 @@ pub async fn move_node(state: State, request: MoveRequest) -> Answer<Dispatched>
     let next = next_run(&fields, used, None, None, now);
     let job = crate::tasks::run_dispatch(node.node_id, machine, &next, &request.actor.name, now);
     act(&state, transaction, job).await
+}
+
+/// BK-22: the recovery key as the node's latest check_status reported it (none before one did).
+async fn recovery_key_view(
+    connection: &mut capstan_store::PgConnection,
+    node: i64,
+) -> Result<Option<capstan_events::backups::rpc::RecoveryKeyView>, RpcError> {
+    let (key, at) = crate::store::health::recovery_key(connection, node)
+        .await
+        .map_err(unavailable)?;
+    use crate::domain::health::RecoveryKey;
+    let (state, fingerprint) = match key {
+        RecoveryKey::Unreported => return Ok(None),
+        RecoveryKey::None => ("none", None),
+        RecoveryKey::Invalid => ("invalid", None),
+        RecoveryKey::Already { fingerprint } => ("already", Some(fingerprint)),
+    };
+    Ok(at.map(
+        |reported_at| capstan_events::backups::rpc::RecoveryKeyView {
+            state: state.to_string(),
+            fingerprint,
+            reported_at,
+        },
+    ))
 }

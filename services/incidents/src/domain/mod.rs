@@ -13,6 +13,8 @@
 //!   (AC-43), and the update facts it judges from.
 //! * `script_trust.rs` — `plane:unmanageable`, from the agent's reported `script_trust`
 //!   (AC-49, AG-39), and the facts it judges from.
+//! * `backups.rs` — the backups service's sources, `plane:backup_failed`,
+//!   `plane:backups_stopped` and `plane:backup_unverified` (BK-21), from its judgement.
 //! * `reconcile/` — the pass as a function: held incidents and the conditions that hold now in,
 //!   effects out (open, refresh, clear, settle, reopen, unproven; IN-03..IN-07, IN-14).
 //! * `cases/` — intake of an agent's cases from the claim's `cases` field (AC-46, AC-47), and
@@ -27,6 +29,7 @@
 //! Every number the spec leaves unvalued is a named constant in the file of its rule.
 
 pub mod agent_update;
+pub mod backups;
 pub mod cases;
 pub mod delivery;
 pub mod grouping;

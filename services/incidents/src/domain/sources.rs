@@ -59,15 +59,24 @@ pub enum PlaneSourceName {
     AgentUpdateRefused,
     /// The node cannot verify the scripts it would run (critical; `script_trust.rs`).
     Unmanageable,
+    /// The node's last backup run failed (critical; `backups.rs`, BK-21).
+    BackupFailed,
+    /// The node's backups are not happening (critical; `backups.rs`, BK-21).
+    BackupsStopped,
+    /// A backup was taken but is not proven whole (warning; `backups.rs`, BK-21).
+    BackupUnverified,
 }
 
 impl PlaneSourceName {
-    pub const ALL: [PlaneSourceName; 5] = [
+    pub const ALL: [PlaneSourceName; 8] = [
         PlaneSourceName::AgentSilent,
         PlaneSourceName::SiteDown,
         PlaneSourceName::CertProblem,
         PlaneSourceName::AgentUpdateRefused,
         PlaneSourceName::Unmanageable,
+        PlaneSourceName::BackupFailed,
+        PlaneSourceName::BackupsStopped,
+        PlaneSourceName::BackupUnverified,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -77,6 +86,9 @@ impl PlaneSourceName {
             PlaneSourceName::CertProblem => "cert_problem",
             PlaneSourceName::AgentUpdateRefused => "agent_update_refused",
             PlaneSourceName::Unmanageable => "unmanageable",
+            PlaneSourceName::BackupFailed => "backup_failed",
+            PlaneSourceName::BackupsStopped => "backups_stopped",
+            PlaneSourceName::BackupUnverified => "backup_unverified",
         }
     }
 }
@@ -132,6 +144,15 @@ impl SourceName {
             }
             SourceName::Plane(PlaneSourceName::Unmanageable) => {
                 "The node cannot verify its own scripts".to_string()
+            }
+            SourceName::Plane(PlaneSourceName::BackupFailed) => {
+                "The last backup failed".to_string()
+            }
+            SourceName::Plane(PlaneSourceName::BackupsStopped) => {
+                "Backups are not happening".to_string()
+            }
+            SourceName::Plane(PlaneSourceName::BackupUnverified) => {
+                "A backup is not proven whole".to_string()
             }
         }
     }
@@ -224,6 +245,8 @@ pub struct NodeFacts {
     pub update: super::agent_update::UpdateFacts,
     /// What its agent last said about its script tree (`script_trust.rs`).
     pub script_trust: super::script_trust::ScriptTrustFacts,
+    /// The backups service's newest judgement of its backup health (`backups.rs`).
+    pub backups: super::backups::BackupFacts,
 }
 
 /// A condition a source says holds on a node now.
@@ -357,6 +380,7 @@ pub(crate) mod tests {
             monitor: Default::default(),
             update: Default::default(),
             script_trust: Default::default(),
+            backups: Default::default(),
         }
     }
 

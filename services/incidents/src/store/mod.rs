@@ -16,6 +16,7 @@ use crate::domain::sources::{Alerts, InstallState, NodeFacts, RecipeName, Source
 use crate::domain::NodeId;
 
 pub mod acts;
+pub mod backups;
 mod effects;
 pub mod monitor;
 pub mod projections;
@@ -222,6 +223,7 @@ struct NodeRow {
     script_trust_files: Json<Vec<String>>,
     script_trust_reason: Option<String>,
     script_trust_since: Option<DateTime<Utc>>,
+    backup_health: Option<Json<capstan_events::backups::BackupHealth>>,
 }
 
 pub fn alerts(text: &str) -> Result<Alerts> {
@@ -270,6 +272,10 @@ impl NodeRow {
                 reason: self.script_trust_reason,
                 since: self.script_trust_since,
             },
+            backups: self
+                .backup_health
+                .map(|health| health.0)
+                .unwrap_or_default(),
         })
     }
 }
@@ -277,9 +283,12 @@ impl NodeRow {
 const NODE_COLUMNS: &str =
     "node_id, paired_at, last_checkin_at, install_state, recipes, docker_host, in_test_account, alerts, \
      site_down_since, site_down_reason, cert_problem, update_state, update_offered, update_reason, \
-     update_since, script_trust, script_trust_files, script_trust_reason, script_trust_since";
-/// The nodes with what the monitor said of them (`monitor_facts`, fed by its events).
-const NODE_FROM: &str = "nodes LEFT JOIN monitor_facts USING (node_id)";
+     update_since, script_trust, script_trust_files, script_trust_reason, script_trust_since, \
+     backup_health";
+/// The nodes with what the monitor and the backups service said of them (`monitor_facts`,
+/// `backup_facts`, fed by their events).
+const NODE_FROM: &str =
+    "nodes LEFT JOIN monitor_facts USING (node_id) LEFT JOIN backup_facts USING (node_id)";
 
 /// How far the agent channel's reports of check-ins run.
 pub async fn checkins_as_of(connection: &mut PgConnection) -> Result<Option<DateTime<Utc>>> {

@@ -4,6 +4,7 @@
 
 mod broker;
 mod schedule;
+mod storage;
 mod targets;
 
 use capstan_e2e::plane::Plane;
