@@ -161,6 +161,7 @@ pub async fn install_from(root: &AptRoot, work: &Path) -> Result<Finished, Faile
                 reason: format!("the updater failed: {detail}"),
                 output,
                 result,
+                refused: false,
             })
         }
     }
@@ -188,6 +189,7 @@ fn failed(detail: String) -> Failed {
         reason: format!("the updater failed: {detail}"),
         output: String::new(),
         result: json!({"outcome": "failed", "detail": detail}),
+        refused: false,
     }
 }
 
