@@ -13,7 +13,7 @@
 //! to publish them: the agent's checks are what stops them. Each refusal opens
 //! `plane:agent_update_refused` on the plane (AC-43).
 
-mod fixture;
+pub(crate) mod fixture;
 
 use std::time::Duration;
 
