@@ -26,6 +26,33 @@ use fixture::{
     agent_build, forged, hostile_offer, publish, release, Supervised, A, B, C, D, TRIAL_LONG,
 };
 
+/// Waits until the node's `plane:agent_update_refused` incident is `incident` (the same one,
+/// open) and its detail names `offered`, `state` and `reason`: each refusal is shown.
+async fn incident_names(
+    plane: &Plane,
+    node: i64,
+    incident: &Value,
+    offered: &str,
+    state: &str,
+    reason: &str,
+) {
+    wait_incident(
+        plane,
+        node,
+        "plane:agent_update_refused",
+        &format!("the refusal's incident to name {state} of {offered}: {reason}"),
+        |shown| {
+            let detail = shown["detail"].as_str().unwrap_or_default();
+            shown["id"] == incident["id"]
+                && shown["status"] == "open"
+                && detail.contains(offered)
+                && detail.contains(state)
+                && detail.contains(reason)
+        },
+    )
+    .await;
+}
+
 /// What the plane keeps of the node's facts.
 async fn facts_of(plane: &Plane, node: i64) -> Value {
     let (status, view) = plane
@@ -161,12 +188,22 @@ async fn ag_24_ag_26_bad_signature_wrong_hash_wrong_version_expiry_and_rollback_
     tampered[middle] ^= 0xff;
     hostile_offer(&plane, &offer, &tampered).await;
     refused(&plane, node.id, B, "wrong hash").await;
+    incident_names(&plane, node.id, &incident, B, "verify_failed", "wrong hash").await;
 
     // A binary that does not answer --version with the release's version.
     let liar = release("90.0.9", 3, &builds[1]);
     let (status, body) = publish(&plane, &liar).await;
     assert_eq!(status, 201, "{body}");
     refused(&plane, node.id, "90.0.9", "wrong --version").await;
+    incident_names(
+        &plane,
+        node.id,
+        &incident,
+        "90.0.9",
+        "verify_failed",
+        "wrong --version",
+    )
+    .await;
 
     // Freeze: metadata past its expiry (a plane serving a stale copy).
     let mut stale = release(B, 4, &builds[1]);
@@ -174,6 +211,7 @@ async fn ag_24_ag_26_bad_signature_wrong_hash_wrong_version_expiry_and_rollback_
     let stale = stale.signed();
     hostile_offer(&plane, &stale, &stale.binary.clone()).await;
     refused(&plane, node.id, B, "expired").await;
+    incident_names(&plane, node.id, &incident, B, "verify_failed", "expired").await;
 
     // Rollback: a release signed properly, but with a lower sequence than the 3 accepted.
     let replayed = release(B, 2, &builds[1]).with_expiry_in(3600);
