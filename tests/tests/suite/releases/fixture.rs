@@ -436,11 +436,11 @@ impl Supervised {
 
     /// As [`Supervised::paired`], an agent holding the test public log's statement and log
     /// keys (the held key files, root-owned, writable by nobody else: AG-28), so every release
-    /// must be logged (AG-27); `unlogged` is reported at once (no AG-31 grace).
+    /// must be logged (AG-27); `unlogged` is reported after a second (AG-31 grace, the least allowed).
     pub async fn paired_logged(plane: &Plane, build: &Path, name: &str) -> Supervised {
         Supervised::paired_with(plane, build, name, false, |agent| {
             use std::os::unix::fs::PermissionsExt;
-            agent.set_env("CAPSTAN_AGENT_UNLOGGED_GRACE_SECS", "0");
+            agent.set_env("CAPSTAN_AGENT_UNLOGGED_GRACE_SECS", "1");
             for (file, key) in [
                 ("release_statement_keys", statement_key()),
                 ("transparency_log_keys", log_key()),
