@@ -333,6 +333,24 @@ pub fn verify(
     Ok(statement)
 }
 
+/// What a `RELEASE_STATEMENT` claims, read without any key: the document must read and its
+/// statement decode. The plane, which holds no statement or log key, checks with this that a
+/// statement uploaded beside a release is about that release; the agents verify it ([`verify`]).
+pub fn claimed(document: &[u8]) -> Result<Statement, LogError> {
+    if document.len() > MAX_STATEMENT_BYTES {
+        return Err(LogError::Unreadable(format!(
+            "it is larger than {MAX_STATEMENT_BYTES} bytes"
+        )));
+    }
+    let document: StatementDocument = serde_json::from_slice(document)
+        .map_err(|error| LogError::Unreadable(error.to_string()))?;
+    let bytes = STANDARD
+        .decode(&document.statement)
+        .map_err(|_| LogError::Unreadable("statement is not base64".into()))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|error| LogError::Unreadable(format!("statement: {error}")))
+}
+
 /// A log kept in memory, as a publisher (or a test) keeps one: statements appended, a
 /// checkpoint signed, each entry's proof written as `RELEASE_STATEMENT`.
 #[derive(Debug, Default)]
@@ -483,6 +501,22 @@ mod tests {
         )
         .unwrap();
         assert_eq!(read.version, "1.3.0");
+    }
+
+    #[test]
+    fn ag_27_what_a_statement_claims_reads_without_a_key_and_anything_else_is_unreadable() {
+        let document = logged(&key(1), &key(2));
+        assert_eq!(claimed(&document).unwrap(), statement("1.3.0"));
+        for broken in [
+            &b"not json"[..],
+            br#"{"statement": "!!", "signatures": [], "log": {"index": 0, "checkpoint": {"origin": "o", "size": 1, "root_hash": "00"}, "checkpoint_signatures": [], "proof": []}}"#,
+        ] {
+            assert!(matches!(claimed(broken), Err(LogError::Unreadable(_))));
+        }
+        assert!(matches!(
+            claimed(&vec![b' '; MAX_STATEMENT_BYTES + 1]),
+            Err(LogError::Unreadable(_))
+        ));
     }
 
     #[test]

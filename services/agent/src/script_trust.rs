@@ -6,12 +6,15 @@
 //! `capstan_signing::tree`, descriptor by descriptor, never through a link.
 
 use std::{
+    os::fd::OwnedFd,
     path::{Path, PathBuf},
     time::Duration,
 };
 
 use capstan_signing::{
-    manifest::{valid_path, Difference, FileManifest, Problem, MANIFEST_FILE, SIGNATURE_FILE},
+    manifest::{
+        valid_path, Difference, FileManifest, ManifestError, Problem, MANIFEST_FILE, SIGNATURE_FILE,
+    },
     release::Release,
     tree, NodeKey, PublicKey,
 };
@@ -21,13 +24,74 @@ use tracing::{info, warn};
 use crate::{
     config::Config,
     domain::script_trust::{
-        check_bundle, check_script, wanted, BundleState, BundleVerdict, Landed, ScriptRefusal,
-        ScriptRoot, ScriptTrust, TrustReport, DEPLOYMENT_FILES,
+        check_bundle, check_script, wanted, BundleState, BundleVerdict, FileStamp, Landed,
+        ScriptRefusal, ScriptRoot, ScriptTrust, TrustReport, VerifiedKey, VerifierCache,
+        DEPLOYMENT_FILES,
     },
     plane::Plane,
     state::StateDir,
     update::trusted_keys,
 };
+
+/// AG-35: the manifests verified in this process, each kept while its files keep their stamps.
+static VERIFIED: std::sync::LazyLock<std::sync::Mutex<VerifierCache>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// The stamp of `name` in the directory `root` (never through a link).
+fn stamp_at(root: &OwnedFd, name: &str) -> std::io::Result<FileStamp> {
+    let stat = rustix::fs::statat(root, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
+    Ok(FileStamp {
+        size: stat.st_size as u64,
+        mtime_sec: stat.st_mtime as i64,
+        mtime_nsec: stat.st_mtime_nsec as i64,
+        mode: stat.st_mode as u32,
+        inode: stat.st_ino as u64,
+    })
+}
+
+/// The usable manifest of the tree at `root` (`fd`): from [`VERIFIED`] when `RELEASE_MANIFEST`
+/// and its `.sig` have the size, mtime, mode and inode they had when it was verified against
+/// the same keys (AG-35), otherwise read and verified again ([`tree::load_manifest`]). The
+/// stamps are taken before the read, so a file changed during it is read again next time.
+pub fn verified_manifest(
+    root: &Path,
+    fd: &OwnedFd,
+    trusted: &[PublicKey],
+) -> Result<FileManifest, ManifestError> {
+    verified_with(&VERIFIED, root, fd, trusted)
+}
+
+fn verified_with(
+    cache: &std::sync::Mutex<VerifierCache>,
+    root: &Path,
+    fd: &OwnedFd,
+    trusted: &[PublicKey],
+) -> Result<FileManifest, ManifestError> {
+    let key = match (stamp_at(fd, MANIFEST_FILE), stamp_at(fd, SIGNATURE_FILE)) {
+        (Ok(manifest), Ok(signature)) => Some(VerifiedKey {
+            manifest,
+            signature,
+            trusted: trusted.to_vec(),
+        }),
+        _ => None,
+    };
+    let mut cache = cache
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(kept) = key.as_ref().and_then(|key| cache.get(root, key)) {
+        return Ok(kept.clone());
+    }
+    match (tree::load_manifest(fd, trusted), key) {
+        (Ok(manifest), Some(key)) => {
+            cache.put(root, key, manifest.clone());
+            Ok(manifest)
+        }
+        (loaded, _) => {
+            cache.forget(root);
+            loaded
+        }
+    }
+}
 
 /// What the state directory remembers of the landed bundle.
 pub const LANDED: &str = "bundle.json";
@@ -94,7 +158,7 @@ pub fn verify_in(
     };
     let fd = tree::open_root(root).map_err(|error| unreadable(error.to_string()))?;
     let manifest =
-        tree::load_manifest(&fd, trusted).map_err(|error| ScriptRefusal::UnusableManifest {
+        verified_manifest(root, &fd, trusted).map_err(|error| ScriptRefusal::UnusableManifest {
             script: script.to_string(),
             root: shown.clone(),
             error,
@@ -147,7 +211,7 @@ pub fn look_in(root: &ScriptRoot, trusted: &[PublicKey]) -> TrustReport {
                 root.path().display()
             ))
         })?;
-        let manifest = tree::load_manifest(&fd, trusted)?;
+        let manifest = verified_manifest(root.path(), &fd, trusted)?;
         let unreadable = |error: std::io::Error| {
             capstan_signing::manifest::ManifestError::Unreadable(format!(
                 "the tree {} cannot be read: {error}",
@@ -298,6 +362,47 @@ mod tests {
         all.push((SIGNATURE_FILE, 0o644, &signature));
         tree::land(dir, "tree", all, None).unwrap();
         dir.join("tree")
+    }
+
+    #[test]
+    fn ag_35_a_verified_manifest_is_served_while_its_file_is_the_same_and_read_again_once_it_changes(
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let signer = key(1);
+        let trusted = [signer.public_key()];
+        let root = tree_with(dir.path(), &[("bin/a.sh", 0o755, SCRIPT)], &signer);
+        let cache = std::sync::Mutex::new(VerifierCache::default());
+        let fd = tree::open_root(&root).unwrap();
+        let first = verified_with(&cache, &root, &fd, &trusted).unwrap();
+        assert!(first.files.contains_key("bin/a.sh"));
+        // Served from the cache while the files keep their stamps: what was kept is what comes
+        // back (here a stand-in, to see the cache answer rather than the disk).
+        let key = VerifiedKey {
+            manifest: stamp_at(&fd, MANIFEST_FILE).unwrap(),
+            signature: stamp_at(&fd, SIGNATURE_FILE).unwrap(),
+            trusted: trusted.to_vec(),
+        };
+        let stand_in = FileManifest::describe([("bin/kept.sh", 0o755, SCRIPT)]).unwrap();
+        cache.lock().unwrap().put(&root, key, stand_in.clone());
+        assert_eq!(
+            verified_with(&cache, &root, &fd, &trusted).unwrap(),
+            stand_in
+        );
+        // A new release's manifest (a new file: another inode, size, mtime) is read again.
+        let root = tree_with(
+            dir.path(),
+            &[("bin/a.sh", 0o755, SCRIPT), ("bin/b.sh", 0o755, SCRIPT)],
+            &signer,
+        );
+        let fd = tree::open_root(&root).unwrap();
+        let again = verified_with(&cache, &root, &fd, &trusted).unwrap();
+        assert!(again.files.contains_key("bin/b.sh"), "{again:?}");
+        // A chmod alone is enough, and a manifest broken in place is seen at once.
+        let manifest_path = root.join(MANIFEST_FILE);
+        std::fs::set_permissions(&manifest_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(verified_with(&cache, &root, &fd, &trusted).unwrap(), again);
+        std::fs::write(&manifest_path, b"{}").unwrap();
+        assert!(verified_with(&cache, &root, &fd, &trusted).is_err());
     }
 
     #[test]

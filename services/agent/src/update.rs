@@ -421,8 +421,8 @@ impl Updater {
         }
     }
 
-    /// The claim's `update_state`, `update_offered` and `update_reason`, once a check has
-    /// concluded since start (AG-31); `bundle_state` and `bundle_reason` once a support bundle
+    /// The claim's `update_state`, `update_offered`, `update_reason` and `update_trial`, once a
+    /// check has concluded since start (AG-31); `bundle_state` and `bundle_reason` once a support bundle
     /// was judged (AG-32); `script_trust`, `script_trust_files` and `script_trust_reason` once
     /// the script tree was looked at (AG-39: an empty list is "looked, all match").
     pub fn claim_fields(&self) -> Option<serde_json::Map<String, serde_json::Value>> {
@@ -431,6 +431,10 @@ impl Updater {
             fields.insert("update_state".into(), json!(verdict.state.as_str()));
             fields.insert("update_offered".into(), json!(verdict.offered));
             fields.insert("update_reason".into(), json!(verdict.reason));
+            // AG-29: the version this process runs on trial, or null once it is trusted (the
+            // plane's "who is on trial"). Sent with the verdict: the trial is settled before
+            // every check, so it is current whenever a verdict is.
+            fields.insert("update_trial".into(), json!(self.on_trial()));
         }
         if let Some(bundle) = &self.bundle {
             fields.insert("bundle_state".into(), json!(bundle.state.as_str()));

@@ -6,7 +6,9 @@
 //!   each artifact under the name the metadata gives it. The same inputs give byte-identical
 //!   files (RO-05): Ed25519 is deterministic and the metadata canonical.
 //! * `upload` sends a release directory to the plane (`POST /api/v1/releases`, level 10):
-//!   signing can happen on a machine that never talks to the plane.
+//!   signing can happen on a machine that never talks to the plane. A `RELEASE_STATEMENT`
+//!   beside the metadata (the public log's proof, AG-27) goes with it; uploading the same
+//!   directory again once the statement is there adds it to the release.
 //! * `publish` is `sign` then `upload`.
 //! * `site` (issue 16) makes a site release from a site directory: a deterministic tar of its
 //!   files (same files, same bytes) and its signed file manifest (`RELEASE_MANIFEST` and
@@ -440,10 +442,32 @@ pub fn upload_body(dir: &Path) -> anyhow::Result<ReleaseBody> {
         Some(bundle) => Some(read(&bundle.archive)?),
         None => None,
     };
+    // The release's statement for the public log, once the log's tooling has written it
+    // beside the release (RO-07: it may come after a first upload; uploading again adds it).
+    let statement_path = dir.join(capstan_signing::statement::STATEMENT_FILE);
+    let statement = match std::fs::read(&statement_path) {
+        Ok(bytes) => {
+            let claimed = capstan_signing::statement::claimed(&bytes)
+                .map_err(|error| anyhow::anyhow!("{}: {error}", statement_path.display()))?;
+            ensure!(
+                claimed.version == document.signed.version,
+                "{} is for version {}, the metadata is {}",
+                statement_path.display(),
+                claimed.version,
+                document.signed.version
+            );
+            Some(String::from_utf8(bytes).context("the release statement is not UTF-8")?)
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+        Err(error) => {
+            return Err(error).with_context(|| format!("reading {}", statement_path.display()))
+        }
+    };
     Ok(ReleaseBody {
         metadata: String::from_utf8(metadata).context("the metadata is not UTF-8")?,
         binaries,
         support_bundle,
+        statement,
     })
 }
 

@@ -89,6 +89,7 @@ fn view(row: &ReleaseRow, on_offer: bool) -> ReleaseView {
             .map(|release| release.binaries.keys().cloned().collect())
             .unwrap_or_default(),
         has_support_bundle: signed.is_some_and(|release| release.support_bundle.is_some()),
+        has_statement: row.has_statement,
         next_key: signed.and_then(|release| release.next_key.clone()),
         signed_by: document
             .as_ref()
@@ -113,8 +114,13 @@ async fn publish(state: &State, request: PublishRelease, body: &[u8]) -> Answer<
         .actor
         .require(Level::Admin, "publishing a release")?;
     let now = Utc::now();
-    let upload = releases::read_upload(request.metadata.as_bytes(), body, now)
-        .map_err(|refusal| RpcError::new(ErrorCode::InvalidRequest, refusal.to_string()))?;
+    let upload = releases::read_upload(
+        request.metadata.as_bytes(),
+        body,
+        request.statement.as_deref().map(str::as_bytes),
+        now,
+    )
+    .map_err(|refusal| RpcError::new(ErrorCode::InvalidRequest, refusal.to_string()))?;
     let mut transaction = state.store.begin().await.map_err(unavailable)?;
     store::lock(&mut transaction).await.map_err(unavailable)?;
     let published = store::published(&mut transaction)
@@ -122,6 +128,16 @@ async fn publish(state: &State, request: PublishRelease, body: &[u8]) -> Answer<
         .map_err(unavailable)?;
     match releases::decide(&upload, &published) {
         Ok(Decision::AlreadyPublished) => {}
+        Ok(Decision::Statement) => {
+            let statement = upload
+                .statement
+                .as_ref()
+                .expect("a statement decision has a statement");
+            store::set_statement(&mut transaction, upload.version(), &statement.bytes)
+                .await
+                .map_err(unavailable)?;
+            tracing::info!(version = upload.version(), by = %request.actor.name, "release statement stored");
+        }
         Ok(Decision::Store) => {
             let event = ReleasePublished {
                 version: upload.version().to_string(),
@@ -218,6 +234,18 @@ async fn artifact(state: &State, request: ArtifactRequest) -> Answer<(ArtifactFo
         }
         Asked::Binary { arch, version } => (ArtifactKind::Binary, arch, version),
         Asked::SupportBundle { version } => (ArtifactKind::SupportBundle, String::new(), version),
+        Asked::Statement { version } => {
+            let bytes = store::statement(&mut connection, version.as_deref())
+                .await
+                .map_err(unavailable)?
+                .ok_or_else(|| {
+                    not_found(match &version {
+                        Some(version) => format!("release {version} has no release statement"),
+                        None => "the release on offer has no release statement".into(),
+                    })
+                })?;
+            return Ok((ArtifactFound { metadata: None }, Bytes::from(bytes)));
+        }
         Asked::NotKept(kind) => {
             return Err(not_found(format!("this plane keeps no {kind}")));
         }

@@ -20,6 +20,8 @@ pub struct ReleaseRow {
     pub metadata: Vec<u8>,
     pub published_at: DateTime<Utc>,
     pub published_by: String,
+    /// Whether its release statement is stored (AG-27).
+    pub has_statement: bool,
 }
 
 /// Locks the releases against another publish until the transaction ends, so "higher than
@@ -32,17 +34,22 @@ pub async fn lock(connection: &mut PgConnection) -> Result<()> {
 }
 
 pub async fn published(connection: &mut PgConnection) -> Result<Vec<Published>> {
-    let rows: Vec<(String, i64, String)> =
-        sqlx::query_as("SELECT version, sequence, metadata_sha256 FROM releases")
-            .fetch_all(&mut *connection)
-            .await?;
+    let rows: Vec<(String, i64, String, Option<Vec<u8>>)> = sqlx::query_as(
+        "SELECT version, sequence, metadata_sha256, sha256(statement) FROM releases",
+    )
+    .fetch_all(&mut *connection)
+    .await?;
     Ok(rows
         .into_iter()
-        .map(|(version, sequence, metadata_sha256)| Published {
-            version,
-            sequence,
-            metadata_sha256,
-        })
+        .map(
+            |(version, sequence, metadata_sha256, statement)| Published {
+                version,
+                sequence,
+                metadata_sha256,
+                statement_sha256: statement
+                    .map(|digest| digest.iter().map(|byte| format!("{byte:02x}")).collect()),
+            },
+        )
         .collect())
 }
 
@@ -54,8 +61,8 @@ pub async fn insert(
     at: DateTime<Utc>,
 ) -> Result<()> {
     sqlx::query(
-        "INSERT INTO releases (version, sequence, expires_at, metadata, metadata_sha256, published_at, published_by)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        "INSERT INTO releases (version, sequence, expires_at, metadata, metadata_sha256, published_at, published_by, statement)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
     .bind(upload.version())
     .bind(upload.sequence())
@@ -64,6 +71,7 @@ pub async fn insert(
     .bind(&upload.metadata_sha256)
     .bind(at)
     .bind(&event.published_by)
+    .bind(upload.statement.as_ref().map(|statement| &statement.bytes))
     .execute(&mut *connection)
     .await?;
     for part in &upload.parts {
@@ -82,10 +90,42 @@ pub async fn insert(
     outbox::push(connection, Envelope::new(event, Some(subject))).await
 }
 
+/// Stores `statement` as the release statement of `version` (RO-07: it may come after the
+/// release).
+pub async fn set_statement(
+    connection: &mut PgConnection,
+    version: &str,
+    statement: &[u8],
+) -> Result<()> {
+    sqlx::query("UPDATE releases SET statement = $2 WHERE version = $1")
+        .bind(version)
+        .bind(statement)
+        .execute(&mut *connection)
+        .await?;
+    Ok(())
+}
+
+/// The release statement of `version`, or of the release on offer; `None` when that release
+/// has none (or there is no such release).
+pub async fn statement(
+    connection: &mut PgConnection,
+    version: Option<&str>,
+) -> Result<Option<Vec<u8>>> {
+    let row: Option<(Option<Vec<u8>>,)> = sqlx::query_as(
+        "SELECT statement FROM releases WHERE ($1::text IS NULL OR version = $1)
+         ORDER BY sequence DESC LIMIT 1",
+    )
+    .bind(version)
+    .fetch_optional(&mut *connection)
+    .await?;
+    Ok(row.and_then(|(statement,)| statement))
+}
+
 /// Every release, highest sequence first.
 pub async fn list(connection: &mut PgConnection) -> Result<Vec<ReleaseRow>> {
     Ok(sqlx::query_as(
-        "SELECT version, sequence, expires_at, metadata, published_at, published_by
+        "SELECT version, sequence, expires_at, metadata, published_at, published_by,
+                statement IS NOT NULL AS has_statement
          FROM releases ORDER BY sequence DESC",
     )
     .fetch_all(&mut *connection)
@@ -95,7 +135,8 @@ pub async fn list(connection: &mut PgConnection) -> Result<Vec<ReleaseRow>> {
 /// The release on offer: the highest sequence.
 pub async fn on_offer(connection: &mut PgConnection) -> Result<Option<ReleaseRow>> {
     Ok(sqlx::query_as(
-        "SELECT version, sequence, expires_at, metadata, published_at, published_by
+        "SELECT version, sequence, expires_at, metadata, published_at, published_by,
+                statement IS NOT NULL AS has_statement
          FROM releases ORDER BY sequence DESC LIMIT 1",
     )
     .fetch_optional(&mut *connection)

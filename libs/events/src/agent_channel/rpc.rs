@@ -410,12 +410,48 @@ pub struct FleetVersionsRequest {
     pub actor: Actor,
 }
 
-/// How many paired nodes run one version.
+/// How many paired nodes run one version, who among them runs it on trial, and who among them
+/// refused the release on offer and why (issue 15's Versions view).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct VersionCount {
     /// `None` for nodes that have not reported one yet.
     pub version: Option<String>,
     pub nodes: i64,
+    /// The nodes running this version on trial (AG-29: a fresh swap, not yet trusted).
+    #[serde(default)]
+    pub on_trial: Vec<NodeName>,
+    /// The nodes running this version whose last check refused what was offered.
+    #[serde(default)]
+    pub refusals: Vec<VersionRefusal>,
+}
+
+/// A node, by id and name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NodeName {
+    pub node_id: i64,
+    pub name: String,
+}
+
+/// A node that refused the release on offer: what and why, in the agent's words.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct VersionRefusal {
+    pub node_id: i64,
+    pub name: String,
+    /// One of [`UPDATE_REFUSALS`].
+    pub update_state: String,
+    pub update_offered: Option<String>,
+    pub update_reason: Option<String>,
+}
+
+/// The last update a node refused, as the plane kept it (facts' `last_update_refusal`): it
+/// stays after the node moves on, so the Agent tab can say what was refused last and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct UpdateRefusal {
+    pub state: String,
+    pub offered: Option<String>,
+    pub reason: Option<String>,
+    /// When the plane first heard this refusal.
+    pub at: DateTime<Utc>,
 }
 
 /// One paired node's self-update, as its last claim reported it (AC-43).
@@ -431,6 +467,12 @@ pub struct NodeUpdate {
     pub update_reason: Option<String>,
     /// Whether `update_state` is a refusal (`verify_failed`, `unlogged`, `version_rejected`).
     pub refused: bool,
+    /// The version it runs on trial (AG-29), `None` when trusted or not reported.
+    #[serde(default)]
+    pub update_trial: Option<String>,
+    /// The last update it refused, whatever it reports now.
+    #[serde(default)]
+    pub last_refusal: Option<UpdateRefusal>,
 }
 
 /// The fleet's versions: counts, highest count first, and every paired node's update.

@@ -28,6 +28,9 @@ pub struct PublishRelease {
     pub actor: Actor,
     /// The signed metadata document, as `capstan release sign` wrote it.
     pub metadata: String,
+    /// The release's `RELEASE_STATEMENT` for the public log (AG-27), when there is one yet.
+    #[serde(default)]
+    pub statement: Option<String>,
 }
 
 /// A release as the API shows it.
@@ -38,6 +41,10 @@ pub struct ReleaseView {
     pub expires_at: DateTime<Utc>,
     pub arches: Vec<String>,
     pub has_support_bundle: bool,
+    /// Whether its release statement for the public log is stored (served to agents as
+    /// artifact kind `release_statement`).
+    #[serde(default)]
+    pub has_statement: bool,
     /// The key this release vouches for as the next signer, if any.
     pub next_key: Option<String>,
     /// Fingerprints of the keys that signed the metadata.

@@ -6,6 +6,8 @@ use serde_json::{Map, Value};
 
 use chrono::{DateTime, Utc};
 
+use capstan_events::agent_channel::rpc::UPDATE_REFUSALS;
+
 use super::{auth::AgentError, DEFAULT_CLAIM_BYTES, LAST_SEEN_RESOLUTION};
 
 /// Largest job a node may ask for in one claim answer.
@@ -51,6 +53,7 @@ pub const KNOWN_FIELDS: &[&str] = &[
     "update_state",
     "update_offered",
     "update_reason",
+    "update_trial",
     "log_access",
     "cases",
     "container",
@@ -220,6 +223,13 @@ pub fn parse_claim(body: &[u8]) -> Result<Claim, AgentError> {
                 )))
                 }
             },
+            // The version the agent runs on trial, or null (AG-29; issue 15, documented in
+            // docs/agent-channel.md).
+            "update_trial" => match value {
+                Value::Null => value.clone(),
+                Value::String(text) if !text.is_empty() && text.len() <= 64 => value.clone(),
+                _ => return Err(invalid("update_trial must be a version string or null")),
+            },
             "log_access" => match value.as_str() {
                 Some("on" | "off") => value.clone(),
                 _ => return Err(invalid("log_access must be \"on\" or \"off\"")),
@@ -297,9 +307,47 @@ pub fn parse_claim(body: &[u8]) -> Result<Claim, AgentError> {
     })
 }
 
-/// The node's facts after `claim`, or `None` when the claim changes nothing (then nothing is
-/// written). A fact the claim does not mention keeps its last value (AC-43, AC-51).
-pub fn apply(current: &NodeFacts, claim: &Claim) -> Option<NodeFacts> {
+/// The fact the plane keeps of a node's last refused update (issue 15: the node's Agent tab,
+/// the Versions view): `{"state", "offered", "reason", "at"}`. Not a claim field: a claim
+/// naming it is set aside like any unknown field, so only the plane writes it.
+pub const LAST_UPDATE_REFUSAL: &str = "last_update_refusal";
+
+/// The refusal `facts` report now (`update_state` one of [`UPDATE_REFUSALS`]), without its time.
+fn refusal_reported(facts: &Map<String, Value>) -> Option<Value> {
+    let state = facts.get("update_state")?.as_str()?;
+    UPDATE_REFUSALS.contains(&state).then(|| {
+        serde_json::json!({
+            "state": state,
+            "offered": facts.get("update_offered").cloned().unwrap_or(Value::Null),
+            "reason": facts.get("update_reason").cloned().unwrap_or(Value::Null),
+        })
+    })
+}
+
+/// Keeps the node's last refused update: when the facts report a refusal other than the one
+/// kept (another state, version or reason), it is kept with `now`; the same refusal reported
+/// again keeps its first time; a state that is no refusal leaves the last one as it was.
+fn remember_refusal(facts: &mut Map<String, Value>, now: DateTime<Utc>) {
+    let Some(mut reported) = refusal_reported(facts) else {
+        return;
+    };
+    let kept = facts.get(LAST_UPDATE_REFUSAL).map(|kept| {
+        let mut kept = kept.clone();
+        if let Some(kept) = kept.as_object_mut() {
+            kept.remove("at");
+        }
+        kept
+    });
+    if kept.as_ref() != Some(&reported) {
+        reported["at"] = Value::String(now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+        facts.insert(LAST_UPDATE_REFUSAL.into(), reported);
+    }
+}
+
+/// The node's facts after `claim` at `now`, or `None` when the claim changes nothing (then
+/// nothing is written). A fact the claim does not mention keeps its last value (AC-43, AC-51);
+/// a refused update is also kept as [`LAST_UPDATE_REFUSAL`].
+pub fn apply(current: &NodeFacts, claim: &Claim, now: DateTime<Utc>) -> Option<NodeFacts> {
     let mut next = current.clone();
     next.agent_version = Some(claim.agent_version.clone());
     if let Some(vocabulary) = &claim.vocabulary {
@@ -311,6 +359,7 @@ pub fn apply(current: &NodeFacts, claim: &Claim) -> Option<NodeFacts> {
     for (field, value) in &claim.facts {
         next.facts.insert(field.clone(), value.clone());
     }
+    remember_refusal(&mut next.facts, now);
     (next != *current).then_some(next)
 }
 
@@ -351,7 +400,7 @@ pub fn heartbeat_due(last_seen_at: Option<DateTime<Utc>>, now: DateTime<Utc>) ->
 /// waits, and nothing running is lost, neither by an idle claim (AC-28) nor by its budget
 /// (AC-29); only its heartbeat when that alone is due; otherwise the locked work.
 pub fn needs(node: &Glimpse, claim: Option<&Claim>, now: DateTime<Utc>) -> Needs {
-    let unchanged = claim.is_none_or(|claim| apply(&node.facts, claim).is_none());
+    let unchanged = claim.is_none_or(|claim| apply(&node.facts, claim, now).is_none());
     let heard_lately = !heartbeat_due(node.last_seen_at, now);
     let idle_with_running = claim.is_some_and(|claim| claim.idle) && node.has_running;
     let quiet =
@@ -563,23 +612,91 @@ mod tests {
             "claim_bytes": 1048576
         }))
         .unwrap();
-        let stored = apply(&NodeFacts::default(), &first).unwrap();
+        let stored = apply(&NodeFacts::default(), &first, t0()).unwrap();
         assert_eq!(stored.claim_limit(), 1_048_576);
         assert_eq!(
-            apply(&stored, &first),
+            apply(&stored, &first, t0()),
             None,
             "the same claim again changes nothing"
         );
         let quieter = claim(json!({"agent_version": "1.2.3", "idle": true})).unwrap();
         assert_eq!(
-            apply(&stored, &quieter),
+            apply(&stored, &quieter, t0()),
             None,
             "absent vocabulary and log_access keep their values"
         );
         let upgraded = claim(json!({"agent_version": "1.3.0"})).unwrap();
-        let next = apply(&stored, &upgraded).unwrap();
+        let next = apply(&stored, &upgraded, t0()).unwrap();
         assert_eq!(next.agent_version.as_deref(), Some("1.3.0"));
         assert_eq!(next.facts["log_access"], "on");
+    }
+
+    fn t0() -> DateTime<Utc> {
+        chrono::TimeZone::timestamp_opt(&Utc, 1_800_000_000, 0).unwrap()
+    }
+
+    #[test]
+    fn ag_29_update_trial_is_a_version_or_null_and_nothing_else() {
+        let on_trial = claim(json!({"agent_version": "1.3.0", "update_trial": "1.3.0"})).unwrap();
+        assert_eq!(on_trial.facts["update_trial"], "1.3.0");
+        assert!(on_trial.ignored_fields.is_empty());
+        let trusted = claim(json!({"agent_version": "1.3.0", "update_trial": null})).unwrap();
+        assert_eq!(trusted.facts["update_trial"], Value::Null);
+        for bad in [json!(7), json!(""), json!("x".repeat(65))] {
+            let error = claim(json!({"agent_version": "1", "update_trial": bad})).unwrap_err();
+            assert!(error.to_string().contains("update_trial"), "{error}");
+        }
+    }
+
+    #[test]
+    fn ac_43_a_refused_update_is_kept_with_when_it_was_first_reported_until_another_replaces_it() {
+        let refusal = |state: &str, offered: &str, reason: &str| {
+            claim(json!({"agent_version": "1.2.0", "update_state": state,
+                "update_offered": offered, "update_reason": reason}))
+            .unwrap()
+        };
+        let later = t0() + chrono::Duration::minutes(5);
+        let refused = apply(
+            &NodeFacts::default(),
+            &refusal("verify_failed", "1.3.0", "bad signature"),
+            t0(),
+        )
+        .unwrap();
+        assert_eq!(
+            refused.facts[LAST_UPDATE_REFUSAL],
+            json!({"state": "verify_failed", "offered": "1.3.0", "reason": "bad signature",
+                "at": "2027-01-15T08:00:00Z"})
+        );
+        // The same refusal again changes nothing, its first time stands.
+        assert_eq!(
+            apply(
+                &refused,
+                &refusal("verify_failed", "1.3.0", "bad signature"),
+                later
+            ),
+            None
+        );
+        // Another reason is another refusal, kept with its own time.
+        let again = apply(
+            &refused,
+            &refusal("verify_failed", "1.3.0", "wrong hash"),
+            later,
+        )
+        .unwrap();
+        assert_eq!(again.facts[LAST_UPDATE_REFUSAL]["reason"], "wrong hash");
+        assert_eq!(
+            again.facts[LAST_UPDATE_REFUSAL]["at"],
+            "2027-01-15T08:05:00Z"
+        );
+        // A state that is no refusal leaves the last refusal to read.
+        let current = apply(&again, &refusal("current", "1.4.0", ""), later).unwrap();
+        assert_eq!(current.facts["update_state"], "current");
+        assert_eq!(current.facts[LAST_UPDATE_REFUSAL]["reason"], "wrong hash");
+        // A claim cannot write the kept refusal itself.
+        let forged =
+            claim(json!({"agent_version": "1", LAST_UPDATE_REFUSAL: {"state": "x"}})).unwrap();
+        assert_eq!(forged.ignored_fields, vec![LAST_UPDATE_REFUSAL.to_string()]);
+        assert!(!forged.facts.contains_key(LAST_UPDATE_REFUSAL));
     }
 
     #[test]
@@ -590,7 +707,7 @@ mod tests {
     fn quiet_node(claim: &Claim, now: DateTime<Utc>) -> Glimpse {
         Glimpse {
             paired: true,
-            facts: apply(&NodeFacts::default(), claim).unwrap(),
+            facts: apply(&NodeFacts::default(), claim, now).unwrap(),
             last_seen_at: Some(now - chrono::Duration::seconds(5)),
             has_pending: false,
             has_running: false,

@@ -8,6 +8,7 @@ pub mod fleet;
 pub mod jobs;
 pub mod joins;
 pub mod rate;
+pub mod updates;
 pub mod version;
 
 use std::time::Duration;

@@ -230,7 +230,7 @@ async fn report_and_dispatch_in_slot(
         .ok_or_else(AgentError::unknown_key)?;
     let mut facts = node.node_facts();
     if let Some(claim) = claim {
-        match claims::apply(&facts, claim) {
+        match claims::apply(&facts, claim, now) {
             Some(next) => {
                 store::save_facts(connection, node.id, &next, now)
                     .await

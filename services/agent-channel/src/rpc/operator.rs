@@ -271,9 +271,6 @@ pub async fn fleet_versions(
     state: State,
     request: capstan_events::agent_channel::rpc::FleetVersionsRequest,
 ) -> Answer<capstan_events::agent_channel::rpc::FleetVersions> {
-    use capstan_events::agent_channel::rpc::{
-        FleetVersions, NodeUpdate, VersionCount, UPDATE_REFUSALS,
-    };
     request
         .actor
         .require(Level::Read, "reading the fleet's versions")?;
@@ -281,38 +278,7 @@ pub async fn fleet_versions(
     let rows = store::node_updates(&mut connection)
         .await
         .map_err(unavailable)?;
-    let mut counts: std::collections::BTreeMap<Option<String>, i64> = Default::default();
-    for row in &rows {
-        *counts.entry(row.2.clone()).or_default() += 1;
-    }
-    let mut versions: Vec<VersionCount> = counts
-        .into_iter()
-        .map(|(version, nodes)| VersionCount { version, nodes })
-        .collect();
-    versions.sort_by(|a, b| {
-        b.nodes
-            .cmp(&a.nodes)
-            .then_with(|| a.version.cmp(&b.version))
-    });
-    let nodes = rows
-        .into_iter()
-        .map(
-            |(node_id, name, agent_version, update_state, update_offered, update_reason)| {
-                NodeUpdate {
-                    refused: update_state
-                        .as_deref()
-                        .is_some_and(|state| UPDATE_REFUSALS.contains(&state)),
-                    node_id,
-                    name,
-                    agent_version,
-                    update_state,
-                    update_offered,
-                    update_reason,
-                }
-            },
-        )
-        .collect();
-    Ok(FleetVersions { versions, nodes })
+    Ok(crate::domain::updates::fleet_versions(rows))
 }
 
 pub async fn get_node(state: State, request: NodeRef) -> Answer<NodeView> {

@@ -124,26 +124,46 @@ pub async fn node_by_fingerprint(
     .await?)
 }
 
-/// Every paired node's version and update facts, by name: `(id, name, agent_version,
-/// update_state, update_offered, update_reason)`.
-pub async fn node_updates(connection: &mut PgConnection) -> Result<Vec<NodeUpdateRow>> {
-    Ok(sqlx::query_as(
+/// Every paired node's version and update facts, by name.
+pub async fn node_updates(
+    connection: &mut PgConnection,
+) -> Result<Vec<crate::domain::updates::NodeUpdateRow>> {
+    let rows: Vec<NodeUpdateRow> = sqlx::query_as(
         "SELECT id, name, agent_version, facts->>'update_state', facts->>'update_offered',
-                facts->>'update_reason'
+                facts->>'update_reason', facts->>'update_trial', facts->'last_update_refusal'
          FROM nodes WHERE fingerprint IS NOT NULL ORDER BY name, id",
     )
     .fetch_all(connection)
-    .await?)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(node_id, name, agent_version, state, offered, reason, trial, last_refusal)| {
+                crate::domain::updates::NodeUpdateRow {
+                    node_id,
+                    name,
+                    agent_version,
+                    update_state: state,
+                    update_offered: offered,
+                    update_reason: reason,
+                    update_trial: trial,
+                    last_refusal: last_refusal.map(|kept| kept.0),
+                }
+            },
+        )
+        .collect())
 }
 
 /// A row of [`node_updates`].
-pub type NodeUpdateRow = (
+type NodeUpdateRow = (
     i64,
     String,
     Option<String>,
     Option<String>,
     Option<String>,
     Option<String>,
+    Option<String>,
+    Option<Json<Value>>,
 );
 
 /// Every paired node with its key (standard base64), to know them before their first request.

@@ -2,9 +2,13 @@
 //! cannot verify its own scripts"; AG-32, AG-33, AG-36, AG-39), without I/O: which tree a
 //! script runs from, what a check of that tree reports on the claim (`script_trust`,
 //! `script_trust_files`), and the checks a support bundle on offer passes before it lands.
-//! `script_trust.rs` reads the trees and lands the bundle.
+//! `script_trust.rs` reads the trees and lands the bundle. AG-35's verifier cache is here too:
+//! a verified manifest is kept only while the file it was read from is the same file.
 
-use std::path::{Path, PathBuf};
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+};
 
 use capstan_signing::{
     manifest::{
@@ -318,9 +322,149 @@ pub fn check_script(
         })
 }
 
+/// AG-35: what identifies a file as read, so a verified manifest is not re-read while the file
+/// stays the same: its size, modification time, mode and inode. An upgrade that replaces the
+/// manifest (a new inode, a new mtime), an edit in place (mtime, size) or a `chmod` (mode)
+/// changes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStamp {
+    pub size: u64,
+    pub mtime_sec: i64,
+    pub mtime_nsec: i64,
+    pub mode: u32,
+    pub inode: u64,
+}
+
+/// What a verified manifest was verified from: the tree, the stamps of `RELEASE_MANIFEST`
+/// and of its `.sig` (the verdict rests on both), and the keys it was checked against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedKey {
+    pub manifest: FileStamp,
+    pub signature: FileStamp,
+    pub trusted: Vec<PublicKey>,
+}
+
+/// AG-35's verifier cache: per tree, the manifest last verified there and what it was verified
+/// from. It is never kept for the life of the process regardless of the file (one agent build
+/// spans many releases: a routine upgrade would read as every file modified, and a manifest
+/// broken under a running agent would stay invisible); only a verified manifest is kept, so a
+/// manifest that fails is read and judged again every time.
+#[derive(Debug, Default)]
+pub struct VerifierCache {
+    trees: HashMap<PathBuf, (VerifiedKey, FileManifest)>,
+}
+
+impl VerifierCache {
+    /// The manifest verified at `root` from exactly `key`, if any: any other stamp (size, mtime,
+    /// mode or inode of either file) or other keys is a miss.
+    pub fn get(&self, root: &Path, key: &VerifiedKey) -> Option<&FileManifest> {
+        self.trees
+            .get(root)
+            .filter(|(kept, _)| kept == key)
+            .map(|(_, manifest)| manifest)
+    }
+
+    /// Keeps `manifest`, verified at `root` from `key`, in place of what was kept there.
+    pub fn put(&mut self, root: &Path, key: VerifiedKey, manifest: FileManifest) {
+        self.trees.insert(root.to_path_buf(), (key, manifest));
+    }
+
+    /// Forgets what was kept for `root` (its manifest failed, or cannot be stamped).
+    pub fn forget(&mut self, root: &Path) {
+        self.trees.remove(root);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn stamp() -> FileStamp {
+        FileStamp {
+            size: 420,
+            mtime_sec: 1_800_000_000,
+            mtime_nsec: 5,
+            mode: 0o100644,
+            inode: 77,
+        }
+    }
+
+    fn verified_key(manifest: FileStamp) -> VerifiedKey {
+        VerifiedKey {
+            manifest,
+            signature: stamp(),
+            trusted: vec![capstan_signing::NodeKey::from_secret_bytes(&[1; 32])
+                .unwrap()
+                .public_key()],
+        }
+    }
+
+    fn listed(path: &str) -> FileManifest {
+        FileManifest::describe([(path, 0o755, &b"x"[..])]).unwrap()
+    }
+
+    #[test]
+    fn ag_35_a_manifest_verified_from_the_same_size_mtime_mode_and_inode_is_served_from_the_cache()
+    {
+        let mut cache = VerifierCache::default();
+        let root = Path::new("/srv/site");
+        assert_eq!(cache.get(root, &verified_key(stamp())), None);
+        cache.put(root, verified_key(stamp()), listed("bin/a.sh"));
+        assert_eq!(
+            cache.get(root, &verified_key(stamp())),
+            Some(&listed("bin/a.sh"))
+        );
+        // Another tree has its own entry.
+        assert_eq!(
+            cache.get(Path::new("/opt/tree"), &verified_key(stamp())),
+            None
+        );
+    }
+
+    #[test]
+    fn ag_35_the_cache_is_invalidated_when_size_mtime_mode_or_inode_changes() {
+        let mut cache = VerifierCache::default();
+        let root = Path::new("/srv/site");
+        cache.put(root, verified_key(stamp()), listed("bin/a.sh"));
+        let changed = [
+            FileStamp {
+                size: 421,
+                ..stamp()
+            },
+            FileStamp {
+                mtime_sec: 1_800_000_001,
+                ..stamp()
+            },
+            FileStamp {
+                mtime_nsec: 6,
+                ..stamp()
+            },
+            FileStamp {
+                mode: 0o100664,
+                ..stamp()
+            },
+            FileStamp {
+                inode: 78,
+                ..stamp()
+            },
+        ];
+        for manifest in changed {
+            assert_eq!(
+                cache.get(root, &verified_key(manifest)),
+                None,
+                "{manifest:?} is another file"
+            );
+        }
+        // The signature file's stamp and the keys count too.
+        let mut other_sig = verified_key(stamp());
+        other_sig.signature.inode = 1;
+        assert_eq!(cache.get(root, &other_sig), None);
+        let mut other_keys = verified_key(stamp());
+        other_keys.trusted.clear();
+        assert_eq!(cache.get(root, &other_keys), None);
+        cache.forget(root);
+        assert_eq!(cache.get(root, &verified_key(stamp())), None);
+    }
     use capstan_signing::{
         manifest::{write_archive, Problem},
         release::Artifact,

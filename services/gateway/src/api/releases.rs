@@ -158,6 +158,10 @@ pub struct ReleaseBody {
     /// The support bundle's archive, standard base64, when the metadata names one.
     #[serde(default)]
     pub support_bundle: Option<String>,
+    /// The release's `RELEASE_STATEMENT` for the public log (AG-27), as the log's tooling wrote
+    /// it. It may come later: the same metadata uploaded again with a statement stores it.
+    #[serde(default)]
+    pub statement: Option<String>,
 }
 
 /// The artifacts in the order rollouts reads them: binaries by architecture, then the bundle.
@@ -190,6 +194,7 @@ pub async fn publish(
     let request = PublishRelease {
         actor,
         metadata: body.metadata,
+        statement: body.statement,
     };
     let (view, _): (ReleaseView, Bytes) = state
         .bus

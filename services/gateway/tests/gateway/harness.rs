@@ -237,6 +237,8 @@ impl Gateway {
                 versions: vec![capstan_events::agent_channel::rpc::VersionCount {
                     version: Some("1.2.0".into()),
                     nodes: 1,
+                    on_trial: vec![],
+                    refusals: vec![],
                 }],
                 nodes: vec![],
             }
@@ -475,6 +477,7 @@ pub fn release_view() -> capstan_events::rollouts::rpc::ReleaseView {
         expires_at: chrono::DateTime::UNIX_EPOCH,
         arches: vec!["linux-amd64".into()],
         has_support_bundle: false,
+        has_statement: false,
         next_key: None,
         signed_by: vec!["SHA256:abc".into()],
         published_at: chrono::DateTime::UNIX_EPOCH,

@@ -198,6 +198,61 @@ pub async fn publish(plane: &Plane, offer: &Offer) -> (StatusCode, Value) {
         .await
 }
 
+/// `POST /api/v1/releases` as ada with the release's `RELEASE_STATEMENT` (AG-27): the same
+/// metadata again with a statement stores the statement (RO-07).
+pub async fn publish_with_statement(
+    plane: &Plane,
+    offer: &Offer,
+    statement: &[u8],
+) -> (StatusCode, Value) {
+    let mut binaries = BTreeMap::new();
+    binaries.insert("linux-amd64", STANDARD.encode(&offer.binary));
+    plane
+        .api(
+            &plane.admin,
+            "POST",
+            "/api/v1/releases",
+            Some(json!({
+                "metadata": String::from_utf8(offer.document.to_bytes()).unwrap(),
+                "binaries": binaries,
+                "statement": String::from_utf8(statement.to_vec()).unwrap(),
+            })),
+        )
+        .await
+}
+
+/// The test public log's statement key and checkpoint key.
+pub fn statement_key() -> NodeKey {
+    NodeKey::from_secret_bytes(&[11; 32]).unwrap()
+}
+
+pub fn log_key() -> NodeKey {
+    NodeKey::from_secret_bytes(&[12; 32]).unwrap()
+}
+
+/// The `RELEASE_STATEMENT` of `offer`'s linux-amd64 binary, signed by `statement_key` and
+/// logged (among a few other entries) in a log whose checkpoint is signed by [`log_key`].
+pub fn statement_of(offer: &Offer, statement_key: &NodeKey) -> Vec<u8> {
+    use capstan_signing::statement::{agent_artifact, MemoryLog, Statement};
+    let mut log = MemoryLog::new("log.test/releases");
+    for n in 0..3u8 {
+        log.append(vec![n; 8]);
+    }
+    let mut artifacts = BTreeMap::new();
+    artifacts.insert(
+        agent_artifact("linux-amd64"),
+        capstan_signing::release::sha256_hex(&offer.binary),
+    );
+    log.publish(
+        &Statement {
+            version: offer.version.clone(),
+            artifacts,
+        },
+        statement_key,
+        &log_key(),
+    )
+}
+
 /// A hostile plane: every release is replaced by `offer`, whose binary is served as `bytes`.
 /// Written to rollouts' tables directly (the real plane refuses such an upload).
 pub async fn hostile_offer(plane: &Plane, offer: &Offer, bytes: &[u8]) {
@@ -379,7 +434,36 @@ impl Supervised {
         Supervised::paired_as(plane, build, name, true).await
     }
 
+    /// As [`Supervised::paired`], an agent holding the test public log's statement and log
+    /// keys (the held key files, root-owned, writable by nobody else: AG-28), so every release
+    /// must be logged (AG-27); `unlogged` is reported after a second (AG-31 grace, the least allowed).
+    pub async fn paired_logged(plane: &Plane, build: &Path, name: &str) -> Supervised {
+        Supervised::paired_with(plane, build, name, false, |agent| {
+            use std::os::unix::fs::PermissionsExt;
+            agent.set_env("CAPSTAN_AGENT_UNLOGGED_GRACE_SECS", "1");
+            for (file, key) in [
+                ("release_statement_keys", statement_key()),
+                ("transparency_log_keys", log_key()),
+            ] {
+                let path = agent.file(file);
+                std::fs::write(&path, format!("{}\n", key.public_key().to_base64())).unwrap();
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+            }
+        })
+        .await
+    }
+
     async fn paired_as(plane: &Plane, build: &Path, name: &str, siteless: bool) -> Supervised {
+        Supervised::paired_with(plane, build, name, siteless, |_| {}).await
+    }
+
+    async fn paired_with(
+        plane: &Plane,
+        build: &Path,
+        name: &str,
+        siteless: bool,
+        set_up: impl FnOnce(&mut Agent),
+    ) -> Supervised {
         let mut agent = Agent::new(build);
         if siteless {
             agent.set_siteless();
@@ -399,6 +483,7 @@ impl Supervised {
             ])
             .await;
         agent.ok(&["enable"]).await;
+        set_up(&mut agent);
         let id = plane.approve(&agent.fingerprint()).await;
         let mut supervised = Supervised {
             id,

@@ -13,7 +13,7 @@
 //! to publish them: the agent's checks are what stops them. Each refusal opens
 //! `plane:agent_update_refused` on the plane (AC-43).
 
-mod fixture;
+pub(crate) mod fixture;
 
 use std::time::Duration;
 
@@ -25,6 +25,33 @@ use serde_json::Value;
 use fixture::{
     agent_build, forged, hostile_offer, publish, release, Supervised, A, B, C, D, TRIAL_LONG,
 };
+
+/// Waits until the node's `plane:agent_update_refused` incident is `incident` (the same one,
+/// open) and its detail names `offered`, `state` and `reason`: each refusal is shown.
+async fn incident_names(
+    plane: &Plane,
+    node: i64,
+    incident: &Value,
+    offered: &str,
+    state: &str,
+    reason: &str,
+) {
+    wait_incident(
+        plane,
+        node,
+        "plane:agent_update_refused",
+        &format!("the refusal's incident to name {state} of {offered}: {reason}"),
+        |shown| {
+            let detail = shown["detail"].as_str().unwrap_or_default();
+            shown["id"] == incident["id"]
+                && shown["status"] == "open"
+                && detail.contains(offered)
+                && detail.contains(state)
+                && detail.contains(reason)
+        },
+    )
+    .await;
+}
 
 /// What the plane keeps of the node's facts.
 async fn facts_of(plane: &Plane, node: i64) -> Value {
@@ -161,12 +188,22 @@ async fn ag_24_ag_26_bad_signature_wrong_hash_wrong_version_expiry_and_rollback_
     tampered[middle] ^= 0xff;
     hostile_offer(&plane, &offer, &tampered).await;
     refused(&plane, node.id, B, "wrong hash").await;
+    incident_names(&plane, node.id, &incident, B, "verify_failed", "wrong hash").await;
 
     // A binary that does not answer --version with the release's version.
     let liar = release("90.0.9", 3, &builds[1]);
     let (status, body) = publish(&plane, &liar).await;
     assert_eq!(status, 201, "{body}");
     refused(&plane, node.id, "90.0.9", "wrong --version").await;
+    incident_names(
+        &plane,
+        node.id,
+        &incident,
+        "90.0.9",
+        "verify_failed",
+        "wrong --version",
+    )
+    .await;
 
     // Freeze: metadata past its expiry (a plane serving a stale copy).
     let mut stale = release(B, 4, &builds[1]);
@@ -174,6 +211,7 @@ async fn ag_24_ag_26_bad_signature_wrong_hash_wrong_version_expiry_and_rollback_
     let stale = stale.signed();
     hostile_offer(&plane, &stale, &stale.binary.clone()).await;
     refused(&plane, node.id, B, "expired").await;
+    incident_names(&plane, node.id, &incident, B, "verify_failed", "expired").await;
 
     // Rollback: a release signed properly, but with a lower sequence than the 3 accepted.
     let replayed = release(B, 2, &builds[1]).with_expiry_in(3600);
@@ -228,6 +266,25 @@ async fn ag_29_a_build_that_dies_in_its_trial_is_rolled_back_and_never_reinstall
         (pending["version"] == C && pending["starts"] == 1 && node.bak().exists()).then_some(())
     })
     .await;
+    // Who is on trial: the plane's Versions view names the node under C.
+    capstan_e2e::wait_for(
+        "the Versions view to show the node on trial of C",
+        Duration::from_secs(60),
+        || async {
+            let (_, versions) = plane
+                .api(&plane.reader, "GET", "/api/v1/fleet/versions", None)
+                .await;
+            let under_c = versions["versions"]
+                .as_array()?
+                .iter()
+                .find(|count| count["version"] == C)?
+                .clone();
+            (under_c["on_trial"][0]["node_id"] == node.id
+                && versions["nodes"][0]["update_trial"] == C)
+                .then_some(())
+        },
+    )
+    .await;
     // It dies within its trial (as an out-of-memory kill would end it).
     node.kill9().await;
     capstan_e2e::wait_for(
@@ -280,6 +337,113 @@ async fn ag_29_a_build_that_dies_in_its_trial_is_rolled_back_and_never_reinstall
         |shown| shown["id"] == incident["id"] && shown["status"] == "closed",
     )
     .await;
+    node.stop().await;
+}
+
+/// Waits until the plane shows `unlogged` for `offered` with a reason containing `reason`.
+async fn unlogged(plane: &Plane, node: i64, offered: &str, reason: &str) -> String {
+    capstan_e2e::wait_for(
+        &format!("the plane to show {offered} unlogged: {reason}"),
+        Duration::from_secs(60),
+        || async {
+            let (_, state, shown, why) = update_of(plane, node).await;
+            (state == "unlogged" && shown == offered && why.contains(reason)).then_some(why)
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ag_27_an_agent_holding_log_keys_installs_a_release_only_with_a_statement_that_verifies() {
+    let builds = [agent_build(A), agent_build(B)];
+    let plane = Plane::start().await;
+    let mut node = Supervised::paired_logged(&plane, &builds[0], "logged-node").await;
+    let a_bytes = std::fs::read(node.binary()).unwrap();
+
+    // Signed properly, but published without its statement: unlogged, A stays.
+    let offer = release(B, 1, &builds[1]);
+    let (status, body) = publish(&plane, &offer).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["has_statement"], false, "{body}");
+    let why = unlogged(&plane, node.id, B, "no release statement").await;
+    assert!(why.starts_with("unlogged:"), "{why}");
+    // AC-43: the refusal opens plane:agent_update_refused naming it.
+    let incident = wait_incident(
+        &plane,
+        node.id,
+        "plane:agent_update_refused",
+        "plane:agent_update_refused to open for the unlogged release",
+        |incident| incident["status"] == "open",
+    )
+    .await;
+    let detail = incident["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(B)
+            && detail.contains("unlogged")
+            && detail.contains("no release statement"),
+        "{incident}"
+    );
+
+    // A statement signed by a key the agent does not hold does not prove the release logged.
+    let stranger = capstan_signing::NodeKey::from_secret_bytes(&[13; 32]).unwrap();
+    let (status, body) =
+        fixture::publish_with_statement(&plane, &offer, &fixture::statement_of(&offer, &stranger))
+            .await;
+    assert_eq!(status, 201, "{body}");
+    unlogged(&plane, node.id, B, "not signed by a held statement key").await;
+    assert_eq!(
+        std::fs::read(node.binary()).unwrap(),
+        a_bytes,
+        "A is untouched"
+    );
+
+    // A statement for another release is refused by the plane, naming why.
+    let other = release(C, 2, &builds[0]);
+    let (status, body) = fixture::publish_with_statement(
+        &plane,
+        &offer,
+        &fixture::statement_of(&other, &fixture::statement_key()),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.to_string()
+            .contains("is for version 90.0.3, not 90.0.2"),
+        "{body}"
+    );
+
+    // The release's own statement, logged: served as artifact kind release_statement, checked,
+    // and B lands; the refusal's incident clears.
+    let statement = fixture::statement_of(&offer, &fixture::statement_key());
+    let (status, body) = fixture::publish_with_statement(&plane, &offer, &statement).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["has_statement"], true, "{body}");
+    capstan_e2e::wait_for(
+        "the node to run B and the plane to show it",
+        Duration::from_secs(90),
+        || async {
+            let (version, state, _, _) = update_of(&plane, node.id).await;
+            (version == B && state == "current").then_some(())
+        },
+    )
+    .await;
+    assert_eq!(node.version().await, B);
+    wait_incident(
+        &plane,
+        node.id,
+        "plane:agent_update_refused",
+        "the unlogged release's incident to clear once B runs",
+        |shown| shown["id"] == incident["id"] && shown["status"] == "closed",
+    )
+    .await;
+    // The plane still names the last refusal, after the node moved on.
+    let (_, versions) = plane
+        .api(&plane.reader, "GET", "/api/v1/fleet/versions", None)
+        .await;
+    let shown = &versions["nodes"][0];
+    assert_eq!(shown["refused"], false, "{versions}");
+    assert_eq!(shown["last_refusal"]["state"], "unlogged", "{versions}");
+    assert_eq!(shown["last_refusal"]["offered"], B, "{versions}");
     node.stop().await;
 }
 

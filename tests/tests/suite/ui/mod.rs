@@ -6,6 +6,7 @@
 mod flows;
 mod incidents;
 mod monitor;
+mod releases;
 mod rollouts;
 mod scale;
 mod security;

@@ -86,6 +86,65 @@ struct Agent {
     addresses: String,
     site_root: String,
     container: String,
+    update: SelfUpdate,
+}
+
+/// The agent's self-update as its claims reported it (issue 15; AC-43, AG-29): the state of
+/// its last check, the version it runs on trial, and the last update it refused.
+struct SelfUpdate {
+    state: String,
+    offered: String,
+    reason: String,
+    refused: bool,
+    trial: Option<String>,
+    last_refusal: Option<LastRefusal>,
+}
+
+struct LastRefusal {
+    state: String,
+    offered: String,
+    reason: String,
+    when: Ago,
+}
+
+fn self_update(node: &NodeView) -> SelfUpdate {
+    use capstan_events::agent_channel::rpc::{UpdateRefusal, UPDATE_REFUSALS};
+    let text = |field: &str, limit: usize| {
+        node.facts
+            .get(field)
+            .and_then(|value| value.as_str())
+            .map(|text| clip(text, limit))
+    };
+    let state = text("update_state", 32);
+    let trial = text("update_trial", 64).filter(|trial| Some(trial) == node.agent_version.as_ref());
+    let last_refusal = node
+        .facts
+        .get("last_update_refusal")
+        .and_then(|kept| serde_json::from_value::<UpdateRefusal>(kept.clone()).ok())
+        .map(|kept| LastRefusal {
+            state: clip(&kept.state, 32),
+            offered: kept
+                .offered
+                .as_deref()
+                .map(|version| clip(version, 64))
+                .unwrap_or_else(|| "—".into()),
+            reason: kept
+                .reason
+                .as_deref()
+                .map(|reason| clip(reason, 1024))
+                .unwrap_or_else(|| "no reason given".into()),
+            when: ago(kept.at),
+        });
+    SelfUpdate {
+        refused: state
+            .as_deref()
+            .is_some_and(|state| UPDATE_REFUSALS.contains(&state)),
+        state: state.unwrap_or_else(|| "not reported".into()),
+        offered: text("update_offered", 64).unwrap_or_else(|| "—".into()),
+        reason: text("update_reason", 1024).unwrap_or_default(),
+        trial,
+        last_refusal,
+    }
 }
 
 struct Finding {
@@ -157,6 +216,7 @@ fn agent(node: &NodeView) -> Agent {
         addresses: clip(&node.addresses.join(", "), 500),
         site_root: node.site_root.clone().unwrap_or_default(),
         container: node.container.clone().unwrap_or_default(),
+        update: self_update(node),
     }
 }
 

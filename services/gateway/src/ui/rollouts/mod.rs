@@ -4,12 +4,16 @@
 //! refreshes itself every few seconds (live progress without a script). Rollouts owns every
 //! rule; these pages ask it and show what it answers.
 //!
+//! The Releases page (`/ui/releases`, level 7) is here too: releases are rollouts'; see
+//! [`releases`] for its hooks.
+//!
 //! Stable hooks for browser tests: `form#start-rollout`, `#rollout-<id>` rows with
 //! `a[data-test=rollout-link]`; on a rollout's page `[data-test=rollout-state]`,
 //! `[data-test=halt-reason]`, `#step-<id>` rows with `[data-test=verdict]`, `[data-test=phase]`
 //! and `[data-test=reason]`, `button[data-test=act-<stop|pause|resume|retry>]`.
 
 mod list;
+mod releases;
 mod rollout;
 
 use axum::routing::{on, MethodFilter, MethodRouter};
@@ -30,6 +34,8 @@ pub enum RolloutsPage {
     Start,
     Rollout,
     Act,
+    /// The Releases page (issue 15; `releases.rs`).
+    Releases,
 }
 
 const fn page(path: &'static str, level: Level, op: RolloutsPage) -> Route {
@@ -50,6 +56,7 @@ pub const ROUTES: &[Route] = &[
     form("/ui/rollouts", Change, P::Start, "start_rollout"),
     page("/ui/rollouts/{id}", Read, P::Rollout),
     form("/ui/rollouts/{id}/act", Change, P::Act, "act_on_rollout"),
+    page("/ui/releases", Read, P::Releases),
 ];
 
 /// The handler of `op`.
@@ -59,6 +66,7 @@ pub fn handler(filter: MethodFilter, op: RolloutsPage) -> MethodRouter<AppState>
         P::Start => on(filter, list::start),
         P::Rollout => on(filter, rollout::page),
         P::Act => on(filter, rollout::act),
+        P::Releases => on(filter, releases::page),
     }
 }
 
