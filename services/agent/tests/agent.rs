@@ -84,7 +84,11 @@ async fn the_agent_joins_runs_read_words_and_leaves() {
             "list_backups",
             "restore_database",
             "restore_project",
-            "agent_converge"
+            "agent_converge",
+            "install_security_updates",
+            "apply_update",
+            "upgrade_preflight",
+            "page_probe"
         ])
     );
     assert_eq!(view["facts"]["log_access"], "off");
@@ -284,9 +288,14 @@ async fn every_refusal_is_reported_as_refused_with_its_reason() {
         ),
         (
             plane
-                .queue_unchecked(node, "apply_update", "change", json!({"version": "9.9.9"}))
+                .queue_unchecked(
+                    node,
+                    "provision_certificate",
+                    "change",
+                    json!({"domain": "shop.example"}),
+                )
                 .await,
-            "this agent has no primitive named \"apply_update\"",
+            "this agent has no primitive named \"provision_certificate\"",
         ),
         (
             plane
