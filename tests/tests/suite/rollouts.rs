@@ -176,7 +176,9 @@ async fn rollout(plane: &Plane, id: i64) -> Value {
 pub(crate) async fn wait_state(plane: &Plane, id: i64, state: &str) -> Value {
     wait_for(
         &format!("rollout {id} to be {state}"),
-        Duration::from_secs(60),
+        // Real agents whose requests met a stopped rollouts service ask again for up to three
+        // minutes (docs/site-releases.md); a loaded machine can take most of a minute before.
+        Duration::from_secs(180),
         || async {
             let view = rollout(plane, id).await;
             (view["state"] == state).then_some(view)
