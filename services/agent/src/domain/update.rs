@@ -482,8 +482,11 @@ mod tests {
         assert_eq!(state, UpdateState::UnsignedBuild);
     }
 
+    // AG-24/AG-25 with ARCHITECTURE.md's decision on agent updates (sequence): TUF's rollback
+    // attack.
     #[test]
-    fn rollback_a_lower_sequence_than_the_highest_accepted_is_refused_and_an_equal_one_is_not() {
+    fn ag_24_rollback_a_lower_sequence_than_the_highest_accepted_is_refused_and_an_equal_one_is_not(
+    ) {
         let signer = key(1);
         let trusted = [signer.public_key()];
         let accepted = Accepted {
@@ -511,8 +514,9 @@ mod tests {
         ));
     }
 
+    // AG-24/AG-25 with ARCHITECTURE.md's decision on agent updates (expiry): TUF's freeze attack.
     #[test]
-    fn freeze_metadata_at_or_past_its_expiry_is_refused() {
+    fn ag_24_freeze_metadata_at_or_past_its_expiry_is_refused() {
         let signer = key(1);
         let trusted = [signer.public_key()];
         let accepted = Accepted::default();
