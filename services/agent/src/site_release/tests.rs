@@ -257,8 +257,13 @@ async fn keep_n_leaves_the_newest_releases_and_never_the_one_to_switch_back_to()
     {
         fixture.publish(version, None, &page(&format!("{index}")));
         fixture.apply(version).await.unwrap();
-        // Distinct landing times, whatever the filesystem's clock granularity.
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // Distinct landing times, one second apart, whatever the filesystem's clock
+        // granularity: keep-N orders releases by when they landed.
+        let landed = std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + index as u64);
+        std::fs::File::open(fixture.root().join(RELEASES_DIR).join(version))
+            .unwrap()
+            .set_modified(landed)
+            .unwrap();
     }
     assert_eq!(fixture.releases(), vec!["1.2.0", "1.3.0", "1.4.0"]);
     assert_eq!(fixture.current().as_deref(), Some("1.4.0"));
