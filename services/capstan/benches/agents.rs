@@ -9,21 +9,17 @@
 
 mod support;
 
-use capstan_bus::testsuite::NatsServer;
 use capstan_signing::{sign_request, NodeKey};
-use capstan_store::testsuite::TestDatabase;
 use futures::{stream, StreamExt};
 use serde_json::{json, Value};
 use std::{
     collections::HashMap,
-    net::TcpListener,
-    process::{Command, Stdio},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
 use support::{
-    address, now, peak_rss_mib, percentile, rss_now_mib, send, sign, signed, PlaneProcess,
+    address, now, peak_rss_mib, percentile, rss_now_mib, send, sign, signed, Plane, PlaneProcess,
 };
 
 const VOCABULARY: &[&str] = &["check_status", "host_report"];
@@ -109,77 +105,16 @@ enum Mode {
 }
 
 async fn run(size: usize, mode: Mode) {
-    let nats = NatsServer::start();
-    let database = TestDatabase::create().await;
-    let listen = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
-    let base = format!("http://{listen}");
-    let environment = [
-        ("CAPSTAN__DATABASE__URL", database.url().to_string()),
-        ("CAPSTAN__NATS__URL", nats.url()),
-        ("CAPSTAN__GATEWAY__LISTEN", listen.clone()),
-        ("CAPSTAN__DATABASE__MAX_CONNECTIONS", "16".to_string()),
-        ("CAPSTAN__TELEMETRY__LOG_LEVEL", "warn".to_string()),
-    ];
-    let binary = env!("CARGO_BIN_EXE_capstan");
-    let output = Command::new(binary)
-        .args([
-            "admin",
-            "create-operator",
-            "--name",
-            "bench",
-            "--level",
-            "10",
-        ])
-        .envs(environment.iter().cloned())
-        .output()
-        .unwrap();
-    let token = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .find_map(|line| line.strip_prefix("token: ").map(str::to_string))
-        .expect("create-operator prints a token");
-    // `BENCH_PLANE_WRAPPER="heaptrack -o /tmp/plane"`: run the plane under a profiler (the
-    // RSS figures are then the wrapper's, not the plane's).
-    let wrapper: Vec<String> = std::env::var("BENCH_PLANE_WRAPPER")
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(str::to_string)
-        .collect();
-    let mut command = match wrapper.split_first() {
-        Some((program, arguments)) => {
-            let mut command = Command::new(program);
-            command.args(arguments).arg(binary);
-            command
-        }
-        None => Command::new(binary),
-    };
-    let plane = PlaneProcess(
-        command
-            .arg("all")
-            .envs(environment.iter().cloned())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let operator = reqwest::Client::new();
-    let started = Instant::now();
-    while operator
-        .get(format!("{base}/healthz"))
-        .send()
-        .await
-        .map(|r| r.status() != 200)
-        .unwrap_or(true)
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "plane never healthy"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // `BENCH_PLANE_WRAPPER="heaptrack -o /tmp/plane"` runs the plane under a profiler
+    // (`support::Plane::start`).
+    let Plane {
+        process: plane,
+        base,
+        token,
+        operator,
+        database: _database,
+        nats: _nats,
+    } = Plane::start().await;
 
     // Enrol: join from its own address, approve through the operator API, first claim.
     let enrolling = Instant::now();

@@ -187,8 +187,23 @@ impl Plane {
             .lines()
             .find_map(|line| line.strip_prefix("token: ").map(str::to_string))
             .expect("create-operator prints a token");
+        // `BENCH_PLANE_WRAPPER="heaptrack -o /tmp/plane"`: run the plane under a profiler (the
+        // RSS figures are then the wrapper's, not the plane's).
+        let wrapper: Vec<String> = std::env::var("BENCH_PLANE_WRAPPER")
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        let mut command = match wrapper.split_first() {
+            Some((program, arguments)) => {
+                let mut command = Command::new(program);
+                command.args(arguments).arg(binary);
+                command
+            }
+            None => Command::new(binary),
+        };
         let process = PlaneProcess(
-            Command::new(binary)
+            command
                 .arg("all")
                 .envs(environment.iter().cloned())
                 .stdout(Stdio::null())
