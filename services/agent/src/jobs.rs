@@ -183,8 +183,12 @@ pub async fn handle(context: &JobContext<'_>, raw: &Value) -> Option<Report> {
         Verdict::Run(word) => word,
         Verdict::Ask(word) => {
             let approval = await_approval(context, &job, word).await;
-            let _ = context.state.remove(&state::awaiting(job.id));
-            let _ = context.state.remove(&state::decision(job.id));
+            // The wait is logged as ended before `status` stops showing it, so whoever watches
+            // the node sees why it ended once the line is gone.
+            let forget = || {
+                let _ = context.state.remove(&state::awaiting(job.id));
+                let _ = context.state.remove(&state::decision(job.id));
+            };
             let refusal = match approval {
                 Approval::Approved => None,
                 Approval::Denied => Some("denied on the node by its operator"),
@@ -196,13 +200,16 @@ pub async fn handle(context: &JobContext<'_>, raw: &Value) -> Option<Report> {
                 }
                 Approval::GaveUp(why) => {
                     info!(job_id = job.id, %why, "stopped waiting for approval");
+                    forget();
                     return None;
                 }
             };
             if let Some(reason) = refusal {
                 info!(job_id = job.id, primitive = %job.primitive, reason, "job refused");
+                forget();
                 return Some(Report::refused(job.id, reason));
             }
+            forget();
             word
         }
     };

@@ -431,23 +431,21 @@ async fn a_job_held_for_approval_runs_when_approved_and_is_refused_when_denied()
         )
         .await;
     assert_eq!(status, 200u16, "{answer}");
+    // The log line and the status line are written by the agent one after the other; wait
+    // for both rather than reading the log the moment the status changes.
     wait_for(
-        "the node to end its wait",
+        "the node to end its wait, saying it was withdrawn",
         Duration::from_secs(60),
         || async {
             (!agent
                 .status()
                 .await
-                .contains(&format!("waiting for approval: job {job}")))
+                .contains(&format!("waiting for approval: job {job}"))
+                && agent.log().contains("withdrawn on the management node"))
             .then_some(())
         },
     )
     .await;
-    assert!(
-        agent.log().contains("withdrawn on the management node"),
-        "{}",
-        agent.log()
-    );
     let (code, _, _) = agent.cli(&["approve", &job.to_string()]).await;
     assert_eq!(code, 1, "nothing waits any more");
     assert_eq!(plane.job(job).await["state"], "withdrawn");
