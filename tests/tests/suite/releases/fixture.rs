@@ -105,6 +105,7 @@ pub struct Offer {
     pub binary: Vec<u8>,
     pub document: SignedRelease,
     signer: NodeKey,
+    next_key: Option<String>,
 }
 
 impl Offer {
@@ -116,6 +117,7 @@ impl Offer {
             self.expires_at,
             self.binary,
             self.signer,
+            self.next_key,
         )
     }
 
@@ -125,7 +127,14 @@ impl Offer {
     }
 }
 
-fn make(version: &str, sequence: u64, expires_at: i64, binary: Vec<u8>, signer: NodeKey) -> Offer {
+fn make(
+    version: &str,
+    sequence: u64,
+    expires_at: i64,
+    binary: Vec<u8>,
+    signer: NodeKey,
+    next_key: Option<String>,
+) -> Offer {
     let mut binaries = BTreeMap::new();
     binaries.insert(
         "linux-amd64".to_string(),
@@ -141,7 +150,7 @@ fn make(version: &str, sequence: u64, expires_at: i64, binary: Vec<u8>, signer: 
         expires_at,
         binaries,
         support_bundle: None,
-        next_key: None,
+        next_key: next_key.clone(),
     }
     .sign(&signer)
     .unwrap();
@@ -152,6 +161,7 @@ fn make(version: &str, sequence: u64, expires_at: i64, binary: Vec<u8>, signer: 
         binary,
         document,
         signer,
+        next_key,
     }
 }
 
@@ -160,24 +170,46 @@ const FAR: i64 = 4_102_444_800;
 
 /// `version` at `sequence` carrying `binary`, signed by the test key.
 pub fn release(version: &str, sequence: u64, binary: &Path) -> Offer {
+    signed_by(version, sequence, binary, release_key())
+}
+
+/// The same, signed by a key no agent holds.
+pub fn forged(version: &str, sequence: u64, binary: &Path) -> Offer {
+    signed_by(
+        version,
+        sequence,
+        binary,
+        NodeKey::from_secret_bytes(&[9; 32]).unwrap(),
+    )
+}
+
+/// `version` at `sequence` carrying `binary`, signed by `signer`.
+pub fn signed_by(version: &str, sequence: u64, binary: &Path, signer: NodeKey) -> Offer {
+    make(
+        version,
+        sequence,
+        FAR,
+        std::fs::read(binary).unwrap(),
+        signer,
+        None,
+    )
+}
+
+/// The key a rotation hands signing to: no agent is built with it.
+pub fn next_release_key() -> NodeKey {
+    NodeKey::from_secret_bytes(&[8; 32]).unwrap()
+}
+
+/// `version` at `sequence`, signed by the test key and naming `next` as the key that signs the
+/// releases after it (a key rotation, vouched for by the current key's signature).
+pub fn rotating_to(version: &str, sequence: u64, binary: &Path, next: &NodeKey) -> Offer {
     make(
         version,
         sequence,
         FAR,
         std::fs::read(binary).unwrap(),
         release_key(),
-    )
-}
-
-/// The same, signed by a key no agent holds.
-pub fn forged(version: &str, sequence: u64, binary: &Path) -> Offer {
-    let stranger = NodeKey::from_secret_bytes(&[9; 32]).unwrap();
-    make(
-        version,
-        sequence,
-        FAR,
-        std::fs::read(binary).unwrap(),
-        stranger,
+        Some(next.public_key().to_base64()),
     )
 }
 
@@ -306,6 +338,7 @@ pub async fn hostile_bundle_offer(
         binary: binary.to_vec(),
         document: document.clone(),
         signer: release_key(),
+        next_key: None,
     };
     hostile_offer(plane, &offer, binary).await;
     let store = capstan_store::Store::connect(plane.database.url(), "rollouts", 1)
@@ -569,6 +602,11 @@ impl Supervised {
 
     pub fn rejected(&self) -> PathBuf {
         self.beside(".rejected")
+    }
+
+    /// The release keys the agent holds beyond the compiled one (AG-28), as written.
+    pub fn held_release_keys(&self) -> String {
+        std::fs::read_to_string(self.agent.state_dir().join("release_keys")).unwrap_or_default()
     }
 
     /// What the binary in place answers to `--version`.

@@ -23,7 +23,8 @@ use crate::incidents::wait_incident;
 use serde_json::Value;
 
 use fixture::{
-    agent_build, forged, hostile_offer, publish, release, Supervised, A, B, C, D, TRIAL_LONG,
+    agent_build, forged, hostile_offer, next_release_key, publish, release, rotating_to,
+    signed_by, Supervised, A, B, C, D, TRIAL_LONG,
 };
 
 /// Waits until the node's `plane:agent_update_refused` incident is `incident` (the same one,
@@ -246,6 +247,57 @@ async fn ag_24_ag_26_bad_signature_wrong_hash_wrong_version_expiry_and_rollback_
         },
     )
     .await;
+    node.stop().await;
+}
+
+/// Key rotation (docs/releases.md): a release signed by the current key names the next key;
+/// the agent holds it (AG-28's held keys), and the release after it, signed by the next key
+/// alone, lands. Before that vouching the next key signs nothing the agent accepts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ag_28_a_rotation_vouched_for_by_the_current_key_lets_the_next_key_sign_what_follows() {
+    let builds = [agent_build(A), agent_build(B), agent_build(D)];
+    let plane = Plane::start().await;
+    let mut node = Supervised::paired(&plane, &builds[0], "rotating-node").await;
+    let next = next_release_key();
+
+    // Not vouched for yet: the next key is a stranger's.
+    let early = signed_by("90.0.8", 1, &builds[1], next_release_key());
+    let (status, body) = publish(&plane, &early).await;
+    assert_eq!(status, 201, "{body}");
+    refused(&plane, node.id, "90.0.8", "bad signature").await;
+    assert_eq!(node.held_release_keys(), "", "nothing is held from a refusal");
+
+    // B, signed by the current key, hands signing to the next key.
+    let (status, body) = publish(&plane, &rotating_to(B, 2, &builds[1], &next)).await;
+    assert_eq!(status, 201, "{body}");
+    capstan_e2e::wait_for("the node to run B", Duration::from_secs(90), || async {
+        let (version, state, _, _) = update_of(&plane, node.id).await;
+        (version == B && state == "current").then_some(())
+    })
+    .await;
+    assert_eq!(
+        node.held_release_keys().trim(),
+        next.public_key().to_base64(),
+        "the vouched-for key is held"
+    );
+    capstan_e2e::wait_for("B's trial to pass", Duration::from_secs(90), || async {
+        (!node.bak().exists() && !node.pending().exists()).then_some(())
+    })
+    .await;
+
+    // D, signed by the next key alone, is installed.
+    let (status, body) = publish(&plane, &signed_by(D, 3, &builds[2], next_release_key())).await;
+    assert_eq!(status, 201, "{body}");
+    capstan_e2e::wait_for(
+        "the node to run D, signed by the rotated-to key",
+        Duration::from_secs(90),
+        || async {
+            let (version, state, _, _) = update_of(&plane, node.id).await;
+            (version == D && state == "current").then_some(())
+        },
+    )
+    .await;
+    assert_eq!(node.version().await, D);
     node.stop().await;
 }
 
