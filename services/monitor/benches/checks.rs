@@ -73,6 +73,33 @@ fn cpu_seconds() -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
+/// The kernel's TCP counters that tell a dropped connection attempt from a slow check: a full
+/// accept queue (`ListenOverflows`, `ListenDrops`) and SYNs sent again (`TCPSynRetrans`, each
+/// costing the client a second). Machine-wide, so other work on the machine counts too.
+fn tcp_drops() -> [(&'static str, u64); 3] {
+    let text = std::fs::read_to_string("/proc/net/netstat").unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut counters = [
+        ("ListenOverflows", 0),
+        ("ListenDrops", 0),
+        ("TCPSynRetrans", 0),
+    ];
+    for pair in lines.chunks(2) {
+        let [names, values] = pair else { continue };
+        if !names.starts_with("TcpExt:") {
+            continue;
+        }
+        for (name, value) in names.split_whitespace().zip(values.split_whitespace()) {
+            for counter in counters.iter_mut() {
+                if counter.0 == name {
+                    counter.1 = value.parse().unwrap_or(0);
+                }
+            }
+        }
+    }
+    counters
+}
+
 /// The server: answers every request on every loopback address with 200, then closes.
 async fn serve() {
     let listener = tokio::net::TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0))
@@ -194,6 +221,7 @@ async fn bench() {
     );
     tokio::time::sleep(Duration::from_secs(60)).await;
     let (cpu_from, wall_from) = (cpu_seconds(), Instant::now());
+    let drops_from = tcp_drops();
     let measured_from = chrono::Utc::now();
     let mut peak_rss: f64 = 0.0;
     for minute in 1..minutes {
@@ -210,6 +238,7 @@ async fn bench() {
     }
     let cpu = (cpu_seconds() - cpu_from) / wall_from.elapsed().as_secs_f64();
     let measured_to = chrono::Utc::now();
+    let drops = tcp_drops();
     stop.cancel();
     let _ = running.await;
     let _ = server.kill();
@@ -265,6 +294,15 @@ async fn bench() {
     );
     println!(
         "monitor: CPU {cpu:.2} cores; RSS peak while measured {peak_rss:.1} MiB (high-water {hwm:.1} MiB)"
+    );
+    let counted: Vec<String> = drops
+        .iter()
+        .zip(drops_from.iter())
+        .map(|((name, to), (_, from))| format!("{name} {}", to.saturating_sub(*from)))
+        .collect();
+    println!(
+        "TCP while measured (the whole machine): {}",
+        counted.join(", ")
     );
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("load average at the end: {}", load.trim());
