@@ -23,8 +23,8 @@ use crate::incidents::wait_incident;
 use serde_json::Value;
 
 use fixture::{
-    agent_build, forged, hostile_offer, next_release_key, publish, release, rotating_to,
-    signed_by, Supervised, A, B, C, D, TRIAL_LONG,
+    agent_build, forged, hostile_offer, next_release_key, publish, release, rotating_to, signed_by,
+    Supervised, A, B, C, D, TRIAL_LONG,
 };
 
 /// Waits until the node's `plane:agent_update_refused` incident is `incident` (the same one,
@@ -265,7 +265,11 @@ async fn ag_28_a_rotation_vouched_for_by_the_current_key_lets_the_next_key_sign_
     let (status, body) = publish(&plane, &early).await;
     assert_eq!(status, 201, "{body}");
     refused(&plane, node.id, "90.0.8", "bad signature").await;
-    assert_eq!(node.held_release_keys(), "", "nothing is held from a refusal");
+    assert_eq!(
+        node.held_release_keys(),
+        "",
+        "nothing is held from a refusal"
+    );
 
     // B, signed by the current key, hands signing to the next key.
     let (status, body) = publish(&plane, &rotating_to(B, 2, &builds[1], &next)).await;
