@@ -93,6 +93,15 @@ async fn update_of(plane: &Plane, node: i64) -> (String, String, String, String)
     )
 }
 
+/// Waits until the plane shows the node running `version` with its update state `current`.
+async fn runs(plane: &Plane, node: i64, version: &str, what: &str) {
+    capstan_e2e::wait_for(what, Duration::from_secs(90), || async {
+        let (running, state, _, _) = update_of(plane, node).await;
+        (running == version && state == "current").then_some(())
+    })
+    .await;
+}
+
 /// Waits until the plane shows `state` for `offered` with a reason starting `reason`.
 async fn refused(plane: &Plane, node: i64, offered: &str, reason: &str) -> String {
     capstan_e2e::wait_for(
@@ -121,15 +130,7 @@ async fn ag_24_a_node_running_a_is_offered_a_signed_b_and_ends_up_running_b() {
     fixture::cli_sign(&builds[1], B, 1, &dir);
     assert_eq!(std::fs::read(dir.join("release.json")).unwrap(), first);
 
-    capstan_e2e::wait_for(
-        "the node to run B and the plane to show it",
-        Duration::from_secs(90),
-        || async {
-            let (version, state, _, _) = update_of(&plane, node.id).await;
-            (version == B && state == "current").then_some(())
-        },
-    )
-    .await;
+    runs(&plane, node.id, B, "the node to run B and the plane to show it").await;
     assert_eq!(node.version().await, B, "the binary in place answers B");
     // The trial (3 s here) passes: the .bak is removed and B is trusted.
     capstan_e2e::wait_for("the trial to pass", Duration::from_secs(90), || async {
@@ -274,11 +275,7 @@ async fn ag_28_a_rotation_vouched_for_by_the_current_key_lets_the_next_key_sign_
     // B, signed by the current key, hands signing to the next key.
     let (status, body) = publish(&plane, &rotating_to(B, 2, &builds[1], &next)).await;
     assert_eq!(status, 201, "{body}");
-    capstan_e2e::wait_for("the node to run B", Duration::from_secs(90), || async {
-        let (version, state, _, _) = update_of(&plane, node.id).await;
-        (version == B && state == "current").then_some(())
-    })
-    .await;
+    runs(&plane, node.id, B, "the node to run B").await;
     assert_eq!(
         node.held_release_keys().trim(),
         next.public_key().to_base64(),
@@ -292,15 +289,7 @@ async fn ag_28_a_rotation_vouched_for_by_the_current_key_lets_the_next_key_sign_
     // D, signed by the next key alone, is installed.
     let (status, body) = publish(&plane, &signed_by(D, 3, &builds[2], next_release_key())).await;
     assert_eq!(status, 201, "{body}");
-    capstan_e2e::wait_for(
-        "the node to run D, signed by the rotated-to key",
-        Duration::from_secs(90),
-        || async {
-            let (version, state, _, _) = update_of(&plane, node.id).await;
-            (version == D && state == "current").then_some(())
-        },
-    )
-    .await;
+    runs(&plane, node.id, D, "the node to run D, signed by the rotated-to key").await;
     assert_eq!(node.version().await, D);
     node.stop().await;
 }
@@ -378,11 +367,7 @@ async fn ag_29_a_build_that_dies_in_its_trial_is_rolled_back_and_never_reinstall
     node.set_trial(Duration::from_secs(3));
     let (status, body) = publish(&plane, &release(D, 2, &builds[2])).await;
     assert_eq!(status, 201, "{body}");
-    capstan_e2e::wait_for("the node to run D", Duration::from_secs(90), || async {
-        let (version, state, _, _) = update_of(&plane, node.id).await;
-        (version == D && state == "current").then_some(())
-    })
-    .await;
+    runs(&plane, node.id, D, "the node to run D").await;
     assert_eq!(node.version().await, D);
     // Once the node reports `current`, the refusal's incident clears.
     wait_incident(
@@ -474,15 +459,7 @@ async fn ag_27_an_agent_holding_log_keys_installs_a_release_only_with_a_statemen
     let (status, body) = fixture::publish_with_statement(&plane, &offer, &statement).await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["has_statement"], true, "{body}");
-    capstan_e2e::wait_for(
-        "the node to run B and the plane to show it",
-        Duration::from_secs(90),
-        || async {
-            let (version, state, _, _) = update_of(&plane, node.id).await;
-            (version == B && state == "current").then_some(())
-        },
-    )
-    .await;
+    runs(&plane, node.id, B, "the node to run B and the plane to show it").await;
     assert_eq!(node.version().await, B);
     wait_incident(
         &plane,
