@@ -60,7 +60,11 @@ pub async fn tick(state: &State, now: DateTime<Utc>) -> Result<(), StoreError> {
                 .collect();
             let pass = PassPolicy {
                 keep_days: keep_days(None, policy.fields.keep_days),
-                tiers: Tiers::default(),
+                tiers: Tiers {
+                    daily: policy.fields.keep_daily,
+                    weekly: policy.fields.keep_weekly,
+                    monthly: policy.fields.keep_monthly,
+                },
                 verified_seqs,
             };
             let report = pass_node(state, node.node_id, &pass, now).await?;
