@@ -7,6 +7,8 @@ use capstan_events::backups::rpc::{
 };
 use capstan_events::rpc::InvalidInput;
 
+use super::retention::Tiers;
+
 /// The built-in fleet policy, in force until an operator saves one (BK-05: on).
 pub fn default_fleet() -> FleetPolicy {
     FleetPolicy {
@@ -56,6 +58,15 @@ pub fn check_fields(fields: &PolicyFields) -> Result<(), InvalidInput> {
     range("keep_weekly", fields.keep_weekly, 0, 520)?;
     range("keep_monthly", fields.keep_monthly, 0, 120)?;
     Ok(())
+}
+
+/// The retention tiers a schedule asks for (beyond the spec), as the storage pass takes them.
+pub fn tiers(fields: &PolicyFields) -> Tiers {
+    Tiers {
+        daily: fields.keep_daily,
+        weekly: fields.keep_weekly,
+        monthly: fields.keep_monthly,
+    }
 }
 
 /// What a node's row holds: nothing (fleet), its own frozen set, or off.
@@ -275,6 +286,36 @@ mod tests {
         let mut bad = fleet.fields.clone();
         bad.keep_weekly = 600;
         assert_eq!(check_fields(&bad).unwrap_err().field, "keep_weekly");
+    }
+
+    #[test]
+    fn the_pass_keeps_the_tiers_of_the_schedule_that_applies_to_the_node() {
+        let mut fleet = fleet();
+        fleet.fields.keep_daily = 7;
+        fleet.fields.keep_weekly = 4;
+        fleet.fields.keep_monthly = 12;
+        let following = effective(&fleet, &Stored::Fleet);
+        assert_eq!(
+            tiers(&following.fields),
+            Tiers {
+                daily: 7,
+                weekly: 4,
+                monthly: 12
+            }
+        );
+        let mut own = body("own");
+        own.keep_monthly = Some(3);
+        let stored = decide(&own, &fleet).unwrap();
+        fleet.fields.keep_daily = 0;
+        assert_eq!(
+            tiers(&effective(&fleet, &stored).fields),
+            Tiers {
+                daily: 7,
+                weekly: 4,
+                monthly: 3
+            },
+            "its own schedule's tiers, frozen when it was set"
+        );
     }
 
     #[test]
