@@ -413,6 +413,14 @@ async fn open_run(state: &State, request: &BackupUrls, seq: i64) -> Answer<Space
                 .ok_or_else(|| RpcError::new(ErrorCode::Internal, "the new space is not there"))?
         }
     };
+    // BK-02: a chain may not span spaces; an incremental is written where its previous run is.
+    if let Some(previous) = broker::extends(&request.params).map_err(refused)? {
+        let previous_space = store::run(&mut transaction, node, previous)
+            .await
+            .map_err(unavailable)?
+            .map(|run| run.space_id);
+        broker::chain_in_space(seq, previous, previous_space, space.id).map_err(refused)?;
+    }
     let kind = request
         .params
         .get("kind")

@@ -3,7 +3,8 @@
 //! manifest the listing holds (one GET each) and compare it with the listing at the recorded
 //! sizes, stamp what was seen (when listed, the newest write, the one-line problem), then let
 //! retention delete exactly what the rules allow, each chain whole from its own space, and say
-//! so (`pruned`) in the transaction that forgets it.
+//! so (`pruned`) in the transaction that forgets it; then sweep the orphans (`domain/orphans.rs`:
+//! run objects no recorded run claims, deleted a day after a pass first saw them).
 //!
 //! What the pass could not do is a fact about the pass, never about the storage: a listing that
 //! failed leaves the stamps as they were and is retried next pass; a manifest that could not
@@ -16,7 +17,8 @@ use capstan_events::backups::Pruned;
 use capstan_store::StoreError;
 use chrono::{DateTime, Utc};
 
-use crate::domain::keys::{manifest_name, object_key, space_prefix};
+use crate::domain::keys::{manifest_name, object_key, space_prefix, NodeKey};
+use crate::domain::orphans;
 use crate::domain::retention::{self, Chain, Tiers, Verdict};
 use crate::domain::shelf::{self, Manifest};
 use crate::domain::survey::{self, ListedChain, ListedObject, Survey};
@@ -43,6 +45,10 @@ pub struct PassReport {
     pub newest_write: Option<DateTime<Utc>>,
     /// Per space, the seqs deleted.
     pub deleted: BTreeMap<i64, Vec<i64>>,
+    /// The orphan sweep: per space, the keys it deleted (`<seq>/<name>`)...
+    pub orphans_deleted: BTreeMap<i64, Vec<String>>,
+    /// ...and how many orphans it saw that wait out their day.
+    pub orphans_waiting: usize,
     /// What the pass could not do.
     pub errors: Vec<String>,
 }
@@ -222,6 +228,73 @@ pub async fn pass_node(
         }
     }
 
+    // The orphan sweep, only from a whole picture too.
+    let mut orphans_seen: Vec<(i64, NodeKey, u64)> = Vec::new();
+    let mut orphans_forgotten: Vec<(i64, NodeKey)> = Vec::new();
+    let mut orphan_bytes = 0u64;
+    if every_listed && every_read {
+        let claimed: BTreeSet<i64> = {
+            let mut connection = state.store.pool().acquire().await?;
+            store::shelf::claimed_seqs(&mut connection, node)
+                .await?
+                .into_iter()
+                .collect()
+        };
+        for look in &looks {
+            let seen: BTreeMap<NodeKey, DateTime<Utc>> = {
+                let mut connection = state.store.pool().acquire().await?;
+                store::shelf::orphans(&mut connection, look.space.id)
+                    .await?
+                    .into_iter()
+                    .collect()
+            };
+            let sweep = orphans::sweep(
+                &look.survey.objects,
+                &look.survey.manifests,
+                &claimed,
+                &seen,
+                now,
+            );
+            report.orphans_waiting += sweep.waiting;
+            for key in sweep.record {
+                let bytes = look.survey.objects.get(&key).copied().unwrap_or(0);
+                orphans_seen.push((look.space.id, key, bytes));
+            }
+            for key in sweep.forget {
+                orphans_forgotten.push((look.space.id, key));
+            }
+            if sweep.delete.is_empty() {
+                continue;
+            }
+            let storage = match rpc::storage(state, &look.space.target) {
+                Ok(storage) => storage,
+                Err(error) => {
+                    report.errors.push(error.message);
+                    continue;
+                }
+            };
+            for key in sweep.delete {
+                let stored = format!("{}{:010}/{}", look.prefix, key.seq, key.name);
+                match storage.delete(&stored).await {
+                    Ok(()) => {
+                        orphan_bytes += look.survey.objects.get(&key).copied().unwrap_or(0);
+                        report
+                            .orphans_deleted
+                            .entry(look.space.id)
+                            .or_default()
+                            .push(key.as_string());
+                        orphans_forgotten.push((look.space.id, key));
+                    }
+                    Err(error) => {
+                        report
+                            .errors
+                            .push(format!("deleting orphan {stored}: {error}"));
+                    }
+                }
+            }
+        }
+    }
+
     let mut transaction = state.store.begin().await?;
     if every_listed {
         store::shelf::stamp_listed(&mut transaction, node, now, report.newest_write).await?;
@@ -255,6 +328,23 @@ pub async fn pass_node(
                 pruned_at: now,
             },
             &full_seqs,
+        )
+        .await?;
+    }
+    for (space, key, bytes) in &orphans_seen {
+        store::shelf::orphan_seen(&mut transaction, *space, key, *bytes, now).await?;
+    }
+    for (space, key) in &orphans_forgotten {
+        store::shelf::forget_orphan(&mut transaction, *space, key).await?;
+    }
+    if every_listed && every_read {
+        let deleted = report.orphans_deleted.values().map(Vec::len).sum();
+        store::shelf::count_orphans(
+            &mut transaction,
+            node,
+            report.orphans_waiting,
+            deleted,
+            orphan_bytes,
         )
         .await?;
     }

@@ -189,6 +189,17 @@ pub struct PolicyFields {
     pub full_every_days: u32,
     /// Days between scheduled level-2 verifications (BK-18); 0 = never, 0..=365.
     pub verify_every_days: u32,
+    /// Beyond the spec (restic's `--keep-daily`): the newest chain of each of this many most
+    /// recent days that have one stays, on top of the window; 0 = none, 0..=3650. Tiers only
+    /// ever keep more: nothing the window or the safety rules keep is deleted because of them.
+    #[serde(default)]
+    pub keep_daily: u32,
+    /// The newest chain of each of this many most recent ISO weeks that have one; 0..=520.
+    #[serde(default)]
+    pub keep_weekly: u32,
+    /// The newest chain of each of this many most recent months that have one; 0..=120.
+    #[serde(default)]
+    pub keep_monthly: u32,
 }
 
 /// The fleet's policy (`GET|PUT /api/v1/backups/policy`). The default is on (BK-05).
@@ -270,6 +281,12 @@ pub struct NodePolicyBody {
     pub full_every_days: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify_every_days: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_daily: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_weekly: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_monthly: Option<u32>,
 }
 
 /// `GET /api/v1/nodes/{id}/backups/policy` (level 7).

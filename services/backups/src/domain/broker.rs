@@ -106,6 +106,45 @@ pub fn plan(op: &str, primitive: &str, params: &Value, keys: &[String]) -> Resul
     })
 }
 
+/// The run a `backup_run` job extends: `None` for a full, the previous run's seq for an
+/// incremental (`kind: "incremental"` with `previous_seq` before its own seq). An incremental
+/// that names no run before its own extends nothing the broker can place, and is refused.
+pub fn extends(params: &Value) -> Result<Option<i64>, Refusal> {
+    if params.get("kind").and_then(Value::as_str) != Some("incremental") {
+        return Ok(None);
+    }
+    let seq = job_seq(params)
+        .ok_or_else(|| Refusal::Forbidden("this backup_run job carries no seq".to_string()))?;
+    match params.get("previous_seq").and_then(Value::as_i64) {
+        Some(previous) if (1..seq).contains(&previous) => Ok(Some(previous)),
+        _ => Err(Refusal::Forbidden(format!(
+            "incremental run {seq} names no previous run before its own seq"
+        ))),
+    }
+}
+
+/// BK-02: a chain may not span spaces. An incremental writes only into the space that holds
+/// the run it extends; one whose previous run is in another space (the node was moved since:
+/// that space is draining, and the next run is a full) or is no run of this node is refused.
+pub fn chain_in_space(
+    seq: i64,
+    previous: i64,
+    previous_space: Option<i64>,
+    writing: i64,
+) -> Result<(), Refusal> {
+    match previous_space {
+        Some(space) if space == writing => Ok(()),
+        Some(space) => Err(Refusal::Forbidden(format!(
+            "run {seq} extends run {previous}, which is in storage space {space}, not in space \
+             {writing} where it would be written: a chain may not span spaces (the next run \
+             after a move is a full)"
+        ))),
+        None => Err(Refusal::Forbidden(format!(
+            "run {seq} extends run {previous}, which is no run of this node"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,6 +209,38 @@ mod tests {
         assert!(plan("get", BACKUP_RUN, &run, &keys(&["11/manifest-11.json"])).is_ok());
         assert!(matches!(
             plan("get", BACKUP_RUN, &run, &keys(&["12/manifest-12.json"])),
+            Err(Refusal::Forbidden(_))
+        ));
+    }
+
+    #[test]
+    fn bk_02_an_incremental_writes_only_into_the_space_that_holds_the_run_it_extends() {
+        let incremental = json!({"seq": 5, "kind": "incremental", "previous_seq": 4});
+        assert_eq!(extends(&incremental), Ok(Some(4)));
+        assert_eq!(extends(&json!({"seq": 5, "kind": "full"})), Ok(None));
+        // An incremental must name a run before its own.
+        for params in [
+            json!({"seq": 5, "kind": "incremental"}),
+            json!({"seq": 5, "kind": "incremental", "previous_seq": 5}),
+            json!({"seq": 5, "kind": "incremental", "previous_seq": 0}),
+        ] {
+            assert!(
+                matches!(extends(&params), Err(Refusal::Forbidden(_))),
+                "{params}"
+            );
+        }
+        // The previous run is in the space being written: the chain grows there.
+        assert_eq!(chain_in_space(5, 4, Some(7), 7), Ok(()));
+        // The node was moved: its previous run is in the old (draining) space.
+        let refused = chain_in_space(5, 4, Some(7), 8);
+        assert!(
+            matches!(&refused, Err(Refusal::Forbidden(why))
+                if why.contains("a chain may not span spaces") && why.contains("space 7")),
+            "{refused:?}"
+        );
+        // A previous run the node never had.
+        assert!(matches!(
+            chain_in_space(5, 4, None, 8),
             Err(Refusal::Forbidden(_))
         ));
     }

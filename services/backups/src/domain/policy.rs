@@ -7,6 +7,8 @@ use capstan_events::backups::rpc::{
 };
 use capstan_events::rpc::InvalidInput;
 
+use super::retention::Tiers;
+
 /// The built-in fleet policy, in force until an operator saves one (BK-05: on).
 pub fn default_fleet() -> FleetPolicy {
     FleetPolicy {
@@ -21,6 +23,10 @@ pub fn default_fleet() -> FleetPolicy {
             full_every_days: 7,
             // BK-18: weekly.
             verify_every_days: 7,
+            // Beyond the spec: no tiers until an operator asks for them.
+            keep_daily: 0,
+            keep_weekly: 0,
+            keep_monthly: 0,
         },
     }
 }
@@ -48,7 +54,19 @@ pub fn check_fields(fields: &PolicyFields) -> Result<(), InvalidInput> {
     range("keep_days", fields.keep_days, 1, 3650)?;
     range("full_every_days", fields.full_every_days, 1, 365)?;
     range("verify_every_days", fields.verify_every_days, 0, 365)?;
+    range("keep_daily", fields.keep_daily, 0, 3650)?;
+    range("keep_weekly", fields.keep_weekly, 0, 520)?;
+    range("keep_monthly", fields.keep_monthly, 0, 120)?;
     Ok(())
+}
+
+/// The retention tiers a schedule asks for (beyond the spec), as the storage pass takes them.
+pub fn tiers(fields: &PolicyFields) -> Tiers {
+    Tiers {
+        daily: fields.keep_daily,
+        weekly: fields.keep_weekly,
+        monthly: fields.keep_monthly,
+    }
 }
 
 /// What a node's row holds: nothing (fleet), its own frozen set, or off.
@@ -110,7 +128,10 @@ pub fn decide(body: &NodePolicyBody, fleet: &FleetPolicy) -> Result<Stored, Inva
         || body.mode.is_some()
         || body.keep_days.is_some()
         || body.full_every_days.is_some()
-        || body.verify_every_days.is_some();
+        || body.verify_every_days.is_some()
+        || body.keep_daily.is_some()
+        || body.keep_weekly.is_some()
+        || body.keep_monthly.is_some();
     match position {
         Position::Fleet | Position::Off if any_field => Err(InvalidInput::new(
             "position",
@@ -137,6 +158,9 @@ pub fn decide(body: &NodePolicyBody, fleet: &FleetPolicy) -> Result<Stored, Inva
                 keep_days: body.keep_days.unwrap_or(base.keep_days),
                 full_every_days: body.full_every_days.unwrap_or(base.full_every_days),
                 verify_every_days: body.verify_every_days.unwrap_or(base.verify_every_days),
+                keep_daily: body.keep_daily.unwrap_or(base.keep_daily),
+                keep_weekly: body.keep_weekly.unwrap_or(base.keep_weekly),
+                keep_monthly: body.keep_monthly.unwrap_or(base.keep_monthly),
             };
             check_fields(&fields)?;
             Ok(Stored::Own(fields))
@@ -229,6 +253,69 @@ mod tests {
         let mut own = body("own");
         own.every_minutes = Some(0);
         assert_eq!(decide(&own, &fleet).unwrap_err().field, "every_minutes");
+    }
+
+    #[test]
+    fn tiers_are_frozen_with_a_nodes_own_schedule_and_out_of_range_tiers_are_named() {
+        let mut fleet = fleet();
+        fleet.fields.keep_weekly = 4;
+        let mut own = body("own");
+        own.keep_daily = Some(14);
+        let Stored::Own(fields) = decide(&own, &fleet).unwrap() else {
+            panic!("own")
+        };
+        assert_eq!(
+            (fields.keep_daily, fields.keep_weekly, fields.keep_monthly),
+            (14, 4, 0),
+            "a tier left out is frozen at the fleet's value"
+        );
+        type SetTier = fn(&mut NodePolicyBody);
+        let cases: [(&str, SetTier); 3] = [
+            ("keep_daily", |b| b.keep_daily = Some(3651)),
+            ("keep_weekly", |b| b.keep_weekly = Some(521)),
+            ("keep_monthly", |b| b.keep_monthly = Some(121)),
+        ];
+        for (name, set) in cases {
+            let mut own = body("own");
+            set(&mut own);
+            assert_eq!(decide(&own, &fleet).unwrap_err().field, name);
+            let mut off = body("off");
+            set(&mut off);
+            assert_eq!(decide(&off, &fleet).unwrap_err().field, "position");
+        }
+        let mut bad = fleet.fields.clone();
+        bad.keep_weekly = 600;
+        assert_eq!(check_fields(&bad).unwrap_err().field, "keep_weekly");
+    }
+
+    #[test]
+    fn the_pass_keeps_the_tiers_of_the_schedule_that_applies_to_the_node() {
+        let mut fleet = fleet();
+        fleet.fields.keep_daily = 7;
+        fleet.fields.keep_weekly = 4;
+        fleet.fields.keep_monthly = 12;
+        let following = effective(&fleet, &Stored::Fleet);
+        assert_eq!(
+            tiers(&following.fields),
+            Tiers {
+                daily: 7,
+                weekly: 4,
+                monthly: 12
+            }
+        );
+        let mut own = body("own");
+        own.keep_monthly = Some(3);
+        let stored = decide(&own, &fleet).unwrap();
+        fleet.fields.keep_daily = 0;
+        assert_eq!(
+            tiers(&effective(&fleet, &stored).fields),
+            Tiers {
+                daily: 7,
+                weekly: 4,
+                monthly: 3
+            },
+            "its own schedule's tiers, frozen when it was set"
+        );
     }
 
     #[test]

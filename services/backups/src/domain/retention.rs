@@ -365,4 +365,82 @@ mod tests {
         assert_eq!(verdict(&weekly, 3), Verdict::Delete);
         assert_eq!(verdict(&weekly, 1), Verdict::Delete);
     }
+
+    #[test]
+    fn tiers_never_delete_what_the_safety_rules_keep() {
+        let now = at(30, 12);
+        let found_long_ago = Some(now - Duration::days(5));
+        // Every chain is old and was found surplus days ago; a weekly tier of 1 alone would
+        // keep only the newest.
+        let mut verified = chain(2, at(2, 0));
+        verified.verified = true;
+        verified.surplus_since = found_long_ago;
+        let mut after_verified = chain(3, at(4, 0));
+        after_verified.surplus_since = found_long_ago;
+        let mut draining = chain(1, at(1, 0));
+        draining.draining = true;
+        draining.surplus_since = found_long_ago;
+        let chains = vec![draining, verified, after_verified, chain(17, at(29, 0))];
+        let weekly = Tiers {
+            weekly: 1,
+            ..Tiers::default()
+        };
+        let verdicts = judge(&chains, 7, weekly, false, now);
+        assert_eq!(verdict(&verdicts, 17), Verdict::Keep(Reason::Newest));
+        assert_eq!(
+            verdict(&verdicts, 2),
+            Verdict::Keep(Reason::VerifiedOrNewer)
+        );
+        assert_eq!(
+            verdict(&verdicts, 3),
+            Verdict::Keep(Reason::VerifiedOrNewer)
+        );
+        assert_eq!(
+            verdict(&verdicts, 1),
+            Verdict::Keep(Reason::DrainingUnproven)
+        );
+    }
+
+    #[test]
+    fn a_chain_a_tier_lets_go_of_still_waits_a_day_before_it_goes() {
+        let now = at(30, 12);
+        // Kept by the daily tier until now: never found surplus.
+        let chains = vec![
+            chain(1, at(10, 0)),
+            chain(5, at(20, 0)),
+            chain(17, at(29, 0)),
+        ];
+        let daily = |days| Tiers {
+            daily: days,
+            ..Tiers::default()
+        };
+        assert_eq!(
+            verdict(&judge(&chains, 7, daily(3), true, now), 1),
+            Verdict::Keep(Reason::Daily)
+        );
+        // The tier shrinks to 2 days: chain 1 is surplus from now, and goes only a day later.
+        assert_eq!(
+            verdict(&judge(&chains, 7, daily(2), true, now), 1),
+            Verdict::Surplus { since: now }
+        );
+        let found = vec![
+            Chain {
+                surplus_since: Some(now),
+                ..chain(1, at(10, 0))
+            },
+            chain(5, at(20, 0)),
+            chain(17, at(29, 0)),
+        ];
+        assert_eq!(
+            verdict(
+                &judge(&found, 7, daily(2), true, now + Duration::hours(23)),
+                1
+            ),
+            Verdict::Surplus { since: now }
+        );
+        assert_eq!(
+            verdict(&judge(&found, 7, daily(2), true, now + DELETE_GRACE), 1),
+            Verdict::Delete
+        );
+    }
 }

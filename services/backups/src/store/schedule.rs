@@ -29,6 +29,9 @@ struct FieldsRow {
     keep_days: Option<i32>,
     full_every_days: Option<i32>,
     verify_every_days: Option<i32>,
+    keep_daily: Option<i32>,
+    keep_weekly: Option<i32>,
+    keep_monthly: Option<i32>,
 }
 
 impl FieldsRow {
@@ -41,6 +44,9 @@ impl FieldsRow {
             Some(keep_days),
             Some(full_every_days),
             Some(verify_every_days),
+            Some(keep_daily),
+            Some(keep_weekly),
+            Some(keep_monthly),
         ) = (
             self.every_minutes,
             self.window_start_hour,
@@ -49,6 +55,9 @@ impl FieldsRow {
             self.keep_days,
             self.full_every_days,
             self.verify_every_days,
+            self.keep_daily,
+            self.keep_weekly,
+            self.keep_monthly,
         )
         else {
             return Ok(None);
@@ -65,12 +74,15 @@ impl FieldsRow {
             keep_days: whole(keep_days),
             full_every_days: whole(full_every_days),
             verify_every_days: whole(verify_every_days),
+            keep_daily: whole(keep_daily),
+            keep_weekly: whole(keep_weekly),
+            keep_monthly: whole(keep_monthly),
         }))
     }
 }
 
 const FIELD_COLUMNS: &str = "every_minutes, window_start_hour, window_hours, mode, keep_days, \
-     full_every_days, verify_every_days";
+     full_every_days, verify_every_days, keep_daily, keep_weekly, keep_monthly";
 
 /// The fleet policy (the built-in default while none was saved), who saved it and when.
 pub async fn fleet_policy(
@@ -117,10 +129,11 @@ pub async fn set_fleet_policy(
     let fields = &policy.fields;
     sqlx::query(&format!(
         "INSERT INTO fleet_policy (singleton, enabled, changed_by, changed_at, {FIELD_COLUMNS})
-         VALUES (true, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+         VALUES (true, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
          ON CONFLICT (singleton) DO UPDATE SET enabled = $1, changed_by = $2, changed_at = $3,
              every_minutes = $4, window_start_hour = $5, window_hours = $6, mode = $7,
-             keep_days = $8, full_every_days = $9, verify_every_days = $10"
+             keep_days = $8, full_every_days = $9, verify_every_days = $10, keep_daily = $11,
+             keep_weekly = $12, keep_monthly = $13"
     ))
     .bind(policy.enabled)
     .bind(by)
@@ -132,6 +145,9 @@ pub async fn set_fleet_policy(
     .bind(fields.keep_days as i32)
     .bind(fields.full_every_days as i32)
     .bind(fields.verify_every_days as i32)
+    .bind(fields.keep_daily as i32)
+    .bind(fields.keep_weekly as i32)
+    .bind(fields.keep_monthly as i32)
     .execute(connection)
     .await?;
     Ok(())
@@ -193,7 +209,7 @@ pub async fn set_node_policy(
     };
     sqlx::query(&format!(
         "INSERT INTO node_policies (node_id, position, decided_by, decided_at, {FIELD_COLUMNS})
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
     ))
     .bind(node)
     .bind(position)
@@ -206,6 +222,9 @@ pub async fn set_node_policy(
     .bind(fields.map(|f| f.keep_days as i32))
     .bind(fields.map(|f| f.full_every_days as i32))
     .bind(fields.map(|f| f.verify_every_days as i32))
+    .bind(fields.map(|f| f.keep_daily as i32))
+    .bind(fields.map(|f| f.keep_weekly as i32))
+    .bind(fields.map(|f| f.keep_monthly as i32))
     .execute(connection)
     .await?;
     Ok(())

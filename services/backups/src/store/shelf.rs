@@ -1,6 +1,6 @@
 //! The storage pass's rows (migration 0003): a node's shelf stamps (BK-15, BK-17) and the
 //! chains retention found surplus (BK-12), and the `pruned` event in the transaction that
-//! forgets the deleted chains.
+//! forgets the deleted chains; the orphans the sweep saw (migration 0005).
 
 use capstan_events::backups::Pruned;
 use capstan_events::Envelope;
@@ -8,6 +8,7 @@ use capstan_store::{outbox, PgConnection};
 use chrono::{DateTime, Utc};
 
 use super::{space, Result, Space};
+use crate::domain::keys::NodeKey;
 
 /// What the pass last stamped for a node.
 #[derive(Debug, Clone, PartialEq, Eq, Default, sqlx::FromRow)]
@@ -17,12 +18,16 @@ pub struct Shelf {
     pub problem: Option<String>,
     pub pass_error: Option<String>,
     pub pass_error_at: Option<DateTime<Utc>>,
+    /// The orphan sweep's counts: seen and waiting out their day, and deleted so far.
+    pub orphans_waiting: i32,
+    pub orphans_deleted: i64,
+    pub orphan_bytes_deleted: i64,
 }
 
 pub async fn shelf(connection: &mut PgConnection, node: i64) -> Result<Shelf> {
     Ok(sqlx::query_as(
-        "SELECT checked_at, newest_at, problem, pass_error, pass_error_at FROM shelf
-         WHERE node_id = $1",
+        "SELECT checked_at, newest_at, problem, pass_error, pass_error_at, orphans_waiting,
+             orphans_deleted, orphan_bytes_deleted FROM shelf WHERE node_id = $1",
     )
     .bind(node)
     .fetch_optional(connection)
@@ -154,4 +159,91 @@ pub async fn pruned(connection: &mut PgConnection, event: Pruned, full_seqs: &[i
         .await?;
     let subject = Some(format!("node/{}", event.node_id));
     outbox::push(connection, Envelope::new(event, subject)).await
+}
+
+/// The runs of `node` that claim their objects against the orphan sweep: recorded as landed,
+/// or opened for a job of this service that has not ended.
+pub async fn claimed_seqs(connection: &mut PgConnection, node: i64) -> Result<Vec<i64>> {
+    Ok(sqlx::query_scalar(
+        "SELECT runs.seq FROM runs LEFT JOIN jobs ON jobs.job_id = runs.job_id
+         WHERE runs.node_id = $1
+           AND (runs.landed_at IS NOT NULL
+                OR (jobs.job_id IS NOT NULL AND jobs.finished_at IS NULL))",
+    )
+    .bind(node)
+    .fetch_all(connection)
+    .await?)
+}
+
+/// The orphans of `space` earlier passes recorded: their key and when first seen.
+pub async fn orphans(
+    connection: &mut PgConnection,
+    space: i64,
+) -> Result<Vec<(NodeKey, DateTime<Utc>)>> {
+    let rows: Vec<(i64, String, DateTime<Utc>)> =
+        sqlx::query_as("SELECT seq, name, first_seen FROM orphans WHERE space_id = $1")
+            .bind(space)
+            .fetch_all(connection)
+            .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(seq, name, first_seen)| (NodeKey { seq, name }, first_seen))
+        .collect())
+}
+
+/// A pass saw `key` (of `bytes`) unclaimed for the first time at `at`.
+pub async fn orphan_seen(
+    connection: &mut PgConnection,
+    space: i64,
+    key: &NodeKey,
+    bytes: u64,
+    at: DateTime<Utc>,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO orphans (space_id, seq, name, bytes, first_seen) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(space)
+    .bind(key.seq)
+    .bind(&key.name)
+    .bind(i64::try_from(bytes).unwrap_or(i64::MAX))
+    .bind(at)
+    .execute(connection)
+    .await?;
+    Ok(())
+}
+
+/// `key` is no orphan any more (claimed, gone, or deleted by the sweep).
+pub async fn forget_orphan(connection: &mut PgConnection, space: i64, key: &NodeKey) -> Result<()> {
+    sqlx::query("DELETE FROM orphans WHERE space_id = $1 AND seq = $2 AND name = $3")
+        .bind(space)
+        .bind(key.seq)
+        .bind(&key.name)
+        .execute(connection)
+        .await?;
+    Ok(())
+}
+
+/// The sweep's counts for the node: `waiting` now, and `deleted` orphans of `bytes` more.
+pub async fn count_orphans(
+    connection: &mut PgConnection,
+    node: i64,
+    waiting: usize,
+    deleted: usize,
+    bytes: u64,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO shelf (node_id, orphans_waiting, orphans_deleted, orphan_bytes_deleted)
+         VALUES ($1, $2, $3, $4)
+         ON CONFLICT (node_id) DO UPDATE SET orphans_waiting = $2,
+             orphans_deleted = shelf.orphans_deleted + $3,
+             orphan_bytes_deleted = shelf.orphan_bytes_deleted + $4",
+    )
+    .bind(node)
+    .bind(i32::try_from(waiting).unwrap_or(i32::MAX))
+    .bind(i64::try_from(deleted).unwrap_or(i64::MAX))
+    .bind(i64::try_from(bytes).unwrap_or(i64::MAX))
+    .execute(connection)
+    .await?;
+    Ok(())
 }

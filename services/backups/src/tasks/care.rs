@@ -12,8 +12,8 @@ use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
 use crate::domain::health::{judge, HealthFacts};
-use crate::domain::policy::effective;
-use crate::domain::retention::{keep_days, Tiers};
+use crate::domain::policy::{effective, tiers};
+use crate::domain::retention::keep_days;
 use crate::domain::schedule::{excluded, NodeFacts};
 use crate::rpc::State;
 use crate::storage_pass::{pass_node, PassPolicy};
@@ -60,7 +60,7 @@ pub async fn tick(state: &State, now: DateTime<Utc>) -> Result<(), StoreError> {
                 .collect();
             let pass = PassPolicy {
                 keep_days: keep_days(None, policy.fields.keep_days),
-                tiers: Tiers::default(),
+                tiers: tiers(&policy.fields),
                 verified_seqs,
             };
             let report = pass_node(state, node.node_id, &pass, now).await?;

@@ -12,10 +12,10 @@ use axum::{
     Json,
 };
 use capstan_events::backups::rpc::{
-    ops, CreateTarget, Dispatched, FleetPolicy, FleetPolicyView, GetNodePolicy, GetPolicy,
-    ListTargets, MoveRequest, NodeBackups, NodeBackupsRequest, NodePolicyBody, NodePolicyView,
-    RestoreRequest, RestoreWhat, RunNow, SetDefaultTarget, SetNodePolicy, SetPolicy, TargetView,
-    Targets, VerifyRequest,
+    ops, BackupMode, CreateTarget, Dispatched, FleetPolicy, FleetPolicyView, GetNodePolicy,
+    GetPolicy, ListTargets, MoveRequest, NodeBackups, NodeBackupsRequest, NodePolicyBody,
+    NodePolicyView, PolicyFields, RestoreRequest, RestoreWhat, RunNow, SetDefaultTarget,
+    SetNodePolicy, SetPolicy, TargetView, Targets, VerifyRequest,
 };
 use capstan_events::Domain;
 use schemars::JsonSchema;
@@ -263,12 +263,55 @@ pub async fn get_policy(
     ))
 }
 
+/// The body of `PUT /api/v1/backups/policy` ([`FleetPolicy`]'s shape), read flat: serde's
+/// `flatten` buffers the fields it passes on and loses their names, so a bad `keep_weekly`
+/// would be refused as a bad `body`. Read this way, each bad field is named.
+#[derive(Deserialize)]
+pub struct FleetPolicyBody {
+    enabled: bool,
+    every_minutes: u32,
+    window_start_hour: u8,
+    window_hours: u8,
+    mode: BackupMode,
+    keep_days: u32,
+    full_every_days: u32,
+    verify_every_days: u32,
+    // The tiers (beyond the spec) may be left out: none.
+    #[serde(default)]
+    keep_daily: u32,
+    #[serde(default)]
+    keep_weekly: u32,
+    #[serde(default)]
+    keep_monthly: u32,
+}
+
+impl From<FleetPolicyBody> for FleetPolicy {
+    fn from(body: FleetPolicyBody) -> FleetPolicy {
+        FleetPolicy {
+            enabled: body.enabled,
+            fields: PolicyFields {
+                every_minutes: body.every_minutes,
+                window_start_hour: body.window_start_hour,
+                window_hours: body.window_hours,
+                mode: body.mode,
+                keep_days: body.keep_days,
+                full_every_days: body.full_every_days,
+                verify_every_days: body.verify_every_days,
+                keep_daily: body.keep_daily,
+                keep_weekly: body.keep_weekly,
+                keep_monthly: body.keep_monthly,
+            },
+        }
+    }
+}
+
 /// `PUT /api/v1/backups/policy`: the whole fleet policy.
 pub async fn set_policy(
     State(state): State<AppState>,
     Operator(actor): Operator,
-    JsonBody(policy): JsonBody<FleetPolicy>,
+    JsonBody(body): JsonBody<FleetPolicyBody>,
 ) -> Result<Json<FleetPolicyView>, ApiError> {
+    let policy = FleetPolicy::from(body);
     Ok(Json(
         ask(&state, ops::SET_POLICY, &SetPolicy { actor, policy }).await?,
     ))

@@ -110,6 +110,90 @@ async fn bad_ids_query_values_and_body_fields_are_400_naming_the_field() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backups_policy_tier_that_is_no_count_is_400_naming_the_tier() {
+    let gateway = Gateway::start().await;
+    let token = gateway.token(Level::Admin).await;
+    let fleet = |tier: &str, value: Value| {
+        let mut body = json!({"enabled": true, "every_minutes": 1440, "window_start_hour": 0,
+            "window_hours": 24, "mode": "chain", "keep_days": 7, "full_every_days": 7,
+            "verify_every_days": 7, "keep_daily": 7, "keep_weekly": 4, "keep_monthly": 6});
+        body[tier] = value;
+        body
+    };
+    let cases = [
+        (
+            gateway.put(
+                "/api/v1/backups/policy",
+                &token,
+                fleet("keep_weekly", json!(-1)),
+            ),
+            "keep_weekly",
+        ),
+        (
+            gateway.put(
+                "/api/v1/backups/policy",
+                &token,
+                fleet("keep_weekly", json!("four")),
+            ),
+            "keep_weekly",
+        ),
+        (
+            gateway.put(
+                "/api/v1/backups/policy",
+                &token,
+                fleet("keep_daily", json!(1.5)),
+            ),
+            "keep_daily",
+        ),
+        (
+            gateway.put(
+                "/api/v1/backups/policy",
+                &token,
+                fleet("keep_monthly", json!(null)),
+            ),
+            "keep_monthly",
+        ),
+        (
+            gateway.put(
+                "/api/v1/nodes/4/backups/policy",
+                &token,
+                json!({"position": "own", "keep_monthly": -2}),
+            ),
+            "keep_monthly",
+        ),
+    ];
+    for (request, field) in cases {
+        let (status, code, message) = error_of(request.send().await.unwrap()).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (400, "invalid_request"),
+            "{field}: {message}"
+        );
+        assert!(message.starts_with(field), "{message:?} names {field:?}");
+    }
+    assert!(
+        gateway.asked_ops().is_empty(),
+        "bad input never reaches the service: {:?}",
+        gateway.asked_ops()
+    );
+    // Whole counts go through, and the tiers may be left out (none).
+    for body in [fleet("keep_weekly", json!(52)), {
+        let mut plain = fleet("keep_daily", json!(0));
+        for tier in ["keep_daily", "keep_weekly", "keep_monthly"] {
+            plain.as_object_mut().unwrap().remove(tier);
+        }
+        plain
+    }] {
+        let response = gateway
+            .put("/api/v1/backups/policy", &token, body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn good_input_reaches_the_service_typed_and_its_answer_comes_back() {
     let gateway = Gateway::start().await;
     let token = gateway.token(Level::Read).await;

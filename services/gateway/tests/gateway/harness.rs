@@ -346,6 +346,13 @@ impl Gateway {
             .json(&body)
     }
 
+    pub fn put(&self, path: &str, token: &str, body: Value) -> reqwest::RequestBuilder {
+        self.client
+            .put(format!("{}{path}", self.url))
+            .bearer_auth(token)
+            .json(&body)
+    }
+
     /// The ops the fake was asked, in order.
     pub fn asked_ops(&self) -> Vec<String> {
         self.script
@@ -647,6 +654,9 @@ fn fleet_policy() -> capstan_events::backups::rpc::FleetPolicy {
             keep_days: 7,
             full_every_days: 7,
             verify_every_days: 7,
+            keep_daily: 0,
+            keep_weekly: 0,
+            keep_monthly: 0,
         },
     }
 }

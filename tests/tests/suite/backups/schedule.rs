@@ -23,7 +23,7 @@ fn db_url(dbname: &str) -> String {
     url.to_string()
 }
 
-fn psql(dbname: &str, sql: &str) -> String {
+pub(super) fn psql(dbname: &str, sql: &str) -> String {
     let output = Command::new("psql")
         .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d"])
         .arg(db_url(dbname))
@@ -39,7 +39,7 @@ fn psql(dbname: &str, sql: &str) -> String {
 }
 
 /// The site's database, dropped at the end.
-struct SiteDb(String);
+pub(super) struct SiteDb(pub(super) String);
 
 impl Drop for SiteDb {
     fn drop(&mut self) {
@@ -53,7 +53,7 @@ impl Drop for SiteDb {
 }
 
 /// Gives the agent a site: files under its site root, a database with rows, `site.json`.
-fn give_site(agent: &Agent) -> SiteDb {
+pub(super) fn give_site(agent: &Agent) -> SiteDb {
     let root = agent.site();
     std::fs::create_dir_all(root.join("uploads")).unwrap();
     std::fs::write(root.join("index.php"), "<?php echo 'v1';").unwrap();
@@ -78,7 +78,7 @@ fn give_site(agent: &Agent) -> SiteDb {
     SiteDb(dbname)
 }
 
-async fn backups(plane: &Plane, node: i64) -> Value {
+pub(super) async fn backups(plane: &Plane, node: i64) -> Value {
     let (status, view) = plane
         .api(
             &plane.reader,
@@ -92,7 +92,7 @@ async fn backups(plane: &Plane, node: i64) -> Value {
 }
 
 /// The runs that landed, oldest first: `(seq, kind)`.
-fn runs(view: &Value) -> Vec<(i64, String)> {
+pub(super) fn runs(view: &Value) -> Vec<(i64, String)> {
     let mut runs: Vec<(i64, String)> = view["chains"]
         .as_array()
         .unwrap()
@@ -109,7 +109,7 @@ fn runs(view: &Value) -> Vec<(i64, String)> {
     runs
 }
 
-async fn wait_runs(plane: &Plane, node: i64, count: usize) -> Value {
+pub(super) async fn wait_runs(plane: &Plane, node: i64, count: usize) -> Value {
     wait_for(
         &format!("{count} backup runs to land"),
         Duration::from_secs(180),
@@ -124,7 +124,7 @@ async fn wait_runs(plane: &Plane, node: i64, count: usize) -> Value {
 }
 
 /// Posts an act; its job id (202).
-async fn act(plane: &Plane, node: i64, what: &str, body: Value) -> i64 {
+pub(super) async fn act(plane: &Plane, node: i64, what: &str, body: Value) -> i64 {
     let (status, answer) = plane
         .api(
             &plane.admin,

@@ -1,9 +1,10 @@
 //! The storage pass (BK-11..BK-13, BK-15, BK-17) against a real S3-compatible server that
 //! checks every signature (s3s-fs) and the plane's real database: retention deletes exactly
 //! what the rules allow, each chain whole, a day after it was first found surplus; a truncated
-//! object is found by the storage check; the witness stamps when it listed and the newest write.
+//! object is found by the storage check; the witness stamps when it listed and the newest write;
+//! the part of a run that died before its manifest is swept a day after it was first seen.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use capstan_backups::domain::keys::{object_key, parse_node_key};
@@ -135,6 +136,48 @@ async fn bk_11_bk_12_bk_15_bk_17_the_storage_pass_deletes_exactly_what_retention
         request = request.header(name, value);
     }
     assert!(request.send().await.unwrap().status().is_success());
+    // Run 7 is uploading now: its job (this service's) has not ended, its part is there.
+    sqlx::query(
+        "INSERT INTO jobs (idempotency_key, correlation_id, job_id, node_id, machine, primitive,
+             params, seq, requested_by, dispatched_at)
+         VALUES ('backups/node-41/run-7', gen_random_uuid(), 990007, $1, 'node-41', 'backup_run',
+             '{\"seq\": 7, \"kind\": \"full\"}', 7, 'service/backups', now())",
+    )
+    .bind(node)
+    .execute(db.pool())
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO runs (node_id, seq, space_id, job_id, kind) VALUES ($1, 7, $2, 990007, 'full')",
+    )
+    .bind(node)
+    .bind(space)
+    .execute(db.pool())
+    .await
+    .unwrap();
+    // Run 8 the plane recorded as landed, though its manifest is not in storage: its part is
+    // claimed all the same (a missing manifest is for the checks to report, not to tidy away).
+    sqlx::query(
+        "INSERT INTO runs (node_id, seq, space_id, job_id, kind, landed_at)
+         VALUES ($1, 8, $2, 990008, 'full', now())",
+    )
+    .bind(node)
+    .bind(space)
+    .execute(db.pool())
+    .await
+    .unwrap();
+    for (key, body) in [
+        ("7/files.tar.zst.age.000001", "going"),
+        ("8/files.tar.zst.age.000001", "landed"),
+    ] {
+        let stored = object_key("fleet", space, node, &parse_node_key(key).unwrap());
+        let url = storage.presign_put(&stored, Duration::from_secs(300));
+        let mut request = reqwest::Client::new().put(url.url.as_str()).body(body);
+        for (name, value) in &url.headers {
+            request = request.header(name, value);
+        }
+        assert!(request.send().await.unwrap().status().is_success());
+    }
     let policy = PassPolicy {
         keep_days: 7,
         tiers: Tiers::default(),
@@ -150,9 +193,25 @@ async fn bk_11_bk_12_bk_15_bk_17_the_storage_pass_deletes_exactly_what_retention
     assert!(first.deleted.is_empty(), "{:?}", first.deleted);
     assert_eq!(
         runs_in(&s3.keys(), node),
-        BTreeSet::from([1, 2, 3, 4, 5, 6])
+        BTreeSet::from([1, 2, 3, 4, 5, 6, 7, 8])
+    );
+    // The orphan sweep: run 6's part (no manifest, no open run) is recorded, not deleted; run
+    // 7's (its job still running) and run 8's (landed) are no orphans.
+    assert_eq!(first.orphans_waiting, 1);
+    assert!(
+        first.orphans_deleted.is_empty(),
+        "{:?}",
+        first.orphans_deleted
     );
     let mut connection = db.pool().acquire().await.unwrap();
+    let recorded = store::shelf::orphans(&mut connection, space).await.unwrap();
+    assert_eq!(
+        recorded
+            .iter()
+            .map(|(key, seen)| (key.as_string(), seen.timestamp()))
+            .collect::<Vec<_>>(),
+        vec![("6/db.dump.zst.age.000001".to_string(), now.timestamp())]
+    );
     let shelf = store::shelf::shelf(&mut connection, node).await.unwrap();
     assert_eq!(
         shelf.checked_at.map(|at| at.timestamp()),
@@ -162,6 +221,8 @@ async fn bk_11_bk_12_bk_15_bk_17_the_storage_pass_deletes_exactly_what_retention
         .newest_at
         .is_some_and(|newest| newest > now - Days::minutes(10)));
     assert_eq!(shelf.problem, None);
+    assert_eq!(shelf.orphans_waiting, 1);
+    assert_eq!(shelf.orphans_deleted, 0);
     let surplus = store::shelf::surplus(&mut connection, space).await.unwrap();
     assert_eq!(
         surplus.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(),
@@ -169,13 +230,53 @@ async fn bk_11_bk_12_bk_15_bk_17_the_storage_pass_deletes_exactly_what_retention
     );
     drop(connection);
 
+    // 23 hours on, nothing has waited out its day: nothing goes.
+    let early = pass_node(&state, node, &policy, now + Days::hours(23))
+        .await
+        .unwrap();
+    assert!(early.errors.is_empty(), "{:?}", early.errors);
+    assert!(early.deleted.is_empty(), "{:?}", early.deleted);
+    assert!(
+        early.orphans_deleted.is_empty(),
+        "{:?}",
+        early.orphans_deleted
+    );
+    assert_eq!(early.orphans_waiting, 1);
+    assert_eq!(
+        runs_in(&s3.keys(), node),
+        BTreeSet::from([1, 2, 3, 4, 5, 6, 7, 8])
+    );
+
     // A day later: chain 1 goes whole (runs 1 and 2, parts and manifests); chain 3 (the newest
-    // before the window) and chain 4 (the window, verified) stay; run 6's part is untouched.
+    // before the window) and chain 4 (the window, verified) stay; run 6's part, still
+    // unclaimed a day after it was first seen, is swept with the plane's credential; run 7's
+    // and run 8's parts (open, landed) stay.
     let later = now + Days::hours(25);
     let second = pass_node(&state, node, &policy, later).await.unwrap();
     assert!(second.errors.is_empty(), "{:?}", second.errors);
     assert_eq!(second.deleted.get(&space), Some(&vec![1, 2]));
-    assert_eq!(runs_in(&s3.keys(), node), BTreeSet::from([3, 4, 5, 6]));
+    assert_eq!(
+        second.orphans_deleted,
+        BTreeMap::from([(space, vec!["6/db.dump.zst.age.000001".to_string()])])
+    );
+    assert_eq!(second.orphans_waiting, 0);
+    assert_eq!(runs_in(&s3.keys(), node), BTreeSet::from([3, 4, 5, 7, 8]));
+    let mut connection = db.pool().acquire().await.unwrap();
+    assert!(store::shelf::orphans(&mut connection, space)
+        .await
+        .unwrap()
+        .is_empty());
+    let shelf = store::shelf::shelf(&mut connection, node).await.unwrap();
+    assert_eq!(
+        (
+            shelf.orphans_waiting,
+            shelf.orphans_deleted,
+            shelf.orphan_bytes_deleted
+        ),
+        (0, 1, 4),
+        "counted: one orphan of 4 bytes (\"half\") deleted"
+    );
+    drop(connection);
     // Said once, on the backups stream, naming the space and the runs.
     let stream = capstan_events::Domain::Backups.events_stream();
     let pruned = wait_for("the pruned event", Duration::from_secs(30), || {
@@ -200,6 +301,12 @@ async fn bk_11_bk_12_bk_15_bk_17_the_storage_pass_deletes_exactly_what_retention
         .await
         .unwrap();
     assert!(third.deleted.is_empty(), "{:?}", third.deleted);
+    assert!(
+        third.orphans_deleted.is_empty(),
+        "{:?}",
+        third.orphans_deleted
+    );
+    assert_eq!(runs_in(&s3.keys(), node), BTreeSet::from([3, 4, 5, 7, 8]));
 
     // A truncated object is found by the storage check, in one line naming the run and part.
     let part = object_key(
