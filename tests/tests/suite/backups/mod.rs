@@ -3,7 +3,7 @@
 //! signature (`capstan_e2e::s3`, s3s-fs), and a signed test agent written from PROTOCOL.md.
 
 mod broker;
-mod schedule;
+pub(crate) mod schedule;
 mod storage;
 mod targets;
 
