@@ -476,3 +476,46 @@ async fn the_targets_page_is_level_10_with_where_new_backups_go_and_the_fleets_c
         403
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tab_states_the_nodes_position_and_level_10_sets_it() {
+    let gateway = Gateway::start().await;
+    let changer = gateway.signed_in(Level::Change).await;
+    let page = changer.get("/ui/nodes/17?tab=backups").await;
+    assert!(
+        page.has(r#"data-test="node-position" data-position="fleet">Follows the fleet policy: every 1440 min"#),
+        "{}",
+        page.body
+    );
+    assert!(!page.has(r#"id="backup-position""#));
+    let refused = changer
+        .submit("/ui/nodes/17/backups/policy", &[("position", "off")])
+        .await;
+    assert_eq!(refused.status, 403);
+    assert!(asked(&gateway, backups::ops::SET_NODE_POLICY).is_empty());
+
+    let admin = gateway.signed_in(Level::Admin).await;
+    let page = admin.get("/ui/nodes/17?tab=backups").await;
+    assert!(page.has(r#"id="backup-position""#));
+    let bad = admin
+        .submit("/ui/nodes/17/backups/policy", &[("position", "sometimes")])
+        .await;
+    assert_eq!(bad.status, 303);
+    assert!(asked(&gateway, backups::ops::SET_NODE_POLICY).is_empty());
+    let after = admin.get("/ui/nodes/17?tab=backups").await;
+    assert!(
+        after.has("position: must be fleet, own or off"),
+        "{}",
+        after.body
+    );
+    let saved = admin
+        .submit("/ui/nodes/17/backups/policy", &[("position", "off")])
+        .await;
+    assert_eq!(saved.status, 303);
+    assert_eq!(saved.location.as_deref(), Some("/ui/nodes/17?tab=backups"));
+    let requests = asked(&gateway, backups::ops::SET_NODE_POLICY);
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0]["node_id"], 17);
+    assert_eq!(requests[0]["body"], serde_json::json!({"position": "off"}));
+    assert_eq!(requests[0]["actor"]["level"], 10);
+}

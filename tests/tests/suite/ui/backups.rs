@@ -4,7 +4,8 @@
 //! fleet policy from its page and reads it back; presses "Run a backup now" on the node's
 //! Backups tab and sees the full run land there (its kind, who asked, the last backup, the
 //! verify state in BK-20's words); the Targets page shows where new backups go and the fleet's
-//! coverage, which follows the policy switched on from its page. Every control on these pages
+//! coverage, which follows the policy switched on from its page and the node switched off
+//! from its tab. Every control on these pages
 //! is reachable and named, and none logs a console error.
 
 use capstan_e2e::agent::{binary, Agent};
@@ -167,5 +168,33 @@ async fn an_admin_saves_the_policy_runs_a_backup_from_the_tab_and_reads_the_cove
         .text("[data-test=coverage]")
         .await
         .contains("1 node: 0 backed up, 1 not backed up."));
+    // The node's own decision, from its tab: off, said on the tab and in the coverage.
+    browser
+        .goto(&format!("{base}/ui/nodes/{node}?tab=backups"))
+        .await;
+    let position = browser.find("[data-test=node-position]").await;
+    assert_eq!(
+        position.attr("data-position").await.unwrap().as_deref(),
+        Some("fleet")
+    );
+    browser
+        .find("select[name=position]")
+        .await
+        .select_by_value("off")
+        .await
+        .unwrap();
+    browser.click("button[data-test=save-position]").await;
+    let flash = browser.text("[data-test=flash]").await;
+    assert!(flash.contains("Switched off for this node"), "{flash}");
+    let position = browser.find("[data-test=node-position]").await;
+    assert_eq!(
+        position.attr("data-position").await.unwrap().as_deref(),
+        Some("off")
+    );
+    browser.goto(&format!("{base}/ui/backups/targets")).await;
+    let reason = browser
+        .text(&format!("#uncovered-{node} [data-test=uncovered-reason]"))
+        .await;
+    assert!(reason.contains("switched off for this node"), "{reason}");
     assert!(browser.console_errors().await.is_empty());
 }

@@ -1,7 +1,8 @@
 //! The backups service's pages (issue 14): the node page's Backups tab (its chains newest
 //! first, each run full or incremental with its size, who asked for it and whether it was
 //! verified; the last backup, the last full and the oldest held; the verify state in BK-20's
-//! words; Run now and Verify at level 8, Restore and Move at level 10), the Targets page
+//! words; its position — fleet, its own schedule, or off — and the schedule in force; Run now
+//! and Verify at level 8, Restore, Move and the position at level 10), the Targets page
 //! (`/ui/backups/targets`, level 10: the targets, which is where new backups go, and the
 //! fleet's coverage) and the fleet policy page (`/ui/backups/policy`: read at 7, edited at 10).
 //! They ask the backups service the same rpc the JSON API does (`api/backups.rs`), as the
@@ -17,7 +18,9 @@
 //!   `[data-test=run-verified]`; `button[data-test=backup-run-now]`,
 //!   `button[data-test=verify-<seq>]`, `button[data-test=restore-<seq>]` (with its
 //!   `input[name=confirm]`), `form#backup-move` with `select[name=target_id]` and
-//!   `button[data-test=backup-move]`
+//!   `button[data-test=backup-move]`; `[data-test=node-position]` (`data-position=fleet|own|off`)
+//!   and, at level 10, `form#backup-position` with `select[name=position]` and
+//!   `button[data-test=save-position]`
 //! * Targets page: `[data-test=coverage]`, `#target-<id>` rows with `[data-test=target-nodes]`,
 //!   `[data-test=target-waiting]`, `[data-test=target-draining]`,
 //!   `[data-test=where-new-backups-go]` and `button[data-test=make-default]`;
@@ -55,6 +58,7 @@ pub enum BackupsPage {
     Verify,
     Restore,
     Move,
+    SetNodePolicy,
 }
 
 const fn page(path: &'static str, level: Level, op: BackupsPage) -> Route {
@@ -109,6 +113,12 @@ pub const ROUTES: &[Route] = &[
         P::Move,
         "move_backups",
     ),
+    form(
+        "/ui/nodes/{id}/backups/policy",
+        Admin,
+        P::SetNodePolicy,
+        "set_node_backup_policy",
+    ),
 ];
 
 /// The handler of `op`.
@@ -122,6 +132,7 @@ pub fn handler(filter: MethodFilter, op: BackupsPage) -> MethodRouter<AppState> 
         P::Verify => on(filter, node_tab::verify),
         P::Restore => on(filter, node_tab::restore),
         P::Move => on(filter, node_tab::move_node),
+        P::SetNodePolicy => on(filter, node_tab::set_position),
     }
 }
 

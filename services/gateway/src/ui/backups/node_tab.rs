@@ -6,8 +6,9 @@
 use axum::{extract::State, response::Response};
 use capstan_events::{
     backups::rpc::{
-        ops, ChainView, Dispatched, ListTargets, MoveRequest, NodeBackups, NodeBackupsRequest,
-        RestoreRequest, RestoreWhat, RunNow, RunView, Targets, VerifyRequest, VerifyView,
+        ops, ChainView, Dispatched, GetNodePolicy, ListTargets, MoveRequest, NodeBackups,
+        NodeBackupsRequest, NodePolicyBody, NodePolicyView, Position, RestoreRequest, RestoreWhat,
+        RunNow, RunView, SetNodePolicy, Targets, VerifyRequest, VerifyView,
     },
     rpc::Level,
 };
@@ -83,6 +84,42 @@ pub struct BackupsTab {
     /// Where the node may be moved (not the target of its active space).
     pub targets: Vec<TargetChoice>,
     pub targets_problem: Option<String>,
+    /// The node's position (`fleet`, `own`, `off`) and the schedule in force, in words.
+    pub position: String,
+    pub schedule: String,
+}
+
+/// A node's position and the schedule in force, for a person.
+fn schedule_words(view: &NodePolicyView) -> String {
+    let fields = &view.fields;
+    let whose = match view.position {
+        Position::Fleet => "Follows the fleet policy",
+        Position::Own => "A schedule of its own",
+        Position::Off => "Switched off for this node (a decision)",
+    };
+    if !view.scheduled {
+        let why = match view.position {
+            Position::Off => "",
+            _ => " — fleet backups are switched off",
+        };
+        return format!("{whose}{why}: not backed up on a schedule.");
+    }
+    format!(
+        "{whose}: every {} min from {:02}:00 UTC for {} h, {}, kept at least {} days, a full \
+         every {} days, verified every {} days{}.",
+        fields.every_minutes,
+        fields.window_start_hour,
+        fields.window_hours,
+        fields.mode.as_str(),
+        fields.keep_days,
+        fields.full_every_days,
+        fields.verify_every_days,
+        if fields.verify_every_days == 0 {
+            " (never)"
+        } else {
+            ""
+        },
+    )
 }
 
 fn run_row(run: &RunView) -> RunRow {
@@ -186,6 +223,8 @@ pub async fn node_tab(state: &AppState, session: &UiSession, node_id: i64) -> Ba
         can_admin,
         targets: Vec::new(),
         targets_problem: None,
+        position: String::new(),
+        schedule: String::new(),
     };
     let answer = match answer {
         Ok(answer) => answer,
@@ -220,6 +259,17 @@ pub async fn node_tab(state: &AppState, session: &UiSession, node_id: i64) -> Ba
             ago(turn.dispatched_at).text
         )
     });
+    let request = GetNodePolicy {
+        actor: session.actor(),
+        node_id,
+    };
+    match ask::<_, NodePolicyView>(state, ops::GET_NODE_POLICY, &request).await {
+        Ok(view) => {
+            tab.position = view.position.as_str().to_string();
+            tab.schedule = schedule_words(&view);
+        }
+        Err(refusal) => tab.schedule = refusal_sentence(&refusal),
+    }
     if can_admin {
         let active = answer
             .chains
@@ -407,6 +457,44 @@ pub async fn move_node(
         &format!("Moved to target {target_id}; its first full backup there was asked for"),
         serde_json::json!({"target_id": target_id}),
     )
+}
+
+/// The node's position from the tab: `fleet`, `own` (the fleet's fields frozen as they are
+/// now) or `off`.
+pub async fn set_position(
+    State(state): State<AppState>,
+    session: UiSession,
+    PathId(node_id): PathId,
+    fields: FormFields,
+) -> Response {
+    let Some(position) = fields
+        .get("position")
+        .map(str::trim)
+        .and_then(Position::parse)
+    else {
+        return acted(
+            &back(node_id),
+            Err(ApiError::invalid("position", "must be fleet, own or off")),
+        );
+    };
+    let request = SetNodePolicy {
+        actor: session.actor(),
+        node_id,
+        body: NodePolicyBody {
+            position: position.as_str().to_string(),
+            ..NodePolicyBody::default()
+        },
+    };
+    let answer: Result<NodePolicyView, ApiError> =
+        ask(&state, ops::SET_NODE_POLICY, &request).await;
+    let mut response = acted(
+        &back(node_id),
+        answer.map(|view| format!("Saved. {}", schedule_words(&view))),
+    );
+    response.extensions_mut().insert(AuditDetail(
+        serde_json::json!({"position": position.as_str()}),
+    ));
+    response
 }
 
 #[cfg(test)]
