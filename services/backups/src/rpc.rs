@@ -1,5 +1,5 @@
 //! The questions asked of the backups service (`capstan.rpc.backups.*`): the operator's
-//! targets (level 10, BK-04), and the broker's `backup_urls`, asked by the agent channel for a
+//! targets (level 10, BK-04) and the fleet's coverage of them, and the broker's `backup_urls`, asked by the agent channel for a
 //! node whose signed request it verified and whose named job it found running. A change and
 //! the event it causes commit together.
 
@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use capstan_bus::RpcServer;
 use capstan_events::backups::rpc::{
-    ops, BackupUrls, BackupUrlsAnswer, CreateTarget, ListTargets, PresignedUrl, SetDefaultTarget,
-    TargetView, Targets,
+    ops, BackupUrls, BackupUrlsAnswer, CreateTarget, FleetCoverage, FleetCoverageRequest,
+    ListTargets, PresignedUrl, SetDefaultTarget, TargetView, Targets, COVERAGE_UNCOVERED_LISTED,
 };
 use capstan_events::backups::{TargetChanged, UrlOp};
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
@@ -19,6 +19,7 @@ use capstan_store::{Store, StoreError};
 use chrono::Utc;
 
 use crate::domain::broker::{self, Refusal};
+use crate::domain::coverage::{self, TargetFacts};
 use crate::domain::keys::{object_key, NodeKey};
 use crate::domain::targets;
 use crate::drivers::s3::{Http, Storage};
@@ -44,6 +45,7 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
         .route_with_state(ops::CREATE_TARGET, &state, create_target)
         .route_with_state(ops::SET_DEFAULT_TARGET, &state, set_default_target)
         .route_with_state(ops::BACKUP_URLS, &state, backup_urls)
+        .route_with_state(ops::FLEET_COVERAGE, &state, fleet_coverage)
 }
 
 fn unavailable(error: StoreError) -> RpcError {
@@ -99,6 +101,41 @@ pub async fn list_targets(state: State, request: ListTargets) -> Answer<Targets>
     Ok(Targets {
         targets: rows.iter().map(view).collect::<Answer<_>>()?,
     })
+}
+
+/// The Targets page's fleet coverage (level 10, like every target page): how many nodes back
+/// up to each target and which are not backed up, and why, read in one transaction.
+pub async fn fleet_coverage(state: State, request: FleetCoverageRequest) -> Answer<FleetCoverage> {
+    request
+        .actor
+        .require(Level::Admin, "reading the fleet's backup coverage")?;
+    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    let targets: Vec<TargetFacts> = store::targets(&mut transaction)
+        .await
+        .map_err(unavailable)?
+        .into_iter()
+        .map(|row| TargetFacts {
+            id: row.id,
+            name: row.name,
+            is_default: row.is_default,
+        })
+        .collect();
+    let (fleet, _, _) = store::schedule::fleet_policy(&mut transaction)
+        .await
+        .map_err(unavailable)?;
+    let nodes = store::coverage::nodes(&mut transaction)
+        .await
+        .map_err(unavailable)?;
+    transaction
+        .commit()
+        .await
+        .map_err(|e| unavailable(e.into()))?;
+    Ok(coverage::coverage(
+        &targets,
+        &nodes,
+        fleet.enabled,
+        COVERAGE_UNCOVERED_LISTED,
+    ))
 }
 
 /// BK-04: a target is checked, tried (its credential must list its folder), sealed and saved.

@@ -6,6 +6,7 @@ use capstan_events::Envelope;
 use capstan_store::{outbox, PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 
+pub mod coverage;
 pub mod health;
 pub mod schedule;
 pub mod shelf;

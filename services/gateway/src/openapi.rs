@@ -88,6 +88,7 @@ pub fn component_schemas() -> Map<String, Value> {
         use capstan_events::backups::rpc as backups;
         add::<backups::Targets>(&mut answers);
         add::<backups::TargetView>(&mut answers);
+        add::<backups::FleetCoverage>(&mut answers);
         add::<backups::BackupUrlsAnswer>(&mut answers);
         add::<backups::FleetPolicyView>(&mut answers);
         add::<backups::NodePolicyView>(&mut answers);

@@ -125,6 +125,8 @@ pub enum UiOp {
     FleetSecurity,
     /// A page or form of the monitor service (`ui/monitor/`).
     Monitor(crate::ui::monitor::MonitorPage),
+    /// A page or form of the backups service (`ui/backups/`).
+    Backups(crate::ui::backups::BackupsPage),
 }
 
 /// One row of the table.

@@ -42,6 +42,7 @@ pub static ROUTES: std::sync::LazyLock<Vec<Route>> = std::sync::LazyLock::new(||
         crate::api::backups::ROUTES,
         crate::ui::fleet_security::ROUTES,
         crate::ui::monitor::ROUTES,
+        crate::ui::backups::ROUTES,
     ]
     .concat()
 });

@@ -37,6 +37,9 @@ pub mod ops {
     pub const RESTORE: &str = "restore";
     /// `POST /api/v1/nodes/{id}/backups/move` (level 10).
     pub const MOVE: &str = "move";
+    /// `GET /api/v1/backups/coverage` (level 10): how many nodes back up to each target, and
+    /// which are not backed up and why (the Targets page's fleet coverage, BK-04, BK-22).
+    pub const FLEET_COVERAGE: &str = "fleet_coverage";
 }
 
 /// `GET /api/v1/backups/targets` (level 10).
@@ -521,3 +524,78 @@ pub struct MoveRequest {
 pub struct Dispatched {
     pub job_id: i64,
 }
+
+// ---- fleet coverage (the Targets page, BK-04, BK-08, BK-22) -------------------------------
+
+/// `GET /api/v1/backups/coverage` (level 10).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FleetCoverageRequest {
+    pub actor: Actor,
+}
+
+/// One target's share of the fleet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TargetCoverage {
+    pub target_id: i64,
+    pub name: String,
+    /// Whether new backups go here.
+    pub is_default: bool,
+    /// Nodes backed up here now: scheduled, holding their own recovery key, their active space
+    /// on this target.
+    pub nodes: u32,
+    /// Nodes that will be backed up here by their first backup: scheduled, holding their own
+    /// key, with no space yet (only the target where new backups go has them).
+    pub waiting: u32,
+    /// Nodes moved away from here whose old backups are still held here (draining spaces).
+    pub draining: u32,
+}
+
+/// Why a node is not backed up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Uncovered {
+    /// Switched off: the node's own decision, or the fleet's (BK-08).
+    Off,
+    /// The node holds no proven recovery key of its own (BK-22): it cannot be backed up.
+    NoRecoveryKey,
+    /// No target is chosen as where new backups go, and the node has no space yet.
+    NoTarget,
+}
+
+impl Uncovered {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Uncovered::Off => "off",
+            Uncovered::NoRecoveryKey => "no_recovery_key",
+            Uncovered::NoTarget => "no_target",
+        }
+    }
+}
+
+/// A node that is not backed up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct UncoveredNode {
+    pub node_id: i64,
+    pub name: String,
+    pub reason: Uncovered,
+    /// The reason in words.
+    pub words: String,
+}
+
+/// The answer to [`FleetCoverageRequest`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FleetCoverage {
+    /// Every target, in the order of the targets list.
+    pub targets: Vec<TargetCoverage>,
+    /// Paired nodes in all.
+    pub nodes: u32,
+    /// Nodes backed up or waiting for their first backup.
+    pub covered: u32,
+    /// How many nodes are not backed up (all of them, however many are listed).
+    pub uncovered_count: u32,
+    /// The nodes not backed up, by id, at most [`COVERAGE_UNCOVERED_LISTED`].
+    pub uncovered: Vec<UncoveredNode>,
+}
+
+/// The most uncovered nodes [`FleetCoverage`] lists (the count says the rest).
+pub const COVERAGE_UNCOVERED_LISTED: usize = 200;

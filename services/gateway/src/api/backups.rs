@@ -1,5 +1,6 @@
 //! `/api/v1/backups/targets`: the backups service's targets (BK-04, level 10). A target's keys
-//! go in once, with its POST, and are never shown again. `/api/v1/backups/policy` and
+//! go in once, with its POST, and are never shown again; `/api/v1/backups/coverage` says how
+//! many nodes back up to each and which are not backed up. `/api/v1/backups/policy` and
 //! `/api/v1/nodes/{id}/backups/...`: the fleet policy, a node's position (BK-08), its backups
 //! (BK-20, BK-25) and the acts that take its machine's turn (BK-09), each answering
 //! `202 {"job_id"}` or `409` naming what holds the turn.
@@ -12,10 +13,10 @@ use axum::{
     Json,
 };
 use capstan_events::backups::rpc::{
-    ops, BackupMode, CreateTarget, Dispatched, FleetPolicy, FleetPolicyView, GetNodePolicy,
-    GetPolicy, ListTargets, MoveRequest, NodeBackups, NodeBackupsRequest, NodePolicyBody,
-    NodePolicyView, PolicyFields, RestoreRequest, RestoreWhat, RunNow, SetDefaultTarget,
-    SetNodePolicy, SetPolicy, TargetView, Targets, VerifyRequest,
+    ops, BackupMode, CreateTarget, Dispatched, FleetCoverage, FleetCoverageRequest, FleetPolicy,
+    FleetPolicyView, GetNodePolicy, GetPolicy, ListTargets, MoveRequest, NodeBackups,
+    NodeBackupsRequest, NodePolicyBody, NodePolicyView, PolicyFields, RestoreRequest, RestoreWhat,
+    RunNow, SetDefaultTarget, SetNodePolicy, SetPolicy, TargetView, Targets, VerifyRequest,
 };
 use capstan_events::Domain;
 use schemars::JsonSchema;
@@ -34,6 +35,7 @@ use crate::{
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackupsOp {
     ListTargets,
+    Coverage,
     CreateTarget,
     SetDefaultTarget,
     GetPolicy,
@@ -87,6 +89,13 @@ pub const ROUTES: &[Route] = &[
         Admin,
         BackupsOp::SetDefaultTarget,
         Some("set_default_backup_target"),
+    ),
+    row(
+        Method::Get,
+        "/api/v1/backups/coverage",
+        Admin,
+        BackupsOp::Coverage,
+        None,
     ),
     row(
         Method::Get,
@@ -157,6 +166,7 @@ pub const ROUTES: &[Route] = &[
 pub fn handler(filter: MethodFilter, op: BackupsOp) -> MethodRouter<AppState> {
     match op {
         BackupsOp::ListTargets => on(filter, list_targets),
+        BackupsOp::Coverage => on(filter, coverage),
         BackupsOp::CreateTarget => on(filter, create_target),
         BackupsOp::SetDefaultTarget => on(filter, set_default_target),
         BackupsOp::GetPolicy => on(filter, get_policy),
@@ -185,6 +195,17 @@ pub async fn list_targets(
 ) -> Result<Json<Targets>, ApiError> {
     Ok(Json(
         ask(&state, ops::LIST_TARGETS, &ListTargets { actor }).await?,
+    ))
+}
+
+/// `GET /api/v1/backups/coverage`: how many nodes back up to each target, and which nodes are
+/// not backed up and why.
+pub async fn coverage(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+) -> Result<Json<FleetCoverage>, ApiError> {
+    Ok(Json(
+        ask(&state, ops::FLEET_COVERAGE, &FleetCoverageRequest { actor }).await?,
     ))
 }
 

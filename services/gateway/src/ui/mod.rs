@@ -38,7 +38,7 @@
 //! * bind (`/ui/joins/<id>/bind?q=`): `input[data-test=bind-search]`, `#candidate-<id>` rows
 //!   with `button[data-test=bind-to]`
 //! * node page: `a[data-test=crumb-nodes]` (to the node list),
-//!   `[data-test=tab-overview|tab-jobs|tab-agent]`, `[data-test=fact-<name>]`,
+//!   `[data-test=tab-overview|tab-jobs|tab-agent|tab-recipes|tab-backups]`, `[data-test=fact-<name>]`,
 //!   `[data-test=run-<primitive>]` submit buttons, `[data-test=needs-newer-agent]`,
 //!   `[data-test=fingerprint]`, `a[data-test=disconnect]`, `button[data-test=confirm-disconnect]`
 //! * job page: `[data-test=job-state]`, `[data-test=job-output]`, `[data-test=job-result]`,
@@ -51,10 +51,13 @@
 //! * the Fleet security page (`/ui/fleet/security`): see [`fleet_security`]
 //! * the dashboard's Sites card, the node page's Uptime card and the edge probe page: see
 //!   [`monitor`]
+//! * the node page's Backups tab (`[data-test=tab-backups]`), the Targets page and the fleet
+//!   backup policy page: see [`backups`]
 
 mod account;
 pub mod agent_channel;
 pub mod assets;
+pub mod backups;
 mod cookies;
 pub mod fleet_security;
 mod format;
@@ -147,6 +150,7 @@ pub fn handler(filter: MethodFilter, op: UiOp) -> MethodRouter<AppState> {
         UiOp::Rollouts(op) => rollouts::handler(filter, op),
         UiOp::FleetSecurity => fleet_security::handler(filter),
         UiOp::Monitor(op) => monitor::handler(filter, op),
+        UiOp::Backups(op) => backups::handler(filter, op),
     }
 }
 

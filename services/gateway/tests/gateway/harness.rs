@@ -48,6 +48,10 @@ pub struct Script {
     pub rejected: Vec<JoinView>,
     /// When set, the job `get_job` answers (with the asked id).
     pub job: Option<JobView>,
+    /// When set, what the fake backups service's `node_backups` answers (with the asked node).
+    pub node_backups: Option<capstan_events::backups::rpc::NodeBackups>,
+    /// When set, what its `fleet_coverage` answers (default: target 1 with no nodes).
+    pub coverage: Option<capstan_events::backups::rpc::FleetCoverage>,
 }
 
 pub struct Gateway {
@@ -702,13 +706,17 @@ fn fake_backups(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
             changed_at: None,
         }
     });
-    let server = fake(server, script, backups::ops::SET_POLICY, |_, _: Value| {
-        backups::FleetPolicyView {
-            policy: fleet_policy(),
+    let server = fake(
+        server,
+        script,
+        backups::ops::SET_POLICY,
+        |_, request: Value| backups::FleetPolicyView {
+            policy: serde_json::from_value(request["policy"].clone())
+                .unwrap_or_else(|_| fleet_policy()),
             changed_by: Some("ada".into()),
             changed_at: Some(chrono::Utc::now()),
-        }
-    });
+        },
+    );
     let server = fake(
         server,
         script,
@@ -725,22 +733,36 @@ fn fake_backups(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
         server,
         script,
         backups::ops::NODE_BACKUPS,
-        |_, request: Value| backups::NodeBackups {
-            node_id: request["node_id"].as_i64().unwrap_or(5),
-            chains: vec![],
-            last_backup: None,
-            last_full: None,
-            oldest: None,
-            shelf_problem: None,
-            verify_state: backups::VerifyState {
-                state: backups::VerifyStateKind::NoBackups,
-                problem: false,
-                words: "No backup yet".into(),
-                last: None,
+        |script, request: Value| match &script.node_backups {
+            Some(answer) => backups::NodeBackups {
+                node_id: request["node_id"].as_i64().unwrap_or(5),
+                ..answer.clone()
             },
-            recovery_key: None,
-            last_failure: None,
-            busy: None,
+            None => no_backups(request["node_id"].as_i64().unwrap_or(5)),
+        },
+    );
+    let server = fake(
+        server,
+        script,
+        backups::ops::FLEET_COVERAGE,
+        |script, _: Value| {
+            script
+                .coverage
+                .clone()
+                .unwrap_or_else(|| backups::FleetCoverage {
+                    targets: vec![backups::TargetCoverage {
+                        target_id: 1,
+                        name: "offsite".into(),
+                        is_default: false,
+                        nodes: 0,
+                        waiting: 0,
+                        draining: 0,
+                    }],
+                    nodes: 0,
+                    covered: 0,
+                    uncovered_count: 0,
+                    uncovered: vec![],
+                })
         },
     );
     let mut server = server;
@@ -755,6 +777,28 @@ fn fake_backups(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
         });
     }
     server
+}
+
+/// A node with no backup yet, as the backups service states it.
+pub fn no_backups(node_id: i64) -> capstan_events::backups::rpc::NodeBackups {
+    use capstan_events::backups::rpc as backups;
+    backups::NodeBackups {
+        node_id,
+        chains: vec![],
+        last_backup: None,
+        last_full: None,
+        oldest: None,
+        shelf_problem: None,
+        verify_state: backups::VerifyState {
+            state: backups::VerifyStateKind::NoBackups,
+            problem: false,
+            words: "No backup yet".into(),
+            last: None,
+        },
+        recovery_key: None,
+        last_failure: None,
+        busy: None,
+    }
 }
 
 fn fake_monitor(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {

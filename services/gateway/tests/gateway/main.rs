@@ -5,6 +5,7 @@
 
 mod agent;
 mod auth;
+mod backups_ui;
 mod browser;
 mod errors;
 mod harness;

@@ -4,7 +4,7 @@
 
 mod broker;
 mod moving;
-mod schedule;
+pub(crate) mod schedule;
 mod storage;
 mod targets;
 

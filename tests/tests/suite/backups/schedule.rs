@@ -39,7 +39,7 @@ pub(super) fn psql(dbname: &str, sql: &str) -> String {
 }
 
 /// The site's database, dropped at the end.
-pub(super) struct SiteDb(pub(super) String);
+pub(crate) struct SiteDb(pub(crate) String);
 
 impl Drop for SiteDb {
     fn drop(&mut self) {
@@ -53,7 +53,7 @@ impl Drop for SiteDb {
 }
 
 /// Gives the agent a site: files under its site root, a database with rows, `site.json`.
-pub(super) fn give_site(agent: &Agent) -> SiteDb {
+pub(crate) fn give_site(agent: &Agent) -> SiteDb {
     let root = agent.site();
     std::fs::create_dir_all(root.join("uploads")).unwrap();
     std::fs::write(root.join("index.php"), "<?php echo 'v1';").unwrap();

@@ -3,6 +3,7 @@
 //! `.ci/run` installs `chromium` and `chromium-driver` when they are absent; without them these
 //! tests fail and say so.
 
+mod backups;
 mod flows;
 mod incidents;
 mod monitor;

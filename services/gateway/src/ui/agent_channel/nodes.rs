@@ -1,7 +1,8 @@
-//! A node's page (`/ui/nodes/{id}?tab=overview|jobs|agent|recipes`): Overview (what its latest
-//! `check_status` and `host_report` found), Jobs (its history and "Run a job"), Agent (the
+//! A node's page (`/ui/nodes/{id}?tab=overview|jobs|agent|recipes|backups`): Overview (what its
+//! latest `check_status` and `host_report` found), Jobs (its history and "Run a job"), Agent (the
 //! pairing, with Disconnect behind a confirmation for level 10), Recipes (what the agent does
-//! on its own clock: each recipe's mode, verdict and most recent case). Below level 8 the page shows
+//! on its own clock: each recipe's mode, verdict and most recent case), Backups (the backups
+//! service's tab, [`crate::ui::backups`]: read at 7, its acts at 8 and 10). Below level 8 the page shows
 //! its reading tabs only: Overview, Jobs with the read words alone, and Agent without
 //! Disconnect (spec, "Admin Pages": "Below 8, node detail shows only its reading tabs").
 
@@ -36,6 +37,7 @@ enum Tab {
     Jobs,
     Agent,
     Recipes,
+    Backups,
 }
 
 impl Tab {
@@ -49,6 +51,7 @@ impl Tab {
             Some("jobs") => Tab::Jobs,
             Some("agent") => Tab::Agent,
             Some("recipes") => Tab::Recipes,
+            Some("backups") => Tab::Backups,
             _ => Tab::Overview,
         }
     }
@@ -59,6 +62,7 @@ impl Tab {
             Tab::Jobs => "jobs",
             Tab::Agent => "agent",
             Tab::Recipes => "recipes",
+            Tab::Backups => "backups",
         }
     }
 }
@@ -171,6 +175,8 @@ struct NodePage {
     recipes: Vec<super::recipes::RecipeRow>,
     incidents: crate::ui::incidents::NodeCard,
     uptime: crate::ui::monitor::UptimeCard,
+    /// The Backups tab, asked only when it is the tab shown.
+    backups: Option<crate::ui::backups::BackupsTab>,
 }
 
 fn finding(found: &Option<capstan_events::agent_channel::rpc::Finding>) -> Option<Finding> {
@@ -269,7 +275,13 @@ pub async fn page(
     );
     let incidents = crate::ui::incidents::node_card(&state, &session, node_id).await;
     let uptime = crate::ui::monitor::uptime_card(&state, &session, node_id).await;
+    let backups = if tab == Tab::Backups {
+        Some(crate::ui::backups::node_tab(&state, &session, node_id).await)
+    } else {
+        None
+    };
     let page = NodePage {
+        backups,
         chrome: Chrome::signed_in(&session, &headers, node.name.clone(), "nodes"),
         incidents,
         uptime,
