@@ -11,7 +11,7 @@ use capstan_events::backups::rpc::{
 };
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
 use chrono::{Duration, Utc};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::harness::{no_backups, Gateway};
 
@@ -347,6 +347,9 @@ async fn the_policy_page_reads_at_7_saves_at_10_and_names_a_bad_field() {
         ("keep_days", "30"),
         ("full_every_days", "7"),
         ("verify_every_days", "3"),
+        ("keep_daily", "7"),
+        ("keep_weekly", "4"),
+        ("keep_monthly", "12"),
     ];
     // A level-7 operator cannot post an edit: 403 at the door, nothing asked.
     let refused = reader.submit("/ui/backups/policy", &good).await;
@@ -385,6 +388,14 @@ async fn the_policy_page_reads_at_7_saves_at_10_and_names_a_bad_field() {
     assert_eq!(policy["every_minutes"], 720);
     assert_eq!(policy["keep_days"], 30);
     assert_eq!(policy["verify_every_days"], 3);
+    assert_eq!(
+        (
+            &policy["keep_daily"],
+            &policy["keep_weekly"],
+            &policy["keep_monthly"]
+        ),
+        (&json!(7), &json!(4), &json!(12))
+    );
     assert_eq!(requests[0]["actor"]["level"], 10);
     let after = admin.get("/ui/backups/policy").await;
     assert!(after.has("Fleet backup policy saved"), "{}", after.body);

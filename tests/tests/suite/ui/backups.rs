@@ -52,6 +52,7 @@ async fn an_admin_saves_the_policy_runs_a_backup_from_the_tab_and_reads_the_cove
     browser.click("a[data-test=nav-backup-policy]").await;
     browser.wait_path("/ui/backups/policy").await;
     browser.fill("input[name=keep_days]", "14").await;
+    browser.fill("input[name=keep_weekly]", "4").await;
     browser.click("button[data-test=save-policy]").await;
     let flash = browser.text("[data-test=flash]").await;
     assert!(
@@ -73,6 +74,7 @@ async fn an_admin_saves_the_policy_runs_a_backup_from_the_tab_and_reads_the_cove
         .api(&plane.reader, "GET", "/api/v1/backups/policy", None)
         .await;
     assert_eq!(policy["keep_days"], 14, "{policy}");
+    assert_eq!(policy["keep_weekly"], 4, "{policy}");
     assert_eq!(policy["changed_by"], "ada", "{policy}");
     let controls = browser.unreachable_or_unnamed_controls().await;
     assert!(controls.is_empty(), "the policy page: {controls:?}");

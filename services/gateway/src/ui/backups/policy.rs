@@ -41,7 +41,7 @@ struct NumberField {
 
 /// The numbers of the policy, in the form's order, with their ranges (the service checks them
 /// again).
-const NUMBERS: [(&str, &str, &str, u32, u32); 6] = [
+const NUMBERS: [(&str, &str, &str, u32, u32); 9] = [
     (
         "every_minutes",
         "Frequency (minutes)",
@@ -84,6 +84,27 @@ const NUMBERS: [(&str, &str, &str, u32, u32); 6] = [
         0,
         365,
     ),
+    (
+        "keep_daily",
+        "Also keep daily (days)",
+        "The newest chain of each of this many recent days stays on top of the window; 0 is none.",
+        0,
+        3650,
+    ),
+    (
+        "keep_weekly",
+        "Also keep weekly (weeks)",
+        "The newest chain of each of this many recent ISO weeks; 0 is none.",
+        0,
+        520,
+    ),
+    (
+        "keep_monthly",
+        "Also keep monthly (months)",
+        "The newest chain of each of this many recent months; 0 is none.",
+        0,
+        120,
+    ),
 ];
 
 #[derive(Template)]
@@ -107,6 +128,9 @@ fn number_of(fields: &PolicyFields, name: &str) -> u32 {
         "window_hours" => u32::from(fields.window_hours),
         "keep_days" => fields.keep_days,
         "full_every_days" => fields.full_every_days,
+        "keep_daily" => fields.keep_daily,
+        "keep_weekly" => fields.keep_weekly,
+        "keep_monthly" => fields.keep_monthly,
         _ => fields.verify_every_days,
     }
 }
@@ -197,6 +221,9 @@ fn read(fields: &FormFields) -> Result<FleetPolicy, ApiError> {
             keep_days: number("keep_days")?,
             full_every_days: number("full_every_days")?,
             verify_every_days: number("verify_every_days")?,
+            keep_daily: number("keep_daily")?,
+            keep_weekly: number("keep_weekly")?,
+            keep_monthly: number("keep_monthly")?,
         },
     })
 }
@@ -291,7 +318,7 @@ mod tests {
         FormFields::parse(encoded.as_bytes())
     }
 
-    const GOOD: [(&str, &str); 8] = [
+    const GOOD: [(&str, &str); 11] = [
         ("enabled", "on"),
         ("mode", "chain"),
         ("every_minutes", "720"),
@@ -300,6 +327,9 @@ mod tests {
         ("keep_days", "14"),
         ("full_every_days", "7"),
         ("verify_every_days", "0"),
+        ("keep_daily", "7"),
+        ("keep_weekly", "4"),
+        ("keep_monthly", "0"),
     ];
 
     #[test]
@@ -310,6 +340,14 @@ mod tests {
         assert_eq!(policy.fields.window_hours, 6);
         assert_eq!(policy.fields.keep_days, 14);
         assert_eq!(policy.fields.verify_every_days, 0);
+        assert_eq!(
+            (
+                policy.fields.keep_daily,
+                policy.fields.keep_weekly,
+                policy.fields.keep_monthly
+            ),
+            (7, 4, 0)
+        );
     }
 
     #[test]
@@ -320,6 +358,7 @@ mod tests {
             ("mode", "sometimes"),
             ("enabled", "maybe"),
             ("every_minutes", ""),
+            ("keep_weekly", "-1"),
         ] {
             let pairs: Vec<(&str, &str)> = GOOD
                 .iter()
