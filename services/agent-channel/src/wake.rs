@@ -2,7 +2,9 @@
 //! trigger sends `NOTIFY capstan_agent_channel_jobs, '<node id>'` at commit; every replica
 //! listens, so the claim wakes whichever replica holds it. A gateway that stops releases the
 //! long polls it forwarded ([`Wake::release`]): they end at once without a job, since nobody is
-//! left to take one to the agent.
+//! left to take one to the agent. A gateway releases one claim alone ([`Wake::release_poll`])
+//! when its agent hung up or when it gave up waiting for the claim's answer; a job that claim
+//! had handed out already is named then, to go back to `pending` ([`Wake::handed_out`]).
 //!
 //! The same wake-ups keep the nodes with work waiting ([`Wake::has_work`]): a request of such a
 //! node goes ahead of plain renewals when it waits for a slot (`domain::claims::lane`).
@@ -14,7 +16,7 @@ use std::{
         atomic::{AtomicU64, Ordering},
         Arc, Mutex,
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -62,7 +64,15 @@ pub struct Wake {
     /// Nodes with a job waiting, each with the ring count when it was last rung (or found with
     /// one); a claim that looks and finds none takes its node out ([`Wake::settle`]).
     work: Mutex<HashMap<i64, u64>>,
+    /// Per poll, the job its claim handed out and when, kept [`HANDED_KEPT`]: a release of that
+    /// poll coming after the hand-out (its answer reached no agent) names the job to hand back.
+    handed: Mutex<HashMap<Uuid, (i64, Instant)>>,
 }
+
+/// How long a claim's hand-out is remembered for a late release of its poll: longer than any
+/// gateway waits for a claim's answer (its 30 s wait and margin), and within the hand-back's own
+/// bound (`HAND_BACK_WITHIN_SECONDS`).
+pub const HANDED_KEPT: Duration = Duration::from_secs(90);
 
 impl Wake {
     /// Taken before a claim's first read of its node's jobs; see [`Wake::rung_since`].
@@ -160,6 +170,28 @@ impl Wake {
         }
     }
 
+    /// Records that the claim of `poll` handed out `job`. True when that poll was released
+    /// already (its agent hung up, or its gateway gave up on the answer): the answer reaches
+    /// nobody, so the claim hands the job back itself and answers none. Under one lock with
+    /// [`Wake::release_poll`], so exactly one of the two hands a job back.
+    pub fn handed_out(&self, poll: Uuid, job: i64) -> bool {
+        let mut handed = self.handed.lock().expect("the wake map is never poisoned");
+        if self.released(poll).is_cancelled() {
+            return true;
+        }
+        handed.insert(poll, (job, Instant::now()));
+        false
+    }
+
+    /// Releases one claim (its gateway gave up on it, or its agent hung up): ends it if it is
+    /// held here, and takes the job it had handed out already, if any, which never reached its
+    /// agent. How many claims it ended, and that job.
+    pub fn release_poll(&self, poll: Uuid) -> (u64, Option<i64>) {
+        let mut handed = self.handed.lock().expect("the wake map is never poisoned");
+        let released = self.release(poll);
+        (released, handed.remove(&poll).map(|(job, _)| job))
+    }
+
     /// Ends every long poll `gateway` forwarded here; how many were waiting.
     pub fn release(&self, gateway: Uuid) -> u64 {
         let token = self.released(gateway);
@@ -168,8 +200,13 @@ impl Wake {
         Arc::strong_count(&token).saturating_sub(2) as u64
     }
 
-    /// Forgets bells and gateways (and polls) nobody holds.
+    /// Forgets bells and gateways (and polls) nobody holds, and hand-outs older than
+    /// [`HANDED_KEPT`].
     pub fn prune(&self) {
+        self.handed
+            .lock()
+            .expect("the wake map is never poisoned")
+            .retain(|_, (_, at)| at.elapsed() < HANDED_KEPT);
         self.waiting
             .lock()
             .expect("the wake map is never poisoned")
@@ -295,6 +332,32 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(1), other.cancelled())
             .await
             .expect("the gateway's stop ends it");
+    }
+
+    // A claim the gateway gave up on (or whose agent hung up) hands its job back exactly once:
+    // a release after the hand-out names the job; a hand-out after the release is refused,
+    // and the claim gives it back itself. (Fails when a late release forgets the hand-out.)
+    #[test]
+    fn a_released_poll_hands_back_its_job_once_whichever_comes_first() {
+        let wake = Wake::default();
+        let (late, early, kept) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        let _held = wake.released_for(None, Some(late));
+        assert!(
+            !wake.handed_out(late, 41),
+            "the answer may still reach its agent"
+        );
+        assert_eq!(wake.release_poll(late), (1, Some(41)));
+        assert_eq!(wake.release_poll(late), (1, None), "named once");
+        assert_eq!(wake.release_poll(early), (0, None));
+        assert!(wake.handed_out(early, 42), "released before it handed out");
+        assert_eq!(wake.release_poll(early), (0, None), "and not named again");
+        assert!(!wake.handed_out(kept, 43));
+        wake.prune();
+        assert_eq!(
+            wake.handed.lock().unwrap().len(),
+            1,
+            "a fresh hand-out is kept"
+        );
     }
 
     #[test]

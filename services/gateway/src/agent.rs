@@ -73,21 +73,31 @@ async fn ask(
     meta.gateway = Some(state.long_polls().gateway);
     let long_poll =
         endpoint == AgentEndpoint::Claim && claim_wait(meta.query.as_deref()) != Some(0);
-    let mut asking = Box::pin(state.bus.request_with_body(
+    let poll = meta.poll;
+    let asked = state.bus.request_with_body::<_, AgentResponse>(
         Domain::AgentChannel,
         ops::AGENT_REQUEST,
         &meta,
         body,
-        timeout,
-    ));
+        timeout + GIVE_UP_SLACK,
+    );
     // Written out already: a long poll waits without it.
     drop(meta);
+    // The gateway's own deadline, so it knows when it gave up on a claim (the bus's is a
+    // moment later and never the one that ends the wait). Boxed, with what giving up needs.
+    let shared = &state;
+    let mut asking = Box::pin(async move {
+        match tokio::time::timeout(timeout, asked).await {
+            Ok(answered) => answered.map_err(ApiError::from),
+            Err(_) => Err(Box::pin(give_up(shared, endpoint, poll, timeout)).await),
+        }
+    });
     if !long_poll {
-        let (answer, bytes): (AgentResponse, Bytes) = asking.await?;
+        let (answer, bytes) = asking.await?;
         return respond(endpoint, answer, bytes);
     }
     let stopping = &state.long_polls().stopping;
-    let (answer, bytes): (AgentResponse, Bytes) = tokio::select! {
+    let (answer, bytes) = tokio::select! {
         answered = &mut asking => answered?,
         _ = stopping.cancelled() => {
             // The agent channel ends a released claim at once with its own answer (or the job
@@ -99,6 +109,37 @@ async fn ask(
         }
     };
     respond(endpoint, answer, bytes)
+}
+
+/// Beyond a request's own deadline, the bus's (which the gateway's always passes first).
+const GIVE_UP_SLACK: Duration = Duration::from_secs(1);
+
+/// The agent channel did not answer within `timeout`: the agent is answered `503` here. For a
+/// claim, the agent channel is told to release it (`release_poll`, its `poll` id), since
+/// nothing it answers now reaches the agent: a long poll still held ends without a job, and a
+/// job already handed to it goes back to `pending`. Counted in
+/// `capstan_gateway_claims_given_up_total`.
+async fn give_up(
+    state: &AppState,
+    endpoint: AgentEndpoint,
+    poll: Option<uuid::Uuid>,
+    timeout: Duration,
+) -> ApiError {
+    if endpoint == AgentEndpoint::Claim {
+        metrics::counter!("capstan_gateway_claims_given_up_total").increment(1);
+        if let Some(poll) = poll {
+            tracing::warn!(%poll, ?timeout, "gave up waiting for a claim's answer; releasing it");
+            release_poll(state, poll).await;
+        }
+    }
+    ApiError::from(capstan_events::rpc::RpcError::new(
+        capstan_events::rpc::ErrorCode::Unavailable,
+        format!(
+            "{} did not answer {} within {timeout:?}",
+            Domain::AgentChannel,
+            ops::AGENT_REQUEST
+        ),
+    ))
 }
 
 /// How long a stopping gateway waits for the agent channel to answer a released long poll.
@@ -212,9 +253,11 @@ pub(crate) async fn vet(
     }
 }
 
-/// Releases one claim whose agent hung up while it was held: the agent-channel replica holding
-/// it ends it at once, without a job.
-pub(crate) async fn release_poll(state: &AppState, poll: uuid::Uuid) {
+/// Releases one claim whose answer will reach no agent (its agent hung up while it was held, or
+/// the gateway gave up waiting for it): the agent-channel replica holding it ends it at once,
+/// without a job, and a job it had handed out already goes back to `pending` there. Whether the
+/// agent channel took the release.
+pub(crate) async fn release_poll(state: &AppState, poll: uuid::Uuid) -> bool {
     let asked: Result<ClaimsReleased, _> = state
         .bus
         .request(
@@ -224,9 +267,10 @@ pub(crate) async fn release_poll(state: &AppState, poll: uuid::Uuid) {
             RELEASE_TIMEOUT,
         )
         .await;
-    if let Err(error) = asked {
-        tracing::warn!(%error, %poll, "the agent channel did not take the release of a claim whose agent hung up");
+    if let Err(error) = &asked {
+        tracing::warn!(%error, %poll, "the agent channel did not take the release of a claim");
     }
+    asked.is_ok()
 }
 
 /// A claim's answer that was never written to its agent: a job in it goes back to `pending`
@@ -272,10 +316,12 @@ async fn question(
 ) -> Result<(AgentRequest, Bytes, Duration), ApiError> {
     let source = peer_address(&request)
         .ok_or_else(|| ApiError::internal("the gateway does not know the caller's address"))?;
+    // A claim's own id, for its release: the one `crate::connection` drew, else a new one.
     let poll = request
         .extensions()
         .get::<ReadHere>()
-        .and_then(|read| read.poll);
+        .and_then(|read| read.poll)
+        .or_else(|| (endpoint == AgentEndpoint::Claim).then(uuid::Uuid::now_v7));
     let (parts, body) = request.into_parts();
     let body = read_limited(&parts.headers, body, endpoint.body_limit()).await?;
     let query = parts.uri.query().map(str::to_string);

@@ -180,9 +180,13 @@ pub(crate) async fn serve(
                 Watched::Answered(response) => response,
                 Watched::HungUp(answering) => {
                     // Its agent is gone: the claim is released, and a job it was handed just
-                    // then goes back, since this answer is never written.
+                    // then goes back, since this answer is never written. The agent channel
+                    // hands that job back itself once it has the release; only when the
+                    // release did not reach it is the answer awaited and handed back here.
                     dropped("hung_up");
-                    Box::pin(crate::agent::release_poll(&state, poll)).await;
+                    if Box::pin(crate::agent::release_poll(&state, poll)).await {
+                        return;
+                    }
                     let response = answering.await;
                     Box::pin(crate::agent::hand_back_unwritten(&state, response)).await;
                     return;

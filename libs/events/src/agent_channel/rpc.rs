@@ -83,15 +83,18 @@ pub struct AgentRequest {
     /// together ([`ops::RELEASE_CLAIMS`]). Absent from an older gateway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<Uuid>,
-    /// This one claim, as the gateway holding it knows it: when its agent hangs up the gateway
-    /// releases it alone ([`ops::RELEASE_POLL`]). Absent from an older gateway.
+    /// This one claim, as the gateway holding it knows it: when its agent hangs up, or the
+    /// gateway gives up waiting for its answer, the gateway releases it alone
+    /// ([`ops::RELEASE_POLL`]). Absent from an older gateway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll: Option<Uuid>,
 }
 
-/// rpc `release_poll`, sent by a gateway whose agent hung up while its claim was held, and
-/// answered by every replica: the one holding that claim ends it at once without a job
-/// (a claim released before it arrives is not held either).
+/// rpc `release_poll`, sent by a gateway whose agent hung up while its claim was held, or that
+/// gave up waiting for the claim's answer (and answered the agent `503` itself), and answered
+/// by every replica: the one holding that claim ends it at once without a job (a claim
+/// released before it arrives is not held either), and a job the claim had handed out already
+/// goes back to `pending`, since its answer reaches no agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ReleasePoll {
     pub poll: Uuid,

@@ -76,7 +76,8 @@ pub async fn claim(
     // A job queued since the first read rang before this bell was armed: read again.
     let known = (!state.wake.rung_since(generation)).then_some(&glance);
     state.wake.settle(node_id, generation, glance.has_pending);
-    if let Some(job) = report_and_dispatch(state, node_id, Some(&claim), known, false).await? {
+    let handed = report_and_dispatch(state, node_id, Some(&claim), known, false).await?;
+    if let Some(job) = deliverable(state, poll, handed).await? {
         return Ok(answer(Some(job), &claim.ignored_fields));
     }
     drop(glance);
@@ -89,17 +90,46 @@ pub async fn claim(
     // more. No transaction or connection is held meanwhile. When the gateway holding the
     // request stops, it has already answered the agent itself: a job handed out now would reach
     // nobody and end lost, so the claim ends with none.
-    // Its own agent hanging up ends it the same way (the gateway releases its poll).
+    // Its own agent hanging up ends it the same way, and so does its gateway giving up on the
+    // answer (the gateway releases its poll): a claim nobody waits for is no waiter.
     let released = state.wake.released_for(gateway, poll);
     let gateway_stopped = released.cancelled();
-    let _open = OpenLongPoll::new();
+    let open = OpenLongPoll::new();
     let woken = tokio::select! {
         woken = tokio::time::timeout(Duration::from_secs(wait), rung) => woken.is_ok(),
         _ = state.stopping.cancelled() => false,
         _ = gateway_stopped => return Ok(answer(None, &ignored_fields)),
     };
-    let job = report_and_dispatch(state, node_id, None, None, woken).await?;
+    // Counted while it sleeps, not while it waits for a slot to look once more.
+    drop(open);
+    let handed = report_and_dispatch(state, node_id, None, None, woken).await?;
+    let job = deliverable(state, poll, handed).await?;
     Ok(answer(job, &ignored_fields))
+}
+
+/// The job a claim handed out, if its answer may still reach the agent. When the claim's poll
+/// was released meanwhile (its gateway gave up waiting for this answer and answered the agent
+/// itself, or the agent hung up), the job provably never reaches the node: it goes back to
+/// `pending` and the claim answers none. Otherwise the hand-out is remembered for a release
+/// that comes after it ([`crate::wake::Wake::handed_out`]).
+async fn deliverable(
+    state: &State,
+    poll: Option<uuid::Uuid>,
+    handed: Option<Value>,
+) -> Result<Option<Value>, AgentError> {
+    let (Some(poll), Some(job)) = (poll, handed.as_ref()) else {
+        return Ok(handed);
+    };
+    let Some(job_id) = job["id"].as_i64() else {
+        return Ok(handed);
+    };
+    if !state.wake.handed_out(poll, job_id) {
+        return Ok(handed);
+    }
+    super::edge::give_back(state, job_id, "its claim was released before the answer")
+        .await
+        .map_err(AgentError::unavailable)?;
+    Ok(None)
 }
 
 /// The fields a claim's answer names, the rest of the claim dropped here and now.
@@ -107,7 +137,8 @@ fn ignored_fields_of(claim: Claim) -> Vec<String> {
     claim.ignored_fields
 }
 
-/// Counts a claim in `capstan_agent_long_polls` while it sleeps: what this replica holds open.
+/// Counts a claim in `capstan_agent_long_polls` while it sleeps: what this replica holds open
+/// waiting for a job (not a claim waiting for a slot, nor one already released).
 struct OpenLongPoll;
 
 impl OpenLongPoll {

@@ -1,12 +1,13 @@
 //! What the gateway asks about its connections (docs/security.md, "The gateway's
 //! connections"): whether a large agent body is worth reading at all (`vet_agent_request`), and
 //! handing back a job whose answer never reached its agent (`hand_back`). A claim whose agent
-//! hung up is released by `release_poll` ([`crate::wake::Wake::released_for`]).
+//! hung up, or whose answer the gateway gave up waiting for, is released by `release_poll`
+//! ([`release_poll`], [`crate::wake::Wake::release_poll`]).
 
 use capstan_events::{
     agent_channel::rpc::{
-        AgentEndpoint, AgentResponse, HandBack, HandedBack, VetAgentRequest, Vetted,
-        HAND_BACK_WITHIN_SECONDS,
+        AgentEndpoint, AgentResponse, ClaimsReleased, HandBack, HandedBack, ReleasePoll,
+        VetAgentRequest, Vetted, HAND_BACK_WITHIN_SECONDS,
     },
     rpc::RpcError,
 };
@@ -95,16 +96,38 @@ fn refused(error: AgentError) -> AgentResponse {
 /// agent had hung up): the node never had it, so it is not lost. A job that moved on (a result
 /// came, it was lost or handed out long ago) stays as it is.
 pub async fn hand_back(state: State, request: HandBack) -> Result<HandedBack, RpcError> {
-    let mut connection = state.connection().await.map_err(unavailable)?;
-    let returned = store::hand_back(&mut connection, request.job_id, HAND_BACK_WITHIN_SECONDS)
+    let returned = give_back(&state, request.job_id, "its answer never reached the agent")
         .await
         .map_err(unavailable)?;
+    Ok(HandedBack { returned })
+}
+
+/// Releases one claim (answered by every replica): its agent hung up, or its gateway gave up
+/// waiting for its answer and answered the agent itself. The replica holding the claim ends it
+/// without a job; a job the claim had handed out already reached nobody and goes back to
+/// `pending` here, on the replica that remembers the hand-out.
+pub async fn release_poll(state: State, request: ReleasePoll) -> Result<ClaimsReleased, RpcError> {
+    let (released, handed) = state.wake.release_poll(request.poll);
+    if let Some(job_id) = handed {
+        give_back(&state, job_id, "its claim was released after the hand-out")
+            .await
+            .map_err(unavailable)?;
+    }
+    Ok(ClaimsReleased { released })
+}
+
+/// Puts `job_id` back to `pending` if it is still running and was handed out within
+/// [`HAND_BACK_WITHIN_SECONDS`] (its node's bell rings); whether it did. `why` is logged.
+pub(crate) async fn give_back(
+    state: &State,
+    job_id: i64,
+    why: &'static str,
+) -> Result<bool, capstan_store::StoreError> {
+    let mut connection = state.connection().await?;
+    let returned = store::hand_back(&mut connection, job_id, HAND_BACK_WITHIN_SECONDS).await?;
     if returned {
-        tracing::info!(
-            job_id = request.job_id,
-            "job handed back: its answer never reached the agent"
-        );
+        tracing::info!(job_id, why, "job handed back");
         metrics::counter!("capstan_agent_jobs_handed_back_total").increment(1);
     }
-    Ok(HandedBack { returned })
+    Ok(returned)
 }

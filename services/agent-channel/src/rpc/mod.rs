@@ -333,10 +333,9 @@ pub fn routes(server: RpcServer, state: State, bus: capstan_bus::Bus) -> RpcServ
             }
         })
         .route_on_every_replica(ops::RELEASE_POLL, {
-            let wake = state.wake.clone();
+            let state = state.clone();
             move |request: capstan_events::agent_channel::rpc::ReleasePoll| {
-                let released = wake.release(request.poll);
-                async move { Ok(ClaimsReleased { released }) }
+                edge::release_poll(state.clone(), request)
             }
         })
         .route_with_state(ops::HAND_BACK, &state, edge::hand_back)

@@ -1,7 +1,9 @@
 //! The gateway's connections against the real plane (issue 10; docs/security.md, "The
 //! gateway's connections"): a stranger's large body is refused before it is read or stored,
 //! and a claim whose agent hung up (the real `capstan-agent`, killed with `kill -9` while its
-//! long poll was held) takes no job: the job waits for the agent's return and completes.
+//! long poll was held) takes no job: the job waits for the agent's return and completes. A claim
+//! the gateway gave up on (issue 16's benchmark stall) is released the same way: it leaves no
+//! waiter, and a job handed to it too late goes back to `pending`.
 
 use super::{PairedAgent, Plane};
 use capstan_e2e::{agent::Agent, wait_for};
@@ -128,4 +130,119 @@ async fn a_claim_whose_agent_was_killed_while_polling_takes_no_job_and_the_job_c
         "{finished}\n{}",
         agent.log()
     );
+}
+
+/// Holds `node`'s row in the agent channel's table locked, as a slow plane would keep a claim
+/// from its database work, until the returned transaction ends.
+async fn hold_node(plane: &Plane, node: i64) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let pool = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
+    let mut transaction = pool.begin().await.unwrap();
+    sqlx::query("SELECT id FROM agent_channel.nodes WHERE id = $1 FOR UPDATE")
+        .bind(node)
+        .execute(&mut *transaction)
+        .await
+        .unwrap();
+    transaction
+}
+
+/// A claim from `agent` with `query`, reporting a newer agent version (so it has work to do
+/// under the node's lock), sent from a task of its own.
+fn claim_in_background(
+    agent: &std::sync::Arc<super::TestAgent>,
+    query: &'static str,
+) -> tokio::task::JoinHandle<super::Reply> {
+    let agent = agent.clone();
+    tokio::spawn(async move {
+        let body = json!({"agent_version": "0.1.1", "vocabulary": super::VOCABULARY,
+                          "claim_bytes": 1048576});
+        agent
+            .send_at(
+                "claim",
+                query,
+                &serde_json::to_vec(&body).unwrap(),
+                super::now(),
+            )
+            .await
+    })
+}
+
+// Issue 16's rollouts benchmark stalled on this: a long poll that reached its sleep late (the
+// agent channel slow to take it) was still asleep when the gateway gave up on it (its wait plus
+// 5 s) and answered the agent 503. The agent channel kept it as a waiter, counted in
+// `capstan_agent_long_polls`, and the next job queued for the node went to it: handed out to
+// nobody, running until its budget ran out, while the rollout waited. Now the gateway releases
+// the claim it gave up on: no waiter is left and the next claim takes the job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_the_gateway_gave_up_on_leaves_no_waiter_and_the_next_job_reaches_the_next_claim() {
+    let plane = Plane::start().await;
+    let (agent, node) = plane.paired_agent("web-1").await;
+    let agent = std::sync::Arc::new(agent);
+    let held = hold_node(&plane, node).await;
+    let sent = tokio::time::Instant::now();
+    // The gateway waits 10 + 5 s for this answer; the agent channel takes it up at 12 s and
+    // would sleep 10 s from there.
+    let claiming = claim_in_background(&agent, "?wait=10");
+    tokio::time::sleep_until(sent + Duration::from_secs(12)).await;
+    held.rollback().await.unwrap();
+    wait_for(
+        "the late claim to sleep",
+        Duration::from_secs(2),
+        || async { (metric(&plane, "capstan_agent_long_polls").await == 1.0).then_some(()) },
+    )
+    .await;
+    let given_up = claiming.await.unwrap();
+    assert_eq!(given_up.status.as_u16(), 503, "{}", given_up.body);
+    assert!(sent.elapsed() < Duration::from_secs(20));
+    assert_eq!(
+        metric(&plane, "capstan_gateway_claims_given_up_total").await,
+        1.0
+    );
+    // No waiter is left for a job that would reach nobody.
+    wait_for(
+        "the claim given up on to leave the long polls",
+        Duration::from_secs(2),
+        || async { (metric(&plane, "capstan_agent_long_polls").await == 0.0).then_some(()) },
+    )
+    .await;
+    let job = plane.queue(node, "check_status", json!({})).await;
+    // Past the moment the forgotten claim would have woken for it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (status, answer) = agent.claim(&json!({})).await;
+    assert_eq!(status.as_u16(), 200, "{answer}");
+    assert_eq!(answer["job"]["id"], job, "{answer}");
+    let (status, _) = agent.result(job, "completed", "ok").await;
+    assert_eq!(status.as_u16(), 200);
+    assert_eq!(plane.finished(job).await["state"], "completed");
+}
+
+// The other half: a claim whose hand-out comes after the gateway gave up on it (the agent
+// channel reached the node's lock only then) handed the job to nobody; it goes back to
+// `pending`, provably never having reached the node, and the agent's next claim takes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_handed_to_a_claim_after_the_gateway_gave_up_goes_back_to_pending() {
+    let plane = Plane::start().await;
+    let (agent, node) = plane.paired_agent("web-1").await;
+    let agent = std::sync::Arc::new(agent);
+    let job = plane.queue(node, "check_status", json!({})).await;
+    let held = hold_node(&plane, node).await;
+    let given_up = claim_in_background(&agent, "").await.unwrap();
+    assert_eq!(given_up.status.as_u16(), 503, "{}", given_up.body);
+    assert_eq!(
+        metric(&plane, "capstan_gateway_claims_given_up_total").await,
+        1.0
+    );
+    // Now the claim reaches the lock and hands the job out, too late.
+    held.rollback().await.unwrap();
+    wait_for(
+        "the late hand-out to be given back",
+        Duration::from_secs(10),
+        || async {
+            (metric(&plane, "capstan_agent_jobs_handed_back_total").await == 1.0).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(plane.job(job).await["state"], "pending");
+    let (status, answer) = agent.claim(&json!({})).await;
+    assert_eq!(status.as_u16(), 200, "{answer}");
+    assert_eq!(answer["job"]["id"], job, "{answer}");
 }
