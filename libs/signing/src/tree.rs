@@ -326,6 +326,56 @@ pub fn land<'a>(
     Ok(())
 }
 
+/// Replaces the file `path` under `root` whole (AG-36, AG-37): the bytes go into a temporary
+/// file created with `O_EXCL` beside it (never through a link; mode and owner set on the
+/// descriptor; synced), which is then renamed over `path`. A reader sees the old file or the
+/// new one, never a part of either. Each directory on the way is opened relative to the one
+/// before without following a link, and must already be there; what stood at `path` (a file,
+/// a link) is replaced, never written through. A directory at `path` is an error.
+pub fn replace_file(
+    root: &OwnedFd,
+    path: &str,
+    bytes: &[u8],
+    mode: u32,
+    owner: Owner,
+) -> io::Result<()> {
+    if !crate::manifest::valid_path(path) {
+        return Err(io::Error::other(format!(
+            "{path:?} is not a plain relative path"
+        )));
+    }
+    let Some((dir, name)) = parent_of(root, path)? else {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("the directory holding {path} is not there (or is a link)"),
+        ));
+    };
+    let fresh = format!(".{name}.new-{:016x}", rand::random::<u64>());
+    let written = (|| {
+        let fd = rfs::openat(
+            &dir,
+            fresh.as_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )
+        .map_err(to_io)?;
+        if let Some((uid, gid)) = owner {
+            chown(&fd, uid, gid)?;
+        }
+        rfs::fchmod(&fd, Mode::from_raw_mode(mode & 0o777)).map_err(to_io)?;
+        let mut file = File::from(fd);
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        rfs::renameat(&dir, fresh.as_str(), &dir, name.as_str()).map_err(to_io)
+    })();
+    if let Err(error) = written {
+        let _ = rfs::unlinkat(&dir, fresh.as_str(), AtFlags::empty());
+        return Err(error);
+    }
+    rfs::fsync(&dir).map_err(to_io)?;
+    Ok(())
+}
+
 fn chown(fd: &OwnedFd, uid: u32, gid: u32) -> io::Result<()> {
     rfs::fchown(
         fd,
@@ -445,6 +495,51 @@ mod tests {
             .map(|entry| entry.unwrap().file_name())
             .collect();
         assert_eq!(names, ["tree"]);
+    }
+
+    #[test]
+    fn ag_37_replace_file_puts_the_bytes_and_mode_in_place_whole_and_never_writes_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        landed(dir.path());
+        let tree = dir.path().join("tree");
+        let root = open_root(&tree).unwrap();
+        std::fs::write(tree.join("bin/host_report.sh"), b"edited").unwrap();
+        replace_file(&root, "bin/host_report.sh", SCRIPT, 0o755, None).unwrap();
+        assert_eq!(
+            std::fs::read(tree.join("bin/host_report.sh")).unwrap(),
+            SCRIPT
+        );
+        let mode = std::fs::metadata(tree.join("bin/host_report.sh"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777;
+        assert_eq!(mode, 0o755);
+        // nothing is left beside it
+        let mut names: Vec<_> = std::fs::read_dir(tree.join("bin"))
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["host_report.sh"]);
+        // a link at the path is replaced, and its target is left alone
+        let outside = dir.path().join("outside");
+        std::fs::write(&outside, b"not mine").unwrap();
+        std::fs::remove_file(tree.join("conf/deep/ranges.txt")).unwrap();
+        std::os::unix::fs::symlink(&outside, tree.join("conf/deep/ranges.txt")).unwrap();
+        replace_file(&root, "conf/deep/ranges.txt", b"ranges", 0o644, None).unwrap();
+        assert_eq!(std::fs::read(&outside).unwrap(), b"not mine");
+        let meta = std::fs::symlink_metadata(tree.join("conf/deep/ranges.txt")).unwrap();
+        assert!(meta.file_type().is_file());
+        // a directory on the way that is a link is never followed
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::remove_dir_all(tree.join("conf")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, tree.join("conf")).unwrap();
+        assert!(replace_file(&root, "conf/ranges.txt", b"x", 0o644, None).is_err());
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+        // and a path that climbs is refused
+        assert!(replace_file(&root, "../escape", b"x", 0o644, None).is_err());
     }
 
     #[test]

@@ -94,6 +94,17 @@ pub struct Cli {
         value_parser = clap::value_parser!(u64).range(1..=86_400)
     )]
     pub recipe_tick_secs: u64,
+    /// Seconds between the site release's manifest checks: an unusable manifest of the
+    /// installed release is recovered from the management node (AG-34) and its deployment files
+    /// settled (AG-37).
+    #[arg(
+        long,
+        global = true,
+        env = "CAPSTAN_AGENT_MANIFEST_TICK_SECS",
+        default_value_t = 600,
+        value_parser = clap::value_parser!(u64).range(1..=86_400)
+    )]
+    pub manifest_tick_secs: u64,
     /// One directory of nginx site files to read instead of the compiled set
     /// (/etc/nginx/sites-enabled, /etc/nginx/conf.d); for tests.
     #[arg(long, global = true, env = "CAPSTAN_AGENT_NGINX_DIR")]
@@ -256,6 +267,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             supervisorctl: cli.supervisorctl,
         },
         recipe_tick: Duration::from_secs(cli.recipe_tick_secs),
+        manifest_tick: Duration::from_secs(cli.manifest_tick_secs),
         nginx_dirs: match cli.nginx_dir {
             Some(dir) => vec![dir],
             None => crate::config::NGINX_SITE_DIRS

@@ -19,6 +19,9 @@ pub struct Config {
     pub services: Services,
     /// How often the recipe loop ticks (AG-41: ten minutes).
     pub recipe_tick: Duration,
+    /// How often the site release's manifest clock ticks: manifest recovery (AG-34) and the
+    /// deployment files' settling (AG-37); ten minutes.
+    pub manifest_tick: Duration,
     /// Where the web server's enabled sites are read for the names its TLS vhosts serve
     /// (`certificate_expiry`, AG-56): the compiled set, [`NGINX_SITE_DIRS`], unless a test
     /// points the agent elsewhere.
@@ -78,6 +81,7 @@ impl Default for Config {
             postgres: "127.0.0.1:5432".into(),
             services: Services::default(),
             recipe_tick: DEFAULT_TICK,
+            manifest_tick: crate::domain::release_files::DEFAULT_MANIFEST_TICK,
             nginx_dirs: NGINX_SITE_DIRS.iter().map(PathBuf::from).collect(),
             tls_port: 443,
             docker_socket: "/var/run/docker.sock".into(),

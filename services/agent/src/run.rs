@@ -71,6 +71,7 @@ pub async fn run(state: StateDir, config: Config) -> anyhow::Result<()> {
     let shared = recipes::Shared::default();
     // AG-41: the recipe loop runs on every agent, paired or not, on its own clock.
     let recipe_loop = recipes::Loop::start(state.clone(), config.clone(), shared.clone());
+    let manifest_clock = crate::site_release::ManifestClock::new(config.manifest_tick);
     let mut agent = Agent {
         status: RunStatus {
             pid: std::process::id(),
@@ -86,6 +87,7 @@ pub async fn run(state: StateDir, config: Config) -> anyhow::Result<()> {
         last_saved: None,
         updater: Updater::new(settings, paths, on_trial),
         exit_for_update: false,
+        manifest_clock,
     };
     agent.recover_from_crash();
     agent.save_status();
@@ -147,6 +149,8 @@ struct Agent {
     updater: Updater,
     /// A new binary is in place: the loop ends and the process exits for its supervisor.
     exit_for_update: bool,
+    /// The site release's manifest clock (AG-34, AG-37), between jobs.
+    manifest_clock: crate::site_release::ManifestClock,
 }
 
 impl Agent {
@@ -285,6 +289,11 @@ impl Agent {
                 self.exit_for_update = true;
                 return Duration::ZERO;
             }
+            // AG-34, AG-37: the installed site release's manifest and deployment files, on
+            // their own clock, under the job lock (never during a job of this agent's).
+            self.manifest_clock
+                .between_jobs(&self.state, &plane, &key)
+                .await;
         }
         self.claim_and_run(&identity, &plane, lock).await
     }

@@ -43,6 +43,36 @@ fn claim_body() -> Value {
     json!({"agent_version": "0.1.0", "vocabulary": VOCABULARY, "claim_bytes": 1048576})
 }
 
+/// Publishes the site release `VERSION` (one small file, signed here) through
+/// `POST /api/v1/site-releases`: the agents here never fetch it, but the plane refuses to roll
+/// out a version it never published.
+async fn publish_release(plane: &Plane) {
+    use base64::{engine::general_purpose::STANDARD, Engine as _};
+    use capstan_signing::manifest::{signature_file, write_archive, FileManifest};
+    let files = [(
+        "public/index.html",
+        0o644,
+        &b"<html><body>bench</body></html>"[..],
+    )];
+    let manifest = FileManifest::describe(files)
+        .expect("the bench release describes")
+        .to_bytes();
+    let key = capstan_signing::NodeKey::from_secret_bytes(&[12; 32]).expect("a key");
+    let signatures = signature_file(&manifest, &key);
+    let answer = plane
+        .operator_post(
+            "/api/v1/site-releases",
+            json!({
+                "version": VERSION,
+                "manifest": String::from_utf8_lossy(&manifest),
+                "signatures": String::from_utf8_lossy(&signatures),
+                "archive": STANDARD.encode(write_archive(files)),
+            }),
+        )
+        .await;
+    assert_eq!(answer["version"], VERSION, "publishing {VERSION}: {answer}");
+}
+
 struct Agent {
     key: capstan_signing::NodeKey,
     http: reqwest::Client,
@@ -285,6 +315,8 @@ async fn run(size: usize, stage_count: usize) {
             })
         })
         .collect();
+    // The plane refuses a rollout of a version it never published (409): publish VERSION.
+    publish_release(&plane).await;
     // Every poll parked before the rollout starts.
     tokio::time::sleep(Duration::from_secs(3)).await;
 

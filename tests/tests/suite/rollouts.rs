@@ -126,6 +126,32 @@ async fn signed(
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
+/// Publishes a site release of one small file as `version` (`POST /api/v1/site-releases`, level
+/// 10), signed here: the plane refuses a rollout of a version it never published. The agents
+/// here never fetch it; they answer with the result the test chooses.
+pub(crate) async fn publish_release(plane: &Plane, version: &str) {
+    use base64::{engine::general_purpose::STANDARD, Engine as _};
+    use capstan_signing::manifest::{signature_file, write_archive, FileManifest};
+    let page = format!("<html><body>{version}</body></html>");
+    let files = [("public/index.html", 0o644, page.as_bytes())];
+    let manifest = FileManifest::describe(files).unwrap().to_bytes();
+    let signatures = signature_file(&manifest, &NodeKey::from_secret_bytes(&[12; 32]).unwrap());
+    let (status, published) = plane
+        .api(
+            &plane.admin,
+            "POST",
+            "/api/v1/site-releases",
+            Some(json!({
+                "version": version,
+                "manifest": String::from_utf8(manifest).unwrap(),
+                "signatures": String::from_utf8(signatures).unwrap(),
+                "archive": STANDARD.encode(write_archive(files)),
+            })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{published}");
+}
+
 pub(crate) fn applied(version: &str) -> Value {
     json!({"completed": true, "deploy_tier_passed": true, "version": version, "rolled_back": false})
 }
@@ -217,6 +243,7 @@ async fn ro_12_a_two_stage_rollout_survives_a_kill_9_mid_stage_and_applies_each_
     let nodes: Vec<i64> = agents.iter().map(|agent| agent.node).collect();
     projected(&plane, &nodes).await;
 
+    publish_release(&plane, "2.1.0").await;
     let (status, started) = plane
         .api(
             &plane.changer,
@@ -299,6 +326,7 @@ async fn ro_14_the_first_miss_halts_naming_the_node_and_a_budget_of_one_carries_
     let nodes: Vec<i64> = agents.iter().map(|agent| agent.node).collect();
     projected(&plane, &nodes).await;
 
+    publish_release(&plane, "3.0.0").await;
     let one_a_stage: Vec<Value> = nodes.iter().map(|node| json!({"nodes": [node]})).collect();
     let (status, started) = plane
         .api(
@@ -396,6 +424,24 @@ async fn ro_15_ro_16_one_at_a_time_pause_resume_and_stop() {
     let nodes: Vec<i64> = agents.iter().map(|agent| agent.node).collect();
     projected(&plane, &nodes).await;
     let stages: Vec<Value> = nodes.iter().map(|node| json!({"nodes": [node]})).collect();
+    // A version never published is refused (409) naming it, and nothing starts.
+    let (status, refused) = plane
+        .api(
+            &plane.changer,
+            "POST",
+            "/api/v1/rollouts",
+            Some(json!({"version": "4.0.0", "stages": stages})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("site release 4.0.0 was never published"),
+        "{refused}"
+    );
+    publish_release(&plane, "4.0.0").await;
     let (status, started) = plane
         .api(
             &plane.changer,

@@ -34,8 +34,12 @@ fn release_key() -> NodeKey {
 }
 
 /// The deploy hook every test release carries: it logs each deploy to the shared directory,
-/// and fails (exit 3) on a node whose shared directory holds `fail-deploy`.
+/// and fails (exit 3) on a node whose shared directory holds `fail-deploy`. While the shared
+/// directory holds `hold-deploy` it waits (having said so in `deploying`), so a test can act
+/// while an apply is under way on a node.
 const HOOK: &str = "#!/bin/sh\n\
+echo \"$CAPSTAN_RELEASE_VERSION\" > \"$CAPSTAN_SHARED_DIR/deploying\"\n\
+while [ -e \"$CAPSTAN_SHARED_DIR/hold-deploy\" ]; do sleep 0.2; done\n\
 if [ -e \"$CAPSTAN_SHARED_DIR/fail-deploy\" ]; then echo \"refusing on this node\"; exit 3; fi\n\
 echo \"$CAPSTAN_RELEASE_VERSION from ${CAPSTAN_PREVIOUS_VERSION:-none}\" >> \"$CAPSTAN_SHARED_DIR/deploys.log\"\n";
 
@@ -66,7 +70,15 @@ impl Node {
 /// Starts an agent whose site is laid out for releases and served by its own web server, held
 /// keys trusting the test's release key, and pairs it with `plane`.
 async fn node(plane: &Plane, name: &str) -> Node {
+    node_with(plane, name, &[]).await
+}
+
+/// [`node`], the agent started with `env` besides.
+async fn node_with(plane: &Plane, name: &str, env: &[(&str, &str)]) -> Node {
     let mut agent = Agent::new(capstan_e2e::agent::binary());
+    for (key, value) in env {
+        agent.set_env(key, value);
+    }
     let root = agent.site();
     std::fs::create_dir_all(root.join("shared/logs")).unwrap();
     std::fs::write(root.join("shared/logs/error.log"), "").unwrap();
@@ -415,5 +427,238 @@ async fn ro_23_ro_24_a_publish_with_deploy_all_rolls_the_release_out_to_every_no
     assert!(
         said.contains("409") && said.contains("already published"),
         "{said}"
+    );
+}
+
+async fn act(plane: &Plane, id: i64, act: &str) -> Value {
+    let (status, view) = plane
+        .api(
+            &plane.changer,
+            "POST",
+            &format!("/api/v1/rollouts/{id}/{act}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{act}: {view}");
+    view
+}
+
+async fn view(plane: &Plane, id: i64) -> Value {
+    let (status, view) = plane
+        .api(
+            &plane.reader,
+            "GET",
+            &format!("/api/v1/rollouts/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    view
+}
+
+/// The step of `node` in a rollout's view.
+fn step_of(view: &Value, node: i64) -> Value {
+    view["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|step| step["node_id"] == node)
+        .cloned()
+        .unwrap_or_else(|| panic!("no step for node {node}: {view}"))
+}
+
+impl Node {
+    /// Holds this node's next deploy hook until [`Node::release`].
+    fn hold(&self) {
+        let _ = std::fs::remove_file(self.root().join("shared/deploying"));
+        std::fs::write(self.root().join("shared/hold-deploy"), "").unwrap();
+    }
+
+    fn release(&self) {
+        std::fs::remove_file(self.root().join("shared/hold-deploy")).unwrap();
+    }
+
+    /// Waits until this node's hook for `version` is running (held).
+    async fn wait_deploying(&self, version: &str) {
+        let file = self.root().join("shared/deploying");
+        wait_for(
+            &format!("node {}'s deploy hook of {version} to run", self.id),
+            Duration::from_secs(120),
+            || {
+                let file = file.clone();
+                async move {
+                    (std::fs::read_to_string(&file).unwrap_or_default().trim() == version)
+                        .then_some(())
+                }
+            },
+        )
+        .await;
+    }
+}
+
+/// RO-15 and pause/resume with real agents: a rollout paused while the first stage's node is in
+/// the middle of its apply lets that apply finish (the node is on the release, its step passed)
+/// but starts nothing new — the next stage's nodes are asked for nothing, readiness check nor
+/// apply — until it is resumed, and then it carries on to finished. A second rollout stopped
+/// while its first node applies ends at once (`stopped`): the apply under way finishes on its
+/// node, and the remaining nodes are never applied, as the jobs table shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ro_15_pause_resume_and_stop_with_real_agents() {
+    let plane = Plane::start_without(&[Domain::Rollouts], &[]).await;
+    let _service = ServiceProcess::start(&plane, Domain::Rollouts).await;
+    let nodes = fleet(&plane, 3).await;
+    let ids: Vec<i64> = nodes.iter().map(|node| node.id).collect();
+    let work = tempfile::tempdir().unwrap();
+    publish(&plane, work.path(), "6.0.0", "<p>six</p>", &[]);
+    let stages = json!([{"nodes": [ids[0]]}, {"nodes": ids[1..]}]);
+
+    // Pause while the first node's hook runs.
+    nodes[0].hold();
+    let id = start_rollout(&plane, json!({"version": "6.0.0", "stages": stages})).await;
+    nodes[0].wait_deploying("6.0.0").await;
+    let paused = act(&plane, id, "pause").await;
+    assert_eq!(paused["state"], "paused", "{paused}");
+    nodes[0].release();
+    // The apply under way finishes and is judged...
+    let judged = wait_for(
+        "the first node's apply to be judged while paused",
+        Duration::from_secs(120),
+        || async {
+            let view = view(&plane, id).await;
+            (step_of(&view, ids[0])["verdict"] == "passed").then_some(view)
+        },
+    )
+    .await;
+    assert_eq!(judged["state"], "paused", "{judged}");
+    assert_eq!(nodes[0].current().as_deref(), Some("6.0.0"));
+    // ...and nothing new starts: the second stage's nodes are asked for nothing while paused
+    // (their agents poll all along).
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let held = view(&plane, id).await;
+    assert_eq!(held["state"], "paused", "{held}");
+    for node in &nodes[1..] {
+        assert_eq!(step_of(&held, node.id)["phase"], "waiting", "{held}");
+        assert_eq!(node.current(), None, "node {}", node.id);
+    }
+    assert_eq!(
+        jobs_per_node(&plane, "upgrade_preflight").await,
+        vec![(ids[0], 1)]
+    );
+    assert_eq!(
+        jobs_per_node(&plane, "apply_update").await,
+        vec![(ids[0], 1)]
+    );
+    // Resume: it carries on to finished, every node applied once.
+    let resumed = act(&plane, id, "resume").await;
+    assert_eq!(resumed["state"], "running", "{resumed}");
+    let done = wait_state(&plane, id, "finished").await;
+    assert_eq!(
+        (done["passed"].clone(), done["failed"].clone()),
+        (json!(3), json!(0)),
+        "{done}"
+    );
+    for node in &nodes {
+        assert_eq!(node.current().as_deref(), Some("6.0.0"), "node {}", node.id);
+    }
+    let once: Vec<(i64, i64)> = ids.iter().map(|node| (*node, 1)).collect();
+    assert_eq!(jobs_per_node(&plane, "apply_update").await, once);
+
+    // Stop while the first node applies 6.1.0: the rollout ends at once.
+    publish(&plane, work.path(), "6.1.0", "<p>six one</p>", &[]);
+    nodes[0].hold();
+    let id = start_rollout(&plane, json!({"version": "6.1.0", "stages": stages})).await;
+    nodes[0].wait_deploying("6.1.0").await;
+    let stopped = act(&plane, id, "stop").await;
+    assert_eq!(stopped["state"], "stopped", "{stopped}");
+    for node in &nodes[1..] {
+        let step = step_of(&stopped, node.id);
+        assert_eq!(step["verdict"], "skipped", "{stopped}");
+        assert!(
+            step["reason"].as_str().unwrap().contains("stopped"),
+            "{stopped}"
+        );
+    }
+    // The apply already running finishes on its node and is recorded on its step.
+    nodes[0].release();
+    let recorded = wait_for(
+        "the running apply to be recorded after the stop",
+        Duration::from_secs(120),
+        || async {
+            let view = view(&plane, id).await;
+            (step_of(&view, ids[0])["verdict"] == "passed").then_some(view)
+        },
+    )
+    .await;
+    assert_eq!(recorded["state"], "stopped", "{recorded}");
+    assert_eq!(nodes[0].current().as_deref(), Some("6.1.0"));
+    // The remaining nodes were never applied: still on 6.0.0, one apply each in the jobs
+    // table (6.0.0's), the first node two.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    for node in &nodes[1..] {
+        assert_eq!(node.current().as_deref(), Some("6.0.0"), "node {}", node.id);
+    }
+    assert_eq!(
+        jobs_per_node(&plane, "apply_update").await,
+        vec![(ids[0], 2), (ids[1], 1), (ids[2], 1)]
+    );
+    assert_eq!(
+        jobs_per_node(&plane, "upgrade_preflight").await,
+        vec![(ids[0], 2), (ids[1], 1), (ids[2], 1)]
+    );
+}
+
+/// AG-34 and AG-37 with a real agent on a one-second manifest clock: after a rollout installed
+/// a release, its deploy hook edited on the node is written back from the copy the agent kept,
+/// and its signed manifest, deleted, is fetched again from the plane, verified and written back
+/// into the release — byte for byte what was published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ag_34_ag_37_the_manifest_clock_recovers_a_lost_manifest_and_writes_back_an_edited_hook() {
+    let plane = Plane::start_without(&[Domain::Rollouts], &[]).await;
+    let _service = ServiceProcess::start(&plane, Domain::Rollouts).await;
+    let node = node_with(
+        &plane,
+        "web-0",
+        &[("CAPSTAN_AGENT_MANIFEST_TICK_SECS", "1")],
+    )
+    .await;
+    projected(&plane, &[node.id]).await;
+    let work = tempfile::tempdir().unwrap();
+    publish(&plane, work.path(), "7.0.0", "<p>seven</p>", &[]);
+    let id = start_rollout(
+        &plane,
+        json!({"version": "7.0.0", "stages": [{"nodes": [node.id]}]}),
+    )
+    .await;
+    wait_state(&plane, id, "finished").await;
+    let release = node.root().join("releases/7.0.0");
+    let out = work.path().join("out-7.0.0");
+
+    // AG-37: an edited deployment file goes back to the signed bytes.
+    std::fs::write(release.join("deploy/hook"), "#!/bin/sh\necho edited\n").unwrap();
+    wait_for(
+        "the edited hook to be written back from the kept copy",
+        Duration::from_secs(120),
+        || async {
+            (std::fs::read_to_string(release.join("deploy/hook")).unwrap_or_default() == HOOK)
+                .then_some(())
+        },
+    )
+    .await;
+
+    // AG-34: a manifest gone from the release is recovered from the plane.
+    std::fs::remove_file(release.join("RELEASE_MANIFEST")).unwrap();
+    wait_for(
+        "the manifest to be recovered from the plane",
+        Duration::from_secs(120),
+        || async { release.join("RELEASE_MANIFEST").is_file().then_some(()) },
+    )
+    .await;
+    assert_eq!(
+        std::fs::read(release.join("RELEASE_MANIFEST")).unwrap(),
+        std::fs::read(out.join("RELEASE_MANIFEST")).unwrap()
+    );
+    assert_eq!(
+        std::fs::read(release.join("RELEASE_MANIFEST.sig")).unwrap(),
+        std::fs::read(out.join("RELEASE_MANIFEST.sig")).unwrap()
     );
 }

@@ -14,6 +14,7 @@ pub mod policy;
 pub mod public_log;
 pub mod recipes;
 pub mod redact;
+pub mod release_files;
 pub mod script_trust;
 pub mod site;
 pub mod site_release;

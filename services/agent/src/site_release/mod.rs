@@ -59,11 +59,14 @@ const MAX_HOOK_OUTPUT: usize = 16 * 1024;
 /// The most of the error log read after a probe.
 const MAX_ERROR_LOG_READ: u64 = 1024 * 1024;
 
+pub mod keep;
 mod preflight;
 mod probe;
+pub mod recover;
 
 pub use preflight::preflight;
 pub use probe::probe;
+pub use recover::ManifestClock;
 
 pub fn is_site_release_word(name: &str) -> bool {
     WORDS.contains(&name)
@@ -94,6 +97,9 @@ pub trait ReleaseSource {
 pub struct PlaneSource<'a> {
     pub plane: &'a Plane,
     pub key: &'a NodeKey,
+    /// Ask again while the plane cannot answer, for up to [`FETCH_PATIENCE`] (an apply);
+    /// otherwise one question (the manifest clock, which asks again at its next tick).
+    pub patient: bool,
 }
 
 /// How long an apply keeps asking for its release while the plane cannot answer (the
@@ -103,12 +109,15 @@ pub const FETCH_PATIENCE: Duration = Duration::from_secs(180);
 
 /// Asks `fetch` again while the plane is unreachable or asks to wait, backing off from one
 /// second to ten, for at most [`FETCH_PATIENCE`].
-async fn patiently<T, F, Fut>(mut fetch: F) -> Result<T, crate::plane::PlaneError>
+async fn patiently<T, F, Fut>(patient: bool, mut fetch: F) -> Result<T, crate::plane::PlaneError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, crate::plane::PlaneError>>,
 {
     use crate::plane::PlaneError;
+    if !patient {
+        return fetch().await;
+    }
     let deadline = tokio::time::Instant::now() + FETCH_PATIENCE;
     let mut pause = Duration::from_secs(1);
     loop {
@@ -131,7 +140,7 @@ where
 impl ReleaseSource for PlaneSource<'_> {
     async fn manifest(&self, version: &str) -> Result<(Vec<u8>, Vec<u8>), String> {
         let asked = json!({"kind": "release_manifest", "version": version});
-        let answer = patiently(|| {
+        let answer = patiently(self.patient, || {
             self.plane.send(
                 self.key,
                 "artifact",
@@ -157,7 +166,7 @@ impl ReleaseSource for PlaneSource<'_> {
 
     async fn archive(&self, version: &str) -> Result<Vec<u8>, String> {
         let asked = json!({"kind": "release_archive", "version": version});
-        patiently(|| {
+        patiently(self.patient, || {
             self.plane.send_for_bytes(
                 self.key,
                 "artifact",
@@ -186,6 +195,7 @@ pub async fn run(words: &SiteWords<'_>, name: &str, params: &Value) -> Result<Fi
             let source = PlaneSource {
                 plane: words.plane,
                 key: words.key,
+                patient: true,
             };
             apply(
                 &site,
@@ -534,6 +544,60 @@ pub async fn apply(
             .map_err(blocking_failed)?
             .map_err(Failed::new)?
     };
+    // AG-37: the installed release's deployment files that match its manifest are kept first.
+    let kept = {
+        let root = root.clone();
+        let trusted = trusted.to_vec();
+        let state_dir = state_dir.to_path_buf();
+        tokio::task::spawn_blocking(move || keep::keep(&root, &state_dir, &trusted))
+            .await
+            .map_err(blocking_failed)?
+    };
+    let outcome = apply_locked(site, trusted, state_dir, source, version, lock).await;
+    // AG-37: settled afterwards, whatever happened, once the site lock is let go.
+    let settled = {
+        let root = root.clone();
+        let trusted = trusted.to_vec();
+        let state_dir = state_dir.to_path_buf();
+        tokio::task::spawn_blocking(move || keep::settle(&root, &state_dir, &trusted))
+            .await
+            .map_err(blocking_failed)?
+    };
+    let mut notes = kept;
+    notes.extend(settled.lines());
+    if notes.is_empty() {
+        return outcome;
+    }
+    let add = |output: &mut String| {
+        for note in &notes {
+            if !output.is_empty() {
+                output.push('\n');
+            }
+            output.push_str(note);
+        }
+    };
+    match outcome {
+        Ok(mut finished) => {
+            add(&mut finished.output);
+            Ok(finished)
+        }
+        Err(mut failed) => {
+            add(&mut failed.output);
+            Err(failed)
+        }
+    }
+}
+
+/// The apply itself, under the site lock (let go when this returns).
+async fn apply_locked(
+    site: &Site,
+    trusted: &[PublicKey],
+    state_dir: &Path,
+    source: &impl ReleaseSource,
+    version: &str,
+    lock: SiteLock,
+) -> Result<Finished, Failed> {
+    let root = site.root.clone();
     let (manifest_bytes, signature_bytes) = source.manifest(version).await.map_err(Failed::new)?;
     let archive = source.archive(version).await.map_err(Failed::new)?;
     let staged = {

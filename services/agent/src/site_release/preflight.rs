@@ -2,13 +2,6 @@
 
 use super::*;
 
-/// Linux's `dev_t` as (major, minor), as `/proc/locks` prints them.
-fn dev_parts(dev: u64) -> (u64, u64) {
-    let major = ((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0xfff);
-    let minor = ((dev >> 12) & 0xffff_ff00) | (dev & 0xff);
-    (major, minor)
-}
-
 /// The sum of a manifest's file sizes.
 fn release_size(manifest: &FileManifest) -> u64 {
     manifest.files.values().map(|entry| entry.size).sum()
@@ -69,34 +62,14 @@ fn preflight_checks(root: &Path, trusted: &[PublicKey]) -> (Vec<Value>, Option<S
         format!("the site root {} is there", root.display()),
     ));
     // The site lock, read from /proc/locks and never taken (AG-39).
-    checks.push(match fs::symlink_metadata(root.join(LOCK_FILE)) {
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            check("lock", true, "no one holds the site lock")
-        }
-        Err(error) => check(
+    checks.push(match super::keep::site_lock_held(root) {
+        Err(why) => check("lock", false, why),
+        Ok(true) => check(
             "lock",
             false,
-            format!("the site lock cannot be read: {error}"),
+            "the site lock is held: another deploy is running",
         ),
-        Ok(metadata) => match fs::read_to_string("/proc/locks") {
-            Err(error) => check(
-                "lock",
-                false,
-                format!("/proc/locks cannot be read: {error}"),
-            ),
-            Ok(locks) => {
-                let (major, minor) = dev_parts(metadata.dev());
-                if rules::lock_held(&locks, major, minor, metadata.ino()) {
-                    check(
-                        "lock",
-                        false,
-                        "the site lock is held: another deploy is running",
-                    )
-                } else {
-                    check("lock", true, "no one holds the site lock")
-                }
-            }
-        },
+        Ok(false) => check("lock", true, "no one holds the site lock"),
     });
     let (version, version_check) = match current_version(root) {
         Ok(Some(version)) => (

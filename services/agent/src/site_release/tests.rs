@@ -13,9 +13,9 @@ fn key(seed: u8) -> NodeKey {
 /// One published release: (manifest, signatures, archive).
 type Parts = (Vec<u8>, Vec<u8>, Vec<u8>);
 
-/// Releases a test publishes, by version.
+/// Releases a test publishes, by version, and how often a manifest was asked for.
 #[derive(Default)]
-struct Published(HashMap<String, Parts>);
+struct Published(HashMap<String, Parts>, std::sync::atomic::AtomicUsize);
 
 impl Published {
     fn publish(&mut self, version: &str, files: &[(&str, u32, &[u8])], signer: &NodeKey) {
@@ -26,10 +26,21 @@ impl Published {
         self.0
             .insert(version.to_string(), (bytes, signature, archive));
     }
+
+    /// Counts the manifests asked for from nought again.
+    fn reset_asked(&self) {
+        self.1.store(0, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// How many times a manifest was asked for.
+    fn asked(&self) -> usize {
+        self.1.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 impl ReleaseSource for Published {
     async fn manifest(&self, version: &str) -> Result<(Vec<u8>, Vec<u8>), String> {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let (manifest, signature, _) = self.0.get(version).ok_or("not published")?;
         Ok((manifest.clone(), signature.clone()))
     }
@@ -405,4 +416,305 @@ async fn ro_21_ro_22_a_probe_reports_status_new_error_lines_and_failed_assets() 
     std::fs::set_permissions(&header_file, fs::Permissions::from_mode(0o644)).unwrap();
     let loose = probe(&site, &ask("/admin/", "admin")).await.unwrap_err();
     assert!(loose.reason.contains("0600"), "{}", loose.reason);
+}
+
+/// A deploy helper shipped beside the hook (a deployment file too).
+const HELPER: &[u8] = b"#!/bin/sh\necho helping\n";
+const HELPER_PATH: &str = "deploy/helper.sh";
+
+/// A hook that, like an upgrade that copies its own new files over the live ones before it
+/// stops short, overwrites the previous release's deployment files and then fails.
+const CLOBBERING_HOOK: &[u8] = b"#!/bin/sh\n\
+old=\"$CAPSTAN_SITE_ROOT/releases/$CAPSTAN_PREVIOUS_VERSION\"\n\
+echo 'new hook' > \"$old/deploy/hook\"\n\
+echo 'new helper' > \"$old/deploy/helper.sh\"\n\
+exit 3\n";
+
+impl Fixture {
+    fn publish_with_helper(&mut self, version: &str, hook: &[u8]) {
+        let index = page(version);
+        let files: Vec<(&str, u32, &[u8])> = vec![
+            ("public/index.html", 0o644, index.as_slice()),
+            (HOOK, 0o755, hook),
+            (HELPER_PATH, 0o755, HELPER),
+        ];
+        self.published.publish(version, &files, &self.signer);
+    }
+
+    fn kept_dir(&self, version: &str) -> PathBuf {
+        self.state.path().join("release-files").join(version)
+    }
+
+    fn kept(&self, version: &str) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.kept_dir(version))
+            .map(|entries| {
+                entries
+                    .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    fn settle(&self) -> keep::Settled {
+        keep::settle(&self.root(), self.state.path(), &[self.signer.public_key()])
+    }
+
+    fn release_file(&self, version: &str, path: &str) -> Vec<u8> {
+        std::fs::read(self.root().join(RELEASES_DIR).join(version).join(path)).unwrap()
+    }
+}
+
+fn sha(bytes: &[u8]) -> String {
+    let capstan_signing::manifest::Seen::File { sha256, .. } =
+        capstan_signing::manifest::Seen::of(bytes, 0o644)
+    else {
+        unreachable!()
+    };
+    sha256
+}
+
+#[tokio::test]
+async fn ag_37_an_apply_keeps_the_deployment_files_first_and_writes_back_what_a_failed_run_replaced(
+) {
+    let mut fixture = Fixture::new();
+    fixture.publish_with_helper("1.0.0", GOOD_HOOK);
+    fixture.apply("1.0.0").await.unwrap();
+    // No copies yet from the apply's own keep (nothing was installed before it); the copies the
+    // settle after it kept are removed, so that only the next apply's keep can make them.
+    let mut expected = vec![sha(GOOD_HOOK), sha(HELPER)];
+    expected.sort();
+    assert_eq!(fixture.kept("1.0.0"), expected);
+    std::fs::remove_dir_all(fixture.kept_dir("1.0.0")).unwrap();
+
+    // 2.0.0's hook overwrites 1.0.0's deployment files and fails: current goes back to 1.0.0,
+    // and settling afterwards writes the files back from the copies kept before the apply.
+    fixture.publish_with_helper("2.0.0", CLOBBERING_HOOK);
+    let failed = fixture.apply("2.0.0").await.unwrap_err();
+    assert_eq!(failed.result["rolled_back"], true, "{}", failed.reason);
+    assert_eq!(fixture.current().as_deref(), Some("1.0.0"));
+    assert_eq!(fixture.release_file("1.0.0", HOOK), GOOD_HOOK);
+    assert_eq!(fixture.release_file("1.0.0", HELPER_PATH), HELPER);
+    let mode = std::fs::metadata(fixture.root().join("releases/1.0.0").join(HOOK))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777;
+    assert_eq!(mode, 0o755, "the manifest's mode");
+    assert!(
+        failed
+            .output
+            .contains("kept a copy of deploy/helper.sh, deploy/hook of 1.0.0"),
+        "{}",
+        failed.output
+    );
+    assert!(
+        failed.output.contains("wrote back from the kept copy"),
+        "{}",
+        failed.output
+    );
+    // What the preflight reads is whole again.
+    let site = fixture.site(json!({}));
+    let checks = preflight(&site, &[fixture.signer.public_key()]).await;
+    assert_eq!(
+        checks.result["checks"][3]["pass"], true,
+        "{}",
+        checks.output
+    );
+}
+
+#[tokio::test]
+async fn ag_37_an_edited_file_is_never_kept_and_a_tampered_copy_is_never_written_back() {
+    let mut fixture = Fixture::new();
+    fixture.publish_with_helper("1.0.0", GOOD_HOOK);
+    fixture.apply("1.0.0").await.unwrap();
+    std::fs::remove_dir_all(fixture.kept_dir("1.0.0")).unwrap();
+    // Edited before anything kept it: not kept, and so nothing can put it back.
+    let helper = fixture.root().join("releases/1.0.0").join(HELPER_PATH);
+    std::fs::write(&helper, b"edited").unwrap();
+    let settled = fixture.settle();
+    assert_eq!(fixture.kept("1.0.0"), vec![sha(GOOD_HOOK)]);
+    assert!(settled.written_back.is_empty());
+    assert!(
+        settled
+            .left
+            .iter()
+            .any(|left| left.starts_with(HELPER_PATH)),
+        "{settled:?}"
+    );
+    assert_eq!(std::fs::read(&helper).unwrap(), b"edited");
+
+    // The kept copy of the hook is changed: its bytes no longer have the listed hash, so the
+    // edited hook is left as it is.
+    std::fs::write(
+        fixture.kept_dir("1.0.0").join(sha(GOOD_HOOK)),
+        b"#!/bin/sh\nevil\n",
+    )
+    .unwrap();
+    let hook = fixture.root().join("releases/1.0.0").join(HOOK);
+    std::fs::write(&hook, b"#!/bin/sh\nedited\n").unwrap();
+    let settled = fixture.settle();
+    assert!(settled.written_back.is_empty(), "{settled:?}");
+    assert_eq!(std::fs::read(&hook).unwrap(), b"#!/bin/sh\nedited\n");
+}
+
+#[tokio::test]
+async fn ag_37_nothing_is_written_back_while_the_site_lock_is_held() {
+    let mut fixture = Fixture::new();
+    fixture.publish_with_helper("1.0.0", GOOD_HOOK);
+    fixture.apply("1.0.0").await.unwrap();
+    let hook = fixture.root().join("releases/1.0.0").join(HOOK);
+    std::fs::write(&hook, b"#!/bin/sh\nmid-upgrade\n").unwrap();
+    let lock = take_lock(&fixture.root()).unwrap();
+    let settled = fixture.settle();
+    assert!(
+        settled
+            .skipped
+            .as_deref()
+            .is_some_and(|why| why.contains("lock")),
+        "{settled:?}"
+    );
+    assert_eq!(std::fs::read(&hook).unwrap(), b"#!/bin/sh\nmid-upgrade\n");
+    drop(lock);
+    let settled = fixture.settle();
+    assert_eq!(settled.written_back, vec![HOOK.to_string()]);
+    assert_eq!(std::fs::read(&hook).unwrap(), GOOD_HOOK);
+}
+
+#[tokio::test]
+async fn ag_37_copies_of_a_release_no_longer_installed_are_not_used_and_go_with_it() {
+    let mut fixture = Fixture::new();
+    for version in ["1.0.0", "1.1.0", "1.2.0", "1.3.0"] {
+        fixture.publish_with_helper(version, GOOD_HOOK);
+    }
+    fixture.apply("1.0.0").await.unwrap();
+    assert!(!fixture.kept("1.0.0").is_empty());
+    fixture.apply("1.1.0").await.unwrap();
+    fixture.apply("1.2.0").await.unwrap();
+    fixture.apply("1.3.0").await.unwrap();
+    // keep is 3: 1.0.0's release is gone from disk, and its copies with it.
+    assert!(!fixture.root().join("releases/1.0.0").exists());
+    assert!(!fixture.kept_dir("1.0.0").exists());
+    assert!(!fixture.kept("1.3.0").is_empty());
+}
+
+#[tokio::test]
+async fn ag_34_an_unusable_manifest_is_recovered_from_the_plane_and_a_modified_file_never_is() {
+    let mut fixture = Fixture::new();
+    fixture.publish("1.0.0", Some(GOOD_HOOK), &page("one"));
+    fixture.apply("1.0.0").await.unwrap();
+    fixture.published.reset_asked();
+    let trusted = [fixture.signer.public_key()];
+    let release = fixture.root().join("releases/1.0.0");
+    let good_manifest = std::fs::read(release.join(MANIFEST_FILE)).unwrap();
+    let good_signature = std::fs::read(release.join(SIGNATURE_FILE)).unwrap();
+    let trusted = &trusted;
+    let try_recover = |refused: Option<&crate::domain::release_files::Offer>| {
+        let root = fixture.root();
+        let published = &fixture.published;
+        let refused = refused.cloned();
+        async move { recover::recover(&root, trusted, published, refused.as_ref()).await }
+    };
+
+    // A file that differs under a good manifest: the manifest is usable, nothing is asked.
+    std::fs::write(release.join("public/index.html"), b"edited").unwrap();
+    assert!(matches!(
+        try_recover(None).await,
+        recover::Recovered::Nothing(crate::domain::release_files::Recovery::Usable)
+    ));
+    assert_eq!(fixture.published.asked(), 0);
+    assert_eq!(
+        std::fs::read(release.join(MANIFEST_FILE)).unwrap(),
+        good_manifest
+    );
+
+    // Absent, unparseable, signed by a key this agent does not trust: each is recovered.
+    type Breakage<'a> = (&'a str, Box<dyn Fn() + 'a>);
+    let breakages: [Breakage; 3] = [
+        (
+            "absent",
+            Box::new(|| std::fs::remove_file(release.join(MANIFEST_FILE)).unwrap()),
+        ),
+        (
+            "unparseable",
+            Box::new(|| std::fs::write(release.join(SIGNATURE_FILE), b"{not json").unwrap()),
+        ),
+        (
+            "another key",
+            Box::new(|| {
+                std::fs::write(
+                    release.join(SIGNATURE_FILE),
+                    signature_file(&good_manifest, &key(9)),
+                )
+                .unwrap()
+            }),
+        ),
+    ];
+    for (index, (what, breakage)) in breakages.iter().enumerate() {
+        breakage();
+        let recovered = try_recover(None).await;
+        assert_eq!(
+            recovered,
+            recover::Recovered::Wrote {
+                version: "1.0.0".into()
+            },
+            "{what}"
+        );
+        assert_eq!(fixture.published.asked(), index + 1, "{what}");
+        assert_eq!(
+            std::fs::read(release.join(MANIFEST_FILE)).unwrap(),
+            good_manifest
+        );
+        assert_eq!(
+            std::fs::read(release.join(SIGNATURE_FILE)).unwrap(),
+            good_signature
+        );
+        assert!(tree::load_manifest(&tree::open_root(&release).unwrap(), trusted).is_ok());
+    }
+}
+
+#[tokio::test]
+async fn ag_34_a_manifest_that_does_not_verify_is_refused_and_not_asked_for_again_until_the_offer_changes(
+) {
+    let mut fixture = Fixture::new();
+    fixture.publish("1.0.0", None, &page("one"));
+    fixture.apply("1.0.0").await.unwrap();
+    let release = fixture.root().join("releases/1.0.0");
+    std::fs::remove_file(release.join(MANIFEST_FILE)).unwrap();
+    // The plane now serves 1.0.0 signed by a key this agent does not trust.
+    fixture.signer = key(7);
+    fixture.publish("1.0.0", None, &page("one"));
+    fixture.published.reset_asked();
+    let trusted = vec![key(1).public_key()];
+    let root = fixture.root();
+    let refused = match recover::recover(&root, &trusted, &fixture.published, None).await {
+        recover::Recovered::Refused { offer, why } => {
+            assert!(why.contains("does not verify"), "{why}");
+            offer
+        }
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(fixture.published.asked(), 1);
+    assert!(!release.join(MANIFEST_FILE).exists(), "nothing was written");
+    // Not asked for again while the offer is the same.
+    let again = recover::recover(&root, &trusted, &fixture.published, Some(&refused)).await;
+    assert!(
+        matches!(
+            again,
+            recover::Recovered::Nothing(crate::domain::release_files::Recovery::Refused(_))
+        ),
+        "{again:?}"
+    );
+    assert_eq!(fixture.published.asked(), 1);
+    // A key trusted since is a new offer: asked again, and now it verifies.
+    let more = vec![key(1).public_key(), key(7).public_key()];
+    let recovered = recover::recover(&root, &more, &fixture.published, Some(&refused)).await;
+    assert_eq!(
+        recovered,
+        recover::Recovered::Wrote {
+            version: "1.0.0".into()
+        }
+    );
+    assert_eq!(fixture.published.asked(), 2);
 }

@@ -62,6 +62,17 @@ fn policy(stage: &StageRequest) -> Result<StagePolicy, InvalidInput> {
         .map_err(|reason| InvalidInput::new("stages", reason))
 }
 
+/// A release rollout of a version the plane never published: every node's apply would fail
+/// fetching it, so the start is refused before anything is asked of a node.
+fn never_published(version: &str) -> RpcError {
+    RpcError::new(
+        ErrorCode::Conflict,
+        format!(
+            "site release {version} was never published: publish it (capstan release site) before rolling it out"
+        ),
+    )
+}
+
 fn refused(left_out: Vec<LeftOut>) -> RpcError {
     let names: Vec<String> = left_out
         .iter()
@@ -158,6 +169,14 @@ pub async fn start(state: State, request: StartRollout) -> Answer<RolloutView> {
         .map_err(unavailable)?
     {
         return Err(under_way(id));
+    }
+    if kind == Kind::Release
+        && crate::store::site_releases::get(&mut transaction, &version)
+            .await
+            .map_err(unavailable)?
+            .is_none()
+    {
+        return Err(never_published(&version));
     }
     let plan = if request.all {
         let everyone = store::candidates(&mut transaction, None)

@@ -8,7 +8,7 @@ use serde_json::json;
 use std::time::Duration;
 
 use super::Driver;
-use crate::rollouts::{applied, projected, wait_state, SimAgent};
+use crate::rollouts::{applied, projected, publish_release, wait_state, SimAgent};
 
 /// Waits until the rollout page (reloaded each time) shows `state`.
 async fn wait_page_state(browser: &super::Browser, url: &str, state: &str) {
@@ -34,6 +34,7 @@ async fn ro_10_a_rollout_started_from_the_form_is_followed_paused_and_resumed_on
     let first = SimAgent::enrol(&plane, "shop-1").await;
     let second = SimAgent::enrol(&plane, "shop-2").await;
     projected(&plane, &[first.node, second.node]).await;
+    publish_release(&plane, "5.0.0").await;
 
     let chris = plane.operator("chris").clone();
     let browser = driver.browser("chris").await;
