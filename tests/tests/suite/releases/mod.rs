@@ -130,7 +130,13 @@ async fn ag_24_a_node_running_a_is_offered_a_signed_b_and_ends_up_running_b() {
     fixture::cli_sign(&builds[1], B, 1, &dir);
     assert_eq!(std::fs::read(dir.join("release.json")).unwrap(), first);
 
-    runs(&plane, node.id, B, "the node to run B and the plane to show it").await;
+    runs(
+        &plane,
+        node.id,
+        B,
+        "the node to run B and the plane to show it",
+    )
+    .await;
     assert_eq!(node.version().await, B, "the binary in place answers B");
     // The trial (3 s here) passes: the .bak is removed and B is trusted.
     capstan_e2e::wait_for("the trial to pass", Duration::from_secs(90), || async {
@@ -289,7 +295,13 @@ async fn ag_28_a_rotation_vouched_for_by_the_current_key_lets_the_next_key_sign_
     // D, signed by the next key alone, is installed.
     let (status, body) = publish(&plane, &signed_by(D, 3, &builds[2], next_release_key())).await;
     assert_eq!(status, 201, "{body}");
-    runs(&plane, node.id, D, "the node to run D, signed by the rotated-to key").await;
+    runs(
+        &plane,
+        node.id,
+        D,
+        "the node to run D, signed by the rotated-to key",
+    )
+    .await;
     assert_eq!(node.version().await, D);
     node.stop().await;
 }
@@ -459,7 +471,13 @@ async fn ag_27_an_agent_holding_log_keys_installs_a_release_only_with_a_statemen
     let (status, body) = fixture::publish_with_statement(&plane, &offer, &statement).await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["has_statement"], true, "{body}");
-    runs(&plane, node.id, B, "the node to run B and the plane to show it").await;
+    runs(
+        &plane,
+        node.id,
+        B,
+        "the node to run B and the plane to show it",
+    )
+    .await;
     assert_eq!(node.version().await, B);
     wait_incident(
         &plane,
