@@ -277,20 +277,7 @@ pub fn land<'a>(
                     Err(error) => return Err(to_io(error)),
                 }
             }
-            let fd = rfs::openat(
-                &dir,
-                file_name,
-                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::from_raw_mode(0o600),
-            )
-            .map_err(to_io)?;
-            if let Some((uid, gid)) = owner {
-                chown(&fd, uid, gid)?;
-            }
-            rfs::fchmod(&fd, Mode::from_raw_mode(mode & 0o777)).map_err(to_io)?;
-            let mut file = File::from(fd);
-            file.write_all(bytes)?;
-            file.sync_all()?;
+            write_new(&dir, file_name, bytes, mode, owner)?;
         }
         rfs::fchmod(&top, Mode::from_raw_mode(0o755)).map_err(to_io)?;
         if let Some((uid, gid)) = owner {
@@ -326,6 +313,25 @@ pub fn land<'a>(
     Ok(())
 }
 
+/// Creates `name` in `dir` with `O_EXCL` (never through a link), sets its owner and mode on the
+/// descriptor, writes `bytes` and syncs.
+fn write_new(dir: &OwnedFd, name: &str, bytes: &[u8], mode: u32, owner: Owner) -> io::Result<()> {
+    let fd = rfs::openat(
+        dir,
+        name,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )
+    .map_err(to_io)?;
+    if let Some((uid, gid)) = owner {
+        chown(&fd, uid, gid)?;
+    }
+    rfs::fchmod(&fd, Mode::from_raw_mode(mode & 0o777)).map_err(to_io)?;
+    let mut file = File::from(fd);
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
 /// Replaces the file `path` under `root` whole (AG-36, AG-37): the bytes go into a temporary
 /// file created with `O_EXCL` beside it (never through a link; mode and owner set on the
 /// descriptor; synced), which is then renamed over `path`. A reader sees the old file or the
@@ -352,20 +358,7 @@ pub fn replace_file(
     };
     let fresh = format!(".{name}.new-{:016x}", rand::random::<u64>());
     let written = (|| {
-        let fd = rfs::openat(
-            &dir,
-            fresh.as_str(),
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o600),
-        )
-        .map_err(to_io)?;
-        if let Some((uid, gid)) = owner {
-            chown(&fd, uid, gid)?;
-        }
-        rfs::fchmod(&fd, Mode::from_raw_mode(mode & 0o777)).map_err(to_io)?;
-        let mut file = File::from(fd);
-        file.write_all(bytes)?;
-        file.sync_all()?;
+        write_new(&dir, fresh.as_str(), bytes, mode, owner)?;
         rfs::renameat(&dir, fresh.as_str(), &dir, name.as_str()).map_err(to_io)
     })();
     if let Err(error) = written {

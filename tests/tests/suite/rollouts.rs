@@ -186,7 +186,21 @@ pub(crate) async fn projected(plane: &Plane, nodes: &[i64]) {
     .await;
 }
 
-async fn rollout(plane: &Plane, id: i64) -> Value {
+/// Asks the plane to start a rollout as a level-8 operator; its status and answer.
+pub(crate) async fn ask_start(plane: &Plane, body: Value) -> (StatusCode, Value) {
+    plane
+        .api(&plane.changer, "POST", "/api/v1/rollouts", Some(body))
+        .await
+}
+
+/// Starts a rollout as a level-8 operator; its id.
+pub(crate) async fn start_rollout(plane: &Plane, body: Value) -> i64 {
+    let (status, started) = ask_start(plane, body).await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    started["id"].as_i64().unwrap()
+}
+
+pub(crate) async fn rollout(plane: &Plane, id: i64) -> Value {
     let (status, view) = plane
         .api(
             &plane.reader,
@@ -244,15 +258,12 @@ async fn ro_12_a_two_stage_rollout_survives_a_kill_9_mid_stage_and_applies_each_
     projected(&plane, &nodes).await;
 
     publish_release(&plane, "2.1.0").await;
-    let (status, started) = plane
-        .api(
-            &plane.changer,
-            "POST",
-            "/api/v1/rollouts",
-            Some(json!({"version": "2.1.0",
-                        "stages": [{"nodes": [nodes[0]]}, {"nodes": nodes[1..]}]})),
-        )
-        .await;
+    let (status, started) = ask_start(
+        &plane,
+        json!({"version": "2.1.0",
+                        "stages": [{"nodes": [nodes[0]]}, {"nodes": nodes[1..]}]}),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{started}");
     let id = started["id"].as_i64().unwrap();
     assert_eq!(started["state"], "running");
@@ -328,14 +339,8 @@ async fn ro_14_the_first_miss_halts_naming_the_node_and_a_budget_of_one_carries_
 
     publish_release(&plane, "3.0.0").await;
     let one_a_stage: Vec<Value> = nodes.iter().map(|node| json!({"nodes": [node]})).collect();
-    let (status, started) = plane
-        .api(
-            &plane.changer,
-            "POST",
-            "/api/v1/rollouts",
-            Some(json!({"version": "3.0.0", "stages": one_a_stage})),
-        )
-        .await;
+    let (status, started) =
+        ask_start(&plane, json!({"version": "3.0.0", "stages": one_a_stage})).await;
     assert_eq!(status, StatusCode::OK, "{started}");
     let id = started["id"].as_i64().unwrap();
     for (index, agent) in agents[..2].iter().enumerate() {
@@ -376,15 +381,12 @@ async fn ro_14_the_first_miss_halts_naming_the_node_and_a_budget_of_one_carries_
 
     // One rollout at a time: a new one while that one is halted may start; with a budget of
     // one the same miss is held and the stage carries on to the end.
-    let (status, started) = plane
-        .api(
-            &plane.changer,
-            "POST",
-            "/api/v1/rollouts",
-            Some(json!({"version": "3.0.0",
-                        "stages": [{"nodes": nodes, "max_failed": 1}]})),
-        )
-        .await;
+    let (status, started) = ask_start(
+        &plane,
+        json!({"version": "3.0.0",
+                        "stages": [{"nodes": nodes, "max_failed": 1}]}),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{started}");
     let id = started["id"].as_i64().unwrap();
     for (index, agent) in agents.iter().enumerate() {
@@ -425,14 +427,7 @@ async fn ro_15_ro_16_one_at_a_time_pause_resume_and_stop() {
     projected(&plane, &nodes).await;
     let stages: Vec<Value> = nodes.iter().map(|node| json!({"nodes": [node]})).collect();
     // A version never published is refused (409) naming it, and nothing starts.
-    let (status, refused) = plane
-        .api(
-            &plane.changer,
-            "POST",
-            "/api/v1/rollouts",
-            Some(json!({"version": "4.0.0", "stages": stages})),
-        )
-        .await;
+    let (status, refused) = ask_start(&plane, json!({"version": "4.0.0", "stages": stages})).await;
     assert_eq!(status, StatusCode::CONFLICT, "{refused}");
     assert!(
         refused["error"]["message"]
@@ -442,25 +437,15 @@ async fn ro_15_ro_16_one_at_a_time_pause_resume_and_stop() {
         "{refused}"
     );
     publish_release(&plane, "4.0.0").await;
-    let (status, started) = plane
-        .api(
-            &plane.changer,
-            "POST",
-            "/api/v1/rollouts",
-            Some(json!({"version": "4.0.0", "stages": stages})),
-        )
-        .await;
+    let (status, started) = ask_start(&plane, json!({"version": "4.0.0", "stages": stages})).await;
     assert_eq!(status, StatusCode::OK, "{started}");
     let id = started["id"].as_i64().unwrap();
 
-    let (status, refused) = plane
-        .api(
-            &plane.changer,
-            "POST",
-            "/api/v1/rollouts",
-            Some(json!({"version": "4.0.0", "stages": [{"nodes": [nodes[2]]}]})),
-        )
-        .await;
+    let (status, refused) = ask_start(
+        &plane,
+        json!({"version": "4.0.0", "stages": [{"nodes": [nodes[2]]}]}),
+    )
+    .await;
     assert_eq!(status, StatusCode::CONFLICT, "{refused}");
     assert!(refused["error"]["message"]
         .as_str()

@@ -24,7 +24,7 @@ use capstan_signing::NodeKey;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::rollouts::{projected, wait_state};
+use crate::rollouts::{projected, rollout, start_rollout, wait_state};
 
 /// The test's site release key: its secret never leaves the test.
 const KEY_SEED: [u8; 32] = [11; 32];
@@ -199,14 +199,6 @@ fn publish_with(
         .args(extra)
         .output()
         .unwrap()
-}
-
-async fn start_rollout(plane: &Plane, body: Value) -> i64 {
-    let (status, started) = plane
-        .api(&plane.changer, "POST", "/api/v1/rollouts", Some(body))
-        .await;
-    assert_eq!(status, StatusCode::OK, "{started}");
-    started["id"].as_i64().unwrap()
 }
 
 /// How many jobs of `primitive` each node was given, from the agent channel's jobs table.
@@ -443,19 +435,6 @@ async fn act(plane: &Plane, id: i64, act: &str) -> Value {
     view
 }
 
-async fn view(plane: &Plane, id: i64) -> Value {
-    let (status, view) = plane
-        .api(
-            &plane.reader,
-            "GET",
-            &format!("/api/v1/rollouts/{id}"),
-            None,
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{view}");
-    view
-}
-
 /// The step of `node` in a rollout's view.
 fn step_of(view: &Value, node: i64) -> Value {
     view["steps"]
@@ -524,7 +503,7 @@ async fn ro_15_pause_resume_and_stop_with_real_agents() {
         "the first node's apply to be judged while paused",
         Duration::from_secs(120),
         || async {
-            let view = view(&plane, id).await;
+            let view = rollout(&plane, id).await;
             (step_of(&view, ids[0])["verdict"] == "passed").then_some(view)
         },
     )
@@ -534,7 +513,7 @@ async fn ro_15_pause_resume_and_stop_with_real_agents() {
     // ...and nothing new starts: the second stage's nodes are asked for nothing while paused
     // (their agents poll all along).
     tokio::time::sleep(Duration::from_secs(6)).await;
-    let held = view(&plane, id).await;
+    let held = rollout(&plane, id).await;
     assert_eq!(held["state"], "paused", "{held}");
     for node in &nodes[1..] {
         assert_eq!(step_of(&held, node.id)["phase"], "waiting", "{held}");
@@ -584,7 +563,7 @@ async fn ro_15_pause_resume_and_stop_with_real_agents() {
         "the running apply to be recorded after the stop",
         Duration::from_secs(120),
         || async {
-            let view = view(&plane, id).await;
+            let view = rollout(&plane, id).await;
             (step_of(&view, ids[0])["verdict"] == "passed").then_some(view)
         },
     )

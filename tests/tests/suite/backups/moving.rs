@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use super::schedule::{act, backups, give_site, psql, runs, wait_runs};
+use super::schedule::{act, backups, fleet_every_minute, give_site, psql, runs, wait_runs};
 use super::*;
 use capstan_e2e::agent::{binary, Agent};
 use capstan_e2e::wait_for;
@@ -76,33 +76,12 @@ async fn bk_01_bk_02_bk_03_a_moved_node_starts_a_full_in_the_new_space_nothing_i
     let plane = Plane::start_with(&[("CAPSTAN__BACKUPS__SCHEDULE_SECS", "1")]).await;
     default_target(&plane, &old_s3).await;
     let new_target = second_target(&plane, &new_s3).await;
-    let fleet = |enabled: bool| {
-        json!({"enabled": enabled, "every_minutes": 1, "window_start_hour": 0,
-            "window_hours": 24, "mode": "chain", "keep_days": 7, "full_every_days": 7,
-            "verify_every_days": 0})
-    };
-    let (status, policy) = plane
-        .api(
-            &plane.admin,
-            "PUT",
-            "/api/v1/backups/policy",
-            Some(fleet(false)),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{policy}");
+    fleet_every_minute(&plane, false).await;
     let mut agent = Agent::new(binary());
     let node = agent.paired(&plane, "web-moving").await;
     agent.policy(r#"{"destructive": "accept"}"#, 0o600);
     let db = give_site(&agent);
-    let (status, policy) = plane
-        .api(
-            &plane.admin,
-            "PUT",
-            "/api/v1/backups/policy",
-            Some(fleet(true)),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{policy}");
+    fleet_every_minute(&plane, true).await;
 
     // A full, then (after the site changed) an incremental, in the old target's space.
     wait_runs(&plane, node, 1).await;

@@ -78,6 +78,20 @@ pub(crate) fn give_site(agent: &Agent) -> SiteDb {
     SiteDb(dbname)
 }
 
+/// Sets the fleet policy to a run due a minute after the last one started, at any hour, chains
+/// kept 7 days and never a scheduled verify (the tests ask for theirs), on or off; the plane's
+/// answer.
+pub(super) async fn fleet_every_minute(plane: &Plane, enabled: bool) -> Value {
+    let body = json!({"enabled": enabled, "every_minutes": 1, "window_start_hour": 0,
+        "window_hours": 24, "mode": "chain", "keep_days": 7, "full_every_days": 7,
+        "verify_every_days": 0});
+    let (status, policy) = plane
+        .api(&plane.admin, "PUT", "/api/v1/backups/policy", Some(body))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{policy}");
+    policy
+}
+
 pub(super) async fn backups(plane: &Plane, node: i64) -> Value {
     let (status, view) = plane
         .api(
@@ -163,37 +177,15 @@ async fn bk_05_07_25_a_scheduled_full_then_an_incremental_land_restore_brings_ba
     let s3 = S3Server::start().await;
     let plane = Plane::start_with(&[("CAPSTAN__BACKUPS__SCHEDULE_SECS", "1")]).await;
     default_target(&plane, &s3).await;
-    // The fleet policy: off while the node gets its site; then a run due a minute after the
-    // last one started, never a scheduled verify (this test asks for its verifies).
-    let fleet = |enabled: bool| {
-        json!({"enabled": enabled, "every_minutes": 1, "window_start_hour": 0,
-            "window_hours": 24, "mode": "chain", "keep_days": 7, "full_every_days": 7,
-            "verify_every_days": 0})
-    };
-    let (status, policy) = plane
-        .api(
-            &plane.admin,
-            "PUT",
-            "/api/v1/backups/policy",
-            Some(fleet(false)),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{policy}");
+    // The fleet policy: off while the node gets its site, then on.
+    fleet_every_minute(&plane, false).await;
 
     let mut agent = Agent::new(binary());
     let node = agent.paired(&plane, "web-loop").await;
     // The node's owner lets restores run without asking on the node.
     agent.policy(r#"{"destructive": "accept"}"#, 0o600);
     let db = give_site(&agent);
-    let (status, policy) = plane
-        .api(
-            &plane.admin,
-            "PUT",
-            "/api/v1/backups/policy",
-            Some(fleet(true)),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{policy}");
+    let policy = fleet_every_minute(&plane, true).await;
     assert_eq!(policy["changed_by"], "ada", "{policy}");
 
     // BK-05: nobody decided about this node, and it is backed up: a full first.
