@@ -469,6 +469,21 @@ pub struct NodeBackups {
     pub last_failure: Option<String>,
     /// What holds the machine's turn now, if this node's backups do.
     pub busy: Option<TurnView>,
+    /// Beyond the spec: what the storage pass's orphan sweep found in the node's folders.
+    #[serde(default)]
+    pub orphans: OrphansView,
+}
+
+/// The orphan sweep's counts for one node: objects under a run number no recorded run claims
+/// (the parts of a run that died before its manifest).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct OrphansView {
+    /// Seen by the last pass and waiting out their day before they are deleted.
+    pub waiting: u32,
+    /// Deleted since the node was first listed...
+    pub deleted: u64,
+    /// ...and their bytes.
+    pub bytes_deleted: u64,
 }
 
 // ---- acts (each takes the machine's turn, BK-09) ------------------------------------------

@@ -10,8 +10,9 @@ use capstan_bus::RpcServer;
 use capstan_events::agent_channel::machine_key;
 use capstan_events::backups::rpc::{
     ops, ChainView, Dispatched, FleetPolicyView, GetNodePolicy, GetPolicy, MoveRequest,
-    NodeBackups, NodeBackupsRequest, NodePolicyView, RestoreRequest, RestoreWhat, RunKind, RunNow,
-    RunView, SetNodePolicy, SetPolicy, TurnView, VerifyRequest, VerifyState, VerifyView,
+    NodeBackups, NodeBackupsRequest, NodePolicyView, OrphansView, RestoreRequest, RestoreWhat,
+    RunKind, RunNow, RunView, SetNodePolicy, SetPolicy, TurnView, VerifyRequest, VerifyState,
+    VerifyView,
 };
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
 use capstan_store::{PgConnection, Store, StoreError};
@@ -236,10 +237,15 @@ pub async fn node_backups(state: State, request: NodeBackupsRequest) -> Answer<N
         problems: row.problems.0.clone(),
     });
     // The storage check's finding (BK-15), as the storage pass last stamped it.
-    let shelf_problem = crate::store::shelf::shelf(&mut connection, node.node_id)
+    let shelf = crate::store::shelf::shelf(&mut connection, node.node_id)
         .await
-        .map_err(unavailable)?
-        .problem;
+        .map_err(unavailable)?;
+    let orphans = OrphansView {
+        waiting: u32::try_from(shelf.orphans_waiting).unwrap_or(0),
+        deleted: u64::try_from(shelf.orphans_deleted).unwrap_or(0),
+        bytes_deleted: u64::try_from(shelf.orphan_bytes_deleted).unwrap_or(0),
+    };
+    let shelf_problem = shelf.problem;
     let (state_kind, problem, words) = schedule::verify_state(
         &applied.fields,
         shelf_problem.as_deref(),
@@ -278,6 +284,7 @@ pub async fn node_backups(state: State, request: NodeBackupsRequest) -> Answer<N
             .await
             .map_err(unavailable)?,
         busy,
+        orphans,
     })
 }
 

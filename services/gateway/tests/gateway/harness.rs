@@ -798,6 +798,7 @@ pub fn no_backups(node_id: i64) -> capstan_events::backups::rpc::NodeBackups {
         recovery_key: None,
         last_failure: None,
         busy: None,
+        orphans: Default::default(),
     }
 }
 

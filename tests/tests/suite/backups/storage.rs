@@ -158,8 +158,9 @@ async fn bk_11_bk_12_bk_15_bk_17_the_storage_pass_deletes_exactly_what_retention
     // Run 8 the plane recorded as landed, though its manifest is not in storage: its part is
     // claimed all the same (a missing manifest is for the checks to report, not to tidy away).
     sqlx::query(
-        "INSERT INTO runs (node_id, seq, space_id, job_id, kind, landed_at)
-         VALUES ($1, 8, $2, 990008, 'full', now())",
+        "INSERT INTO runs (node_id, seq, space_id, job_id, kind, full_seq, started_at,
+                           finished_at, bytes, landed_at)
+         VALUES ($1, 8, $2, 990008, 'full', 8, now(), now(), 4, now())",
     )
     .bind(node)
     .bind(space)
@@ -276,7 +277,17 @@ async fn bk_11_bk_12_bk_15_bk_17_the_storage_pass_deletes_exactly_what_retention
         (0, 1, 4),
         "counted: one orphan of 4 bytes (\"half\") deleted"
     );
+    // The node's view says the same (the node made known as its approval would).
+    store::schedule::node_approved(&mut connection, node, "web-41", "fp-41")
+        .await
+        .unwrap();
     drop(connection);
+    let view = super::schedule::backups(&plane, node).await;
+    assert_eq!(
+        view["orphans"],
+        json!({"waiting": 0, "deleted": 1, "bytes_deleted": 4}),
+        "{view}"
+    );
     // Said once, on the backups stream, naming the space and the runs.
     let stream = capstan_events::Domain::Backups.events_stream();
     let pruned = wait_for("the pruned event", Duration::from_secs(30), || {

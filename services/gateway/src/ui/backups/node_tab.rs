@@ -7,8 +7,8 @@ use axum::{extract::State, response::Response};
 use capstan_events::{
     backups::rpc::{
         ops, ChainView, Dispatched, GetNodePolicy, ListTargets, MoveRequest, NodeBackups,
-        NodeBackupsRequest, NodePolicyBody, NodePolicyView, Position, RestoreRequest, RestoreWhat,
-        RunNow, RunView, SetNodePolicy, Targets, VerifyRequest, VerifyView,
+        NodeBackupsRequest, NodePolicyBody, NodePolicyView, OrphansView, Position, RestoreRequest,
+        RestoreWhat, RunNow, RunView, SetNodePolicy, Targets, VerifyRequest, VerifyView,
     },
     rpc::Level,
 };
@@ -74,6 +74,8 @@ pub struct BackupsTab {
     pub verify_words: String,
     pub last_verify: Option<LastVerify>,
     pub shelf_problem: Option<String>,
+    /// The orphan sweep's counts in words, when it found any.
+    pub orphans: Option<String>,
     pub last_failure: Option<String>,
     pub recovery_key: String,
     pub busy: Option<String>,
@@ -87,6 +89,28 @@ pub struct BackupsTab {
     /// The node's position (`fleet`, `own`, `off`) and the schedule in force, in words.
     pub position: String,
     pub schedule: String,
+}
+
+/// The orphan sweep's counts for a person; `None` when it never found any.
+fn orphan_words(orphans: &OrphansView) -> Option<String> {
+    if orphans.waiting == 0 && orphans.deleted == 0 {
+        return None;
+    }
+    let mut words = Vec::new();
+    if orphans.waiting > 0 {
+        words.push(format!(
+            "{} waiting out their day before deletion",
+            orphans.waiting
+        ));
+    }
+    if orphans.deleted > 0 {
+        words.push(format!(
+            "{} deleted ({})",
+            orphans.deleted,
+            bytes(orphans.bytes_deleted)
+        ));
+    }
+    Some(format!("Objects of unfinished runs: {}", words.join("; ")))
 }
 
 /// A node's position and the schedule in force, for a person.
@@ -216,6 +240,7 @@ pub async fn node_tab(state: &AppState, session: &UiSession, node_id: i64) -> Ba
         verify_words: String::new(),
         last_verify: None,
         shelf_problem: None,
+        orphans: None,
         last_failure: None,
         recovery_key: String::new(),
         busy: None,
@@ -245,6 +270,7 @@ pub async fn node_tab(state: &AppState, session: &UiSession, node_id: i64) -> Ba
     tab.verify_words = clip(&answer.verify_state.words, 1000);
     tab.last_verify = answer.verify_state.last.as_ref().map(last_verify);
     tab.shelf_problem = answer.shelf_problem.as_deref().map(|text| clip(text, 1000));
+    tab.orphans = orphan_words(&answer.orphans);
     tab.last_failure = answer.last_failure.as_deref().map(|text| clip(text, 1000));
     tab.recovery_key = recovery_words(&answer);
     tab.busy = answer.busy.as_ref().map(|turn| {
@@ -506,6 +532,19 @@ mod tests {
             .extend_pairs(pairs)
             .finish();
         FormFields::parse(encoded.as_bytes())
+    }
+
+    #[test]
+    fn the_orphan_counts_are_said_only_when_the_sweep_found_any() {
+        assert_eq!(orphan_words(&OrphansView::default()), None);
+        let words = orphan_words(&OrphansView {
+            waiting: 3,
+            deleted: 2,
+            bytes_deleted: 2 * 1024 * 1024,
+        })
+        .unwrap();
+        assert!(words.contains("3 waiting"), "{words}");
+        assert!(words.contains("2 deleted (2.0 MiB)"), "{words}");
     }
 
     #[test]
