@@ -42,6 +42,8 @@ pub async fn handle(
     body: Bytes,
 ) -> (AgentResponse, Bytes) {
     let endpoint = request.endpoint;
+    // A long poll's wait counts from here, whatever it then waits for (a slot, the checks).
+    let arrived = tokio::time::Instant::now();
     let mut bytes = Bytes::new();
     // The database work of each step is boxed (here and in the claim), and taken only once the
     // request has its agent slot, so what a request holds while it waits (for a slot, or for a
@@ -55,7 +57,10 @@ pub async fn handle(
             // and lets both go once read, so a parked poll holds neither (nor the node's row
             // twice).
             Proven::Claim { glance, generation } => {
-                Box::pin(claim::claim(state, request, *glance, generation, body)).await
+                Box::pin(claim::claim(
+                    state, request, *glance, generation, body, arrived,
+                ))
+                .await
             }
         },
     };

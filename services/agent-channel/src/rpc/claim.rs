@@ -56,15 +56,22 @@ pub fn will_be_taken(request: &AgentRequest, body: &[u8]) -> bool {
 /// each go as soon as it has read it: a long poll sleeps holding the node's id, its bell and
 /// the fields it will name in its answer, not the request's bytes (which pin the buffer they
 /// arrived in) nor the claim's reported facts.
+///
+/// The wait counts from `arrived`, when the request reached this service, not from when the
+/// claim got its slot: a claim that queued behind a burst of others (a restart storm) is
+/// answered by its arrival plus its wait, inside the gateway's margin, instead of its wait
+/// after the queue (which the gateway would have given up on and answered `503`).
 pub async fn claim(
     state: &State,
     request: AgentRequest,
     glance: Glance,
     generation: u64,
     body: Bytes,
+    arrived: tokio::time::Instant,
 ) -> Answer {
     let node_id = glance.node.id;
     let wait = wait_of(request.query.as_deref())?;
+    let until = arrived + Duration::from_secs(wait);
     let claim = claims::parse_claim(&body)?;
     drop(body);
     let (gateway, poll) = (request.gateway, request.poll);
@@ -96,7 +103,7 @@ pub async fn claim(
     let gateway_stopped = released.cancelled();
     let open = OpenLongPoll::new();
     let woken = tokio::select! {
-        woken = tokio::time::timeout(Duration::from_secs(wait), rung) => woken.is_ok(),
+        woken = tokio::time::timeout_at(until, rung) => woken.is_ok(),
         _ = state.stopping.cancelled() => false,
         _ = gateway_stopped => return Ok(answer(None, &ignored_fields)),
     };
@@ -471,6 +478,7 @@ pub async fn result(state: &State, node: &NodeRow, body: &[u8]) -> Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::time::Instant;
 
     #[test]
     fn wait_is_read_from_the_query_and_bounded() {
@@ -546,9 +554,16 @@ mod tests {
         let before = state.wake.generation();
         // The NOTIFY of the job's commit, before the claim armed its bell: it wakes nobody.
         state.wake.ring(glance.node.id);
-        let (status, answer) = claim(&state, request, glance, before, Bytes::from_static(CLAIM))
-            .await
-            .unwrap();
+        let (status, answer) = claim(
+            &state,
+            request,
+            glance,
+            before,
+            Bytes::from_static(CLAIM),
+            Instant::now(),
+        )
+        .await
+        .unwrap();
         assert_eq!(status, 200);
         assert_eq!(answer["job"]["primitive"], "check_status", "{answer}");
     }
@@ -560,9 +575,16 @@ mod tests {
         let database = capstan_store::testsuite::TestDatabase::create().await;
         let (state, glance, request) = node_whose_job_came_after_the_first_read(&database).await;
         let now = state.wake.generation();
-        let (status, answer) = claim(&state, request, glance, now, Bytes::from_static(CLAIM))
-            .await
-            .unwrap();
+        let (status, answer) = claim(
+            &state,
+            request,
+            glance,
+            now,
+            Bytes::from_static(CLAIM),
+            Instant::now(),
+        )
+        .await
+        .unwrap();
         assert_eq!(status, 200);
         assert_eq!(answer["job"], Value::Null, "{answer}");
     }
@@ -582,7 +604,7 @@ mod tests {
         let now = state.wake.generation();
         let polling = tokio::spawn({
             let state = state.clone();
-            async move { claim(&state, request, glance, now, body).await }
+            async move { claim(&state, request, glance, now, body, Instant::now()).await }
         });
         // The claim reads its body, finds nothing in its first read and parks: from then on
         // the test's copy is the only one.
@@ -596,6 +618,39 @@ mod tests {
         // Woken, it hands out the job: the poll was alive all along.
         state.wake.ring(node);
         let (status, answer) = polling.await.unwrap().unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(answer["job"]["primitive"], "check_status", "{answer}");
+    }
+
+    // Issue 10, the restart storm: a long poll's wait counts from its arrival. A claim that sat
+    // 40 s behind others before its slot (wait=30) is answered at once, not 30 s after its
+    // slot, when its gateway (wait + 5 s) has long answered the agent 503. (Fails when the
+    // wait starts at the slot: the claim sleeps its 30 s and the 10 s bound runs out.)
+    #[tokio::test]
+    async fn a_long_polls_wait_counts_from_its_arrival_not_from_its_slot() {
+        let database = capstan_store::testsuite::TestDatabase::create().await;
+        let (state, glance, mut request) =
+            node_whose_job_came_after_the_first_read(&database).await;
+        request.query = Some("wait=30".into());
+        let now = state.wake.generation();
+        let arrived = Instant::now()
+            .checked_sub(Duration::from_secs(40))
+            .expect("the clock has run 40 s");
+        let (status, answer) = tokio::time::timeout(
+            Duration::from_secs(10),
+            claim(
+                &state,
+                request,
+                glance,
+                now,
+                Bytes::from_static(CLAIM),
+                arrived,
+            ),
+        )
+        .await
+        .expect("a claim past its arrival plus its wait answers without sleeping")
+        .unwrap();
+        // Its wait over, it looks once more (as at the end of any wait) and finds the job.
         assert_eq!(status, 200);
         assert_eq!(answer["job"]["primitive"], "check_status", "{answer}");
     }
