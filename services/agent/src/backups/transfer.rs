@@ -64,26 +64,29 @@ pub async fn url_for(broker: &impl Broker, op: UrlOp, key: &str) -> Result<Signe
 }
 
 /// The end of the write pipeline: cuts the ciphertext into parts and hands each full one to
-/// the uploader, hashing the whole artifact on the way.
+/// the uploader with its SHA-256, hashing the part and the whole artifact on the way, while the
+/// bytes are fresh in the cache (the uploader then only sends).
 struct PartSink {
-    parts: mpsc::Sender<Vec<u8>>,
+    parts: mpsc::Sender<(Vec<u8>, String)>,
     /// One message for each part the uploader finished: a part is handed over only once the
     /// one before it landed, so at most one part uploads while the next fills.
     landed: mpsc::Receiver<()>,
     outstanding: bool,
     buffer: Vec<u8>,
     whole: Sha256,
+    part: Sha256,
     bytes: u64,
 }
 
 impl PartSink {
-    fn new(parts: mpsc::Sender<Vec<u8>>, landed: mpsc::Receiver<()>) -> PartSink {
+    fn new(parts: mpsc::Sender<(Vec<u8>, String)>, landed: mpsc::Receiver<()>) -> PartSink {
         PartSink {
             parts,
             landed,
             outstanding: false,
             buffer: Vec::with_capacity(PART_BYTES),
             whole: Sha256::new(),
+            part: Sha256::new(),
             bytes: 0,
         }
     }
@@ -94,7 +97,10 @@ impl PartSink {
             return Err(stopped());
         }
         let part = std::mem::take(&mut self.buffer);
-        self.parts.blocking_send(part).map_err(|_| stopped())?;
+        let sha256 = format!("{:x}", self.part.finalize_reset());
+        self.parts
+            .blocking_send((part, sha256))
+            .map_err(|_| stopped())?;
         self.outstanding = true;
         self.buffer = Vec::with_capacity(PART_BYTES);
         Ok(())
@@ -115,6 +121,7 @@ impl Write for PartSink {
         let taken = data.len().min(room);
         self.buffer.extend_from_slice(&data[..taken]);
         self.whole.update(&data[..taken]);
+        self.part.update(&data[..taken]);
         self.bytes += taken as u64;
         if self.buffer.len() == PART_BYTES {
             self.send()?;
@@ -190,7 +197,7 @@ pub async fn seal_and_upload<T: Send + 'static>(
     what: &str,
     produce: impl FnOnce(&mut dyn Write) -> Result<T, String> + Send + 'static,
 ) -> Result<(Artifact, T), String> {
-    let (sender, mut receiver) = mpsc::channel::<Vec<u8>>(1);
+    let (sender, mut receiver) = mpsc::channel::<(Vec<u8>, String)>(1);
     let (landed, landed_receiver) = mpsc::channel::<()>(1);
     // Two threads: the producer writes plaintext through zstd into chunks; the sealer takes
     // them through age into parts. Compression and encryption then run side by side (as
@@ -239,9 +246,8 @@ pub async fn seal_and_upload<T: Send + 'static>(
     // instead of waiting forever.
     let uploading = async move {
         let mut parts = Vec::new();
-        while let Some(part) = receiver.recv().await {
+        while let Some((part, sha256)) = receiver.recv().await {
             let key = key(seq, &part_name(name, parts.len() + 1));
-            let sha256 = format!("{:x}", Sha256::digest(&part));
             let bytes = part.len() as u64;
             let url = url_for(broker, UrlOp::Put, &key).await?;
             objects.put(&url, Bytes::from(part)).await?;
