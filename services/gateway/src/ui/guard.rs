@@ -84,6 +84,15 @@ impl FormFields {
         FormFields(url::form_urlencoded::parse(bytes).into_owned().collect())
     }
 
+    /// A form as a browser would send these pairs, for the form readers' tests.
+    #[cfg(test)]
+    pub fn of(pairs: &[(&str, &str)]) -> FormFields {
+        let encoded = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(pairs)
+            .finish();
+        FormFields::parse(encoded.as_bytes())
+    }
+
     /// The first value of `name`.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.0

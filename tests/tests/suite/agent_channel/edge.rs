@@ -168,45 +168,42 @@ fn claim_in_background(
 
 // Issue 16's rollouts benchmark stalled on this: a long poll that reached its sleep late (the
 // agent channel slow to take it) was still asleep when the gateway gave up on it (its wait plus
-// 5 s) and answered the agent 503. The agent channel kept it as a waiter, counted in
-// `capstan_agent_long_polls`, and the next job queued for the node went to it: handed out to
-// nobody, running until its budget ran out, while the rollout waited. Now the gateway releases
-// the claim it gave up on: no waiter is left and the next claim takes the job.
+// 5 s) and answered the agent 503; the agent channel kept it as a waiter, and the next job
+// queued for the node went to it, handed out to nobody. Issue 10's agents benchmark met the
+// same at 10,000 agents (a burst of first polls queued for their slots). A long poll's wait now
+// counts from its arrival: a claim taken up past its arrival plus its wait looks once and
+// answers, inside the gateway's margin, instead of sleeping into the gateway's give-up. No
+// waiter is left and the next claim takes the next job. (Fails when the wait counts from the
+// slot: the claim sleeps 10 s more and the gateway answers 503 at 15 s.) A claim asleep when
+// its gateway gives up (a bus slower than 5 s) is still released: the hang-up path's test and
+// `wake::tests` cover that release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claim_the_gateway_gave_up_on_leaves_no_waiter_and_the_next_job_reaches_the_next_claim() {
+async fn a_claim_taken_up_past_its_wait_is_answered_not_given_up_on_and_the_next_job_reaches_the_next_claim(
+) {
     let plane = Plane::start().await;
     let (agent, node) = plane.paired_agent("web-1").await;
     let agent = std::sync::Arc::new(agent);
     let held = hold_node(&plane, node).await;
     let sent = tokio::time::Instant::now();
-    // The gateway waits 10 + 5 s for this answer; the agent channel takes it up at 12 s and
-    // would sleep 10 s from there.
+    // The gateway waits 10 + 5 s for this answer; the agent channel takes it up at 12 s.
     let claiming = claim_in_background(&agent, "?wait=10");
     tokio::time::sleep_until(sent + Duration::from_secs(12)).await;
     held.rollback().await.unwrap();
-    wait_for(
-        "the late claim to sleep",
-        Duration::from_secs(2),
-        || async { (metric(&plane, "capstan_agent_long_polls").await == 1.0).then_some(()) },
-    )
-    .await;
-    let given_up = claiming.await.unwrap();
-    assert_eq!(given_up.status.as_u16(), 503, "{}", given_up.body);
-    assert!(sent.elapsed() < Duration::from_secs(20));
+    let answered = claiming.await.unwrap();
+    assert_eq!(answered.status.as_u16(), 200, "{}", answered.body);
+    assert_eq!(
+        answered.body["job"],
+        serde_json::Value::Null,
+        "{}",
+        answered.body
+    );
     assert_eq!(
         metric(&plane, "capstan_gateway_claims_given_up_total").await,
-        1.0
+        0.0
     );
     // No waiter is left for a job that would reach nobody.
-    wait_for(
-        "the claim given up on to leave the long polls",
-        Duration::from_secs(2),
-        || async { (metric(&plane, "capstan_agent_long_polls").await == 0.0).then_some(()) },
-    )
-    .await;
+    assert_eq!(metric(&plane, "capstan_agent_long_polls").await, 0.0);
     let job = plane.queue(node, "check_status", json!({})).await;
-    // Past the moment the forgotten claim would have woken for it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
     let (status, answer) = agent.claim(&json!({})).await;
     assert_eq!(status.as_u16(), 200, "{answer}");
     assert_eq!(answer["job"]["id"], job, "{answer}");

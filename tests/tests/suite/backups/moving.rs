@@ -8,7 +8,10 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use super::schedule::{act, backups, fleet_every_minute, give_site, psql, runs, wait_runs};
+use super::schedule::{
+    act, backups, fleet_every_minute, give_site, psql, restoring_run_2_brings_it_back, runs,
+    wait_runs,
+};
 use super::*;
 use capstan_e2e::agent::{binary, Agent};
 use capstan_e2e::wait_for;
@@ -159,22 +162,7 @@ async fn bk_01_bk_02_bk_03_a_moved_node_starts_a_full_in_the_new_space_nothing_i
     // BK-03: the old runs stay restorable from where they are: restoring run 2 brings back its
     // file and rows.
     wait_free(&plane, node).await;
-    std::fs::write(agent.site().join("index.php"), "<?php echo 'v3';").unwrap();
-    psql(&db.0, "DELETE FROM customers WHERE id > 10");
-    let restore = act(
-        &plane,
-        node,
-        "restore",
-        json!({"seq": 2, "what": "project"}),
-    )
-    .await;
-    let finished = plane.finished(restore).await;
-    assert_eq!(finished["state"], "completed", "{finished}");
-    assert_eq!(
-        std::fs::read_to_string(agent.site().join("index.php")).unwrap(),
-        "<?php echo 'v2';"
-    );
-    assert_eq!(psql(&db.0, "SELECT count(*) FROM customers"), "75");
+    restoring_run_2_brings_it_back(&plane, node, &agent, &db).await;
 
     // A chain may not span spaces: an incremental that extends run 2 (in the old, draining
     // space) is refused its PUT URLs, whatever asked for it, and nothing of it is stored.

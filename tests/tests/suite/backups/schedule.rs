@@ -92,6 +92,26 @@ pub(super) async fn fleet_every_minute(plane: &Plane, enabled: bool) -> Value {
     policy
 }
 
+/// The site changes after run 2 (a new `index.php`, rows deleted); restoring run 2's project
+/// brings back its file and its 75 rows.
+pub(super) async fn restoring_run_2_brings_it_back(
+    plane: &Plane,
+    node: i64,
+    agent: &Agent,
+    db: &SiteDb,
+) {
+    std::fs::write(agent.site().join("index.php"), "<?php echo 'v3';").unwrap();
+    psql(&db.0, "DELETE FROM customers WHERE id > 10");
+    let job = act(plane, node, "restore", json!({"seq": 2, "what": "project"})).await;
+    let finished = plane.finished(job).await;
+    assert_eq!(finished["state"], "completed", "{finished}");
+    assert_eq!(
+        std::fs::read_to_string(agent.site().join("index.php")).unwrap(),
+        "<?php echo 'v2';"
+    );
+    assert_eq!(psql(&db.0, "SELECT count(*) FROM customers"), "75");
+}
+
 pub(super) async fn backups(plane: &Plane, node: i64) -> Value {
     let (status, view) = plane
         .api(
@@ -227,22 +247,7 @@ async fn bk_05_07_25_a_scheduled_full_then_an_incremental_land_restore_brings_ba
     let landed = runs(&backups(&plane, node).await);
 
     // After run 2 the site changes again; restoring run 2 brings back its rows and files.
-    std::fs::write(agent.site().join("index.php"), "<?php echo 'v3';").unwrap();
-    psql(&db.0, "DELETE FROM customers WHERE id > 10");
-    let job = act(
-        &plane,
-        node,
-        "restore",
-        json!({"seq": 2, "what": "project"}),
-    )
-    .await;
-    let finished = plane.finished(job).await;
-    assert_eq!(finished["state"], "completed", "{finished}");
-    assert_eq!(
-        std::fs::read_to_string(agent.site().join("index.php")).unwrap(),
-        "<?php echo 'v2';"
-    );
-    assert_eq!(psql(&db.0, "SELECT count(*) FROM customers"), "75");
+    restoring_run_2_brings_it_back(&plane, node, &agent, &db).await;
 
     // Verify levels 2 and 3 through the API pass.
     let job = act(&plane, node, "verify", json!({"level": 2, "seq": 2})).await;

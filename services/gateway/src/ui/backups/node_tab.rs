@@ -528,10 +528,7 @@ mod tests {
     use super::*;
 
     fn form(pairs: &[(&str, &str)]) -> FormFields {
-        let encoded = url::form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(pairs)
-            .finish();
-        FormFields::parse(encoded.as_bytes())
+        FormFields::of(pairs)
     }
 
     #[test]
