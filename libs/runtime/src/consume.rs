@@ -1,7 +1,9 @@
 //! Consumers whose effects happen once: each message's envelope id is recorded in the inbox in
 //! the same transaction as what the handler writes, and a message seen before is only
 //! acknowledged. Database trouble is retried (then dead-lettered); a handler's rejection
-//! dead-letters at once.
+//! dead-letters at once. A message of a type the consumer does not apply is acknowledged
+//! without a transaction (a stream carries every event of its domain; a fleet's joins and
+//! check-ins would otherwise cost each consuming service a commit apiece).
 
 use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
 use capstan_store::PgConnection;
@@ -25,6 +27,13 @@ pub trait Apply: Send + Sync + 'static {
 
     /// Told when a message already applied arrives again (a redelivery); nothing is written.
     fn skipped(&self, _delivery: &Delivery) {}
+
+    /// Whether `apply` does anything with a message of this type. One it does not is
+    /// acknowledged without opening a transaction or writing its inbox row (its effect, none, is
+    /// the same however often it arrives). Every type by default.
+    fn applies(&self, _delivery: &Delivery) -> bool {
+        true
+    }
 }
 
 /// The durable consumers `domain` keeps on other domains' event streams: one a row of
@@ -67,6 +76,11 @@ pub async fn consume_with_inbox(
                 let apply = apply.clone();
                 let consumer = consumer.clone();
                 async move {
+                    if !apply.applies(&delivery) {
+                        metrics::counter!("capstan_events_not_applied_total", "consumer" => consumer.clone())
+                            .increment(1);
+                        return Ok(());
+                    }
                     let mut transaction = store.begin().await.map_err(retry)?;
                     if !inbox::record(&mut transaction, &consumer, delivery.envelope.id)
                         .await

@@ -44,6 +44,12 @@ pub fn event_specs(max_deliver: u32, ack_wait: Duration) -> Vec<ConsumerSpec> {
 pub struct MonitorEvents;
 
 impl Apply for MonitorEvents {
+    /// Only the health dot (sites and certificates are the incidents service's).
+    fn applies(&self, delivery: &Delivery) -> bool {
+        let envelope = &delivery.envelope;
+        envelope.is::<HealthChanged>()
+    }
+
     fn apply<'c>(
         &'c self,
         connection: &'c mut PgConnection,

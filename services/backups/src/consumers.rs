@@ -31,6 +31,18 @@ pub fn specs(max_deliver: u32, ack_wait: Duration) -> Vec<ConsumerSpec> {
 pub struct Events;
 
 impl Apply for Events {
+    /// The types `apply` reads (joins, claims and check-ins are not this service's).
+    fn applies(&self, delivery: &Delivery) -> bool {
+        let envelope = &delivery.envelope;
+        envelope.is::<JobFinished>()
+            || envelope.is::<JobQueued>()
+            || envelope.is::<NodeApproved>()
+            || envelope.is::<NodeReported>()
+            || envelope.is::<PlacementChanged>()
+            || envelope.is::<NodeLeft>()
+            || envelope.is::<NodeDisconnected>()
+    }
+
     fn apply<'c>(
         &'c self,
         connection: &'c mut PgConnection,

@@ -53,6 +53,22 @@ pub struct Events {
 }
 
 impl Apply for Events {
+    /// The types `apply` reads (jobs and joins are not this service's).
+    fn applies(&self, delivery: &Delivery) -> bool {
+        let envelope = &delivery.envelope;
+        envelope.is::<NodeApproved>()
+            || envelope.is::<NodeLeft>()
+            || envelope.is::<NodeDisconnected>()
+            || envelope.is::<NodesSeen>()
+            || envelope.is::<NodeReported>()
+            || envelope.is::<PlacementChanged>()
+            || envelope.is::<OperatorChanged>()
+            || envelope.is::<SiteDown>()
+            || envelope.is::<SiteUp>()
+            || envelope.is::<CertProblemChanged>()
+            || envelope.is::<BackupHealthChanged>()
+    }
+
     fn apply<'c>(
         &'c self,
         connection: &'c mut PgConnection,

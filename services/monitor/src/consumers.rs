@@ -29,6 +29,18 @@ pub fn specs(max_deliver: u32, ack_wait: Duration) -> Vec<ConsumerSpec> {
 pub struct NodeEvents;
 
 impl Apply for NodeEvents {
+    /// The types `apply` reads (joins, placements and check-ins are not this service's).
+    fn applies(&self, delivery: &Delivery) -> bool {
+        let envelope = &delivery.envelope;
+        envelope.is::<NodeApproved>()
+            || envelope.is::<NodeLeft>()
+            || envelope.is::<NodeDisconnected>()
+            || envelope.is::<NodeReported>()
+            || envelope.is::<JobQueued>()
+            || envelope.is::<JobClaimed>()
+            || envelope.is::<JobFinished>()
+    }
+
     fn apply<'c>(
         &'c self,
         connection: &'c mut PgConnection,

@@ -3,7 +3,7 @@
 //! consumer keeps going.
 
 use capstan_bus::{
-    testsuite::{read_stream, NatsServer},
+    testsuite::{consumer_settled, read_stream, NatsServer},
     ConsumerSpec, Delivery, HandlerError, Outgoing,
 };
 use capstan_e2e::{applied, apply_tick, service, settings, wait_for, Tick};
@@ -130,6 +130,89 @@ async fn poison_messages_are_dead_lettered_with_a_reason_and_the_consumer_keeps_
         vec![1, 3],
         "the message after the poison ones was taken"
     );
+    shutdown.cancel();
+    consumer.await.unwrap().unwrap();
+}
+
+/// Applies even ticks only, and says so before any transaction.
+struct EvenTicks;
+
+impl Apply for EvenTicks {
+    fn applies(&self, delivery: &Delivery) -> bool {
+        delivery
+            .envelope
+            .decode::<Tick>()
+            .is_ok_and(|tick| tick.data.sequence % 2 == 0)
+    }
+
+    fn apply<'c>(
+        &'c self,
+        connection: &'c mut PgConnection,
+        delivery: &'c Delivery,
+    ) -> BoxFuture<'c, Result<(), HandlerError>> {
+        Box::pin(async move { apply_tick(connection, delivery).await.map(|_| ()) })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_its_consumer_does_not_apply_is_acknowledged_without_a_transaction() {
+    let nats = NatsServer::start();
+    let database = TestDatabase::create().await;
+    let settings = settings(&database, &nats, &[]);
+    let service = service(&settings, Domain::Incidents).await;
+    let shutdown = CancellationToken::new();
+    let consumer = {
+        let service = service.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let spec = ConsumerSpec {
+                domain: Domain::Incidents,
+                stream: Tick::stream(),
+                durable: "even".into(),
+                filter_subject: Tick::subject(),
+                max_deliver: 3,
+                ack_wait: Duration::from_secs(5),
+            };
+            consume_with_inbox(&service, spec, Arc::new(EvenTicks), shutdown).await
+        })
+    };
+    // The marker (100) is published last: once it is applied, every tick before it was handed
+    // to the consumer.
+    for sequence in [1, 2, 3, 4, 5, 100] {
+        service
+            .bus
+            .publish(Outgoing::of(Envelope::new(Tick { sequence }, None)))
+            .await
+            .unwrap();
+    }
+    wait_for(
+        "the even ticks and the marker applied",
+        Duration::from_secs(30),
+        || {
+            let store = service.store.clone();
+            async move { (applied(&store).await == (3, 3)).then_some(()) }
+        },
+    )
+    .await;
+    wait_for("every tick acknowledged", Duration::from_secs(30), || {
+        let bus = service.bus.clone();
+        async move {
+            consumer_settled(&bus, &Tick::stream(), "even")
+                .await
+                .then_some(())
+        }
+    })
+    .await;
+    let recorded: i64 = sqlx::query_scalar("SELECT count(*) FROM inbox WHERE consumer = 'even'")
+        .fetch_one(service.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        recorded, 3,
+        "only the ticks the consumer applies are written to its inbox"
+    );
+    let dead = read_stream(&service.bus, DEAD_LETTER_STREAM, 10).await;
+    assert!(dead.is_empty(), "nothing is dead-lettered: {dead:?}");
     shutdown.cancel();
     consumer.await.unwrap().unwrap();
 }
