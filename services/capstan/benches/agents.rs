@@ -1,5 +1,6 @@
 //! The agent channel under load: N simulated agents enrol (join, operator approval, first
-//! claim), then report signed claims per second with latency, then all long-poll (20 to 25 s
+//! claim), then, once the plane is quiet (its other services have read the enrolment's
+//! events), report signed claims per second with latency, then all long-poll (20 to 25 s
 //! as the agent does, the first poll spread over 5 to 25 s) while jobs are queued one by one,
 //! reporting dispatch latency (job queued → agent holds it). The plane is the
 //! real `capstan all` release binary in its own process; its peak RSS is read from /proc. Raw
@@ -19,7 +20,8 @@ use std::{
 };
 
 use support::{
-    address, now, peak_rss_mib, percentile, rss_now_mib, send, sign, signed, Plane, PlaneProcess,
+    address, now, peak_rss_mib, percentile, rss_now_mib, send, settled, sign, signed, Plane,
+    PlaneProcess,
 };
 
 const VOCABULARY: &[&str] = &["check_status", "host_report"];
@@ -173,6 +175,10 @@ async fn run(size: usize, mode: Mode) {
         .await;
     let enrolment = enrolling.elapsed();
     let rss_enrolled = rss_now_mib(&plane.0);
+    // The other services digest the enrolment's events (each node's join, approval and first
+    // report, read by four services) for a while after the last answer: the claims are
+    // measured once the plane is quiet, and how long that took is reported.
+    let digesting = settled(&plane.0, Duration::from_secs(300)).await;
     if mode == Mode::Storm {
         storm(&plane, &base, &operator, &token, agents, enrolment).await;
         return;
@@ -332,8 +338,9 @@ async fn run(size: usize, mode: Mode) {
     }
 
     println!(
-        "  N = {size} agents (enrolled in {:.1} s)",
-        enrolment.as_secs_f64()
+        "  N = {size} agents (enrolled in {:.1} s; the plane quiet {:.1} s later)",
+        enrolment.as_secs_f64(),
+        digesting.as_secs_f64()
     );
     println!(
         "    signed claims        {claims_per_second:>8.0}/s   p50 {:>6.1} ms   p99 {:>6.1} ms",

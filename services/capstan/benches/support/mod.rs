@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use std::{
     net::{IpAddr, Ipv4Addr, TcpListener},
     process::{Child, Command, Stdio},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 /// Each agent speaks from its own loopback address, as a fleet's machines have their own.
@@ -134,6 +134,54 @@ pub fn rss_mib(child: &Child, field: &str) -> f64 {
         .map_or(0.0, |kib| kib / 1024.0)
 }
 
+/// The CPU time `child` has used so far (user and system), from /proc/<pid>/stat.
+pub fn cpu_time(child: &Child) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
+    // The fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+    let ticks: u64 = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| {
+            rest.split_whitespace()
+                .skip(11)
+                .take(2)
+                .filter_map(|field| field.parse::<u64>().ok())
+                .sum()
+        })
+        .unwrap_or(0);
+    let per_second = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|output| {
+            String::from_utf8_lossy(&output.stdout)
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .unwrap_or(100)
+        .max(1);
+    Duration::from_millis(ticks * 1000 / per_second)
+}
+
+/// Waits until `child` is quiet (under 5% of a core over a second, twice in a row; at most
+/// `limit`): how long that took.
+pub async fn settled(child: &Child, limit: Duration) -> Duration {
+    let started = Instant::now();
+    let mut quiet = 0;
+    let mut before = cpu_time(child);
+    while quiet < 2 && started.elapsed() < limit {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = cpu_time(child);
+        quiet = if now.saturating_sub(before) < Duration::from_millis(50) {
+            quiet + 1
+        } else {
+            0
+        };
+        before = now;
+    }
+    started.elapsed()
+}
+
 pub fn peak_rss_mib(child: &Child) -> f64 {
     rss_mib(child, "VmHWM:")
 }
@@ -212,7 +260,7 @@ impl Plane {
                 .unwrap(),
         );
         let operator = reqwest::Client::new();
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         while operator
             .get(format!("{base}/healthz"))
             .send()
