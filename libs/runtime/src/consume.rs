@@ -30,7 +30,8 @@ pub trait Apply: Send + Sync + 'static {
 
     /// Whether `apply` does anything with a message of this type. One it does not is
     /// acknowledged without opening a transaction or writing its inbox row (its effect, none, is
-    /// the same however often it arrives). Every type by default.
+    /// the same however often it arrives). Every type by default. A type `apply` reads but
+    /// `applies` does not name is acknowledged unread: a new branch in `apply` is named here too.
     fn applies(&self, _delivery: &Delivery) -> bool {
         true
     }

@@ -489,6 +489,25 @@ mod tests {
         assert!(wait_of(Some("wait=soon")).is_err());
     }
 
+    /// The claim `CLAIM` arriving now, with the wake-ups' `generation` at its first read.
+    async fn claim_now(
+        state: &State,
+        request: AgentRequest,
+        glance: Glance,
+        generation: u64,
+    ) -> (u16, Value) {
+        claim(
+            state,
+            request,
+            glance,
+            generation,
+            Bytes::from_static(CLAIM),
+            Instant::now(),
+        )
+        .await
+        .unwrap()
+    }
+
     /// A paired node's claim state on a database of the test's own: the node, its first read
     /// taken while nothing waits, and then a job queued (as it would be between that read and
     /// the claim arming its bell).
@@ -554,16 +573,7 @@ mod tests {
         let before = state.wake.generation();
         // The NOTIFY of the job's commit, before the claim armed its bell: it wakes nobody.
         state.wake.ring(glance.node.id);
-        let (status, answer) = claim(
-            &state,
-            request,
-            glance,
-            before,
-            Bytes::from_static(CLAIM),
-            Instant::now(),
-        )
-        .await
-        .unwrap();
+        let (status, answer) = claim_now(&state, request, glance, before).await;
         assert_eq!(status, 200);
         assert_eq!(answer["job"]["primitive"], "check_status", "{answer}");
     }
@@ -575,16 +585,7 @@ mod tests {
         let database = capstan_store::testsuite::TestDatabase::create().await;
         let (state, glance, request) = node_whose_job_came_after_the_first_read(&database).await;
         let now = state.wake.generation();
-        let (status, answer) = claim(
-            &state,
-            request,
-            glance,
-            now,
-            Bytes::from_static(CLAIM),
-            Instant::now(),
-        )
-        .await
-        .unwrap();
+        let (status, answer) = claim_now(&state, request, glance, now).await;
         assert_eq!(status, 200);
         assert_eq!(answer["job"], Value::Null, "{answer}");
     }

@@ -134,12 +134,11 @@ pub fn rss_mib(child: &Child, field: &str) -> f64 {
         .map_or(0.0, |kib| kib / 1024.0)
 }
 
-/// The CPU time `child` has used so far (user and system), from /proc/<pid>/stat.
-pub fn cpu_time(child: &Child) -> Duration {
+/// The CPU time `child` has used so far (user and system), in clock ticks, from /proc/<pid>/stat.
+fn cpu_ticks(child: &Child) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
     // The fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
-    let ticks: u64 = stat
-        .rsplit_once(')')
+    stat.rsplit_once(')')
         .map(|(_, rest)| {
             rest.split_whitespace()
                 .skip(11)
@@ -147,8 +146,13 @@ pub fn cpu_time(child: &Child) -> Duration {
                 .filter_map(|field| field.parse::<u64>().ok())
                 .sum()
         })
-        .unwrap_or(0);
-    let per_second = Command::new("getconf")
+        .unwrap_or(0)
+}
+
+/// Waits until `child` is quiet (under 5% of a core over a second, twice in a row): how long
+/// that took, or `None` when it was still busy after `limit`.
+pub async fn settled(child: &Child, limit: Duration) -> Option<Duration> {
+    let ticks_per_second = Command::new("getconf")
         .arg("CLK_TCK")
         .output()
         .ok()
@@ -160,26 +164,24 @@ pub fn cpu_time(child: &Child) -> Duration {
         })
         .unwrap_or(100)
         .max(1);
-    Duration::from_millis(ticks * 1000 / per_second)
-}
-
-/// Waits until `child` is quiet (under 5% of a core over a second, twice in a row; at most
-/// `limit`): how long that took.
-pub async fn settled(child: &Child, limit: Duration) -> Duration {
     let started = Instant::now();
     let mut quiet = 0;
-    let mut before = cpu_time(child);
-    while quiet < 2 && started.elapsed() < limit {
+    let mut before = cpu_ticks(child);
+    while quiet < 2 {
+        if started.elapsed() >= limit {
+            return None;
+        }
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let now = cpu_time(child);
-        quiet = if now.saturating_sub(before) < Duration::from_millis(50) {
+        let now = cpu_ticks(child);
+        // Under 5% of a core: fewer ticks in the second than a twentieth of a second's.
+        quiet = if now.saturating_sub(before) * 20 < ticks_per_second {
             quiet + 1
         } else {
             0
         };
         before = now;
     }
-    started.elapsed()
+    Some(started.elapsed())
 }
 
 pub fn peak_rss_mib(child: &Child) -> f64 {
