@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod actions;
+mod arrivals;
 mod consumers;
 pub mod domain;
 mod rpc;
@@ -33,6 +34,11 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         wake: Arc::new(wake::Wake::default()),
         limits: Arc::new(rpc::Limits::from_settings(&settings.agent_channel)),
         keys: Arc::new(rpc::Keys::default()),
+        arrivals: arrivals::Arrivals::start(
+            service.store.clone(),
+            domain::NONCE_WINDOW,
+            domain::LAST_SEEN_RESOLUTION,
+        ),
         stopping: shutdown.clone(),
         agent_slots: Arc::new(tokio::sync::Semaphore::new(slots)),
         plain_slots: Arc::new(tokio::sync::Semaphore::new(domain::claims::plain_slots(

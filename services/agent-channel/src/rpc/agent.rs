@@ -24,10 +24,10 @@ use crate::{
     actions::{self, emit, PairingEnd},
     domain::{
         auth::{check_signature, check_unkeyed, AgentError},
-        claims::{lane, Asking},
+        claims::{lane, Asking, Lane},
         joins::{decide, parse_join, pending_cap, JoinDecision, JoinRecordState, KnownKey},
         rate::source_network,
-        JOIN_TTL, LAST_SEEN_RESOLUTION, NONCE_WINDOW,
+        JOIN_TTL, NONCE_WINDOW,
     },
     store::{self, NodeRow},
 };
@@ -187,11 +187,19 @@ async fn signed_by_node(
             AgentEndpoint::Result => Asking::Result,
             _ => Asking::Other,
         };
-        let _slot = state
-            .agent_slot_for(node, lane(proven, asking))
-            .await
-            .map_err(Refusal::Unproved)?;
-        Box::pin(prove(state, request, body, parsed, proven, now)).await
+        let lane = lane(proven, asking);
+        // A request this replica could not prove from memory looks its key up in the database:
+        // that takes a slot. A proven one goes straight to its lane's queue of arrivals.
+        let _slot = match proven {
+            true => None,
+            false => Some(
+                state
+                    .agent_slot_for(node, lane)
+                    .await
+                    .map_err(Refusal::Unproved)?,
+            ),
+        };
+        Box::pin(prove(state, request, body, parsed, proven, now, lane)).await
     }
     .await;
     let arrival = match proved {
@@ -228,6 +236,7 @@ async fn prove(
     parsed: ParsedSignature,
     verified: bool,
     now: DateTime<Utc>,
+    lane: Lane,
 ) -> Result<store::Arrival, Refusal> {
     let keyid = parsed.keyid().as_str();
     let unavailable = |error| Refusal::Unproved(AgentError::unavailable(error));
@@ -263,23 +272,19 @@ async fn prove(
         }
     }
     state.limits.take_node(keyid).map_err(Refusal::Proved)?;
-    let mut connection = state
-        .connection()
-        .await
-        .map_err(|error| Refusal::Proved(AgentError::unavailable(error)))?;
     // A claim that will be taken stamps its heartbeat here (a refused one changes nothing).
-    let stamp = (request.endpoint == AgentEndpoint::Claim && claim::will_be_taken(request, body))
-        .then_some(LAST_SEEN_RESOLUTION);
+    let stamp = request.endpoint == AgentEndpoint::Claim && claim::will_be_taken(request, body);
     let arriving = store::Arriving {
-        fingerprint: keyid,
-        nonce: parsed.nonce(),
+        fingerprint: keyid.to_owned(),
+        nonce: parsed.nonce().to_owned(),
         now,
-        window: NONCE_WINDOW,
         stamp,
     };
-    let arrival = store::arrive(&mut connection, &arriving)
+    let arrival = state
+        .arrivals
+        .arrive(arriving, lane)
         .await
-        .map_err(|error| Refusal::Proved(AgentError::unavailable(error)))?
+        .map_err(|error| Refusal::Proved(AgentError::Unavailable(error.to_string())))?
         // The key verified but no node holds it any more (it left meanwhile).
         .ok_or_else(|| Refusal::Unproved(AgentError::unknown_key()))?;
     if !arrival.fresh {

@@ -523,6 +523,11 @@ mod tests {
             wake: Default::default(),
             limits: Default::default(),
             keys: Default::default(),
+            arrivals: crate::arrivals::Arrivals::start(
+                store.clone(),
+                crate::domain::NONCE_WINDOW,
+                crate::domain::LAST_SEEN_RESOLUTION,
+            ),
             stopping: Default::default(),
             agent_slots: std::sync::Arc::new(tokio::sync::Semaphore::new(2)),
             plain_slots: std::sync::Arc::new(tokio::sync::Semaphore::new(1)),

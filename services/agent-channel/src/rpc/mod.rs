@@ -212,6 +212,8 @@ pub struct State {
     pub wake: Arc<Wake>,
     pub limits: Arc<Limits>,
     pub keys: Arc<Keys>,
+    /// Node-signed requests' arrivals (node, nonce, glance, heartbeat), many to a statement.
+    pub arrivals: crate::arrivals::Arrivals,
     /// Ends long polls at once when the service stops, so a stop does not wait out a claim.
     pub stopping: tokio_util::sync::CancellationToken,
     /// Agent requests doing database work at once: fewer than the pool holds, so a burst of
@@ -228,9 +230,15 @@ pub struct State {
 /// Connections of the pool kept for operator acts, commands and the sweep.
 pub const RESERVED_CONNECTIONS: u32 = 2;
 
-/// Agent slots for a pool of `max_connections`.
+/// Connections of the pool the arrivals' statements take ([`crate::arrivals`]), one at a time.
+pub const ARRIVALS_CONNECTIONS: u32 = 1;
+
+/// Agent slots for a pool of `max_connections`: what is left beside the reserved connections
+/// and the arrivals' own.
 pub fn agent_slots(max_connections: u32) -> usize {
-    max_connections.saturating_sub(RESERVED_CONNECTIONS).max(1) as usize
+    max_connections
+        .saturating_sub(RESERVED_CONNECTIONS + ARRIVALS_CONNECTIONS)
+        .max(1) as usize
 }
 
 /// A slot to do an agent request's database work; a plain request's holds its place among the
@@ -407,9 +415,9 @@ mod tests {
     }
 
     #[test]
-    fn agent_work_always_leaves_connections_for_operator_acts() {
-        assert_eq!(agent_slots(5), 3);
-        assert_eq!(agent_slots(16), 14);
+    fn agent_work_always_leaves_connections_for_operator_acts_and_the_arrivals() {
+        assert_eq!(agent_slots(5), 2);
+        assert_eq!(agent_slots(16), 13);
         assert_eq!(
             agent_slots(2),
             1,

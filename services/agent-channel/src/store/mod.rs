@@ -527,12 +527,12 @@ pub async fn glance(connection: &mut PgConnection, node_id: i64) -> Result<Optio
     .await?)
 }
 
-/// A node-signed request's read once its signature has verified, in one statement: the node
-/// holding `fingerprint` with its glance, and whether `nonce` is new for that key (recorded in
-/// the same statement, at `now`, as [`record_nonce`] does). Never called before the signature
-/// is checked: a nonce is remembered only for a request its key signed. With `stamp` (a
-/// claim the plane will take), a fresh request also stamps the node's heartbeat when it is due
-/// (as [`heartbeat`], at most every `resolution`), so a quiet claim costs this one statement.
+/// A node-signed request's read once its signature has verified ([`arrive_all`]): the node
+/// holding its key with its glance, and whether its nonce was new for that key (recorded by the
+/// same statement, as [`record_nonce`] does). Never taken before the signature is checked: a
+/// nonce is remembered only for a request its key signed. For a claim the plane will take, a
+/// fresh request also stamps the node's heartbeat when it is due (as [`heartbeat`]), so a
+/// quiet claim costs no statement of its own.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Arrival {
     #[sqlx(flatten)]
@@ -561,51 +561,117 @@ impl Arrival {
     }
 }
 
-pub struct Arriving<'a> {
-    pub fingerprint: &'a str,
-    pub nonce: &'a str,
+/// One node-signed request's arrival, as [`arrive_all`] takes it.
+#[derive(Debug, Clone)]
+pub struct Arriving {
+    pub fingerprint: String,
+    pub nonce: String,
     pub now: DateTime<Utc>,
-    pub window: Duration,
-    /// Stamp the heartbeat when due, `resolution` apart, or `None` not to.
-    pub stamp: Option<Duration>,
+    /// A claim the plane will take: stamp the heartbeat when it is due.
+    pub stamp: bool,
 }
 
-pub async fn arrive(
+/// The arrivals of many node-signed requests in one statement (one commit), each as the
+/// request's own statement would take it: the node holding its fingerprint with its glance,
+/// its nonce recorded at its `now` unless that key used it within `window`, and for a fresh
+/// one with `stamp`, the node's heartbeat stamped when it is at least `resolution` old. The
+/// answer holds one entry per arrival, in their order: `None` where no node holds the key.
+///
+/// Every `(fingerprint, nonce)` must appear once (a nonce upsert may touch its row once per
+/// statement); the caller answers a repeat within the batch as a replay
+/// (`crate::arrivals`). Nonces are written in key order, so two batches that meet on the
+/// same keys wait for each other rather than deadlock. A heartbeat whose node row another
+/// transaction holds is not stamped here (`SKIP LOCKED`): one held node never stalls the
+/// arrivals of the rest; its claim sees the heartbeat still due and stamps it in its own slot.
+pub async fn arrive_all(
     connection: &mut PgConnection,
-    arriving: &Arriving<'_>,
-) -> Result<Option<Arrival>> {
-    Ok(sqlx::query_as(&format!(
-        "WITH node AS (SELECT {NODE_COLUMNS} FROM nodes WHERE fingerprint = $1),
-         recorded AS (
-             INSERT INTO nonces (fingerprint, nonce, seen_at)
-                 SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM node)
-             ON CONFLICT (fingerprint, nonce) DO UPDATE SET seen_at = $3
-                 WHERE nonces.seen_at < $3 - make_interval(secs => $4)
-             RETURNING 1
-         ),
-         stamped AS (
-             UPDATE nodes SET last_seen_at = $3
-             WHERE $5::float8 IS NOT NULL AND id = (SELECT id FROM node)
-               AND EXISTS (SELECT 1 FROM recorded)
-               AND (last_seen_at IS NULL OR last_seen_at <= $3 - make_interval(secs => $5))
-             RETURNING last_seen_at
-         )
-         SELECT node.*,
-             EXISTS (SELECT 1 FROM jobs WHERE node_id = node.id AND state = 'pending') AS has_pending,
-             EXISTS (SELECT 1 FROM jobs WHERE node_id = node.id AND state = 'running') AS has_running,
-             EXISTS (SELECT 1 FROM jobs WHERE node_id = node.id AND state = 'running'
-                     AND claimed_at + make_interval(secs => budget_s) < now()) AS has_stale,
-             EXISTS (SELECT 1 FROM recorded) AS fresh,
-             (SELECT last_seen_at FROM stamped) AS stamped_at
-         FROM node"
-    ))
-    .bind(arriving.fingerprint)
-    .bind(arriving.nonce)
-    .bind(arriving.now)
-    .bind(arriving.window.as_secs_f64())
-    .bind(arriving.stamp.map(|resolution| resolution.as_secs_f64()))
-    .fetch_optional(connection)
-    .await?)
+    arrivals: &[Arriving],
+    window: Duration,
+    resolution: Duration,
+) -> Result<Vec<Option<Arrival>>> {
+    static STATEMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        let node_columns = NODE_COLUMNS
+            .split(',')
+            .map(|column| format!("n.{}", column.trim()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!(
+            "WITH asked AS (
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bool[])
+                     WITH ORDINALITY AS a(fingerprint, nonce, at, stamp, ord)
+             ),
+             node AS (
+                 SELECT a.ord, a.nonce, a.at, a.stamp, {node_columns}
+                 FROM asked a JOIN nodes n ON n.fingerprint = a.fingerprint
+             ),
+             recorded AS (
+                 INSERT INTO nonces (fingerprint, nonce, seen_at)
+                     SELECT fingerprint, nonce, at FROM node ORDER BY fingerprint, nonce
+                 ON CONFLICT (fingerprint, nonce) DO UPDATE SET seen_at = EXCLUDED.seen_at
+                     WHERE nonces.seen_at < EXCLUDED.seen_at - make_interval(secs => $5)
+                 RETURNING fingerprint, nonce
+             ),
+             due AS (
+                 SELECT node.id, max(node.at) AS at
+                 FROM node JOIN recorded USING (fingerprint, nonce)
+                 WHERE node.stamp
+                   AND (node.last_seen_at IS NULL
+                        OR node.last_seen_at <= node.at - make_interval(secs => $6))
+                 GROUP BY node.id
+             ),
+             free AS (
+                 SELECT nodes.id FROM nodes JOIN due USING (id)
+                 WHERE nodes.last_seen_at IS NULL
+                    OR nodes.last_seen_at <= due.at - make_interval(secs => $6)
+                 FOR UPDATE OF nodes SKIP LOCKED
+             ),
+             stamped AS (
+                 UPDATE nodes SET last_seen_at = due.at
+                 FROM due
+                 WHERE nodes.id = due.id AND nodes.id IN (SELECT id FROM free)
+                 RETURNING nodes.id, nodes.last_seen_at
+             )
+             SELECT node.*,
+                 EXISTS (SELECT 1 FROM jobs WHERE node_id = node.id AND state = 'pending') AS has_pending,
+                 EXISTS (SELECT 1 FROM jobs WHERE node_id = node.id AND state = 'running') AS has_running,
+                 EXISTS (SELECT 1 FROM jobs WHERE node_id = node.id AND state = 'running'
+                         AND claimed_at + make_interval(secs => budget_s) < now()) AS has_stale,
+                 EXISTS (SELECT 1 FROM recorded r
+                         WHERE r.fingerprint = node.fingerprint AND r.nonce = node.nonce) AS fresh,
+                 (SELECT s.last_seen_at FROM stamped s WHERE s.id = node.id) AS stamped_at
+             FROM node"
+        )
+    });
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        ord: i64,
+        #[sqlx(flatten)]
+        arrival: Arrival,
+    }
+    let fingerprints: Vec<&str> = arrivals.iter().map(|a| a.fingerprint.as_str()).collect();
+    let nonces: Vec<&str> = arrivals.iter().map(|a| a.nonce.as_str()).collect();
+    let times: Vec<DateTime<Utc>> = arrivals.iter().map(|a| a.now).collect();
+    let stamps: Vec<bool> = arrivals.iter().map(|a| a.stamp).collect();
+    let rows: Vec<Row> = sqlx::query_as(STATEMENT.as_str())
+        .bind(fingerprints)
+        .bind(nonces)
+        .bind(times)
+        .bind(stamps)
+        .bind(window.as_secs_f64())
+        .bind(resolution.as_secs_f64())
+        .fetch_all(connection)
+        .await?;
+    let mut answers: Vec<Option<Arrival>> = arrivals.iter().map(|_| None).collect();
+    for row in rows {
+        // `WITH ORDINALITY` counts from 1.
+        if let Some(slot) = usize::try_from(row.ord - 1)
+            .ok()
+            .and_then(|index| answers.get_mut(index))
+        {
+            *slot = Some(row.arrival);
+        }
+    }
+    Ok(answers)
 }
 
 /// The paired nodes stamped since the last `nodes_seen` report (less `overlap`; every paired

@@ -10,11 +10,12 @@ use serde_json::{json, Value};
 use std::{sync::Arc, time::Duration};
 
 /// Quiet nodes renewing at once: more than the plain lane's slots. The test plane's pool of 8
-/// connections gives 6 agent slots, 5 of them for plain requests.
+/// connections gives 5 agent slots (2 are reserved, 1 is the arrivals'), 4 of them for plain
+/// requests.
 const RENEWALS: usize = 12;
 /// Statements of the renewals held at the test's row locks before the work is sent: every
 /// plain slot is then taken and the rest of the renewals wait for one.
-const HELD: i64 = 5;
+const HELD: i64 = 4;
 /// How long a claim with work waiting may take while the renewals are stuck.
 const ANSWERED_WITHIN: Duration = Duration::from_secs(5);
 
