@@ -11,17 +11,24 @@
 //! request at once (nothing waits for a batch to fill), and a busy one pays one commit for many.
 //!
 //! The lanes of `domain::claims::lane` hold here too: a statement takes the work lane's
-//! arrivals (a claim for a node with a job waiting, a result) before any plain one, so in a
-//! restart storm a request that moves a job waits for at most the statement already running.
+//! arrivals (a claim for a node with a job waiting, a result) before any plain one, then the
+//! plain arrivals whose node has been rung for since they queued (a job was queued for it: the
+//! claim will hand it out), then the plain ones in their order. So in a restart storm, with
+//! thousands of renewals queued, a request that moves a job waits for at most the statement
+//! already running. An arrival whose caller has gone (its gateway gave up on it) is dropped
+//! unread: it records no nonce, and nobody is answered for it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use capstan_store::Store;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{oneshot, Notify};
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::domain::claims::Lane;
 use crate::store::{self, Arrival, Arriving};
+use crate::wake::Wake;
 
 /// The most arrivals one statement takes.
 pub const MOST_AT_ONCE: usize = 128;
@@ -36,52 +43,99 @@ type Answer = Result<Option<Arrival>, NotTaken>;
 
 struct Asked {
     arriving: Arriving,
+    /// The node the request's key proved, when this replica knew it from memory.
+    node: Option<i64>,
     answer: oneshot::Sender<Answer>,
+}
+
+/// The arrivals queued in each lane.
+#[derive(Default)]
+struct Lanes {
+    work: VecDeque<Asked>,
+    plain: VecDeque<Asked>,
+    /// The wake-ups' count when the plain lane was last looked through for nodes rung for.
+    looked_at: u64,
+    closed: bool,
+}
+
+struct Shared {
+    lanes: Mutex<Lanes>,
+    queued: Notify,
+    wake: Arc<Wake>,
+}
+
+impl Shared {
+    fn lanes(&self) -> std::sync::MutexGuard<'_, Lanes> {
+        self.lanes
+            .lock()
+            .expect("the arrivals' lanes are never poisoned")
+    }
 }
 
 /// The queues of arrivals (one a lane), and the task that takes them. Cloning shares the
 /// queues; the task ends when the last clone is dropped.
 #[derive(Clone)]
 pub struct Arrivals {
-    work: mpsc::Sender<Asked>,
-    plain: mpsc::Sender<Asked>,
+    shared: Arc<Shared>,
+    _open: Arc<DropGuard>,
 }
 
 impl Arrivals {
     /// Starts the task that takes arrivals on `store`, each nonce remembered for `window` and a
-    /// heartbeat stamped at most every `resolution`.
-    pub fn start(store: Store, window: Duration, resolution: Duration) -> Arrivals {
-        let (work, work_asked) = mpsc::channel(MOST_AT_ONCE * 8);
-        let (plain, plain_asked) = mpsc::channel(MOST_AT_ONCE * 32);
-        let queues = Queues {
-            work: work_asked,
-            plain: plain_asked,
-        };
-        tokio::spawn(take(store, queues, window, resolution));
-        Arrivals { work, plain }
+    /// heartbeat stamped at most every `resolution`; `wake` says which nodes have work waiting.
+    pub fn start(
+        store: Store,
+        wake: Arc<Wake>,
+        window: Duration,
+        resolution: Duration,
+    ) -> Arrivals {
+        let shared = Arc::new(Shared {
+            lanes: Mutex::default(),
+            queued: Notify::new(),
+            wake,
+        });
+        let open = CancellationToken::new();
+        tokio::spawn(take(
+            store,
+            shared.clone(),
+            open.clone(),
+            window,
+            resolution,
+        ));
+        Arrivals {
+            shared,
+            _open: Arc::new(open.drop_guard()),
+        }
     }
 
-    /// The arrival of one request in `lane`, taken with whatever else arrived meanwhile: `None`
-    /// when no node holds its key.
-    pub async fn arrive(&self, arriving: Arriving, lane: Lane) -> Answer {
+    /// The arrival of one request of `node` (if this replica knows it) in `lane`, taken with
+    /// whatever else arrived meanwhile: `None` when no node holds its key.
+    pub async fn arrive(&self, arriving: Arriving, node: Option<i64>, lane: Lane) -> Answer {
         let (answer, answered) = oneshot::channel();
-        let queue = match lane {
-            Lane::Work => &self.work,
-            Lane::Plain => &self.plain,
+        let asked = Asked {
+            arriving,
+            node,
+            answer,
         };
-        queue
-            .send(Asked { arriving, answer })
-            .await
-            .map_err(|_| stopping())?;
+        {
+            let mut lanes = self.shared.lanes();
+            if lanes.closed {
+                return Err(stopping());
+            }
+            match lane {
+                Lane::Work => lanes.work.push_back(asked),
+                Lane::Plain => lanes.plain.push_back(asked),
+            }
+        }
+        self.shared.queued.notify_one();
         answered.await.map_err(|_| stopping())?
     }
 
     /// Arrivals queued and not yet taken by a statement, in both lanes.
+    #[cfg(test)]
     pub fn queued(&self) -> usize {
-        [&self.work, &self.plain]
-            .iter()
-            .map(|queue| queue.max_capacity() - queue.capacity())
-            .sum()
+        let lanes = self.shared.lanes();
+        lanes.work.len() + lanes.plain.len()
     }
 }
 
@@ -89,40 +143,63 @@ fn stopping() -> NotTaken {
     NotTaken("the agent channel is stopping".into())
 }
 
-struct Queues {
-    work: mpsc::Receiver<Asked>,
-    plain: mpsc::Receiver<Asked>,
-}
-
-impl Queues {
-    /// Waits for an arrival in either lane, then fills `batch` with what is queued, the work
-    /// lane's first, up to [`MOST_AT_ONCE`]. False once both queues have closed.
-    async fn next(&mut self, batch: &mut Vec<Asked>) -> bool {
-        let first = tokio::select! {
-            biased;
-            Some(asked) = self.work.recv() => asked,
-            Some(asked) = self.plain.recv() => asked,
-            else => return false,
-        };
-        batch.push(first);
-        for queue in [&mut self.work, &mut self.plain] {
+impl Lanes {
+    /// Fills `batch`, up to [`MOST_AT_ONCE`]: the work lane's arrivals, then the plain ones
+    /// whose node has work waiting (looked for only when a bell rang since the last look), then
+    /// the plain ones in their order. Arrivals nobody waits for any more are dropped.
+    fn take(&mut self, wake: &Wake, batch: &mut Vec<Asked>) {
+        fn fill(queue: &mut VecDeque<Asked>, batch: &mut Vec<Asked>) {
             while batch.len() < MOST_AT_ONCE {
-                match queue.try_recv() {
-                    Ok(asked) => batch.push(asked),
-                    Err(_) => break,
+                match queue.pop_front() {
+                    Some(asked) if asked.answer.is_closed() => continue,
+                    Some(asked) => batch.push(asked),
+                    None => break,
                 }
             }
         }
-        true
+        fill(&mut self.work, batch);
+        let generation = wake.generation();
+        if batch.len() < MOST_AT_ONCE && generation != self.looked_at {
+            let mut index = 0;
+            while index < self.plain.len() && batch.len() < MOST_AT_ONCE {
+                if self.plain[index]
+                    .node
+                    .is_some_and(|node| wake.has_work(node))
+                {
+                    batch.extend(self.plain.remove(index));
+                } else {
+                    index += 1;
+                }
+            }
+            // A look cut short by a full batch is taken again next time.
+            if index >= self.plain.len() {
+                self.looked_at = generation;
+            }
+        }
+        fill(&mut self.plain, batch);
     }
 }
 
 /// The task: waits for an arrival, takes every other one already queued (up to
-/// [`MOST_AT_ONCE`], the work lane's first), runs them as one statement, answers each; until
-/// the queues close.
-async fn take(store: Store, mut queues: Queues, window: Duration, resolution: Duration) {
+/// [`MOST_AT_ONCE`], in the lanes' order), runs them as one statement, answers each; until the
+/// last [`Arrivals`] is dropped, when whatever is still queued is answered that the service is
+/// stopping.
+async fn take(
+    store: Store,
+    shared: Arc<Shared>,
+    open: CancellationToken,
+    window: Duration,
+    resolution: Duration,
+) {
     let mut batch = Vec::with_capacity(MOST_AT_ONCE);
-    while queues.next(&mut batch).await {
+    loop {
+        shared.lanes().take(&shared.wake, &mut batch);
+        if batch.is_empty() {
+            tokio::select! {
+                _ = shared.queued.notified() => continue,
+                _ = open.cancelled() => break,
+            }
+        }
         metrics::histogram!("capstan_agent_arrivals_per_statement").record(batch.len() as f64);
         let (distinct, repeats) = split_repeats(&batch);
         let asked: Vec<Arriving> = distinct
@@ -141,6 +218,11 @@ async fn take(store: Store, mut queues: Queues, window: Duration, resolution: Du
             let _ = asked.answer.send(answer);
         }
     }
+    // Dropping what is queued answers each caller that the service is stopping.
+    let mut lanes = shared.lanes();
+    lanes.closed = true;
+    lanes.work.clear();
+    lanes.plain.clear();
 }
 
 /// The arrivals of `batch` that go to the database (the first of each `(fingerprint, nonce)`)
@@ -212,8 +294,66 @@ mod tests {
                 now: Utc::now(),
                 stamp: true,
             },
+            node: None,
             answer,
         }
+    }
+
+    /// An arrival of `node` with the nonce `nonce`, and what waits for its answer.
+    fn waited_for(node: i64, nonce: &str) -> (Asked, oneshot::Receiver<Answer>) {
+        let (answer, answered) = oneshot::channel();
+        let mut asked = asked(&format!("SHA256:node-{node}"), nonce);
+        asked.node = Some(node);
+        asked.answer = answer;
+        (asked, answered)
+    }
+
+    fn nonces(batch: &[Asked]) -> Vec<&str> {
+        batch
+            .iter()
+            .map(|asked| asked.arriving.nonce.as_str())
+            .collect()
+    }
+
+    /// A restart storm: thousands of renewals queued in the plain lane, then a job queued for
+    /// a node whose renewal is among them. That claim will hand the job out, so it is taken
+    /// with the next statement, not after the renewals before it (issue 10's storm).
+    #[test]
+    fn a_plain_arrival_whose_node_is_rung_for_is_taken_before_the_plain_ones_ahead_of_it() {
+        let wake = Wake::default();
+        let mut lanes = Lanes::default();
+        let mut waiting = Vec::new();
+        for node in 1..=(MOST_AT_ONCE as i64 + 50) {
+            let (asked, answered) = waited_for(node, &format!("renewal-{node}"));
+            lanes.plain.push_back(asked);
+            waiting.push(answered);
+        }
+        let (work, _work_answered) = waited_for(9_999, "result");
+        lanes.work.push_back(work);
+        wake.ring(150);
+        let mut batch = Vec::new();
+        lanes.take(&wake, &mut batch);
+        assert_eq!(batch.len(), MOST_AT_ONCE);
+        assert_eq!(nonces(&batch)[..3], ["result", "renewal-150", "renewal-1"]);
+        batch.clear();
+        lanes.take(&wake, &mut batch);
+        // 178 renewals, 127 of them taken with the result.
+        assert_eq!(batch.len(), 51, "the rest, in their order");
+        assert_eq!(nonces(&batch)[0], "renewal-127");
+        assert!(!nonces(&batch).contains(&"renewal-150"));
+    }
+
+    #[test]
+    fn an_arrival_nobody_waits_for_any_more_is_dropped_unread() {
+        let wake = Wake::default();
+        let mut lanes = Lanes::default();
+        let (kept, _kept_answered) = waited_for(1, "kept");
+        let (gone, gone_answered) = waited_for(2, "gone");
+        drop(gone_answered);
+        lanes.plain.extend([gone, kept]);
+        let mut batch = Vec::new();
+        lanes.take(&wake, &mut batch);
+        assert_eq!(nonces(&batch), ["kept"]);
     }
 
     #[test]
@@ -314,12 +454,21 @@ mod tests {
     #[tokio::test]
     async fn arrivals_taken_in_one_statement_are_each_answered_as_alone() {
         let (_database, store, holding) = held().await;
-        let arrivals = Arrivals::start(store.clone(), NONCE_WINDOW, LAST_SEEN_RESOLUTION);
+        let arrivals = Arrivals::start(
+            store.clone(),
+            Arc::default(),
+            NONCE_WINDOW,
+            LAST_SEEN_RESOLUTION,
+        );
         let first = tokio::spawn({
             let arrivals = arrivals.clone();
             async move {
                 arrivals
-                    .arrive(arriving("SHA256:web-2", "before", false), Lane::Plain)
+                    .arrive(
+                        arriving("SHA256:web-2", "before", false),
+                        Some(2),
+                        Lane::Plain,
+                    )
                     .await
             }
         });
@@ -338,7 +487,7 @@ mod tests {
             .cloned()
             .map(|arriving| {
                 let arrivals = arrivals.clone();
-                tokio::spawn(async move { arrivals.arrive(arriving, Lane::Plain).await })
+                tokio::spawn(async move { arrivals.arrive(arriving, None, Lane::Plain).await })
             })
             .collect();
         until_queued(&arrivals, asked.len()).await;
@@ -395,13 +544,18 @@ mod tests {
     #[tokio::test]
     async fn a_work_lane_arrival_is_taken_before_plain_ones_queued_ahead_of_it() {
         let (_database, store, holding) = held().await;
-        let arrivals = Arrivals::start(store.clone(), NONCE_WINDOW, LAST_SEEN_RESOLUTION);
+        let arrivals = Arrivals::start(
+            store.clone(),
+            Arc::default(),
+            NONCE_WINDOW,
+            LAST_SEEN_RESOLUTION,
+        );
         let order: Arc<Mutex<Vec<String>>> = Arc::default();
         let ask = |nonce: String, lane: Lane| {
             let (arrivals, order) = (arrivals.clone(), order.clone());
             tokio::spawn(async move {
                 let answer = arrivals
-                    .arrive(arriving("SHA256:web-2", &nonce, false), lane)
+                    .arrive(arriving("SHA256:web-2", &nonce, false), Some(2), lane)
                     .await;
                 order.lock().unwrap().push(nonce);
                 answer
@@ -442,10 +596,15 @@ mod tests {
             .execute(&mut *holding)
             .await
             .unwrap();
-        let arrivals = Arrivals::start(store.clone(), NONCE_WINDOW, LAST_SEEN_RESOLUTION);
+        let arrivals = Arrivals::start(
+            store.clone(),
+            Arc::default(),
+            NONCE_WINDOW,
+            LAST_SEEN_RESOLUTION,
+        );
         let answered = tokio::time::timeout(
             Duration::from_secs(10),
-            arrivals.arrive(arriving("SHA256:web-1", "held", true), Lane::Plain),
+            arrivals.arrive(arriving("SHA256:web-1", "held", true), Some(1), Lane::Plain),
         )
         .await
         .expect("answered while the row is held")
@@ -455,7 +614,7 @@ mod tests {
         assert_eq!(answered.stamped_at, None, "left due");
         holding.rollback().await.unwrap();
         let answered = arrivals
-            .arrive(arriving("SHA256:web-1", "free", true), Lane::Plain)
+            .arrive(arriving("SHA256:web-1", "free", true), Some(1), Lane::Plain)
             .await
             .unwrap()
             .unwrap();

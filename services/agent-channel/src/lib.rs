@@ -29,13 +29,15 @@ pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/agent_channel")
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
     let service = Service::start(&settings, DOMAIN, &MIGRATOR).await?;
     let slots = rpc::agent_slots(settings.database.max_connections);
+    let wake = Arc::new(wake::Wake::default());
     let state = rpc::State {
         store: service.store.clone(),
-        wake: Arc::new(wake::Wake::default()),
+        wake: wake.clone(),
         limits: Arc::new(rpc::Limits::from_settings(&settings.agent_channel)),
         keys: Arc::new(rpc::Keys::default()),
         arrivals: arrivals::Arrivals::start(
             service.store.clone(),
+            wake,
             domain::NONCE_WINDOW,
             domain::LAST_SEEN_RESOLUTION,
         ),

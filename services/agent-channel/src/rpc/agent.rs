@@ -282,7 +282,7 @@ async fn prove(
     };
     let arrival = state
         .arrivals
-        .arrive(arriving, lane)
+        .arrive(arriving, state.keys.node_of(keyid), lane)
         .await
         .map_err(|error| Refusal::Proved(AgentError::Unavailable(error.to_string())))?
         // The key verified but no node holds it any more (it left meanwhile).

@@ -518,13 +518,15 @@ mod tests {
             .await
             .unwrap();
         store.migrate(&crate::MIGRATOR).await.unwrap();
+        let wake = std::sync::Arc::<crate::wake::Wake>::default();
         let state = State {
             store: store.clone(),
-            wake: Default::default(),
+            wake: wake.clone(),
             limits: Default::default(),
             keys: Default::default(),
             arrivals: crate::arrivals::Arrivals::start(
                 store.clone(),
+                wake,
                 crate::domain::NONCE_WINDOW,
                 crate::domain::LAST_SEEN_RESOLUTION,
             ),
