@@ -46,6 +46,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         plain_slots: Arc::new(tokio::sync::Semaphore::new(domain::claims::plain_slots(
             slots,
         ))),
+        intake: Arc::new(tokio::sync::Semaphore::new(rpc::INTAKE_PERMITS)),
     };
     match state.keys.warm(&state.store).await {
         Ok(known) => tracing::info!(known, "node keys decoded"),

@@ -175,6 +175,13 @@ async fn signed_by_node(
     let proved = async {
         let parsed = check_unkeyed(request, body, now.timestamp()).map_err(Refusal::Unproved)?;
         let keyid = parsed.keyid().as_str();
+        // The signature checks of a burst are the plane's CPU work: plain requests take theirs
+        // in turn, so a request that moves a job goes ahead even when thousands are in (see
+        // `State::intake_for`).
+        let _intake = state
+            .intake_for(state.keys.node_of(keyid), request.endpoint)
+            .await
+            .map_err(Refusal::Unproved)?;
         let proven = state
             .keys
             .by_fingerprint(keyid)

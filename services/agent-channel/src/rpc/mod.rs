@@ -225,7 +225,15 @@ pub struct State {
     /// request that moves a job never waits behind a storm of renewals
     /// (`domain::claims::plain_slots`).
     pub plain_slots: Arc<tokio::sync::Semaphore>,
+    /// Plain node-signed requests checking their signatures and arriving at once
+    /// ([`INTAKE_PERMITS`]); see [`State::intake_for`].
+    pub intake: Arc<tokio::sync::Semaphore>,
 }
+
+/// Plain node-signed requests taken in at once: enough to keep both cores and the arrivals'
+/// statements busy, few enough that a burst waits here, where a request that moves a job
+/// passes it, and not in the runtime's queue, where it would not.
+pub const INTAKE_PERMITS: usize = 64;
 
 /// Connections of the pool kept for operator acts, commands and the sweep.
 pub const RESERVED_CONNECTIONS: u32 = 2;
@@ -277,6 +285,37 @@ impl State {
             _slot: slot,
             _plain: plain,
         })
+    }
+
+    /// Waits for its turn to be taken in (its signature checked, its arrival queued): a request
+    /// whose key names a node this replica knows and that moves a job along (a result, a claim
+    /// for a node with work waiting, or rung for while it waits) goes at once; the rest take one
+    /// of [`INTAKE_PERMITS`] in order. The key is not verified yet, so a forger naming a busy
+    /// node's key gains only an earlier refusal: the slots and the arrivals' work lane are
+    /// chosen again once the signature has proved the node.
+    pub async fn intake_for(
+        &self,
+        node: Option<i64>,
+        endpoint: capstan_events::agent_channel::rpc::AgentEndpoint,
+    ) -> Result<Option<tokio::sync::SemaphorePermit<'_>>, AgentError> {
+        use capstan_events::agent_channel::rpc::AgentEndpoint;
+        let Some(node) = node else {
+            return Ok(Some(self.intake.acquire().await.map_err(stopping)?));
+        };
+        if endpoint == AgentEndpoint::Result {
+            return Ok(None);
+        }
+        let bell = self.wake.bell(node);
+        let rung = bell.notified();
+        tokio::pin!(rung);
+        rung.as_mut().enable();
+        if endpoint == AgentEndpoint::Claim && self.wake.has_work(node) {
+            return Ok(None);
+        }
+        tokio::select! {
+            permit = self.intake.acquire() => Ok(Some(permit.map_err(stopping)?)),
+            _ = rung, if endpoint == AgentEndpoint::Claim => Ok(None),
+        }
     }
 
     /// Waits for a slot for a request of `node` in `lane`. A plain request whose node is rung
