@@ -424,6 +424,16 @@ mod tests {
         (database, store, holding)
     }
 
+    /// The arrivals' task on `store`, with no node rung for.
+    fn started(store: &Store) -> Arrivals {
+        Arrivals::start(
+            store.clone(),
+            Arc::default(),
+            NONCE_WINDOW,
+            LAST_SEEN_RESOLUTION,
+        )
+    }
+
     /// Until a statement waits for the table `held` locked.
     async fn until_a_statement_waits(store: &Store) {
         loop {
@@ -454,12 +464,7 @@ mod tests {
     #[tokio::test]
     async fn arrivals_taken_in_one_statement_are_each_answered_as_alone() {
         let (_database, store, holding) = held().await;
-        let arrivals = Arrivals::start(
-            store.clone(),
-            Arc::default(),
-            NONCE_WINDOW,
-            LAST_SEEN_RESOLUTION,
-        );
+        let arrivals = started(&store);
         let first = tokio::spawn({
             let arrivals = arrivals.clone();
             async move {
@@ -544,12 +549,7 @@ mod tests {
     #[tokio::test]
     async fn a_work_lane_arrival_is_taken_before_plain_ones_queued_ahead_of_it() {
         let (_database, store, holding) = held().await;
-        let arrivals = Arrivals::start(
-            store.clone(),
-            Arc::default(),
-            NONCE_WINDOW,
-            LAST_SEEN_RESOLUTION,
-        );
+        let arrivals = started(&store);
         let order: Arc<Mutex<Vec<String>>> = Arc::default();
         let ask = |nonce: String, lane: Lane| {
             let (arrivals, order) = (arrivals.clone(), order.clone());
@@ -596,12 +596,7 @@ mod tests {
             .execute(&mut *holding)
             .await
             .unwrap();
-        let arrivals = Arrivals::start(
-            store.clone(),
-            Arc::default(),
-            NONCE_WINDOW,
-            LAST_SEEN_RESOLUTION,
-        );
+        let arrivals = started(&store);
         let answered = tokio::time::timeout(
             Duration::from_secs(10),
             arrivals.arrive(arriving("SHA256:web-1", "held", true), Some(1), Lane::Plain),
