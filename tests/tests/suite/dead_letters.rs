@@ -135,10 +135,7 @@ async fn poison_messages_are_dead_lettered_with_a_reason_and_the_consumer_keeps_
     assert!(reason(2).contains("the ledger is locked"), "{}", reason(2));
     assert_eq!(dead[2].headers["Capstan-Deliveries"], "3");
 
-    let sequences: Vec<i64> = sqlx::query_scalar("SELECT sequence FROM applied ORDER BY sequence")
-        .fetch_all(service.store.pool())
-        .await
-        .unwrap();
+    let sequences = applied_sequences(&service).await;
     assert_eq!(
         sequences,
         vec![1, 3],
@@ -204,10 +201,7 @@ async fn a_message_its_consumer_does_not_apply_is_acknowledged_without_a_transac
         }
     })
     .await;
-    let sequences: Vec<i64> = sqlx::query_scalar("SELECT sequence FROM applied ORDER BY sequence")
-        .fetch_all(service.store.pool())
-        .await
-        .unwrap();
+    let sequences = applied_sequences(&service).await;
     assert_eq!(
         sequences,
         vec![2, 4, 100],
@@ -225,4 +219,12 @@ async fn a_message_its_consumer_does_not_apply_is_acknowledged_without_a_transac
     assert!(dead.is_empty(), "nothing is dead-lettered: {dead:?}");
     shutdown.cancel();
     consumer.await.unwrap().unwrap();
+}
+
+/// The sequences the test consumer applied, in order.
+async fn applied_sequences(service: &capstan_runtime::Service) -> Vec<i64> {
+    sqlx::query_scalar("SELECT sequence FROM applied ORDER BY sequence")
+        .fetch_all(service.store.pool())
+        .await
+        .unwrap()
 }
