@@ -177,17 +177,14 @@ impl Browser {
     }
 
     /// The text of the first element matching `css`. A page that reloads itself (the job page
-    /// when its job ends) can replace the element between finding and reading it; that is
+    /// while its job runs) can replace the element between finding and reading it; that is
     /// read again from the new page.
     pub async fn text(&self, css: &str) -> String {
         let mut attempts = 0;
         loop {
             match self.find(css).await.text().await {
                 Ok(text) => return text,
-                Err(fantoccini::error::CmdError::Standard(error))
-                    if error.error == fantoccini::error::ErrorStatus::StaleElementReference
-                        && attempts < 20 =>
-                {
+                Err(error) if replaced_while_read(&error) && attempts < 20 => {
                     attempts += 1;
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
@@ -334,5 +331,22 @@ impl Browser {
 
     pub async fn close(self) {
         self.client.close().await.unwrap();
+    }
+}
+
+/// Whether reading an element failed because the page replaced it after it was found. The
+/// WebDriver standard says so with `stale element reference`; chromedriver sometimes says it
+/// with an `unknown error` from its inspector instead ("Node with given id does not belong to
+/// the document"), which CI met once on the job page's reload (stop 25).
+fn replaced_while_read(error: &fantoccini::error::CmdError) -> bool {
+    use fantoccini::error::{CmdError, ErrorStatus};
+    match error {
+        CmdError::Standard(error) => {
+            error.error == ErrorStatus::StaleElementReference
+                || (error.error == ErrorStatus::UnknownError
+                    && (error.message.contains("does not belong to the document")
+                        || error.message.contains("No node with given id")))
+        }
+        _ => false,
     }
 }
