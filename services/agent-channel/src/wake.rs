@@ -121,6 +121,28 @@ impl Wake {
             .contains_key(&node_id)
     }
 
+    /// Runs `waiting` (a wait for a permit, in practice) unless a job waits for `node_id` or is
+    /// queued for it meanwhile: `None` when the node has work, whether before or while it waits,
+    /// else what `waiting` gave. The bell is armed before the look at [`Wake::has_work`], so a
+    /// ring just after that look still ends the wait.
+    pub async fn until_work<F: std::future::Future>(
+        &self,
+        node_id: i64,
+        waiting: F,
+    ) -> Option<F::Output> {
+        let bell = self.bell(node_id);
+        let rung = bell.notified();
+        tokio::pin!(rung);
+        rung.as_mut().enable();
+        if self.has_work(node_id) {
+            return None;
+        }
+        tokio::select! {
+            done = waiting => Some(done),
+            _ = rung => None,
+        }
+    }
+
     /// Reads the nodes with jobs waiting, at start-up; how many there are.
     pub async fn warm(&self, store: &Store) -> Result<usize, capstan_store::StoreError> {
         let mut connection = store.pool().acquire().await?;
@@ -283,6 +305,46 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(1), rung)
             .await
             .expect("the armed bell wakes the claim");
+    }
+
+    // The intake's and the slots' wait: a node with work does not wait, and one rung for while
+    // it waits stops waiting; a quiet node's wait ends only with what it waited for.
+    #[tokio::test]
+    async fn a_wait_ends_when_its_node_has_work_or_is_rung_for_and_otherwise_runs_out() {
+        use futures::FutureExt;
+        use std::task::Poll;
+        let wake = Wake::default();
+        let never = || std::future::pending::<()>();
+        wake.expect_work([1]);
+        assert_eq!(
+            wake.until_work(1, never()).now_or_never(),
+            Some(None),
+            "work waits already: no wait"
+        );
+
+        let waiting = wake.until_work(2, never());
+        tokio::pin!(waiting);
+        assert!(
+            futures::poll!(&mut waiting).is_pending(),
+            "a quiet node waits"
+        );
+        wake.ring(3);
+        assert!(
+            futures::poll!(&mut waiting).is_pending(),
+            "another node's ring does not end it"
+        );
+        wake.ring(2);
+        assert_eq!(
+            futures::poll!(&mut waiting),
+            Poll::Ready(None),
+            "rung for while it waits"
+        );
+
+        assert_eq!(
+            wake.until_work(4, async { "a permit" }).now_or_never(),
+            Some(Some("a permit")),
+            "a quiet node's wait ends with what it waited for"
+        );
     }
 
     #[tokio::test]

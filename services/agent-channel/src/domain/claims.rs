@@ -456,6 +456,32 @@ pub fn lane(proven: bool, asking: Asking) -> Lane {
     }
 }
 
+/// How a node-signed request is taken in, before its signature is checked: at once, or in
+/// turn with the rest of a burst (`rpc::INTAKE_PERMITS` at a time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Intake {
+    /// Past the turn: it moves a job along.
+    AtOnce,
+    /// In turn; `unless_rung` when a job queued for its node while it waits lets it go at
+    /// once (a claim: it will hand that job out).
+    InTurn { unless_rung: bool },
+}
+
+/// The intake's rule, [`lane`]'s with the node only named, not yet proven: a request whose key
+/// names a node this replica knows and that moves a job along (a result, a claim with work
+/// waiting) goes at once; a claim of a known node waits its turn unless its node is rung for;
+/// anything else (a stranger's key, a renewal of a node nobody rings for, a status) waits its
+/// turn. The key is checked after, and the slots are chosen again then, so a forger naming a
+/// busy node gains only an earlier refusal.
+pub fn intake(named: bool, asking: Asking) -> Intake {
+    match lane(named, asking) {
+        Lane::Work => Intake::AtOnce,
+        Lane::Plain => Intake::InTurn {
+            unless_rung: named && matches!(asking, Asking::Claim { .. }),
+        },
+    }
+}
+
 /// Of `slots` agent slots, how many plain requests may hold at once: a quarter (at least one)
 /// is kept for the work lane whenever there are two or more, so a storm of renewals never holds
 /// every slot.
@@ -819,6 +845,36 @@ mod tests {
                 lane(false, asking),
                 Lane::Plain,
                 "{asking:?}: not proven before it waits"
+            );
+        }
+    }
+
+    // Issue 10's storm, at the intake (before a signature is checked): a renewal waits its turn
+    // behind the storm, a request that moves a job does not, and a key nobody knows never goes
+    // ahead.
+    #[test]
+    fn a_known_node_moving_a_job_is_taken_in_at_once_and_a_renewal_waits_its_turn_unless_rung() {
+        let waiting = Asking::Claim { work_waiting: true };
+        let quiet = Asking::Claim {
+            work_waiting: false,
+        };
+        assert_eq!(intake(true, waiting), Intake::AtOnce, "a job waits for it");
+        assert_eq!(intake(true, Asking::Result), Intake::AtOnce, "a job ends");
+        assert_eq!(
+            intake(true, quiet),
+            Intake::InTurn { unless_rung: true },
+            "a quiet node's renewal waits, until a job is queued for it"
+        );
+        assert_eq!(
+            intake(true, Asking::Other),
+            Intake::InTurn { unless_rung: false },
+            "a status or a leave waits its turn, rung or not"
+        );
+        for asking in [waiting, Asking::Result, quiet, Asking::Other] {
+            assert_eq!(
+                intake(false, asking),
+                Intake::InTurn { unless_rung: false },
+                "{asking:?}: a key this replica does not know waits its turn"
             );
         }
     }

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use crate::{
     domain::{
         auth::AgentError,
-        claims::Lane,
+        claims::{self, Asking, Intake, Lane},
         rate::{source_network, Buckets},
         NETWORK_REQUESTS_PER_MINUTE, NODE_REQUESTS_PER_MINUTE,
     },
@@ -287,34 +287,34 @@ impl State {
         })
     }
 
-    /// Waits for its turn to be taken in (its signature checked, its arrival queued): a request
-    /// whose key names a node this replica knows and that moves a job along (a result, a claim
-    /// for a node with work waiting, or rung for while it waits) goes at once; the rest take one
-    /// of [`INTAKE_PERMITS`] in order. The key is not verified yet, so a forger naming a busy
-    /// node's key gains only an earlier refusal: the slots and the arrivals' work lane are
-    /// chosen again once the signature has proved the node.
+    /// Waits for its turn to be taken in (its signature checked, its arrival queued), by
+    /// [`claims::intake`]: a request whose key names a node this replica knows and that moves a
+    /// job along goes at once; the rest take one of [`INTAKE_PERMITS`] in order, a claim of a
+    /// known node unless its node is rung for while it waits. The key is not verified yet, so a
+    /// forger naming a busy node's key gains only an earlier refusal: the slots and the
+    /// arrivals' work lane are chosen again once the signature has proved the node.
     pub async fn intake_for(
         &self,
         node: Option<i64>,
         endpoint: capstan_events::agent_channel::rpc::AgentEndpoint,
     ) -> Result<Option<tokio::sync::SemaphorePermit<'_>>, AgentError> {
         use capstan_events::agent_channel::rpc::AgentEndpoint;
-        let Some(node) = node else {
-            return Ok(Some(self.intake.acquire().await.map_err(stopping)?));
+        let asking = match endpoint {
+            AgentEndpoint::Claim => Asking::Claim {
+                work_waiting: node.is_some_and(|node| self.wake.has_work(node)),
+            },
+            AgentEndpoint::Result => Asking::Result,
+            _ => Asking::Other,
         };
-        if endpoint == AgentEndpoint::Result {
-            return Ok(None);
-        }
-        let bell = self.wake.bell(node);
-        let rung = bell.notified();
-        tokio::pin!(rung);
-        rung.as_mut().enable();
-        if endpoint == AgentEndpoint::Claim && self.wake.has_work(node) {
-            return Ok(None);
-        }
-        tokio::select! {
-            permit = self.intake.acquire() => Ok(Some(permit.map_err(stopping)?)),
-            _ = rung, if endpoint == AgentEndpoint::Claim => Ok(None),
+        match (claims::intake(node.is_some(), asking), node) {
+            (Intake::AtOnce, _) => Ok(None),
+            (Intake::InTurn { unless_rung: true }, Some(node)) => self
+                .wake
+                .until_work(node, self.intake.acquire())
+                .await
+                .transpose()
+                .map_err(stopping),
+            (Intake::InTurn { .. }, _) => Ok(Some(self.intake.acquire().await.map_err(stopping)?)),
         }
     }
 
@@ -329,21 +329,12 @@ impl State {
         let Some(node) = node.filter(|_| lane == Lane::Plain) else {
             return self.agent_slot_in(lane).await;
         };
-        let plain = {
-            let bell = self.wake.bell(node);
-            let rung = bell.notified();
-            tokio::pin!(rung);
-            rung.as_mut().enable();
-            // Armed before this look, so a ring after it is not missed.
-            if self.wake.has_work(node) {
-                None
-            } else {
-                tokio::select! {
-                    plain = self.plain_slots.acquire() => Some(plain.map_err(stopping)?),
-                    _ = rung => None,
-                }
-            }
-        };
+        let plain = self
+            .wake
+            .until_work(node, self.plain_slots.acquire())
+            .await
+            .transpose()
+            .map_err(stopping)?;
         let slot = self.agent_slots.acquire().await.map_err(stopping)?;
         Ok(Slot {
             _slot: slot,
