@@ -827,20 +827,22 @@ mod tests {
         assert_eq!(needs(&unpaired, Some(&same), now), Needs::Work);
     }
 
+    /// A claim for a node with a job waiting, and a quiet node's renewal.
+    const WAITING: Asking = Asking::Claim { work_waiting: true };
+    const QUIET: Asking = Asking::Claim {
+        work_waiting: false,
+    };
+
     // Issue 10, "a restart storm does not bury work": the claims that move a job go ahead of a
     // fleet renewing its polls; a request proves its node before it may go ahead.
     #[test]
     fn work_goes_ahead_of_plain_renewals_and_only_for_a_proven_node() {
-        let waiting = Asking::Claim { work_waiting: true };
-        let quiet = Asking::Claim {
-            work_waiting: false,
-        };
-        assert_eq!(lane(true, waiting), Lane::Work, "a job waits for its node");
+        assert_eq!(lane(true, WAITING), Lane::Work, "a job waits for its node");
         assert_eq!(lane(true, Asking::Woken), Lane::Work, "woken for a job");
         assert_eq!(lane(true, Asking::Result), Lane::Work, "a job ends");
-        assert_eq!(lane(true, quiet), Lane::Plain, "a quiet node's renewal");
+        assert_eq!(lane(true, QUIET), Lane::Plain, "a quiet node's renewal");
         assert_eq!(lane(true, Asking::Other), Lane::Plain);
-        for asking in [waiting, Asking::Woken, Asking::Result, quiet, Asking::Other] {
+        for asking in [WAITING, Asking::Woken, Asking::Result, QUIET, Asking::Other] {
             assert_eq!(
                 lane(false, asking),
                 Lane::Plain,
@@ -854,14 +856,10 @@ mod tests {
     // ahead.
     #[test]
     fn a_known_node_moving_a_job_is_taken_in_at_once_and_a_renewal_waits_its_turn_unless_rung() {
-        let waiting = Asking::Claim { work_waiting: true };
-        let quiet = Asking::Claim {
-            work_waiting: false,
-        };
-        assert_eq!(intake(true, waiting), Intake::AtOnce, "a job waits for it");
+        assert_eq!(intake(true, WAITING), Intake::AtOnce, "a job waits for it");
         assert_eq!(intake(true, Asking::Result), Intake::AtOnce, "a job ends");
         assert_eq!(
-            intake(true, quiet),
+            intake(true, QUIET),
             Intake::InTurn { unless_rung: true },
             "a quiet node's renewal waits, until a job is queued for it"
         );
@@ -870,7 +868,7 @@ mod tests {
             Intake::InTurn { unless_rung: false },
             "a status or a leave waits its turn, rung or not"
         );
-        for asking in [waiting, Asking::Result, quiet, Asking::Other] {
+        for asking in [WAITING, Asking::Result, QUIET, Asking::Other] {
             assert_eq!(
                 intake(false, asking),
                 Intake::InTurn { unless_rung: false },
