@@ -35,9 +35,17 @@ impl Event for Probe {}
 struct Latency(Mutex<Vec<Duration>>);
 
 impl Apply for Latency {
+    type Message = ();
+
+    /// Every message on its subject.
+    fn read(&self, _delivery: &Delivery) -> Option<Result<(), HandlerError>> {
+        Some(Ok(()))
+    }
+
     fn apply<'c>(
         &'c self,
         _connection: &'c mut PgConnection,
+        _message: (),
         delivery: &'c Delivery,
     ) -> BoxFuture<'c, Result<(), HandlerError>> {
         let elapsed = (chrono::Utc::now() - delivery.envelope.time)

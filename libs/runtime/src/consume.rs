@@ -1,9 +1,10 @@
 //! Consumers whose effects happen once: each message's envelope id is recorded in the inbox in
 //! the same transaction as what the handler writes, and a message seen before is only
-//! acknowledged. Database trouble is retried (then dead-lettered); a handler's rejection
-//! dead-letters at once. A message of a type the consumer does not apply is acknowledged
-//! without a transaction (a stream carries every event of its domain; a fleet's joins and
-//! check-ins would otherwise cost each consuming service a commit apiece).
+//! acknowledged. Database trouble is retried (then dead-lettered); a handler's rejection, or
+//! data that does not read as its type, dead-letters at once. A message of a type the consumer
+//! does not apply is acknowledged without a transaction (a stream carries every event of its
+//! domain; a fleet's joins and check-ins would otherwise cost each consuming service a commit
+//! apiece).
 
 use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
 use capstan_store::PgConnection;
@@ -15,26 +16,43 @@ use tracing::debug;
 
 use crate::Service;
 
-/// What a consumer does with a message it has not seen before, inside the transaction that
-/// also records it in the inbox. Writes go through `connection`; outbox rows written there
-/// commit with them.
+/// What a consumer does with a message it has not seen before. It first reads the delivery
+/// ([`Apply::read`]) as one of the messages it applies — in the services an enum with a variant
+/// per event type, so the types a consumer reads are named once and `apply`'s `match` on them is
+/// checked whole by the compiler — then applies it inside the transaction that also records it
+/// in the inbox. Writes go through `connection`; outbox rows written there commit with them.
 pub trait Apply: Send + Sync + 'static {
+    /// A message of a type this consumer applies, read from its delivery.
+    type Message: Send;
+
+    /// What `delivery` is to this consumer: `None` for a type it does not apply, acknowledged
+    /// without opening a transaction or writing its inbox row (its effect, none, is the same
+    /// however often it arrives; a stream carries every event of its domain); an error for data
+    /// that does not read as its type (dead-lettered at once, as [`decode`] says).
+    fn read(&self, delivery: &Delivery) -> Option<Result<Self::Message, HandlerError>>;
+
     fn apply<'c>(
         &'c self,
         connection: &'c mut PgConnection,
+        message: Self::Message,
         delivery: &'c Delivery,
     ) -> BoxFuture<'c, Result<(), HandlerError>>;
 
     /// Told when a message already applied arrives again (a redelivery); nothing is written.
     fn skipped(&self, _delivery: &Delivery) {}
+}
 
-    /// Whether `apply` does anything with a message of this type. One it does not is
-    /// acknowledged without opening a transaction or writing its inbox row (its effect, none, is
-    /// the same however often it arrives). Every type by default. A type `apply` reads but
-    /// `applies` does not name is acknowledged unread: a new branch in `apply` is named here too.
-    fn applies(&self, _delivery: &Delivery) -> bool {
-        true
-    }
+/// `delivery` read as an `M` and made a consumer's message by `wrap` (an enum's variant), when
+/// it is of `M`'s type; for [`Apply::read`], one call per type a consumer applies:
+/// `read_as(delivery, Heard::Left).or_else(|| read_as(delivery, Heard::Seen))`.
+pub fn read_as<M: capstan_events::Message, T>(
+    delivery: &Delivery,
+    wrap: impl FnOnce(capstan_events::Envelope<M>) -> T,
+) -> Option<Result<T, HandlerError>> {
+    delivery
+        .envelope
+        .is::<M>()
+        .then(|| decode::<M>(delivery).map(wrap))
 }
 
 /// The durable consumers `domain` keeps on other domains' event streams: one a row of
@@ -60,10 +78,10 @@ pub fn event_consumer_specs(
 }
 
 /// Consumes `spec` until `shutdown`, applying each new message once through `apply`.
-pub async fn consume_with_inbox(
+pub async fn consume_with_inbox<A: Apply>(
     service: &Service,
     spec: ConsumerSpec,
-    apply: Arc<dyn Apply>,
+    apply: Arc<A>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let store = service.store.clone();
@@ -77,11 +95,12 @@ pub async fn consume_with_inbox(
                 let apply = apply.clone();
                 let consumer = consumer.clone();
                 async move {
-                    if !apply.applies(&delivery) {
+                    let Some(message) = apply.read(&delivery) else {
                         metrics::counter!("capstan_events_not_applied_total", "consumer" => consumer.clone())
                             .increment(1);
                         return Ok(());
-                    }
+                    };
+                    let message = message?;
                     let mut transaction = store.begin().await.map_err(retry)?;
                     if !inbox::record(&mut transaction, &consumer, delivery.envelope.id)
                         .await
@@ -93,7 +112,7 @@ pub async fn consume_with_inbox(
                             .increment(1);
                         return Ok(());
                     }
-                    apply.apply(&mut transaction, &delivery).await?;
+                    apply.apply(&mut transaction, message, &delivery).await?;
                     transaction
                         .commit()
                         .await
@@ -110,10 +129,10 @@ pub async fn consume_with_inbox(
 /// As [`consume_with_inbox`], for another service's stream, which may not exist until that
 /// service first starts: a consumer that cannot start is tried again, with a growing pause,
 /// until `shutdown` — never a reason to stop this service.
-pub async fn consume_patiently(
+pub async fn consume_patiently<A: Apply>(
     service: &Service,
     spec: ConsumerSpec,
-    apply: Arc<dyn Apply>,
+    apply: Arc<A>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let mut pause = std::time::Duration::from_millis(200);

@@ -9,9 +9,9 @@ use capstan_events::monitor::HealthChanged;
 use capstan_events::{
     agent_channel::{primitives, rpc::JobState, CancelJob, JobOutcome, RequestJob},
     rpc::{ErrorCode, Level},
-    Domain, Message,
+    Domain, Envelope, Message,
 };
-use capstan_runtime::{decode, retry, Apply};
+use capstan_runtime::{read_as, retry, Apply};
 use capstan_store::PgConnection;
 use futures::future::BoxFuture;
 use std::time::Duration;
@@ -44,54 +44,66 @@ pub fn event_specs(max_deliver: u32, ack_wait: Duration) -> Vec<ConsumerSpec> {
 pub struct MonitorEvents;
 
 impl Apply for MonitorEvents {
+    type Message = Envelope<HealthChanged>;
+
     /// Only the health dot (sites and certificates are the incidents service's).
-    fn applies(&self, delivery: &Delivery) -> bool {
-        let envelope = &delivery.envelope;
-        envelope.is::<HealthChanged>()
+    fn read(&self, delivery: &Delivery) -> Option<Result<Self::Message, HandlerError>> {
+        read_as(delivery, |changed| changed)
     }
 
     fn apply<'c>(
         &'c self,
         connection: &'c mut PgConnection,
-        delivery: &'c Delivery,
+        changed: Self::Message,
+        _delivery: &'c Delivery,
     ) -> BoxFuture<'c, Result<(), HandlerError>> {
         Box::pin(async move {
-            if delivery.envelope.is::<HealthChanged>() {
-                let changed = decode::<HealthChanged>(delivery)?.data;
-                store::health::apply(
-                    connection,
-                    changed.node_id,
-                    &changed.health,
-                    changed.checked_at,
-                )
-                .await
-                .map_err(retry)
-            } else {
-                // Sites and certificates are the incidents service's business.
-                Ok(())
-            }
+            let changed = changed.data;
+            store::health::apply(
+                connection,
+                changed.node_id,
+                &changed.health,
+                changed.checked_at,
+            )
+            .await
+            .map_err(retry)
         })
     }
 }
 
 pub struct Commands;
 
+/// A command this service takes.
+pub enum Command {
+    Request(Envelope<RequestJob>),
+    Cancel(Envelope<CancelJob>),
+}
+
 impl Apply for Commands {
+    type Message = Command;
+
+    /// Every command on this service's stream; one of a type it does not take is rejected.
+    fn read(&self, delivery: &Delivery) -> Option<Result<Command, HandlerError>> {
+        read_as(delivery, Command::Request)
+            .or_else(|| read_as(delivery, Command::Cancel))
+            .or_else(|| {
+                Some(Err(HandlerError::Reject(format!(
+                    "the agent channel takes no command {}",
+                    delivery.envelope.event_type
+                ))))
+            })
+    }
+
     fn apply<'c>(
         &'c self,
         connection: &'c mut PgConnection,
-        delivery: &'c Delivery,
+        command: Command,
+        _delivery: &'c Delivery,
     ) -> BoxFuture<'c, Result<(), HandlerError>> {
         Box::pin(async move {
-            if delivery.envelope.is::<RequestJob>() {
-                request_job(connection, delivery).await
-            } else if delivery.envelope.is::<CancelJob>() {
-                cancel_job(connection, delivery).await
-            } else {
-                Err(HandlerError::Reject(format!(
-                    "the agent channel takes no command {}",
-                    delivery.envelope.event_type
-                )))
+            match command {
+                Command::Request(request) => request_job(connection, request).await,
+                Command::Cancel(cancel) => cancel_job(connection, cancel).await,
             }
         })
     }
@@ -99,9 +111,8 @@ impl Apply for Commands {
 
 async fn request_job(
     connection: &mut PgConnection,
-    delivery: &Delivery,
+    envelope: Envelope<RequestJob>,
 ) -> Result<(), HandlerError> {
-    let envelope = decode::<RequestJob>(delivery)?;
     let request = &envelope.data;
     let Some(node) = store::node_by_id(connection, request.node_id)
         .await
@@ -159,9 +170,8 @@ async fn request_job(
 
 async fn cancel_job(
     connection: &mut PgConnection,
-    delivery: &Delivery,
+    envelope: Envelope<CancelJob>,
 ) -> Result<(), HandlerError> {
-    let envelope = decode::<CancelJob>(delivery)?;
     let Some(job) = store::job_by_key(connection, &envelope.data.idempotency_key)
         .await
         .map_err(retry)?

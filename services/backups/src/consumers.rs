@@ -12,7 +12,7 @@ use capstan_events::agent_channel::{
 };
 use capstan_events::backups::{RunFinished, Verified};
 use capstan_events::{Domain, Envelope};
-use capstan_runtime::{decode, retry, Apply};
+use capstan_runtime::{read_as, retry, Apply};
 use capstan_store::{outbox, PgConnection, StoreError};
 use chrono::Utc;
 use futures::future::BoxFuture;
@@ -28,93 +28,111 @@ pub fn specs(max_deliver: u32, ack_wait: Duration) -> Vec<ConsumerSpec> {
 }
 
 /// The agent channel's events this service applies.
-pub struct Events;
+pub(crate) struct Events;
+
+/// The events this service reads (joins, claims and check-ins are not this service's).
+pub(crate) enum Heard {
+    JobFinished(Envelope<JobFinished>),
+    JobQueued(Envelope<JobQueued>),
+    NodeApproved(Envelope<NodeApproved>),
+    NodeReported(Envelope<NodeReported>),
+    PlacementChanged(Envelope<PlacementChanged>),
+    NodeLeft(Envelope<NodeLeft>),
+    NodeDisconnected(Envelope<NodeDisconnected>),
+}
 
 impl Apply for Events {
-    /// The types `apply` reads (joins, claims and check-ins are not this service's).
-    fn applies(&self, delivery: &Delivery) -> bool {
-        let envelope = &delivery.envelope;
-        envelope.is::<JobFinished>()
-            || envelope.is::<JobQueued>()
-            || envelope.is::<NodeApproved>()
-            || envelope.is::<NodeReported>()
-            || envelope.is::<PlacementChanged>()
-            || envelope.is::<NodeLeft>()
-            || envelope.is::<NodeDisconnected>()
+    type Message = Heard;
+
+    fn read(&self, delivery: &Delivery) -> Option<Result<Heard, HandlerError>> {
+        read_as(delivery, Heard::JobFinished)
+            .or_else(|| read_as(delivery, Heard::JobQueued))
+            .or_else(|| read_as(delivery, Heard::NodeApproved))
+            .or_else(|| read_as(delivery, Heard::NodeReported))
+            .or_else(|| read_as(delivery, Heard::PlacementChanged))
+            .or_else(|| read_as(delivery, Heard::NodeLeft))
+            .or_else(|| read_as(delivery, Heard::NodeDisconnected))
     }
 
     fn apply<'c>(
         &'c self,
         connection: &'c mut PgConnection,
-        delivery: &'c Delivery,
+        heard: Heard,
+        _delivery: &'c Delivery,
     ) -> BoxFuture<'c, Result<(), HandlerError>> {
         Box::pin(async move {
-            let envelope = &delivery.envelope;
-            if envelope.is::<JobFinished>() {
-                let decoded = decode::<JobFinished>(delivery)?;
-                let at = decoded.time;
-                let finished = decoded.data;
-                if finished.primitive == "check_status" {
-                    return recovery_key(connection, &finished, at).await.map_err(retry);
+            match heard {
+                Heard::JobFinished(decoded) => {
+                    let at = decoded.time;
+                    let finished = decoded.data;
+                    if finished.primitive == "check_status" {
+                        return recovery_key(connection, &finished, at).await.map_err(retry);
+                    }
+                    let Some(correlation) = finished.correlation_id else {
+                        return Ok(());
+                    };
+                    let now = Utc::now();
+                    let Some(job) = store::job_finished(
+                        connection,
+                        correlation,
+                        finished.job_id,
+                        finished.outcome.as_str(),
+                        finished.reason.as_deref(),
+                        now,
+                    )
+                    .await
+                    .map_err(retry)?
+                    else {
+                        return Ok(());
+                    };
+                    job_ended(connection, &job, &finished).await.map_err(retry)
                 }
-                let Some(correlation) = finished.correlation_id else {
-                    return Ok(());
-                };
-                let now = Utc::now();
-                let Some(job) = store::job_finished(
-                    connection,
-                    correlation,
-                    finished.job_id,
-                    finished.outcome.as_str(),
-                    finished.reason.as_deref(),
-                    now,
-                )
-                .await
-                .map_err(retry)?
-                else {
-                    return Ok(());
-                };
-                job_ended(connection, &job, &finished).await.map_err(retry)
-            } else if envelope.is::<JobQueued>() {
-                let queued = decode::<JobQueued>(delivery)?.data;
-                match queued.correlation_id {
-                    Some(correlation) => store::job_queued(connection, correlation, queued.job_id)
+                Heard::JobQueued(event) => {
+                    let queued = event.data;
+                    match queued.correlation_id {
+                        Some(correlation) => {
+                            store::job_queued(connection, correlation, queued.job_id)
+                                .await
+                                .map_err(retry)
+                        }
+                        None => Ok(()),
+                    }
+                }
+                Heard::NodeApproved(event) => {
+                    let approved = event.data;
+                    store::node_approved(
+                        connection,
+                        approved.node_id,
+                        &approved.name,
+                        &approved.fingerprint,
+                    )
+                    .await
+                    .map_err(retry)
+                }
+                Heard::NodeReported(event) => {
+                    let reported = event.data;
+                    store::node_reported(connection, reported.node_id, &reported.vocabulary)
                         .await
-                        .map_err(retry),
-                    None => Ok(()),
+                        .map_err(retry)
                 }
-            } else if envelope.is::<NodeApproved>() {
-                let approved = decode::<NodeApproved>(delivery)?.data;
-                store::node_approved(
-                    connection,
-                    approved.node_id,
-                    &approved.name,
-                    &approved.fingerprint,
-                )
-                .await
-                .map_err(retry)
-            } else if envelope.is::<NodeReported>() {
-                let reported = decode::<NodeReported>(delivery)?.data;
-                store::node_reported(connection, reported.node_id, &reported.vocabulary)
-                    .await
-                    .map_err(retry)
-            } else if envelope.is::<PlacementChanged>() {
-                let placed = decode::<PlacementChanged>(delivery)?.data;
-                store::placement_changed(connection, placed.node_id, placed.host_node_id)
-                    .await
-                    .map_err(retry)
-            } else if envelope.is::<NodeLeft>() {
-                let left = decode::<NodeLeft>(delivery)?.data;
-                store::node_unpaired(connection, left.node_id)
-                    .await
-                    .map_err(retry)
-            } else if envelope.is::<NodeDisconnected>() {
-                let gone = decode::<NodeDisconnected>(delivery)?.data;
-                store::node_unpaired(connection, gone.node_id)
-                    .await
-                    .map_err(retry)
-            } else {
-                Ok(())
+                Heard::PlacementChanged(event) => {
+                    let placed = event.data;
+                    store::placement_changed(connection, placed.node_id, placed.host_node_id)
+                        .await
+                        .map_err(retry)
+                }
+                Heard::NodeLeft(event) => {
+                    let left = event.data;
+                    store::node_unpaired(connection, left.node_id)
+                        .await
+                        .map_err(retry)
+                }
+                Heard::NodeDisconnected(event) => {
+                    let gone = event.data;
+                    store::node_unpaired(connection, gone.node_id)
+                        .await
+                        .map_err(retry)
+                }
             }
         })
     }

@@ -11,8 +11,8 @@ use capstan_events::agent_channel::{
 use capstan_events::backups::HealthChanged as BackupHealthChanged;
 use capstan_events::gateway::OperatorChanged;
 use capstan_events::monitor::{CertProblemChanged, SiteDown, SiteUp};
-use capstan_events::Domain;
-use capstan_runtime::{decode, retry, Apply};
+use capstan_events::{Domain, Envelope};
+use capstan_runtime::{read_as, retry, Apply};
 use capstan_store::{PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
@@ -48,102 +48,108 @@ pub async fn share_writes(connection: &mut PgConnection) -> Result<(), StoreErro
 
 /// The events this service applies; `mail_enabled` is false when no SMTP server is set, so
 /// no signal makes a mail delivery that could never be sent.
-pub struct Events {
+pub(crate) struct Events {
     pub mail_enabled: bool,
 }
 
+/// The events this service reads (jobs and joins are not this service's).
+pub(crate) enum Heard {
+    NodeApproved(Envelope<NodeApproved>),
+    NodeLeft(Envelope<NodeLeft>),
+    NodeDisconnected(Envelope<NodeDisconnected>),
+    NodesSeen(Envelope<NodesSeen>),
+    NodeReported(Envelope<NodeReported>),
+    PlacementChanged(Envelope<PlacementChanged>),
+    OperatorChanged(Envelope<OperatorChanged>),
+    SiteDown(Envelope<SiteDown>),
+    SiteUp(Envelope<SiteUp>),
+    CertProblemChanged(Envelope<CertProblemChanged>),
+    BackupHealthChanged(Envelope<BackupHealthChanged>),
+}
+
 impl Apply for Events {
-    /// The types `apply` reads (jobs and joins are not this service's).
-    fn applies(&self, delivery: &Delivery) -> bool {
-        let envelope = &delivery.envelope;
-        envelope.is::<NodeApproved>()
-            || envelope.is::<NodeLeft>()
-            || envelope.is::<NodeDisconnected>()
-            || envelope.is::<NodesSeen>()
-            || envelope.is::<NodeReported>()
-            || envelope.is::<PlacementChanged>()
-            || envelope.is::<OperatorChanged>()
-            || envelope.is::<SiteDown>()
-            || envelope.is::<SiteUp>()
-            || envelope.is::<CertProblemChanged>()
-            || envelope.is::<BackupHealthChanged>()
+    type Message = Heard;
+
+    fn read(&self, delivery: &Delivery) -> Option<Result<Heard, HandlerError>> {
+        read_as(delivery, Heard::NodeApproved)
+            .or_else(|| read_as(delivery, Heard::NodeLeft))
+            .or_else(|| read_as(delivery, Heard::NodeDisconnected))
+            .or_else(|| read_as(delivery, Heard::NodesSeen))
+            .or_else(|| read_as(delivery, Heard::NodeReported))
+            .or_else(|| read_as(delivery, Heard::PlacementChanged))
+            .or_else(|| read_as(delivery, Heard::OperatorChanged))
+            .or_else(|| read_as(delivery, Heard::SiteDown))
+            .or_else(|| read_as(delivery, Heard::SiteUp))
+            .or_else(|| read_as(delivery, Heard::CertProblemChanged))
+            .or_else(|| read_as(delivery, Heard::BackupHealthChanged))
     }
 
     fn apply<'c>(
         &'c self,
         connection: &'c mut PgConnection,
-        delivery: &'c Delivery,
+        heard: Heard,
+        _delivery: &'c Delivery,
     ) -> BoxFuture<'c, Result<(), HandlerError>> {
         Box::pin(async move {
-            let envelope = &delivery.envelope;
-            if envelope.is::<NodeApproved>() {
-                let approved = decode::<NodeApproved>(delivery)?;
-                let data = &approved.data;
-                projections::node_paired(
-                    connection,
-                    data.node_id,
-                    &data.name,
-                    data.container.as_deref(),
-                    approved.time,
-                )
-                .await
-                .map_err(retry)
-            } else if envelope.is::<NodeLeft>() {
-                let left = decode::<NodeLeft>(delivery)?;
-                projections::node_unpaired(connection, left.data.node_id)
+            match heard {
+                Heard::NodeApproved(approved) => {
+                    let data = &approved.data;
+                    projections::node_paired(
+                        connection,
+                        data.node_id,
+                        &data.name,
+                        data.container.as_deref(),
+                        approved.time,
+                    )
                     .await
                     .map_err(retry)
-            } else if envelope.is::<NodeDisconnected>() {
-                let disconnected = decode::<NodeDisconnected>(delivery)?;
-                projections::node_unpaired(connection, disconnected.data.node_id)
+                }
+                Heard::NodeLeft(left) => projections::node_unpaired(connection, left.data.node_id)
                     .await
-                    .map_err(retry)
-            } else if envelope.is::<NodesSeen>() {
-                let seen = decode::<NodesSeen>(delivery)?;
-                projections::checkins(connection, seen.data.as_of, &seen.data.seen)
-                    .await
-                    .map_err(retry)
-            } else if envelope.is::<NodeReported>() {
-                let reported = decode::<NodeReported>(delivery)?;
-                node_reported(connection, &reported.data, reported.time, self.mail_enabled).await
-            } else if envelope.is::<PlacementChanged>() {
-                let changed = decode::<PlacementChanged>(delivery)?;
-                projections::placed(
+                    .map_err(retry),
+                Heard::NodeDisconnected(disconnected) => {
+                    projections::node_unpaired(connection, disconnected.data.node_id)
+                        .await
+                        .map_err(retry)
+                }
+                Heard::NodesSeen(seen) => {
+                    projections::checkins(connection, seen.data.as_of, &seen.data.seen)
+                        .await
+                        .map_err(retry)
+                }
+                Heard::NodeReported(reported) => {
+                    node_reported(connection, &reported.data, reported.time, self.mail_enabled)
+                        .await
+                }
+                Heard::PlacementChanged(changed) => projections::placed(
                     connection,
                     changed.data.node_id,
                     changed.data.host_node_id,
                     changed.time,
                 )
                 .await
-                .map_err(retry)
-            } else if envelope.is::<OperatorChanged>() {
-                let changed = decode::<OperatorChanged>(delivery)?;
-                projections::operator(connection, &changed.data)
+                .map_err(retry),
+                Heard::OperatorChanged(changed) => projections::operator(connection, &changed.data)
                     .await
-                    .map_err(retry)
-            } else if envelope.is::<SiteDown>() {
-                let down = decode::<SiteDown>(delivery)?;
-                monitor::site_down(connection, &down.data, down.data.checked_at)
+                    .map_err(retry),
+                Heard::SiteDown(down) => {
+                    monitor::site_down(connection, &down.data, down.data.checked_at)
+                        .await
+                        .map_err(retry)
+                }
+                Heard::SiteUp(up) => monitor::site_up(connection, &up.data, up.data.up_at)
                     .await
-                    .map_err(retry)
-            } else if envelope.is::<SiteUp>() {
-                let up = decode::<SiteUp>(delivery)?;
-                monitor::site_up(connection, &up.data, up.data.up_at)
-                    .await
-                    .map_err(retry)
-            } else if envelope.is::<CertProblemChanged>() {
-                let changed = decode::<CertProblemChanged>(delivery)?;
-                monitor::cert_problem(connection, &changed.data)
-                    .await
-                    .map_err(retry)
-            } else if envelope.is::<BackupHealthChanged>() {
-                let changed = decode::<BackupHealthChanged>(delivery)?;
-                backups::health_changed(connection, &changed.data)
-                    .await
-                    .map_err(retry)
-            } else {
-                // Jobs and joins are not this service's business.
-                Ok(())
+                    .map_err(retry),
+                Heard::CertProblemChanged(changed) => {
+                    monitor::cert_problem(connection, &changed.data)
+                        .await
+                        .map_err(retry)
+                }
+                Heard::BackupHealthChanged(changed) => {
+                    backups::health_changed(connection, &changed.data)
+                        .await
+                        .map_err(retry)
+                }
             }
         })
     }

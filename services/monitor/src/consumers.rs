@@ -10,8 +10,8 @@ use capstan_events::agent_channel::{
     JobClaimed, JobFinished, JobOutcome, JobQueued, NodeApproved, NodeDisconnected, NodeLeft,
     NodeReported,
 };
-use capstan_events::Domain;
-use capstan_runtime::{decode, retry, Apply};
+use capstan_events::{Domain, Envelope};
+use capstan_runtime::{read_as, retry, Apply};
 use capstan_store::{PgConnection, StoreError};
 use futures::future::BoxFuture;
 use std::time::Duration;
@@ -26,91 +26,102 @@ pub fn specs(max_deliver: u32, ack_wait: Duration) -> Vec<ConsumerSpec> {
 }
 
 /// The agent channel's events this service applies.
-pub struct NodeEvents;
+pub(crate) struct NodeEvents;
+
+/// The agent channel's events this service reads (joins, placements and check-ins are not this
+/// service's).
+pub(crate) enum Heard {
+    Approved(Envelope<NodeApproved>),
+    Left(Envelope<NodeLeft>),
+    Disconnected(Envelope<NodeDisconnected>),
+    Reported(Envelope<NodeReported>),
+    Queued(Envelope<JobQueued>),
+    Claimed(Envelope<JobClaimed>),
+    Finished(Envelope<JobFinished>),
+}
 
 impl Apply for NodeEvents {
-    /// The types `apply` reads (joins, placements and check-ins are not this service's).
-    fn applies(&self, delivery: &Delivery) -> bool {
-        let envelope = &delivery.envelope;
-        envelope.is::<NodeApproved>()
-            || envelope.is::<NodeLeft>()
-            || envelope.is::<NodeDisconnected>()
-            || envelope.is::<NodeReported>()
-            || envelope.is::<JobQueued>()
-            || envelope.is::<JobClaimed>()
-            || envelope.is::<JobFinished>()
+    type Message = Heard;
+
+    fn read(&self, delivery: &Delivery) -> Option<Result<Heard, HandlerError>> {
+        read_as(delivery, Heard::Approved)
+            .or_else(|| read_as(delivery, Heard::Left))
+            .or_else(|| read_as(delivery, Heard::Disconnected))
+            .or_else(|| read_as(delivery, Heard::Reported))
+            .or_else(|| read_as(delivery, Heard::Queued))
+            .or_else(|| read_as(delivery, Heard::Claimed))
+            .or_else(|| read_as(delivery, Heard::Finished))
     }
 
     fn apply<'c>(
         &'c self,
         connection: &'c mut PgConnection,
-        delivery: &'c Delivery,
+        heard: Heard,
+        _delivery: &'c Delivery,
     ) -> BoxFuture<'c, Result<(), HandlerError>> {
         Box::pin(async move {
-            let envelope = &delivery.envelope;
-            if envelope.is::<NodeApproved>() {
-                let approved = decode::<NodeApproved>(delivery)?;
-                let data = &approved.data;
-                store::node_approved(
-                    connection,
-                    data.node_id,
-                    &data.name,
-                    &data.addresses,
-                    data.container.as_deref(),
-                )
-                .await
-                .map_err(retry)
-            } else if envelope.is::<NodeLeft>() {
-                let left = decode::<NodeLeft>(delivery)?;
-                store::node_unpaired(connection, left.data.node_id)
+            match heard {
+                Heard::Approved(approved) => {
+                    let data = &approved.data;
+                    store::node_approved(
+                        connection,
+                        data.node_id,
+                        &data.name,
+                        &data.addresses,
+                        data.container.as_deref(),
+                    )
                     .await
                     .map_err(retry)
-            } else if envelope.is::<NodeDisconnected>() {
-                let disconnected = decode::<NodeDisconnected>(delivery)?;
-                store::node_unpaired(connection, disconnected.data.node_id)
+                }
+                Heard::Left(left) => store::node_unpaired(connection, left.data.node_id)
                     .await
-                    .map_err(retry)
-            } else if envelope.is::<NodeReported>() {
-                let reported = decode::<NodeReported>(delivery)?;
-                status::node_reported(connection, reported.data.node_id, &reported.data.vocabulary)
-                    .await
-                    .map_err(retry)
-            } else if envelope.is::<JobQueued>() {
-                let queued = decode::<JobQueued>(delivery)?;
-                let at = queued.time;
-                let queued = queued.data;
-                if status::reboots(&queued.primitive) {
-                    return status::reboot_asked(connection, queued.node_id, at)
+                    .map_err(retry),
+                Heard::Disconnected(disconnected) => {
+                    store::node_unpaired(connection, disconnected.data.node_id)
                         .await
-                        .map_err(retry);
+                        .map_err(retry)
                 }
-                if !status::kept(&queued.primitive) {
-                    return Ok(());
-                }
-                status::job_queued(connection, queued.job_id, queued.node_id, &queued.primitive)
-                    .await
-                    .map_err(retry)
-            } else if envelope.is::<JobClaimed>() {
-                let claimed = decode::<JobClaimed>(delivery)?.data;
-                if !status::kept(&claimed.primitive) {
-                    return Ok(());
-                }
-                status::job_claimed(
+                Heard::Reported(reported) => status::node_reported(
                     connection,
-                    claimed.job_id,
-                    claimed.node_id,
-                    &claimed.primitive,
+                    reported.data.node_id,
+                    &reported.data.vocabulary,
                 )
                 .await
-                .map_err(retry)
-            } else if envelope.is::<JobFinished>() {
-                let finished = decode::<JobFinished>(delivery)?;
-                job_finished(connection, &finished.data, finished.time)
+                .map_err(retry),
+                Heard::Queued(queued) => {
+                    let at = queued.time;
+                    let queued = queued.data;
+                    if status::reboots(&queued.primitive) {
+                        return status::reboot_asked(connection, queued.node_id, at)
+                            .await
+                            .map_err(retry);
+                    }
+                    if !status::kept(&queued.primitive) {
+                        return Ok(());
+                    }
+                    status::job_queued(connection, queued.job_id, queued.node_id, &queued.primitive)
+                        .await
+                        .map_err(retry)
+                }
+                Heard::Claimed(claimed) => {
+                    let claimed = claimed.data;
+                    if !status::kept(&claimed.primitive) {
+                        return Ok(());
+                    }
+                    status::job_claimed(
+                        connection,
+                        claimed.job_id,
+                        claimed.node_id,
+                        &claimed.primitive,
+                    )
                     .await
                     .map_err(retry)
-            } else {
-                // Joins and check-ins are not this service's business.
-                Ok(())
+                }
+                Heard::Finished(finished) => {
+                    job_finished(connection, &finished.data, finished.time)
+                        .await
+                        .map_err(retry)
+                }
             }
         })
     }

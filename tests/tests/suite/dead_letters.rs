@@ -19,9 +19,17 @@ const ALWAYS_FAILS: i64 = 666;
 struct PickyApply;
 
 impl Apply for PickyApply {
+    type Message = ();
+
+    /// Every message on its subject.
+    fn read(&self, _delivery: &Delivery) -> Option<Result<(), HandlerError>> {
+        Some(Ok(()))
+    }
+
     fn apply<'c>(
         &'c self,
         connection: &'c mut PgConnection,
+        _message: (),
         delivery: &'c Delivery,
     ) -> BoxFuture<'c, Result<(), HandlerError>> {
         Box::pin(async move {
@@ -40,7 +48,7 @@ async fn consuming(
     database: &TestDatabase,
     nats: &NatsServer,
     durable: &str,
-    apply: Arc<dyn Apply>,
+    apply: Arc<impl Apply>,
 ) -> (
     capstan_runtime::Service,
     CancellationToken,
@@ -149,16 +157,20 @@ async fn poison_messages_are_dead_lettered_with_a_reason_and_the_consumer_keeps_
 struct EvenTicks;
 
 impl Apply for EvenTicks {
-    fn applies(&self, delivery: &Delivery) -> bool {
+    type Message = ();
+
+    fn read(&self, delivery: &Delivery) -> Option<Result<(), HandlerError>> {
         delivery
             .envelope
             .decode::<Tick>()
             .is_ok_and(|tick| tick.data.sequence % 2 == 0)
+            .then_some(Ok(()))
     }
 
     fn apply<'c>(
         &'c self,
         connection: &'c mut PgConnection,
+        _message: (),
         delivery: &'c Delivery,
     ) -> BoxFuture<'c, Result<(), HandlerError>> {
         Box::pin(async move { apply_tick(connection, delivery).await.map(|_| ()) })

@@ -31,9 +31,17 @@ struct CountingApply {
 }
 
 impl Apply for CountingApply {
+    type Message = ();
+
+    /// Every message on its subject.
+    fn read(&self, _delivery: &Delivery) -> Option<Result<(), HandlerError>> {
+        Some(Ok(()))
+    }
+
     fn apply<'c>(
         &'c self,
         connection: &'c mut PgConnection,
+        _message: (),
         delivery: &'c Delivery,
     ) -> BoxFuture<'c, Result<(), HandlerError>> {
         Box::pin(async move {

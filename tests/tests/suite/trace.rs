@@ -21,9 +21,17 @@ const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-
 struct Takes;
 
 impl Apply for Takes {
+    type Message = ();
+
+    /// Every message on its subject.
+    fn read(&self, _delivery: &Delivery) -> Option<Result<(), HandlerError>> {
+        Some(Ok(()))
+    }
+
     fn apply<'c>(
         &'c self,
         _connection: &'c mut PgConnection,
+        _message: (),
         _delivery: &'c Delivery,
     ) -> BoxFuture<'c, Result<(), HandlerError>> {
         Box::pin(async { Ok(()) })
