@@ -48,7 +48,7 @@ impl Apply for MonitorEvents {
 
     /// Only the health dot (sites and certificates are the incidents service's).
     fn read(&self, delivery: &Delivery) -> Option<Result<Self::Message, HandlerError>> {
-        read_as(delivery, |changed| changed)
+        read_as(delivery, std::convert::identity)
     }
 
     fn apply<'c>(

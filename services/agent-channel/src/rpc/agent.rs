@@ -24,7 +24,7 @@ use crate::{
     actions::{self, emit, PairingEnd},
     domain::{
         auth::{check_signature, check_unkeyed, AgentError},
-        claims::{lane, Asking, Lane},
+        claims::{lane, Lane},
         joins::{decide, parse_join, pending_cap, JoinDecision, JoinRecordState, KnownKey},
         rate::source_network,
         JOIN_TTL, NONCE_WINDOW,
@@ -187,14 +187,7 @@ async fn signed_by_node(
             .by_fingerprint(keyid)
             .is_some_and(|key| check_signature(&parsed, &key, request).is_ok());
         let node = state.keys.node_of(keyid).filter(|_| proven);
-        let asking = match request.endpoint {
-            AgentEndpoint::Claim => Asking::Claim {
-                work_waiting: node.is_some_and(|node| state.wake.has_work(node)),
-            },
-            AgentEndpoint::Result => Asking::Result,
-            _ => Asking::Other,
-        };
-        let lane = lane(proven, asking);
+        let lane = lane(proven, state.asking(node, request.endpoint));
         // A request this replica could not prove from memory looks its key up in the database:
         // that takes a slot. A proven one goes straight to its lane's queue of arrivals.
         let _slot = match proven {

@@ -287,6 +287,24 @@ impl State {
         })
     }
 
+    /// What a request to `endpoint` of `node` is, as far as its place in line goes: a claim
+    /// with or without work waiting for its node (as this replica has heard), a result, or
+    /// anything else.
+    pub fn asking(
+        &self,
+        node: Option<i64>,
+        endpoint: capstan_events::agent_channel::rpc::AgentEndpoint,
+    ) -> Asking {
+        use capstan_events::agent_channel::rpc::AgentEndpoint;
+        match endpoint {
+            AgentEndpoint::Claim => Asking::Claim {
+                work_waiting: node.is_some_and(|node| self.wake.has_work(node)),
+            },
+            AgentEndpoint::Result => Asking::Result,
+            _ => Asking::Other,
+        }
+    }
+
     /// Waits for its turn to be taken in (its signature checked, its arrival queued), by
     /// [`claims::intake`]: a request whose key names a node this replica knows and that moves a
     /// job along goes at once; the rest take one of [`INTAKE_PERMITS`] in order, a claim of a
@@ -298,15 +316,10 @@ impl State {
         node: Option<i64>,
         endpoint: capstan_events::agent_channel::rpc::AgentEndpoint,
     ) -> Result<Option<tokio::sync::SemaphorePermit<'_>>, AgentError> {
-        use capstan_events::agent_channel::rpc::AgentEndpoint;
-        let asking = match endpoint {
-            AgentEndpoint::Claim => Asking::Claim {
-                work_waiting: node.is_some_and(|node| self.wake.has_work(node)),
-            },
-            AgentEndpoint::Result => Asking::Result,
-            _ => Asking::Other,
-        };
-        match (claims::intake(node.is_some(), asking), node) {
+        match (
+            claims::intake(node.is_some(), self.asking(node, endpoint)),
+            node,
+        ) {
             (Intake::AtOnce, _) => Ok(None),
             (Intake::InTurn { unless_rung: true }, Some(node)) => self
                 .wake

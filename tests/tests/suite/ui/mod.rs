@@ -177,7 +177,7 @@ impl Browser {
     }
 
     /// The text of the first element matching `css`. A page that reloads itself (the job page
-    /// while its job runs) can replace the element between finding and reading it; that is
+    /// when its job ends) can replace the element between finding and reading it; that is
     /// read again from the new page.
     pub async fn text(&self, css: &str) -> String {
         let mut attempts = 0;
