@@ -183,3 +183,60 @@ pub fn unavailable(
         ),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capstan_events::agent_channel::{NodeDisconnected, NodeLeft};
+    use capstan_events::{Envelope, Message, RawEnvelope};
+
+    /// A consumer's message, as the services write theirs.
+    #[derive(Debug)]
+    enum Heard {
+        Disconnected(Envelope<NodeDisconnected>),
+    }
+
+    fn delivery(envelope: RawEnvelope) -> Delivery {
+        Delivery {
+            envelope,
+            subject: "capstan.events.agent_channel.node_disconnected".into(),
+            delivered: 1,
+        }
+    }
+
+    fn disconnected() -> RawEnvelope {
+        let data = NodeDisconnected {
+            node_id: 7,
+            fingerprint: "SHA256:seven".into(),
+            disconnected_by: "ops".into(),
+        };
+        Envelope::new(data, None).into_raw()
+    }
+
+    // What a consumer reads is decoded into its variant; a type it does not read is not its
+    // business (acknowledged unread); its own type with data that breaks the schema is rejected,
+    // which dead-letters it before any transaction.
+    #[test]
+    fn a_type_read_is_decoded_another_is_passed_by_and_bad_data_is_rejected() {
+        match read_as(&delivery(disconnected()), Heard::Disconnected) {
+            Some(Ok(Heard::Disconnected(read))) => assert_eq!(read.data.node_id, 7),
+            other => panic!("read as its variant: {other:?}"),
+        }
+
+        let mut another = disconnected();
+        another.event_type = NodeLeft::event_type().to_string();
+        assert!(
+            read_as(&delivery(another), Heard::Disconnected).is_none(),
+            "node_left is not read as node_disconnected"
+        );
+
+        let mut broken = disconnected();
+        broken.data = serde_json::json!({"node_id": "seven"});
+        match read_as(&delivery(broken), Heard::Disconnected) {
+            Some(Err(HandlerError::Reject(why))) => {
+                assert!(why.contains("node_disconnected"), "{why}")
+            }
+            other => panic!("rejected: {other:?}"),
+        }
+    }
+}
