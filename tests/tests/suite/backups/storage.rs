@@ -352,16 +352,19 @@ async fn bk_17_bk_21_a_claimed_success_storage_does_not_hold_raises_backups_stop
     let target_id = default_target(&plane, &s3).await;
     let (_agent, node) = plane.paired_agent("web-unlanded").await;
     let pool = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
-    // The backups service knows the node (its projection of the pairing), and its agent offers
-    // backup_run (what a claim's vocabulary would say).
+    // The backups service knows the node (its projection of the pairing) and has applied the
+    // test agent's report of its words; then its agent offers backup_run (what a claim's
+    // vocabulary would say). Written before the report is applied, the report would put the
+    // test agent's words back and leave the node unscheduled (CI met this once, 2026-12-03).
     wait_for(
-        "the backups service to know the node",
+        "the backups service to know the node and its reported words",
         Duration::from_secs(60),
         || {
             let pool = pool.clone();
             async move {
                 sqlx::query(
-                    "UPDATE backups.nodes SET vocabulary = '{backup_run}' WHERE node_id = $1",
+                    "UPDATE backups.nodes SET vocabulary = '{backup_run}'
+                     WHERE node_id = $1 AND 'check_status' = ANY(vocabulary)",
                 )
                 .bind(node)
                 .execute(&pool)
