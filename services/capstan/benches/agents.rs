@@ -6,7 +6,9 @@
 //! real `capstan all` release binary in its own process; its peak RSS is read from /proc. Raw
 //! Ed25519 verifications per second on this machine are the ceiling.
 //!
-//! `cargo bench -p capstan --bench agents` (`BENCH_AGENTS=1000,10000` by default)
+//! `cargo bench -p capstan --bench agents` (`BENCH_AGENTS=1000,10000` by default). The
+//! enrolment is reported by phase (joins, approvals with each approval's answer time, first
+//! claims); `BENCH_ENROL_ONLY=1` stops after it.
 
 mod support;
 
@@ -120,61 +122,14 @@ async fn run(size: usize, mode: Mode) {
 
     // Enrol: join from its own address, approve through the operator API, first claim.
     let enrolling = Instant::now();
-    let mut agents: Vec<Agent> = Vec::with_capacity(size);
-    for chunk_start in (0..size).step_by(500) {
-        let chunk: Vec<usize> = (chunk_start..(chunk_start + 500).min(size)).collect();
-        let joined: Vec<(NodeKey, reqwest::Client, String)> = stream::iter(chunk)
-            .map(|index| {
-                let base = base.clone();
-                async move {
-                    let http = reqwest::Client::builder().local_address(address(index)).build().unwrap();
-                    let key = NodeKey::generate();
-                    let body = json!({"name": format!("node-{index}"), "public_key": key.public_key().to_base64(), "agent_version": "0.1.0", "addresses": []});
-                    let (status, answer) = signed(&http, &base, &key, "join", "", &body).await;
-                    assert_eq!(status, 202, "join: {answer}");
-                    let id = answer["request_id"].as_str().unwrap().to_string();
-                    (key, http, id)
-                }
-            })
-            .buffer_unordered(64)
-            .collect()
-            .await;
-        let approved: Vec<(NodeKey, reqwest::Client, i64)> = stream::iter(joined)
-            .map(|(key, http, id)| {
-                let (operator, base, token) = (operator.clone(), base.clone(), token.clone());
-                async move {
-                    let response = operator
-                        .post(format!("{base}/api/v1/joins/{id}/approve"))
-                        .bearer_auth(&token)
-                        .json(&json!({}))
-                        .send()
-                        .await
-                        .unwrap();
-                    let answer: Value = response.json().await.unwrap();
-                    (key, http, answer["node_id"].as_i64().expect("approved"))
-                }
-            })
-            .buffer_unordered(32)
-            .collect()
-            .await;
-        for (key, http, node) in approved {
-            agents.push(Agent { key, http, node });
-        }
-    }
+    let (agents, phases) = enrol(&base, &operator, &token, size).await;
     let agents = Arc::new(agents);
-    stream::iter(0..size)
-        .for_each_concurrent(64, |index| {
-            let (agents, base) = (agents.clone(), base.clone());
-            async move {
-                let agent = &agents[index];
-                let (status, answer) =
-                    signed(&agent.http, &base, &agent.key, "claim", "", &claim_body()).await;
-                assert_eq!(status, 200, "first claim: {answer}");
-            }
-        })
-        .await;
     let enrolment = enrolling.elapsed();
     let rss_enrolled = rss_now_mib(&plane.0);
+    phases.print(size, enrolment);
+    if std::env::var("BENCH_ENROL_ONLY").is_ok_and(|only| only == "1") {
+        return;
+    }
     // The other services digest the enrolment's events (each node's join, approval and first
     // report, read by four services) for a while after the last answer: the claims are
     // measured once the plane is quiet, and how long that took is reported.
@@ -370,6 +325,105 @@ async fn run(size: usize, mode: Mode) {
          all polling {rss_polling:.1} MiB ({:.1} KiB per open long poll)",
         (rss_polling - rss_claimed) * 1024.0 / size as f64
     );
+}
+
+/// How long each part of the enrolment took: every join asked, every join approved (with each
+/// approval's own answer time), every node's first claim answered.
+struct Phases {
+    joins: Duration,
+    approvals: Duration,
+    first_claims: Duration,
+    approval_latencies: Vec<Duration>,
+}
+
+impl Phases {
+    fn print(mut self, size: usize, enrolment: Duration) {
+        println!(
+            "  N = {size} enrolled (joined, approved and online) in {:.1} s: joins {:.1} s, \
+             approvals {:.1} s ({:.0}/s; one approval p50 {:.1} ms, p99 {:.1} ms), first claims {:.1} s",
+            enrolment.as_secs_f64(),
+            self.joins.as_secs_f64(),
+            self.approvals.as_secs_f64(),
+            size as f64 / self.approvals.as_secs_f64(),
+            percentile(&mut self.approval_latencies, 0.5),
+            percentile(&mut self.approval_latencies, 0.99),
+            self.first_claims.as_secs_f64(),
+        );
+    }
+}
+
+/// Enrols `size` agents as a fleet does: each joins from its own address (64 at a time, in
+/// chunks of 500), an operator approves them through the API (32 at a time), then each makes
+/// its first claim (64 at a time).
+async fn enrol(
+    base: &str,
+    operator: &reqwest::Client,
+    token: &str,
+    size: usize,
+) -> (Vec<Agent>, Phases) {
+    let mut agents: Vec<Agent> = Vec::with_capacity(size);
+    let mut joins = Duration::ZERO;
+    let mut approvals = Duration::ZERO;
+    let mut approval_latencies = Vec::with_capacity(size);
+    for chunk_start in (0..size).step_by(500) {
+        let chunk: Vec<usize> = (chunk_start..(chunk_start + 500).min(size)).collect();
+        let joining = Instant::now();
+        let joined: Vec<(NodeKey, reqwest::Client, String)> = stream::iter(chunk)
+            .map(|index| async move {
+                let http = reqwest::Client::builder()
+                    .local_address(address(index))
+                    .build()
+                    .unwrap();
+                let key = NodeKey::generate();
+                let body = json!({"name": format!("node-{index}"), "public_key": key.public_key().to_base64(), "agent_version": "0.1.0", "addresses": []});
+                let (status, answer) = signed(&http, base, &key, "join", "", &body).await;
+                assert_eq!(status, 202, "join: {answer}");
+                let id = answer["request_id"].as_str().unwrap().to_string();
+                (key, http, id)
+            })
+            .buffer_unordered(64)
+            .collect()
+            .await;
+        joins += joining.elapsed();
+        let approving = Instant::now();
+        let approved: Vec<(NodeKey, reqwest::Client, i64, Duration)> = stream::iter(joined)
+            .map(|(key, http, id)| async move {
+                let asked = Instant::now();
+                let response = operator
+                    .post(format!("{base}/api/v1/joins/{id}/approve"))
+                    .bearer_auth(token)
+                    .json(&json!({}))
+                    .send()
+                    .await
+                    .unwrap();
+                let answer: Value = response.json().await.unwrap();
+                let node = answer["node_id"].as_i64().expect("approved");
+                (key, http, node, asked.elapsed())
+            })
+            .buffer_unordered(32)
+            .collect()
+            .await;
+        approvals += approving.elapsed();
+        for (key, http, node, took) in approved {
+            approval_latencies.push(took);
+            agents.push(Agent { key, http, node });
+        }
+    }
+    let claiming = Instant::now();
+    stream::iter(&agents)
+        .for_each_concurrent(64, |agent| async move {
+            let (status, answer) =
+                signed(&agent.http, base, &agent.key, "claim", "", &claim_body()).await;
+            assert_eq!(status, 200, "first claim: {answer}");
+        })
+        .await;
+    let phases = Phases {
+        joins,
+        approvals,
+        first_claims: claiming.elapsed(),
+        approval_latencies,
+    };
+    (agents, phases)
 }
 
 /// Storm rounds run (`BENCH_STORM_ROUNDS`).

@@ -72,6 +72,15 @@ pub fn container_named<'a>(
     }
 }
 
+/// Whether approving a join as a new node can move a placement (PV-15). A new node has no host
+/// report yet, so no container is placed under it; it is placed under a host only when its
+/// join names a container that a host lists. A plain machine's approval moves nothing, so it
+/// neither takes the placements lock nor reads the fleet: ten thousand approvals used to
+/// queue on that lock, each reading every node's container.
+pub fn approval_can_move_placements(container: Option<&str>) -> bool {
+    container.is_some()
+}
+
 /// The Docker host a placement puts a node under, if any: what `placement_changed` announces.
 pub fn docker_host(placement: Placement) -> Option<i64> {
     match placement {
@@ -84,6 +93,28 @@ pub fn docker_host(placement: Placement) -> Option<i64> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn approving_a_new_machine_moves_no_placement_and_approving_a_container_may() {
+        assert!(!approval_can_move_placements(None));
+        assert!(approval_can_move_placements(Some("web-1")));
+        // What the rule stands on: a new node with no container and no host report is a
+        // machine of its own, whatever the rest of the fleet reports.
+        let report = json!({"docker": "installed", "containers": [{"name": "web-1"}]});
+        let placed = placements(&[
+            PlacementInput {
+                id: 1,
+                container: None,
+                host_report: Some(&report),
+            },
+            PlacementInput {
+                id: 2,
+                container: None,
+                host_report: None,
+            },
+        ]);
+        assert_eq!(placed[&2], Placement::Machine);
+    }
 
     #[test]
     fn pv_15_a_docker_box_is_a_host_and_its_containers_sit_under_it() {

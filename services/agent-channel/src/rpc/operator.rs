@@ -21,6 +21,7 @@ use super::State;
 use crate::{
     actions::{self, emit, unavailable, Asker, PairingEnd},
     domain::{
+        fleet,
         jobs::lost,
         joins::{reopenable, JoinRecordState},
         JOIN_TTL,
@@ -148,9 +149,13 @@ pub async fn approve_join(state: State, request: ApproveJoin) -> Answer<Approved
     emit(&mut transaction, approved, format!("node/{node_id}"))
         .await
         .map_err(unavailable)?;
-    actions::settle_placements(&mut transaction, &[node_id])
-        .await
-        .map_err(unavailable)?;
+    let new_machine = request.node_id.is_none()
+        && !fleet::approval_can_move_placements(node.container.as_deref());
+    if !new_machine {
+        actions::settle_placements(&mut transaction, &[node_id])
+            .await
+            .map_err(unavailable)?;
+    }
     transaction
         .commit()
         .await
