@@ -289,6 +289,52 @@ impl Drop for Site {
     }
 }
 
+/// The tables `fill_realistic` adds beside `customers` and `orders`, and the rows of each.
+const BULK_TABLES: u64 = 18;
+const BULK_ROWS: u64 = 2_500;
+/// What the site's database holds: its tables and rows (the large objects are not rows).
+const SITE_TABLES: u64 = 2 + BULK_TABLES;
+const SITE_ROWS: u64 = 250 + BULK_TABLES * BULK_ROWS;
+
+/// Makes the site's database the size of a real one, so a dump is megabytes, not the few
+/// kilobytes a `pg_restore --list` reads whole before it exits (issue 27: a dump of 80 KB
+/// already outran it): 18 more tables of 2,500 rows with indexes and about 8 MB of text
+/// that compresses as prose does, and four large objects of 256 KiB.
+fn fill_realistic(dbname: &str) {
+    let mut sql = String::new();
+    for table in 1..=BULK_TABLES {
+        sql.push_str(&format!(
+            "CREATE TABLE bulk_{table} (id bigserial PRIMARY KEY, slug text NOT NULL, \
+             body text NOT NULL, created timestamptz NOT NULL DEFAULT now());
+             CREATE INDEX bulk_{table}_slug ON bulk_{table} (slug);
+             INSERT INTO bulk_{table} (slug, body) SELECT md5('{table}-' || g), \
+             repeat(md5(g::text) || ' lorem ipsum dolor sit amet ', 3 + g % 6) \
+             FROM generate_series(1, {BULK_ROWS}) g;\n"
+        ));
+    }
+    sql.push_str(
+        "SELECT lo_from_bytea(0, decode(string_agg(md5(g::text || o::text), ''), 'hex')) \
+         FROM generate_series(1, 4) o, generate_series(1, 16384) g GROUP BY o;",
+    );
+    psql(dbname, &sql);
+    let size: u64 = psql(
+        dbname,
+        "SELECT sum(pg_total_relation_size(oid)) + (SELECT pg_total_relation_size('pg_largeobject')) \
+         FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'r'",
+    )
+    .parse()
+    .unwrap();
+    assert!(size > 8_000_000, "the site's tables hold {size} bytes");
+}
+
+/// How many large objects `dbname` holds, and their bytes.
+fn large_objects(dbname: &str) -> String {
+    psql(
+        dbname,
+        "SELECT count(DISTINCT loid) || ' ' || coalesce(sum(length(data)), 0) FROM pg_largeobject",
+    )
+}
+
 fn site() -> Site {
     let parent = tempfile::tempdir().unwrap();
     let root = parent.path().join("www");
@@ -309,6 +355,7 @@ fn site() -> Site {
          INSERT INTO customers (name) SELECT 'c' || g FROM generate_series(1, 50) g;
          INSERT INTO orders (customer, total) SELECT 1 + g % 50, g FROM generate_series(1, 200) g;",
     );
+    fill_realistic(&dbname);
     let state = StateDir::open(&parent.path().join("state")).unwrap();
     let url_file = parent.path().join("db.url");
     std::fs::write(&url_file, db_url(&dbname)).unwrap();
@@ -441,8 +488,12 @@ async fn land_verify_and_restore(storage: Storage) {
             .collect::<Vec<_>>(),
         vec!["owner", "site"]
     );
-    assert_eq!(manifest.database.unwrap().tables, 2);
-    assert_eq!(manifest.database.unwrap().rows, 250);
+    assert_eq!(manifest.database.unwrap().tables, SITE_TABLES);
+    assert_eq!(manifest.database.unwrap().rows, SITE_ROWS);
+    assert!(
+        manifest.artifact("database").unwrap().bytes > 2_000_000,
+        "a dump of realistic size"
+    );
     // index.php, config.php, photo.jpg, old.txt, home.php (the link); cache/ is excluded.
     assert_eq!(manifest.files.count, 5);
     assert_eq!(manifest.files.total, 5);
@@ -486,7 +537,7 @@ async fn land_verify_and_restore(storage: Storage) {
     assert_eq!(second.files.count, 2, "index.php changed and new.txt");
     assert_eq!(second.files.removed, 1, "old.txt");
     assert_eq!(second.files.total, 5);
-    assert_eq!(second.database.unwrap().rows, 251);
+    assert_eq!(second.database.unwrap().rows, SITE_ROWS + 1);
 
     // BK-14: no key is written twice; the store refuses a second PUT of a landed key.
     let again = backups::run(&backups, "backup_run", &json!({"seq": 2, "kind": "full"})).await;
@@ -499,7 +550,7 @@ async fn land_verify_and_restore(storage: Storage) {
     assert_eq!(verified["checked"]["files"], 7);
     let rehearsed = word(&backups, "verify_backup", json!({"seq": 2, "level": 3})).await;
     assert_eq!(rehearsed["ok"], true, "{rehearsed}");
-    assert_eq!(rehearsed["checked"]["tables"], 2);
+    assert_eq!(rehearsed["checked"]["tables"], SITE_TABLES);
 
     // A flipped byte in storage is found, by both levels, naming the part.
     let part = &manifest.artifact("files").unwrap().parts[0].key;
@@ -552,7 +603,7 @@ async fn land_verify_and_restore(storage: Storage) {
     std::fs::write(site.root.join("uploads/later.txt"), "after the run").unwrap();
     let restored = word(&backups, "restore_project", json!({"seq": 2})).await;
     assert_eq!(restored["restored"]["files"], 5, "{restored}");
-    assert_eq!(restored["restored"]["rows"], 251, "{restored}");
+    assert_eq!(restored["restored"]["rows"], SITE_ROWS + 1, "{restored}");
     assert_eq!(
         std::fs::read_to_string(site.root.join("index.php")).unwrap(),
         "<?php echo 'v2';"
@@ -575,6 +626,7 @@ async fn land_verify_and_restore(storage: Storage) {
         ),
         "0"
     );
+    assert_eq!(large_objects(&site.dbname), "4 1048576");
     // The safety snapshots hold what was replaced.
     let snapshots = restored["safety_snapshots"].as_array().unwrap();
     assert_eq!(snapshots.len(), 2, "{restored}");
@@ -587,7 +639,7 @@ async fn land_verify_and_restore(storage: Storage) {
 
     // restore_database of run 1 brings back its rows only.
     let restored = word(&backups, "restore_database", json!({"seq": 1})).await;
-    assert_eq!(restored["restored"]["rows"], 250, "{restored}");
+    assert_eq!(restored["restored"]["rows"], SITE_ROWS, "{restored}");
     assert_eq!(
         psql(
             &site.dbname,
@@ -752,6 +804,7 @@ pg_restore --no-owner --exit-on-error -d "{newurl}" db.dump
     );
     assert!(!restored.join("cache").exists(), "excluded");
     assert_eq!(psql(&newdb, "SELECT count(*) FROM orders"), "200");
+    assert_eq!(large_objects(&newdb), "4 1048576");
     drop(dropped);
 }
 
