@@ -717,69 +717,67 @@ async fn bk_disaster_recovery_by_hand_from_real_s3() {
     recover_by_hand(s3_store().await).await;
 }
 
+/// The shell block of docs/backups.md that follows the line `<!-- tested: {name}`, as written.
+fn doc_block(name: &str) -> String {
+    let docs = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/backups.md"
+    ))
+    .unwrap();
+    let marker = format!("<!-- tested: {name}");
+    let after = &docs[docs
+        .find(&marker)
+        .unwrap_or_else(|| panic!("{marker} in the docs"))..];
+    let body = &after[after.find("```sh\n").unwrap() + "```sh\n".len()..];
+    body[..body.find("```").unwrap()].to_string()
+}
+
 async fn recover_by_hand(storage: Storage) {
     let site = site();
     prove_owner_key(&site);
+    // The site's web user planted a removal list of its own and a link out of the site.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("victim"), "not the site's").unwrap();
+    std::fs::create_dir(site.root.join(".capstan")).unwrap();
+    std::fs::write(site.root.join(".capstan/removed"), "pwn/victim\n").unwrap();
+    std::os::unix::fs::symlink(outside.path(), site.root.join("pwn")).unwrap();
     let backups = backups(&site, &storage);
-    let full = word(&backups, "backup_run", json!({"seq": 1, "kind": "full"})).await;
+    word(&backups, "backup_run", json!({"seq": 1, "kind": "full"})).await;
     std::fs::write(site.root.join("index.php"), "<?php echo 'v2';").unwrap();
+    std::fs::remove_file(site.root.join("uploads/old.txt")).unwrap();
     word(
         &backups,
         "backup_run",
         json!({"seq": 2, "kind": "incremental", "previous_seq": 1}),
     )
     .await;
-    let _ = full;
 
-    // A new machine: nothing but the recovery key and the stored objects.
+    // A new machine: nothing but the recovery key and the stored objects, one directory a run.
     let work = tempfile::tempdir().unwrap();
-    let fetched = work.path().join("fetched");
-    std::fs::create_dir(&fetched).unwrap();
     for seq in [1, 2] {
-        let manifest: Manifest = serde_json::from_slice(
-            &std::fs::read(storage.object_path(&format!("{seq}/manifest-{seq}.json"))).unwrap(),
-        )
-        .unwrap();
+        let run = work.path().join(format!("run-{seq}"));
+        std::fs::create_dir(&run).unwrap();
+        let manifest_key = format!("{seq}/manifest-{seq}.json");
+        let manifest: Manifest =
+            serde_json::from_slice(&std::fs::read(storage.object_path(&manifest_key)).unwrap())
+                .unwrap();
+        let mut keys = vec![manifest_key];
         for artifact in &manifest.artifacts {
-            for part in &artifact.parts {
-                let out = fetched.join(part.key.replace('/', "-"));
-                let status = Command::new("curl")
-                    .args(["-sf", "-o"])
-                    .arg(&out)
-                    .arg(storage.url(UrlOp::Get, &part.key).url)
-                    .status()
-                    .unwrap();
-                assert!(status.success());
-            }
+            keys.extend(artifact.parts.iter().map(|part| part.key.clone()));
+        }
+        for key in keys {
+            let out = run.join(key.split_once('/').unwrap().1);
+            let status = Command::new("curl")
+                .args(["-sf", "-o"])
+                .arg(&out)
+                .arg(storage.url(UrlOp::Get, &key).url)
+                .status()
+                .unwrap();
+            assert!(status.success());
         }
     }
     let newdb = format!("{}_rebuilt", site.dbname);
     psql("postgres", &format!("CREATE DATABASE \"{newdb}\""));
-    let restored = work.path().join("www");
-    std::fs::create_dir(&restored).unwrap();
-    let script = format!(
-        r#"set -euo pipefail
-cd {fetched}
-for seq in 1 2; do
-  cat $seq-files.tar.zst.age.* | age -d -i {key} | zstd -d -q | tar -x -C {restored}
-  if [ -f {restored}/.capstan/removed ]; then
-    (cd {restored} && while IFS= read -r path; do rm -rf -- "$path"; done < .capstan/removed)
-    rm -r {restored}/.capstan
-  fi
-done
-cat 2-db.dump.zst.age.* | age -d -i {key} | zstd -d -q > db.dump
-pg_restore --no-owner --exit-on-error -d "{newurl}" db.dump
-"#,
-        fetched = fetched.display(),
-        key = site.owner_file.display(),
-        restored = restored.display(),
-        newurl = db_url(&newdb),
-    );
-    let output = Command::new("bash")
-        .arg("-c")
-        .arg(&script)
-        .output()
-        .unwrap();
     let cleanup = newdb.clone();
     let dropped = scopeguard(move || {
         psql(
@@ -787,6 +785,24 @@ pg_restore --no-owner --exit-on-error -d "{newurl}" db.dump
             &format!("DROP DATABASE IF EXISTS \"{cleanup}\" WITH (FORCE)"),
         );
     });
+    let restored = work.path().join("www");
+    std::fs::create_dir(&restored).unwrap();
+    let script = format!(
+        "set -euo pipefail\ncd {work}\nsite={restored}\nkey={key}\ndatabase='{newurl}'\n{remove}\n\
+         for seq in 1 2; do\n{apply}done\nseq=2\n{database}",
+        work = work.path().display(),
+        restored = restored.display(),
+        key = site.owner_file.display(),
+        newurl = db_url(&newdb),
+        remove = doc_block("remove-listed"),
+        apply = doc_block("apply-run"),
+        database = doc_block("restore-database"),
+    );
+    let output = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .unwrap();
     assert!(
         output.status.success(),
         "{}",
@@ -802,9 +818,52 @@ pg_restore --no-owner --exit-on-error -d "{newurl}" db.dump
             .len(),
         300_000
     );
+    assert!(
+        !restored.join("uploads/old.txt").exists(),
+        "removed by run 2"
+    );
     assert!(!restored.join("cache").exists(), "excluded");
+    // The site's own `.capstan/removed` is a file of the site, not a list.
+    assert_eq!(
+        std::fs::read_to_string(restored.join(".capstan/removed")).unwrap(),
+        "pwn/victim\n"
+    );
     assert_eq!(psql(&newdb, "SELECT count(*) FROM orders"), "200");
     assert_eq!(large_objects(&newdb), "4 1048576");
+
+    // The documented removal refuses what no walk writes and follows no link.
+    let climbing = format!(
+        "../{}",
+        outside.path().file_name().unwrap().to_string_lossy()
+    );
+    let list = format!(
+        "pwn/victim\n{}/victim\n../victim\n{climbing}/victim\nuploads//new\nindex.php\n",
+        outside.path().display()
+    );
+    let output = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "set -eu\n{}\ncapstan_remove_listed {} <<'LIST'\n{list}LIST",
+            doc_block("remove-listed"),
+            restored.display()
+        ))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("victim")).unwrap(),
+        "not the site's"
+    );
+    assert!(
+        said.contains("left alone (a link on its way): pwn/victim"),
+        "{said}"
+    );
+    assert_eq!(said.matches("refused:").count(), 4, "{said}");
+    assert!(
+        !restored.join("index.php").exists(),
+        "a plain path is removed"
+    );
     drop(dropped);
 }
 
@@ -816,4 +875,82 @@ impl<F: FnMut()> Drop for Guard<F> {
 }
 fn scopeguard<F: FnMut()>(f: F) -> Guard<F> {
     Guard(f)
+}
+
+/// Issue 27: restores and level-3 rehearsals of a site with a planted `.capstan/removed` and a
+/// link out of the site delete nothing outside the scratch directory or the site. The site's
+/// web user plants a removal list of its own (`pwn/victim`, where `pwn` links out of the site)
+/// in the full, and between the full and an incremental turns a directory holding `victim`
+/// into a link out of the site, so the incremental's genuine list names `swap/victim` too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restores_and_rehearsals_of_a_site_with_a_planted_removal_list_and_a_link_out_delete_nothing_outside(
+) {
+    let storage = local_store().await;
+    let site = site();
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, "not the site's").unwrap();
+    std::fs::create_dir(site.root.join(".capstan")).unwrap();
+    std::fs::write(site.root.join(".capstan/removed"), "pwn/victim\n").unwrap();
+    std::os::unix::fs::symlink(outside.path(), site.root.join("pwn")).unwrap();
+    std::fs::create_dir(site.root.join("swap")).unwrap();
+    std::fs::write(site.root.join("swap/victim"), "the site's").unwrap();
+    let backups = backups(&site, &storage);
+    let survives = |when: &str| {
+        assert_eq!(
+            std::fs::read_to_string(&victim).ok().as_deref(),
+            Some("not the site's"),
+            "the file outside the site after {when}"
+        );
+    };
+
+    let full = manifest_of(&word(&backups, "backup_run", json!({"seq": 1, "kind": "full"})).await);
+    assert_eq!(full.removed_list, None, "a full has no removal list");
+    let rehearsed = word(&backups, "verify_backup", json!({"seq": 1, "level": 3})).await;
+    survives("the rehearsal of the full");
+    assert_eq!(rehearsed["ok"], true, "{rehearsed}");
+
+    std::fs::remove_dir_all(site.root.join("swap")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), site.root.join("swap")).unwrap();
+    std::fs::write(
+        site.root.join(".capstan/removed"),
+        "pwn/victim\nswap/victim\n",
+    )
+    .unwrap();
+    let second = manifest_of(
+        &word(
+            &backups,
+            "backup_run",
+            json!({"seq": 2, "kind": "incremental", "previous_seq": 1}),
+        )
+        .await,
+    );
+    let list = second
+        .removed_list
+        .clone()
+        .expect("the incremental names its list");
+    assert_eq!((list.member.as_str(), list.paths), ("/.capstan/removed", 1));
+    let rehearsed = word(&backups, "verify_backup", json!({"seq": 2, "level": 3})).await;
+    survives("the rehearsal of the incremental");
+    assert_eq!(rehearsed["ok"], true, "{rehearsed}");
+
+    for seq in [1, 2] {
+        let restored = word(&backups, "restore_project", json!({"seq": seq})).await;
+        survives(&format!("the restore of run {seq}"));
+        assert_eq!(restored["seq"], seq, "{restored}");
+        assert_eq!(
+            std::fs::read_link(site.root.join("pwn")).unwrap(),
+            outside.path()
+        );
+    }
+    // The site's own `.capstan/removed` is restored as the ordinary file it is.
+    assert_eq!(
+        std::fs::read_to_string(site.root.join(".capstan/removed")).unwrap(),
+        "pwn/victim\nswap/victim\n"
+    );
+    assert_eq!(
+        std::fs::read_link(site.root.join("swap")).unwrap(),
+        outside.path()
+    );
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 1);
 }

@@ -4,6 +4,7 @@
 //! presigned for the running job. Artifacts are sealed with age to the owner's proven
 //! recovery key and the node's site key; the manifest is signed with the node's own key.
 
+pub mod beneath;
 pub mod database;
 pub mod files;
 pub mod keys;
@@ -272,6 +273,7 @@ impl<B: Broker> Backups<'_, B> {
             artifacts,
             files: walked.counts,
             database,
+            removed_list: walked.removed_list,
         };
         let bytes = serde_json::to_vec(&manifest).expect("a manifest serializes");
         let signature = STANDARD.encode(self.node_key.sign(&bytes));
@@ -483,6 +485,7 @@ impl<B: Broker> Backups<'_, B> {
                 let outcome = match artifact.what.as_str() {
                     "files" => {
                         let target = scratch_dir.clone();
+                        let removal = manifest.removal();
                         fetch_and_open(
                             &self.broker,
                             &self.objects,
@@ -490,8 +493,8 @@ impl<B: Broker> Backups<'_, B> {
                             artifact,
                             move |input| {
                                 match &target {
-                                    Some(target) => files::apply_tar(input, target),
-                                    None => files::read_tar(input),
+                                    Some(target) => files::apply_tar(input, target, &removal),
+                                    None => files::read_tar(input, &removal),
                                 }
                                 .map(|applied| (applied.files, 0))
                             },
@@ -623,12 +626,13 @@ impl<B: Broker> Backups<'_, B> {
                     continue;
                 };
                 let target = building.clone();
+                let removal = manifest.removal();
                 let (applied, fetched) = fetch_and_open(
                     &self.broker,
                     &self.objects,
                     identity.clone(),
                     artifact,
-                    move |input| files::apply_tar(input, &target),
+                    move |input| files::apply_tar(input, &target, &removal),
                 )
                 .await?;
                 if applied.is_none() {
