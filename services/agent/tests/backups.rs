@@ -561,8 +561,26 @@ async fn land_verify_and_restore(storage: Storage) {
     flipped[middle] ^= 0x01;
     std::fs::write(&stored, &flipped).unwrap();
     for level in [2, 3] {
-        let failed = word(&backups, "verify_backup", json!({"seq": 2, "level": level})).await;
+        // Issue 27: a verify that found the backup wanting is a failed job, its verdict the
+        // job's result (what the backups service records as the node's verify state).
+        let failed = backups::run(
+            &backups,
+            "verify_backup",
+            &json!({"seq": 2, "level": level}),
+        )
+        .await
+        .expect_err("a verify that finds a flipped byte fails");
+        assert!(failed.reason.contains(part.as_str()), "{}", failed.reason);
+        assert!(
+            failed
+                .reason
+                .starts_with(&format!("run 2 did not pass its level-{level} verify: ")),
+            "{}",
+            failed.reason
+        );
+        let failed = failed.result;
         assert_eq!(failed["ok"], false, "{failed}");
+        assert_eq!(failed["level"], level, "{failed}");
         let problems = failed["problems"].to_string();
         assert!(problems.contains(part.as_str()), "{problems}");
     }

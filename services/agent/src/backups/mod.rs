@@ -90,6 +90,16 @@ pub async fn run<B: Broker>(
         other => Err(format!("{other} is not a backup word")),
     };
     match result {
+        // Issue 27: a verify that found the backup wanting is a failed job wherever the job is
+        // shown; its verdict still travels as the result, which the backups service records.
+        Ok(verdict) if name == "verify_backup" && verdict["ok"] != Value::Bool(true) => {
+            Err(Failed {
+                reason: verify_failure(&verdict),
+                output: verdict.as_object().map(describe).unwrap_or_default(),
+                result: verdict,
+                refused: false,
+            })
+        }
         Ok(result) => Ok(Finished {
             output: result
                 .as_object()
@@ -109,6 +119,24 @@ pub async fn run<B: Broker>(
         }),
         Err(reason) => Err(Failed::new(reason)),
     }
+}
+
+/// The reason of a failed verify: what it found, in the node's words.
+fn verify_failure(verdict: &Value) -> String {
+    let problems: Vec<&str> = verdict["problems"]
+        .as_array()
+        .map(|problems| problems.iter().filter_map(Value::as_str).take(5).collect())
+        .unwrap_or_default();
+    format!(
+        "run {} did not pass its level-{} verify: {}",
+        verdict["seq"],
+        verdict["level"],
+        if problems.is_empty() {
+            "no problem was named".to_string()
+        } else {
+            problems.join("; ")
+        }
+    )
 }
 
 fn seq_param(params: &Value, name: &str) -> Result<u64, String> {
