@@ -671,8 +671,8 @@ async fn land_verify_and_restore(storage: Storage) {
     assert_eq!(listed["site"], true);
     assert_eq!(listed["chain"][0]["seq"], 2);
     assert_eq!(listed["recovery_key"]["state"], "already");
-    // Two runs of two artifacts, each with its manifest and signature.
-    assert_eq!(storage.objects(), 8);
+    // Two runs of two artifacts, each with its manifest, signature and the node's key.
+    assert_eq!(storage.objects(), 10);
 }
 
 /// An incremental on a run the node holds no index of becomes a full, and says so; a
@@ -779,7 +779,11 @@ async fn recover_by_hand(storage: Storage) {
         let manifest: Manifest =
             serde_json::from_slice(&std::fs::read(storage.object_path(&manifest_key)).unwrap())
                 .unwrap();
-        let mut keys = vec![manifest_key];
+        let mut keys = vec![
+            manifest_key.clone(),
+            format!("{manifest_key}.sig"),
+            format!("{seq}/node-key.pem"),
+        ];
         for artifact in &manifest.artifacts {
             keys.extend(artifact.parts.iter().map(|part| part.key.clone()));
         }
@@ -794,6 +798,44 @@ async fn recover_by_hand(storage: Storage) {
             assert!(status.success());
         }
     }
+    // Issue 27: the signature checks with stock openssl from the bucket alone, and the key it
+    // checks with has the node's fingerprint.
+    let check = |seq: u64| {
+        let output = Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "set -euo pipefail\ncd {}\nseq={seq}\n{}",
+                work.path().display(),
+                doc_block("check-signature")
+            ))
+            .output()
+            .unwrap();
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).to_string(),
+        )
+    };
+    for seq in [1, 2] {
+        let (passed, said) = check(seq);
+        assert!(passed, "{said}");
+        assert_eq!(
+            said,
+            format!(
+                "Signature Verified Successfully\n{}\n",
+                site.key.public_key().fingerprint()
+            )
+        );
+    }
+    let manifest = work.path().join("run-2/manifest-2.json");
+    let signed = std::fs::read(&manifest).unwrap();
+    let mut changed = signed.clone();
+    let at = changed.iter().position(|byte| *byte == b'2').unwrap();
+    changed[at] = b'3';
+    std::fs::write(&manifest, &changed).unwrap();
+    let (passed, said) = check(2);
+    assert!(!passed, "a changed manifest is refused: {said}");
+    std::fs::write(&manifest, &signed).unwrap();
+
     let newdb = format!("{}_rebuilt", site.dbname);
     psql("postgres", &format!("CREATE DATABASE \"{newdb}\""));
     let cleanup = newdb.clone();

@@ -20,8 +20,9 @@ use std::path::{Path, PathBuf};
 use crate::{
     domain::{
         backup::{
-            decide_kind, key, manifest_name, recovery_key_report, replay_order, Kind, Manifest,
-            Recipient, DATABASE_ARTIFACT, FILES_ARTIFACT, MANIFEST_FORMAT,
+            decide_kind, key, manifest_name, public_key_pem, recovery_key_report, replay_order,
+            Kind, Manifest, Recipient, DATABASE_ARTIFACT, FILES_ARTIFACT, MANIFEST_FORMAT,
+            NODE_KEY_OBJECT,
         },
         site::Site,
     },
@@ -311,7 +312,10 @@ impl<B: Broker> Backups<'_, B> {
             let url = url_for(&self.broker, UrlOp::Put, &key(seq, &name)).await?;
             self.objects.put(&url, body.into()).await
         };
+        let node_key = public_key_pem(self.node_key.public_key().as_bytes());
         let landed = async {
+            // The node's public key beside the manifest, for a check by hand (issue 27).
+            put(NODE_KEY_OBJECT.to_string(), node_key.into_bytes()).await?;
             put(format!("{name}.sig"), signature.clone().into_bytes()).await?;
             put(name.clone(), bytes.clone()).await
         }

@@ -189,6 +189,26 @@ pub fn check_removed_list(list: &RemovedList, bytes: &[u8]) -> Result<(), String
     Ok(())
 }
 
+/// The object beside each manifest that holds the node's public key (issue 27), so an owner
+/// with only the bucket can check a manifest's signature with stock tools (docs/backups.md).
+pub const NODE_KEY_OBJECT: &str = "node-key.pem";
+
+/// The DER of an Ed25519 SubjectPublicKeyInfo (RFC 8410) up to the key's 32 bytes.
+const ED25519_SPKI_PREFIX: [u8; 12] = [
+    0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+];
+
+/// An Ed25519 public key as a PEM `PUBLIC KEY` (what `openssl pkeyutl -pubin` reads).
+pub fn public_key_pem(key: &[u8; 32]) -> String {
+    use base64::{engine::general_purpose::STANDARD, Engine as _};
+    let mut der = ED25519_SPKI_PREFIX.to_vec();
+    der.extend_from_slice(key);
+    format!(
+        "-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n",
+        STANDARD.encode(der)
+    )
+}
+
 /// The manifest's object name.
 pub fn manifest_name(seq: u64) -> String {
     format!("manifest-{seq}.json")
@@ -426,6 +446,23 @@ mod tests {
             sha256: sha256_hex(bytes),
             paths,
         }
+    }
+
+    #[test]
+    fn the_node_key_object_is_the_rfc_8410_public_key_in_pem() {
+        // RFC 8410, section 10.1's example key.
+        let key: [u8; 32] = [
+            0x19, 0xbf, 0x44, 0x09, 0x69, 0x84, 0xcd, 0xfe, 0x85, 0x41, 0xba, 0xc1, 0x67, 0xdc,
+            0x3b, 0x96, 0xc8, 0x50, 0x86, 0xaa, 0x30, 0xb6, 0xb6, 0xcb, 0x0c, 0x5c, 0x38, 0xad,
+            0x70, 0x31, 0x66, 0xe1,
+        ];
+        assert_eq!(
+            public_key_pem(&key),
+            "-----BEGIN PUBLIC KEY-----\n\
+             MCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n\
+             -----END PUBLIC KEY-----\n"
+        );
+        assert!(valid_name(NODE_KEY_OBJECT));
     }
 
     #[test]
