@@ -316,3 +316,79 @@ impl Drop for Scratch<'_> {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A program that reads `bytes` of its input and exits (as `pg_restore --list` does after
+    /// the table of contents).
+    fn stops_after(bytes: usize) -> Child {
+        Command::new("/bin/sh")
+            .args(["-c", &format!("head -c {bytes} > /dev/null")])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Counts what it hands out, so the test sees the dump read to its end.
+    struct Counted<R> {
+        inner: R,
+        read: usize,
+    }
+
+    impl<R: Read> Read for Counted<R> {
+        fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+            let read = self.inner.read(buffer)?;
+            self.read += read;
+            Ok(read)
+        }
+    }
+
+    #[test]
+    fn a_program_that_stops_reading_early_is_judged_by_its_exit_and_the_dump_is_read_whole() {
+        let dump = vec![7u8; 8 * 1024 * 1024];
+        let mut input = Counted {
+            inner: dump.as_slice(),
+            read: 0,
+        };
+        let mut child = stops_after(1024);
+        let fed = feed(&mut input, child.stdin.take().unwrap());
+        assert!(matches!(fed, Fed::Whole), "{fed:?}");
+        assert_eq!(input.read, dump.len());
+        assert_eq!(judge(fed, finish(child, "the reader")), Ok(()));
+    }
+
+    #[test]
+    fn a_dump_that_cannot_be_read_is_its_own_fault_and_a_failed_program_speaks_for_itself() {
+        struct Damaged;
+        impl Read for Damaged {
+            fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+                Err(io::Error::other("MAC is invalid"))
+            }
+        }
+        let mut child = stops_after(1);
+        let fed = feed(&mut Damaged, child.stdin.take().unwrap());
+        assert_eq!(
+            judge(fed, finish(child, "the reader")),
+            Err("reading the dump: MAC is invalid".to_string())
+        );
+        let mut child = Command::new("/bin/sh")
+            .args([
+                "-c",
+                "head -c 1 > /dev/null; echo 'error: bad entry' >&2; exit 1",
+            ])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let fed = feed(&mut [1u8; 1 << 20].as_slice(), child.stdin.take().unwrap());
+        let judged = judge(fed, finish(child, "pg_restore")).unwrap_err();
+        assert!(
+            judged.starts_with("pg_restore failed") && judged.ends_with("error: bad entry"),
+            "{judged}"
+        );
+    }
+}
