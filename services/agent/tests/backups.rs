@@ -289,6 +289,52 @@ impl Drop for Site {
     }
 }
 
+/// The tables `fill_realistic` adds beside `customers` and `orders`, and the rows of each.
+const BULK_TABLES: u64 = 18;
+const BULK_ROWS: u64 = 2_500;
+/// What the site's database holds: its tables and rows (the large objects are not rows).
+const SITE_TABLES: u64 = 2 + BULK_TABLES;
+const SITE_ROWS: u64 = 250 + BULK_TABLES * BULK_ROWS;
+
+/// Makes the site's database the size of a real one, so a dump is megabytes, not the few
+/// kilobytes a `pg_restore --list` reads whole before it exits (issue 27: a dump of 80 KB
+/// already outran it): 18 more tables of 2,500 rows with indexes and about 8 MB of text
+/// that compresses as prose does, and four large objects of 256 KiB.
+fn fill_realistic(dbname: &str) {
+    let mut sql = String::new();
+    for table in 1..=BULK_TABLES {
+        sql.push_str(&format!(
+            "CREATE TABLE bulk_{table} (id bigserial PRIMARY KEY, slug text NOT NULL, \
+             body text NOT NULL, created timestamptz NOT NULL DEFAULT now());
+             CREATE INDEX bulk_{table}_slug ON bulk_{table} (slug);
+             INSERT INTO bulk_{table} (slug, body) SELECT md5('{table}-' || g), \
+             repeat(md5(g::text) || ' lorem ipsum dolor sit amet ', 3 + g % 6) \
+             FROM generate_series(1, {BULK_ROWS}) g;\n"
+        ));
+    }
+    sql.push_str(
+        "SELECT lo_from_bytea(0, decode(string_agg(md5(g::text || o::text), ''), 'hex')) \
+         FROM generate_series(1, 4) o, generate_series(1, 16384) g GROUP BY o;",
+    );
+    psql(dbname, &sql);
+    let size: u64 = psql(
+        dbname,
+        "SELECT sum(pg_total_relation_size(oid)) + (SELECT pg_total_relation_size('pg_largeobject')) \
+         FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'r'",
+    )
+    .parse()
+    .unwrap();
+    assert!(size > 8_000_000, "the site's tables hold {size} bytes");
+}
+
+/// How many large objects `dbname` holds, and their bytes.
+fn large_objects(dbname: &str) -> String {
+    psql(
+        dbname,
+        "SELECT count(DISTINCT loid) || ' ' || coalesce(sum(length(data)), 0) FROM pg_largeobject",
+    )
+}
+
 fn site() -> Site {
     let parent = tempfile::tempdir().unwrap();
     let root = parent.path().join("www");
@@ -309,6 +355,7 @@ fn site() -> Site {
          INSERT INTO customers (name) SELECT 'c' || g FROM generate_series(1, 50) g;
          INSERT INTO orders (customer, total) SELECT 1 + g % 50, g FROM generate_series(1, 200) g;",
     );
+    fill_realistic(&dbname);
     let state = StateDir::open(&parent.path().join("state")).unwrap();
     let url_file = parent.path().join("db.url");
     std::fs::write(&url_file, db_url(&dbname)).unwrap();
@@ -441,8 +488,12 @@ async fn land_verify_and_restore(storage: Storage) {
             .collect::<Vec<_>>(),
         vec!["owner", "site"]
     );
-    assert_eq!(manifest.database.unwrap().tables, 2);
-    assert_eq!(manifest.database.unwrap().rows, 250);
+    assert_eq!(manifest.database.unwrap().tables, SITE_TABLES);
+    assert_eq!(manifest.database.unwrap().rows, SITE_ROWS);
+    assert!(
+        manifest.artifact("database").unwrap().bytes > 2_000_000,
+        "a dump of realistic size"
+    );
     // index.php, config.php, photo.jpg, old.txt, home.php (the link); cache/ is excluded.
     assert_eq!(manifest.files.count, 5);
     assert_eq!(manifest.files.total, 5);
@@ -486,7 +537,7 @@ async fn land_verify_and_restore(storage: Storage) {
     assert_eq!(second.files.count, 2, "index.php changed and new.txt");
     assert_eq!(second.files.removed, 1, "old.txt");
     assert_eq!(second.files.total, 5);
-    assert_eq!(second.database.unwrap().rows, 251);
+    assert_eq!(second.database.unwrap().rows, SITE_ROWS + 1);
 
     // BK-14: no key is written twice; the store refuses a second PUT of a landed key.
     let again = backups::run(&backups, "backup_run", &json!({"seq": 2, "kind": "full"})).await;
@@ -499,7 +550,7 @@ async fn land_verify_and_restore(storage: Storage) {
     assert_eq!(verified["checked"]["files"], 7);
     let rehearsed = word(&backups, "verify_backup", json!({"seq": 2, "level": 3})).await;
     assert_eq!(rehearsed["ok"], true, "{rehearsed}");
-    assert_eq!(rehearsed["checked"]["tables"], 2);
+    assert_eq!(rehearsed["checked"]["tables"], SITE_TABLES);
 
     // A flipped byte in storage is found, by both levels, naming the part.
     let part = &manifest.artifact("files").unwrap().parts[0].key;
@@ -510,8 +561,26 @@ async fn land_verify_and_restore(storage: Storage) {
     flipped[middle] ^= 0x01;
     std::fs::write(&stored, &flipped).unwrap();
     for level in [2, 3] {
-        let failed = word(&backups, "verify_backup", json!({"seq": 2, "level": level})).await;
+        // Issue 27: a verify that found the backup wanting is a failed job, its verdict the
+        // job's result (what the backups service records as the node's verify state).
+        let failed = backups::run(
+            &backups,
+            "verify_backup",
+            &json!({"seq": 2, "level": level}),
+        )
+        .await
+        .expect_err("a verify that finds a flipped byte fails");
+        assert!(failed.reason.contains(part.as_str()), "{}", failed.reason);
+        assert!(
+            failed
+                .reason
+                .starts_with(&format!("run 2 did not pass its level-{level} verify: ")),
+            "{}",
+            failed.reason
+        );
+        let failed = failed.result;
         assert_eq!(failed["ok"], false, "{failed}");
+        assert_eq!(failed["level"], level, "{failed}");
         let problems = failed["problems"].to_string();
         assert!(problems.contains(part.as_str()), "{problems}");
     }
@@ -552,7 +621,7 @@ async fn land_verify_and_restore(storage: Storage) {
     std::fs::write(site.root.join("uploads/later.txt"), "after the run").unwrap();
     let restored = word(&backups, "restore_project", json!({"seq": 2})).await;
     assert_eq!(restored["restored"]["files"], 5, "{restored}");
-    assert_eq!(restored["restored"]["rows"], 251, "{restored}");
+    assert_eq!(restored["restored"]["rows"], SITE_ROWS + 1, "{restored}");
     assert_eq!(
         std::fs::read_to_string(site.root.join("index.php")).unwrap(),
         "<?php echo 'v2';"
@@ -575,6 +644,7 @@ async fn land_verify_and_restore(storage: Storage) {
         ),
         "0"
     );
+    assert_eq!(large_objects(&site.dbname), "4 1048576");
     // The safety snapshots hold what was replaced.
     let snapshots = restored["safety_snapshots"].as_array().unwrap();
     assert_eq!(snapshots.len(), 2, "{restored}");
@@ -587,7 +657,7 @@ async fn land_verify_and_restore(storage: Storage) {
 
     // restore_database of run 1 brings back its rows only.
     let restored = word(&backups, "restore_database", json!({"seq": 1})).await;
-    assert_eq!(restored["restored"]["rows"], 250, "{restored}");
+    assert_eq!(restored["restored"]["rows"], SITE_ROWS, "{restored}");
     assert_eq!(
         psql(
             &site.dbname,
@@ -601,8 +671,8 @@ async fn land_verify_and_restore(storage: Storage) {
     assert_eq!(listed["site"], true);
     assert_eq!(listed["chain"][0]["seq"], 2);
     assert_eq!(listed["recovery_key"]["state"], "already");
-    // Two runs of two artifacts, each with its manifest and signature.
-    assert_eq!(storage.objects(), 8);
+    // Two runs of two artifacts, each with its manifest, signature and the node's key.
+    assert_eq!(storage.objects(), 10);
 }
 
 /// An incremental on a run the node holds no index of becomes a full, and says so; a
@@ -665,69 +735,109 @@ async fn bk_disaster_recovery_by_hand_from_real_s3() {
     recover_by_hand(s3_store().await).await;
 }
 
+/// The shell block of docs/backups.md that follows the line `<!-- tested: {name}`, as written.
+fn doc_block(name: &str) -> String {
+    let docs = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/backups.md"
+    ))
+    .unwrap();
+    let marker = format!("<!-- tested: {name}");
+    let after = &docs[docs
+        .find(&marker)
+        .unwrap_or_else(|| panic!("{marker} in the docs"))..];
+    let body = &after[after.find("```sh\n").unwrap() + "```sh\n".len()..];
+    body[..body.find("```").unwrap()].to_string()
+}
+
 async fn recover_by_hand(storage: Storage) {
     let site = site();
     prove_owner_key(&site);
+    // The site's web user planted a removal list of its own and a link out of the site.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("victim"), "not the site's").unwrap();
+    std::fs::create_dir(site.root.join(".capstan")).unwrap();
+    std::fs::write(site.root.join(".capstan/removed"), "pwn/victim\n").unwrap();
+    std::os::unix::fs::symlink(outside.path(), site.root.join("pwn")).unwrap();
     let backups = backups(&site, &storage);
-    let full = word(&backups, "backup_run", json!({"seq": 1, "kind": "full"})).await;
+    word(&backups, "backup_run", json!({"seq": 1, "kind": "full"})).await;
     std::fs::write(site.root.join("index.php"), "<?php echo 'v2';").unwrap();
+    std::fs::remove_file(site.root.join("uploads/old.txt")).unwrap();
     word(
         &backups,
         "backup_run",
         json!({"seq": 2, "kind": "incremental", "previous_seq": 1}),
     )
     .await;
-    let _ = full;
 
-    // A new machine: nothing but the recovery key and the stored objects.
+    // A new machine: nothing but the recovery key and the stored objects, one directory a run.
     let work = tempfile::tempdir().unwrap();
-    let fetched = work.path().join("fetched");
-    std::fs::create_dir(&fetched).unwrap();
     for seq in [1, 2] {
-        let manifest: Manifest = serde_json::from_slice(
-            &std::fs::read(storage.object_path(&format!("{seq}/manifest-{seq}.json"))).unwrap(),
-        )
-        .unwrap();
+        let run = work.path().join(format!("run-{seq}"));
+        std::fs::create_dir(&run).unwrap();
+        let manifest_key = format!("{seq}/manifest-{seq}.json");
+        let manifest: Manifest =
+            serde_json::from_slice(&std::fs::read(storage.object_path(&manifest_key)).unwrap())
+                .unwrap();
+        let mut keys = vec![
+            manifest_key.clone(),
+            format!("{manifest_key}.sig"),
+            format!("{seq}/node-key.pem"),
+        ];
         for artifact in &manifest.artifacts {
-            for part in &artifact.parts {
-                let out = fetched.join(part.key.replace('/', "-"));
-                let status = Command::new("curl")
-                    .args(["-sf", "-o"])
-                    .arg(&out)
-                    .arg(storage.url(UrlOp::Get, &part.key).url)
-                    .status()
-                    .unwrap();
-                assert!(status.success());
-            }
+            keys.extend(artifact.parts.iter().map(|part| part.key.clone()));
+        }
+        for key in keys {
+            let out = run.join(key.split_once('/').unwrap().1);
+            let status = Command::new("curl")
+                .args(["-sf", "-o"])
+                .arg(&out)
+                .arg(storage.url(UrlOp::Get, &key).url)
+                .status()
+                .unwrap();
+            assert!(status.success());
         }
     }
+    // Issue 27: the signature checks with stock openssl from the bucket alone, and the key it
+    // checks with has the node's fingerprint.
+    let check = |seq: u64| {
+        let output = Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "set -euo pipefail\ncd {}\nseq={seq}\n{}",
+                work.path().display(),
+                doc_block("check-signature")
+            ))
+            .output()
+            .unwrap();
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).to_string(),
+        )
+    };
+    for seq in [1, 2] {
+        let (passed, said) = check(seq);
+        assert!(passed, "{said}");
+        assert_eq!(
+            said,
+            format!(
+                "Signature Verified Successfully\n{}\n",
+                site.key.public_key().fingerprint()
+            )
+        );
+    }
+    let manifest = work.path().join("run-2/manifest-2.json");
+    let signed = std::fs::read(&manifest).unwrap();
+    let mut changed = signed.clone();
+    let at = changed.iter().position(|byte| *byte == b'2').unwrap();
+    changed[at] = b'3';
+    std::fs::write(&manifest, &changed).unwrap();
+    let (passed, said) = check(2);
+    assert!(!passed, "a changed manifest is refused: {said}");
+    std::fs::write(&manifest, &signed).unwrap();
+
     let newdb = format!("{}_rebuilt", site.dbname);
     psql("postgres", &format!("CREATE DATABASE \"{newdb}\""));
-    let restored = work.path().join("www");
-    std::fs::create_dir(&restored).unwrap();
-    let script = format!(
-        r#"set -euo pipefail
-cd {fetched}
-for seq in 1 2; do
-  cat $seq-files.tar.zst.age.* | age -d -i {key} | zstd -d -q | tar -x -C {restored}
-  if [ -f {restored}/.capstan/removed ]; then
-    (cd {restored} && while IFS= read -r path; do rm -rf -- "$path"; done < .capstan/removed)
-    rm -r {restored}/.capstan
-  fi
-done
-cat 2-db.dump.zst.age.* | age -d -i {key} | zstd -d -q > db.dump
-pg_restore --no-owner --exit-on-error -d "{newurl}" db.dump
-"#,
-        fetched = fetched.display(),
-        key = site.owner_file.display(),
-        restored = restored.display(),
-        newurl = db_url(&newdb),
-    );
-    let output = Command::new("bash")
-        .arg("-c")
-        .arg(&script)
-        .output()
-        .unwrap();
     let cleanup = newdb.clone();
     let dropped = scopeguard(move || {
         psql(
@@ -735,6 +845,24 @@ pg_restore --no-owner --exit-on-error -d "{newurl}" db.dump
             &format!("DROP DATABASE IF EXISTS \"{cleanup}\" WITH (FORCE)"),
         );
     });
+    let restored = work.path().join("www");
+    std::fs::create_dir(&restored).unwrap();
+    let script = format!(
+        "set -euo pipefail\ncd {work}\nsite={restored}\nkey={key}\ndatabase='{newurl}'\n{remove}\n\
+         for seq in 1 2; do\n{apply}done\nseq=2\n{database}",
+        work = work.path().display(),
+        restored = restored.display(),
+        key = site.owner_file.display(),
+        newurl = db_url(&newdb),
+        remove = doc_block("remove-listed"),
+        apply = doc_block("apply-run"),
+        database = doc_block("restore-database"),
+    );
+    let output = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .unwrap();
     assert!(
         output.status.success(),
         "{}",
@@ -750,8 +878,52 @@ pg_restore --no-owner --exit-on-error -d "{newurl}" db.dump
             .len(),
         300_000
     );
+    assert!(
+        !restored.join("uploads/old.txt").exists(),
+        "removed by run 2"
+    );
     assert!(!restored.join("cache").exists(), "excluded");
+    // The site's own `.capstan/removed` is a file of the site, not a list.
+    assert_eq!(
+        std::fs::read_to_string(restored.join(".capstan/removed")).unwrap(),
+        "pwn/victim\n"
+    );
     assert_eq!(psql(&newdb, "SELECT count(*) FROM orders"), "200");
+    assert_eq!(large_objects(&newdb), "4 1048576");
+
+    // The documented removal refuses what no walk writes and follows no link.
+    let climbing = format!(
+        "../{}",
+        outside.path().file_name().unwrap().to_string_lossy()
+    );
+    let list = format!(
+        "pwn/victim\n{}/victim\n../victim\n{climbing}/victim\nuploads//new\nindex.php\n",
+        outside.path().display()
+    );
+    let output = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "set -eu\n{}\ncapstan_remove_listed {} <<'LIST'\n{list}LIST",
+            doc_block("remove-listed"),
+            restored.display()
+        ))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("victim")).unwrap(),
+        "not the site's"
+    );
+    assert!(
+        said.contains("left alone (a link on its way): pwn/victim"),
+        "{said}"
+    );
+    assert_eq!(said.matches("refused:").count(), 4, "{said}");
+    assert!(
+        !restored.join("index.php").exists(),
+        "a plain path is removed"
+    );
     drop(dropped);
 }
 
@@ -763,4 +935,82 @@ impl<F: FnMut()> Drop for Guard<F> {
 }
 fn scopeguard<F: FnMut()>(f: F) -> Guard<F> {
     Guard(f)
+}
+
+/// Issue 27: restores and level-3 rehearsals of a site with a planted `.capstan/removed` and a
+/// link out of the site delete nothing outside the scratch directory or the site. The site's
+/// web user plants a removal list of its own (`pwn/victim`, where `pwn` links out of the site)
+/// in the full, and between the full and an incremental turns a directory holding `victim`
+/// into a link out of the site, so the incremental's genuine list names `swap/victim` too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restores_and_rehearsals_of_a_site_with_a_planted_removal_list_and_a_link_out_delete_nothing_outside(
+) {
+    let storage = local_store().await;
+    let site = site();
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, "not the site's").unwrap();
+    std::fs::create_dir(site.root.join(".capstan")).unwrap();
+    std::fs::write(site.root.join(".capstan/removed"), "pwn/victim\n").unwrap();
+    std::os::unix::fs::symlink(outside.path(), site.root.join("pwn")).unwrap();
+    std::fs::create_dir(site.root.join("swap")).unwrap();
+    std::fs::write(site.root.join("swap/victim"), "the site's").unwrap();
+    let backups = backups(&site, &storage);
+    let survives = |when: &str| {
+        assert_eq!(
+            std::fs::read_to_string(&victim).ok().as_deref(),
+            Some("not the site's"),
+            "the file outside the site after {when}"
+        );
+    };
+
+    let full = manifest_of(&word(&backups, "backup_run", json!({"seq": 1, "kind": "full"})).await);
+    assert_eq!(full.removed_list, None, "a full has no removal list");
+    let rehearsed = word(&backups, "verify_backup", json!({"seq": 1, "level": 3})).await;
+    survives("the rehearsal of the full");
+    assert_eq!(rehearsed["ok"], true, "{rehearsed}");
+
+    std::fs::remove_dir_all(site.root.join("swap")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), site.root.join("swap")).unwrap();
+    std::fs::write(
+        site.root.join(".capstan/removed"),
+        "pwn/victim\nswap/victim\n",
+    )
+    .unwrap();
+    let second = manifest_of(
+        &word(
+            &backups,
+            "backup_run",
+            json!({"seq": 2, "kind": "incremental", "previous_seq": 1}),
+        )
+        .await,
+    );
+    let list = second
+        .removed_list
+        .clone()
+        .expect("the incremental names its list");
+    assert_eq!((list.member.as_str(), list.paths), ("/.capstan/removed", 1));
+    let rehearsed = word(&backups, "verify_backup", json!({"seq": 2, "level": 3})).await;
+    survives("the rehearsal of the incremental");
+    assert_eq!(rehearsed["ok"], true, "{rehearsed}");
+
+    for seq in [1, 2] {
+        let restored = word(&backups, "restore_project", json!({"seq": seq})).await;
+        survives(&format!("the restore of run {seq}"));
+        assert_eq!(restored["seq"], seq, "{restored}");
+        assert_eq!(
+            std::fs::read_link(site.root.join("pwn")).unwrap(),
+            outside.path()
+        );
+    }
+    // The site's own `.capstan/removed` is restored as the ordinary file it is.
+    assert_eq!(
+        std::fs::read_to_string(site.root.join(".capstan/removed")).unwrap(),
+        "pwn/victim\nswap/victim\n"
+    );
+    assert_eq!(
+        std::fs::read_link(site.root.join("swap")).unwrap(),
+        outside.path()
+    );
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 1);
 }

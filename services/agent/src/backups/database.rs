@@ -155,7 +155,58 @@ pub fn dump(facts: &ConnectionFacts, out: &mut dyn Write) -> Result<DatabaseCoun
     Ok(counts)
 }
 
+/// What feeding a dump to a program found.
+#[derive(Debug)]
+enum Fed {
+    /// Every byte of the dump was read (and written, unless the program stopped reading).
+    Whole,
+    /// The dump could not be read to its end: its decryption, decompression or hash failed.
+    Unreadable(io::Error),
+    /// The program's pipe failed other than by the program closing it.
+    Unwritable(io::Error),
+}
+
+/// Copies `input` to `stdin`, then closes it. A program may stop reading early and close its
+/// end (`pg_restore --list` reads only the table of contents; a failing restore exits at its
+/// first error): the write then fails with a broken pipe, which is not the dump's fault, so
+/// the rest of the dump is still read to its end (and dropped) — reading it is what checks its
+/// decryption, decompression and hash — and the program's own exit status and words judge it.
+fn feed(input: &mut dyn Read, stdin: ChildStdin) -> Fed {
+    let mut stdin = Some(stdin);
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let read = match input.read(&mut buffer) {
+            Ok(0) => return Fed::Whole,
+            Ok(read) => read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => return Fed::Unreadable(error),
+        };
+        let Some(pipe) = stdin.as_mut() else {
+            continue;
+        };
+        match pipe.write_all(&buffer[..read]) {
+            Ok(()) => {}
+            Err(error) if error.kind() == io::ErrorKind::BrokenPipe => stdin = None,
+            Err(error) => return Fed::Unwritable(error),
+        }
+    }
+}
+
+/// The verdict on a program fed a dump: the dump's own fault first (the program only saw it
+/// cut short), then the program's exit status and stderr; a broken pipe alone is no failure.
+fn judge(fed: Fed, finished: Result<(), String>) -> Result<(), String> {
+    match fed {
+        Fed::Unreadable(error) => Err(format!("reading the dump: {error}")),
+        Fed::Unwritable(error) => {
+            finished?;
+            Err(format!("writing the dump to the program: {error}"))
+        }
+        Fed::Whole => finished,
+    }
+}
+
 /// `pg_restore --list` of a dump read from `input` (level 2): the number of entries it lists.
+/// The dump is read to its end even though `pg_restore` stops after the table of contents.
 pub fn list(input: &mut dyn Read) -> Result<u64, String> {
     let mut child = Command::new(program("pg_restore")?)
         .env_clear()
@@ -174,12 +225,9 @@ pub fn list(input: &mut dyn Read) -> Result<u64, String> {
             .filter(|line| !line.starts_with(';') && !line.trim().is_empty())
             .count() as u64
     });
-    let mut stdin = child.stdin.take().expect("piped");
-    let fed = io::copy(input, &mut stdin);
-    drop(stdin);
+    let fed = feed(input, child.stdin.take().expect("piped"));
     let entries = counting.join().unwrap_or(0);
-    finish(child, "pg_restore --list")?;
-    fed.map_err(|error| format!("reading the dump: {error}"))?;
+    judge(fed, finish(child, "pg_restore --list"))?;
     Ok(entries)
 }
 
@@ -208,7 +256,8 @@ pub fn counts(facts: &ConnectionFacts, dbname: Option<&str>) -> Result<DatabaseC
 }
 
 /// Loads a dump read from `input` into `dbname` (or the site's database), stopping at the
-/// first error (BK-28: `pg_restore --exit-on-error`).
+/// first error (BK-28: `pg_restore --exit-on-error`). A load that stops early reports
+/// `pg_restore`'s own error, not the broken pipe its early exit left the writer.
 pub fn restore(
     facts: &ConnectionFacts,
     dbname: Option<&str>,
@@ -226,20 +275,19 @@ pub fn restore(
         .stdin(Stdio::piped())
         .spawn()
         .map_err(|error| format!("pg_restore could not start: {error}"))?;
-    let mut stdin = child.stdin.take().expect("piped");
-    let fed = io::copy(input, &mut stdin);
-    drop(stdin);
-    finish(child, "pg_restore")?;
-    fed.map_err(|error| format!("reading the dump: {error}"))?;
-    Ok(())
+    let fed = feed(input, child.stdin.take().expect("piped"));
+    judge(fed, finish(child, "pg_restore"))
 }
 
-/// Drops and recreates the public schema of the site's database (BK-28).
+/// Drops and recreates the public schema of the site's database (BK-28), and removes its
+/// large objects: they belong to no schema, and the dump recreates each with its own OID, so
+/// one left behind stops the load ("duplicate key ... pg_largeobject_metadata").
 pub fn reset_public_schema(facts: &ConnectionFacts) -> Result<(), String> {
     psql(
         facts,
         None,
-        "DROP SCHEMA IF EXISTS public CASCADE; CREATE SCHEMA public;",
+        "DROP SCHEMA IF EXISTS public CASCADE; CREATE SCHEMA public; \
+         SELECT count(lo_unlink(oid)) FROM pg_largeobject_metadata;",
     )
     .map(|_| ())
 }
@@ -265,6 +313,82 @@ impl Drop for Scratch<'_> {
             self.facts,
             None,
             &format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A program that reads `bytes` of its input and exits (as `pg_restore --list` does after
+    /// the table of contents).
+    fn stops_after(bytes: usize) -> Child {
+        Command::new("/bin/sh")
+            .args(["-c", &format!("head -c {bytes} > /dev/null")])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Counts what it hands out, so the test sees the dump read to its end.
+    struct Counted<R> {
+        inner: R,
+        read: usize,
+    }
+
+    impl<R: Read> Read for Counted<R> {
+        fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+            let read = self.inner.read(buffer)?;
+            self.read += read;
+            Ok(read)
+        }
+    }
+
+    #[test]
+    fn a_program_that_stops_reading_early_is_judged_by_its_exit_and_the_dump_is_read_whole() {
+        let dump = vec![7u8; 8 * 1024 * 1024];
+        let mut input = Counted {
+            inner: dump.as_slice(),
+            read: 0,
+        };
+        let mut child = stops_after(1024);
+        let fed = feed(&mut input, child.stdin.take().unwrap());
+        assert!(matches!(fed, Fed::Whole), "{fed:?}");
+        assert_eq!(input.read, dump.len());
+        assert_eq!(judge(fed, finish(child, "the reader")), Ok(()));
+    }
+
+    #[test]
+    fn a_dump_that_cannot_be_read_is_its_own_fault_and_a_failed_program_speaks_for_itself() {
+        struct Damaged;
+        impl Read for Damaged {
+            fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+                Err(io::Error::other("MAC is invalid"))
+            }
+        }
+        let mut child = stops_after(1);
+        let fed = feed(&mut Damaged, child.stdin.take().unwrap());
+        assert_eq!(
+            judge(fed, finish(child, "the reader")),
+            Err("reading the dump: MAC is invalid".to_string())
+        );
+        let mut child = Command::new("/bin/sh")
+            .args([
+                "-c",
+                "head -c 1 > /dev/null; echo 'error: bad entry' >&2; exit 1",
+            ])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let fed = feed(&mut [1u8; 1 << 20].as_slice(), child.stdin.take().unwrap());
+        let judged = judge(fed, finish(child, "pg_restore")).unwrap_err();
+        assert!(
+            judged.starts_with("pg_restore failed") && judged.ends_with("error: bad entry"),
+            "{judged}"
         );
     }
 }

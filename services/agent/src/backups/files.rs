@@ -3,21 +3,29 @@
 //! writes the local index as it goes, in the same order as the index of the run it extends, so
 //! an incremental is cut by merging the two in one pass: a file is in the tar when it is new or
 //! its size, mtime or inode changed, and a path of the old index the walk no longer meets is
-//! listed in the tar's last member, `.capstan/removed`. Nothing here holds more than one
+//! listed in the tar's last member, `/.capstan/removed` (an absolute name no path of the walk
+//! can have; the manifest names it with its sha256). Nothing here holds more than one
 //! directory's names and one file's buffer at a time.
 
 use std::{
     fs::{self, File, OpenOptions},
     io::{self, BufRead, BufReader, BufWriter, Read, Write},
-    os::unix::{
-        ffi::{OsStrExt, OsStringExt},
-        fs::{MetadataExt, OpenOptionsExt},
+    os::{
+        fd::OwnedFd,
+        unix::{
+            ffi::{OsStrExt, OsStringExt},
+            fs::{MetadataExt, OpenOptionsExt},
+        },
     },
     path::{Path, PathBuf},
 };
 
+use super::beneath;
 use crate::domain::{
-    backup::{path_order, FileCounts, IndexEntry, REMOVED_MEMBER},
+    backup::{
+        check_removed_list, member_role, path_order, sha256_hex, FileCounts, IndexEntry,
+        MemberRole, Removal, RemovedList, OLD_REMOVED_MEMBER, REMOVED_MEMBER,
+    },
     site::Site,
 };
 
@@ -57,6 +65,8 @@ pub struct Walked {
     pub counts: FileCounts,
     /// Files that changed size while they were read (stored as far as they went).
     pub notes: Vec<String>,
+    /// An incremental's removal list, for its manifest.
+    pub removed_list: Option<RemovedList>,
 }
 
 /// Writes the tar of `site` into `out`: everything (`old` is `None`) or what changed since
@@ -218,16 +228,26 @@ pub fn write_tar(
     removed.flush().map_err(io_error)?;
     drop(removed);
     if incremental {
-        let spool = File::open(removed_spool).map_err(io_error)?;
-        let length = spool.metadata().map_err(io_error)?.len();
+        let listed = fs::read(removed_spool).map_err(io_error)?;
         let mut header = tar::Header::new_gnu();
         header.set_entry_type(tar::EntryType::Regular);
-        header.set_size(length);
+        header.set_size(listed.len() as u64);
         header.set_mode(0o600);
         header.set_mtime(chrono::Utc::now().timestamp().max(0) as u64);
+        // The tar crate writes only relative names; the list's absolute one (which no path of
+        // the walk can be) goes into the header's name field as it is.
+        let field = &mut header.as_old_mut().name;
+        field.fill(0);
+        field[..REMOVED_MEMBER.len()].copy_from_slice(REMOVED_MEMBER.as_bytes());
+        header.set_cksum();
         builder
-            .append_data(&mut header, REMOVED_MEMBER, spool)
+            .append(&header, listed.as_slice())
             .map_err(io_error)?;
+        walked.removed_list = Some(RemovedList {
+            member: REMOVED_MEMBER.to_string(),
+            sha256: sha256_hex(&listed),
+            paths: walked.counts.removed,
+        });
     }
     builder.finish().map_err(io_error)?;
     Ok(walked)
@@ -269,71 +289,154 @@ impl<R: Read> Read for Exact<R> {
 }
 
 /// What reading or applying a tar found.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub struct Applied {
     /// Files and links in the tar.
     pub files: u64,
     pub bytes: u64,
-    /// Paths removed by its `.capstan/removed`.
+    /// Paths removed by the run's removal list.
     pub removed: u64,
+    /// Paths of the removal list left alone because a link lies on their way (the link
+    /// replaced a directory since the run before: what was under it went with it).
+    pub skipped: Vec<String>,
+}
+
+/// A member read whole: an old incremental's `.capstan/removed`, which is the site's own file
+/// unless it is the archive's last member.
+struct Held {
+    bytes: Vec<u8>,
+    mode: u32,
+    mtime: u64,
+}
+
+fn read_member(entry: &mut tar::Entry<'_, &mut dyn Read>) -> Result<Held, String> {
+    let mut bytes = Vec::new();
+    entry
+        .read_to_end(&mut bytes)
+        .map_err(|error| format!("the files archive: {error}"))?;
+    Ok(Held {
+        bytes,
+        mode: entry.header().mode().unwrap_or(0o600) & 0o777,
+        mtime: entry.header().mtime().unwrap_or(0),
+    })
+}
+
+fn foreign(name: &[u8]) -> String {
+    format!(
+        "the files archive has a member no backup of this site writes: {}",
+        String::from_utf8_lossy(name)
+    )
+}
+
+/// The list the manifest named, checked; or the old incremental's last member.
+fn chosen_list(
+    removal: &Removal,
+    named: Option<Vec<u8>>,
+    last_held: Option<Held>,
+) -> Result<Option<Vec<u8>>, String> {
+    match removal {
+        Removal::None => Ok(None),
+        Removal::Named(list) => {
+            let bytes = named.ok_or("the removal list the manifest names is not in the archive")?;
+            check_removed_list(list, &bytes)?;
+            Ok(Some(bytes))
+        }
+        Removal::OldLastMember => Ok(last_held.map(|held| held.bytes)),
+    }
 }
 
 /// Reads every member of a tar to its end (level 2: every byte is decrypted and
-/// decompressed, every header parsed).
-pub fn read_tar(input: &mut dyn Read) -> Result<Applied, String> {
+/// decompressed, every header parsed), and checks its removal list against the manifest.
+pub fn read_tar(input: &mut dyn Read, removal: &Removal) -> Result<Applied, String> {
     let mut archive = tar::Archive::new(input);
     let mut applied = Applied::default();
+    let mut named = None;
+    let mut held: Option<Held> = None;
     for entry in archive
         .entries()
         .map_err(|error| format!("the files archive: {error}"))?
     {
         let mut entry = entry.map_err(|error| format!("the files archive: {error}"))?;
+        if let Some(site_file) = held.take() {
+            applied.files += 1;
+            applied.bytes += site_file.bytes.len() as u64;
+        }
+        let name = entry.path_bytes().into_owned();
+        match member_role(removal, &name) {
+            MemberRole::Foreign => return Err(foreign(&name)),
+            MemberRole::RemovedList => {
+                named = Some(read_member(&mut entry)?.bytes);
+                continue;
+            }
+            MemberRole::RemovedListIfLast => {
+                held = Some(read_member(&mut entry)?);
+                continue;
+            }
+            MemberRole::Site => {}
+        }
         let kind = entry.header().entry_type();
-        let is_removed = entry.path_bytes().as_ref() == REMOVED_MEMBER.as_bytes();
         let read = io::copy(&mut entry, &mut io::sink())
             .map_err(|error| format!("the files archive: {error}"))?;
-        if is_removed {
-            continue;
-        }
         if kind.is_file() || kind.is_symlink() {
             applied.files += 1;
             applied.bytes += read;
         }
     }
+    chosen_list(removal, named, held)?;
     Ok(applied)
 }
 
-/// Unpacks a tar into `target` (never outside it: the tar crate refuses `..` and absolute
-/// paths), then removes what its `.capstan/removed` lists.
-pub fn apply_tar(input: &mut dyn Read, target: &Path) -> Result<Applied, String> {
+/// Unpacks a tar into `target`, then removes what the run's removal list names (issue 27:
+/// only the list `removal` vouches for). Nothing is followed out of `target`: each member's
+/// directory is checked to lie beneath it with no link on the way, and every removal goes
+/// through `beneath`, which follows no link.
+pub fn apply_tar(
+    input: &mut dyn Read,
+    target: &Path,
+    removal: &Removal,
+) -> Result<Applied, String> {
+    let root = beneath::open_root(target)?;
     let mut archive = tar::Archive::new(input);
     archive.set_preserve_permissions(true);
     archive.set_preserve_mtime(true);
     archive.set_overwrite(true);
     let mut applied = Applied::default();
-    let mut removed_list: Option<Vec<u8>> = None;
+    let mut named = None;
+    let mut held: Option<Held> = None;
     for entry in archive
         .entries()
         .map_err(|error| format!("the files archive: {error}"))?
     {
         let mut entry = entry.map_err(|error| format!("the files archive: {error}"))?;
-        if entry.path_bytes().as_ref() == REMOVED_MEMBER.as_bytes() {
-            let mut list = Vec::new();
-            entry
-                .read_to_end(&mut list)
-                .map_err(|error| format!("the removed list: {error}"))?;
-            removed_list = Some(list);
-            continue;
+        if let Some(site_file) = held.take() {
+            write_site_file(&root, target, Path::new(OLD_REMOVED_MEMBER), &site_file)?;
+            applied.files += 1;
+            applied.bytes += site_file.bytes.len() as u64;
         }
+        let name = entry.path_bytes().into_owned();
+        match member_role(removal, &name) {
+            MemberRole::Foreign => return Err(foreign(&name)),
+            MemberRole::RemovedList => {
+                named = Some(read_member(&mut entry)?.bytes);
+                continue;
+            }
+            MemberRole::RemovedListIfLast => {
+                held = Some(read_member(&mut entry)?);
+                continue;
+            }
+            MemberRole::Site => {}
+        }
+        let path = PathBuf::from(std::ffi::OsString::from_vec(name));
+        let refused = |refusal: beneath::Refused| {
+            format!("unpacking the files archive: {}: {refusal}", path.display())
+        };
+        beneath::parent_is_beneath(&root, &path).map_err(refused)?;
         let kind = entry.header().entry_type();
         let size = entry.header().size().unwrap_or(0);
         // A file replaced by a directory (or the other way) since the previous run.
-        if let Ok(path) = entry.path() {
-            let at = target.join(path);
-            if let Ok(meta) = fs::symlink_metadata(&at) {
-                if meta.is_dir() != kind.is_dir() {
-                    remove_path(&at);
-                }
+        if let Some(existing) = beneath::kind_of(&root, &path).map_err(refused)? {
+            if (existing == rustix::fs::FileType::Directory) != kind.is_dir() {
+                beneath::remove(&root, &path).map_err(refused)?;
             }
         }
         entry
@@ -344,36 +447,61 @@ pub fn apply_tar(input: &mut dyn Read, target: &Path) -> Result<Applied, String>
             applied.bytes += size;
         }
     }
-    if let Some(list) = removed_list {
-        for line in list
-            .split(|byte| *byte == b'\n')
-            .filter(|line| !line.is_empty())
-        {
-            let relative = PathBuf::from(std::ffi::OsString::from_vec(line.to_vec()));
-            if relative.is_absolute()
-                || relative
-                    .components()
-                    .any(|component| !matches!(component, std::path::Component::Normal(_)))
-            {
-                return Err("the removed list names a path outside the site".into());
+    let Some(list) = chosen_list(removal, named, held)? else {
+        return Ok(applied);
+    };
+    for line in list
+        .split(|byte| *byte == b'\n')
+        .filter(|line| !line.is_empty())
+    {
+        let relative = PathBuf::from(std::ffi::OsString::from_vec(line.to_vec()));
+        match beneath::remove(&root, &relative) {
+            Ok(_) => applied.removed += 1,
+            Err(beneath::Refused::ThroughLink) => {
+                tracing::warn!(path = %relative.display(), "a removed path lies through a link: left alone");
+                applied.skipped.push(relative.display().to_string());
             }
-            remove_path(&target.join(relative));
-            applied.removed += 1;
+            Err(beneath::Refused::NotRelative) => {
+                return Err(format!(
+                    "the removal list names a path outside the site: {}",
+                    relative.display()
+                ))
+            }
+            Err(refusal) => return Err(format!("removing {}: {refusal}", relative.display())),
         }
     }
     Ok(applied)
 }
 
-fn remove_path(path: &Path) {
-    match fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => {
-            let _ = fs::remove_dir_all(path);
-        }
-        Ok(_) => {
-            let _ = fs::remove_file(path);
-        }
-        Err(_) => {}
+/// Writes a held member as the site's own file at `relative` (beneath `target`, no link
+/// followed, replacing what is there).
+fn write_site_file(
+    root: &OwnedFd,
+    target: &Path,
+    relative: &Path,
+    held: &Held,
+) -> Result<(), String> {
+    let refused =
+        |refusal: beneath::Refused| format!("unpacking {}: {refusal}", relative.display());
+    beneath::parent_is_beneath(root, relative).map_err(refused)?;
+    beneath::remove(root, relative).map_err(refused)?;
+    let path = target.join(relative);
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).map_err(|error| format!("{}: {error}", parent.display()))?;
     }
+    // Checked again now that the directories exist (create_dir_all made no link).
+    beneath::parent_is_beneath(root, relative).map_err(refused)?;
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(held.mode)
+        .custom_flags(NOFOLLOW)
+        .open(&path)
+        .map_err(|error| format!("{}: {error}", path.display()))?;
+    file.write_all(&held.bytes)
+        .map_err(|error| format!("{}: {error}", path.display()))?;
+    let _ = file.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(held.mtime));
+    Ok(())
 }
 
 /// Files (and links) under `root`, and their bytes, without following links.
@@ -398,4 +526,88 @@ pub fn count_files(root: &Path) -> Result<(u64, u64), String> {
         }
     }
     Ok((count, bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tar_of(members: &[(&str, &str)]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (name, body) in members {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(body.len() as u64);
+            header.set_mode(0o644);
+            let field = &mut header.as_old_mut().name;
+            field.fill(0);
+            field[..name.len()].copy_from_slice(name.as_bytes());
+            header.set_cksum();
+            builder.append(&header, body.as_bytes()).unwrap();
+        }
+        builder.into_inner().unwrap()
+    }
+
+    fn site_with(names: &[&str]) -> tempfile::TempDir {
+        let target = tempfile::tempdir().unwrap();
+        std::fs::create_dir(target.path().join(".capstan")).unwrap();
+        for name in names {
+            std::fs::write(target.path().join(name), "x").unwrap();
+        }
+        target
+    }
+
+    #[test]
+    fn an_old_incremental_honours_only_its_last_member_named_capstan_removed() {
+        let target = site_with(&["gone.txt", "kept.txt"]);
+        let archive = tar_of(&[
+            (".capstan/removed", "kept.txt\n"),
+            ("index.php", "v2"),
+            (".capstan/removed", "gone.txt\n"),
+        ]);
+        let applied = apply_tar(
+            &mut archive.as_slice(),
+            target.path(),
+            &Removal::OldLastMember,
+        )
+        .unwrap();
+        assert_eq!((applied.files, applied.removed), (2, 1));
+        assert!(!target.path().join("gone.txt").exists());
+        assert!(target.path().join("kept.txt").exists());
+        assert_eq!(
+            std::fs::read_to_string(target.path().join(".capstan/removed")).unwrap(),
+            "kept.txt\n"
+        );
+        let read = read_tar(&mut archive.as_slice(), &Removal::OldLastMember).unwrap();
+        assert_eq!(read.files, 2);
+    }
+
+    #[test]
+    fn a_full_removes_nothing_and_refuses_a_member_with_an_absolute_name() {
+        let target = site_with(&["kept.txt"]);
+        let archive = tar_of(&[(".capstan/removed", "kept.txt\n")]);
+        let applied = apply_tar(&mut archive.as_slice(), target.path(), &Removal::None).unwrap();
+        assert_eq!((applied.files, applied.removed), (1, 0));
+        assert!(target.path().join("kept.txt").exists());
+        let forged = tar_of(&[("/.capstan/removed", "kept.txt\n")]);
+        let refused = apply_tar(&mut forged.as_slice(), target.path(), &Removal::None);
+        assert!(refused
+            .unwrap_err()
+            .contains("no backup of this site writes"));
+        assert!(read_tar(&mut forged.as_slice(), &Removal::None).is_err());
+        assert!(target.path().join("kept.txt").exists());
+    }
+
+    #[test]
+    fn a_removal_list_that_does_not_match_its_manifest_removes_nothing() {
+        let target = site_with(&["kept.txt"]);
+        let archive = tar_of(&[(REMOVED_MEMBER, "kept.txt\n")]);
+        let named = Removal::Named(RemovedList {
+            member: REMOVED_MEMBER.into(),
+            sha256: sha256_hex(b"other.txt\n"),
+            paths: 1,
+        });
+        let refused = apply_tar(&mut archive.as_slice(), target.path(), &named);
+        assert!(refused.unwrap_err().contains("does not match its manifest"));
+        assert!(target.path().join("kept.txt").exists());
+    }
 }

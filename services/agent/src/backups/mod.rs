@@ -4,6 +4,7 @@
 //! presigned for the running job. Artifacts are sealed with age to the owner's proven
 //! recovery key and the node's site key; the manifest is signed with the node's own key.
 
+pub mod beneath;
 pub mod database;
 pub mod files;
 pub mod keys;
@@ -19,8 +20,9 @@ use std::path::{Path, PathBuf};
 use crate::{
     domain::{
         backup::{
-            decide_kind, key, manifest_name, recovery_key_report, replay_order, Kind, Manifest,
-            Recipient, DATABASE_ARTIFACT, FILES_ARTIFACT, MANIFEST_FORMAT,
+            decide_kind, key, manifest_name, public_key_pem, recovery_key_report, replay_order,
+            Kind, Manifest, Recipient, DATABASE_ARTIFACT, FILES_ARTIFACT, MANIFEST_FORMAT,
+            NODE_KEY_OBJECT,
         },
         site::Site,
     },
@@ -89,6 +91,16 @@ pub async fn run<B: Broker>(
         other => Err(format!("{other} is not a backup word")),
     };
     match result {
+        // Issue 27: a verify that found the backup wanting is a failed job wherever the job is
+        // shown; its verdict still travels as the result, which the backups service records.
+        Ok(verdict) if name == "verify_backup" && verdict["ok"] != Value::Bool(true) => {
+            Err(Failed {
+                reason: verify_failure(&verdict),
+                output: verdict.as_object().map(describe).unwrap_or_default(),
+                result: verdict,
+                refused: false,
+            })
+        }
         Ok(result) => Ok(Finished {
             output: result
                 .as_object()
@@ -108,6 +120,24 @@ pub async fn run<B: Broker>(
         }),
         Err(reason) => Err(Failed::new(reason)),
     }
+}
+
+/// The reason of a failed verify: what it found, in the node's words.
+fn verify_failure(verdict: &Value) -> String {
+    let problems: Vec<&str> = verdict["problems"]
+        .as_array()
+        .map(|problems| problems.iter().filter_map(Value::as_str).take(5).collect())
+        .unwrap_or_default();
+    format!(
+        "run {} did not pass its level-{} verify: {}",
+        verdict["seq"],
+        verdict["level"],
+        if problems.is_empty() {
+            "no problem was named".to_string()
+        } else {
+            problems.join("; ")
+        }
+    )
 }
 
 fn seq_param(params: &Value, name: &str) -> Result<u64, String> {
@@ -272,6 +302,7 @@ impl<B: Broker> Backups<'_, B> {
             artifacts,
             files: walked.counts,
             database,
+            removed_list: walked.removed_list,
         };
         let bytes = serde_json::to_vec(&manifest).expect("a manifest serializes");
         let signature = STANDARD.encode(self.node_key.sign(&bytes));
@@ -281,7 +312,10 @@ impl<B: Broker> Backups<'_, B> {
             let url = url_for(&self.broker, UrlOp::Put, &key(seq, &name)).await?;
             self.objects.put(&url, body.into()).await
         };
+        let node_key = public_key_pem(self.node_key.public_key().as_bytes());
         let landed = async {
+            // The node's public key beside the manifest, for a check by hand (issue 27).
+            put(NODE_KEY_OBJECT.to_string(), node_key.into_bytes()).await?;
             put(format!("{name}.sig"), signature.clone().into_bytes()).await?;
             put(name.clone(), bytes.clone()).await
         }
@@ -483,6 +517,7 @@ impl<B: Broker> Backups<'_, B> {
                 let outcome = match artifact.what.as_str() {
                     "files" => {
                         let target = scratch_dir.clone();
+                        let removal = manifest.removal();
                         fetch_and_open(
                             &self.broker,
                             &self.objects,
@@ -490,8 +525,8 @@ impl<B: Broker> Backups<'_, B> {
                             artifact,
                             move |input| {
                                 match &target {
-                                    Some(target) => files::apply_tar(input, target),
-                                    None => files::read_tar(input),
+                                    Some(target) => files::apply_tar(input, target, &removal),
+                                    None => files::read_tar(input, &removal),
                                 }
                                 .map(|applied| (applied.files, 0))
                             },
@@ -623,12 +658,13 @@ impl<B: Broker> Backups<'_, B> {
                     continue;
                 };
                 let target = building.clone();
+                let removal = manifest.removal();
                 let (applied, fetched) = fetch_and_open(
                     &self.broker,
                     &self.objects,
                     identity.clone(),
                     artifact,
-                    move |input| files::apply_tar(input, &target),
+                    move |input| files::apply_tar(input, &target, &removal),
                 )
                 .await?;
                 if applied.is_none() {

@@ -19,8 +19,14 @@ pub const MANIFEST_FORMAT: u32 = 1;
 pub const DATABASE_ARTIFACT: &str = "db.dump.zst.age";
 /// The files artifact's name.
 pub const FILES_ARTIFACT: &str = "files.tar.zst.age";
-/// The tar member of an incremental that lists removed paths, one per line.
-pub const REMOVED_MEMBER: &str = ".capstan/removed";
+/// The tar member of an incremental that lists removed paths, one per line (issue 27): an
+/// absolute name, which the walk's relative paths never are, so no file of the site can pass
+/// for it. Stock `tar` strips the leading `/` when it extracts (docs/backups.md).
+pub const REMOVED_MEMBER: &str = "/.capstan/removed";
+/// The name the list had in incrementals written before issue 27, which a site file can also
+/// have: honoured only in an incremental whose manifest names no list, and only as the
+/// archive's last member (where the walk always put the list).
+pub const OLD_REMOVED_MEMBER: &str = ".capstan/removed";
 /// The highest sequence number the plane may ask for (2^53, what JSON carries exactly).
 pub const MAX_SEQ: u64 = 1 << 53;
 
@@ -99,12 +105,108 @@ pub struct Manifest {
     pub artifacts: Vec<Artifact>,
     pub files: FileCounts,
     pub database: Option<DatabaseCounts>,
+    /// An incremental's list of removed paths (issue 27; absent from older manifests, and from
+    /// a full's): only the list the signed manifest names is ever honoured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed_list: Option<RemovedList>,
+}
+
+/// The removal list an incremental's manifest names: the tar member, its bytes' sha256 and
+/// how many paths it lists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemovedList {
+    pub member: String,
+    pub sha256: String,
+    pub paths: u64,
 }
 
 impl Manifest {
     pub fn artifact(&self, what: &str) -> Option<&Artifact> {
         self.artifacts.iter().find(|artifact| artifact.what == what)
     }
+
+    /// Which removal list of this run's files archive is honoured (issue 27).
+    pub fn removal(&self) -> Removal {
+        match (self.kind, &self.removed_list) {
+            (Kind::Full, _) => Removal::None,
+            (Kind::Incremental, Some(list)) => Removal::Named(list.clone()),
+            (Kind::Incremental, None) => Removal::OldLastMember,
+        }
+    }
+}
+
+/// Which member of a files archive lists paths to remove.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Removal {
+    /// A full: none. Every member is the site's.
+    None,
+    /// The member the signed manifest names, checked against its sha256 and count.
+    Named(RemovedList),
+    /// An incremental from before issue 27: the last member, if it is `.capstan/removed`.
+    OldLastMember,
+}
+
+/// What one member of a files archive is, by its raw name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberRole {
+    /// A file, link or directory of the site, unpacked as such.
+    Site,
+    /// The removal list the manifest names.
+    RemovedList,
+    /// Perhaps the removal list of an old incremental: it is, if no member follows it.
+    RemovedListIfLast,
+    /// A member no walk writes (an absolute name the manifest does not name): the archive is
+    /// refused.
+    Foreign,
+}
+
+/// The role of the member named `name` under `removal` (issue 27: a site file named
+/// `.capstan/removed` is restored as an ordinary file; only a list the manifest vouches for
+/// removes anything).
+pub fn member_role(removal: &Removal, name: &[u8]) -> MemberRole {
+    match removal {
+        Removal::Named(list) if name == list.member.as_bytes() => MemberRole::RemovedList,
+        Removal::OldLastMember if name == OLD_REMOVED_MEMBER.as_bytes() => {
+            MemberRole::RemovedListIfLast
+        }
+        _ if name.starts_with(b"/") => MemberRole::Foreign,
+        _ => MemberRole::Site,
+    }
+}
+
+/// Checks a removal list against what its manifest says of it.
+pub fn check_removed_list(list: &RemovedList, bytes: &[u8]) -> Result<(), String> {
+    let paths = bytes
+        .split(|byte| *byte == b'\n')
+        .filter(|line| !line.is_empty())
+        .count() as u64;
+    if sha256_hex(bytes) != list.sha256 || paths != list.paths {
+        return Err(format!(
+            "the removal list does not match its manifest ({paths} paths; the manifest says {})",
+            list.paths
+        ));
+    }
+    Ok(())
+}
+
+/// The object beside each manifest that holds the node's public key (issue 27), so an owner
+/// with only the bucket can check a manifest's signature with stock tools (docs/backups.md).
+pub const NODE_KEY_OBJECT: &str = "node-key.pem";
+
+/// The DER of an Ed25519 SubjectPublicKeyInfo (RFC 8410) up to the key's 32 bytes.
+const ED25519_SPKI_PREFIX: [u8; 12] = [
+    0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+];
+
+/// An Ed25519 public key as a PEM `PUBLIC KEY` (what `openssl pkeyutl -pubin` reads).
+pub fn public_key_pem(key: &[u8; 32]) -> String {
+    use base64::{engine::general_purpose::STANDARD, Engine as _};
+    let mut der = ED25519_SPKI_PREFIX.to_vec();
+    der.extend_from_slice(key);
+    format!(
+        "-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n",
+        STANDARD.encode(der)
+    )
 }
 
 /// The manifest's object name.
@@ -334,7 +436,97 @@ mod tests {
             artifacts: vec![],
             files: FileCounts::default(),
             database: None,
+            removed_list: None,
         }
+    }
+
+    fn named_list(bytes: &[u8], paths: u64) -> RemovedList {
+        RemovedList {
+            member: REMOVED_MEMBER.into(),
+            sha256: sha256_hex(bytes),
+            paths,
+        }
+    }
+
+    #[test]
+    fn the_node_key_object_is_the_rfc_8410_public_key_in_pem() {
+        // RFC 8410, section 10.1's example key.
+        let key: [u8; 32] = [
+            0x19, 0xbf, 0x44, 0x09, 0x69, 0x84, 0xcd, 0xfe, 0x85, 0x41, 0xba, 0xc1, 0x67, 0xdc,
+            0x3b, 0x96, 0xc8, 0x50, 0x86, 0xaa, 0x30, 0xb6, 0xb6, 0xcb, 0x0c, 0x5c, 0x38, 0xad,
+            0x70, 0x31, 0x66, 0xe1,
+        ];
+        assert_eq!(
+            public_key_pem(&key),
+            "-----BEGIN PUBLIC KEY-----\n\
+             MCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n\
+             -----END PUBLIC KEY-----\n"
+        );
+        assert!(valid_name(NODE_KEY_OBJECT));
+    }
+
+    #[test]
+    fn a_full_honours_no_removal_list_and_a_site_file_of_the_old_name_is_the_sites() {
+        let full = manifest(1, Kind::Full, 1, None);
+        assert_eq!(full.removal(), Removal::None);
+        assert_eq!(
+            member_role(&full.removal(), b".capstan/removed"),
+            MemberRole::Site
+        );
+        // Even a full whose manifest named a list: a full removes nothing.
+        let mut named = full.clone();
+        named.removed_list = Some(named_list(b"", 0));
+        assert_eq!(named.removal(), Removal::None);
+        assert_eq!(
+            member_role(&named.removal(), REMOVED_MEMBER.as_bytes()),
+            MemberRole::Foreign
+        );
+    }
+
+    #[test]
+    fn an_incremental_honours_only_the_list_its_signed_manifest_names() {
+        let mut incremental = manifest(2, Kind::Incremental, 1, Some(1));
+        incremental.removed_list = Some(named_list(b"a\nb/c\n", 2));
+        let removal = incremental.removal();
+        assert_eq!(
+            member_role(&removal, REMOVED_MEMBER.as_bytes()),
+            MemberRole::RemovedList
+        );
+        assert_eq!(
+            member_role(&removal, OLD_REMOVED_MEMBER.as_bytes()),
+            MemberRole::Site
+        );
+        assert_eq!(member_role(&removal, b"/etc/passwd"), MemberRole::Foreign);
+        let Removal::Named(list) = removal else {
+            panic!("named")
+        };
+        assert_eq!(check_removed_list(&list, b"a\nb/c\n"), Ok(()));
+        assert!(check_removed_list(&list, b"a\nb/c\nvictim\n")
+            .unwrap_err()
+            .contains("3 paths; the manifest says 2"));
+        assert!(check_removed_list(&list, b"a\nb/d\n").is_err());
+    }
+
+    #[test]
+    fn an_incremental_from_before_the_named_list_honours_only_a_last_member_of_the_old_name() {
+        let old = manifest(2, Kind::Incremental, 1, Some(1));
+        assert_eq!(old.removal(), Removal::OldLastMember);
+        assert_eq!(
+            member_role(&old.removal(), OLD_REMOVED_MEMBER.as_bytes()),
+            MemberRole::RemovedListIfLast
+        );
+        assert_eq!(
+            member_role(&old.removal(), REMOVED_MEMBER.as_bytes()),
+            MemberRole::Foreign
+        );
+        // A manifest written before the field still reads.
+        let mut text = serde_json::to_value(&old).unwrap();
+        text.as_object_mut().unwrap().remove("removed_list");
+        let read: Manifest = serde_json::from_value(text).unwrap();
+        assert_eq!(read.removed_list, None);
+        assert!(!serde_json::to_string(&manifest(1, Kind::Full, 1, None))
+            .unwrap()
+            .contains("removed_list"));
     }
 
     #[test]

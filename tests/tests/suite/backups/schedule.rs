@@ -280,6 +280,23 @@ async fn bk_05_07_25_a_scheduled_full_then_an_incremental_land_restore_brings_ba
     let state = verify_recorded(&plane, node, job).await;
     assert_eq!(state["last"]["ok"], false, "{state}");
     assert_eq!(state["state"], "failed", "{state}");
+    // Issue 27: the verify job itself ended failed (the job list and its page show it so),
+    // naming the damaged part, and its verdict still reached the node's verify state.
+    let ended = plane.finished(job).await;
+    assert_eq!(ended["state"], "failed", "{ended}");
+    assert_eq!(ended["result"]["ok"], false, "{ended}");
+    let reason = ended["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("did not pass its level-2 verify") && reason.contains("files.tar.zst.age"),
+        "{ended}"
+    );
+    assert!(
+        state["words"]
+            .as_str()
+            .unwrap()
+            .contains("files.tar.zst.age"),
+        "{state}"
+    );
     assert_eq!(state["problem"], true, "{state}");
     assert!(
         state["words"]
