@@ -184,11 +184,12 @@ pub enum Command {
         action: RecoveryKeyAction,
     },
     /// Before every start (systemd's ExecStartPre, the cron keepalive): while a new version is
-    /// on trial with a .bak kept, a binary that cannot answer --version is replaced by the .bak
-    /// and its version rejected (AG-30).
+    /// on trial with a .bak kept, a binary that cannot answer --version, or that was started
+    /// twice without once recording its start, is replaced by the .bak and its version
+    /// rejected; otherwise the start is counted (AG-29, AG-30).
     StartGuard {
-        /// The agent binary to guard (default: this one). A unit whose binary may not run at
-        /// all runs the guard from the .bak with --binary naming the agent's path.
+        /// The agent binary to guard (default: this one). The shipped supervision runs the
+        /// guard from the .bak with --binary naming the agent's path.
         #[arg(long)]
         binary: Option<PathBuf>,
     },

@@ -35,8 +35,8 @@ use crate::{
         trust::FileFacts,
         update::{
             self, check_binary, check_probe, held_keys_file, judge, on_start, parse_held_keys,
-            parse_rejected, Accepted, Context, Pending, Plan, Start, UpdateState, Verdict,
-            COMPILED_RELEASE_KEY, PROBE_TIMEOUT,
+            parse_rejected, Accepted, Context, GuardRollBack, Guarded, Pending, Plan, Start,
+            UpdateState, Verdict, COMPILED_RELEASE_KEY, PROBE_TIMEOUT,
         },
         AGENT_VERSION,
     },
@@ -361,7 +361,10 @@ pub fn at_start(paths: &Paths) -> anyhow::Result<AtStart> {
     }
 }
 
-/// AG-30: `capstan-agent start-guard`, run before every start. Returns what it did.
+/// AG-30: `capstan-agent start-guard`, run by the supervisor before every start (the unit's
+/// `ExecStartPre`, the cron keepalive). It counts the start it hands over in `.pending`, so a
+/// binary that dies before it can record its own start is still rolled back (AG-29). Returns
+/// what it did.
 pub async fn start_guard(paths: &Paths) -> anyhow::Result<String> {
     let Some(pending) = paths.read_pending() else {
         return Ok("no swap on trial".into());
@@ -369,18 +372,44 @@ pub async fn start_guard(paths: &Paths) -> anyhow::Result<String> {
     let has_bak = paths.bak.exists();
     let answer = probe(&paths.binary).await;
     let probe_ok = check_probe(answer, &pending.version).is_ok();
-    if update::guard(Some(&pending), has_bak, probe_ok) {
-        paths
-            .roll_back(&pending.version)
-            .map_err(|error| anyhow::anyhow!("cannot put {} back: {error}", paths.bak.display()))?;
-        return Ok(format!(
-            "{} cannot answer --version as {}: the previous binary is back and {} is rejected",
-            paths.binary.display(),
+    match update::guard(Some(&pending), has_bak, probe_ok) {
+        Guarded::Start => Ok(format!(
+            "{} is on trial with no {} to go back to; starting it",
             pending.version,
-            pending.version
-        ));
+            paths.bak.display()
+        )),
+        Guarded::HandOver(counted) => {
+            paths.write_pending(&counted).map_err(|error| {
+                anyhow::anyhow!(
+                    "cannot count the start in {}: {error}",
+                    paths.pending.display()
+                )
+            })?;
+            Ok(format!(
+                "{} on trial answers --version; start {} of it handed over ({} recorded by it)",
+                counted.version, counted.handed_over, counted.starts
+            ))
+        }
+        Guarded::RollBack { version, why } => {
+            paths.roll_back(&version).map_err(|error| {
+                anyhow::anyhow!("cannot put {} back: {error}", paths.bak.display())
+            })?;
+            let what = match why {
+                GuardRollBack::NoAnswer => format!(
+                    "{} cannot answer --version as {version}",
+                    paths.binary.display()
+                ),
+                GuardRollBack::NeverStarted { handed_over } => format!(
+                    "{} was started {handed_over} times on trial without once recording its start",
+                    paths.binary.display()
+                ),
+            };
+            warn!(%version, reason = %what, "=== Self-update === the start guard rolled the version back");
+            Ok(format!(
+                "{what}: the previous binary is back and {version} is rejected"
+            ))
+        }
     }
-    Ok(format!("{} on trial answers --version", pending.version))
 }
 
 /// The running agent's side of updates.
@@ -823,6 +852,7 @@ impl Updater {
         self.paths.write_pending(&Pending {
             version: version.to_string(),
             starts: 0,
+            handed_over: 0,
         })?;
         fs::rename(&self.paths.staged, &self.paths.binary)?;
         if let Some(directory) = self.paths.binary.parent() {
