@@ -636,18 +636,9 @@ impl Updater {
             }
         };
         let trusted = trusted_keys(state);
-        let accepted: Accepted = state.read_json(ACCEPTED).ok().flatten().unwrap_or_default();
-        let rejected = self.paths.rejected_versions();
-        let context = Context {
-            trusted: &trusted,
-            accepted: &accepted,
-            now: chrono::Utc::now().timestamp(),
-            running: AGENT_VERSION,
-            rejected: &rejected,
-            on_trial: self.on_trial.is_some(),
-            arch: update::this_arch(),
-        };
-        let plan = match judge(&document, &context) {
+        let (accepted, judged) =
+            self.judge_here(state, &document, &trusted, update::BUILT_RELEASE_SEQUENCE);
+        let plan = match judged {
             Ok(plan) => plan,
             Err(verdict) => {
                 self.conclude(verdict, Some(digest));
@@ -823,6 +814,32 @@ impl Updater {
         }
     }
 
+    /// `judge` against this machine's record: the highest sequence in `release.json`, none
+    /// on a fresh install or once the file is lost, when `built_sequence` (the release this
+    /// binary was built as) is the rollback check's floor all the same.
+    fn judge_here(
+        &self,
+        state: &StateDir,
+        document: &SignedRelease,
+        trusted: &[PublicKey],
+        built_sequence: u64,
+    ) -> (Accepted, Result<Plan, Verdict>) {
+        let accepted: Accepted = state.read_json(ACCEPTED).ok().flatten().unwrap_or_default();
+        let rejected = self.paths.rejected_versions();
+        let context = Context {
+            trusted,
+            accepted: &accepted,
+            built_sequence,
+            now: chrono::Utc::now().timestamp(),
+            running: AGENT_VERSION,
+            rejected: &rejected,
+            on_trial: self.on_trial.is_some(),
+            arch: update::this_arch(),
+        };
+        let judged = judge(document, &context);
+        (accepted, judged)
+    }
+
     /// Writes the checked bytes to `.new` (created exclusively, 0755, synced).
     fn stage(&self, binary: &[u8]) -> std::io::Result<()> {
         let _ = fs::remove_file(&self.paths.staged);
@@ -859,5 +876,76 @@ impl Updater {
             let _ = fs::File::open(directory).and_then(|directory| directory.sync_all());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capstan_signing::release::{Artifact, Release};
+    use std::collections::BTreeMap;
+
+    fn offer(signer: &NodeKey, version: &str, sequence: u64) -> SignedRelease {
+        let mut binaries = BTreeMap::new();
+        binaries.insert(
+            update::this_arch().unwrap_or("linux-amd64").to_string(),
+            Artifact::describe("capstan-agent", b"binary", signer),
+        );
+        Release {
+            version: version.into(),
+            sequence,
+            expires_at: chrono::Utc::now().timestamp() + 3600,
+            binaries,
+            support_bundle: None,
+            next_key: None,
+        }
+        .sign(signer)
+        .unwrap()
+    }
+
+    fn updater(dir: &Path) -> Updater {
+        let settings = Settings {
+            trial: update::TRIAL_UPTIME,
+            check_every: update::CHECK_EVERY,
+            unlogged_grace: public_log::UNLOGGED_GRACE,
+        };
+        Updater::new(settings, Paths::of(&dir.join("capstan-agent")), None)
+    }
+
+    #[test]
+    fn ag_24_a_fresh_state_directory_refuses_a_release_below_the_sequence_the_agent_was_built_as() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(&dir.path().join("state")).unwrap();
+        assert!(!state.file(ACCEPTED).exists(), "a fresh install");
+        let signer = NodeKey::from_secret_bytes(&[3; 32]).unwrap();
+        let trusted = [signer.public_key()];
+        let updater = updater(dir.path());
+
+        let (accepted, judged) =
+            updater.judge_here(&state, &offer(&signer, "0.0.1", 6), &trusted, 7);
+        assert_eq!(accepted, Accepted::default());
+        let refused = judged.unwrap_err();
+        assert_eq!(refused.state, UpdateState::VerifyFailed);
+        assert_eq!(
+            refused.reason.as_deref(),
+            Some("rollback: the release's sequence 6 is lower than 7, the release this agent was built as")
+        );
+        // a later release than the build is judged on
+        let (_, judged) = updater.judge_here(&state, &offer(&signer, "0.0.2", 8), &trusted, 7);
+        assert!(matches!(judged, Ok(Plan::Install(_))), "{judged:?}");
+        // the record, once there, is the floor when it is higher
+        state
+            .write_json(
+                ACCEPTED,
+                &Accepted {
+                    highest_sequence: 9,
+                },
+                0o600,
+            )
+            .unwrap();
+        let (accepted, judged) =
+            updater.judge_here(&state, &offer(&signer, "0.0.2", 8), &trusted, 7);
+        assert_eq!(accepted.highest_sequence, 9);
+        assert!(judged.unwrap_err().reason.unwrap().starts_with("rollback"));
     }
 }

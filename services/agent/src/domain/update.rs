@@ -17,6 +17,45 @@ use super::trust::{Distrust, FileFacts};
 /// with `CAPSTAN_RELEASE_KEY`. A build without one trusts only held keys, and with neither it
 /// installs nothing (`unsigned_build`).
 pub const COMPILED_RELEASE_KEY: Option<&str> = option_env!("CAPSTAN_RELEASE_KEY");
+/// The release sequence this binary was built as, set at build time with
+/// `CAPSTAN_AGENT_RELEASE_SEQUENCE` (a whole number: the `--sequence` its release is signed
+/// with); 0, the default, for a build that is no release. It is the floor of the rollback
+/// check: an agent with no `release.json` (a fresh install, or one whose state file was lost)
+/// still never accepts metadata older than the release it runs. A value that is not a whole
+/// number fails the build.
+pub const BUILT_RELEASE_SEQUENCE: u64 = match option_env!("CAPSTAN_AGENT_RELEASE_SEQUENCE") {
+    Some(text) => parse_sequence(text),
+    None => 0,
+};
+
+/// A release sequence as the build gives it: decimal digits only, fitting in a `u64`.
+const fn parse_sequence(text: &str) -> u64 {
+    let digits = text.as_bytes();
+    assert!(
+        !digits.is_empty(),
+        "CAPSTAN_AGENT_RELEASE_SEQUENCE must be a whole number, not empty"
+    );
+    let mut value: u64 = 0;
+    let mut index = 0;
+    while index < digits.len() {
+        let digit = digits[index];
+        assert!(
+            digit.is_ascii_digit(),
+            "CAPSTAN_AGENT_RELEASE_SEQUENCE must be a whole number (digits only)"
+        );
+        value = match value.checked_mul(10) {
+            Some(value) => value,
+            None => panic!("CAPSTAN_AGENT_RELEASE_SEQUENCE is too large"),
+        };
+        value = match value.checked_add((digit - b'0') as u64) {
+            Some(value) => value,
+            None => panic!("CAPSTAN_AGENT_RELEASE_SEQUENCE is too large"),
+        };
+        index += 1;
+    }
+    value
+}
+
 /// AG-29's `trialUptime`: a new version is trusted once a process running it has kept running
 /// this long.
 pub const TRIAL_UPTIME: Duration = Duration::from_secs(3 * 60);
@@ -159,6 +198,9 @@ pub struct Accepted {
 pub struct Context<'a> {
     pub trusted: &'a [PublicKey],
     pub accepted: &'a Accepted,
+    /// The sequence this binary was built as ([`BUILT_RELEASE_SEQUENCE`]): the rollback
+    /// check's floor whatever `release.json` says.
+    pub built_sequence: u64,
     /// Unix seconds now.
     pub now: i64,
     pub running: &'a str,
@@ -205,13 +247,22 @@ pub fn judge(document: &SignedRelease, context: &Context<'_>) -> Result<Plan, Ve
             Some(format!("bad signature: {error}")),
         ));
     }
-    if release.sequence < context.accepted.highest_sequence {
+    let accepted = context.accepted.highest_sequence;
+    if release.sequence < accepted.max(context.built_sequence) {
+        let floor = if context.built_sequence > accepted {
+            format!(
+                "{}, the release this agent was built as",
+                context.built_sequence
+            )
+        } else {
+            format!("{accepted}, the highest this agent has accepted")
+        };
         return Err(Verdict::new(
             UpdateState::VerifyFailed,
             offered,
             Some(format!(
-                "rollback: the release's sequence {} is lower than {}, the highest this agent has accepted",
-                release.sequence, context.accepted.highest_sequence
+                "rollback: the release's sequence {} is lower than {floor}",
+                release.sequence
             )),
         ));
     }
@@ -493,6 +544,7 @@ mod tests {
         Context {
             trusted,
             accepted,
+            built_sequence: 0,
             now: NOW,
             running: "1.0.0",
             rejected: &[],
@@ -573,6 +625,59 @@ mod tests {
             ),
             Ok(Plan::Install(_))
         ));
+    }
+
+    // The same rollback check on a fresh install (no `release.json`): the release the binary
+    // was built as is the floor.
+    #[test]
+    fn ag_24_rollback_a_fresh_install_refuses_a_release_older_than_the_one_it_was_built_as() {
+        let signer = key(1);
+        let trusted = [signer.public_key()];
+        let fresh = Accepted::default();
+        let mut built_as_7 = context(&trusted, &fresh);
+        built_as_7.built_sequence = 7;
+        let (state, reason) = refused(judge(&document(&signer, "0.9.0", 6, NOW + 60), &built_as_7));
+        assert_eq!(state, UpdateState::VerifyFailed);
+        assert_eq!(
+            reason,
+            "rollback: the release's sequence 6 is lower than 7, the release this agent was built as"
+        );
+        // its own release is current, a later one installs
+        assert!(matches!(
+            judge(&document(&signer, "1.0.0", 7, NOW + 60), &built_as_7),
+            Ok(Plan::Settle(Verdict {
+                state: UpdateState::Current,
+                ..
+            }))
+        ));
+        assert!(matches!(
+            judge(&document(&signer, "1.1.0", 8, NOW + 60), &built_as_7),
+            Ok(Plan::Install(_))
+        ));
+        // a higher sequence accepted since is the floor then, named as such
+        let accepted = Accepted {
+            highest_sequence: 9,
+        };
+        let mut later = context(&trusted, &accepted);
+        later.built_sequence = 7;
+        let (_, reason) = refused(judge(&document(&signer, "1.1.0", 8, NOW + 60), &later));
+        assert!(
+            reason.ends_with("9, the highest this agent has accepted"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn the_built_release_sequence_is_read_as_a_whole_number() {
+        assert_eq!(parse_sequence("0"), 0);
+        assert_eq!(parse_sequence("42"), 42);
+        assert_eq!(parse_sequence("18446744073709551615"), u64::MAX);
+        for bad in ["", "4 2", "-1", "7a", "18446744073709551616"] {
+            assert!(
+                std::panic::catch_unwind(|| parse_sequence(bad)).is_err(),
+                "{bad:?} is refused"
+            );
+        }
     }
 
     // AG-24/AG-25 with ARCHITECTURE.md's decision on agent updates (expiry): TUF's freeze attack.
