@@ -162,6 +162,38 @@ pub struct Cli {
         default_value = crate::domain::script_trust::DEFAULT_BUNDLE_DIR
     )]
     pub bundle_dir: PathBuf,
+    /// Seconds a new version of the agent runs on trial before it is trusted (AG-29: three
+    /// minutes).
+    #[arg(
+        long,
+        global = true,
+        env = "CAPSTAN_AGENT_TRIAL_SECS",
+        default_value_t = crate::domain::update::TRIAL_UPTIME.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..=86_400)
+    )]
+    pub trial_secs: u64,
+    /// Seconds between the agent's asks for the release on offer (five minutes).
+    #[arg(
+        long,
+        global = true,
+        env = "CAPSTAN_AGENT_UPDATE_EVERY_SECS",
+        default_value_t = crate::domain::update::CHECK_EVERY.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..=86_400)
+    )]
+    pub update_every_secs: u64,
+    /// Seconds an `unlogged` verdict stands before it is reported (AG-31: fifteen minutes).
+    #[arg(
+        long,
+        global = true,
+        env = "CAPSTAN_AGENT_UNLOGGED_GRACE_SECS",
+        default_value_t = crate::domain::public_log::UNLOGGED_GRACE.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..=86_400)
+    )]
+    pub unlogged_grace_secs: u64,
+    /// What is logged, to stderr: a tracing filter such as `info` or `capstan_agent=debug`
+    /// (default: `info` for run, `warn` for the other commands).
+    #[arg(long, global = true, env = "CAPSTAN_AGENT_LOG")]
+    pub log: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -237,8 +269,20 @@ pub fn main() -> ExitCode {
     } else {
         "warn"
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("CAPSTAN_AGENT_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let filter = match cli
+        .log
+        .as_deref()
+        .map(tracing_subscriber::EnvFilter::try_new)
+    {
+        Some(Ok(filter)) => filter,
+        Some(Err(error)) => {
+            eprintln!(
+                "capstan-agent: --log (CAPSTAN_AGENT_LOG) is not a log filter ({error}); logging at {level}"
+            );
+            tracing_subscriber::EnvFilter::new(level)
+        }
+        None => tracing_subscriber::EnvFilter::new(level),
+    };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -280,6 +324,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             root.display()
         );
     }
+    let update_settings = crate::update::Settings {
+        trial: Duration::from_secs(cli.trial_secs),
+        check_every: Duration::from_secs(cli.update_every_secs),
+        unlogged_grace: Duration::from_secs(cli.unlogged_grace_secs),
+    };
     let config = Config {
         site_root: cli.site_root,
         letsencrypt_dir: cli.letsencrypt_dir,
@@ -329,7 +378,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Leave => leave(&state).await,
-        Command::Run => crate::run::run(state, config)
+        Command::Run => crate::run::run(state, config, update_settings)
             .await
             .map(|()| ExitCode::SUCCESS),
         Command::Recipes => {

@@ -50,39 +50,15 @@ pub const ACCEPTED: &str = "release.json";
 /// Held release keys, one base64 public key a line, in the state directory.
 pub const HELD_KEYS: &str = "release_keys";
 
-/// The update's settings: the trial's length (`CAPSTAN_AGENT_TRIAL_SECS`, 180 by default) and
-/// how often the offer is asked for (`CAPSTAN_AGENT_UPDATE_EVERY_SECS`, 300).
+/// The update's settings, from the command line or the environment (`cli.rs`): the trial's
+/// length (`CAPSTAN_AGENT_TRIAL_SECS`, 180 by default), how often the offer is asked for
+/// (`CAPSTAN_AGENT_UPDATE_EVERY_SECS`, 300), and how long an `unlogged` verdict stands before it
+/// is reported (AG-31; `CAPSTAN_AGENT_UNLOGGED_GRACE_SECS`, 900).
 #[derive(Debug, Clone, Copy)]
 pub struct Settings {
     pub trial: Duration,
     pub check_every: Duration,
-    /// AG-31: how long an `unlogged` verdict stands before it is reported
-    /// (`CAPSTAN_AGENT_UNLOGGED_GRACE_SECS`, 900 by default).
     pub unlogged_grace: Duration,
-}
-
-impl Settings {
-    pub fn from_env() -> anyhow::Result<Settings> {
-        let seconds = |name: &str, default: Duration| -> anyhow::Result<Duration> {
-            match std::env::var(name) {
-                Err(_) => Ok(default),
-                Ok(text) => match text.trim().parse::<u64>() {
-                    Ok(value) if (1..=86_400).contains(&value) => Ok(Duration::from_secs(value)),
-                    _ => anyhow::bail!(
-                        "{name} must be a whole number of seconds from 1 to 86400, not {text:?}"
-                    ),
-                },
-            }
-        };
-        Ok(Settings {
-            trial: seconds("CAPSTAN_AGENT_TRIAL_SECS", update::TRIAL_UPTIME)?,
-            check_every: seconds("CAPSTAN_AGENT_UPDATE_EVERY_SECS", update::CHECK_EVERY)?,
-            unlogged_grace: seconds(
-                "CAPSTAN_AGENT_UNLOGGED_GRACE_SECS",
-                public_log::UNLOGGED_GRACE,
-            )?,
-        })
-    }
 }
 
 /// The files beside the binary.
