@@ -13,8 +13,8 @@
 #   --enable            switch the agent on (it takes work once paired)
 #   --management-node   ask that management node to admit this machine (prints the
 #                       fingerprint to compare; the running agent finishes the join)
-#   --prefix            install the same files under DIR (a staging root: packaging, tests),
-#                       naming DIR's paths; nothing is started and root is not needed
+#   --prefix            install the same files under DIR, a scratch root for trying them
+#                       (tests): they name DIR's paths; nothing is started, root not needed
 #   --supervision       the supervision to install (default: systemd when it runs)
 set -eu
 
@@ -55,7 +55,7 @@ if [ -z "$SUPERVISION" ]; then
 fi
 # The installed unit and keepalive name the paths under the prefix (none: the paths as written).
 at_prefix() {
-    sed -e "s|/usr/local/bin/|$PREFIX/usr/local/bin/|g" \
+    sed -e "s|/usr/local/bin|$PREFIX/usr/local/bin|g" \
         -e "s|/etc/capstan-agent|$PREFIX/etc/capstan-agent|g" \
         -e "s|/var/log/capstan-agent|$PREFIX/var/log/capstan-agent|g" "$1"
 }
@@ -74,7 +74,9 @@ fi
 
 STATE_DIR=$PREFIX/etc/capstan-agent
 BIN_DIR=$PREFIX/usr/local/bin
-install -d -m 0755 "$BIN_DIR"
+umask 022
+# mkdir -p leaves an existing directory's mode and owner as they are.
+mkdir -p "$BIN_DIR"
 install -m 0755 "$BINARY" "$BIN_DIR/capstan-agent.new"
 mv -f "$BIN_DIR/capstan-agent.new" "$BIN_DIR/capstan-agent"
 if [ -n "$PREFIX" ]; then
@@ -107,8 +109,8 @@ fi
 if [ "$SUPERVISION" = systemd ]; then
     UNIT="$HERE/../systemd/capstan-agent.service"
     [ -f "$UNIT" ] || UNIT="$HERE/capstan-agent.service"
-    install -d -m 0755 "$PREFIX/etc/systemd/system"
     umask 022
+    mkdir -p "$PREFIX/etc/systemd/system"
     at_prefix "$UNIT" >"$PREFIX/etc/systemd/system/capstan-agent.service"
     chmod 0644 "$PREFIX/etc/systemd/system/capstan-agent.service"
     rm -f "$PREFIX/etc/cron.d/capstan-agent"
@@ -124,7 +126,7 @@ else
     umask 022
     at_prefix "$HERE/capstan-agent-supervise" >"$BIN_DIR/capstan-agent-supervise"
     chmod 0755 "$BIN_DIR/capstan-agent-supervise"
-    install -d -m 0755 "$PREFIX/etc/cron.d" "$PREFIX/var/log"
+    mkdir -p "$PREFIX/etc/cron.d" "$PREFIX/var/log"
     cat >"$PREFIX/etc/cron.d/capstan-agent" <<CRON
 # Keeps capstan-agent running where systemd does not (installed by install.sh).
 @reboot root $BIN_DIR/capstan-agent-supervise

@@ -260,7 +260,7 @@ fn the_supervision_install_sh_writes_is_the_one_compiled_into_the_agent() {
         let prefix = installed.root.path().display().to_string();
         for (path, compiled) in files {
             let at_prefix = compiled
-                .replace("/usr/local/bin/", &format!("{prefix}/usr/local/bin/"))
+                .replace("/usr/local/bin", &format!("{prefix}/usr/local/bin"))
                 .replace("/etc/capstan-agent", &format!("{prefix}/etc/capstan-agent"))
                 .replace(
                     "/var/log/capstan-agent",
