@@ -9,9 +9,13 @@
 #
 # Usage: install.sh [--binary=PATH] [--site-root=PATH] [--enable]
 #                   [--management-node=URL [--name=NAME]]
+#                   [--prefix=DIR] [--supervision=systemd|cron]
 #   --enable            switch the agent on (it takes work once paired)
 #   --management-node   ask that management node to admit this machine (prints the
 #                       fingerprint to compare; the running agent finishes the join)
+#   --prefix            install the same files under DIR, a scratch root for trying them
+#                       (tests): they name DIR's paths; nothing is started, root not needed
+#   --supervision       the supervision to install (default: systemd when it runs)
 set -eu
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -20,6 +24,8 @@ SITE_ROOT=""
 ENABLE=no
 MANAGEMENT_NODE=""
 NAME=""
+PREFIX=""
+SUPERVISION=""
 for argument in "$@"; do
     case "$argument" in
         --binary=*) BINARY=${argument#--binary=} ;;
@@ -27,12 +33,33 @@ for argument in "$@"; do
         --enable) ENABLE=yes ;;
         --management-node=*) MANAGEMENT_NODE=${argument#--management-node=} ;;
         --name=*) NAME=${argument#--name=} ;;
-        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+        --prefix=*) PREFIX=${argument#--prefix=} ;;
+        --supervision=systemd|--supervision=cron) SUPERVISION=${argument#--supervision=} ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
         *) echo "install.sh: unknown argument $argument" >&2; exit 64 ;;
     esac
 done
 
-if [ "$(id -u)" -ne 0 ]; then
+case "$PREFIX" in
+    "") ;;
+    /*[!A-Za-z0-9._/-]*|/*/) echo "install.sh: --prefix must be an absolute path of letters, digits, . _ - and /, not ending in /" >&2; exit 64 ;;
+    /*) ;;
+    *) echo "install.sh: --prefix must be an absolute path" >&2; exit 64 ;;
+esac
+if [ -z "$SUPERVISION" ]; then
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+        SUPERVISION=systemd
+    else
+        SUPERVISION=cron
+    fi
+fi
+# The installed unit and keepalive name the paths under the prefix (none: the paths as written).
+at_prefix() {
+    sed -e "s|/usr/local/bin|$PREFIX/usr/local/bin|g" \
+        -e "s|/etc/capstan-agent|$PREFIX/etc/capstan-agent|g" \
+        -e "s|/var/log/capstan-agent|$PREFIX/var/log/capstan-agent|g" "$1"
+}
+if [ -z "$PREFIX" ] && [ "$(id -u)" -ne 0 ]; then
     echo "install.sh: run as root" >&2
     exit 1
 fi
@@ -45,10 +72,18 @@ if ! "$BINARY" --version >/dev/null 2>&1; then
     exit 1
 fi
 
-STATE_DIR=/etc/capstan-agent
-install -m 0755 "$BINARY" /usr/local/bin/capstan-agent.new
-mv -f /usr/local/bin/capstan-agent.new /usr/local/bin/capstan-agent
-install -d -m 0700 -o root -g root "$STATE_DIR"
+STATE_DIR=$PREFIX/etc/capstan-agent
+BIN_DIR=$PREFIX/usr/local/bin
+umask 022
+# mkdir -p leaves an existing directory's mode and owner as they are.
+mkdir -p "$BIN_DIR"
+install -m 0755 "$BINARY" "$BIN_DIR/capstan-agent.new"
+mv -f "$BIN_DIR/capstan-agent.new" "$BIN_DIR/capstan-agent"
+if [ -n "$PREFIX" ]; then
+    install -d -m 0700 "$STATE_DIR"
+else
+    install -d -m 0700 -o root -g root "$STATE_DIR"
+fi
 if [ ! -f "$STATE_DIR/agent.env" ]; then
     umask 077
     {
@@ -71,23 +106,37 @@ if [ ! -f "$STATE_DIR/agent.env" ]; then
     } >"$STATE_DIR/agent.env"
 fi
 
-if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
-    install -m 0644 "$HERE/../systemd/capstan-agent.service" /etc/systemd/system/capstan-agent.service 2>/dev/null \
-        || install -m 0644 "$HERE/capstan-agent.service" /etc/systemd/system/capstan-agent.service
-    rm -f /etc/cron.d/capstan-agent
+if [ "$SUPERVISION" = systemd ]; then
+    UNIT="$HERE/../systemd/capstan-agent.service"
+    [ -f "$UNIT" ] || UNIT="$HERE/capstan-agent.service"
+    umask 022
+    mkdir -p "$PREFIX/etc/systemd/system"
+    at_prefix "$UNIT" >"$PREFIX/etc/systemd/system/capstan-agent.service"
+    chmod 0644 "$PREFIX/etc/systemd/system/capstan-agent.service"
+    rm -f "$PREFIX/etc/cron.d/capstan-agent"
+    if [ -n "$PREFIX" ]; then
+        echo "supervision: systemd, installed under $PREFIX (not started)"
+        exit 0
+    fi
     systemctl daemon-reload
     systemctl enable capstan-agent.service
     systemctl restart capstan-agent.service
     echo "supervision: systemd (systemctl status capstan-agent; journalctl -u capstan-agent)"
 else
-    install -m 0755 "$HERE/capstan-agent-supervise" /usr/local/bin/capstan-agent-supervise
     umask 022
-    cat >/etc/cron.d/capstan-agent <<'CRON'
+    at_prefix "$HERE/capstan-agent-supervise" >"$BIN_DIR/capstan-agent-supervise"
+    chmod 0755 "$BIN_DIR/capstan-agent-supervise"
+    mkdir -p "$PREFIX/etc/cron.d" "$PREFIX/var/log"
+    cat >"$PREFIX/etc/cron.d/capstan-agent" <<CRON
 # Keeps capstan-agent running where systemd does not (installed by install.sh).
-@reboot root /usr/local/bin/capstan-agent-supervise
-* * * * * root /usr/local/bin/capstan-agent-supervise
+@reboot root $BIN_DIR/capstan-agent-supervise
+* * * * * root $BIN_DIR/capstan-agent-supervise
 CRON
-    chmod 0644 /etc/cron.d/capstan-agent
+    chmod 0644 "$PREFIX/etc/cron.d/capstan-agent"
+    if [ -n "$PREFIX" ]; then
+        echo "supervision: cron keepalive, installed under $PREFIX (not started)"
+        exit 0
+    fi
     /usr/local/bin/capstan-agent-supervise
     echo "supervision: cron keepalive (tail -f /var/log/capstan-agent.log)"
 fi

@@ -18,6 +18,29 @@ use crate::{
     state::{self, RunStatus, StateDir},
 };
 
+/// Prints a line of a command's answer to stdout (as `println!`), ending the command quietly
+/// when its reader has gone away (`capstan-agent recipes | head`): Rust ignores SIGPIPE, so
+/// `println!` would panic with "failed printing to stdout: Broken pipe".
+macro_rules! say {
+    ($($arg:tt)*) => {
+        say_text(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// Writes `text` to stdout. A reader gone away (EPIPE) ends the process quietly with success,
+/// as `head` expects of a writer; any other failure to write ends it with a message and 1.
+fn say_text(text: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    if let Err(error) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        if error.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("capstan-agent: cannot write to stdout: {error}");
+        std::process::exit(1);
+    }
+}
+
 /// The state directory when none is given; the systemd unit makes it the one place the agent
 /// may write.
 pub const DEFAULT_STATE_DIR: &str = "/etc/capstan-agent";
@@ -139,6 +162,38 @@ pub struct Cli {
         default_value = crate::domain::script_trust::DEFAULT_BUNDLE_DIR
     )]
     pub bundle_dir: PathBuf,
+    /// Seconds a new version of the agent runs on trial before it is trusted (AG-29: three
+    /// minutes).
+    #[arg(
+        long,
+        global = true,
+        env = "CAPSTAN_AGENT_TRIAL_SECS",
+        default_value_t = crate::domain::update::TRIAL_UPTIME.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..=86_400)
+    )]
+    pub trial_secs: u64,
+    /// Seconds between the agent's asks for the release on offer (five minutes).
+    #[arg(
+        long,
+        global = true,
+        env = "CAPSTAN_AGENT_UPDATE_EVERY_SECS",
+        default_value_t = crate::domain::update::CHECK_EVERY.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..=86_400)
+    )]
+    pub update_every_secs: u64,
+    /// Seconds an `unlogged` verdict stands before it is reported (AG-31: fifteen minutes).
+    #[arg(
+        long,
+        global = true,
+        env = "CAPSTAN_AGENT_UNLOGGED_GRACE_SECS",
+        default_value_t = crate::domain::public_log::UNLOGGED_GRACE.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..=86_400)
+    )]
+    pub unlogged_grace_secs: u64,
+    /// What is logged, to stderr: a tracing filter such as `info` or `capstan_agent=debug`
+    /// (default: `info` for run, `warn` for the other commands).
+    #[arg(long, global = true, env = "CAPSTAN_AGENT_LOG")]
+    pub log: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -184,11 +239,12 @@ pub enum Command {
         action: RecoveryKeyAction,
     },
     /// Before every start (systemd's ExecStartPre, the cron keepalive): while a new version is
-    /// on trial with a .bak kept, a binary that cannot answer --version is replaced by the .bak
-    /// and its version rejected (AG-30).
+    /// on trial with a .bak kept, a binary that cannot answer --version, or that was started
+    /// twice without once recording its start, is replaced by the .bak and its version
+    /// rejected; otherwise the start is counted (AG-29, AG-30).
     StartGuard {
-        /// The agent binary to guard (default: this one). A unit whose binary may not run at
-        /// all runs the guard from the .bak with --binary naming the agent's path.
+        /// The agent binary to guard (default: this one). The shipped supervision runs the
+        /// guard from the .bak with --binary naming the agent's path.
         #[arg(long)]
         binary: Option<PathBuf>,
     },
@@ -213,8 +269,20 @@ pub fn main() -> ExitCode {
     } else {
         "warn"
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("CAPSTAN_AGENT_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let filter = match cli
+        .log
+        .as_deref()
+        .map(tracing_subscriber::EnvFilter::try_new)
+    {
+        Some(Ok(filter)) => filter,
+        Some(Err(error)) => {
+            eprintln!(
+                "capstan-agent: --log (CAPSTAN_AGENT_LOG) is not a log filter ({error}); logging at {level}"
+            );
+            tracing_subscriber::EnvFilter::new(level)
+        }
+        None => tracing_subscriber::EnvFilter::new(level),
+    };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -256,6 +324,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             root.display()
         );
     }
+    let update_settings = crate::update::Settings {
+        trial: Duration::from_secs(cli.trial_secs),
+        check_every: Duration::from_secs(cli.update_every_secs),
+        unlogged_grace: Duration::from_secs(cli.unlogged_grace_secs),
+    };
     let config = Config {
         site_root: cli.site_root,
         letsencrypt_dir: cli.letsencrypt_dir,
@@ -291,26 +364,26 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status => status(&state).map(|()| ExitCode::SUCCESS),
         Command::Enable => {
             state.write(state::ENABLED, b"enabled\n", 0o600)?;
-            println!("enabled: the agent takes work while paired");
+            say!("enabled: the agent takes work while paired");
             Ok(ExitCode::SUCCESS)
         }
         Command::Disable => {
             state.remove(state::ENABLED)?;
-            println!("disabled: the agent takes no work");
+            say!("disabled: the agent takes no work");
             Ok(ExitCode::SUCCESS)
         }
         Command::LogAccess { switch } => {
             state.write(state::LOG_ACCESS, format!("{switch}\n").as_bytes(), 0o600)?;
-            println!("log access {switch}");
+            say!("log access {switch}");
             Ok(ExitCode::SUCCESS)
         }
         Command::Leave => leave(&state).await,
-        Command::Run => crate::run::run(state, config)
+        Command::Run => crate::run::run(state, config, update_settings)
             .await
             .map(|()| ExitCode::SUCCESS),
         Command::Recipes => {
             for line in crate::recipes::describe(&state, &config) {
-                println!("{line}");
+                say!("{line}");
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -319,7 +392,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 Some(binary) => crate::update::Paths::of(&binary),
                 None => crate::update::Paths::current()?,
             };
-            println!("{}", crate::update::start_guard(&paths).await?);
+            say!("{}", crate::update::start_guard(&paths).await?);
             Ok(ExitCode::SUCCESS)
         }
         Command::RecoveryKey { action } => recovery_key(&state, action),
@@ -385,33 +458,33 @@ async fn join_command(
         }
     };
     let mut identity = join::ask(state, config, &plane, identity, saved.as_deref()).await?;
-    println!(
+    say!(
         "asked {management_node} to admit this machine as {:?}",
         identity.name
     );
-    println!("fingerprint: {}", identity.fingerprint);
-    println!("compare it with the pending request on the management node before approving it");
+    say!("fingerprint: {}", identity.fingerprint);
+    say!("compare it with the pending request on the management node before approving it");
     if let Pairing::Rejected { .. } = identity.pairing {
-        println!("rejected: the key is kept and asks again every five minutes; an operator may reopen the request");
+        say!("rejected: the key is kept and asks again every five minutes; an operator may reopen the request");
         return Ok(ExitCode::FAILURE);
     }
     if no_wait {
-        println!("the running agent finishes the join when the management node approves it");
+        say!("the running agent finishes the join when the management node approves it");
         return Ok(ExitCode::SUCCESS);
     }
     let deadline = tokio::time::Instant::now() + JOIN_WAIT;
     let mut last_check = None;
     loop {
         if let Pairing::Paired { node_id, .. } = identity.pairing {
-            println!("approved: this machine is node {node_id} on {management_node}");
+            say!("approved: this machine is node {node_id} on {management_node}");
             return Ok(ExitCode::SUCCESS);
         }
         if let Pairing::Rejected { .. } = identity.pairing {
-            println!("rejected: the key is kept and asks again every five minutes; an operator may reopen the request");
+            say!("rejected: the key is kept and asks again every five minutes; an operator may reopen the request");
             return Ok(ExitCode::FAILURE);
         }
         if tokio::time::Instant::now() >= deadline {
-            println!("no answer within five minutes; the running agent finishes the join when the management node approves it");
+            say!("no answer within five minutes; the running agent finishes the join when the management node approves it");
             return Ok(ExitCode::SUCCESS);
         }
         tokio::time::sleep(JOIN_STATUS_EVERY).await;
@@ -436,7 +509,7 @@ async fn join_command(
         match advanced {
             Ok(next) => {
                 if next.fingerprint != fingerprint {
-                    println!(
+                    say!(
                         "the management node retired the key; new fingerprint: {}",
                         next.fingerprint
                     );
@@ -456,7 +529,7 @@ async fn leave(state: &StateDir) -> anyhow::Result<ExitCode> {
     let lock = match state.try_lock(state::JOB_LOCK)? {
         Some(lock) => lock,
         None => {
-            println!("waiting for the running agent to finish its job");
+            say!("waiting for the running agent to finish its job");
             let locking = state.clone();
             tokio::task::spawn_blocking(move || locking.lock(state::JOB_LOCK)).await??
         }
@@ -471,7 +544,7 @@ async fn goodbye(state: &StateDir) -> anyhow::Result<ExitCode> {
     let identity = match state.identity() {
         Ok(Some(identity)) => identity,
         Ok(None) => {
-            println!("this machine is not paired; nothing to leave");
+            say!("this machine is not paired; nothing to leave");
             return Ok(ExitCode::SUCCESS);
         }
         // An identity the agent cannot trust is deleted all the same.
@@ -498,11 +571,11 @@ async fn goodbye(state: &StateDir) -> anyhow::Result<ExitCode> {
             (Err(error), _) | (_, Err(error)) => Err(error),
         };
         match said {
-            Ok(()) => println!(
+            Ok(()) => say!(
                 "said goodbye to {}: it forgot this machine's key (node {node_id})",
                 identity.management_node
             ),
-            Err(error) => println!(
+            Err(error) => say!(
                 "the goodbye could not be delivered ({error}); the identity is deleted anyway: disconnect node {node_id} on {} too",
                 identity.management_node
             ),
@@ -512,7 +585,7 @@ async fn goodbye(state: &StateDir) -> anyhow::Result<ExitCode> {
     for name in state.names_with_prefix("awaiting-")? {
         state.remove(&name)?;
     }
-    println!("left: the identity is deleted; the agent takes no work until it joins again");
+    say!("left: the identity is deleted; the agent takes no work until it joins again");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -523,16 +596,16 @@ fn recovery_key(state: &StateDir, action: RecoveryKeyAction) -> anyhow::Result<E
             let challenge =
                 keys::set_recovery_key(state, &recipient).map_err(anyhow::Error::msg)?;
             let path = state.file(keys::RECOVERY_CHALLENGE);
-            println!("recovery key set, not yet proven: decrypt this challenge where your private key is,");
-            println!("  age -d -i <your key file> {}", path.display());
-            println!("then run: capstan-agent recovery-key prove <the line it printed>");
-            println!();
-            print!("{challenge}");
+            say!("recovery key set, not yet proven: decrypt this challenge where your private key is,");
+            say!("  age -d -i <your key file> {}", path.display());
+            say!("then run: capstan-agent recovery-key prove <the line it printed>");
+            say!("");
+            say_text(&challenge);
             Ok(ExitCode::SUCCESS)
         }
         RecoveryKeyAction::Prove { answer } => {
             let key = keys::prove_recovery_key(state, &answer).map_err(anyhow::Error::msg)?;
-            println!(
+            say!(
                 "recovery key proven: backups from now on are sealed to {} (fingerprint {})",
                 key.recipient,
                 crate::domain::backup::sha256_hex(key.recipient.as_bytes())
@@ -544,7 +617,7 @@ fn recovery_key(state: &StateDir, action: RecoveryKeyAction) -> anyhow::Result<E
                 &keys::recovery_key(state),
                 keys::recipient_parses,
             );
-            println!("{report}");
+            say!("{report}");
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -564,7 +637,7 @@ fn decide(state: &StateDir, job: i64, decision: &str) -> anyhow::Result<ExitCode
     } else {
         "denied"
     };
-    println!(
+    say!(
         "{verb} job {job}: {} {}",
         waiting["primitive"].as_str().unwrap_or("?"),
         waiting["params"]
@@ -573,44 +646,45 @@ fn decide(state: &StateDir, job: i64, decision: &str) -> anyhow::Result<ExitCode
 }
 
 fn status(state: &StateDir) -> anyhow::Result<()> {
-    println!("version: {AGENT_VERSION}");
+    say!("version: {AGENT_VERSION}");
     match state.identity() {
         Ok(Some(identity)) => {
-            println!("pairing: {}", identity.pairing.describe());
-            println!("fingerprint: {}", identity.fingerprint);
-            println!("management node: {}", identity.management_node);
-            println!("name: {}", identity.name);
+            say!("pairing: {}", identity.pairing.describe());
+            say!("fingerprint: {}", identity.fingerprint);
+            say!("management node: {}", identity.management_node);
+            say!("name: {}", identity.name);
         }
-        Ok(None) => println!("pairing: not paired"),
-        Err(error) => println!("pairing: unreadable: {error}"),
+        Ok(None) => say!("pairing: not paired"),
+        Err(error) => say!("pairing: unreadable: {error}"),
     }
-    println!("enabled: {}", if state.enabled() { "yes" } else { "no" });
+    say!("enabled: {}", if state.enabled() { "yes" } else { "no" });
     let (log_access, note) = state.log_access();
-    println!("log access: {}", if log_access { "on" } else { "off" });
+    say!("log access: {}", if log_access { "on" } else { "off" });
     if let Some(note) = note {
-        println!("  {note}");
+        say!("  {note}");
     }
-    println!("policy: {}", state.policy().describe());
+    say!("policy: {}", state.policy().describe());
     let running = state.try_lock(state::RUN_LOCK)?.is_none();
     let recorded: Option<RunStatus> = state.read_json(state::STATUS).unwrap_or_default();
     match (running, recorded) {
         (true, Some(recorded)) => {
-            println!(
+            say!(
                 "agent: running (pid {}): {}",
-                recorded.pid, recorded.connection
+                recorded.pid,
+                recorded.connection
             );
             print_run_status(&recorded);
         }
-        (true, None) => println!("agent: running"),
+        (true, None) => say!("agent: running"),
         (false, Some(recorded)) => {
-            println!("agent: not running (last: {})", recorded.connection);
+            say!("agent: not running (last: {})", recorded.connection);
             print_run_status(&recorded);
         }
-        (false, None) => println!("agent: not running"),
+        (false, None) => say!("agent: not running"),
     }
     for name in state.names_with_prefix("awaiting-")? {
         if let Ok(Some(waiting)) = state.read_json::<Value>(&name) {
-            println!(
+            say!(
                 "waiting for approval: job {} {} {} (capstan-agent approve|deny {})",
                 waiting["job_id"],
                 waiting["primitive"].as_str().unwrap_or("?"),
@@ -624,16 +698,16 @@ fn status(state: &StateDir) -> anyhow::Result<()> {
 
 fn print_run_status(recorded: &RunStatus) {
     match (&recorded.last_claim_at, &recorded.last_claim) {
-        (Some(at), Some(claim)) => println!("last claim: {} at {}", claim, at.to_rfc3339()),
-        _ => println!("last claim: none yet"),
+        (Some(at), Some(claim)) => say!("last claim: {} at {}", claim, at.to_rfc3339()),
+        _ => say!("last claim: none yet"),
     }
     if let Some(error) = &recorded.last_error {
-        println!("last error: {error}");
+        say!("last error: {error}");
     }
     if let Some(crashed) = &recorded.crashed_job {
-        println!("note: {crashed}");
+        say!("note: {crashed}");
     }
     for note in &recorded.notes {
-        println!("note: {note}");
+        say!("note: {note}");
     }
 }

@@ -34,7 +34,11 @@ const STATUS_REFRESH: Duration = Duration::from_secs(60);
 const STATE_TROUBLE_WAIT: Duration = Duration::from_secs(10);
 
 /// Runs until SIGTERM or SIGINT.
-pub async fn run(state: StateDir, config: Config) -> anyhow::Result<()> {
+pub async fn run(
+    state: StateDir,
+    config: Config,
+    settings: update::Settings,
+) -> anyhow::Result<()> {
     // `status` holds the run lock for an instant to see whether an agent runs; try a while.
     let mut run_lock = None;
     for _ in 0..30 {
@@ -53,7 +57,6 @@ pub async fn run(state: StateDir, config: Config) -> anyhow::Result<()> {
         );
     }
     // AG-29: a swap on trial is counted, or rolled back, before anything else.
-    let settings = update::Settings::from_env()?;
     let paths = update::Paths::current()?;
     let on_trial = match update::at_start(&paths)? {
         AtStart::Run(on_trial) => on_trial,

@@ -35,8 +35,8 @@ use crate::{
         trust::FileFacts,
         update::{
             self, check_binary, check_probe, held_keys_file, judge, on_start, parse_held_keys,
-            parse_rejected, Accepted, Context, Pending, Plan, Start, UpdateState, Verdict,
-            COMPILED_RELEASE_KEY, PROBE_TIMEOUT,
+            parse_rejected, Accepted, Context, GuardRollBack, Guarded, Pending, Plan, Start,
+            UpdateState, Verdict, COMPILED_RELEASE_KEY, PROBE_TIMEOUT,
         },
         AGENT_VERSION,
     },
@@ -50,39 +50,15 @@ pub const ACCEPTED: &str = "release.json";
 /// Held release keys, one base64 public key a line, in the state directory.
 pub const HELD_KEYS: &str = "release_keys";
 
-/// The update's settings: the trial's length (`CAPSTAN_AGENT_TRIAL_SECS`, 180 by default) and
-/// how often the offer is asked for (`CAPSTAN_AGENT_UPDATE_EVERY_SECS`, 300).
+/// The update's settings, from the command line or the environment (`cli.rs`): the trial's
+/// length (`CAPSTAN_AGENT_TRIAL_SECS`, 180 by default), how often the offer is asked for
+/// (`CAPSTAN_AGENT_UPDATE_EVERY_SECS`, 300), and how long an `unlogged` verdict stands before it
+/// is reported (AG-31; `CAPSTAN_AGENT_UNLOGGED_GRACE_SECS`, 900).
 #[derive(Debug, Clone, Copy)]
 pub struct Settings {
     pub trial: Duration,
     pub check_every: Duration,
-    /// AG-31: how long an `unlogged` verdict stands before it is reported
-    /// (`CAPSTAN_AGENT_UNLOGGED_GRACE_SECS`, 900 by default).
     pub unlogged_grace: Duration,
-}
-
-impl Settings {
-    pub fn from_env() -> anyhow::Result<Settings> {
-        let seconds = |name: &str, default: Duration| -> anyhow::Result<Duration> {
-            match std::env::var(name) {
-                Err(_) => Ok(default),
-                Ok(text) => match text.trim().parse::<u64>() {
-                    Ok(value) if (1..=86_400).contains(&value) => Ok(Duration::from_secs(value)),
-                    _ => anyhow::bail!(
-                        "{name} must be a whole number of seconds from 1 to 86400, not {text:?}"
-                    ),
-                },
-            }
-        };
-        Ok(Settings {
-            trial: seconds("CAPSTAN_AGENT_TRIAL_SECS", update::TRIAL_UPTIME)?,
-            check_every: seconds("CAPSTAN_AGENT_UPDATE_EVERY_SECS", update::CHECK_EVERY)?,
-            unlogged_grace: seconds(
-                "CAPSTAN_AGENT_UNLOGGED_GRACE_SECS",
-                public_log::UNLOGGED_GRACE,
-            )?,
-        })
-    }
 }
 
 /// The files beside the binary.
@@ -361,7 +337,10 @@ pub fn at_start(paths: &Paths) -> anyhow::Result<AtStart> {
     }
 }
 
-/// AG-30: `capstan-agent start-guard`, run before every start. Returns what it did.
+/// AG-30: `capstan-agent start-guard`, run by the supervisor before every start (the unit's
+/// `ExecStartPre`, the cron keepalive). It counts the start it hands over in `.pending`, so a
+/// binary that dies before it can record its own start is still rolled back (AG-29). Returns
+/// what it did.
 pub async fn start_guard(paths: &Paths) -> anyhow::Result<String> {
     let Some(pending) = paths.read_pending() else {
         return Ok("no swap on trial".into());
@@ -369,18 +348,44 @@ pub async fn start_guard(paths: &Paths) -> anyhow::Result<String> {
     let has_bak = paths.bak.exists();
     let answer = probe(&paths.binary).await;
     let probe_ok = check_probe(answer, &pending.version).is_ok();
-    if update::guard(Some(&pending), has_bak, probe_ok) {
-        paths
-            .roll_back(&pending.version)
-            .map_err(|error| anyhow::anyhow!("cannot put {} back: {error}", paths.bak.display()))?;
-        return Ok(format!(
-            "{} cannot answer --version as {}: the previous binary is back and {} is rejected",
-            paths.binary.display(),
+    match update::guard(Some(&pending), has_bak, probe_ok) {
+        Guarded::Start => Ok(format!(
+            "{} is on trial with no {} to go back to; starting it",
             pending.version,
-            pending.version
-        ));
+            paths.bak.display()
+        )),
+        Guarded::HandOver(counted) => {
+            paths.write_pending(&counted).map_err(|error| {
+                anyhow::anyhow!(
+                    "cannot count the start in {}: {error}",
+                    paths.pending.display()
+                )
+            })?;
+            Ok(format!(
+                "{} on trial answers --version; start {} of it handed over ({} recorded by it)",
+                counted.version, counted.handed_over, counted.starts
+            ))
+        }
+        Guarded::RollBack { version, why } => {
+            paths.roll_back(&version).map_err(|error| {
+                anyhow::anyhow!("cannot put {} back: {error}", paths.bak.display())
+            })?;
+            let what = match why {
+                GuardRollBack::NoAnswer => format!(
+                    "{} cannot answer --version as {version}",
+                    paths.binary.display()
+                ),
+                GuardRollBack::NeverStarted { handed_over } => format!(
+                    "{} was started {handed_over} times on trial without once recording its start",
+                    paths.binary.display()
+                ),
+            };
+            warn!(%version, reason = %what, "=== Self-update === the start guard rolled the version back");
+            Ok(format!(
+                "{what}: the previous binary is back and {version} is rejected"
+            ))
+        }
     }
-    Ok(format!("{} on trial answers --version", pending.version))
 }
 
 /// The running agent's side of updates.
@@ -607,18 +612,9 @@ impl Updater {
             }
         };
         let trusted = trusted_keys(state);
-        let accepted: Accepted = state.read_json(ACCEPTED).ok().flatten().unwrap_or_default();
-        let rejected = self.paths.rejected_versions();
-        let context = Context {
-            trusted: &trusted,
-            accepted: &accepted,
-            now: chrono::Utc::now().timestamp(),
-            running: AGENT_VERSION,
-            rejected: &rejected,
-            on_trial: self.on_trial.is_some(),
-            arch: update::this_arch(),
-        };
-        let plan = match judge(&document, &context) {
+        let (accepted, judged) =
+            self.judge_here(state, &document, &trusted, update::BUILT_RELEASE_SEQUENCE);
+        let plan = match judged {
             Ok(plan) => plan,
             Err(verdict) => {
                 self.conclude(verdict, Some(digest));
@@ -794,6 +790,32 @@ impl Updater {
         }
     }
 
+    /// `judge` against this machine's record: the highest sequence in `release.json`, none
+    /// on a fresh install or once the file is lost, when `built_sequence` (the release this
+    /// binary was built as) is the rollback check's floor all the same.
+    fn judge_here(
+        &self,
+        state: &StateDir,
+        document: &SignedRelease,
+        trusted: &[PublicKey],
+        built_sequence: u64,
+    ) -> (Accepted, Result<Plan, Verdict>) {
+        let accepted: Accepted = state.read_json(ACCEPTED).ok().flatten().unwrap_or_default();
+        let rejected = self.paths.rejected_versions();
+        let context = Context {
+            trusted,
+            accepted: &accepted,
+            built_sequence,
+            now: chrono::Utc::now().timestamp(),
+            running: AGENT_VERSION,
+            rejected: &rejected,
+            on_trial: self.on_trial.is_some(),
+            arch: update::this_arch(),
+        };
+        let judged = judge(document, &context);
+        (accepted, judged)
+    }
+
     /// Writes the checked bytes to `.new` (created exclusively, 0755, synced).
     fn stage(&self, binary: &[u8]) -> std::io::Result<()> {
         let _ = fs::remove_file(&self.paths.staged);
@@ -823,11 +845,83 @@ impl Updater {
         self.paths.write_pending(&Pending {
             version: version.to_string(),
             starts: 0,
+            handed_over: 0,
         })?;
         fs::rename(&self.paths.staged, &self.paths.binary)?;
         if let Some(directory) = self.paths.binary.parent() {
             let _ = fs::File::open(directory).and_then(|directory| directory.sync_all());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capstan_signing::release::{Artifact, Release};
+    use std::collections::BTreeMap;
+
+    fn offer(signer: &NodeKey, version: &str, sequence: u64) -> SignedRelease {
+        let mut binaries = BTreeMap::new();
+        binaries.insert(
+            update::this_arch().unwrap_or("linux-amd64").to_string(),
+            Artifact::describe("capstan-agent", b"binary", signer),
+        );
+        Release {
+            version: version.into(),
+            sequence,
+            expires_at: chrono::Utc::now().timestamp() + 3600,
+            binaries,
+            support_bundle: None,
+            next_key: None,
+        }
+        .sign(signer)
+        .unwrap()
+    }
+
+    fn updater(dir: &Path) -> Updater {
+        let settings = Settings {
+            trial: update::TRIAL_UPTIME,
+            check_every: update::CHECK_EVERY,
+            unlogged_grace: public_log::UNLOGGED_GRACE,
+        };
+        Updater::new(settings, Paths::of(&dir.join("capstan-agent")), None)
+    }
+
+    #[test]
+    fn ag_24_a_fresh_state_directory_refuses_a_release_below_the_sequence_the_agent_was_built_as() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(&dir.path().join("state")).unwrap();
+        assert!(!state.file(ACCEPTED).exists(), "a fresh install");
+        let signer = NodeKey::from_secret_bytes(&[3; 32]).unwrap();
+        let trusted = [signer.public_key()];
+        let updater = updater(dir.path());
+
+        let (accepted, judged) =
+            updater.judge_here(&state, &offer(&signer, "0.0.1", 6), &trusted, 7);
+        assert_eq!(accepted, Accepted::default());
+        let refused = judged.unwrap_err();
+        assert_eq!(refused.state, UpdateState::VerifyFailed);
+        assert_eq!(
+            refused.reason.as_deref(),
+            Some("rollback: the release's sequence 6 is lower than 7, the release this agent was built as")
+        );
+        // a later release than the build is judged on
+        let (_, judged) = updater.judge_here(&state, &offer(&signer, "0.0.2", 8), &trusted, 7);
+        assert!(matches!(judged, Ok(Plan::Install(_))), "{judged:?}");
+        // the record, once there, is the floor when it is higher
+        state
+            .write_json(
+                ACCEPTED,
+                &Accepted {
+                    highest_sequence: 9,
+                },
+                0o600,
+            )
+            .unwrap();
+        let (accepted, judged) =
+            updater.judge_here(&state, &offer(&signer, "0.0.2", 8), &trusted, 7);
+        assert_eq!(accepted.highest_sequence, 9);
+        assert!(judged.unwrap_err().reason.unwrap().starts_with("rollback"));
     }
 }

@@ -2,7 +2,10 @@
 //! copies) confines the agent to what its words need; `docs/agent-confinement.md` says which
 //! word needs which right.
 
-use capstan_agent::cli::DEFAULT_STATE_DIR;
+use capstan_agent::{
+    cli::DEFAULT_STATE_DIR,
+    domain::confinement::{Grants, Writes, NEEDS},
+};
 use std::{path::Path, process::Command};
 
 const UNIT_PATH: &str = concat!(
@@ -33,9 +36,9 @@ fn values(unit: &str, name: &str) -> Vec<String> {
 fn the_systemd_unit_confines_the_agent_to_what_its_words_need() {
     let unit = unit();
     let one = |name: &str| values(&unit, name).join(" | ");
-    // Files: all read-only but the state directory, the only place the agent writes.
+    // Files: all read-only but what the words write (the next test).
     assert_eq!(one("ProtectSystem"), "strict");
-    assert_eq!(one("ReadWritePaths"), DEFAULT_STATE_DIR);
+    assert!(one("ReadWritePaths").contains(DEFAULT_STATE_DIR));
     assert!(
         one("ExecStart").contains(&format!("--state-dir={DEFAULT_STATE_DIR} ")),
         "the unit runs the agent on the state directory it may write: {}",
@@ -51,9 +54,65 @@ fn the_systemd_unit_confines_the_agent_to_what_its_words_need() {
     ] {
         assert_eq!(one(setting), "yes", "{setting}");
     }
-    // Of root's capabilities, only reading another user's files (the site's words).
-    assert_eq!(one("CapabilityBoundingSet"), "CAP_DAC_READ_SEARCH");
     assert!(one("SystemCallFilter").contains("@system-service"));
+}
+
+/// Issue 27: the unit forbade the writes of restore, rehearsal, site releases and self-update.
+/// What it grants is derived from what every compiled word and the agent itself need
+/// (`domain::confinement::NEEDS`, the table of docs/agent-confinement.md): each need granted,
+/// nothing granted that no word needs.
+#[test]
+fn the_systemd_unit_grants_every_words_needs_and_nothing_more() {
+    let grants = Grants::of_unit(&unit());
+    let missing: Vec<String> = NEEDS
+        .iter()
+        .flat_map(|needs| grants.missing(needs))
+        .collect();
+    assert!(missing.is_empty(), "{missing:#?}");
+    assert!(
+        grants.unneeded(NEEDS).is_empty(),
+        "{:#?}",
+        grants.unneeded(NEEDS)
+    );
+    assert_eq!(Writes::StateDir.path(), DEFAULT_STATE_DIR);
+}
+
+/// The table of docs/agent-confinement.md is the code's: a row per word, naming what it writes
+/// and the capabilities it uses.
+#[test]
+fn the_confinement_docs_table_is_the_one_the_unit_is_checked_against() {
+    let docs = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/agent-confinement.md"
+    ))
+    .unwrap();
+    let table = docs
+        .split_once("## What the unit grants, derived")
+        .expect("the section is in docs/agent-confinement.md")
+        .1;
+    for needs in NEEDS {
+        let row = table
+            .lines()
+            .find(|line| line.starts_with(&format!("| `{}` |", needs.who)))
+            .unwrap_or_else(|| panic!("no row for {}", needs.who));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let (writes, capabilities) = (cells[2], cells[3]);
+        let written: Vec<&str> = needs.writes.iter().map(|writes| writes.path()).collect();
+        for path in ["/etc/capstan-agent", "/var/www", "/usr/local/bin"] {
+            assert_eq!(
+                writes.contains(&format!("`{path}`")),
+                written.contains(&path),
+                "{row}"
+            );
+        }
+        for capability in ["CAP_DAC_READ_SEARCH", "CAP_DAC_OVERRIDE"] {
+            assert_eq!(
+                capabilities.contains(capability),
+                needs.capabilities.contains(&capability),
+                "{row}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -5,6 +5,7 @@
 pub mod backoff;
 pub mod backup;
 pub mod certificates;
+pub mod confinement;
 pub mod join;
 pub mod nginx;
 pub mod output;

@@ -17,6 +17,45 @@ use super::trust::{Distrust, FileFacts};
 /// with `CAPSTAN_RELEASE_KEY`. A build without one trusts only held keys, and with neither it
 /// installs nothing (`unsigned_build`).
 pub const COMPILED_RELEASE_KEY: Option<&str> = option_env!("CAPSTAN_RELEASE_KEY");
+/// The release sequence this binary was built as, set at build time with
+/// `CAPSTAN_AGENT_RELEASE_SEQUENCE` (a whole number: the `--sequence` its release is signed
+/// with); 0, the default, for a build that is no release. It is the floor of the rollback
+/// check: an agent with no `release.json` (a fresh install, or one whose state file was lost)
+/// still never accepts metadata older than the release it runs. A value that is not a whole
+/// number fails the build.
+pub const BUILT_RELEASE_SEQUENCE: u64 = match option_env!("CAPSTAN_AGENT_RELEASE_SEQUENCE") {
+    Some(text) => parse_sequence(text),
+    None => 0,
+};
+
+/// A release sequence as the build gives it: decimal digits only, fitting in a `u64`.
+const fn parse_sequence(text: &str) -> u64 {
+    let digits = text.as_bytes();
+    assert!(
+        !digits.is_empty(),
+        "CAPSTAN_AGENT_RELEASE_SEQUENCE must be a whole number, not empty"
+    );
+    let mut value: u64 = 0;
+    let mut index = 0;
+    while index < digits.len() {
+        let digit = digits[index];
+        assert!(
+            digit.is_ascii_digit(),
+            "CAPSTAN_AGENT_RELEASE_SEQUENCE must be a whole number (digits only)"
+        );
+        value = match value.checked_mul(10) {
+            Some(value) => value,
+            None => panic!("CAPSTAN_AGENT_RELEASE_SEQUENCE is too large"),
+        };
+        value = match value.checked_add((digit - b'0') as u64) {
+            Some(value) => value,
+            None => panic!("CAPSTAN_AGENT_RELEASE_SEQUENCE is too large"),
+        };
+        index += 1;
+    }
+    value
+}
+
 /// AG-29's `trialUptime`: a new version is trusted once a process running it has kept running
 /// this long.
 pub const TRIAL_UPTIME: Duration = Duration::from_secs(3 * 60);
@@ -159,6 +198,9 @@ pub struct Accepted {
 pub struct Context<'a> {
     pub trusted: &'a [PublicKey],
     pub accepted: &'a Accepted,
+    /// The sequence this binary was built as ([`BUILT_RELEASE_SEQUENCE`]): the rollback
+    /// check's floor whatever `release.json` says.
+    pub built_sequence: u64,
     /// Unix seconds now.
     pub now: i64,
     pub running: &'a str,
@@ -205,13 +247,22 @@ pub fn judge(document: &SignedRelease, context: &Context<'_>) -> Result<Plan, Ve
             Some(format!("bad signature: {error}")),
         ));
     }
-    if release.sequence < context.accepted.highest_sequence {
+    let accepted = context.accepted.highest_sequence;
+    if release.sequence < accepted.max(context.built_sequence) {
+        let floor = if context.built_sequence > accepted {
+            format!(
+                "{}, the release this agent was built as",
+                context.built_sequence
+            )
+        } else {
+            format!("{accepted}, the highest this agent has accepted")
+        };
         return Err(Verdict::new(
             UpdateState::VerifyFailed,
             offered,
             Some(format!(
-                "rollback: the release's sequence {} is lower than {}, the highest this agent has accepted",
-                release.sequence, context.accepted.highest_sequence
+                "rollback: the release's sequence {} is lower than {floor}",
+                release.sequence
             )),
         ));
     }
@@ -325,13 +376,26 @@ pub fn check_probe(answer: Result<(bool, String), String>, version: &str) -> Res
     }
 }
 
-/// `.pending` beside the binary: the version on trial and how many of its starts have begun
-/// (AG-29).
+/// `.pending` beside the binary: the version on trial, how many of its starts the binary itself
+/// recorded (AG-29), and how many the start guard handed over to it (AG-30).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pending {
     pub version: String,
+    /// Starts the new binary recorded itself, once running (its own "started" record).
     pub starts: u32,
+    /// Starts the start guard handed over to the new binary: counted outside it, so a binary
+    /// that dies before it can record anything is still counted. Absent in a record written by
+    /// an agent older than the count.
+    #[serde(default)]
+    pub handed_over: u32,
 }
+
+/// AG-30 with AG-29: how many starts the guard hands over to a binary on trial that never
+/// records its own start before the `.bak` is put back. A binary that answers `--version` but
+/// dies at start (a bad configuration read, a panic before `run`) would otherwise be restarted
+/// for ever with no agent running. Two, not one: a start lost between the guard and the binary
+/// (the supervisor stopped in between) is not held against the build.
+pub const STARTS_WITHOUT_RECORD_ALLOWED: u32 = 2;
 
 /// What a starting agent does about a swap on trial.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -361,6 +425,7 @@ pub fn on_start(pending: Option<&Pending>, running: &str, has_bak: bool) -> Star
         Some(pending) => Start::Trial(Pending {
             version: pending.version.clone(),
             starts: pending.starts.saturating_add(1),
+            handed_over: pending.handed_over,
         }),
     }
 }
@@ -371,6 +436,7 @@ pub fn on_deliberate_stop(pending: &Pending) -> Pending {
     Pending {
         version: pending.version.clone(),
         starts: 0,
+        handed_over: 0,
     }
 }
 
@@ -379,10 +445,56 @@ pub fn trial_passed(uptime: Duration, trial: Duration) -> bool {
     uptime >= trial
 }
 
-/// AG-30's start guard: while a swap is on trial with a `.bak` kept, a binary that cannot
-/// answer `--version` with the version on trial is replaced by the `.bak` and marked rejected.
-pub fn guard(pending: Option<&Pending>, has_bak: bool, probe_ok: bool) -> bool {
-    pending.is_some() && has_bak && !probe_ok
+/// What the start guard does before a start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Guarded {
+    /// No swap on trial, or no `.bak` to go back to: the start goes ahead as it is.
+    Start,
+    /// The start goes ahead, counted in `.pending` as handed over.
+    HandOver(Pending),
+    /// Put the `.bak` back, record the version in `.rejected`, and start the previous agent.
+    RollBack { version: String, why: GuardRollBack },
+}
+
+/// Why the guard rolled a version back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuardRollBack {
+    /// The binary cannot answer `--version` with the version on trial.
+    NoAnswer,
+    /// The binary was started this many times without once recording its own start.
+    NeverStarted { handed_over: u32 },
+}
+
+/// AG-30's start guard, run by the supervisor before every start (outside the binary on
+/// trial): while a swap is on trial with a `.bak` kept, a binary that cannot answer
+/// `--version` with the version on trial is replaced by the `.bak` and rejected; so is one
+/// that was handed [`STARTS_WITHOUT_RECORD_ALLOWED`] starts that it never recorded (it dies
+/// before it runs: AG-29's "a start that dies during its trial" counted where the binary
+/// cannot lie about it). Otherwise the start is counted and goes ahead.
+pub fn guard(pending: Option<&Pending>, has_bak: bool, probe_ok: bool) -> Guarded {
+    let Some(pending) = pending.filter(|_| has_bak) else {
+        return Guarded::Start;
+    };
+    if !probe_ok {
+        return Guarded::RollBack {
+            version: pending.version.clone(),
+            why: GuardRollBack::NoAnswer,
+        };
+    }
+    let unrecorded = pending.handed_over.saturating_sub(pending.starts);
+    if unrecorded >= STARTS_WITHOUT_RECORD_ALLOWED {
+        return Guarded::RollBack {
+            version: pending.version.clone(),
+            why: GuardRollBack::NeverStarted {
+                handed_over: pending.handed_over,
+            },
+        };
+    }
+    Guarded::HandOver(Pending {
+        version: pending.version.clone(),
+        starts: pending.starts,
+        handed_over: pending.handed_over.saturating_add(1),
+    })
 }
 
 /// The versions in `.rejected`, one a line.
@@ -432,6 +544,7 @@ mod tests {
         Context {
             trusted,
             accepted,
+            built_sequence: 0,
             now: NOW,
             running: "1.0.0",
             rejected: &[],
@@ -512,6 +625,59 @@ mod tests {
             ),
             Ok(Plan::Install(_))
         ));
+    }
+
+    // The same rollback check on a fresh install (no `release.json`): the release the binary
+    // was built as is the floor.
+    #[test]
+    fn ag_24_rollback_a_fresh_install_refuses_a_release_older_than_the_one_it_was_built_as() {
+        let signer = key(1);
+        let trusted = [signer.public_key()];
+        let fresh = Accepted::default();
+        let mut built_as_7 = context(&trusted, &fresh);
+        built_as_7.built_sequence = 7;
+        let (state, reason) = refused(judge(&document(&signer, "0.9.0", 6, NOW + 60), &built_as_7));
+        assert_eq!(state, UpdateState::VerifyFailed);
+        assert_eq!(
+            reason,
+            "rollback: the release's sequence 6 is lower than 7, the release this agent was built as"
+        );
+        // its own release is current, a later one installs
+        assert!(matches!(
+            judge(&document(&signer, "1.0.0", 7, NOW + 60), &built_as_7),
+            Ok(Plan::Settle(Verdict {
+                state: UpdateState::Current,
+                ..
+            }))
+        ));
+        assert!(matches!(
+            judge(&document(&signer, "1.1.0", 8, NOW + 60), &built_as_7),
+            Ok(Plan::Install(_))
+        ));
+        // a higher sequence accepted since is the floor then, named as such
+        let accepted = Accepted {
+            highest_sequence: 9,
+        };
+        let mut later = context(&trusted, &accepted);
+        later.built_sequence = 7;
+        let (_, reason) = refused(judge(&document(&signer, "1.1.0", 8, NOW + 60), &later));
+        assert!(
+            reason.ends_with("9, the highest this agent has accepted"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn the_built_release_sequence_is_read_as_a_whole_number() {
+        assert_eq!(parse_sequence("0"), 0);
+        assert_eq!(parse_sequence("42"), 42);
+        assert_eq!(parse_sequence("18446744073709551615"), u64::MAX);
+        for bad in ["", "4 2", "-1", "7a", "18446744073709551616"] {
+            assert!(
+                std::panic::catch_unwind(|| parse_sequence(bad)).is_err(),
+                "{bad:?} is refused"
+            );
+        }
     }
 
     // AG-24/AG-25 with ARCHITECTURE.md's decision on agent updates (expiry): TUF's freeze attack.
@@ -681,10 +847,7 @@ mod tests {
 
     #[test]
     fn ag_29_the_second_start_of_a_version_still_on_trial_rolls_back() {
-        let pending = Pending {
-            version: "1.1.0".into(),
-            starts: 0,
-        };
+        let pending = on_trial(0, 0);
         // the first start after the swap runs on trial and counts itself
         let first = on_start(Some(&pending), "1.1.0", true);
         let Start::Trial(counted) = first else {
@@ -715,10 +878,7 @@ mod tests {
 
     #[test]
     fn ag_29_a_deliberate_stop_during_the_trial_starts_it_afresh() {
-        let counted = Pending {
-            version: "1.1.0".into(),
-            starts: 1,
-        };
+        let counted = on_trial(1, 0);
         let after_stop = on_deliberate_stop(&counted);
         assert!(matches!(
             on_start(Some(&after_stop), "1.1.0", true),
@@ -733,16 +893,113 @@ mod tests {
         assert!(trial_passed(Duration::from_secs(180), TRIAL_UPTIME));
     }
 
-    #[test]
-    fn ag_30_the_start_guard_restores_the_bak_only_for_a_binary_on_trial_that_cannot_answer() {
-        let pending = Pending {
+    fn on_trial(starts: u32, handed_over: u32) -> Pending {
+        Pending {
             version: "1.1.0".into(),
-            starts: 0,
+            starts,
+            handed_over,
+        }
+    }
+
+    #[test]
+    fn ag_30_the_start_guard_restores_the_bak_for_a_binary_on_trial_that_cannot_answer() {
+        let pending = on_trial(0, 0);
+        assert_eq!(
+            guard(Some(&pending), true, false),
+            Guarded::RollBack {
+                version: "1.1.0".into(),
+                why: GuardRollBack::NoAnswer
+            }
+        );
+        assert_eq!(
+            guard(Some(&pending), true, true),
+            Guarded::HandOver(on_trial(0, 1))
+        );
+        // no .bak to go back to, or no trial: the start goes ahead uncounted
+        assert_eq!(guard(Some(&pending), false, false), Guarded::Start);
+        assert_eq!(guard(None, true, false), Guarded::Start);
+    }
+
+    #[test]
+    fn ag_29_ag_30_a_binary_that_answers_version_but_never_records_a_start_is_rolled_back_after_the_allowed_starts(
+    ) {
+        // The supervisor's loop as the guard sees it: the binary answers --version, then dies
+        // before it can record its start, so `starts` stays 0.
+        let mut pending = on_trial(0, 0);
+        let mut handed = 0;
+        let rolled_back = loop {
+            match guard(Some(&pending), true, true) {
+                Guarded::HandOver(counted) => {
+                    handed += 1;
+                    assert!(handed <= STARTS_WITHOUT_RECORD_ALLOWED, "never rolled back");
+                    pending = counted;
+                }
+                other => break other,
+            }
         };
-        assert!(guard(Some(&pending), true, false));
-        assert!(!guard(Some(&pending), true, true));
-        assert!(!guard(Some(&pending), false, false));
-        assert!(!guard(None, true, false));
+        assert_eq!(handed, STARTS_WITHOUT_RECORD_ALLOWED);
+        assert_eq!(
+            rolled_back,
+            Guarded::RollBack {
+                version: "1.1.0".into(),
+                why: GuardRollBack::NeverStarted {
+                    handed_over: STARTS_WITHOUT_RECORD_ALLOWED
+                }
+            }
+        );
+    }
+
+    #[test]
+    fn ag_29_ag_30_a_start_the_binary_recorded_is_judged_by_the_binary_and_not_held_against_it_by_the_guard(
+    ) {
+        // guard hands over, the binary records its start: on trial, both counted
+        let Guarded::HandOver(handed) = guard(Some(&on_trial(0, 0)), true, true) else {
+            panic!("the first start is handed over")
+        };
+        let Start::Trial(running) = on_start(Some(&handed), "1.1.0", true) else {
+            panic!("the first start runs on trial")
+        };
+        assert_eq!(running, on_trial(1, 1));
+        // it dies after recording: the guard hands over again, and the binary's own rule
+        // (the previous start died on trial) rolls it back
+        let Guarded::HandOver(again) = guard(Some(&running), true, true) else {
+            panic!("a recorded start is not held against the build by the guard")
+        };
+        assert_eq!(
+            on_start(Some(&again), "1.1.0", true),
+            Start::RollBack {
+                version: "1.1.0".into()
+            }
+        );
+        // had it died before recording the second time, the guard ends it all the same
+        let mut dying = again;
+        while let Guarded::HandOver(counted) = guard(Some(&dying), true, true) {
+            assert!(counted.handed_over <= 1 + STARTS_WITHOUT_RECORD_ALLOWED);
+            dying = counted;
+        }
+        assert!(matches!(
+            guard(Some(&dying), true, true),
+            Guarded::RollBack {
+                why: GuardRollBack::NeverStarted { .. },
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn ag_29_a_deliberate_stop_clears_the_guards_count_too() {
+        let after_stop = on_deliberate_stop(&on_trial(1, 1 + STARTS_WITHOUT_RECORD_ALLOWED));
+        assert_eq!(after_stop, on_trial(0, 0));
+        assert!(matches!(
+            guard(Some(&after_stop), true, true),
+            Guarded::HandOver(_)
+        ));
+    }
+
+    #[test]
+    fn ag_30_a_trial_record_without_the_guards_count_still_reads() {
+        let older: Pending = serde_json::from_str(r#"{"version":"1.1.0","starts":1}"#).unwrap();
+        assert_eq!(older, on_trial(1, 0));
     }
 
     #[test]

@@ -67,6 +67,9 @@ pub fn agent_build(version: &str) -> PathBuf {
             .current_dir(workspace())
             .env("CARGO_TARGET_DIR", &target)
             .env("CAPSTAN_AGENT_VERSION", version)
+            // The tests' releases start at sequence 1: these builds are built as no release
+            // (0, the rollback check's floor), whatever the environment says.
+            .env("CAPSTAN_AGENT_RELEASE_SEQUENCE", "0")
             .env("CAPSTAN_RELEASE_KEY", key)
             .env("CARGO_PROFILE_DEV_DEBUG", "0")
             .status()
