@@ -47,6 +47,19 @@ impl fmt::Display for Refused {
 
 impl std::error::Error for Refused {}
 
+impl Refused {
+    /// The refusal of an address `name` resolved to, for a person: `name resolves to
+    /// 127.0.0.1, which is not a public address (...)`.
+    pub fn of_name(&self, name: &str) -> String {
+        let said = self.to_string();
+        let rest = said
+            .strip_prefix(&self.address.to_string())
+            .unwrap_or(&said)
+            .trim_start_matches(" is ");
+        format!("{name} resolves to {}, which is {rest}", self.address)
+    }
+}
+
 /// The policy as set: refuse non-public addresses, or allow everything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Outbound {
@@ -380,6 +393,17 @@ mod tests {
         let said = refused.to_string();
         assert!(said.contains("127.0.0.1 is not a public address (loopback, 127.0.0.0/8)"));
         assert!(said.contains(ALLOW_PRIVATE_VARIABLE), "{said}");
+    }
+
+    #[test]
+    fn a_refused_name_says_what_it_resolved_to() {
+        let refused = Outbound::public_only()
+            .check("169.254.169.254".parse().unwrap())
+            .unwrap_err();
+        assert!(refused.of_name("metadata.internal").starts_with(
+            "metadata.internal resolves to 169.254.169.254, which is not a public address \
+             (link-local, 169.254.0.0/16)"
+        ));
     }
 
     #[test]

@@ -76,7 +76,7 @@ async fn resolve(url: &url::Url, outbound: Outbound) -> Result<Vec<std::net::Soc
     for address in &addresses {
         outbound
             .check(address.ip())
-            .map_err(|refused| format!("url: {host} resolves to {refused}"))?;
+            .map_err(|refused| format!("url: {}", refused.of_name(host)))?;
     }
     Ok(addresses)
 }

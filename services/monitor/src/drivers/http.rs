@@ -74,7 +74,7 @@ impl Prober {
         // plane for anyone is refused (the rule webhooks follow).
         self.outbound
             .check_all(&public)
-            .map_err(|refused| format!("{bare} resolves to {refused}"))?;
+            .map_err(|refused| refused.of_name(bare))?;
         let chosen = if bare.parse::<IpAddr>().is_ok() {
             Route::ThroughName
         } else {
@@ -131,7 +131,7 @@ impl Prober {
             if bare.parse::<IpAddr>().is_ok() {
                 refused.to_string()
             } else {
-                format!("{bare} resolves to {refused}")
+                refused.of_name(bare)
             }
         })
     }

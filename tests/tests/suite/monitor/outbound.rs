@@ -91,10 +91,9 @@ async fn a_node_reporting_loopback_gets_no_check_certificate_read_or_probe_conne
     })
     .await;
     assert!(
-        check["reason"]
-            .as_str()
-            .unwrap()
-            .contains("shop.inside.test resolves to 127.0.0.1 is not a public address (loopback"),
+        check["reason"].as_str().unwrap().contains(
+            "shop.inside.test resolves to 127.0.0.1, which is not a public address (loopback"
+        ),
         "{check}"
     );
     wait_for(
