@@ -16,6 +16,12 @@
 //! * create and update its own streams and the shared dead-letter stream, consume its own
 //!   commands and the events its reach names, through durable consumers of those names only;
 //! * read its own replies, under `_INBOX.<own>.>` only: no user reads another's answers.
+//!
+//! Outside programs that follow the events get a [`Subscriber`] user each, named by the
+//! operator (`capstan admin nats-config --subscriber NAME`): read-only — it may read the event
+//! subjects, keep one durable consumer named as itself on each event stream, pull and
+//! acknowledge through it, and read its replies under `_INBOX.<name>.>`; it publishes nothing
+//! else (no `capstan.*`, no stream or consumer deletion).
 
 use std::collections::BTreeSet;
 
@@ -76,6 +82,113 @@ impl BusUser {
             }
         }
     }
+}
+
+/// An outside program's read-only user of the event streams: its name is also its durable
+/// consumer's name on each event stream and its reply prefix (`_INBOX.<name>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subscriber {
+    name: String,
+}
+
+/// The longest subscriber name.
+pub const SUBSCRIBER_NAME_MAX: usize = 32;
+
+impl Subscriber {
+    /// A subscriber named `name`: a lower-case letter, then lower-case letters, digits or
+    /// `_`, at most [`SUBSCRIBER_NAME_MAX`] characters (a NATS consumer name and one subject
+    /// token), and not the name of a plane user or of a service's durable consumer, whose
+    /// messages it would otherwise take.
+    pub fn new(name: &str) -> Result<Subscriber, String> {
+        let mut characters = name.chars();
+        let well_formed = characters
+            .next()
+            .is_some_and(|first| first.is_ascii_lowercase())
+            && characters.all(|character| {
+                character.is_ascii_lowercase() || character.is_ascii_digit() || character == '_'
+            })
+            && name.len() <= SUBSCRIBER_NAME_MAX;
+        if !well_formed {
+            return Err(format!(
+                "subscriber {name:?}: must be a lower-case letter, then lower-case letters, digits \
+                 or '_', at most {SUBSCRIBER_NAME_MAX} characters"
+            ));
+        }
+        let taken = BusUser::every().iter().any(|user| user.name() == name)
+            || Domain::ALL.into_iter().any(|domain| {
+                domain.commands_consumer() == name
+                    || domain
+                        .reach()
+                        .consumes
+                        .iter()
+                        .any(|subscription| subscription.durable == name)
+            });
+        if taken {
+            return Err(format!(
+                "subscriber {name:?}: is the name of a plane user or consumer; choose another"
+            ));
+        }
+        Ok(Subscriber {
+            name: name.to_string(),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The environment variable the generated configuration reads its password from:
+    /// `CAPSTAN_NATS_PASSWORD_<NAME>`.
+    pub fn secret_variable(&self, auth: Auth) -> String {
+        let kind = match auth {
+            Auth::Password => "PASSWORD",
+            Auth::Nkey => "NKEY",
+        };
+        format!("CAPSTAN_NATS_{kind}_{}", self.name.to_ascii_uppercase())
+    }
+
+    /// The reply prefix its client must use (`_INBOX.<name>`): it may read no other.
+    pub fn inbox_prefix(&self) -> String {
+        format!("_INBOX.{}", self.name)
+    }
+
+    /// What it may publish and subscribe to: the event subjects, and on each domain's event
+    /// stream its own durable consumer only (look the stream up, create or update the
+    /// consumer, read it, pull, acknowledge).
+    pub fn permissions(&self) -> Permissions {
+        let name = &self.name;
+        let mut publish = BTreeSet::new();
+        for domain in Domain::ALL {
+            let stream = domain.events_stream();
+            consume(&mut publish, &stream, name);
+            publish.insert(js_api(&format!("CONSUMER.DURABLE.CREATE.{stream}.{name}")));
+        }
+        let subscribe = BTreeSet::from([
+            format!("{SUBJECT_ROOT}.events.>"),
+            format!("{}.>", self.inbox_prefix()),
+        ]);
+        Permissions { publish, subscribe }
+    }
+}
+
+/// A password for a NATS user: a letter, then 39 letters or digits (about 238 bits).
+/// nats-server reads a `$VARIABLE`'s value as configuration, not as text: a value that begins
+/// with a digit can read as a number (`12345`, `1k`) or fail to parse (`1e5…`: "variable
+/// reference … could not be parsed") and stop the server; one that begins with a letter and
+/// holds only letters and digits always reads as a string.
+pub fn generate_password() -> String {
+    use rand::distr::{Alphanumeric, Distribution, Uniform};
+    let mut random = rand::rng();
+    let letters = Uniform::new_inclusive(b'a', b'z').expect("a to z is a range");
+    let mut password = String::with_capacity(40);
+    password.push(char::from(letters.sample(&mut random)));
+    password.extend(
+        Alphanumeric
+            .sample_iter(&mut random)
+            .take(39)
+            .map(char::from),
+    );
+    password
 }
 
 /// How the users of the generated configuration prove who they are.
@@ -245,6 +358,11 @@ fn service_permissions(domain: Domain) -> Permissions {
 /// (`$CAPSTAN_NATS_PASSWORD_<USER>`, so the file holds none and a missing one stops the server
 /// at start). With no user connected without credentials, an anonymous client is refused.
 pub fn authorization(auth: Auth) -> String {
+    authorization_with(auth, &[])
+}
+
+/// As [`authorization`], with the read-only users of `subscribers` after the plane's.
+pub fn authorization_with(auth: Auth, subscribers: &[Subscriber]) -> String {
     let mut out = String::new();
     out.push_str(
         "# Generated by `capstan admin nats-config` from libs/events and libs/bus; do not\n",
@@ -253,24 +371,40 @@ pub fn authorization(auth: Auth) -> String {
         "# edit. One user per service with only its own subjects, and `all` for `capstan all`.\n",
     );
     out.push_str("# Each user's secret comes from the server's environment:\n");
-    for user in BusUser::every() {
-        out.push_str(&format!("#   {}\n", user.secret_variable(auth)));
+    let users: Vec<(String, String, Permissions, bool)> = BusUser::every()
+        .into_iter()
+        .map(|user| {
+            let name = user.name().to_string();
+            (name, user.secret_variable(auth), user.permissions(), true)
+        })
+        .chain(subscribers.iter().map(|subscriber| {
+            (
+                subscriber.name().to_string(),
+                subscriber.secret_variable(auth),
+                subscriber.permissions(),
+                false,
+            )
+        }))
+        .collect();
+    for (_, variable, _, _) in &users {
+        out.push_str(&format!("#   {variable}\n"));
+    }
+    if !subscribers.is_empty() {
+        out.push_str(
+            "# The users after the plane's are read-only subscribers of the events (docs/subscribing.md).\n",
+        );
     }
     out.push_str("authorization {\n  users = [\n");
-    for user in BusUser::every() {
-        let permissions = user.permissions();
+    for (name, variable, permissions, answers) in &users {
         out.push_str("    {\n");
         match auth {
             Auth::Password => {
-                out.push_str(&format!("      user: \"{}\"\n", user.name()));
-                out.push_str(&format!(
-                    "      password: ${}\n",
-                    user.secret_variable(auth)
-                ));
+                out.push_str(&format!("      user: \"{name}\"\n"));
+                out.push_str(&format!("      password: ${variable}\n"));
             }
             Auth::Nkey => {
-                out.push_str(&format!("      # {}\n", user.name()));
-                out.push_str(&format!("      nkey: ${}\n", user.secret_variable(auth)));
+                out.push_str(&format!("      # {name}\n"));
+                out.push_str(&format!("      nkey: ${variable}\n"));
             }
         }
         out.push_str("      permissions: {\n");
@@ -284,10 +418,12 @@ pub fn authorization(auth: Auth) -> String {
             out.push_str(&format!("          \"{subject}\"\n"));
         }
         out.push_str("        ] }\n");
-        out.push_str(
-            "        # Answers to the questions this user serves, on the asker's inbox.\n",
-        );
-        out.push_str("        allow_responses: true\n");
+        if *answers {
+            out.push_str(
+                "        # Answers to the questions this user serves, on the asker's inbox.\n",
+            );
+            out.push_str("        allow_responses: true\n");
+        }
         out.push_str("      }\n    }\n");
     }
     out.push_str("  ]\n}\n");
@@ -391,6 +527,108 @@ mod tests {
             assert!(own.publish.is_subset(&all.publish));
             assert!(own.subscribe.is_subset(&all.subscribe));
         }
+    }
+
+    #[test]
+    fn a_subscriber_reads_the_events_through_its_own_durable_and_publishes_nothing_else() {
+        let reader = Subscriber::new("warehouse").unwrap();
+        let allowed = reader.permissions();
+        let stream = Domain::Monitor.events_stream();
+        for subject in [
+            format!("$JS.API.STREAM.INFO.{stream}"),
+            format!("$JS.API.CONSUMER.CREATE.{stream}.warehouse"),
+            format!("$JS.API.CONSUMER.CREATE.{stream}.warehouse.capstan.events.monitor.>"),
+            format!("$JS.API.CONSUMER.DURABLE.CREATE.{stream}.warehouse"),
+            format!("$JS.API.CONSUMER.INFO.{stream}.warehouse"),
+            format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.warehouse"),
+            format!("$JS.ACK.{stream}.warehouse.1.2.3.4.5"),
+        ] {
+            assert!(allowed.may_publish(&subject), "{subject}");
+        }
+        for subject in [
+            "capstan.events.monitor.site_down".to_string(),
+            "capstan.cmd.agent_channel.request_job".to_string(),
+            "capstan.rpc.gateway.health".to_string(),
+            format!("$JS.API.STREAM.DELETE.{stream}"),
+            format!("$JS.API.STREAM.PURGE.{stream}"),
+            format!("$JS.API.STREAM.UPDATE.{stream}"),
+            format!("$JS.API.CONSUMER.DELETE.{stream}.warehouse"),
+            format!("$JS.API.CONSUMER.CREATE.{stream}"),
+            format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.monitor_agent_channel_events"),
+            format!(
+                "$JS.API.CONSUMER.CREATE.{}.warehouse",
+                Domain::Monitor.commands_stream()
+            ),
+            "_INBOX.gateway.abc".to_string(),
+        ] {
+            assert!(!allowed.may_publish(&subject), "{subject}");
+        }
+        assert!(allowed.may_subscribe("capstan.events.agent_channel.job_finished", None));
+        assert!(allowed.may_subscribe("_INBOX.warehouse.abc.1", None));
+        assert!(!allowed.may_subscribe("_INBOX.gateway.abc.1", None));
+        assert!(!allowed.may_subscribe("capstan.cmd.agent_channel.request_job", None));
+        assert!(!allowed.may_subscribe("capstan.rpc.gateway.health", None));
+    }
+
+    #[test]
+    fn a_subscriber_may_not_take_a_plane_users_or_consumers_name() {
+        for taken in ["gateway", "all", "agent_channel"] {
+            assert!(Subscriber::new(taken).is_err(), "{taken}");
+        }
+        for domain in Domain::ALL {
+            let name = domain.commands_consumer();
+            assert!(Subscriber::new(&name).is_err(), "{name}");
+            for subscription in domain.reach().consumes {
+                assert!(Subscriber::new(subscription.durable).is_err());
+            }
+        }
+        for bad in [
+            "",
+            "Warehouse",
+            "1st",
+            "ware.house",
+            "ware-house",
+            "a b",
+            "x>",
+        ] {
+            let error = Subscriber::new(bad).unwrap_err();
+            assert!(error.contains("lower-case letter"), "{bad}: {error}");
+        }
+        assert!(Subscriber::new(&"a".repeat(33)).is_err());
+        assert_eq!(
+            Subscriber::new("warehouse")
+                .unwrap()
+                .secret_variable(Auth::Password),
+            "CAPSTAN_NATS_PASSWORD_WAREHOUSE"
+        );
+    }
+
+    #[test]
+    fn the_configuration_lists_subscribers_after_the_plane_without_answering_rights() {
+        let reader = Subscriber::new("warehouse").unwrap();
+        let config = authorization_with(Auth::Password, std::slice::from_ref(&reader));
+        assert!(config.starts_with(&authorization(Auth::Password)[..200]));
+        let at = config
+            .find("user: \"warehouse\"")
+            .expect("the subscriber is listed");
+        assert!(config[..at].contains("user: \"all\""));
+        assert!(config.contains("password: $CAPSTAN_NATS_PASSWORD_WAREHOUSE"));
+        assert!(config.contains("#   CAPSTAN_NATS_PASSWORD_WAREHOUSE"));
+        assert!(!config[at..].contains("allow_responses"));
+    }
+
+    #[test]
+    fn a_generated_password_begins_with_a_letter_and_holds_only_letters_and_digits() {
+        let passwords: Vec<String> = (0..2000).map(|_| generate_password()).collect();
+        for password in &passwords {
+            assert_eq!(password.len(), 40);
+            assert!(password.starts_with(|first: char| first.is_ascii_lowercase()));
+            assert!(password
+                .chars()
+                .all(|character| character.is_ascii_alphanumeric()));
+        }
+        let distinct: BTreeSet<&String> = passwords.iter().collect();
+        assert_eq!(distinct.len(), passwords.len());
     }
 
     #[test]

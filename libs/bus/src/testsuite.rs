@@ -2,7 +2,7 @@
 //! removed when dropped. Restartable on the same port and store, to test what survives.
 
 use crate::{
-    access::{authorization, Auth, BusUser},
+    access::{authorization_with, generate_password, Auth, BusUser, Subscriber},
     ConnectOptions, Credentials,
 };
 use std::{
@@ -24,6 +24,8 @@ pub struct NatsServer {
     auth: Auth,
     /// A certificate and its key (PEM) the server serves TLS with, requiring it of clients.
     tls: Option<(PathBuf, PathBuf)>,
+    /// Read-only subscribers of the events, each with its password.
+    subscribers: Vec<(Subscriber, String)>,
 }
 
 fn binary() -> PathBuf {
@@ -59,6 +61,7 @@ impl NatsServer {
             passwords: Vec::new(),
             auth: Auth::Password,
             tls: None,
+            subscribers: Vec::new(),
         };
         server.spawn();
         server
@@ -69,9 +72,44 @@ impl NatsServer {
     pub fn start_secured() -> NatsServer {
         let passwords = BusUser::every()
             .into_iter()
-            .map(|user| (user, format!("{}-{}", user.name(), uuid::Uuid::now_v7())))
+            .map(|user| (user, generate_password()))
             .collect();
         NatsServer::start_configured(Auth::Password, passwords, None)
+    }
+
+    /// As [`NatsServer::start_secured`], with the read-only event subscribers `names` too
+    /// (`capstan admin nats-config --subscriber NAME`), each with a generated password.
+    pub fn start_with_subscribers(names: &[&str]) -> NatsServer {
+        let mut server = NatsServer {
+            port: free_port(),
+            store: tempfile::tempdir().expect("a temporary directory for the JetStream store"),
+            child: None,
+            passwords: BusUser::every()
+                .into_iter()
+                .map(|user| (user, generate_password()))
+                .collect(),
+            auth: Auth::Password,
+            tls: None,
+            subscribers: names
+                .iter()
+                .map(|name| {
+                    let subscriber = Subscriber::new(name).expect("a valid subscriber name");
+                    (subscriber, generate_password())
+                })
+                .collect(),
+        };
+        server.spawn();
+        server
+    }
+
+    /// The password of the subscriber `name` on a server from
+    /// [`NatsServer::start_with_subscribers`].
+    pub fn subscriber_password(&self, name: &str) -> String {
+        self.subscribers
+            .iter()
+            .find(|(subscriber, _)| subscriber.name() == name)
+            .map(|(_, password)| password.clone())
+            .expect("a subscriber the server was started with")
     }
 
     /// Starts a server with the generated authorization of kind `auth`, each user's secret
@@ -88,6 +126,7 @@ impl NatsServer {
             passwords: secrets,
             auth,
             tls,
+            subscribers: Vec::new(),
         };
         server.spawn();
         server
@@ -166,7 +205,12 @@ impl NatsServer {
             .stderr(Stdio::null());
         if !self.passwords.is_empty() {
             let config = self.store.path().join("nats-server.conf");
-            let mut text = authorization(self.auth);
+            let subscribers: Vec<Subscriber> = self
+                .subscribers
+                .iter()
+                .map(|(subscriber, _)| subscriber.clone())
+                .collect();
+            let mut text = authorization_with(self.auth, &subscribers);
             if let Some((certificate, key)) = &self.tls {
                 text.push_str(&format!(
                     "tls {{\n  cert_file: {:?}\n  key_file: {:?}\n}}\n",
@@ -182,6 +226,9 @@ impl NatsServer {
                 .arg(self.store.path().join("nats-server.log"));
             for (user, password) in &self.passwords {
                 command.env(user.secret_variable(self.auth), password);
+            }
+            for (subscriber, password) in &self.subscribers {
+                command.env(subscriber.secret_variable(self.auth), password);
             }
         }
         let child = command

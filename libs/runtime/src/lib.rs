@@ -6,6 +6,7 @@
 
 mod consume;
 mod entry;
+pub mod outbound;
 pub mod periodic;
 mod service;
 

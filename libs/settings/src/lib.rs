@@ -25,6 +25,18 @@ pub struct Settings {
     pub incidents: IncidentsSettings,
     pub monitor: MonitorSettings,
     pub backups: BackupsSettings,
+    pub outbound: OutboundSettings,
+}
+
+/// Where the plane may connect on a node's or an operator's word (webhooks, uptime checks,
+/// the edge probe, certificate reads): the one address policy (`capstan_runtime::outbound`,
+/// docs/security.md).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutboundSettings {
+    /// Lets those connections reach loopback, private, link-local and other non-public
+    /// addresses, and webhooks use plain `http://` (labs and tests; never in production).
+    pub allow_private: bool,
 }
 
 /// The backups service: the key its targets' credentials are sealed with at rest.
@@ -130,8 +142,8 @@ pub struct IncidentsSettings {
     pub smtp_url_file: Option<PathBuf>,
     /// The sender of the plane's mail.
     pub mail_from: String,
-    /// Lets webhooks reach loopback, private and link-local addresses and plain `http://`
-    /// (tests; never in production).
+    /// The older, webhooks-only form of `outbound.allow_private`, still read: either set to
+    /// true lets webhooks reach non-public addresses and plain `http://`.
     pub webhook_allow_private: bool,
     /// Seconds before a failed delivery's first retry; each further failure doubles it.
     pub retry_first_secs: u64,
@@ -477,6 +489,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("incidents.agent_silent_secs", "600"),
     ("incidents.mail_from", "capstan@localhost"),
     ("incidents.webhook_allow_private", "false"),
+    ("outbound.allow_private", "false"),
     ("incidents.retry_first_secs", "10"),
     ("incidents.deliver_interval_ms", "1000"),
     ("monitor.min_interval_secs", "30"),

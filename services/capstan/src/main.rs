@@ -82,6 +82,11 @@ enum AdminCommand {
         /// `password` (user and password) or `nkey` (the server holds public nkeys).
         #[arg(long, default_value = "password", value_parser = parse_auth)]
         auth: capstan_bus::access::Auth,
+        /// Adds a read-only user for an outside program that follows the events
+        /// (docs/subscribing.md); repeatable. Its password is read from
+        /// `CAPSTAN_NATS_PASSWORD_<NAME>`; a fresh one is suggested on stderr.
+        #[arg(long = "subscriber", value_parser = parse_subscriber)]
+        subscribers: Vec<capstan_bus::access::Subscriber>,
     },
 }
 
@@ -91,6 +96,10 @@ fn parse_auth(value: &str) -> Result<capstan_bus::access::Auth, String> {
         "nkey" => Ok(capstan_bus::access::Auth::Nkey),
         other => Err(format!("{other:?} is not one of password, nkey")),
     }
+}
+
+fn parse_subscriber(value: &str) -> Result<capstan_bus::access::Subscriber, String> {
+    capstan_bus::access::Subscriber::new(value)
 }
 
 fn parse_level(value: &str) -> Result<Level, String> {
@@ -156,9 +165,23 @@ fn main() -> ExitCode {
             capstan_gateway::admin::reset_password_command(&settings, &name).await
         }),
         Command::Admin {
-            command: AdminCommand::NatsConfig { auth },
+            command: AdminCommand::NatsConfig { auth, subscribers },
         } => {
-            print!("{}", capstan_bus::access::authorization(auth));
+            print!(
+                "{}",
+                capstan_bus::access::authorization_with(auth, &subscribers)
+            );
+            // A password for each new subscriber, for the operator to put in the server's
+            // environment and give the program; never in the configuration itself.
+            if auth == capstan_bus::access::Auth::Password {
+                for subscriber in &subscribers {
+                    eprintln!(
+                        "{}={}",
+                        subscriber.secret_variable(auth),
+                        capstan_bus::access::generate_password()
+                    );
+                }
+            }
             ExitCode::SUCCESS
         }
         Command::Release { command } => {

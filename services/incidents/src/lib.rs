@@ -15,6 +15,7 @@ pub mod store;
 pub mod tasks;
 
 use capstan_events::Domain;
+use capstan_runtime::outbound::Outbound;
 use capstan_runtime::{consume_patiently, Part, Service};
 use capstan_settings::Settings;
 use sqlx::migrate::Migrator;
@@ -69,6 +70,17 @@ pub fn backoff(settings: &Settings) -> anyhow::Result<Backoff> {
         .map_err(|error| anyhow::anyhow!("incidents.retry_first_secs: {error}"))
 }
 
+/// Where webhooks may go: the plane's address policy (`outbound.allow_private`), which the
+/// older, webhooks-only `incidents.webhook_allow_private` can still loosen — either set to true
+/// allows private targets and plain `http://` for webhooks.
+pub fn webhook_outbound(settings: &Settings) -> Outbound {
+    if settings.incidents.webhook_allow_private {
+        Outbound::allowing_private()
+    } else {
+        Outbound::from_settings(settings)
+    }
+}
+
 /// Runs the service until `shutdown`.
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
     let registry = Arc::new(registry(&settings)?);
@@ -79,15 +91,16 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         )),
         None => None,
     };
+    let outbound = webhook_outbound(&settings);
     let drivers = Arc::new(Drivers {
         mailer,
-        poster: Box::new(Http::new(settings.incidents.webhook_allow_private)),
+        poster: Box::new(Http::new(outbound)),
         plane_name: settings.gateway.plane_name.clone(),
     });
     let service = Service::start(&settings, DOMAIN, &MIGRATOR).await?;
     let state = rpc::State {
         store: service.store.clone(),
-        webhook_allow_private: settings.incidents.webhook_allow_private,
+        outbound,
     };
     let rpc = rpc::routes(service.rpc(), state);
     let mail_enabled = drivers.mailer.is_some();

@@ -35,7 +35,8 @@ type Answer<T> = Result<T, RpcError>;
 #[derive(Clone)]
 pub struct State {
     pub store: Store,
-    pub webhook_allow_private: bool,
+    /// Where webhooks may go (`webhook_outbound`).
+    pub outbound: capstan_runtime::outbound::Outbound,
 }
 
 /// Adds the incidents service's questions to `server`.
@@ -469,7 +470,7 @@ pub async fn create_webhook(state: State, request: CreateWebhook) -> Answer<Webh
             "must be at most 2048 characters",
         )));
     }
-    let url = crate::drivers::webhook::check_url(&request.url, state.webhook_allow_private)
+    let url = crate::drivers::webhook::check_url(&request.url, state.outbound)
         .await
         .map_err(|reason| RpcError::new(ErrorCode::InvalidRequest, reason))?;
     let secret = WebhookSecret::from_random(rand::random());

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use capstan_monitor::drivers::Prober;
 use capstan_monitor::tasks::{self, Pace};
 use capstan_monitor::MIGRATOR;
+use capstan_runtime::outbound::Outbound;
 use capstan_settings::Settings;
 use capstan_store::{testsuite::TestDatabase, Store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -214,7 +215,7 @@ async fn bench() {
         cert_warn_days: 21,
         timeout: settings.monitor.timeout(),
     };
-    let prober = Arc::new(Prober::new(&settings.monitor).unwrap());
+    let prober = Arc::new(Prober::new(&settings.monitor, Outbound::allowing_private()).unwrap());
     let stop = CancellationToken::new();
     let started_at = chrono::Utc::now();
     let running = tokio::spawn(tasks::uptime(store.clone(), prober, pace, stop.clone()));

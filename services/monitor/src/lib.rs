@@ -14,6 +14,7 @@ pub mod store;
 pub mod tasks;
 
 use capstan_events::Domain;
+use capstan_runtime::outbound::Outbound;
 use capstan_runtime::{consume_patiently, Part, Service};
 use capstan_settings::Settings;
 use sqlx::migrate::Migrator;
@@ -55,7 +56,10 @@ pub fn cadence(settings: &Settings) -> tasks::status::Cadence {
 
 /// Runs the service until `shutdown`.
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let prober = Arc::new(Prober::new(&settings.monitor)?);
+    let prober = Arc::new(Prober::new(
+        &settings.monitor,
+        Outbound::from_settings(&settings),
+    )?);
     run_with(settings, prober, shutdown).await
 }
 
@@ -70,6 +74,7 @@ pub async fn run_with(
     let state = rpc::State {
         store: service.store.clone(),
         min_interval_secs: settings.monitor.min_interval_secs,
+        prober: prober.clone(),
     };
     let rpc = rpc::routes(service.rpc(), state);
     let mut parts: Vec<Part> = Vec::new();

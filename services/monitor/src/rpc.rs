@@ -14,10 +14,12 @@ use capstan_events::monitor::{CertProblemChanged, SiteUp, UptimeStatus};
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
 use capstan_store::{Store, StoreError};
 use chrono::Utc;
+use std::sync::Arc;
 
 use crate::domain::edge;
 use crate::domain::uptime::{self, first_due, Live, Setting, HISTORY_KEPT};
 use crate::domain::InvalidInput;
+use crate::drivers::Prober;
 use crate::store::{self, CheckRow};
 
 type Answer<T> = Result<T, RpcError>;
@@ -31,6 +33,8 @@ pub struct State {
     pub store: Store,
     /// `CAPSTAN__MONITOR__MIN_INTERVAL_SECS`.
     pub min_interval_secs: u32,
+    /// The checks' resolver and address policy: a URL is checked when it is set.
+    pub prober: Arc<Prober>,
 }
 
 /// Adds the monitor service's questions to `server`.
@@ -162,6 +166,15 @@ pub async fn set_uptime(state: State, request: SetUptime) -> Answer<UptimeCheck>
         state.min_interval_secs,
     )
     .map_err(RpcError::from)?;
+    // An operator's URL gets the plane's address policy before anything is written.
+    if let Some(url) = &setting.url {
+        state.prober.url_allowed(url).await.map_err(|reason| {
+            RpcError::new(
+                ErrorCode::Refused,
+                format!("url: {url} is refused: {reason}"),
+            )
+        })?;
+    }
     let node = request.node_id;
     let now = Utc::now();
     let mut transaction = state.store.begin().await.map_err(unavailable)?;

@@ -1,10 +1,8 @@
 //! Delivering a signal: each mail, webhook or bell is an outbox row retried with backoff until
-//! delivered or given up a day after its first attempt; and where a webhook may be sent — never
-//! to a loopback, private or link-local address, nor over plain `http://`, unless
-//! `CAPSTAN__INCIDENTS__WEBHOOK_ALLOW_PRIVATE` is set (checked at creation and again at each
-//! delivery, on the addresses the host resolves to then, so DNS cannot be used to reach inside).
-
-use std::net::IpAddr;
+//! delivered or given up a day after its first attempt; and which scheme a webhook may use —
+//! never plain `http://` unless private targets are allowed. Where it may be sent is the
+//! plane's one address policy (`capstan_runtime::outbound`), checked at creation and again at
+//! each delivery, on the addresses the host resolves to then, so DNS cannot reach inside.
 
 use chrono::{DateTime, Duration, Utc};
 
@@ -92,49 +90,16 @@ impl Backoff {
     }
 }
 
-/// Whether a webhook may be sent to `address`: a public unicast address, or anything when
-/// private targets are allowed. An IPv4 address written as IPv6 (`::ffff:10.0.0.1`) is judged
-/// as the IPv4 address it is.
-pub fn address_allowed(address: IpAddr, allow_private: bool) -> bool {
-    if allow_private {
-        return true;
-    }
-    let address = match address {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
-        v4 => v4,
-    };
-    match address {
-        IpAddr::V4(v4) => {
-            let [first, second, ..] = v4.octets();
-            let shared = first == 100 && (64..128).contains(&second); // 100.64.0.0/10
-            !(v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || shared
-                || first == 0)
-        }
-        IpAddr::V6(v6) => {
-            !(v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_unique_local()
-                || v6.is_unicast_link_local()
-                || v6.is_multicast())
-        }
-    }
-}
-
 /// Whether a webhook URL's scheme may be used: `https`, or `http` when private targets are
-/// allowed.
+/// allowed (`CAPSTAN__OUTBOUND__ALLOW_PRIVATE`, or the older
+/// `CAPSTAN__INCIDENTS__WEBHOOK_ALLOW_PRIVATE`).
 pub fn scheme_allowed(scheme: &str, allow_private: bool) -> Result<(), InvalidInput> {
     match scheme {
         "https" => Ok(()),
         "http" if allow_private => Ok(()),
         "http" => Err(InvalidInput::new(
             "url",
-            "must use https (plain http is allowed only with CAPSTAN__INCIDENTS__WEBHOOK_ALLOW_PRIVATE)",
+            "must use https (plain http is allowed only with CAPSTAN__OUTBOUND__ALLOW_PRIVATE)",
         )),
         _ => Err(InvalidInput::new("url", "must be an https URL")),
     }
@@ -187,32 +152,6 @@ mod tests {
         assert!(Backoff::new(second * 2, second, second).is_err());
         assert!(Backoff::new(second, second, Duration::zero()).is_err());
         assert!(Backoff::new(Duration::milliseconds(100), second, second).is_ok());
-    }
-
-    #[test]
-    fn a_webhook_to_a_loopback_private_or_link_local_address_is_refused_unless_allowed() {
-        for refused in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "172.16.0.1",
-            "192.168.1.1",
-            "169.254.169.254",
-            "100.64.0.1",
-            "0.0.0.0",
-            "::1",
-            "fd00::1",
-            "fe80::1",
-            "::ffff:127.0.0.1",
-            "::ffff:10.0.0.1",
-            "::",
-        ] {
-            let address: IpAddr = refused.parse().unwrap();
-            assert!(!address_allowed(address, false), "{refused}");
-            assert!(address_allowed(address, true), "{refused} with the switch");
-        }
-        for public in ["203.0.113.7", "8.8.8.8", "2001:4860:4860::8888"] {
-            assert!(address_allowed(public.parse().unwrap(), false), "{public}");
-        }
     }
 
     #[test]

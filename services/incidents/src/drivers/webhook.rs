@@ -1,6 +1,6 @@
 //! Webhooks over HTTP(S). The host is resolved here, every address it resolves to is checked
-//! (`delivery::address_allowed`: no loopback, private or link-local target unless
-//! `CAPSTAN__INCIDENTS__WEBHOOK_ALLOW_PRIVATE`), and the connection is made to the address that
+//! against the plane's address policy (`capstan_runtime::outbound`: public addresses only
+//! unless private targets are allowed), and the connection is made to the address that
 //! was checked — so a name cannot resolve to a public address for the check and an inside one
 //! for the connection. TLS is rustls with the system's roots, the name kept for SNI.
 
@@ -13,8 +13,10 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use capstan_runtime::outbound::Outbound;
+
 use super::Poster;
-use crate::domain::delivery::{address_allowed, scheme_allowed};
+use crate::domain::delivery::scheme_allowed;
 
 /// A whole attempt (resolve, connect, send, read the answer's head) takes at most this long.
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -22,12 +24,12 @@ pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
 const ANSWER_KEPT: usize = 200;
 
 pub struct Http {
-    allow_private: bool,
+    outbound: Outbound,
     tls: tokio_rustls::TlsConnector,
 }
 
 impl Http {
-    pub fn new(allow_private: bool) -> Http {
+    pub fn new(outbound: Outbound) -> Http {
         let mut roots = rustls::RootCertStore::empty();
         for certificate in rustls_native_certs::load_native_certs().certs {
             let _ = roots.add(certificate);
@@ -40,7 +42,7 @@ impl Http {
         .with_root_certificates(roots)
         .with_no_client_auth();
         Http {
-            allow_private,
+            outbound,
             tls: tokio_rustls::TlsConnector::from(Arc::new(config)),
         }
     }
@@ -48,18 +50,19 @@ impl Http {
 
 /// Checks a webhook URL as given at creation: its scheme, and the addresses its host
 /// resolves to now. The same checks run again at every delivery.
-pub async fn check_url(url: &str, allow_private: bool) -> Result<url::Url, String> {
+pub async fn check_url(url: &str, outbound: Outbound) -> Result<url::Url, String> {
     let parsed = url::Url::parse(url).map_err(|error| format!("url: {error}"))?;
-    scheme_allowed(parsed.scheme(), allow_private).map_err(|error| error.to_string())?;
+    scheme_allowed(parsed.scheme(), outbound.allows_private())
+        .map_err(|error| error.to_string())?;
     if !parsed.username().is_empty() || parsed.password().is_some() {
         return Err("url: must not carry a user or password".into());
     }
-    resolve(&parsed, allow_private).await?;
+    resolve(&parsed, outbound).await?;
     Ok(parsed)
 }
 
 /// The addresses `url`'s host resolves to, each allowed, or why not.
-async fn resolve(url: &url::Url, allow_private: bool) -> Result<Vec<std::net::SocketAddr>, String> {
+async fn resolve(url: &url::Url, outbound: Outbound) -> Result<Vec<std::net::SocketAddr>, String> {
     let host = url.host_str().ok_or("url: has no host")?;
     let port = url.port_or_known_default().ok_or("url: has no port")?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
@@ -70,14 +73,10 @@ async fn resolve(url: &url::Url, allow_private: bool) -> Result<Vec<std::net::So
     if addresses.is_empty() {
         return Err(format!("url: {host} resolves to no address"));
     }
-    if let Some(refused) = addresses
-        .iter()
-        .find(|address| !address_allowed(address.ip(), allow_private))
-    {
-        return Err(format!(
-            "url: {host} resolves to {}, a loopback, private or link-local address",
-            refused.ip()
-        ));
+    for address in &addresses {
+        outbound
+            .check(address.ip())
+            .map_err(|refused| format!("url: {}", refused.of_name(host)))?;
     }
     Ok(addresses)
 }
@@ -90,8 +89,9 @@ impl Http {
         body: &[u8],
     ) -> Result<String, String> {
         let parsed = url::Url::parse(url).map_err(|error| format!("url: {error}"))?;
-        scheme_allowed(parsed.scheme(), self.allow_private).map_err(|error| error.to_string())?;
-        let addresses = resolve(&parsed, self.allow_private).await?;
+        scheme_allowed(parsed.scheme(), self.outbound.allows_private())
+            .map_err(|error| error.to_string())?;
+        let addresses = resolve(&parsed, self.outbound).await?;
         let host = parsed.host_str().unwrap_or_default().to_string();
         let stream = TcpStream::connect(&addresses[..])
             .await
@@ -196,25 +196,45 @@ mod tests {
             "https://[::1]/hook",
             "https://localhost/hook",
         ] {
-            let error = check_url(url, false).await.unwrap_err();
-            assert!(
-                error.contains("loopback, private or link-local"),
-                "{url}: {error}"
-            );
+            let error = check_url(url, Outbound::public_only()).await.unwrap_err();
+            assert!(error.contains("is not a public address"), "{url}: {error}");
         }
-        assert!(check_url("http://127.0.0.1:9/hook", true).await.is_ok());
+        assert!(
+            check_url("http://127.0.0.1:9/hook", Outbound::allowing_private())
+                .await
+                .is_ok()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_webhook_to_a_range_the_old_filter_missed_is_refused() {
+        for (url, range) in [
+            ("https://[64:ff9b::7f00:1]/hook", "127.0.0.0/8"),
+            ("https://192.0.0.8/hook", "192.0.0.0/24"),
+            ("https://198.18.0.1/hook", "198.18.0.0/15"),
+            ("https://240.0.0.1/hook", "240.0.0.0/4"),
+            ("https://[fec0::1]/hook", "fec0::/10"),
+            ("https://192.0.2.1/hook", "192.0.2.0/24"),
+            ("https://[2001:db8::1]/hook", "2001:db8::/32"),
+            ("https://[2002:a00:1::1]/hook", "10.0.0.0/8"),
+        ] {
+            let error = check_url(url, Outbound::public_only()).await.unwrap_err();
+            assert!(error.contains(range), "{url}: {error}");
+        }
     }
 
     #[tokio::test]
     async fn plain_http_and_credentials_in_the_url_are_refused() {
-        let error = check_url("http://203.0.113.9/hook", false)
+        let error = check_url("http://8.8.8.8/hook", Outbound::public_only())
             .await
             .unwrap_err();
         assert!(error.contains("https"), "{error}");
-        let error = check_url("https://user:pw@203.0.113.9/hook", false)
+        let error = check_url("https://user:pw@8.8.8.8/hook", Outbound::public_only())
             .await
             .unwrap_err();
         assert!(error.contains("user or password"), "{error}");
-        assert!(check_url("ftp://203.0.113.9/", true).await.is_err());
+        assert!(check_url("ftp://8.8.8.8/", Outbound::allowing_private())
+            .await
+            .is_err());
     }
 }

@@ -151,7 +151,7 @@ impl Prober {
         ask: Ask,
         presented: &mut Option<PresentedCertificate>,
     ) -> Result<u16, String> {
-        let stream = connect(connect_to, site.port).await?;
+        let stream = connect(self.outbound, connect_to, site.port).await?;
         let host = &site.origin[url::Position::BeforeHost..url::Position::AfterPort];
         let request = match ask {
             Ask::Login => hyper::Request::get(LOGIN_PATH).body(Full::new(Bytes::new())),

@@ -13,6 +13,8 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use url::Url;
 
+use capstan_runtime::outbound::Outbound;
+
 use super::Prober;
 use crate::domain::pinning::{self, Route};
 use crate::domain::uptime::{judge_answer, reads_body, Outcome, MAX_BODY_BYTES};
@@ -68,6 +70,11 @@ impl Prober {
         let bare = host.trim_start_matches('[').trim_end_matches(']');
         let port = url.port_or_known_default().ok_or("the URL names no port")?;
         let public = self.resolver.addresses(bare).await?;
+        // Every answer is checked, not only the one dialled: a name that resolves inside the
+        // plane for anyone is refused (the rule webhooks follow).
+        self.outbound
+            .check_all(&public)
+            .map_err(|refused| refused.of_name(bare))?;
         let chosen = if bare.parse::<IpAddr>().is_ok() {
             Route::ThroughName
         } else {
@@ -78,7 +85,7 @@ impl Prober {
             Route::Pinned(address) => vec![address],
             Route::ThroughName => public,
         };
-        let stream = connect(&candidates, port).await?;
+        let stream = connect(self.outbound, &candidates, port).await?;
         let path = &url[url::Position::BeforePath..url::Position::AfterQuery];
         let request = hyper::Request::get(if path.is_empty() { "/" } else { path })
             .header(
@@ -106,8 +113,40 @@ impl Prober {
     }
 }
 
-/// A connection to the first of `candidates` that takes one.
-pub async fn connect(candidates: &[IpAddr], port: u16) -> Result<TcpStream, String> {
+impl Prober {
+    /// Whether an uptime URL may be set (at creation; every check asks again, since DNS can
+    /// change): the addresses its host resolves to now, each passing the address policy. A
+    /// name that does not resolve yet passes — its checks fail until it does, and are checked
+    /// then.
+    pub async fn url_allowed(&self, url: &Url) -> Result<(), String> {
+        let Some(host) = url.host_str() else {
+            return Ok(());
+        };
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let resolved = tokio::time::timeout(self.timeout, self.resolver.addresses(bare)).await;
+        let Ok(Ok(addresses)) = resolved else {
+            return Ok(());
+        };
+        self.outbound.check_all(&addresses).map_err(|refused| {
+            if bare.parse::<IpAddr>().is_ok() {
+                refused.to_string()
+            } else {
+                refused.of_name(bare)
+            }
+        })
+    }
+}
+
+/// A connection to the first of `candidates` that takes one, once every candidate has passed
+/// the address policy: the monitor's one way out, so no check dials an address unchecked.
+pub async fn connect(
+    outbound: Outbound,
+    candidates: &[IpAddr],
+    port: u16,
+) -> Result<TcpStream, String> {
+    outbound
+        .check_all(candidates)
+        .map_err(|refused| refused.to_string())?;
     let mut last = String::from("no address to connect to");
     for address in candidates {
         let socket = SocketAddr::new(*address, port);

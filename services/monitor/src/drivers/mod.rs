@@ -1,6 +1,8 @@
 //! The monitor's reach into the world: its resolver, its HTTP checks and its reading of served
 //! certificates. Every connection is made by hand to an address chosen here (pinned or
-//! resolved, MO-03) so the name stays the one used for SNI and `Host`.
+//! resolved, MO-03) so the name stays the one used for SNI and `Host`, and every address is
+//! checked against the plane's address policy (`capstan_runtime::outbound`) before it is
+//! dialled: a node's reported address or an operator's URL never reaches inside the plane.
 
 pub mod dns;
 pub mod edge;
@@ -10,6 +12,7 @@ pub mod tls;
 use std::sync::Arc;
 use std::time::Duration;
 
+use capstan_runtime::outbound::Outbound;
 use capstan_settings::MonitorSettings;
 
 pub use dns::Resolver;
@@ -23,25 +26,29 @@ pub struct Prober {
     pub any: tokio_rustls::TlsConnector,
     pub timeout: Duration,
     pub tls_port: u16,
+    /// Which addresses may be dialled.
+    pub outbound: Outbound,
 }
 
 impl Prober {
-    pub fn new(settings: &MonitorSettings) -> anyhow::Result<Prober> {
+    pub fn new(settings: &MonitorSettings, outbound: Outbound) -> anyhow::Result<Prober> {
         Ok(Prober {
             resolver: Resolver::new(settings.resolver.as_deref())?,
             verified: tls::verified_connector(),
             any: tls::any_connector(),
             timeout: settings.timeout(),
             tls_port: settings.tls_port,
+            outbound,
         })
     }
 
     /// For tests: as [`Prober::new`], trusting `extra_roots` besides the system's.
     pub fn with_roots(
         settings: &MonitorSettings,
+        outbound: Outbound,
         extra_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
     ) -> anyhow::Result<Arc<Prober>> {
-        let mut prober = Prober::new(settings)?;
+        let mut prober = Prober::new(settings, outbound)?;
         prober.verified = tls::verified_connector_with(extra_roots);
         Ok(Arc::new(prober))
     }

@@ -96,7 +96,7 @@ impl Prober {
     /// timeout and without validating it.
     pub async fn served_certificate(&self, origin: IpAddr, name: &str) -> Result<Served, String> {
         let read = async {
-            let stream = connect(&[origin], self.tls_port).await?;
+            let stream = connect(self.outbound, &[origin], self.tls_port).await?;
             let server_name = ServerName::try_from(name.to_string())
                 .map_err(|error| format!("{name} cannot be a TLS name: {error}"))?;
             let tls = self

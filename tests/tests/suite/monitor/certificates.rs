@@ -138,6 +138,8 @@ async fn mo_09_each_of_the_five_reasons_is_named_with_its_fix_and_opens_cert_pro
     let plane = Plane::start_with(&[
         ("CAPSTAN__MONITOR__RESOLVER", resolver.as_str()),
         ("CAPSTAN__MONITOR__TLS_PORT", port_text.as_str()),
+        // The origins are on loopback.
+        ("CAPSTAN__OUTBOUND__ALLOW_PRIVATE", "true"),
         ("CAPSTAN__MONITOR__TIMEOUT_SECS", "2"),
         ("CAPSTAN__MONITOR__TICK_MS", "100"),
         ("CAPSTAN__INCIDENTS__PASS_SECS", "1"),

@@ -5,6 +5,7 @@
 mod cadence;
 mod certificates;
 mod edge;
+mod outbound;
 mod pinning;
 
 use capstan_e2e::dns::DnsServer;
@@ -23,17 +24,24 @@ pub fn loopback(last: u8) -> IpAddr {
 }
 
 /// A plane whose monitor resolves through `dns`, may check every second and gives up on a
-/// check after two seconds; its incidents pass every second.
+/// check after two seconds; its incidents pass every second. The test's sites are on
+/// loopback, so private targets are allowed.
 pub(crate) async fn monitored_plane(dns: &DnsServer) -> Plane {
+    monitored_plane_with(dns, &[("CAPSTAN__OUTBOUND__ALLOW_PRIVATE", "true")]).await
+}
+
+/// As [`monitored_plane`], with `extra` settings instead of allowing private targets.
+pub(crate) async fn monitored_plane_with(dns: &DnsServer, extra: &[(&str, &str)]) -> Plane {
     let resolver = dns.address.to_string();
-    Plane::start_with(&[
+    let mut settings = vec![
         ("CAPSTAN__MONITOR__RESOLVER", resolver.as_str()),
         ("CAPSTAN__MONITOR__MIN_INTERVAL_SECS", "1"),
         ("CAPSTAN__MONITOR__TIMEOUT_SECS", "2"),
         ("CAPSTAN__MONITOR__TICK_MS", "100"),
         ("CAPSTAN__INCIDENTS__PASS_SECS", "1"),
-    ])
-    .await
+    ];
+    settings.extend_from_slice(extra);
+    Plane::start_with(&settings).await
 }
 
 /// A node paired with `addresses` as its own, known to the monitor.

@@ -9,6 +9,7 @@ use capstan_monitor::domain::pinning::Route;
 use capstan_monitor::domain::uptime::Outcome;
 use capstan_monitor::drivers::http::Target;
 use capstan_monitor::drivers::Prober;
+use capstan_runtime::outbound::Outbound;
 use capstan_settings::Settings;
 use url::Url;
 
@@ -46,7 +47,8 @@ fn prober(dns: &DnsServer) -> Prober {
         ],
     )
     .unwrap();
-    Prober::new(&settings.monitor).unwrap()
+    // The sites are on loopback: private targets are allowed here.
+    Prober::new(&settings.monitor, Outbound::allowing_private()).unwrap()
 }
 
 /// MO-03: two nodes share a name (dual A records); the one at 127.0.0.2 is dead. Checked as
@@ -158,7 +160,12 @@ async fn mo_03_an_https_check_pinned_to_the_nodes_address_keeps_the_name_for_sni
         ],
     )
     .unwrap();
-    let prober = Prober::with_roots(&settings.monitor, vec![ca.certificate.der().clone()]).unwrap();
+    let prober = Prober::with_roots(
+        &settings.monitor,
+        Outbound::allowing_private(),
+        vec![ca.certificate.der().clone()],
+    )
+    .unwrap();
     let url = Url::parse(&format!("https://tls.shared.test:{port}/")).unwrap();
     let own = vec!["127.0.0.1".to_string()];
     for kind in [CheckKind::HttpStatus, CheckKind::TlsCertificate] {
