@@ -21,7 +21,7 @@ use super::State;
 use crate::{
     actions::{self, emit, unavailable, Asker, PairingEnd},
     domain::{
-        jobs::lost,
+        jobs::{lost, Door},
         joins::{reopenable, JoinRecordState},
         JOIN_TTL,
     },
@@ -345,6 +345,7 @@ pub async fn create_job(state: State, request: CreateJob) -> Answer<JobCreated> 
     let asker = Asker {
         name: &request.actor.name,
         level: request.actor.level,
+        door: Door::Operator,
         idempotency_key: None,
         correlation_id: None,
     };
