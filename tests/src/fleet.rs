@@ -11,7 +11,8 @@
 //! * its latest `check_status`: none when `i % 11 == 0` (gray), disk 95 % when `i % 7 == 0`
 //!   (red), load 7 when `i % 7 == 1` (yellow), else all well (green);
 //! * every fiftieth node is a Docker host whose `host_report` lists `ct-<i+1>` to `ct-<i+5>`,
-//!   and nodes `i+1` to `i+5` are those containers (so they sit on it).
+//!   and nodes `i+1` to `i+5` are those containers (so they sit on it): their own
+//!   `host_report`s carry the host's kernel boot id, `boot-<i>` (issue 27's corroboration).
 //!
 //! Join `k` (from 1) asks as `asker-<k, five digits>` from `192.0.<k/256>.<k%256>` with the
 //! fingerprint `SHA256:join<md5 of k>`.
@@ -77,14 +78,22 @@ pub async fn seed(url: &str, nodes: i64, joins: i64) {
     sqlx::query(
         "INSERT INTO jobs (node_id, primitive, class, params, state, outcome, result, requested_by,
                            budget_s, created_at, claimed_at, finished_at)
-         SELECT n.id, 'host_report', 'read', '{}', 'completed', 'completed',
-                jsonb_build_object('docker', 'installed', 'containers',
+         SELECT n.id, 'host_report', 'read', '{}'::jsonb, 'completed', 'completed',
+                jsonb_build_object('docker', 'installed', 'boot_id', format('boot-%s', s.i),
+                    'containers',
                     (SELECT jsonb_agg(jsonb_build_object('name', format('ct-%s', s.i + k), 'state', 'running'))
                      FROM generate_series(1, 5) AS k)),
                 'seed', 60, now(), now(), now()
          FROM nodes n
          JOIN LATERAL (SELECT substring(n.name FROM 6)::bigint AS i) AS s ON true
-         WHERE n.name LIKE 'node-%' AND s.i % 50 = 0",
+         WHERE n.name LIKE 'node-%' AND s.i % 50 = 0
+         UNION ALL
+         SELECT n.id, 'host_report', 'read', '{}'::jsonb, 'completed', 'completed',
+                jsonb_build_object('docker', 'absent', 'boot_id', format('boot-%s', s.i - s.i % 50)),
+                'seed', 60, now(), now(), now()
+         FROM nodes n
+         JOIN LATERAL (SELECT substring(n.name FROM 6)::bigint AS i) AS s ON true
+         WHERE n.name LIKE 'node-%' AND s.i % 50 BETWEEN 1 AND 5 AND s.i > 50",
     )
     .execute(&mut *connection)
     .await

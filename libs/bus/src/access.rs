@@ -11,8 +11,9 @@
 //! * serve its own rpc subjects `capstan.rpc.<own>.>`, only as its queue group `<own>`, and
 //!   answer the questions it receives (`allow_responses`, so it can publish to no other inbox);
 //! * ask the domains its reach names (the gateway: every domain) and its own `health`;
-//! * publish to its own event, command and dead-letter subjects and to the command subjects
-//!   of the domains its reach names;
+//! * publish to its own event, command and dead-letter subjects, and to the command subjects
+//!   of the domains its reach names that name it as the sender
+//!   (`capstan.cmd.<domain>.<name>.<own>`), never another sender's;
 //! * create and update its own streams and the shared dead-letter stream, consume its own
 //!   commands and the events its reach names, through durable consumers of those names only;
 //! * read its own replies, under `_INBOX.<own>.>` only: no user reads another's answers.
@@ -297,7 +298,7 @@ fn service_permissions(domain: Domain) -> Permissions {
     publish.insert(domain.commands_subjects());
     publish.insert(format!("{SUBJECT_ROOT}.dlq.{own}.>"));
     for commanded in reach.commands {
-        publish.insert(commanded.commands_subjects());
+        publish.insert(commanded.commands_subjects_from(domain));
     }
 
     // Its streams (and the shared dead-letter stream), ensured at every start.
@@ -497,6 +498,32 @@ mod tests {
         assert!(!billing.may_publish("capstan.cmd.agent_channel.request_job"));
         assert!(billing.may_publish("capstan.dlq.billing.anything"));
         assert!(!billing.may_publish("capstan.dlq.agent_channel.anything"));
+    }
+
+    /// Issue 27: a sender's commands travel on a subject naming it, and its user may publish
+    /// no other sender's, nor the bare subject.
+    #[test]
+    fn a_service_sends_commands_only_on_the_subjects_naming_it() {
+        use capstan_events::agent_channel::{CancelJob, RequestJob};
+        use capstan_events::command_subject_from;
+        for sender in [Domain::Monitor, Domain::Backups, Domain::Rollouts] {
+            let permissions = user(sender);
+            assert!(permissions.may_publish(&command_subject_from::<RequestJob>(sender)));
+            assert!(permissions.may_publish(&command_subject_from::<CancelJob>(sender)));
+            assert!(!permissions.may_publish("capstan.cmd.agent_channel.request_job"));
+            assert!(!permissions.may_publish("capstan.cmd.agent_channel.cancel_job"));
+            for other in Domain::ALL {
+                if other != sender {
+                    assert!(
+                        !permissions.may_publish(&command_subject_from::<RequestJob>(other)),
+                        "{sender} may send as {other}"
+                    );
+                }
+            }
+        }
+        let monitor = user(Domain::Monitor);
+        assert!(!monitor.may_publish("capstan.cmd.agent_channel.request_job.backups"));
+        assert!(!monitor.may_publish("capstan.cmd.agent_channel.request_job.monitor.x"));
     }
 
     #[test]

@@ -26,6 +26,16 @@ impl Outgoing {
         Outgoing::raw(subject, &envelope.into_raw())
     }
 
+    /// A command to another service, on the subject naming `sender`
+    /// (`capstan.cmd.<domain>.<name>.<sender>`, issue 27), traced from the current span.
+    pub fn command_from<M: capstan_events::Command>(
+        sender: capstan_events::Domain,
+        envelope: capstan_events::Envelope<M>,
+    ) -> Outgoing {
+        let subject = capstan_events::command_subject_from::<M>(sender);
+        Outgoing::raw(subject, &envelope.into_raw())
+    }
+
     /// An envelope already in JSON form, traced from the current span.
     pub fn raw(subject: String, envelope: &RawEnvelope) -> Outgoing {
         Outgoing {

@@ -21,7 +21,9 @@ pub struct EventSubscription {
 pub struct Reach {
     /// Other domains' event streams this domain consumes.
     pub consumes: &'static [EventSubscription],
-    /// Domains this domain sends commands to (`capstan.cmd.<domain>.>`).
+    /// Domains this domain sends commands to, each on a subject naming this domain as the
+    /// sender (`capstan.cmd.<domain>.<name>.<sender>`, issue 27): the bus lets it publish no
+    /// other, so the commanded domain knows who asked and holds it to what it may ask.
     pub commands: &'static [Domain],
     /// Domains this domain asks questions of (`capstan.rpc.<domain>.>`). Every domain may also
     /// ask its own `health` (what `capstan health <service>` runs with that service's user).

@@ -85,7 +85,11 @@ pub fn render_docs() -> Vec<(String, String)> {
          this folder drifts from the code; run it with `CAPSTAN_WRITE_DOCS=1` to rewrite it).\n\n\
          Every message is a CloudEvents 1.0 event in structured JSON mode; the schema below is \
          that of its `data` at the given `dataversion`. Events are public facts (add fields, \
-         never rename or repurpose); commands are consumed only by the owning service.\n\n\
+         never rename or repurpose); commands are consumed only by the owning service. Another \
+         service sends a command on the subject with its own domain appended \
+         (`.<sender>`, such as `capstan.cmd.agent_channel.request_job.monitor`): its bus user \
+         may publish no other, and the owner holds it to what that sender may ask (the \
+         agent channel: the words the primitives catalog names for it, `issuer`).\n\n\
          | kind | subject | type | stream | dataversion | schema |\n\
          | --- | --- | --- | --- | --- | --- |\n",
     );
@@ -94,8 +98,12 @@ pub fn render_docs() -> Vec<(String, String)> {
             Kind::Event => "event",
             Kind::Command => "command",
         };
+        let sender = match entry.kind {
+            Kind::Event => "",
+            Kind::Command => ".<sender>",
+        };
         page.push_str(&format!(
-            "| {kind} | `{}` | `{}` | `{}` | {} | [{file}]({file}) |\n",
+            "| {kind} | `{}{sender}` | `{}` | `{}` | {} | [{file}]({file}) |\n",
             entry.subject,
             entry.event_type,
             entry.stream,

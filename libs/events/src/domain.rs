@@ -75,6 +75,17 @@ impl Domain {
         format!("{}.cmd.{}.>", crate::SUBJECT_ROOT, self.as_str())
     }
 
+    /// `capstan.cmd.agent_channel.*.monitor`: the commands of this domain `sender` may publish,
+    /// each on a subject naming it (`crate::command_subject_from`), never another's.
+    pub fn commands_subjects_from(self, sender: Domain) -> String {
+        format!(
+            "{}.cmd.{}.*.{}",
+            crate::SUBJECT_ROOT,
+            self.as_str(),
+            sender.as_str()
+        )
+    }
+
     /// `capstan/agent-channel`: the CloudEvents `source` of what this service emits.
     pub fn source(self) -> String {
         format!("capstan/{}", self.service_name())
@@ -117,6 +128,10 @@ mod tests {
         assert_eq!(domain.commands_stream(), "CAPSTAN_CMD_AGENT_CHANNEL");
         assert_eq!(domain.events_subjects(), "capstan.events.agent_channel.>");
         assert_eq!(domain.commands_subjects(), "capstan.cmd.agent_channel.>");
+        assert_eq!(
+            domain.commands_subjects_from(Domain::Backups),
+            "capstan.cmd.agent_channel.*.backups"
+        );
         assert_eq!(domain.source(), "capstan/agent-channel");
     }
 

@@ -78,6 +78,23 @@ pub fn type_for(domain: Domain, name: &str) -> String {
     format!("{SUBJECT_ROOT}.{}.{name}", domain.as_str())
 }
 
+/// `capstan.cmd.<domain>.<name>.<sender>`: a command one service sends another, on a subject
+/// that names the sender. Each service's bus user may publish only its own (`access`), so the
+/// subject, unlike anything in the message, proves who sent it, and the owner can hold the
+/// sender to what it may ask (issue 27). It stays inside the owner's command stream.
+pub fn command_subject_from<M: Command>(sender: Domain) -> String {
+    format!("{}.{}", M::subject(), sender.as_str())
+}
+
+/// The sender a command's bus subject names (`capstan.cmd.<domain>.<name>.<sender>`), or
+/// `None` when the subject names none, or none of the plane's domains.
+pub fn command_sender<M: Command>(subject: &str) -> Option<Domain> {
+    let sender = subject.strip_prefix(&M::subject())?.strip_prefix('.')?;
+    Domain::ALL
+        .into_iter()
+        .find(|domain| domain.as_str() == sender)
+}
+
 /// `capstan.rpc.<domain>.<op>`: the subject of a request/reply question.
 pub fn rpc_subject(domain: Domain, op: &str) -> String {
     format!("{SUBJECT_ROOT}.rpc.{}.{op}", domain.as_str())
@@ -138,6 +155,37 @@ mod tests {
         assert_eq!(
             dead_letter_subject(Domain::Incidents, "intake"),
             "capstan.dlq.incidents.intake"
+        );
+    }
+
+    #[test]
+    fn a_command_from_another_service_names_its_sender_in_the_subject_and_reads_back() {
+        use crate::agent_channel::{CancelJob, RequestJob};
+        let subject = command_subject_from::<RequestJob>(Domain::Monitor);
+        assert_eq!(subject, "capstan.cmd.agent_channel.request_job.monitor");
+        assert_eq!(
+            command_sender::<RequestJob>(&subject),
+            Some(Domain::Monitor)
+        );
+        assert_eq!(
+            command_sender::<RequestJob>("capstan.cmd.agent_channel.request_job"),
+            None
+        );
+        assert_eq!(
+            command_sender::<RequestJob>("capstan.cmd.agent_channel.request_job.nobody"),
+            None
+        );
+        assert_eq!(
+            command_sender::<RequestJob>("capstan.cmd.agent_channel.request_job.monitor.x"),
+            None
+        );
+        assert_eq!(
+            command_sender::<RequestJob>("capstan.cmd.agent_channel.request_jobs.monitor"),
+            None
+        );
+        assert_eq!(
+            command_sender::<RequestJob>(&command_subject_from::<CancelJob>(Domain::Backups)),
+            None
         );
     }
 }

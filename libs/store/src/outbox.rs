@@ -2,7 +2,7 @@
 //! same transaction as the state change they describe. The relay publishes them afterwards, so
 //! a crash between commit and publish only delays a message, never loses it.
 
-use capstan_events::{Envelope, Message, RawEnvelope};
+use capstan_events::{Command, Domain, Envelope, Message, RawEnvelope};
 use sqlx::PgConnection;
 
 use crate::StoreError;
@@ -39,6 +39,18 @@ pub async fn push<M: Message>(
     envelope: Envelope<M>,
 ) -> Result<(), StoreError> {
     let subject = envelope.bus_subject();
+    push_raw(connection, &subject, &envelope.into_raw()).await
+}
+
+/// Writes a command to another service within the caller's transaction, on the subject that
+/// names `sender` (`capstan.cmd.<domain>.<name>.<sender>`): the only subject of the other
+/// domain's commands the sender's bus user may publish, and how the owner knows who asked.
+pub async fn push_command_from<M: Command>(
+    connection: &mut PgConnection,
+    sender: Domain,
+    envelope: Envelope<M>,
+) -> Result<(), StoreError> {
+    let subject = capstan_events::command_subject_from::<M>(sender);
     push_raw(connection, &subject, &envelope.into_raw()).await
 }
 

@@ -21,7 +21,7 @@ use uuid::Uuid;
 use crate::{
     domain::{
         fleet,
-        jobs::{self, lost, Routing, RoutingRefusal},
+        jobs::{self, lost, Door, DoorRefusal, Routing, RoutingRefusal},
         version::below_floor,
         ONLINE_WINDOW,
     },
@@ -271,6 +271,8 @@ pub fn join_view(row: &JoinRow, name_taken_by: Option<i64>, now: DateTime<Utc>) 
 pub struct Asker<'a> {
     pub name: &'a str,
     pub level: Level,
+    /// The door the job is asked through, which decides the words it may be (issue 27).
+    pub door: Door,
     pub idempotency_key: Option<&'a str>,
     pub correlation_id: Option<Uuid>,
 }
@@ -299,6 +301,12 @@ pub async fn create_job(
             format!("primitive: the plane knows no primitive named {primitive:?}"),
         ));
     };
+    // Issue 27: a service's word is made by that service alone, whatever the level.
+    jobs::may_ask(word, asker.door).map_err(|refusal| match refusal {
+        DoorRefusal::OwnedByService(_) | DoorRefusal::NotTheSendersWord { .. } => {
+            RpcError::new(ErrorCode::Forbidden, refusal.to_string())
+        }
+    })?;
     let needed = word.class.needed_level();
     if asker.level < needed {
         return Err(RpcError::new(

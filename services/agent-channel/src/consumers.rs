@@ -1,6 +1,10 @@
 //! Commands from other services: `request_job` (the same idempotency key twice makes one job)
-//! and `cancel_job`. A request the plane cannot route still becomes a job, ended `refused` by
-//! the plane with the reason, so the asker always hears back through `job_finished`.
+//! and `cancel_job`, each on a subject naming its sender (`...request_job.<service>`, which the
+//! bus lets only that service publish). A request for a word its sender may not ask for (issue
+//! 27: the catalog's `issuer`), or on a subject naming no sender, is dead-lettered with the
+//! reason and queues nothing. A request the plane cannot route still becomes a job, ended
+//! `refused` by the plane with the reason, so the asker always hears back through
+//! `job_finished`.
 //!
 //! And the monitor's events: `health_changed` kept as each node's dot (MO-07).
 
@@ -8,8 +12,9 @@ use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
 use capstan_events::monitor::HealthChanged;
 use capstan_events::{
     agent_channel::{primitives, rpc::JobState, CancelJob, JobOutcome, RequestJob},
+    command_sender,
     rpc::{ErrorCode, Level},
-    Domain, Envelope, Message,
+    Command as BusCommand, Domain, Envelope, Message,
 };
 use capstan_runtime::{read_as, retry, Apply};
 use capstan_store::PgConnection;
@@ -18,6 +23,7 @@ use std::time::Duration;
 
 use crate::{
     actions::{self, Asker},
+    domain::jobs::{self, Door},
     store,
 };
 
@@ -98,22 +104,47 @@ impl Apply for Commands {
         &'c self,
         connection: &'c mut PgConnection,
         command: Command,
-        _delivery: &'c Delivery,
+        delivery: &'c Delivery,
     ) -> BoxFuture<'c, Result<(), HandlerError>> {
         Box::pin(async move {
             match command {
-                Command::Request(request) => request_job(connection, request).await,
-                Command::Cancel(cancel) => cancel_job(connection, cancel).await,
+                Command::Request(request) => {
+                    let sender = sender_of::<RequestJob>(delivery)?;
+                    request_job(connection, sender, request).await
+                }
+                Command::Cancel(cancel) => {
+                    let sender = sender_of::<CancelJob>(delivery)?;
+                    cancel_job(connection, sender, cancel).await
+                }
             }
         })
     }
 }
 
+/// The service a command came from, by the subject it came on (issue 27): only that service's
+/// bus user may publish it. A command on a subject naming no sender is rejected.
+fn sender_of<M: BusCommand>(delivery: &Delivery) -> Result<Domain, HandlerError> {
+    command_sender::<M>(&delivery.subject).ok_or_else(|| {
+        HandlerError::Reject(format!(
+            "{} came on {}, which names no sending service: another service sends it on {}.<service>",
+            M::NAME,
+            delivery.subject,
+            M::subject()
+        ))
+    })
+}
+
 async fn request_job(
     connection: &mut PgConnection,
+    sender: Domain,
     envelope: Envelope<RequestJob>,
 ) -> Result<(), HandlerError> {
     let request = &envelope.data;
+    // Issue 27: a word its sender may not ask for queues nothing, not even a refused job.
+    if let Some(word) = primitives::find(&request.primitive) {
+        jobs::may_ask(word, Door::Service(sender))
+            .map_err(|refusal| HandlerError::Reject(refusal.to_string()))?;
+    }
     let Some(node) = store::node_by_id(connection, request.node_id)
         .await
         .map_err(retry)?
@@ -123,7 +154,9 @@ async fn request_job(
     let asker = Asker {
         name: &request.requested_by,
         // A service asks with the authority of the plane; it checked its own operator's level.
+        // What it may ask for is its door's.
         level: Level::Admin,
+        door: Door::Service(sender),
         idempotency_key: Some(&request.idempotency_key),
         correlation_id: envelope.correlationid.or(Some(envelope.id)),
     };
@@ -170,6 +203,7 @@ async fn request_job(
 
 async fn cancel_job(
     connection: &mut PgConnection,
+    sender: Domain,
     envelope: Envelope<CancelJob>,
 ) -> Result<(), HandlerError> {
     let Some(job) = store::job_by_key(connection, &envelope.data.idempotency_key)
@@ -180,6 +214,16 @@ async fn cancel_job(
     };
     if job.state.is_terminal() {
         return Ok(());
+    }
+    // A sender withdraws only a job of a word it may ask for (issue 27).
+    let word = primitives::find(&job.primitive);
+    if !word.is_some_and(|word| word.requestable_by(sender)) {
+        return Err(HandlerError::Reject(format!(
+            "{} may not withdraw job {}: {} is not its word",
+            sender.service_name(),
+            job.id,
+            job.primitive
+        )));
     }
     let reason = format!("withdrawn by {}", envelope.data.requested_by);
     let ended = store::finish_job(

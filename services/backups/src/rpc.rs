@@ -314,6 +314,7 @@ pub async fn backup_urls(state: State, request: BackupUrls) -> Answer<BackupUrls
         &request.keys,
     )
     .map_err(refused)?;
+    issued_here(&state, &request).await?;
     let node = request.node_id;
     let ttl = state.url_ttl;
     match (plan.op, plan.run_seq) {
@@ -391,6 +392,39 @@ pub async fn backup_urls(state: State, request: BackupUrls) -> Answer<BackupUrls
             Ok(BackupUrlsAnswer { urls })
         }
     }
+}
+
+/// Issue 27: the job is one this service asked for (its own table, by the correlation id it
+/// gave), else it gets nothing.
+async fn issued_here(state: &State, request: &BackupUrls) -> Answer<()> {
+    let issued = match request.correlation_id {
+        Some(correlation) => {
+            let mut connection = state
+                .store
+                .pool()
+                .acquire()
+                .await
+                .map_err(|e| unavailable(e.into()))?;
+            store::schedule::issued_job(
+                &mut connection,
+                correlation,
+                request.node_id,
+                request.job_id,
+            )
+            .await
+            .map_err(unavailable)?
+        }
+        None => None,
+    };
+    broker::issued_here(
+        request.job_id,
+        issued
+            .as_ref()
+            .map(|job| (job.primitive.as_str(), &job.params.0)),
+        &request.primitive,
+        &request.params,
+    )
+    .map_err(refused)
 }
 
 /// The space a `backup_run`'s seq writes to: the run's own when the broker opened it already

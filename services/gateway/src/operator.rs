@@ -9,6 +9,7 @@ use axum::{
     response::{IntoResponse, Response},
     Json,
 };
+use capstan_events::agent_channel::primitives::{self, Primitive};
 use capstan_events::agent_channel::rpc::{
     check_search, ops, ApproveJoin, Approved, CreateJob, DecideJoin, Done, JobCreated, JobOutput,
     JobOutputRequest, JobRef, JobState, JobView, Jobs, Joins, ListJobs, ListJoins, ListNodes,
@@ -269,6 +270,12 @@ pub async fn create_job(
 ) -> Result<Response, ApiError> {
     if body.primitive.trim().is_empty() {
         return Err(ApiError::invalid("primitive", "must name a primitive"));
+    }
+    // Issue 27: a service's word (a backup, a restore, a release's apply) is never made here;
+    // the answer names that service's route. The agent channel holds every job to the same
+    // declaration, whichever door it came by.
+    if let Some(refusal) = primitives::find(&body.primitive).and_then(Primitive::operator_refusal) {
+        return Err(ApiError::forbidden(refusal));
     }
     let request = CreateJob {
         actor,

@@ -232,6 +232,26 @@ mod tests {
         }
     }
 
+    /// Issue 27: the route a service's word is refused towards on the generic jobs route is
+    /// one of this table's, an operator's POST.
+    #[test]
+    fn every_services_word_names_a_route_of_this_table() {
+        use capstan_events::agent_channel::primitives::CATALOG;
+        let mut named = 0;
+        for (domain, route) in CATALOG.iter().filter_map(|word| word.owner()) {
+            let (method, path) = route.split_once(' ').expect("METHOD /path");
+            assert_eq!(method, "POST", "{domain}: {route}");
+            assert!(
+                ROUTES.iter().any(|row| row.method == Method::Post
+                    && row.path == path
+                    && matches!(row.access, Access::Operator(_))),
+                "{domain}'s {route} is not a route of the table"
+            );
+            named += 1;
+        }
+        assert!(named > 0);
+    }
+
     #[test]
     fn the_agent_routes_are_the_protocol_endpoints_signed_and_posted() {
         for endpoint in AgentEndpoint::ALL {

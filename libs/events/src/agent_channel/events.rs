@@ -194,7 +194,9 @@ pub struct NodeReported {
 crate::message!(Domain::AgentChannel, Event, NodeReported, "node_reported");
 
 /// Where a node sits changed (PV-15): `host_node_id` is the Docker host whose latest
-/// `host_report` lists the node's container, or `None` when it sits on no host the plane knows
+/// `host_report` lists the node's container and whose kernel boot id the node's own latest
+/// `host_report` shares (the node's corroboration, issue 27), or `None` when it sits on no host
+/// the plane knows
 /// (a machine of its own, or a Docker host itself). Sent in the transaction that changed a fact
 /// placement is drawn from (a host report, a node's container, a pairing), once per change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

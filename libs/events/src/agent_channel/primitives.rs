@@ -8,6 +8,7 @@ use serde::Serialize;
 use std::time::Duration;
 
 pub use super::PrimitiveClass;
+use crate::Domain;
 
 /// The only word a node below the version floor is offered (AC-20): how it gets back above.
 pub const UPDATE: &str = "apply_update";
@@ -38,7 +39,36 @@ pub struct Primitive {
     pub run_budget: Duration,
     pub summary: &'static str,
     pub params: &'static [Param],
+    /// Who may ask for it (issue 27): operators through the generic jobs route, or one
+    /// service alone. The agent channel holds every job to it, whichever door it came by.
+    pub issuer: Issuer,
 }
+
+/// Who may ask for a word. Declared once, on the word; the agent channel enforces it on every
+/// job it makes (an operator's, or a service's `request_job` by the subject it came on), and
+/// the gateway answers the generic jobs route with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Issuer {
+    /// Operators, through `POST /api/v1/nodes/{id}/jobs` at the word's class level; and the
+    /// services named, by `request_job` (the monitor's status words on its cadence).
+    Operators { services: &'static [Domain] },
+    /// One service alone: its own rules make the job (a backup's run number and the one job
+    /// per machine, a rollout's stages). Operators ask that service, through `route`.
+    Service { domain: Domain, route: &'static str },
+}
+
+/// Operators only: no service asks for the word.
+const OPERATORS: Issuer = Issuer::Operators { services: &[] };
+/// Operators, and the monitor on its status cadence (MO-05, MO-06).
+const OPERATORS_AND_MONITOR: Issuer = Issuer::Operators {
+    services: &[Domain::Monitor],
+};
+/// The rollouts service's words: a release's apply and its checks, a patch run (RO-10..RO-29).
+const ROLLOUTS: Issuer = Issuer::Service {
+    domain: Domain::Rollouts,
+    route: "POST /api/v1/rollouts",
+};
 
 fn seconds<S: serde::Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_u64(duration.as_secs())
@@ -99,6 +129,7 @@ pub const CATALOG: &[Primitive] = &[
         run_budget: DEFAULT_RUN_BUDGET,
         summary: "agent version, uptime, load, memory, disk, certificates, database reachability",
         params: &[],
+        issuer: OPERATORS_AND_MONITOR,
     },
     Primitive {
         name: "host_report",
@@ -107,6 +138,7 @@ pub const CATALOG: &[Primitive] = &[
         run_budget: DEFAULT_RUN_BUDGET,
         summary: "operating system, kernel, boot id, disk, failed units, containers",
         params: &[],
+        issuer: OPERATORS_AND_MONITOR,
     },
     Primitive {
         name: "disk_usage",
@@ -120,6 +152,7 @@ pub const CATALOG: &[Primitive] = &[
             required: false,
             summary: "how many directories to list (default 20)",
         }],
+        issuer: OPERATORS,
     },
     Primitive {
         name: "unit_journal",
@@ -141,6 +174,7 @@ pub const CATALOG: &[Primitive] = &[
                 summary: "how many lines (default 200)",
             },
         ],
+        issuer: OPERATORS,
     },
     Primitive {
         name: "restart_unit",
@@ -154,6 +188,7 @@ pub const CATALOG: &[Primitive] = &[
             required: true,
             summary: "the unit",
         }],
+        issuer: OPERATORS,
     },
     Primitive {
         name: "reset_failed_unit",
@@ -167,6 +202,7 @@ pub const CATALOG: &[Primitive] = &[
             required: true,
             summary: "the unit",
         }],
+        issuer: OPERATORS,
     },
     Primitive {
         name: "site_log",
@@ -188,6 +224,7 @@ pub const CATALOG: &[Primitive] = &[
                 summary: "how many lines (default 200)",
             },
         ],
+        issuer: OPERATORS,
     },
     Primitive {
         name: "file_head",
@@ -209,6 +246,7 @@ pub const CATALOG: &[Primitive] = &[
                 summary: "how many lines (default 50)",
             },
         ],
+        issuer: OPERATORS,
     },
     Primitive {
         name: "apply_update",
@@ -222,6 +260,7 @@ pub const CATALOG: &[Primitive] = &[
             required: true,
             summary: "the release to install",
         }],
+        issuer: ROLLOUTS,
     },
     Primitive {
         name: "upgrade_preflight",
@@ -230,6 +269,7 @@ pub const CATALOG: &[Primitive] = &[
         run_budget: DEFAULT_RUN_BUDGET,
         summary: "would an upgrade stop before it started: manifest, files, lock, room, version (RO-19)",
         params: &[],
+        issuer: ROLLOUTS,
     },
     Primitive {
         name: "page_probe",
@@ -253,6 +293,7 @@ pub const CATALOG: &[Primitive] = &[
                 summary: "who the page is fetched as",
             },
         ],
+        issuer: ROLLOUTS,
     },
     Primitive {
         name: "install_security_updates",
@@ -261,6 +302,7 @@ pub const CATALOG: &[Primitive] = &[
         run_budget: DEFAULT_RUN_BUDGET,
         summary: "install the packages waiting from the security origin only (RO-25)",
         params: &[],
+        issuer: ROLLOUTS,
     },
     Primitive {
         name: "restart_container",
@@ -274,6 +316,7 @@ pub const CATALOG: &[Primitive] = &[
             required: true,
             summary: "the container's name, which the node checks against its own site containers",
         }],
+        issuer: OPERATORS,
     },
     Primitive {
         name: "backup_run",
@@ -309,6 +352,10 @@ pub const CATALOG: &[Primitive] = &[
                 summary: "the run an incremental extends (required iff incremental)",
             },
         ],
+        issuer: Issuer::Service {
+            domain: Domain::Backups,
+            route: "POST /api/v1/nodes/{id}/backups/run",
+        },
     },
     Primitive {
         name: "verify_backup",
@@ -333,6 +380,10 @@ pub const CATALOG: &[Primitive] = &[
                 summary: "2: open and read; 3: rehearse a restore",
             },
         ],
+        issuer: Issuer::Service {
+            domain: Domain::Backups,
+            route: "POST /api/v1/nodes/{id}/backups/verify",
+        },
     },
     Primitive {
         name: "list_backups",
@@ -341,6 +392,7 @@ pub const CATALOG: &[Primitive] = &[
         run_budget: DEFAULT_RUN_BUDGET,
         summary: "the node's own record of its backup runs and its recovery key",
         params: &[],
+        issuer: OPERATORS,
     },
     Primitive {
         name: "restore_database",
@@ -357,6 +409,10 @@ pub const CATALOG: &[Primitive] = &[
             required: true,
             summary: "the run to restore",
         }],
+        issuer: Issuer::Service {
+            domain: Domain::Backups,
+            route: "POST /api/v1/nodes/{id}/backups/restore",
+        },
     },
     Primitive {
         name: "restore_project",
@@ -373,6 +429,10 @@ pub const CATALOG: &[Primitive] = &[
             required: true,
             summary: "the run to restore (the last full and every incremental up to it)",
         }],
+        issuer: Issuer::Service {
+            domain: Domain::Backups,
+            route: "POST /api/v1/nodes/{id}/backups/restore",
+        },
     },
     Primitive {
         name: "agent_converge",
@@ -381,6 +441,7 @@ pub const CATALOG: &[Primitive] = &[
         run_budget: DEFAULT_RUN_BUDGET,
         summary: "write and enable the agent's own supervision (its systemd unit, or the cron keepalive); restarts nothing",
         params: &[],
+        issuer: OPERATORS,
     },
 ];
 
@@ -391,6 +452,37 @@ impl Primitive {
     pub fn run_budget(&self) -> Duration {
         self.run_budget
             .min(self.claim_budget.saturating_sub(REPORT_MARGIN))
+    }
+}
+
+impl Primitive {
+    /// The service that alone asks for this word, with the operator route that asks it; `None`
+    /// for a word operators run through the generic jobs route.
+    pub fn owner(&self) -> Option<(Domain, &'static str)> {
+        match self.issuer {
+            Issuer::Operators { .. } => None,
+            Issuer::Service { domain, route } => Some((domain, route)),
+        }
+    }
+
+    /// Why an operator may not ask for this word through the generic jobs route, naming the
+    /// owning service's route; `None` when they may.
+    pub fn operator_refusal(&self) -> Option<String> {
+        let (domain, route) = self.owner()?;
+        Some(format!(
+            "primitive: {} is the {} service's word and is never made on the generic jobs route; ask for it with {route}",
+            self.name,
+            domain.service_name()
+        ))
+    }
+
+    /// Whether `sender` may ask for this word with `request_job`: the word's owner, or a
+    /// service the word names beside operators.
+    pub fn requestable_by(&self, sender: Domain) -> bool {
+        match self.issuer {
+            Issuer::Operators { services } => services.contains(&sender),
+            Issuer::Service { domain, .. } => domain == sender,
+        }
     }
 }
 
@@ -498,6 +590,83 @@ mod tests {
                 ("agent_converge", Change),
             ]
         );
+    }
+
+    /// Issue 27: who asks for each word is a decision, pinned here with the catalog.
+    #[test]
+    fn the_backup_and_rollout_words_are_their_services_alone_and_the_monitor_asks_only_its_status_words(
+    ) {
+        let owned: Vec<(&str, Domain)> = CATALOG
+            .iter()
+            .filter_map(|primitive| Some((primitive.name, primitive.owner()?.0)))
+            .collect();
+        assert_eq!(
+            owned,
+            vec![
+                ("apply_update", Domain::Rollouts),
+                ("upgrade_preflight", Domain::Rollouts),
+                ("page_probe", Domain::Rollouts),
+                ("install_security_updates", Domain::Rollouts),
+                ("backup_run", Domain::Backups),
+                ("verify_backup", Domain::Backups),
+                ("restore_database", Domain::Backups),
+                ("restore_project", Domain::Backups),
+            ]
+        );
+        let by = |sender: Domain| -> Vec<&str> {
+            CATALOG
+                .iter()
+                .filter(|primitive| primitive.requestable_by(sender))
+                .map(|primitive| primitive.name)
+                .collect()
+        };
+        assert_eq!(by(Domain::Monitor), vec!["check_status", "host_report"]);
+        assert_eq!(
+            by(Domain::Backups),
+            vec![
+                "backup_run",
+                "verify_backup",
+                "restore_database",
+                "restore_project"
+            ]
+        );
+        assert_eq!(
+            by(Domain::Rollouts),
+            vec![
+                "apply_update",
+                "upgrade_preflight",
+                "page_probe",
+                "install_security_updates"
+            ]
+        );
+        for sender in [
+            Domain::Gateway,
+            Domain::AgentChannel,
+            Domain::Incidents,
+            Domain::Provisioning,
+            Domain::Dns,
+            Domain::Billing,
+        ] {
+            assert!(
+                by(sender).is_empty(),
+                "{sender} may ask for {:?}",
+                by(sender)
+            );
+        }
+    }
+
+    #[test]
+    fn an_owned_word_refused_to_an_operator_names_its_services_route() {
+        let verify = find("verify_backup").unwrap().operator_refusal().unwrap();
+        assert!(verify.contains("backups service"), "{verify}");
+        assert!(
+            verify.contains("POST /api/v1/nodes/{id}/backups/verify"),
+            "{verify}"
+        );
+        let apply = find("apply_update").unwrap().operator_refusal().unwrap();
+        assert!(apply.contains("POST /api/v1/rollouts"), "{apply}");
+        assert_eq!(find("restart_unit").unwrap().operator_refusal(), None);
+        assert_eq!(find("check_status").unwrap().operator_refusal(), None);
     }
 
     #[test]

@@ -126,6 +126,11 @@ pub struct BackupUrls {
     pub op: String,
     /// `<seq>/<name>`, 1..=64 of them.
     pub keys: Vec<String>,
+    /// The job's correlation id, as its requester gave it (`request_job`): the backups
+    /// service serves only a job it asked for itself, found by it in its own table (issue
+    /// 27). `None` for a job no service asked for (an operator's), which it never serves.
+    #[serde(default)]
+    pub correlation_id: Option<uuid::Uuid>,
 }
 
 /// One presigned URL.

@@ -14,9 +14,16 @@ pub struct PlacementInput<'a> {
 }
 
 /// Where each node sits (PV-15). A node whose latest host report says Docker is installed is a
-/// host; a node naming a container is placed under the host whose latest report lists a
-/// container of that name (the lowest node id when several do); every other node, including a
-/// container whose host is not known here, is a machine of its own.
+/// host; a node naming a container is placed under a host whose latest report lists a
+/// container of that name and whose kernel the node's own latest host report shares (the lowest
+/// node id when several do); every other node, including a container whose host is not known
+/// here, is a machine of its own.
+///
+/// Issue 27: container names are global and a host's report is only its own word, so a node
+/// listing another node's container does not place it: the contained node must corroborate it.
+/// Its own `host_report` carries the kernel's boot id, which a container reads from its host
+/// (`/proc/sys/kernel/random/boot_id` is not namespaced) and no other machine shares; a random
+/// value a node cannot learn from the plane. No protocol field is added for it.
 pub fn placements(nodes: &[PlacementInput<'_>]) -> HashMap<i64, Placement> {
     let is_host = |report: Option<&Value>| {
         report
@@ -24,7 +31,7 @@ pub fn placements(nodes: &[PlacementInput<'_>]) -> HashMap<i64, Placement> {
             .and_then(Value::as_str)
             == Some("installed")
     };
-    let mut host_of_container: HashMap<&str, i64> = HashMap::new();
+    let mut hosts_of_container: HashMap<&str, Vec<&PlacementInput<'_>>> = HashMap::new();
     let mut hosts: Vec<&PlacementInput<'_>> = nodes
         .iter()
         .filter(|node| is_host(node.host_report))
@@ -37,20 +44,25 @@ pub fn placements(nodes: &[PlacementInput<'_>]) -> HashMap<i64, Placement> {
             .and_then(Value::as_array);
         for container in listed.into_iter().flatten() {
             if let Some(name) = container.get("name").and_then(Value::as_str) {
-                host_of_container.entry(name).or_insert(host.id);
+                let listing = hosts_of_container.entry(name).or_default();
+                if !listing.iter().any(|listed| listed.id == host.id) {
+                    listing.push(host);
+                }
             }
         }
     }
     nodes
         .iter()
         .map(|node| {
+            // The oldest host listing the name on the node's own kernel, unless that is itself.
             let placed = node
                 .container
-                .and_then(|name| host_of_container.get(name))
-                .filter(|host_id| **host_id != node.id);
+                .and_then(|name| hosts_of_container.get(name))
+                .and_then(|hosts| hosts.iter().find(|host| corroborates(node, host)))
+                .filter(|host| host.id != node.id);
             let placement = match placed {
-                Some(host_id) => Placement::Container {
-                    host_node_id: *host_id,
+                Some(host) => Placement::Container {
+                    host_node_id: host.id,
                 },
                 None if is_host(node.host_report) => Placement::Host,
                 None => Placement::Machine,
@@ -58,6 +70,20 @@ pub fn placements(nodes: &[PlacementInput<'_>]) -> HashMap<i64, Placement> {
             (node.id, placement)
         })
         .collect()
+}
+
+/// The kernel boot id a host report carries (a non-empty string), when it carries one.
+fn boot_id(report: Option<&Value>) -> Option<&str> {
+    report?.get("boot_id")?.as_str().filter(|id| !id.is_empty())
+}
+
+/// Issue 27: `contained` runs on `host`'s kernel by its own word: its latest host report's
+/// boot id is the host's.
+fn corroborates(contained: &PlacementInput<'_>, host: &PlacementInput<'_>) -> bool {
+    match (boot_id(contained.host_report), boot_id(host.host_report)) {
+        (Some(own), Some(hosts)) => own == hosts,
+        _ => false,
+    }
 }
 
 /// The container a node's agent runs in: its claims' latest word when one reported
@@ -94,6 +120,11 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// What a contained node's own host report says: the kernel it runs on.
+    fn inside(boot: &str) -> Value {
+        json!({"docker": "absent", "boot_id": boot})
+    }
+
     #[test]
     fn approving_a_new_machine_moves_no_placement_and_approving_a_container_may() {
         assert!(!approval_can_move_placements(None));
@@ -118,9 +149,10 @@ mod tests {
 
     #[test]
     fn pv_15_a_docker_box_is_a_host_and_its_containers_sit_under_it() {
-        let host =
-            json!({"docker": "installed", "containers": [{"name": "shop", "state": "running"}]});
+        let host = json!({"docker": "installed", "boot_id": "boot-a",
+                          "containers": [{"name": "shop", "state": "running"}]});
         let bare = json!({"docker": "absent"});
+        let shop = inside("boot-a");
         let nodes = [
             PlacementInput {
                 id: 1,
@@ -130,7 +162,7 @@ mod tests {
             PlacementInput {
                 id: 2,
                 container: Some("shop"),
-                host_report: None,
+                host_report: Some(&shop),
             },
             PlacementInput {
                 id: 3,
@@ -189,7 +221,9 @@ mod tests {
 
     #[test]
     fn pv_15_two_hosts_listing_one_container_name_place_it_under_the_older_node() {
-        let report = json!({"docker": "installed", "containers": [{"name": "shop"}]});
+        let report =
+            json!({"docker": "installed", "boot_id": "boot-a", "containers": [{"name": "shop"}]});
+        let shop = inside("boot-a");
         let nodes = [
             PlacementInput {
                 id: 9,
@@ -204,13 +238,73 @@ mod tests {
             PlacementInput {
                 id: 6,
                 container: Some("shop"),
-                host_report: None,
+                host_report: Some(&shop),
             },
         ];
         assert_eq!(
             placements(&nodes)[&6],
             Placement::Container { host_node_id: 5 }
         );
+    }
+
+    #[test]
+    fn issue_27_a_host_listing_another_nodes_container_does_not_place_it_without_its_word() {
+        let real = json!({"docker": "installed", "boot_id": "boot-real",
+                          "containers": [{"name": "shop"}]});
+        // An older node lists the same container name: by name alone it would win.
+        let claimer = json!({"docker": "installed", "boot_id": "boot-claimer",
+                             "containers": [{"name": "shop"}]});
+        let place_shop = |shop_report: Option<&Value>| {
+            let nodes = [
+                PlacementInput {
+                    id: 2,
+                    container: None,
+                    host_report: Some(&claimer),
+                },
+                PlacementInput {
+                    id: 8,
+                    container: None,
+                    host_report: Some(&real),
+                },
+                PlacementInput {
+                    id: 5,
+                    container: Some("shop"),
+                    host_report: shop_report,
+                },
+            ];
+            let placed = placements(&nodes);
+            assert_eq!(placed[&2], Placement::Host);
+            placed[&5]
+        };
+        // The contained node's own report shares the real host's kernel: placed there, not
+        // under the older node that claims it.
+        assert_eq!(
+            place_shop(Some(&inside("boot-real"))),
+            Placement::Container { host_node_id: 8 }
+        );
+        // Without its own report, with a report of another kernel, or of none: no host.
+        assert_eq!(place_shop(None), Placement::Machine);
+        assert_eq!(place_shop(Some(&inside("boot-other"))), Placement::Machine);
+        assert_eq!(
+            place_shop(Some(&json!({"boot_id": null}))),
+            Placement::Machine
+        );
+        let blank_host =
+            json!({"docker": "installed", "boot_id": "", "containers": [{"name": "shop"}]});
+        let blank = inside("");
+        let both_blank = [
+            PlacementInput {
+                id: 1,
+                container: None,
+                host_report: Some(&blank_host),
+            },
+            PlacementInput {
+                id: 5,
+                container: Some("shop"),
+                host_report: Some(&blank),
+            },
+        ];
+        assert_eq!(placements(&both_blank)[&5], Placement::Machine);
     }
 
     #[test]

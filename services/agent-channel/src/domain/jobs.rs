@@ -2,6 +2,7 @@
 //! the words the plane uses when it gives up on one (spec AC-19..AC-30).
 
 use capstan_events::agent_channel::primitives::{self, Primitive};
+use capstan_events::Domain;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -54,6 +55,44 @@ pub fn route(node: &Routing<'_>, primitive: &str) -> Result<(), RoutingRefusal> 
         missing: primitive.to_string(),
         floor,
     })
+}
+
+/// The door a job is asked for through (issue 27): an operator (the generic jobs route or its
+/// form), or another service's `request_job`, known by the subject it came on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Door {
+    Operator,
+    Service(Domain),
+}
+
+/// Why a word may not be asked for through a door.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DoorRefusal {
+    /// An operator asked for a service's word on the generic route: the words name its route.
+    #[error("{0}")]
+    OwnedByService(String),
+    /// A service asked for a word that is not its to ask.
+    #[error("{primitive} is not a word the {sender} service may ask for; nothing was queued")]
+    NotTheSendersWord { primitive: String, sender: String },
+}
+
+/// Issue 27: a word one service owns (backups' runs, verifies and restores; rollouts' applies,
+/// checks and patch runs) is made by that service alone, under its own rules (one job per
+/// machine, its run numbers, its stages); every other word is an operator's, and a service
+/// may ask only for the operator words the catalog names it beside (the monitor's status
+/// words). The catalog's `issuer` is the one declaration; this holds every job to it.
+pub fn may_ask(word: &Primitive, door: Door) -> Result<(), DoorRefusal> {
+    match door {
+        Door::Operator => match word.operator_refusal() {
+            Some(refusal) => Err(DoorRefusal::OwnedByService(refusal)),
+            None => Ok(()),
+        },
+        Door::Service(sender) if word.requestable_by(sender) => Ok(()),
+        Door::Service(sender) => Err(DoorRefusal::NotTheSendersWord {
+            primitive: word.name.to_string(),
+            sender: sender.service_name(),
+        }),
+    }
 }
 
 /// The job as the claim answer carries it (PROTOCOL.md "claim"); `budget_s` is the budget
@@ -116,6 +155,57 @@ mod tests {
 
     fn words(list: &[&str]) -> Vec<String> {
         list.iter().map(|word| word.to_string()).collect()
+    }
+
+    #[test]
+    fn issue_27_an_operator_asking_for_a_services_word_is_sent_to_that_services_route() {
+        for (word, route) in [
+            ("verify_backup", "POST /api/v1/nodes/{id}/backups/verify"),
+            ("backup_run", "POST /api/v1/nodes/{id}/backups/run"),
+            ("restore_project", "POST /api/v1/nodes/{id}/backups/restore"),
+            ("apply_update", "POST /api/v1/rollouts"),
+            ("install_security_updates", "POST /api/v1/rollouts"),
+        ] {
+            let refusal = may_ask(find(word).unwrap(), Door::Operator).unwrap_err();
+            assert!(
+                matches!(&refusal, DoorRefusal::OwnedByService(words) if words.contains(route)),
+                "{word}: {refusal}"
+            );
+        }
+        for word in [
+            "check_status",
+            "restart_unit",
+            "list_backups",
+            "agent_converge",
+        ] {
+            assert_eq!(
+                may_ask(find(word).unwrap(), Door::Operator),
+                Ok(()),
+                "{word}"
+            );
+        }
+    }
+
+    #[test]
+    fn issue_27_a_service_may_ask_only_for_its_own_words() {
+        let ask = |word: &str, sender: Domain| may_ask(find(word).unwrap(), Door::Service(sender));
+        assert_eq!(ask("check_status", Domain::Monitor), Ok(()));
+        assert_eq!(ask("host_report", Domain::Monitor), Ok(()));
+        assert_eq!(ask("restore_project", Domain::Backups), Ok(()));
+        assert_eq!(ask("backup_run", Domain::Backups), Ok(()));
+        assert_eq!(ask("apply_update", Domain::Rollouts), Ok(()));
+        assert_eq!(
+            ask("restore_project", Domain::Monitor),
+            Err(DoorRefusal::NotTheSendersWord {
+                primitive: "restore_project".into(),
+                sender: "monitor".into(),
+            })
+        );
+        assert!(ask("restart_unit", Domain::Monitor).is_err());
+        assert!(ask("apply_update", Domain::Backups).is_err());
+        assert!(ask("backup_run", Domain::Rollouts).is_err());
+        assert!(ask("check_status", Domain::Backups).is_err());
+        assert!(ask("check_status", Domain::Billing).is_err());
     }
 
     #[test]

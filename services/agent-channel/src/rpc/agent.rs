@@ -608,6 +608,7 @@ async fn backup_urls(state: &State, bus: &capstan_bus::Bus, node: &NodeRow, body
         params: job.params.0.clone(),
         op: asked.op,
         keys: asked.keys,
+        correlation_id: job.correlation_id,
     };
     let answer = bus
         .request::<_, BackupUrlsAnswer>(

@@ -22,7 +22,7 @@ use crate::{
     actions::{self, emit, unavailable, Asker, PairingEnd},
     domain::{
         fleet,
-        jobs::lost,
+        jobs::{lost, Door},
         joins::{reopenable, JoinRecordState},
         JOIN_TTL,
     },
@@ -350,6 +350,7 @@ pub async fn create_job(state: State, request: CreateJob) -> Answer<JobCreated> 
     let asker = Asker {
         name: &request.actor.name,
         level: request.actor.level,
+        door: Door::Operator,
         idempotency_key: None,
         correlation_id: None,
     };

@@ -25,9 +25,20 @@ fn latest(word: &str) -> String {
     )
 }
 
+/// The kernel boot id a host report `result` carries (a non-empty string), else null: what a
+/// contained node and its host share (issue 27, `fleet::placements`).
+fn boot_of(result: &str) -> String {
+    format!(
+        "(CASE WHEN jsonb_typeof({result} -> 'boot_id') = 'string' \
+         THEN nullif({result} ->> 'boot_id', '') END)"
+    )
+}
+
 /// Where node `n` sits (PV-15, as `fleet::placements`), given `placed` (each container name
-/// with the lowest-numbered host listing it) joined as `p` and `hosts` joined as `hs`: a
-/// container when that host is another node, else a host when it is one, else a machine.
+/// and kernel boot id with the lowest-numbered host listing the name on that kernel) joined as
+/// `p` on `n`'s container and its own latest host report's boot id (issue 27: the node's
+/// corroboration), and `hosts` joined as `hs`: a container when that host is another node, else
+/// a host when it is one, else a machine.
 const PLACEMENT: &str = "(CASE
     WHEN p.host_id IS NOT NULL AND p.host_id <> n.id THEN 'container'
     WHEN hs.id IS NOT NULL THEN 'host'
@@ -58,8 +69,15 @@ fn push_node_filters(
         query.push(" LEFT JOIN node_health h ON h.node_id = n.id");
     }
     if request.placement.is_some() {
-        query
-            .push(" LEFT JOIN placed p ON p.name = n.container LEFT JOIN hosts hs ON hs.id = n.id");
+        query.push(" LEFT JOIN LATERAL (SELECT ");
+        query.push(boot_of("own.result"));
+        query.push(" AS boot FROM (");
+        query.push(latest("host_report"));
+        query.push(
+            ") AS own WHERE own.outcome = 'completed') ob ON true
+             LEFT JOIN placed p ON p.name = n.container AND p.boot = ob.boot
+             LEFT JOIN hosts hs ON hs.id = n.id",
+        );
     }
     query.push(" WHERE true");
     if let Some((lower, fingerprint, id)) = search_terms(&request.search) {
@@ -110,17 +128,19 @@ fn push_node_filters(
 /// placement filter needs them: worked out once for the statement, then joined by name.
 fn push_hosts(query: &mut QueryBuilder<'_, Postgres>, request: &ListNodes) {
     if request.placement.is_some() {
-        query.push("WITH hosts AS (SELECT n.id, latest.result FROM nodes n CROSS JOIN LATERAL (");
+        query.push("WITH hosts AS (SELECT n.id, latest.result, ");
+        query.push(boot_of("latest.result"));
+        query.push(" AS boot FROM nodes n CROSS JOIN LATERAL (");
         query.push(latest("host_report"));
         query.push(
             ") AS latest WHERE latest.outcome = 'completed' AND latest.result ->> 'docker' = 'installed'),
-             placed AS (SELECT c.item ->> 'name' AS name, min(h.id) AS host_id
+             placed AS (SELECT c.item ->> 'name' AS name, h.boot, min(h.id) AS host_id
                  FROM hosts h
                  CROSS JOIN LATERAL jsonb_array_elements(CASE
                      WHEN jsonb_typeof(h.result -> 'containers') = 'array' THEN h.result -> 'containers'
                      ELSE '[]'::jsonb END) AS c (item)
-                 WHERE jsonb_typeof(c.item -> 'name') = 'string'
-                 GROUP BY 1) ",
+                 WHERE jsonb_typeof(c.item -> 'name') = 'string' AND h.boot IS NOT NULL
+                 GROUP BY 1, 2) ",
         );
     }
 }
@@ -429,15 +449,18 @@ mod tests {
 
     // PV-15: the placement filter places nodes as `fleet::placements` does: a Docker host, the
     // container its report lists (the lowest host wins), a container whose host is unknown as
-    // a machine, and a host's own container name never placing it under itself.
+    // a machine, and a host's own container name never placing it under itself. Issue 27: a
+    // listing the contained node does not corroborate (its own report names another kernel, or
+    // it has none) places it nowhere.
     #[tokio::test]
     async fn pv_15_the_placement_filter_in_sql_places_nodes_as_the_domain_does() {
         let (_database, store) = store().await;
         let mut connection = store.pool().acquire().await.unwrap();
         let report = |names: &[&str]| {
-            json!({"docker": "installed",
+            json!({"docker": "installed", "boot_id": "boot-a",
                    "containers": names.iter().map(|name| json!({"name": name})).collect::<Vec<_>>()})
         };
+        let own = |boot: &str| json!({"docker": "absent", "boot_id": boot});
         let host = node(&mut connection, "host-a", None).await;
         reading(
             &mut connection,
@@ -457,6 +480,24 @@ mod tests {
         )
         .await;
         let shop = node(&mut connection, "shop", Some("shop")).await;
+        reading(
+            &mut connection,
+            shop,
+            "host_report",
+            JobOutcome::Completed,
+            Some(own("boot-a")),
+        )
+        .await;
+        let stranger = node(&mut connection, "stranger", Some("shop")).await;
+        reading(
+            &mut connection,
+            stranger,
+            "host_report",
+            JobOutcome::Completed,
+            Some(own("boot-z")),
+        )
+        .await;
+        let quiet = node(&mut connection, "quiet", Some("shop")).await;
         let orphan = node(&mut connection, "orphan", Some("nowhere")).await;
         let failed = node(&mut connection, "failed-host", None).await;
         reading(
@@ -479,13 +520,13 @@ mod tests {
 
         let rows = crate::store::latest_readings(
             &mut connection,
-            &[host, second, shop, orphan, failed, bare],
+            &[host, second, shop, stranger, quiet, orphan, failed, bare],
         )
         .await
         .unwrap();
         let nodes: Vec<NodeRow> = {
             let mut nodes = Vec::new();
-            for id in [host, second, shop, orphan, failed, bare] {
+            for id in [host, second, shop, stranger, quiet, orphan, failed, bare] {
                 nodes.push(
                     crate::store::node_by_id(&mut connection, id)
                         .await
@@ -527,6 +568,17 @@ mod tests {
                 .kind(),
             PlacementKind::Container
         );
+        let kind_of = |id: i64| {
+            views
+                .iter()
+                .find(|view| view.id == id)
+                .unwrap()
+                .placement
+                .kind()
+        };
+        assert_eq!(kind_of(shop), PlacementKind::Container);
+        assert_eq!(kind_of(stranger), PlacementKind::Machine);
+        assert_eq!(kind_of(quiet), PlacementKind::Machine);
         // The page's containers find their hosts in one statement.
         let hosts = hosts_listing_any_container(&mut connection, &["shop".to_string()])
             .await

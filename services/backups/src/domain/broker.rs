@@ -106,6 +106,28 @@ pub fn plan(op: &str, primitive: &str, params: &Value, keys: &[String]) -> Resul
     })
 }
 
+/// Issue 27: the broker serves only a job the backups service asked for itself: `issued` is
+/// the row its own table holds under the job's correlation id for this node (word and params as
+/// it asked), if any. A job made any other way (an operator's hand-made `backup_run`, another
+/// service's) gets no storage URL, whatever its word and params say.
+pub fn issued_here(
+    job_id: i64,
+    issued: Option<(&str, &Value)>,
+    primitive: &str,
+    params: &Value,
+) -> Result<(), Refusal> {
+    match issued {
+        Some((word, asked)) if word == primitive && asked == params => Ok(()),
+        Some(_) => Err(Refusal::Forbidden(format!(
+            "job {job_id} is not the job the backups service asked for: its word or params differ"
+        ))),
+        None => Err(Refusal::Forbidden(format!(
+            "job {job_id} was not asked for by the backups service, so it gets no storage URLs; \
+             backups, verifies and restores are made with POST /api/v1/nodes/{{id}}/backups/..."
+        ))),
+    }
+}
+
 /// The run a `backup_run` job extends: `None` for a full, the previous run's seq for an
 /// incremental (`kind: "incremental"` with `previous_seq` before its own seq). An incremental
 /// that names no run before its own extends nothing the broker can place, and is refused.
@@ -152,6 +174,30 @@ mod tests {
 
     fn keys(list: &[&str]) -> Vec<String> {
         list.iter().map(|key| key.to_string()).collect()
+    }
+
+    #[test]
+    fn issue_27_only_a_job_the_backups_service_asked_for_is_served() {
+        let params = json!({"seq": 4, "kind": "full"});
+        assert_eq!(
+            issued_here(7, Some((BACKUP_RUN, &params)), BACKUP_RUN, &params),
+            Ok(())
+        );
+        let refused = issued_here(7, None, BACKUP_RUN, &params);
+        assert!(
+            matches!(&refused, Err(Refusal::Forbidden(why)) if why.contains("job 7 was not asked for by the backups service")),
+            "{refused:?}"
+        );
+        // The same correlation with another seq or word is not the job it asked for.
+        let hand_made = json!({"seq": 9007199254740992_i64, "kind": "full"});
+        assert!(matches!(
+            issued_here(7, Some((BACKUP_RUN, &params)), BACKUP_RUN, &hand_made),
+            Err(Refusal::Forbidden(_))
+        ));
+        assert!(matches!(
+            issued_here(7, Some((VERIFY_BACKUP, &params)), BACKUP_RUN, &params),
+            Err(Refusal::Forbidden(_))
+        ));
     }
 
     #[test]

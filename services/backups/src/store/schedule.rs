@@ -408,12 +408,33 @@ pub async fn dispatch(
         params: job.params,
         requested_by: job.requested_by.to_string(),
     };
-    outbox::push(
+    outbox::push_command_from(
         connection,
+        crate::DOMAIN,
         Envelope::new(request, Some(format!("node/{}", job.node_id))).correlated(Some(correlation)),
     )
     .await?;
     Ok(Ok(true))
+}
+
+/// The unfinished job of ours on `node` with `correlation` (the id we gave its `request_job`),
+/// if it is agent channel job `job_id` or we have not heard its id yet: what the broker serves
+/// (issue 27).
+pub async fn issued_job(
+    connection: &mut PgConnection,
+    correlation: Uuid,
+    node: i64,
+    job_id: i64,
+) -> Result<Option<JobRow>> {
+    Ok(sqlx::query_as(&format!(
+        "SELECT {JOB_COLUMNS} FROM jobs WHERE correlation_id = $1 AND node_id = $2
+           AND (job_id IS NULL OR job_id = $3) AND finished_at IS NULL"
+    ))
+    .bind(correlation)
+    .bind(node)
+    .bind(job_id)
+    .fetch_optional(connection)
+    .await?)
 }
 
 /// The agent channel's job id for a key, once it said.

@@ -112,12 +112,14 @@ fn fields_of(primitive: &Primitive) -> Vec<Field> {
         .collect()
 }
 
-/// The words offered on `node` to an operator at `level`: every catalog word the level allows
-/// by class, each a form, or (not in the node's vocabulary) the standard "needs a newer agent"
-/// state. A node below the version floor is offered `apply_update` alone.
+/// The words offered on `node` to an operator at `level`: every operator word (not a service's:
+/// issue 27) the level allows by class, each a form, or (not in the node's vocabulary) the
+/// standard "needs a newer agent" state. A node below the version floor is offered only
+/// `apply_update`, which is the rollouts service's: so nothing here.
 pub fn offered(node: &NodeView, level: Level) -> Vec<WordForm> {
     CATALOG
         .iter()
+        .filter(|primitive| primitive.owner().is_none())
         .filter(|primitive| level >= primitive.class.needed_level())
         .filter(|primitive| !node.below_floor || primitive.name == primitives::UPDATE)
         .map(|primitive| WordForm {
@@ -135,6 +137,7 @@ pub fn offered(node: &NodeView, level: Level) -> Vec<WordForm> {
 pub fn above_level(level: Level) -> usize {
     CATALOG
         .iter()
+        .filter(|primitive| primitive.owner().is_none())
         .filter(|primitive| level < primitive.class.needed_level())
         .count()
 }
@@ -235,6 +238,7 @@ mod tests {
         assert!(journal.missing);
         let beyond_read = capstan_events::agent_channel::primitives::CATALOG
             .iter()
+            .filter(|word| word.owner().is_none())
             .filter(|word| word.class.needed_level() > Level::Read)
             .count();
         assert!(beyond_read > 0);
@@ -247,11 +251,24 @@ mod tests {
     }
 
     #[test]
-    fn below_the_floor_only_apply_update_is_offered() {
-        let offered = offered(&node(&[], true), Level::Admin);
-        assert_eq!(offered.len(), 1);
-        assert_eq!(offered[0].name, primitives::UPDATE);
-        assert!(!offered[0].missing);
+    fn below_the_floor_nothing_is_offered_here_since_its_update_is_a_rollouts() {
+        assert!(offered(&node(&[], true), Level::Admin).is_empty());
+    }
+
+    #[test]
+    fn issue_27_no_services_word_is_offered_on_the_generic_form() {
+        let everything: Vec<&str> = CATALOG.iter().map(|primitive| primitive.name).collect();
+        let offered = offered(&node(&everything, false), Level::Admin);
+        for word in [
+            "backup_run",
+            "verify_backup",
+            "restore_project",
+            "apply_update",
+        ] {
+            assert!(!offered.iter().any(|form| form.name == word), "{word}");
+        }
+        assert!(offered.iter().any(|form| form.name == "restart_unit"));
+        assert!(offered.iter().any(|form| form.name == "list_backups"));
     }
 
     #[test]

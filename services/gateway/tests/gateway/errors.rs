@@ -309,3 +309,81 @@ async fn unknown_routes_and_methods_are_answered_in_the_json_error_shape() {
     .await;
     assert_eq!((status, code.as_str()), (405, "method_not_allowed"));
 }
+
+/// Issue 27: a word the backups service owns is refused on the generic jobs route, at any
+/// level, naming the backups route that makes it; the agent channel is never asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_word_on_the_generic_jobs_route_is_refused_naming_the_backups_route() {
+    let gateway = Gateway::start().await;
+    let reader = gateway.token(Level::Read).await;
+    let admin = gateway.token(Level::Admin).await;
+    let cases = [
+        (
+            &reader,
+            json!({"primitive": "verify_backup", "params": {"seq": 1, "level": 3}}),
+            "POST /api/v1/nodes/{id}/backups/verify",
+        ),
+        (
+            &admin,
+            json!({"primitive": "backup_run", "params": {"seq": 9007199254740992_i64, "kind": "full"}}),
+            "POST /api/v1/nodes/{id}/backups/run",
+        ),
+        (
+            &admin,
+            json!({"primitive": "restore_project", "params": {"seq": 1}}),
+            "POST /api/v1/nodes/{id}/backups/restore",
+        ),
+    ];
+    for (token, body, route) in cases {
+        let (status, code, message) = error_of(
+            gateway
+                .post("/api/v1/nodes/5/jobs", token, body.clone())
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(
+            (status, code.as_str()),
+            (403, "forbidden"),
+            "{body}: {message}"
+        );
+        assert!(message.contains("backups service"), "{message}");
+        assert!(message.contains(route), "{message}");
+    }
+    assert!(
+        gateway.script.lock().unwrap().asked.is_empty(),
+        "the agent channel was asked"
+    );
+}
+
+/// Issue 27: a rollouts word (a release's apply, its checks, a patch run) is refused on the
+/// generic jobs route naming the rollouts route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_word_on_the_generic_jobs_route_is_refused_naming_the_rollouts_route() {
+    let gateway = Gateway::start().await;
+    let admin = gateway.token(Level::Admin).await;
+    for body in [
+        json!({"primitive": "apply_update", "params": {"version": "1.2.3"}}),
+        json!({"primitive": "upgrade_preflight"}),
+        json!({"primitive": "page_probe", "params": {"path": "/", "viewer": "anonymous"}}),
+        json!({"primitive": "install_security_updates"}),
+    ] {
+        let (status, code, message) = error_of(
+            gateway
+                .post("/api/v1/nodes/5/jobs", &admin, body.clone())
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(
+            (status, code.as_str()),
+            (403, "forbidden"),
+            "{body}: {message}"
+        );
+        assert!(message.contains("rollouts service"), "{message}");
+        assert!(message.contains("POST /api/v1/rollouts"), "{message}");
+    }
+    assert!(gateway.script.lock().unwrap().asked.is_empty());
+}

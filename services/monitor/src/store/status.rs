@@ -347,8 +347,9 @@ pub async fn request(
         params: serde_json::json!({}),
         requested_by: requested_by.to_string(),
     };
-    outbox::push(
+    outbox::push_command_from(
         connection,
+        crate::DOMAIN,
         Envelope::new(command, Some(format!("node/{node}"))),
     )
     .await

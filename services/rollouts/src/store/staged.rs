@@ -601,8 +601,9 @@ async fn write_effects(
                     params,
                     requested_by: REQUESTED_BY.to_string(),
                 };
-                outbox::push(
+                outbox::push_command_from(
                     connection,
+                    crate::DOMAIN,
                     Envelope::new(request, subject.clone()).correlated(Some(correlation)),
                 )
                 .await?;
@@ -612,7 +613,12 @@ async fn write_effects(
                     idempotency_key: key,
                     requested_by: REQUESTED_BY.to_string(),
                 };
-                outbox::push(connection, Envelope::new(cancel, subject.clone())).await?;
+                outbox::push_command_from(
+                    connection,
+                    crate::DOMAIN,
+                    Envelope::new(cancel, subject.clone()),
+                )
+                .await?;
             }
             Effect::StepFinished {
                 step_id,

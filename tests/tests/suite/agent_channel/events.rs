@@ -54,15 +54,18 @@ async fn every_event_is_published_as_a_cloudevent_and_request_job_is_idempotent(
     // Another service asks for a job twice with one idempotency key: one job.
     for _ in 0..2 {
         let request = RequestJob {
-            idempotency_key: "backups-run-7".into(),
+            idempotency_key: "monitor-status-7".into(),
             node_id: node,
             primitive: "host_report".into(),
             params: json!({}),
-            requested_by: "service/backups".into(),
+            requested_by: "service/monitor".into(),
         };
         plane
             .bus
-            .publish(Outgoing::of(Envelope::new(request, None)))
+            .publish(Outgoing::command_from(
+                Domain::Monitor,
+                Envelope::new(request, None),
+            ))
             .await
             .unwrap();
     }
@@ -107,7 +110,7 @@ async fn every_event_is_published_as_a_cloudevent_and_request_job_is_idempotent(
         .as_array()
         .unwrap()
         .iter()
-        .filter(|job| job["requested_by"] == "service/backups")
+        .filter(|job| job["requested_by"] == "service/monitor")
         .collect();
     assert_eq!(
         requested.len(),

@@ -215,8 +215,18 @@ async fn mo_07_the_health_dot_follows_the_latest_check() {
 async fn pv_15_docker_hosts_carry_their_containers_and_everything_else_is_a_machine() {
     let plane = Plane::start().await;
     let (host_agent, host) = plane.paired_agent("box-1-host").await;
-    let (_site_agent, site) = plane.paired_agent("shop").await;
+    let (site_agent, site) = plane.paired_agent("shop").await;
     let (_bare_agent, bare) = plane.paired_agent("relay").await;
+    // The site's own host report: the kernel it runs on is its host's (issue 27).
+    reading(
+        &plane,
+        &site_agent,
+        site,
+        "host_report",
+        "completed",
+        json!({"docker": "absent", "boot_id": "boot-box-1"}),
+    )
+    .await;
     // The test agent joins with no container; name one for the site node as its agent would.
     let database = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
     sqlx::query("UPDATE agent_channel.nodes SET container = 'shop' WHERE id = $1")
@@ -248,7 +258,7 @@ async fn pv_15_docker_hosts_carry_their_containers_and_everything_else_is_a_mach
         host,
         "host_report",
         "completed",
-        json!({"docker": "installed",
+        json!({"docker": "installed", "boot_id": "boot-box-1",
                "containers": [{"name": "shop", "state": "running", "status": "Up 2 days"}]}),
     )
     .await;
@@ -356,10 +366,20 @@ async fn pv_15_a_containers_host_is_announced_once_each_time_it_changes() {
     let plane = Plane::start().await;
     let (host_agent, host) = plane.paired_agent("box-1-host").await;
     let (site_agent, site) = plane.paired_agent("shop").await;
+    // The site's own host report: the kernel it runs on is its host's (issue 27).
+    reading(
+        &plane,
+        &site_agent,
+        site,
+        "host_report",
+        "completed",
+        json!({"docker": "absent", "boot_id": "boot-box-1"}),
+    )
+    .await;
     // The site's agent names its container; no host lists it yet.
     let (status, _) = site_agent.claim(&json!({"container": "shop"})).await;
     assert_eq!(status, StatusCode::OK);
-    let listing = json!({"docker": "installed",
+    let listing = json!({"docker": "installed", "boot_id": "boot-box-1",
                          "containers": [{"name": "shop", "state": "running"}]});
     reading(
         &plane,
@@ -427,5 +447,74 @@ async fn pv_15_a_containers_host_is_announced_once_each_time_it_changes() {
         node(&plane, site).await["placement"],
         json!({"kind": "machine"})
     );
+    plane.stop().await;
+}
+
+/// Issue 27: container names are global, so a node whose `host_report` lists another node's
+/// container does not place it there (folding its incidents, sharing its backup turn) unless
+/// the contained node's own report corroborates it: it runs on that host's kernel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_naming_another_nodes_container_does_not_place_it() {
+    let plane = Plane::start().await;
+    // The claimer paired first: by name alone, the oldest listing host would win.
+    let (claimer_agent, claimer) = plane.paired_agent("box-claimer").await;
+    let (host_agent, host) = plane.paired_agent("box-real").await;
+    let (site_agent, site) = plane.paired_agent("shop").await;
+    reading(
+        &plane,
+        &site_agent,
+        site,
+        "host_report",
+        "completed",
+        json!({"docker": "absent", "boot_id": "boot-real"}),
+    )
+    .await;
+    let (status, _) = site_agent.claim(&json!({"container": "shop"})).await;
+    assert_eq!(status, StatusCode::OK);
+    reading(
+        &plane,
+        &claimer_agent,
+        claimer,
+        "host_report",
+        "completed",
+        json!({"docker": "installed", "boot_id": "boot-claimer",
+               "containers": [{"name": "shop", "state": "running"}]}),
+    )
+    .await;
+    assert_eq!(
+        node(&plane, claimer).await["placement"],
+        json!({"kind": "host"})
+    );
+    assert_eq!(
+        node(&plane, site).await["placement"],
+        json!({"kind": "machine"}),
+        "a listing the site does not corroborate places it nowhere"
+    );
+    // Its real host lists it too, and the site's own report shares that host's kernel.
+    reading(
+        &plane,
+        &host_agent,
+        host,
+        "host_report",
+        "completed",
+        json!({"docker": "installed", "boot_id": "boot-real",
+               "containers": [{"name": "shop", "state": "running"}]}),
+    )
+    .await;
+    assert_eq!(
+        node(&plane, site).await["placement"],
+        json!({"kind": "container", "host_node_id": host})
+    );
+    // And what other services hear: placed under the real host, never the claimer.
+    let placed = wait_for(
+        "the placement announced",
+        Duration::from_secs(30),
+        || async {
+            let (placed, _) = announced_placements(&plane).await;
+            (!placed.is_empty()).then_some(placed)
+        },
+    )
+    .await;
+    assert_eq!(placed, [(site, Some(host))]);
     plane.stop().await;
 }

@@ -291,11 +291,12 @@ async fn jobs_are_refused_for_missing_words_low_levels_bad_params_and_oversize()
     agent
         .result(created["id"].as_i64().unwrap(), "completed", "")
         .await;
+    // (apply_update, the word with free text, is the rollouts service's since issue 27.)
     let big = plane
-        .queue(node, "apply_update", json!({"version": "1".repeat(32)}))
+        .queue(node, "restart_unit", json!({"unit": "nginx"}))
         .await;
     let pool = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
-    sqlx::query("UPDATE agent_channel.jobs SET params = jsonb_build_object('version', repeat('9', 2000)) WHERE id = $1")
+    sqlx::query("UPDATE agent_channel.jobs SET params = jsonb_build_object('unit', repeat('9', 2000)) WHERE id = $1")
         .bind(big)
         .execute(&pool)
         .await

@@ -5,6 +5,7 @@
 mod edge;
 mod events;
 mod fleet;
+mod guards;
 mod jobs;
 mod joins;
 mod listing;

@@ -7,7 +7,7 @@ use super::PairedAgent;
 use super::Plane;
 use capstan_bus::Outgoing;
 use capstan_e2e::wait_for;
-use capstan_events::{agent_channel::RequestJob, Envelope};
+use capstan_events::{agent_channel::RequestJob, Domain, Envelope};
 use reqwest::StatusCode;
 use serde_json::json;
 use std::time::Duration;
@@ -28,18 +28,21 @@ async fn the_plane_runs_under_the_generated_nats_permissions() {
     assert_eq!((status, ack), (StatusCode::OK, json!({"ack": true})));
     assert_eq!(plane.finished(job).await["outcome"], "completed");
 
-    // A command from another service (here `capstan all`'s user), consumed by the agent
-    // channel's durable consumer under its own user.
+    // A command from another service (here `capstan all`'s user, on the monitor's subject),
+    // consumed by the agent channel's durable consumer under its own user.
     let request = RequestJob {
         idempotency_key: "secured-1".into(),
         node_id: node,
         primitive: "host_report".into(),
         params: json!({}),
-        requested_by: "service/backups".into(),
+        requested_by: "service/monitor".into(),
     };
     plane
         .bus
-        .publish(Outgoing::of(Envelope::new(request, None)))
+        .publish(Outgoing::command_from(
+            Domain::Monitor,
+            Envelope::new(request, None),
+        ))
         .await
         .unwrap();
     wait_for("the requested job", Duration::from_secs(30), || {
@@ -57,7 +60,7 @@ async fn the_plane_runs_under_the_generated_nats_permissions() {
                 .as_array()
                 .and_then(|jobs| {
                     jobs.iter()
-                        .find(|job| job["requested_by"] == "service/backups")
+                        .find(|job| job["requested_by"] == "service/monitor")
                 })
                 .cloned()
         }

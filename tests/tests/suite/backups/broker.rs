@@ -12,10 +12,23 @@ fn vocabulary() -> Vec<&'static str> {
     words
 }
 
-/// Queues `primitive` for `node` and has `agent` claim it: it is running. A word the plane's
-/// catalog does not list yet (the backup words arrive with the agent's branch) cannot be
-/// claimed; its row is set running as a claim would, which is all the broker looks at.
+/// A job of `primitive` for `node` as the backups service would have asked for it, claimed by
+/// `agent`: it is running.
 async fn running(
+    plane: &Plane,
+    agent: &TestAgent,
+    node: i64,
+    primitive: &str,
+    params: Value,
+) -> i64 {
+    let job = queue_as_backups(plane, node, primitive, params).await;
+    claimed(agent, job).await
+}
+
+/// A job of `primitive` for `node` that no service asked for (written into the agent
+/// channel's table, as a plane that did not check who asked would hold it), claimed by
+/// `agent`: it is running.
+async fn hand_made(
     plane: &Plane,
     agent: &TestAgent,
     node: i64,
@@ -25,21 +38,14 @@ async fn running(
     let job = plane
         .queue_unchecked(node, primitive, "change", params)
         .await;
-    if capstan_events::agent_channel::primitives::find(primitive).is_some() {
-        let (status, claimed) = agent.claim(&json!({"vocabulary": vocabulary()})).await;
-        assert_eq!(status, StatusCode::OK, "{claimed}");
-        assert_eq!(claimed["job"]["id"], job, "{claimed}");
-    } else {
-        let pool = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
-        sqlx::query(
-            "UPDATE agent_channel.jobs SET state = 'running', claimed_at = now() WHERE id = $1",
-        )
-        .bind(job)
-        .execute(&pool)
-        .await
-        .unwrap();
-        pool.close().await;
-    }
+    claimed(agent, job).await
+}
+
+/// `agent` claims `job`, which was the next for it: it is running.
+async fn claimed(agent: &TestAgent, job: i64) -> i64 {
+    let (status, claimed) = agent.claim(&json!({"vocabulary": vocabulary()})).await;
+    assert_eq!(status, StatusCode::OK, "{claimed}");
+    assert_eq!(claimed["job"]["id"], job, "{claimed}");
     job
 }
 
@@ -68,6 +74,62 @@ async fn urls(agent: &TestAgent, job: i64, op: &str, keys: &[&str]) -> (StatusCo
 
 fn code(body: &Value) -> &str {
     body["error"]["code"].as_str().unwrap_or_default()
+}
+
+/// Issue 27: a job the backups service did not ask for itself (a level-8 operator's hand-made
+/// `backup_run` with sequence 2^53, made before the generic route refused it) gets no storage
+/// URL, to write or to read: else its run would be opened and every later run of the node
+/// refused for ever.
+#[tokio::test]
+async fn a_job_the_backups_service_did_not_ask_for_gets_no_storage_urls() {
+    let s3 = S3Server::start().await;
+    let plane = Plane::start().await;
+    default_target(&plane, &s3).await;
+    let (agent, node) = plane.paired_agent("web-hand-made").await;
+    let seq = 1_i64 << 53;
+    let job = hand_made(
+        &plane,
+        &agent,
+        node,
+        "backup_run",
+        json!({"seq": seq, "kind": "full"}),
+    )
+    .await;
+    for (op, key) in [
+        ("put", format!("{seq}/db.dump.zst.age.000001")),
+        ("get", "1/manifest-1.json".to_string()),
+    ] {
+        let (status, body) = urls(&agent, job, op, &[key.as_str()]).await;
+        assert_eq!(
+            (status, code(&body)),
+            (StatusCode::FORBIDDEN, "forbidden"),
+            "{op}: {body}"
+        );
+        assert!(
+            body.to_string()
+                .contains("was not asked for by the backups service"),
+            "{body}"
+        );
+    }
+    let written = s3.keys();
+    assert!(
+        !written
+            .iter()
+            .any(|key| key.contains(&format!("/node-{node}/"))),
+        "nothing of the node's was written: {written:?}"
+    );
+    // No run was opened for it: the node's backups list none.
+    let (status, backups) = plane
+        .api(
+            &plane.reader,
+            "GET",
+            &format!("/api/v1/nodes/{node}/backups"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{backups}");
+    assert!(!backups.to_string().contains(&seq.to_string()), "{backups}");
+    plane.stop().await;
 }
 
 #[tokio::test]

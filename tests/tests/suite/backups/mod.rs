@@ -50,3 +50,37 @@ pub(crate) fn target_body(s3: &S3Server, secret: &str) -> Value {
         "secret_key": secret,
     })
 }
+
+/// Queues a job of `primitive` for `node` as the backups service would have asked for it
+/// (issue 27: the broker serves only those): the agent channel's row and the backups service's
+/// own row share a correlation id, as its `request_job` would have made them, written in one
+/// statement so no agent claims the job before the backups service holds it. The machine key
+/// is the job's own, so one test's jobs never wait on each other. Its id.
+pub(crate) async fn queue_as_backups(
+    plane: &Plane,
+    node: i64,
+    primitive: &str,
+    params: Value,
+) -> i64 {
+    let pool = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
+    let (id,): (i64,) = sqlx::query_as(
+        "WITH job AS (
+             INSERT INTO agent_channel.jobs (node_id, primitive, class, params, state,
+                 requested_by, budget_s, correlation_id)
+             VALUES ($1, $2, 'change', $3, 'pending', 'test', 300, gen_random_uuid())
+             RETURNING id, node_id, primitive, params, correlation_id)
+         INSERT INTO backups.jobs (idempotency_key, correlation_id, job_id, node_id, machine,
+             primitive, params, seq, requested_by, dispatched_at)
+         SELECT 'test/job-' || id, correlation_id, id, node_id, 'test/job-' || id, primitive,
+                params, (params ->> 'seq')::bigint, 'test', now()
+         FROM job RETURNING job_id",
+    )
+    .bind(node)
+    .bind(primitive)
+    .bind(params)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    id
+}

@@ -165,16 +165,16 @@ async fn bk_01_bk_02_bk_03_a_moved_node_starts_a_full_in_the_new_space_nothing_i
     restoring_run_2_brings_it_back(&plane, node, &agent, &db).await;
 
     // A chain may not span spaces: an incremental that extends run 2 (in the old, draining
-    // space) is refused its PUT URLs, whatever asked for it, and nothing of it is stored.
+    // space) is refused its PUT URLs, even one the backups service held as its own, and
+    // nothing of it is stored.
     wait_free(&plane, node).await;
-    let extend = plane
-        .queue_unchecked(
-            node,
-            "backup_run",
-            "change",
-            json!({"seq": new_seq + 1, "kind": "incremental", "previous_seq": 2}),
-        )
-        .await;
+    let extend = super::queue_as_backups(
+        &plane,
+        node,
+        "backup_run",
+        json!({"seq": new_seq + 1, "kind": "incremental", "previous_seq": 2}),
+    )
+    .await;
     let refused = wait_for(
         "the cross-space incremental to end",
         Duration::from_secs(120),

@@ -512,6 +512,20 @@ async fn a_docker_host_and_its_container_going_silent_signal_once_for_the_host()
     let (host_agent, host) = plane.paired_agent("dock-1").await;
     let (shop_agent, shop) = plane.paired_agent("shop-1").await;
 
+    // The container's own host report: the kernel it runs on, its host's (issue 27: a host's
+    // listing alone places no node).
+    let own = plane.queue(shop, "host_report", json!({})).await;
+    let (status, claimed) = shop_agent.claim(&json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{claimed}");
+    assert_eq!(claimed["job"]["id"], own);
+    let (status, answer) = shop_agent
+        .send(
+            "result",
+            &json!({"job_id": own, "outcome": "completed", "output": "", "reason": null,
+                    "result": {"docker": "absent", "boot_id": "boot-dock-1"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
     // The host reports Docker with a container named "shop"; the container's agent says it runs
     // in "shop".
     let job = plane.queue(host, "host_report", json!({})).await;
@@ -522,7 +536,7 @@ async fn a_docker_host_and_its_container_going_silent_signal_once_for_the_host()
         .send(
             "result",
             &json!({"job_id": job, "outcome": "completed", "output": "", "reason": null,
-                    "result": {"docker": "installed",
+                    "result": {"docker": "installed", "boot_id": "boot-dock-1",
                                "containers": [{"name": "shop", "state": "running"}]}}),
         )
         .await;
