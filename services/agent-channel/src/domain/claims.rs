@@ -62,6 +62,7 @@ pub const KNOWN_FIELDS: &[&str] = &[
     "script_trust_reason",
     "bundle_state",
     "bundle_reason",
+    "site_root",
 ];
 
 /// A claim, read.
@@ -72,6 +73,9 @@ pub struct Claim {
     /// `None` when not reported: an absent report is no evidence of any word (AC-18).
     pub vocabulary: Option<Vec<String>>,
     pub claim_bytes: Option<u64>,
+    /// The site root the node's `site.json` names (issue 27: a claim field beyond PROTOCOL.md's
+    /// list); `None` when not reported, which leaves the root the plane knows standing.
+    pub site_root: Option<String>,
     /// The other facts this claim reported, by field.
     pub facts: Map<String, Value>,
     /// Fields this plane does not know, sorted.
@@ -84,6 +88,8 @@ pub struct NodeFacts {
     pub agent_version: Option<String>,
     pub vocabulary: Vec<String>,
     pub claim_bytes: Option<u64>,
+    /// Where the node's site lives: its join's `site_root`, or the latest a claim reported.
+    pub site_root: Option<String>,
     pub facts: Map<String, Value>,
 }
 
@@ -194,6 +200,12 @@ pub fn parse_claim(body: &[u8]) -> Result<Claim, AgentError> {
             }
         },
     };
+    // The site the node's `site.json` names, so a node set up without `--site-root` at its
+    // join still takes site releases (issue 27). Null says nothing: the root known stands.
+    let site_root = match fields.get("site_root") {
+        None => None,
+        Some(value) => super::joins::read_site_root(value)?,
+    };
     let mut facts = Map::new();
     for (field, value) in &fields {
         let checked = match field.as_str() {
@@ -302,6 +314,7 @@ pub fn parse_claim(body: &[u8]) -> Result<Claim, AgentError> {
         idle,
         vocabulary,
         claim_bytes,
+        site_root,
         facts,
         ignored_fields,
     })
@@ -355,6 +368,9 @@ pub fn apply(current: &NodeFacts, claim: &Claim, now: DateTime<Utc>) -> Option<N
     }
     if claim.claim_bytes.is_some() {
         next.claim_bytes = claim.claim_bytes;
+    }
+    if claim.site_root.is_some() {
+        next.site_root = claim.site_root.clone();
     }
     for (field, value) in &claim.facts {
         next.facts.insert(field.clone(), value.clone());
@@ -655,6 +671,39 @@ mod tests {
         let next = apply(&stored, &upgraded, t0()).unwrap();
         assert_eq!(next.agent_version.as_deref(), Some("1.3.0"));
         assert_eq!(next.facts["log_access"], "on");
+    }
+
+    #[test]
+    fn a_claim_naming_its_site_root_moves_the_nodes_root_and_a_claim_without_one_leaves_it() {
+        let joined_siteless = NodeFacts::default();
+        let from_site_json =
+            claim(json!({"agent_version": "1.2.3", "site_root": "/var/www/site"})).unwrap();
+        assert!(from_site_json.ignored_fields.is_empty());
+        assert!(
+            !from_site_json.facts.contains_key("site_root"),
+            "the root is the node's, not one of its other facts"
+        );
+        let rooted = apply(&joined_siteless, &from_site_json, t0()).unwrap();
+        assert_eq!(rooted.site_root.as_deref(), Some("/var/www/site"));
+        assert_eq!(apply(&rooted, &from_site_json, t0()), None);
+        for silent in [
+            json!({"agent_version": "1.2.3"}),
+            json!({"agent_version": "1.2.3", "site_root": null}),
+        ] {
+            let silent = claim(silent).unwrap();
+            assert_eq!(apply(&rooted, &silent, t0()), None, "the root known stands");
+        }
+        let moved = claim(json!({"agent_version": "1.2.3", "site_root": "/srv/shop"})).unwrap();
+        let moved = apply(&rooted, &moved, t0()).unwrap();
+        assert_eq!(moved.site_root.as_deref(), Some("/srv/shop"));
+        for bad in [
+            json!("var/www"),
+            json!(7),
+            json!(format!("/{}", "a".repeat(4096))),
+        ] {
+            let error = claim(json!({"agent_version": "1", "site_root": bad})).unwrap_err();
+            assert!(error.to_string().contains("site_root"), "{bad}: {error}");
+        }
     }
 
     fn t0() -> DateTime<Utc> {
