@@ -6,7 +6,10 @@ use serde_json::{Map, Value};
 
 use chrono::{DateTime, Utc};
 
-use capstan_events::agent_channel::rpc::UPDATE_REFUSALS;
+use capstan_events::agent_channel::{
+    recipes::{RecipeHold, RecipeMode, MAX_HOLD_REASON_BYTES},
+    rpc::UPDATE_REFUSALS,
+};
 
 use super::{auth::AgentError, DEFAULT_CLAIM_BYTES, LAST_SEEN_RESOLUTION};
 
@@ -114,34 +117,51 @@ fn word(value: &Value) -> Option<String> {
 }
 
 /// AC-45: keep entries whose mode and verdict are in the closed sets; strip a verdict from
-/// `not-applicable`; drop the rest.
+/// `not-applicable`; drop the rest. An entry's `hold` (issue 27: `none`, `held`, `ignored`, the
+/// agent's `recipes` words) is kept when in its closed set, with `hold_reason` (bounded, or
+/// null) for an ignored hold; an entry without one (an older agent) is kept without.
 pub fn normalise_recipes(value: &Value) -> Result<Value, AgentError> {
     let Value::Array(entries) = value else {
         return Err(invalid("recipes must be a list"));
     };
     let kept = entries.iter().filter_map(|entry| {
         let name = word(entry.get("name")?)?;
-        let mode = entry.get("mode")?.as_str()?;
-        let verdict = entry.get("verdict").unwrap_or(&Value::Null);
-        match mode {
-            "not-applicable" => {
-                Some(serde_json::json!({"name": name, "mode": mode, "verdict": null}))
+        let mode = RecipeMode::parse(entry.get("mode")?.as_str()?)?;
+        let verdict = match (mode, entry.get("verdict").unwrap_or(&Value::Null)) {
+            (RecipeMode::NotApplicable, _) | (_, Value::Null) => Value::Null,
+            (_, Value::String(verdict))
+                if ["pass", "fail", "unknown"].contains(&verdict.as_str()) =>
+            {
+                Value::String(verdict.clone())
             }
-            "armed" | "report-only" => match verdict {
-                Value::Null => {
-                    Some(serde_json::json!({"name": name, "mode": mode, "verdict": null}))
+            _ => return None,
+        };
+        let hold = entry
+            .get("hold")
+            .and_then(Value::as_str)
+            .and_then(RecipeHold::parse);
+        let mut kept = serde_json::json!({"name": name, "mode": mode.as_str(), "verdict": verdict});
+        if let Some(hold) = hold {
+            kept["hold"] = hold.as_str().into();
+            kept["hold_reason"] = match entry.get("hold_reason").and_then(Value::as_str) {
+                Some(reason) if hold == RecipeHold::Ignored => {
+                    clipped(reason, MAX_HOLD_REASON_BYTES).into()
                 }
-                Value::String(verdict)
-                    if ["pass", "fail", "unknown"].contains(&verdict.as_str()) =>
-                {
-                    Some(serde_json::json!({"name": name, "mode": mode, "verdict": verdict}))
-                }
-                _ => None,
-            },
-            _ => None,
+                _ => Value::Null,
+            };
         }
+        Some(kept)
     });
     Ok(Value::Array(kept.collect()))
+}
+
+/// `text` cut to at most `max` bytes on a character boundary.
+fn clipped(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
 }
 
 /// Reads a claim body. A known field of the wrong shape is refused naming it; an unknown one
@@ -644,6 +664,41 @@ mod tests {
                 {"name": "swap", "mode": "not-applicable", "verdict": null},
                 {"name": "ntp", "mode": "armed", "verdict": null}
             ])
+        );
+    }
+
+    #[test]
+    fn a_recipes_hold_is_kept_in_the_agents_words_with_why_an_ignored_one_is_ignored() {
+        let long = "x".repeat(600);
+        let recipes = normalise_recipes(&json!([
+            {"name": "service_health", "mode": "armed", "verdict": "fail", "hold": "held",
+             "hold_reason": "not asked"},
+            {"name": "fail2ban", "mode": "armed", "verdict": "fail", "hold": "ignored",
+             "hold_reason": "the hold directory has mode 770"},
+            {"name": "disk_headroom", "mode": "armed", "verdict": "pass", "hold": "none"},
+            {"name": "ntp", "mode": "armed", "verdict": "pass", "hold": "paused"},
+            {"name": "swap", "mode": "armed", "verdict": "pass", "hold": "ignored",
+             "hold_reason": long},
+        ]))
+        .unwrap();
+        assert_eq!(recipes[0]["hold"], "held");
+        assert_eq!(
+            recipes[0]["hold_reason"],
+            Value::Null,
+            "only an ignored hold says why"
+        );
+        assert_eq!(recipes[1]["hold"], "ignored");
+        assert_eq!(recipes[1]["hold_reason"], "the hold directory has mode 770");
+        assert_eq!(recipes[2]["hold"], "none");
+        assert!(
+            recipes[3].get("hold").is_none(),
+            "a word outside the set is not kept: {}",
+            recipes[3]
+        );
+        assert_eq!(recipes[3]["verdict"], "pass", "the rest of the entry is");
+        assert_eq!(
+            recipes[4]["hold_reason"].as_str().unwrap().len(),
+            MAX_HOLD_REASON_BYTES
         );
     }
 
