@@ -48,13 +48,41 @@ pub struct BackupsSettings {
     /// target can be added or used (the service says so), and everything else still runs.
     pub seal_key: Option<SecretString>,
     pub seal_key_file: Option<PathBuf>,
+    /// Where `capstan all` makes and keeps its seal key when neither `seal_key` nor
+    /// `seal_key_file` is set (issue 27; [`Settings::generated_seal_key_file`]). Unset: beside
+    /// the NATS password file when one is set, else [`DEFAULT_STATE_DIR`].
+    pub seal_key_dir: Option<PathBuf>,
     /// How long a presigned URL the broker hands a node stays valid (60..=3600 s).
     pub url_ttl_secs: u32,
     /// How often the schedule looks for due backups and verifies (1..=3600 s; BK-05).
     pub schedule_secs: u32,
 }
 
+/// Where the single-machine plane keeps what it generates (the directory `deploy/local/up`
+/// keeps the NATS password in, `CAPSTAN_LOCAL_STATE`).
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/capstan";
+
+/// The name of the seal key file `capstan all` makes.
+pub const GENERATED_SEAL_KEY: &str = "backups-seal.key";
+
 impl BackupsSettings {
+    /// Takes the seal key `capstan all` made or found in `file` (64 hex digits), as if
+    /// `seal_key_file` had named it; refused, naming the file, when it is not a seal key.
+    pub fn use_generated_key(&mut self, file: PathBuf, text: &str) -> Result<(), SettingsError> {
+        if parse_seal_key(text).is_none() {
+            return Err(SettingsError::BadValue {
+                key: "backups.seal_key_dir",
+                reason: format!(
+                    "{} does not hold a seal key (64 hex digits)",
+                    file.display()
+                ),
+            });
+        }
+        self.seal_key = Some(SecretString::from(text.trim().to_string()));
+        self.seal_key_file = Some(file);
+        Ok(())
+    }
+
     /// The seal key's 32 bytes, when one is set (validated at load).
     pub fn seal_key(&self) -> Option<[u8; 32]> {
         self.seal_key
@@ -508,6 +536,24 @@ const DEFAULTS: &[(&str, &str)] = &[
 ];
 
 impl Settings {
+    /// The seal key file `capstan all` makes when none is set (issue 27): in
+    /// `backups.seal_key_dir`, else beside the NATS password (`nats.password_file`), else in
+    /// [`DEFAULT_STATE_DIR`]; `None` when a seal key is set.
+    pub fn generated_seal_key_file(&self) -> Option<PathBuf> {
+        if self.backups.seal_key.is_some() || self.backups.seal_key_file.is_some() {
+            return None;
+        }
+        let dir = match (&self.backups.seal_key_dir, &self.nats.password_file) {
+            (Some(dir), _) => dir.clone(),
+            (None, Some(password)) => password
+                .parent()
+                .filter(|dir| !dir.as_os_str().is_empty())
+                .map_or_else(|| PathBuf::from("."), std::path::Path::to_path_buf),
+            (None, None) => PathBuf::from(DEFAULT_STATE_DIR),
+        };
+        Some(dir.join(GENERATED_SEAL_KEY))
+    }
+
     /// Defaults < `capstan.toml` (or `$CAPSTAN_CONFIG`) < `CAPSTAN__*` environment variables.
     pub fn load() -> Result<Settings, SettingsError> {
         let file = match std::env::var("CAPSTAN_CONFIG") {
@@ -975,6 +1021,63 @@ mod tests {
         assert_eq!(settings.database.url(), "postgres://db/other");
         assert_eq!(settings.gateway.listen.port(), 9000);
         assert_eq!(settings.bus.max_deliver, 3);
+    }
+
+    #[test]
+    fn capstan_alls_own_seal_key_sits_in_its_dir_else_beside_the_nats_password_else_in_var_lib() {
+        let none = Settings::load_from(None, env(&[])).unwrap();
+        assert_eq!(
+            none.generated_seal_key_file(),
+            Some(PathBuf::from("/var/lib/capstan/backups-seal.key"))
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let password = dir.path().join("nats-all.password");
+        std::fs::write(&password, "secret\n").unwrap();
+        let beside = Settings::load_from(
+            None,
+            env(&[
+                ("CAPSTAN__NATS__USER", "all"),
+                ("CAPSTAN__NATS__PASSWORD_FILE", password.to_str().unwrap()),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            beside.generated_seal_key_file(),
+            Some(dir.path().join("backups-seal.key"))
+        );
+        let named = Settings::load_from(
+            None,
+            env(&[("CAPSTAN__BACKUPS__SEAL_KEY_DIR", "/srv/keys")]),
+        )
+        .unwrap();
+        assert_eq!(
+            named.generated_seal_key_file(),
+            Some(PathBuf::from("/srv/keys/backups-seal.key"))
+        );
+        let set = Settings::load_from(
+            None,
+            env(&[("CAPSTAN__BACKUPS__SEAL_KEY", &"a".repeat(64))]),
+        )
+        .unwrap();
+        assert_eq!(
+            set.generated_seal_key_file(),
+            None,
+            "a key set is used as it is"
+        );
+        let mut taken = none.clone();
+        let error = taken
+            .backups
+            .use_generated_key(PathBuf::from("/k"), "not a key")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("/k") && error.contains("64 hex"), "{error}");
+        assert!(taken.backups.seal_key().is_none());
+        taken
+            .backups
+            .use_generated_key(PathBuf::from("/k"), &format!("{}\n", "0f".repeat(32)))
+            .unwrap();
+        assert_eq!(taken.backups.seal_key(), Some([0x0f; 32]));
+        assert_eq!(taken.backups.seal_key_file, Some(PathBuf::from("/k")));
     }
 
     #[test]

@@ -383,6 +383,13 @@ impl Agent {
         if let Some(cases) = cases {
             body["cases"] = cases;
         }
+        // The site `site.json` names, so the plane learns of a site set up on the node after
+        // its join (issue 27; without it, a rollout refuses the node as hosting no site). A
+        // node without the file, or with one it cannot use, says nothing: the plane keeps the
+        // root it knows.
+        if let Ok(Some(site)) = self.state.site() {
+            body["site_root"] = json!(site.root.display().to_string());
+        }
         if let (Some(fields), Some(body)) = (self.updater.claim_fields(), body.as_object_mut()) {
             body.extend(fields);
         }

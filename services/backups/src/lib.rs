@@ -38,7 +38,8 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     }
     let state = rpc::State {
         store: service.store.clone(),
-        sealer: Sealer::new(settings.backups.seal_key()),
+        sealer: Sealer::new(settings.backups.seal_key())
+            .read_from(settings.backups.seal_key_file.clone()),
         http: drivers::s3::http(),
         url_ttl: settings.backups.url_ttl(),
     };

@@ -100,6 +100,7 @@ pub async fn list_targets(state: State, request: ListTargets) -> Answer<Targets>
     let rows = store::targets(&mut connection).await.map_err(unavailable)?;
     Ok(Targets {
         targets: rows.iter().map(view).collect::<Answer<_>>()?,
+        seal_key: state.sealer.view(),
     })
 }
 

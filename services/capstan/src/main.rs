@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
 mod http;
+mod keys;
 mod release;
 
 #[derive(Parser)]
@@ -220,7 +221,9 @@ fn main() -> ExitCode {
 }
 
 /// Every service together; the first to fail stops the others.
-async fn run_all(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
+async fn run_all(mut settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
+    // Start-up, before any service runs: a few small file operations.
+    keys::ensure_seal_key(&mut settings).context("the backups seal key")?;
     let stop = shutdown.child_token();
     let mut services = JoinSet::new();
     for domain in Domain::ALL {

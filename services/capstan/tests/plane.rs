@@ -21,6 +21,8 @@ const SERVICES: [&str; 9] = [
     "billing",
 ];
 
+const TEST_SEAL_KEY: &str = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed";
+
 fn free_address() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().to_string()
@@ -35,6 +37,8 @@ fn capstan(args: &[&str], database: &TestDatabase, nats: &NatsServer, listen: &s
         .env("CAPSTAN__NATS__URL", nats.url())
         .env("CAPSTAN__GATEWAY__LISTEN", listen)
         .env("CAPSTAN__TELEMETRY__LOG_FORMAT", "json")
+        // A key of the test's, so `capstan all` makes none in the machine's /var/lib/capstan.
+        .env("CAPSTAN__BACKUPS__SEAL_KEY", TEST_SEAL_KEY)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     command

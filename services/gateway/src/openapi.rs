@@ -113,6 +113,10 @@ pub fn component_schemas() -> Map<String, Value> {
     add::<crate::api::backups::VerifyBody>(&mut bodies);
     add::<crate::api::backups::RestoreBody>(&mut bodies);
     add::<crate::api::backups::MoveBody>(&mut bodies);
+    // A claim's `recipes` entry and `cases` value (the agent route's body is written by hand
+    // and refers to these).
+    add::<capstan_events::agent_channel::recipes::ReportedRecipe>(&mut bodies);
+    add::<capstan_events::agent_channel::recipes::ReportedCase>(&mut bodies);
     let mut schemas = answers.take_definitions(true);
     schemas.extend(bodies.take_definitions(true));
     schemas

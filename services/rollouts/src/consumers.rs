@@ -104,6 +104,7 @@ impl Apply for Events {
                         data.node_id,
                         &data.agent_version,
                         &data.vocabulary,
+                        data.site_root.as_deref(),
                     )
                     .await
                     .map_err(retry)

@@ -377,10 +377,10 @@ async fn ag_45_a_held_recipe_repairs_nothing_and_a_hold_directory_others_may_wri
         PATIENCE,
         || async {
             let view = plane.node(node).await;
-            let failing = view["facts"]["recipes"]
-                .as_array()?
-                .iter()
-                .any(|r| r["name"] == "service_health" && r["verdict"] == "fail");
+            // Issue 27: and hears of the hold, so its Recipes tab can say why nothing repairs.
+            let failing = view["facts"]["recipes"].as_array()?.iter().any(|r| {
+                r["name"] == "service_health" && r["verdict"] == "fail" && r["hold"] == "held"
+            });
             failing.then_some(view["facts"].clone())
         },
     )
@@ -427,4 +427,24 @@ async fn ag_45_a_held_recipe_repairs_nothing_and_a_hold_directory_others_may_wri
     assert!(incidents_of(&plane, node, "agent:service_health")
         .await
         .is_empty());
+    let ignored = wait_for(
+        "the plane to hear the hold is ignored",
+        PATIENCE,
+        || async {
+            let view = plane.node(node).await;
+            view["facts"]["recipes"]
+                .as_array()?
+                .iter()
+                .find(|r| r["name"] == "service_health" && r["hold"] == "ignored")
+                .cloned()
+        },
+    )
+    .await;
+    assert!(
+        ignored["hold_reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("mode 770"),
+        "{ignored}"
+    );
 }

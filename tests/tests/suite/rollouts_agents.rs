@@ -24,7 +24,7 @@ use capstan_signing::NodeKey;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::rollouts::{projected, rollout, start_rollout, wait_state};
+use crate::rollouts::{ask_start, projected, rollout, start_rollout, wait_state};
 
 /// The test's site release key: its secret never leaves the test.
 const KEY_SEED: [u8; 32] = [11; 32];
@@ -75,7 +75,23 @@ async fn node(plane: &Plane, name: &str) -> Node {
 
 /// [`node`], the agent started with `env` besides.
 async fn node_with(plane: &Plane, name: &str, env: &[(&str, &str)]) -> Node {
+    node_set_up(plane, name, env, JoinedWith::SiteRoot).await
+}
+
+/// How a test node's agent is told where its site is.
+#[derive(Clone, Copy, PartialEq)]
+enum JoinedWith {
+    /// `--site-root` at its join and every command, besides `site.json`.
+    SiteRoot,
+    /// Only `site.json` names the root, as docs/site-releases.md sets a node up.
+    SiteJsonAlone,
+}
+
+async fn node_set_up(plane: &Plane, name: &str, env: &[(&str, &str)], joined: JoinedWith) -> Node {
     let mut agent = Agent::new(capstan_e2e::agent::binary());
+    if joined == JoinedWith::SiteJsonAlone {
+        agent.set_siteless();
+    }
     for (key, value) in env {
         agent.set_env(key, value);
     }
@@ -420,6 +436,48 @@ async fn ro_23_ro_24_a_publish_with_deploy_all_rolls_the_release_out_to_every_no
         said.contains("409") && said.contains("already published"),
         "{said}"
     );
+}
+
+/// Issue 27: a node set up as docs/site-releases.md says (no `--site-root` at its join, its root
+/// named only by `site.json`) reports that root with its claims; the plane takes it, and a
+/// rollout of a site release reaches the node instead of refusing it as hosting no site.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_joined_without_a_site_root_but_with_a_site_json_takes_a_site_release() {
+    let plane = Plane::start().await;
+    let node = node_set_up(&plane, "web-0", &[], JoinedWith::SiteJsonAlone).await;
+    let root = node.root().display().to_string();
+    wait_for(
+        "the plane to know the site root site.json names",
+        Duration::from_secs(60),
+        || async { (plane.node(node.id).await["site_root"] == root).then_some(()) },
+    )
+    .await;
+    let work = tempfile::tempdir().unwrap();
+    publish(&plane, work.path(), "6.0.0", "<p>six</p>", &[]);
+    // A refused start changes nothing, so it is asked again until the rollouts service has
+    // heard of the node's words and its site; any refusal but those fails the test.
+    let body = json!({"version": "6.0.0", "stages": [{"nodes": [node.id]}]});
+    let id = wait_for(
+        "the rollouts service to take the node as hosting a site",
+        Duration::from_secs(60),
+        || async {
+            let (status, answer) = ask_start(&plane, body.clone()).await;
+            if status == StatusCode::OK {
+                return answer["id"].as_i64();
+            }
+            let said = answer.to_string();
+            assert!(
+                said.contains("hosts no site") || said.contains("does not report"),
+                "{status}: {said}"
+            );
+            None
+        },
+    )
+    .await;
+    let done = wait_state(&plane, id, "finished").await;
+    assert_eq!(done["passed"], 1, "{done}");
+    assert_eq!(node.current().as_deref(), Some("6.0.0"));
+    assert_eq!(node.deploys(), "6.0.0 from none\n");
 }
 
 async fn act(plane: &Plane, id: i64, act: &str) -> Value {

@@ -190,6 +190,11 @@ pub struct NodeReported {
     pub vocabulary: Vec<String>,
     /// The claim's other facts as the node sent them (recipes, update state, log access, ...).
     pub facts: serde_json::Value,
+    /// Where the node's site lives as the plane now knows it: its join's `site_root`, or the
+    /// latest root its claims reported from `site.json` (issue 27). Absent for a siteless node,
+    /// and in events from before the field: a reader keeps the root it knew.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site_root: Option<String>,
 }
 crate::message!(Domain::AgentChannel, Event, NodeReported, "node_reported");
 

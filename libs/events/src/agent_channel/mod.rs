@@ -3,6 +3,7 @@
 
 mod events;
 pub mod primitives;
+pub mod recipes;
 pub mod rpc;
 
 pub use events::*;

@@ -506,7 +506,9 @@ pub struct NodeView {
     pub online: bool,
     /// The agent is below the version floor: only `apply_update` is offered.
     pub below_floor: bool,
-    /// Everything else the last claim reported (recipes, update state, log access, ...).
+    /// Everything else the last claim reported (recipes, update state, log access, ...):
+    /// `recipes` a list of `ReportedRecipe`, `cases` an object of `ReportedCase` keyed by
+    /// `recipe:<name>` (docs/recipes.md).
     pub facts: serde_json::Value,
     /// The dashboard's dot for this node: the monitor's judgement of its latest `check_status`
     /// (MO-07), as its `health_changed` events told the agent channel.

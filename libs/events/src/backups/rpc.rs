@@ -67,6 +67,19 @@ pub struct TargetView {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Targets {
     pub targets: Vec<TargetView>,
+    /// The key the targets' credentials are sealed with (issue 27).
+    pub seal_key: SealKeyView,
+}
+
+/// Where the backups service's seal key is, never the key: without one no target can be added
+/// or used, and without a copy of it a restored plane cannot open its targets' credentials.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SealKeyView {
+    /// Whether a seal key is set.
+    pub set: bool,
+    /// The file it was read from: `CAPSTAN__BACKUPS__SEAL_KEY_FILE`, or the one `capstan all`
+    /// made on its first run. `null` when the key was given directly or none is set.
+    pub file: Option<String>,
 }
 
 /// `POST /api/v1/backups/targets` (level 10, audited). The keys are sealed at rest and never

@@ -6,7 +6,10 @@ use serde_json::{Map, Value};
 
 use chrono::{DateTime, Utc};
 
-use capstan_events::agent_channel::rpc::UPDATE_REFUSALS;
+use capstan_events::agent_channel::{
+    recipes::{RecipeHold, RecipeMode, MAX_HOLD_REASON_BYTES},
+    rpc::UPDATE_REFUSALS,
+};
 
 use super::{auth::AgentError, DEFAULT_CLAIM_BYTES, LAST_SEEN_RESOLUTION};
 
@@ -62,6 +65,7 @@ pub const KNOWN_FIELDS: &[&str] = &[
     "script_trust_reason",
     "bundle_state",
     "bundle_reason",
+    "site_root",
 ];
 
 /// A claim, read.
@@ -72,6 +76,9 @@ pub struct Claim {
     /// `None` when not reported: an absent report is no evidence of any word (AC-18).
     pub vocabulary: Option<Vec<String>>,
     pub claim_bytes: Option<u64>,
+    /// The site root the node's `site.json` names (issue 27: a claim field beyond PROTOCOL.md's
+    /// list); `None` when not reported, which leaves the root the plane knows standing.
+    pub site_root: Option<String>,
     /// The other facts this claim reported, by field.
     pub facts: Map<String, Value>,
     /// Fields this plane does not know, sorted.
@@ -84,6 +91,8 @@ pub struct NodeFacts {
     pub agent_version: Option<String>,
     pub vocabulary: Vec<String>,
     pub claim_bytes: Option<u64>,
+    /// Where the node's site lives: its join's `site_root`, or the latest a claim reported.
+    pub site_root: Option<String>,
     pub facts: Map<String, Value>,
 }
 
@@ -108,34 +117,51 @@ fn word(value: &Value) -> Option<String> {
 }
 
 /// AC-45: keep entries whose mode and verdict are in the closed sets; strip a verdict from
-/// `not-applicable`; drop the rest.
+/// `not-applicable`; drop the rest. An entry's `hold` (issue 27: `none`, `held`, `ignored`, the
+/// agent's `recipes` words) is kept when in its closed set, with `hold_reason` (bounded, or
+/// null) for an ignored hold; an entry without one (an older agent) is kept without.
 pub fn normalise_recipes(value: &Value) -> Result<Value, AgentError> {
     let Value::Array(entries) = value else {
         return Err(invalid("recipes must be a list"));
     };
     let kept = entries.iter().filter_map(|entry| {
         let name = word(entry.get("name")?)?;
-        let mode = entry.get("mode")?.as_str()?;
-        let verdict = entry.get("verdict").unwrap_or(&Value::Null);
-        match mode {
-            "not-applicable" => {
-                Some(serde_json::json!({"name": name, "mode": mode, "verdict": null}))
+        let mode = RecipeMode::parse(entry.get("mode")?.as_str()?)?;
+        let verdict = match (mode, entry.get("verdict").unwrap_or(&Value::Null)) {
+            (RecipeMode::NotApplicable, _) | (_, Value::Null) => Value::Null,
+            (_, Value::String(verdict))
+                if ["pass", "fail", "unknown"].contains(&verdict.as_str()) =>
+            {
+                Value::String(verdict.clone())
             }
-            "armed" | "report-only" => match verdict {
-                Value::Null => {
-                    Some(serde_json::json!({"name": name, "mode": mode, "verdict": null}))
+            _ => return None,
+        };
+        let hold = entry
+            .get("hold")
+            .and_then(Value::as_str)
+            .and_then(RecipeHold::parse);
+        let mut kept = serde_json::json!({"name": name, "mode": mode.as_str(), "verdict": verdict});
+        if let Some(hold) = hold {
+            kept["hold"] = hold.as_str().into();
+            kept["hold_reason"] = match entry.get("hold_reason").and_then(Value::as_str) {
+                Some(reason) if hold == RecipeHold::Ignored => {
+                    clipped(reason, MAX_HOLD_REASON_BYTES).into()
                 }
-                Value::String(verdict)
-                    if ["pass", "fail", "unknown"].contains(&verdict.as_str()) =>
-                {
-                    Some(serde_json::json!({"name": name, "mode": mode, "verdict": verdict}))
-                }
-                _ => None,
-            },
-            _ => None,
+                _ => Value::Null,
+            };
         }
+        Some(kept)
     });
     Ok(Value::Array(kept.collect()))
+}
+
+/// `text` cut to at most `max` bytes on a character boundary.
+fn clipped(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
 }
 
 /// Reads a claim body. A known field of the wrong shape is refused naming it; an unknown one
@@ -193,6 +219,12 @@ pub fn parse_claim(body: &[u8]) -> Result<Claim, AgentError> {
                 )))
             }
         },
+    };
+    // The site the node's `site.json` names, so a node set up without `--site-root` at its
+    // join still takes site releases (issue 27). Null says nothing: the root known stands.
+    let site_root = match fields.get("site_root") {
+        None => None,
+        Some(value) => super::joins::read_site_root(value)?,
     };
     let mut facts = Map::new();
     for (field, value) in &fields {
@@ -302,6 +334,7 @@ pub fn parse_claim(body: &[u8]) -> Result<Claim, AgentError> {
         idle,
         vocabulary,
         claim_bytes,
+        site_root,
         facts,
         ignored_fields,
     })
@@ -355,6 +388,9 @@ pub fn apply(current: &NodeFacts, claim: &Claim, now: DateTime<Utc>) -> Option<N
     }
     if claim.claim_bytes.is_some() {
         next.claim_bytes = claim.claim_bytes;
+    }
+    if claim.site_root.is_some() {
+        next.site_root = claim.site_root.clone();
     }
     for (field, value) in &claim.facts {
         next.facts.insert(field.clone(), value.clone());
@@ -632,6 +668,41 @@ mod tests {
     }
 
     #[test]
+    fn a_recipes_hold_is_kept_in_the_agents_words_with_why_an_ignored_one_is_ignored() {
+        let long = "x".repeat(600);
+        let recipes = normalise_recipes(&json!([
+            {"name": "service_health", "mode": "armed", "verdict": "fail", "hold": "held",
+             "hold_reason": "not asked"},
+            {"name": "fail2ban", "mode": "armed", "verdict": "fail", "hold": "ignored",
+             "hold_reason": "the hold directory has mode 770"},
+            {"name": "disk_headroom", "mode": "armed", "verdict": "pass", "hold": "none"},
+            {"name": "ntp", "mode": "armed", "verdict": "pass", "hold": "paused"},
+            {"name": "swap", "mode": "armed", "verdict": "pass", "hold": "ignored",
+             "hold_reason": long},
+        ]))
+        .unwrap();
+        assert_eq!(recipes[0]["hold"], "held");
+        assert_eq!(
+            recipes[0]["hold_reason"],
+            Value::Null,
+            "only an ignored hold says why"
+        );
+        assert_eq!(recipes[1]["hold"], "ignored");
+        assert_eq!(recipes[1]["hold_reason"], "the hold directory has mode 770");
+        assert_eq!(recipes[2]["hold"], "none");
+        assert!(
+            recipes[3].get("hold").is_none(),
+            "a word outside the set is not kept: {}",
+            recipes[3]
+        );
+        assert_eq!(recipes[3]["verdict"], "pass", "the rest of the entry is");
+        assert_eq!(
+            recipes[4]["hold_reason"].as_str().unwrap().len(),
+            MAX_HOLD_REASON_BYTES
+        );
+    }
+
+    #[test]
     fn a_claim_that_changes_nothing_writes_nothing_and_absent_facts_stand() {
         let first = claim(json!({
             "agent_version": "1.2.3", "vocabulary": ["check_status"], "log_access": "on",
@@ -655,6 +726,39 @@ mod tests {
         let next = apply(&stored, &upgraded, t0()).unwrap();
         assert_eq!(next.agent_version.as_deref(), Some("1.3.0"));
         assert_eq!(next.facts["log_access"], "on");
+    }
+
+    #[test]
+    fn a_claim_naming_its_site_root_moves_the_nodes_root_and_a_claim_without_one_leaves_it() {
+        let joined_siteless = NodeFacts::default();
+        let from_site_json =
+            claim(json!({"agent_version": "1.2.3", "site_root": "/var/www/site"})).unwrap();
+        assert!(from_site_json.ignored_fields.is_empty());
+        assert!(
+            !from_site_json.facts.contains_key("site_root"),
+            "the root is the node's, not one of its other facts"
+        );
+        let rooted = apply(&joined_siteless, &from_site_json, t0()).unwrap();
+        assert_eq!(rooted.site_root.as_deref(), Some("/var/www/site"));
+        assert_eq!(apply(&rooted, &from_site_json, t0()), None);
+        for silent in [
+            json!({"agent_version": "1.2.3"}),
+            json!({"agent_version": "1.2.3", "site_root": null}),
+        ] {
+            let silent = claim(silent).unwrap();
+            assert_eq!(apply(&rooted, &silent, t0()), None, "the root known stands");
+        }
+        let moved = claim(json!({"agent_version": "1.2.3", "site_root": "/srv/shop"})).unwrap();
+        let moved = apply(&rooted, &moved, t0()).unwrap();
+        assert_eq!(moved.site_root.as_deref(), Some("/srv/shop"));
+        for bad in [
+            json!("var/www"),
+            json!(7),
+            json!(format!("/{}", "a".repeat(4096))),
+        ] {
+            let error = claim(json!({"agent_version": "1", "site_root": bad})).unwrap_err();
+            assert!(error.to_string().contains("site_root"), "{bad}: {error}");
+        }
     }
 
     fn t0() -> DateTime<Utc> {

@@ -77,6 +77,19 @@ fn optional_text(
     }
 }
 
+/// A site root as a join or a claim names it: null, or an absolute path of at most 4096
+/// printable characters.
+pub fn read_site_root(value: &serde_json::Value) -> Result<Option<String>, AgentError> {
+    let site_root = optional_text(value, "site_root", 4096)?;
+    if site_root
+        .as_deref()
+        .is_some_and(|root| !root.starts_with('/'))
+    {
+        return Err(invalid("site_root must be an absolute path"));
+    }
+    Ok(site_root)
+}
+
 /// Reads and bounds a join body. Every refusal names the field.
 pub fn parse_join(body: &[u8]) -> Result<ValidJoin, AgentError> {
     let body: JoinBody = serde_json::from_slice(body)
@@ -88,13 +101,7 @@ pub fn parse_join(body: &[u8]) -> Result<ValidJoin, AgentError> {
     let public_key = PublicKey::from_base64(&text(&body.public_key, "public_key", 64)?)
         .map_err(|error| invalid(format!("public_key: {error}")))?;
     let agent_version = text(&body.agent_version, "agent_version", 64)?;
-    let site_root = optional_text(&body.site_root, "site_root", 4096)?;
-    if site_root
-        .as_deref()
-        .is_some_and(|root| !root.starts_with('/'))
-    {
-        return Err(invalid("site_root must be an absolute path"));
-    }
+    let site_root = read_site_root(&body.site_root)?;
     let container = optional_text(&body.container, "container", 128)?;
     if container.as_deref().is_some_and(|name| {
         !name

@@ -278,6 +278,7 @@ async fn report_and_dispatch_in_slot(
                     agent_version: next.agent_version.clone().unwrap_or_default(),
                     vocabulary: next.vocabulary.clone(),
                     facts: Value::Object(next.facts.clone()),
+                    site_root: next.site_root.clone(),
                 };
                 emit(connection, reported, format!("node/{}", node.id))
                     .await

@@ -80,6 +80,7 @@ impl NodeRow {
             agent_version: self.agent_version.clone(),
             vocabulary: self.vocabulary.0.clone(),
             claim_bytes: self.claim_bytes.map(|bytes| bytes as u64),
+            site_root: self.site_root.clone(),
             facts: self.facts.0.clone(),
         }
     }
@@ -262,7 +263,8 @@ pub async fn save_facts(
     now: DateTime<Utc>,
 ) -> Result<()> {
     sqlx::query(
-        "UPDATE nodes SET agent_version = $2, vocabulary = $3, claim_bytes = $4, facts = $5, last_seen_at = $6
+        "UPDATE nodes SET agent_version = $2, vocabulary = $3, claim_bytes = $4, facts = $5, last_seen_at = $6,
+             site_root = $7
          WHERE id = $1",
     )
     .bind(node_id)
@@ -271,6 +273,7 @@ pub async fn save_facts(
     .bind(facts.claim_bytes.map(|bytes| bytes as i64))
     .bind(Json(&facts.facts))
     .bind(now)
+    .bind(&facts.site_root)
     .execute(connection)
     .await?;
     Ok(())

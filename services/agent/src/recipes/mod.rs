@@ -25,13 +25,14 @@ use crate::{
         case::{self, BodyParts, Case, Riding},
         ledger::{Event, Memory, Outcome},
         registry::{self, Cadence, Placement, Recipe, RECIPES},
-        tick::{plan, Step},
+        tick::{plan, Hold, Step},
         Check, Mode, Verdict, MAX_DETAIL_BYTES,
     },
     domain::vocabulary,
     state::{self, StateDir},
     words,
 };
+use capstan_events::agent_channel::recipes::{RecipeHold, RecipeMode};
 use files::Ledgers;
 
 /// After a repair, the check is asked again this many times, this far apart, before the
@@ -55,8 +56,9 @@ pub fn hourly_wait(tick: Duration) -> Duration {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reported {
     pub name: &'static str,
-    /// `armed`, `report-only` or `not-applicable`.
-    pub mode: &'static str,
+    pub mode: RecipeMode,
+    /// Its hold marker as the last tick (or the start) found it.
+    pub hold: Hold,
     pub verdict: Option<Verdict>,
     /// Its most recent case, open or closed.
     pub case: Option<Case>,
@@ -85,7 +87,8 @@ impl Shared {
         all.iter().find(|entry| entry.name == name).cloned()
     }
 
-    /// The claim's `recipes` (PROTOCOL.md: `[{"name", "mode", "verdict"}]`) and `cases`
+    /// The claim's `recipes` (PROTOCOL.md: `[{"name", "mode", "verdict"}]`, with each one's
+    /// `hold` and `hold_reason` besides, issue 27) and `cases`
     /// (keyed by `recipe:<name>`, absent while no recipe has had a case), and which bodies
     /// ride in it.
     pub fn claim_fields(&self) -> (Value, Option<Value>, Carried) {
@@ -97,8 +100,10 @@ impl Shared {
         let recipes: Vec<Value> = all
             .iter()
             .map(|entry| {
-                json!({"name": entry.name, "mode": entry.mode,
-                       "verdict": entry.verdict.map(Verdict::as_str)})
+                let (hold, hold_reason) = entry.hold.reported();
+                json!({"name": entry.name, "mode": entry.mode.as_str(),
+                       "verdict": entry.verdict.map(Verdict::as_str),
+                       "hold": hold.as_str(), "hold_reason": hold_reason})
             })
             .collect();
         let riding: Vec<Riding> = all
@@ -204,7 +209,8 @@ impl Loop {
                     }
                     shared.set(Reported {
                         name: recipe.name,
-                        mode: "not-applicable",
+                        mode: RecipeMode::NotApplicable,
+                        hold: Hold::None,
                         verdict: None,
                         case: None,
                         body_pending: false,
@@ -232,7 +238,8 @@ impl Loop {
                     let body_pending = memory.open_case().is_some_and(|case| case.body.is_some());
                     shared.set(Reported {
                         name: recipe.name,
-                        mode: mode.as_str(),
+                        mode: mode.reported(),
+                        hold: ledgers.hold(recipe.name),
                         verdict: memory.verdict,
                         case: memory.case.clone(),
                         body_pending,
@@ -329,7 +336,8 @@ impl Loop {
         }
         let mut reported = self.shared.get(recipe.name).unwrap_or(Reported {
             name: recipe.name,
-            mode: self.mode.as_str(),
+            mode: self.mode.reported(),
+            hold: Hold::None,
             verdict: None,
             case: None,
             body_pending: false,
@@ -340,6 +348,7 @@ impl Loop {
         }
         reported.verdict = memory.verdict;
         reported.case = memory.case.clone();
+        reported.hold = hold;
         // AG-61: rendered on every tick that leaves the case open (a failing tick: a pass
         // closes it), and once more when the tick closed it, so the site's notice goes.
         let closed_now = was_open && memory.open_case().is_none();
@@ -497,7 +506,11 @@ pub fn describe(state: &StateDir, config: &Config) -> Vec<String> {
     let mut lines = Vec::new();
     for recipe in RECIPES {
         if let Err(reason) = applies(recipe, &placement) {
-            lines.push(format!("{}: not-applicable ({reason})", recipe.name));
+            lines.push(format!(
+                "{}: {} ({reason})",
+                recipe.name,
+                RecipeMode::NotApplicable.as_str()
+            ));
             continue;
         }
         let kind = if recipe.check_only() {
@@ -552,12 +565,15 @@ pub fn describe(state: &StateDir, config: &Config) -> Vec<String> {
             )),
             None => lines.push("  open case: none".into()),
         }
-        let hold = match ledgers.hold(recipe.name) {
-            crate::domain::recipes::tick::Hold::None => "none".to_string(),
-            crate::domain::recipes::tick::Hold::Honoured => {
-                "held (repairs nothing until hold/<recipe> is removed)".to_string()
-            }
-            crate::domain::recipes::tick::Hold::Ignored(why) => format!("ignored: {why}"),
+        // The hold's word is the claim's (`RecipeHold`), so the Recipes tab says the same.
+        let hold = match ledgers.hold(recipe.name).reported() {
+            (hold @ RecipeHold::Held, _) => format!(
+                "{} (repairs nothing until hold/{} is removed)",
+                hold.as_str(),
+                recipe.name
+            ),
+            (hold, Some(why)) => format!("{}: {why}", hold.as_str()),
+            (hold, None) => hold.as_str().to_string(),
         };
         lines.push(format!("  hold: {hold}"));
     }
@@ -758,7 +774,8 @@ mod tests {
         );
         shared.set(Reported {
             name: "disk_headroom",
-            mode: "armed",
+            mode: RecipeMode::Armed,
+            hold: Hold::None,
             verdict: Some(Verdict::Fail),
             case: Some(case),
             body_pending: true,

@@ -33,6 +33,8 @@ pub enum SealError {
 #[derive(Clone)]
 pub struct Sealer {
     key: Option<[u8; 32]>,
+    /// The file it was read from, for the Targets page (never the key).
+    file: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Sealer {
@@ -47,7 +49,24 @@ fn aad(target_id: i64) -> String {
 
 impl Sealer {
     pub fn new(key: Option<[u8; 32]>) -> Sealer {
-        Sealer { key }
+        Sealer { key, file: None }
+    }
+
+    /// The sealer, saying which file its key was read from.
+    pub fn read_from(self, file: Option<std::path::PathBuf>) -> Sealer {
+        Sealer { file, ..self }
+    }
+
+    /// Where the key is, for the operator who must keep a copy of it.
+    pub fn view(&self) -> capstan_events::backups::rpc::SealKeyView {
+        capstan_events::backups::rpc::SealKeyView {
+            set: self.key.is_some(),
+            file: self
+                .file
+                .as_ref()
+                .filter(|_| self.key.is_some())
+                .map(|file| file.display().to_string()),
+        }
     }
 
     pub fn has_key(&self) -> bool {

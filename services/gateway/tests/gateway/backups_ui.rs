@@ -488,6 +488,32 @@ async fn the_targets_page_is_level_10_with_where_new_backups_go_and_the_fleets_c
     );
 }
 
+/// Issue 27: the Targets page says where the seal key is and why to keep a copy, and without
+/// one says what to set instead of leaving a new plane's operator to find it in the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_targets_page_says_where_the_seal_key_is_and_what_to_set_when_there_is_none() {
+    let gateway = Gateway::start().await;
+    let admin = gateway.signed_in(Level::Admin).await;
+    let page = admin.get("/ui/backups/targets").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        page.has(r#"data-test="seal-key-file">/var/lib/capstan/backups-seal.key<"#),
+        "{}",
+        page.body
+    );
+    assert!(page.has("Back it up with the plane's database"));
+    assert!(!page.has(r#"data-test="no-seal-key""#));
+
+    gateway.script.lock().unwrap().seal_key = Some(backups::SealKeyView {
+        set: false,
+        file: None,
+    });
+    let page = admin.get("/ui/backups/targets").await;
+    assert!(page.has(r#"data-test="no-seal-key""#), "{}", page.body);
+    assert!(page.has("CAPSTAN__BACKUPS__SEAL_KEY_FILE"));
+    assert!(!page.has(r#"data-test="seal-key-file""#));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tab_states_the_nodes_position_and_level_10_sets_it() {
     let gateway = Gateway::start().await;

@@ -52,6 +52,8 @@ pub struct Script {
     pub node_backups: Option<capstan_events::backups::rpc::NodeBackups>,
     /// When set, what its `fleet_coverage` answers (default: target 1 with no nodes).
     pub coverage: Option<capstan_events::backups::rpc::FleetCoverage>,
+    /// When set, the seal key `list_targets` reports (default: set, in capstan all's file).
+    pub seal_key: Option<capstan_events::backups::rpc::SealKeyView>,
 }
 
 pub struct Gateway {
@@ -679,11 +681,21 @@ fn node_policy(request: Value) -> capstan_events::backups::rpc::NodePolicyView {
 fn fake_backups(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
     use capstan_events::backups::rpc as backups;
     let server = RpcServer::new(bus, Domain::Backups);
-    let server = fake(server, script, backups::ops::LIST_TARGETS, |_, _: Value| {
-        backups::Targets {
+    let server = fake(
+        server,
+        script,
+        backups::ops::LIST_TARGETS,
+        |script, _: Value| backups::Targets {
             targets: vec![target_view(1)],
-        }
-    });
+            seal_key: script
+                .seal_key
+                .clone()
+                .unwrap_or_else(|| backups::SealKeyView {
+                    set: true,
+                    file: Some("/var/lib/capstan/backups-seal.key".into()),
+                }),
+        },
+    );
     let server = fake(
         server,
         script,

@@ -698,3 +698,39 @@ async fn the_job_page_follows_its_output_through_a_session_route() {
     assert!(script.has("textContent") || script.has("createTextNode"));
     assert!(!script.has("innerHTML"));
 }
+
+/// Issue 27: a plane with no nodes tells a new operator how to add a server: the install
+/// command with this plane's URL, then the join to approve and the fingerprint to compare. Once
+/// a node exists the dashboard lists nodes instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plane_with_no_nodes_shows_how_to_install_the_agent_and_what_happens_next() {
+    let gateway = Gateway::start().await;
+    gateway.script.lock().unwrap().nodes = Some(Vec::new());
+    let reader = gateway.signed_in(Level::Read).await;
+    let dashboard = reader.get("/ui/").await;
+    assert_eq!(dashboard.status, 200, "{}", dashboard.body);
+    assert!(
+        dashboard.has(r#"data-test="first-server""#),
+        "{}",
+        dashboard.body
+    );
+    let plane = gateway.url.trim_end_matches('/');
+    assert!(
+        dashboard.has(&format!(
+            "sudo ./install.sh --binary=./capstan-agent --enable --management-node={plane} --name=web-1"
+        )),
+        "the command names this plane: {}",
+        dashboard.body
+    );
+    assert!(dashboard.has("Agents asking to join</a>"));
+    assert!(dashboard.has("Compare the fingerprint"));
+    assert!(
+        dashboard.has(r#"data-test="loopback-url""#),
+        "reached on 127.0.0.1, the page says a machine elsewhere needs another address"
+    );
+
+    gateway.script.lock().unwrap().nodes = None;
+    let dashboard = reader.get("/ui/").await;
+    assert!(!dashboard.has(r#"data-test="first-server""#));
+    assert!(dashboard.has(r#"id="node-17""#), "{}", dashboard.body);
+}

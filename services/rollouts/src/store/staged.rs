@@ -66,13 +66,20 @@ pub async fn node_reported(
     node: i64,
     agent_version: &str,
     vocabulary: &[String],
+    site_root: Option<&str>,
 ) -> Result<()> {
-    sqlx::query("UPDATE nodes SET agent_version = $2, vocabulary = $3 WHERE node_id = $1")
-        .bind(node)
-        .bind(agent_version)
-        .bind(vocabulary)
-        .execute(&mut *connection)
-        .await?;
+    // A report without a site root (a siteless node, an event from before the field) keeps
+    // the root known from the join or an earlier report.
+    sqlx::query(
+        "UPDATE nodes SET agent_version = $2, vocabulary = $3, site_root = COALESCE($4, site_root)
+         WHERE node_id = $1",
+    )
+    .bind(node)
+    .bind(agent_version)
+    .bind(vocabulary)
+    .bind(site_root)
+    .execute(&mut *connection)
+    .await?;
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 //! signature (`capstan_e2e::s3`, s3s-fs), and a signed test agent written from PROTOCOL.md.
 
 mod broker;
+mod first_run;
 mod moving;
 pub(crate) mod schedule;
 mod storage;

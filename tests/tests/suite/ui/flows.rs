@@ -67,6 +67,18 @@ async fn an_operator_approves_a_join_runs_check_status_and_watches_it_complete()
         "the fingerprint as shown: {shown}"
     );
     assert!(browser.text(&row).await.contains("web-1"));
+    // Issue 27: with no node yet, the dashboard says how to add one, with this plane's URL.
+    let install = browser.text("[data-test=install-command]").await;
+    assert!(
+        install.contains(&format!("--management-node={base} ")),
+        "{install}"
+    );
+    browser.screenshot("dashboard-first-server").await;
+    browser
+        .run(&format!(
+            "document.querySelector('{row}').scrollIntoView({{block: 'center'}}); return true;"
+        ))
+        .await;
     browser.screenshot("dashboard-join").await;
     let controls = browser.unreachable_or_unnamed_controls().await;
     assert!(controls.is_empty(), "on the dashboard: {controls:#?}");

@@ -126,10 +126,16 @@ impl Mode {
         }
     }
 
+    /// Its word, the claim's and the plane's (`RecipeMode`, one enum for every side).
     pub fn as_str(self) -> &'static str {
+        self.reported().as_str()
+    }
+
+    pub fn reported(self) -> capstan_events::agent_channel::recipes::RecipeMode {
+        use capstan_events::agent_channel::recipes::RecipeMode;
         match self {
-            Mode::Armed => "armed",
-            Mode::ReportOnly => "report-only",
+            Mode::Armed => RecipeMode::Armed,
+            Mode::ReportOnly => RecipeMode::ReportOnly,
         }
     }
 }

@@ -12,6 +12,8 @@ use super::{
     FAILING_TICKS_BEFORE_REPAIR, MAX_DETAIL_BYTES,
 };
 
+use capstan_events::agent_channel::recipes::{RecipeHold, MAX_HOLD_REASON_BYTES};
+
 /// The hold marker as the loop found it (AG-45).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Hold {
@@ -22,6 +24,21 @@ pub enum Hold {
     /// The marker is present but the hold directory could have been written by someone else:
     /// ignored, and the ledger says why.
     Ignored(String),
+}
+
+impl Hold {
+    /// The hold as the claim reports it: its word and, when ignored, why (issue 27: the plane
+    /// hears of a hold, so the Recipes tab can say why a failing recipe is not repaired).
+    pub fn reported(&self) -> (RecipeHold, Option<String>) {
+        match self {
+            Hold::None => (RecipeHold::None, None),
+            Hold::Honoured => (RecipeHold::Held, None),
+            Hold::Ignored(why) => (
+                RecipeHold::Ignored,
+                Some(bounded(why, MAX_HOLD_REASON_BYTES)),
+            ),
+        }
+    }
 }
 
 /// What the tick does, in order.

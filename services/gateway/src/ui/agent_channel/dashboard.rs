@@ -1,7 +1,8 @@
 //! The dashboard (`/ui/`): the plane's status line (counted by the agent channel), the first
 //! page of nodes with a search box and links to the whole list (`/ui/nodes`), the newest agents
 //! asking to join (with Approve, Reject and "Bind to" for level 10) and a link to all of them
-//! (`/ui/joins`), and the latest 20 jobs; and the join acts' forms. However large the fleet or
+//! (`/ui/joins`), and the latest 20 jobs; and the join acts' forms. With no nodes it says how
+//! to add the first server (`first_server.rs`). However large the fleet or
 //! the join flood, the page holds a bounded number of rows.
 
 use askama::Template;
@@ -17,6 +18,7 @@ use capstan_events::agent_channel::rpc::{
 use capstan_events::rpc::{Actor, Level};
 use std::collections::HashMap;
 
+use super::first_server::{plane_url, PlaneUrl};
 use crate::ui::{
     act_done, acted,
     format::{ago, fingerprint_groups, Ago},
@@ -200,6 +202,8 @@ struct Dashboard {
     jobs_problem: Option<String>,
     can_decide: bool,
     sites: crate::ui::monitor::SitesCard,
+    /// With no nodes: how to add the first server, with this plane's URL (issue 27).
+    first_server: Option<PlaneUrl>,
 }
 
 pub async fn page(
@@ -287,6 +291,7 @@ pub async fn page(
         }
         _ => "The agent channel did not answer: the fleet's state is unknown.".to_string(),
     };
+    let nodes_problem_shown = nodes_problem.clone();
     let page = Dashboard {
         chrome: Chrome::signed_in(&session, &headers, "Dashboard", "dashboard"),
         status,
@@ -302,6 +307,8 @@ pub async fn page(
         jobs_problem,
         can_decide: session.level >= Level::Admin,
         sites: crate::ui::monitor::sites_card(&state, &session).await,
+        first_server: (nodes.page.total == 0 && nodes_problem_shown.is_none())
+            .then(|| plane_url(&headers)),
     };
     render(StatusCode::OK, &page.chrome, &page)
 }

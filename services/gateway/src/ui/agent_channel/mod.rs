@@ -6,6 +6,7 @@
 //! listed in `ui/mod.rs`.
 
 pub mod dashboard;
+mod first_server;
 pub mod jobs;
 pub mod listing;
 pub mod nodes;

@@ -2,8 +2,11 @@
 //! one line each, so a person can see whether a node acts and whether its check passes"): each
 //! recipe the node's last claim reported, with its mode and verdict (AC-45's normalised
 //! `recipes`), and the recipe's most recent case from the claim's `cases` (its summary, notes
-//! and newest note). Everything shown is the node's own words, clipped and escaped.
+//! and newest note), and its hold marker when one stops (or failed to stop) its repairs. The
+//! mode and the hold are in the agent's own words (`capstan-agent recipes` says the same).
+//! Everything shown is the node's own words, clipped and escaped.
 
+use capstan_events::agent_channel::recipes::{RecipeHold, RecipeMode};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
@@ -12,11 +15,44 @@ use crate::ui::format::{ago, clip, Ago};
 /// One recipe's line.
 pub struct RecipeRow {
     pub name: String,
-    /// `armed`, `report-only`, or `not here` for a recipe that does not apply.
-    pub mode: String,
+    /// `armed`, `report-only` or `not-applicable`: the agent's own words (`RecipeMode`).
+    pub mode: &'static str,
     /// `pass`, `fail`, `unknown`, or `not checked yet`.
     pub verdict: String,
     pub case: Option<CaseRow>,
+    /// Its hold marker (`held` or `ignored`, the agent's words), when one is there.
+    pub hold: Option<HoldRow>,
+}
+
+/// A recipe's hold, as the node last reported it (issue 27).
+pub struct HoldRow {
+    /// `held` or `ignored` (`RecipeHold`).
+    pub word: &'static str,
+    /// What it means for the recipe, in a sentence.
+    pub says: String,
+}
+
+fn hold_row(recipe: &Value, name: &str) -> Option<HoldRow> {
+    let hold = RecipeHold::parse(recipe["hold"].as_str()?)?;
+    let says = match hold {
+        RecipeHold::None => return None,
+        RecipeHold::Held => format!(
+            "repairs nothing: hold/{name} is in the agent's state directory; remove it to let the recipe repair"
+        ),
+        RecipeHold::Ignored => format!(
+            "the marker hold/{name} is ignored and the recipe repairs: {}",
+            clip(
+                recipe["hold_reason"]
+                    .as_str()
+                    .unwrap_or("the agent did not say why"),
+                300
+            )
+        ),
+    };
+    Some(HoldRow {
+        word: hold.as_str(),
+        says,
+    })
 }
 
 /// A recipe's most recent case as the node reported it.
@@ -58,13 +94,11 @@ pub fn recipe_rows(facts: &Value) -> Vec<RecipeRow> {
         .iter()
         .filter_map(|recipe| {
             let name = recipe["name"].as_str()?;
-            let mode = match recipe["mode"].as_str()? {
-                "not-applicable" => "not here".to_string(),
-                other => clip(other, 20),
-            };
+            let mode = RecipeMode::parse(recipe["mode"].as_str()?)?.as_str();
             Some(RecipeRow {
                 name: clip(name, 64),
                 mode,
+                hold: hold_row(recipe, name),
                 verdict: recipe["verdict"]
                     .as_str()
                     .map_or("not checked yet".to_string(), |verdict| clip(verdict, 20)),
@@ -83,10 +117,12 @@ mod tests {
     fn ac_45_each_reported_recipe_is_a_line_with_its_mode_verdict_and_case() {
         let facts = json!({
             "recipes": [
-                {"name": "disk_headroom", "mode": "armed", "verdict": "pass"},
-                {"name": "service_health", "mode": "armed", "verdict": "fail"},
+                {"name": "disk_headroom", "mode": "armed", "verdict": "pass", "hold": "none"},
+                {"name": "service_health", "mode": "armed", "verdict": "fail", "hold": "held"},
                 {"name": "fail2ban", "mode": "not-applicable", "verdict": null},
-                {"name": "agent_supervision", "mode": "report-only", "verdict": null},
+                {"name": "agent_supervision", "mode": "report-only", "verdict": null,
+                 "hold": "ignored", "hold_reason": "the hold directory has mode 770"},
+                {"name": "swap", "mode": "sometimes", "verdict": null},
             ],
             "cases": {"recipe:service_health": {
                 "id": 3, "state": "open", "opened_at": "2026-12-01T12:00:00Z", "closed_at": null,
@@ -96,17 +132,25 @@ mod tests {
         let rows = recipe_rows(&facts);
         let lines: Vec<(&str, &str, &str)> = rows
             .iter()
-            .map(|row| (row.name.as_str(), row.mode.as_str(), row.verdict.as_str()))
+            .map(|row| (row.name.as_str(), row.mode, row.verdict.as_str()))
             .collect();
         assert_eq!(
             lines,
             [
                 ("disk_headroom", "armed", "pass"),
                 ("service_health", "armed", "fail"),
-                ("fail2ban", "not here", "not checked yet"),
+                ("fail2ban", "not-applicable", "not checked yet"),
                 ("agent_supervision", "report-only", "not checked yet"),
-            ]
+            ],
+            "the modes in the agent's words; a mode outside the set is no line"
         );
+        assert!(rows[0].hold.is_none(), "no hold, nothing to say");
+        let held = rows[1].hold.as_ref().unwrap();
+        assert_eq!(held.word, "held");
+        assert!(held.says.contains("hold/service_health"), "{}", held.says);
+        let ignored = rows[3].hold.as_ref().unwrap();
+        assert_eq!(ignored.word, "ignored");
+        assert!(ignored.says.contains("mode 770"), "{}", ignored.says);
         let case = rows[1].case.as_ref().unwrap();
         assert!(case.open);
         assert_eq!((case.id, case.notes), (3, 2));

@@ -11,7 +11,8 @@ use axum::{
     response::Response,
 };
 use capstan_events::backups::rpc::{
-    ops, FleetCoverage, FleetCoverageRequest, ListTargets, SetDefaultTarget, TargetView, Targets,
+    ops, FleetCoverage, FleetCoverageRequest, ListTargets, SealKeyView, SetDefaultTarget,
+    TargetView, Targets,
 };
 
 use super::ask;
@@ -57,6 +58,7 @@ struct TargetsPage {
     coverage: Option<CoverageLine>,
     uncovered: Vec<UncoveredLine>,
     problem: Option<String>,
+    seal_key: SealKeyView,
 }
 
 struct CoverageLine {
@@ -138,6 +140,7 @@ pub async fn page(
             })
             .collect(),
         problem,
+        seal_key: listed.seal_key.clone(),
     };
     Ok(render(StatusCode::OK, &page.chrome, &page))
 }
