@@ -891,6 +891,19 @@ mod tests {
     }
 
     #[test]
+    fn private_targets_are_refused_unless_outbound_allow_private_is_set() {
+        let settings = Settings::load_from(None, env(&[])).unwrap();
+        assert!(!settings.outbound.allow_private);
+        assert!(!settings.incidents.webhook_allow_private);
+        let lab = Settings::load_from(None, env(&[("CAPSTAN__OUTBOUND__ALLOW_PRIVATE", "true")]))
+            .unwrap();
+        assert!(lab.outbound.allow_private);
+        let error = Settings::load_from(None, env(&[("CAPSTAN__OUTBOUND__ALLOW_PRIVAT", "true")]))
+            .unwrap_err();
+        assert!(error.to_string().contains("allow_privat"), "{error}");
+    }
+
+    #[test]
     fn with_nothing_set_the_plane_talks_to_the_local_servers() {
         let settings = Settings::load_from(None, env(&[])).unwrap();
         assert_eq!(settings.database.url(), "postgres://localhost/capstan");

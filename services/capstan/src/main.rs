@@ -166,8 +166,15 @@ fn main() -> ExitCode {
             capstan_gateway::admin::reset_password_command(&settings, &name).await
         }),
         Command::Admin {
-            command: AdminCommand::NatsConfig { auth, subscribers },
+            command:
+                AdminCommand::NatsConfig {
+                    auth,
+                    mut subscribers,
+                },
         } => {
+            // A name given twice is one user (the server refuses a user defined twice).
+            let mut seen = std::collections::BTreeSet::new();
+            subscribers.retain(|subscriber| seen.insert(subscriber.name().to_string()));
             print!(
                 "{}",
                 capstan_bus::access::authorization_with(auth, &subscribers)
