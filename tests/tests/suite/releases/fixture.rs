@@ -43,15 +43,27 @@ fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
+/// A build released at a sequence of its own (the rollback floor's case).
+pub const E: &str = "90.0.5";
+
 /// Builds the agent answering `version`, trusting the test key, into a target directory of its
-/// own; returns the binary (kept per version, so each is built once).
+/// own; returns the binary (kept per version, so each is built once). It is built as no
+/// release (sequence 0).
 pub fn agent_build(version: &str) -> PathBuf {
+    agent_build_as(version, 0)
+}
+
+/// As [`agent_build`], built as the release of `sequence` (`CAPSTAN_AGENT_RELEASE_SEQUENCE`).
+pub fn agent_build_as(version: &str, sequence: u64) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace().join("target"))
         .join("release-test-agents");
     std::fs::create_dir_all(&target).unwrap();
-    let kept = target.join(format!("capstan-agent-{version}"));
+    let kept = match sequence {
+        0 => target.join(format!("capstan-agent-{version}")),
+        _ => target.join(format!("capstan-agent-{version}-at-{sequence}")),
+    };
     // One build at a time: each sets its own version on the same crate.
     let lock = std::fs::File::create(target.join(".build.lock")).unwrap();
     lock.lock().unwrap();
@@ -67,9 +79,8 @@ pub fn agent_build(version: &str) -> PathBuf {
             .current_dir(workspace())
             .env("CARGO_TARGET_DIR", &target)
             .env("CAPSTAN_AGENT_VERSION", version)
-            // The tests' releases start at sequence 1: these builds are built as no release
-            // (0, the rollback check's floor), whatever the environment says.
-            .env("CAPSTAN_AGENT_RELEASE_SEQUENCE", "0")
+            // Set whatever the environment says: the rollback check's floor.
+            .env("CAPSTAN_AGENT_RELEASE_SEQUENCE", sequence.to_string())
             .env("CAPSTAN_RELEASE_KEY", key)
             .env("CARGO_PROFILE_DEV_DEBUG", "0")
             .status()

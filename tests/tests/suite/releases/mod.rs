@@ -23,8 +23,8 @@ use crate::incidents::wait_incident;
 use serde_json::Value;
 
 use fixture::{
-    agent_build, forged, hostile_offer, next_release_key, publish, release, rotating_to, signed_by,
-    Supervised, A, B, C, D, TRIAL_LONG,
+    agent_build, agent_build_as, forged, hostile_offer, next_release_key, publish, release,
+    rotating_to, signed_by, Supervised, A, B, C, D, E, TRIAL_LONG,
 };
 
 /// Waits until the node's `plane:agent_update_refused` incident is `incident` (the same one,
@@ -113,6 +113,24 @@ async fn refused(plane: &Plane, node: i64, offered: &str, reason: &str) -> Strin
         },
     )
     .await
+}
+
+// Issue 27: a fresh install (no release.json) accepted any older signed release; the release
+// the agent was built as is the rollback check's floor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ag_24_a_fresh_agent_built_as_release_5_refuses_release_3_though_it_has_accepted_none() {
+    let builds = [agent_build_as(E, 5), agent_build(C)];
+    let plane = Plane::start().await;
+    let node = Supervised::paired(&plane, &builds[0], "fresh-node").await;
+    let (status, body) = publish(&plane, &release(C, 3, &builds[1])).await;
+    assert_eq!(status, 201, "{body}");
+    let reason = refused(&plane, node.id, C, "rollback").await;
+    assert_eq!(
+        reason,
+        "rollback: the release's sequence 3 is lower than 5, the release this agent was built as"
+    );
+    assert_eq!(node.version().await, E);
+    assert!(!node.bak().exists(), "nothing was installed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
