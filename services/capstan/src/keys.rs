@@ -68,34 +68,44 @@ fn read_key(file: &Path) -> anyhow::Result<Option<String>> {
 }
 
 /// Makes a new key in `file` (its directory made 0700 when missing); a key another process
-/// made first is read instead.
+/// made first is read instead. The key is written whole into a file of its own first, then
+/// linked in under its name, which fails when the name exists: a replica starting beside
+/// this one never reads a key file half written.
 fn make_key(file: &Path) -> anyhow::Result<String> {
-    if let Some(dir) = file.parent() {
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("making {}", dir.display()))?;
-    }
+    let dir = file.parent().unwrap_or(Path::new("."));
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("making {}", dir.display()))?;
     let key: [u8; 32] = rand::random();
     let text: String = key.iter().map(|byte| format!("{byte:02x}")).collect();
-    let created = OpenOptions::new()
+    let draft = dir.join(format!(
+        ".backups-seal.key.{}.{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    let written = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(file);
-    let mut handle = match created {
-        Ok(handle) => handle,
-        Err(error) if error.kind() == ErrorKind::AlreadyExists => {
-            return read_key(file)?.context("the seal key file vanished");
-        }
-        Err(error) => return Err(error).with_context(|| format!("creating {}", file.display())),
-    };
-    handle
-        .write_all(format!("{text}\n").as_bytes())
-        .and_then(|()| handle.sync_all())
-        .with_context(|| format!("writing {}", file.display()))?;
-    Ok(text)
+        .open(&draft)
+        .and_then(|mut handle| {
+            handle.write_all(format!("{text}\n").as_bytes())?;
+            handle.sync_all()
+        })
+        .with_context(|| format!("writing {}", draft.display()));
+    let linked = written.and_then(|()| match std::fs::hard_link(&draft, file) {
+        Ok(()) => Ok(true),
+        Err(error) if error.kind() == ErrorKind::AlreadyExists => Ok(false),
+        Err(error) => Err(error).with_context(|| format!("creating {}", file.display())),
+    });
+    let _ = std::fs::remove_file(&draft);
+    if linked? {
+        Ok(text)
+    } else {
+        read_key(file)?.context("the seal key file vanished")
+    }
 }
 
 #[cfg(test)]
@@ -129,6 +139,36 @@ mod tests {
         let mut again = settings_with_dir(&dir);
         ensure_seal_key(&mut again).unwrap();
         assert_eq!(again.backups.seal_key(), Some(key), "the same key");
+    }
+
+    /// Two replicas of `capstan all` started together on one state directory: each must end
+    /// with the one key, never read a file the other is still writing (seen in the replicas
+    /// e2e: "does not hold a seal key").
+    #[test]
+    fn replicas_making_the_key_at_once_all_read_the_same_whole_key() {
+        for _ in 0..20 {
+            let scratch = tempfile::tempdir().unwrap();
+            let file = scratch.path().join("state").join("backups-seal.key");
+            let keys: Vec<String> = std::thread::scope(|scope| {
+                let makers: Vec<_> = (0..8)
+                    .map(|_| scope.spawn(|| make_key(&file).unwrap()))
+                    .collect();
+                makers
+                    .into_iter()
+                    .map(|maker| maker.join().unwrap())
+                    .collect()
+            });
+            assert!(keys.iter().all(|key| key.trim().len() == 64), "{keys:?}");
+            assert!(
+                keys.iter().all(|key| key.trim() == keys[0].trim()),
+                "{keys:?}"
+            );
+            let left: Vec<_> = std::fs::read_dir(file.parent().unwrap())
+                .unwrap()
+                .map(|entry| entry.unwrap().file_name())
+                .collect();
+            assert_eq!(left, ["backups-seal.key"], "no draft is left behind");
+        }
     }
 
     #[test]
