@@ -144,7 +144,14 @@ impl Plane {
             )));
         }
         let base = format!("http://{listen}");
-        let http = reqwest::Client::new();
+        // The gateway closes a connection idle for its header timeout (5 s by default): a
+        // client that reuses one at that moment hears the close instead of an answer
+        // (`IncompleteMessage`, seen in the UI flow after the agent's join took a few seconds).
+        // A pooled connection is dropped well before that.
+        let http = reqwest::Client::builder()
+            .pool_idle_timeout(Duration::from_secs(2))
+            .build()
+            .expect("a plain HTTP client");
         let bus = if secured {
             nats.connect_as(BusUser::AllInOne).await
         } else {
