@@ -57,7 +57,8 @@ fi
 at_prefix() {
     sed -e "s|/usr/local/bin|$PREFIX/usr/local/bin|g" \
         -e "s|/etc/capstan-agent|$PREFIX/etc/capstan-agent|g" \
-        -e "s|/var/log/capstan-agent|$PREFIX/var/log/capstan-agent|g" "$1"
+        -e "s|/var/log/capstan-agent|$PREFIX/var/log/capstan-agent|g" \
+        -e "s|/opt/capstan-agent|$PREFIX/opt/capstan-agent|g" "$1"
 }
 if [ -z "$PREFIX" ] && [ "$(id -u)" -ne 0 ]; then
     echo "install.sh: run as root" >&2
@@ -77,6 +78,8 @@ BIN_DIR=$PREFIX/usr/local/bin
 umask 022
 # mkdir -p leaves an existing directory's mode and owner as they are.
 mkdir -p "$BIN_DIR"
+# Where a siteless machine's support bundle lands (the unit lets the agent write it).
+mkdir -p "$PREFIX/opt/capstan-agent"
 install -m 0755 "$BINARY" "$BIN_DIR/capstan-agent.new"
 mv -f "$BIN_DIR/capstan-agent.new" "$BIN_DIR/capstan-agent"
 if [ -n "$PREFIX" ]; then

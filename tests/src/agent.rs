@@ -50,6 +50,8 @@ impl Agent {
     /// tests, [`binary`] elsewhere).
     pub fn new(binary: impl Into<PathBuf>) -> Agent {
         let dir = tempfile::tempdir().unwrap();
+        // install.sh makes /opt/capstan-agent, where a siteless machine's bundle lands.
+        std::fs::create_dir_all(dir.path().join("opt")).unwrap();
         let site = dir.path().join("www/site");
         std::fs::create_dir_all(site.join("logs")).unwrap();
         std::fs::write(
@@ -116,6 +118,8 @@ impl Agent {
                 "--letsencrypt-dir={}",
                 self.dir.path().join("letsencrypt").display()
             ))
+            // The test's stand-in for /opt/capstan-agent/tree (a test may name another).
+            .env("CAPSTAN_AGENT_BUNDLE_DIR", self.dir.path().join("opt/tree"))
             .args(args)
             .envs(self.env.iter().map(|(key, value)| (key, value)))
             .env("CAPSTAN_AGENT_LOG", "capstan_agent=debug")
@@ -158,6 +162,7 @@ impl Agent {
                 .parent()
                 .expect("the agent's binary is in a directory")
                 .to_path_buf(),
+            "/opt/capstan-agent" => self.dir.path().join("opt"),
             other => panic!(
                 "the agent's unit grants {other}, which tests/src/agent.rs does not map to a \
                  path of the test's own (Agent::stands_for)"
