@@ -57,8 +57,7 @@ fi
 at_prefix() {
     sed -e "s|/usr/local/bin|$PREFIX/usr/local/bin|g" \
         -e "s|/etc/capstan-agent|$PREFIX/etc/capstan-agent|g" \
-        -e "s|/var/log/capstan-agent|$PREFIX/var/log/capstan-agent|g" \
-        -e "s|/opt/capstan-agent|$PREFIX/opt/capstan-agent|g" "$1"
+        -e "s|/var/log/capstan-agent|$PREFIX/var/log/capstan-agent|g" "$1"
 }
 if [ -z "$PREFIX" ] && [ "$(id -u)" -ne 0 ]; then
     echo "install.sh: run as root" >&2
