@@ -77,6 +77,8 @@ BIN_DIR=$PREFIX/usr/local/bin
 umask 022
 # mkdir -p leaves an existing directory's mode and owner as they are.
 mkdir -p "$BIN_DIR"
+# Where a siteless machine's support bundle lands (the unit lets the agent write it).
+mkdir -p "$PREFIX/opt/capstan-agent"
 install -m 0755 "$BINARY" "$BIN_DIR/capstan-agent.new"
 mv -f "$BIN_DIR/capstan-agent.new" "$BIN_DIR/capstan-agent"
 if [ -n "$PREFIX" ]; then

@@ -1,5 +1,7 @@
 //! The real `capstan-agent` binary on a temporary state directory and site of its own, run
-//! against a [`Plane`].
+//! against a [`Plane`], in its systemd unit's file-system view ([`crate::confinement`]): the
+//! test's state directory stands for `/etc/capstan-agent`, the directory its site root lives in
+//! for `/var/www`, and the directory of the binary it runs for `/usr/local/bin`.
 
 use serde_json::Value;
 use std::{
@@ -8,7 +10,8 @@ use std::{
 };
 use tokio::process::Child;
 
-use crate::plane::Plane;
+use crate::{confinement, plane::Plane};
+use std::os::unix::fs::PermissionsExt;
 
 /// The `capstan-agent` binary that `cargo build` (or `cargo nextest run --workspace`) left
 /// beside the running test binary's directory: `target/<profile>/capstan-agent`. Tests outside
@@ -38,6 +41,8 @@ pub struct Agent {
     env: Vec<(String, String)>,
     /// A machine with no site: commands get no `--site-root`.
     siteless: bool,
+    /// Directories a stand-in the agent runs writes, writable in its view beyond the unit's.
+    stand_ins: Vec<PathBuf>,
 }
 
 impl Agent {
@@ -45,7 +50,9 @@ impl Agent {
     /// tests, [`binary`] elsewhere).
     pub fn new(binary: impl Into<PathBuf>) -> Agent {
         let dir = tempfile::tempdir().unwrap();
-        let site = dir.path().join("site");
+        // install.sh makes /opt/capstan-agent, where a siteless machine's bundle lands.
+        std::fs::create_dir_all(dir.path().join("opt")).unwrap();
+        let site = dir.path().join("www/site");
         std::fs::create_dir_all(site.join("logs")).unwrap();
         std::fs::write(
             site.join("logs/access.log"),
@@ -58,6 +65,7 @@ impl Agent {
             child: None,
             env: Vec::new(),
             siteless: false,
+            stand_ins: Vec::new(),
         }
     }
 
@@ -72,8 +80,17 @@ impl Agent {
         self.env.push((key.to_string(), value.to_string()));
     }
 
+    /// The site root, in a directory of its own (`/var/www/site` on a machine: the unit grants
+    /// the directory it lives in, where a restore builds beside it).
+    /// Keeps `dir` writable in the agent's view: the test's stand-in for a program the agent
+    /// runs writes there, where the real one would ask its own daemon (a fake `supervisorctl`
+    /// that starts the web server itself, where the real one asks supervisord over its socket).
+    pub fn set_stand_in_dir(&mut self, dir: &Path) {
+        self.stand_ins.push(dir.to_path_buf());
+    }
+
     pub fn site(&self) -> PathBuf {
-        self.dir.path().join("site")
+        self.dir.path().join("www/site")
     }
 
     pub fn state_dir(&self) -> PathBuf {
@@ -91,24 +108,66 @@ impl Agent {
 
     /// As [`Agent::command`], from another binary (a copy the agent updates in place).
     pub fn command_of(&self, binary: &Path, args: &[&str]) -> tokio::process::Command {
-        let mut command = tokio::process::Command::new(binary);
+        let mut command = self.in_view_of(binary, binary);
         command.arg(format!("--state-dir={}", self.state_dir().display()));
         if !self.siteless {
-            command.arg(format!(
-                "--site-root={}",
-                self.dir.path().join("site").display()
-            ));
+            command.arg(format!("--site-root={}", self.site().display()));
         }
         command
             .arg(format!(
                 "--letsencrypt-dir={}",
                 self.dir.path().join("letsencrypt").display()
             ))
+            // The test's stand-in for /opt/capstan-agent/tree (a test may name another).
+            .env("CAPSTAN_AGENT_BUNDLE_DIR", self.dir.path().join("opt/tree"))
             .args(args)
             .envs(self.env.iter().map(|(key, value)| (key, value)))
             .env("CAPSTAN_AGENT_LOG", "capstan_agent=debug")
             .kill_on_drop(true);
         command
+    }
+
+    /// `program` in the unit's file-system view of this agent run from `binary`: read-only but
+    /// the test's paths standing for the unit's `ReadWritePaths=` (unconfined, said once, where
+    /// this machine cannot make the view).
+    pub fn in_view(&self, program: &Path) -> tokio::process::Command {
+        self.in_view_of(&self.binary, program)
+    }
+
+    fn in_view_of(&self, binary: &Path, program: &Path) -> tokio::process::Command {
+        let mut writable: Vec<PathBuf> = confinement::unit_read_write_paths()
+            .into_iter()
+            .filter_map(|granted| {
+                let path = self.stands_for(binary, &granted.path);
+                // The unit makes its state directory (ConfigurationDirectory=, 0700).
+                if granted.path == confinement::STATE_DIR && !path.exists() {
+                    std::fs::create_dir_all(&path).unwrap();
+                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))
+                        .unwrap();
+                }
+                // Absent and marked "-": the unit starts without it, as the view does.
+                (path.exists() || !granted.optional).then_some(path)
+            })
+            .collect();
+        writable.extend(self.stand_ins.iter().cloned());
+        confinement::command(program, &writable)
+    }
+
+    /// This test's path for the unit's `path`.
+    fn stands_for(&self, binary: &Path, path: &str) -> PathBuf {
+        match path {
+            confinement::STATE_DIR => self.state_dir(),
+            "/var/www" => self.dir.path().join("www"),
+            "/usr/local/bin" => binary
+                .parent()
+                .expect("the agent's binary is in a directory")
+                .to_path_buf(),
+            "/opt/capstan-agent" => self.dir.path().join("opt"),
+            other => panic!(
+                "the agent's unit grants {other}, which tests/src/agent.rs does not map to a \
+                 path of the test's own (Agent::stands_for)"
+            ),
+        }
     }
 
     /// Runs a command to its end: (exit code, stdout, stderr).
@@ -240,4 +299,68 @@ impl Drop for Agent {
 pub fn mode_of(path: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `sh -c script` in the view of a fresh agent: (success, stderr).
+    async fn in_view(agent: &Agent, script: &str) -> (bool, String) {
+        let output = agent
+            .in_view(Path::new("/bin/sh"))
+            .args(["-c", script])
+            .output()
+            .await
+            .unwrap();
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
+    /// Issue 27: the test agents run in their unit's file-system view, so a word writing where
+    /// the unit forbids fails in the end-to-end tests as on a machine. Where the harness can
+    /// make the view (root with `unshare`, as CI is) it must.
+    #[tokio::test]
+    async fn an_agent_of_the_harness_cannot_write_outside_the_paths_its_unit_grants() {
+        let root = std::process::Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|output| output.stdout.starts_with(b"0\n"));
+        if !root || !Path::new("/usr/bin/unshare").exists() {
+            eprintln!("not root with unshare: the harness runs its agents unconfined here");
+            return;
+        }
+        assert!(confinement::available(), "root with unshare makes the view");
+        // Any file will do for a binary, in a directory of the test's (`/usr/local/bin`).
+        let bin = tempfile::tempdir().unwrap();
+        std::fs::write(bin.path().join("capstan-agent"), "").unwrap();
+        let agent = Agent::new(bin.path().join("capstan-agent"));
+        let forbidden = [
+            PathBuf::from("/usr/capstan-probe"),
+            agent.dir.path().join("letsencrypt-probe"),
+        ];
+        for path in &forbidden {
+            let (wrote, stderr) = in_view(&agent, &format!("touch '{}'", path.display())).await;
+            assert!(
+                !wrote && stderr.contains("Read-only file system"),
+                "{}: {stderr}",
+                path.display()
+            );
+            assert!(!path.exists(), "{}", path.display());
+        }
+        let granted = [
+            agent.file("probe"),
+            agent.dir.path().join("www/site-new"),
+            agent.binary.with_extension("probe"),
+        ];
+        for path in &granted {
+            let (wrote, stderr) = in_view(&agent, &format!("touch '{}'", path.display())).await;
+            assert!(wrote, "{}: {stderr}", path.display());
+            assert!(path.exists(), "{}", path.display());
+            std::fs::remove_file(path).unwrap();
+        }
+        assert_eq!(mode_of(&agent.state_dir()), 0o700);
+    }
 }

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod agent;
+pub mod confinement;
 pub mod dns;
 pub mod fleet;
 pub mod pages;

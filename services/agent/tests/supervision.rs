@@ -4,7 +4,10 @@
 //! supervision runs puts the previous agent back after the allowed starts.
 
 use capstan_agent::{
-    domain::update::STARTS_WITHOUT_RECORD_ALLOWED,
+    domain::{
+        confinement::{Grants, Writes},
+        update::STARTS_WITHOUT_RECORD_ALLOWED,
+    },
     words::supervision::{CRON_TEXT, SUPERVISE_TEXT, UNIT_TEXT},
 };
 use std::{
@@ -138,6 +141,35 @@ fn run_unit_command(command: &str, root: &Path) -> bool {
         .status()
         .unwrap()
         .success()
+}
+
+/// Issue 27: a directory the unit lets the agent write but that is absent cannot be written
+/// under `ProtectSystem=strict` (the agent cannot make it in a read-only parent): install.sh
+/// makes every one but the sites' home, which is the site's (a siteless machine's support
+/// bundle lands in /opt/capstan-agent).
+#[test]
+fn the_installer_makes_every_directory_the_unit_lets_the_agent_write_but_the_sites_home() {
+    let installed = Installed::with("systemd");
+    let unit = std::fs::read_to_string(installed.path("/etc/systemd/system/capstan-agent.service"))
+        .expect("install.sh installs the unit");
+    let granted = Grants::of_unit(&unit).paths;
+    let site_home = installed.path(Writes::SiteTree.path());
+    let absent: Vec<&String> = granted
+        .iter()
+        .filter(|path| {
+            let path = Path::new(path.as_str());
+            let path = if path.starts_with(installed.root.path()) {
+                path.to_path_buf()
+            } else {
+                installed.path(&path.display().to_string())
+            };
+            path != site_home && !path.is_dir()
+        })
+        .collect();
+    assert!(
+        absent.is_empty(),
+        "install.sh leaves absent: {absent:?} (of {granted:?})"
+    );
 }
 
 #[test]

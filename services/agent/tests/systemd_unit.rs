@@ -98,7 +98,12 @@ fn the_confinement_docs_table_is_the_one_the_unit_is_checked_against() {
         let cells: Vec<&str> = row.split('|').map(str::trim).collect();
         let (writes, capabilities) = (cells[2], cells[3]);
         let written: Vec<&str> = needs.writes.iter().map(|writes| writes.path()).collect();
-        for path in ["/etc/capstan-agent", "/var/www", "/usr/local/bin"] {
+        for path in [
+            "/etc/capstan-agent",
+            "/var/www",
+            "/usr/local/bin",
+            "/opt/capstan-agent",
+        ] {
             assert_eq!(
                 writes.contains(&format!("`{path}`")),
                 written.contains(&path),

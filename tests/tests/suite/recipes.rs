@@ -137,6 +137,8 @@ impl Drop for WebServer {
 async fn agent_beside(plane: &Plane, web: &WebServer, name: &str) -> (Agent, i64) {
     let mut agent = Agent::new(capstan_e2e::agent::binary());
     agent.set_env("CAPSTAN_AGENT_RECIPE_TICK_SECS", "1");
+    // The fake supervisorctl starts the web server and keeps its pid in its own directory.
+    agent.set_stand_in_dir(&web.dir);
     agent.set_env(
         "CAPSTAN_AGENT_SUPERVISORCTL",
         &web.supervisorctl().display().to_string(),

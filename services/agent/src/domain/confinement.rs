@@ -17,6 +17,9 @@ pub enum Writes {
     /// The agent's binary's directory: a self-update writes `.new`, `.bak`, `.pending`,
     /// `.rejected` beside the binary and renames, and so does the start guard.
     AgentBinary,
+    /// The directory the support bundle lands in (`--bundle-dir`'s parent, install.sh makes
+    /// it): a siteless machine's bundle is built beside `tree` and swapped in (AG-32).
+    SupportBundle,
 }
 
 impl Writes {
@@ -26,6 +29,7 @@ impl Writes {
             Writes::StateDir => "/etc/capstan-agent",
             Writes::SiteTree => "/var/www",
             Writes::AgentBinary => "/usr/local/bin",
+            Writes::SupportBundle => "/opt/capstan-agent",
         }
     }
 }
@@ -80,7 +84,11 @@ pub const NEEDS: &[Needs] = &[
     ),
     needs("upgrade_preflight", &[], &[READ_ANY]),
     needs("page_probe", &[], &[]),
-    needs(THE_AGENT, &[Writes::StateDir, Writes::AgentBinary], &[]),
+    needs(
+        THE_AGENT,
+        &[Writes::StateDir, Writes::AgentBinary, Writes::SupportBundle],
+        &[],
+    ),
 ];
 
 const fn needs(
