@@ -175,6 +175,28 @@ impl NatsServer {
         std::fs::read_to_string(self.store.path().join("nats-server.log")).unwrap_or_default()
     }
 
+    /// Waits (ten seconds at most) until the server has logged a line naming all of `words`,
+    /// and returns it: a permissions violation shows only there, some time after the client
+    /// that caused it has flushed.
+    pub async fn logged(&self, words: &[&str]) -> String {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(line) = self
+                .log()
+                .lines()
+                .find(|line| words.iter().all(|word| line.contains(word)))
+            {
+                return line.to_string();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the server never logged {words:?}; its log:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// The lines of [`NatsServer::log`] that report something refused for lack of permission.
     pub fn violations(&self) -> Vec<String> {
         self.log()

@@ -30,26 +30,6 @@ async fn raw(server: &NatsServer, user: BusUser) -> async_nats::Client {
         .expect("the user connects")
 }
 
-/// Waits until the server's log has a line naming all of `words`.
-async fn logged(server: &NatsServer, words: &[&str]) -> String {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if let Some(line) = server
-            .log()
-            .lines()
-            .find(|line| words.iter().all(|word| line.contains(word)))
-        {
-            return line.to_string();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the server never logged {words:?}; its log:\n{}",
-            server.log()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_connection_without_credentials_is_refused() {
     let server = NatsServer::start_secured();
@@ -97,7 +77,9 @@ async fn the_agent_channel_user_cannot_publish_an_operator_rpc() {
         .unwrap();
     // ...flushed, so the server has judged it before the marker below is sent.
     forger.flush().await.unwrap();
-    let refused = logged(&server, &["Publish Violation", "agent_channel", &approve]).await;
+    let refused = server
+        .logged(&["Publish Violation", "agent_channel", &approve])
+        .await;
     assert!(refused.contains("agent_channel"), "{refused}");
 
     // The gateway's question, sent after, is the first the listener sees.
@@ -206,25 +188,23 @@ async fn no_other_user_can_serve_a_services_rpc() {
         .await
         .unwrap();
     billing.flush().await.unwrap();
-    logged(&server, &["Subscription Violation", "billing", &claims]).await;
+    server
+        .logged(&["Subscription Violation", "billing", &claims])
+        .await;
     // Even the owner may serve only as its own queue group, never a plain subscription that
     // would see every question beside the real replicas.
     let owner = raw(&server, BusUser::Service(Domain::AgentChannel)).await;
     let _plain = owner.subscribe(claims.clone()).await.unwrap();
     owner.flush().await.unwrap();
-    logged(
-        &server,
-        &["Subscription Violation", "agent_channel", &claims],
-    )
-    .await;
+    server
+        .logged(&["Subscription Violation", "agent_channel", &claims])
+        .await;
     // Nor read another user's replies.
     let _replies = billing.subscribe("_INBOX.gateway.>").await.unwrap();
     billing.flush().await.unwrap();
-    logged(
-        &server,
-        &["Subscription Violation", "billing", "_INBOX.gateway.>"],
-    )
-    .await;
+    server
+        .logged(&["Subscription Violation", "billing", "_INBOX.gateway.>"])
+        .await;
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 //! as docs/subscribing.md tells, and may do nothing else; and the passwords the project
 //! generates always read as strings to nats-server.
 
-use async_nats::jetstream::{self, consumer::pull, AckKind};
+use async_nats::jetstream::{self, consumer::pull};
 use async_nats::ConnectOptions as RawOptions;
 use capstan_bus::{
     access::{authorization, generate_password, Auth, BusUser},
@@ -17,26 +17,6 @@ use std::process::Command;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(10);
-
-/// Waits until the server's log has a line naming all of `words`.
-async fn logged(server: &NatsServer, words: &[&str]) -> String {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if let Some(line) = server
-            .log()
-            .lines()
-            .find(|line| words.iter().all(|word| line.contains(word)))
-        {
-            return line.to_string();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the server never logged {words:?}; its log:\n{}",
-            server.log()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 fn envelope(event_type: &str) -> RawEnvelope {
     RawEnvelope::from_slice(
@@ -109,21 +89,19 @@ async fn a_subscriber_consumes_an_event_stream_durably_and_may_not_publish_or_de
         .unwrap();
     let received = RawEnvelope::from_slice(&message.payload).unwrap();
     assert_eq!(received.id, event.id);
-    message.ack_with(AckKind::Ack).await.unwrap();
-    // The acknowledgement is kept: the durable consumer has nothing left to deliver.
+    // Acknowledged and confirmed by the server: the durable consumer keeps it, and has
+    // nothing left to deliver.
+    message.double_ack().await.unwrap();
     let mut consumer = stream
         .get_consumer::<pull::Config>("warehouse")
         .await
         .unwrap();
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let info = consumer.info().await.unwrap();
-        if info.ack_floor.stream_sequence == 1 && info.num_ack_pending == 0 {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{info:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let info = consumer.info().await.unwrap();
+    assert_eq!(
+        (info.ack_floor.stream_sequence, info.num_ack_pending),
+        (1, 0),
+        "{info:?}"
+    );
 
     // Refused: a command to the plane, and deleting the stream (it still holds its event).
     client
@@ -131,30 +109,26 @@ async fn a_subscriber_consumes_an_event_stream_durably_and_may_not_publish_or_de
         .await
         .unwrap();
     client.flush().await.unwrap();
-    logged(
-        &server,
-        &[
+    server
+        .logged(&[
             "Publish Violation",
             "warehouse",
             "capstan.cmd.agent_channel.request_job",
-        ],
-    )
-    .await;
+        ])
+        .await;
     let deleted =
         tokio::time::timeout(Duration::from_secs(2), events.delete_stream(&stream_name)).await;
     assert!(
         !matches!(deleted, Ok(Ok(_))),
         "the subscriber deleted the stream"
     );
-    logged(
-        &server,
-        &[
+    server
+        .logged(&[
             "Publish Violation",
             "warehouse",
             &format!("$JS.API.STREAM.DELETE.{stream_name}"),
-        ],
-    )
-    .await;
+        ])
+        .await;
     let mut kept = jetstream::new(
         RawOptions::with_user_and_password(
             BusUser::Service(domain).name().into(),
