@@ -345,11 +345,18 @@ fn chosen_list(
     }
 }
 
-/// Reads every member of a tar to its end (level 2: every byte is decrypted and
-/// decompressed, every header parsed), and checks its removal list against the manifest.
-pub fn read_tar(input: &mut dyn Read, removal: &Removal) -> Result<Applied, String> {
-    let mut archive = tar::Archive::new(input);
-    let mut applied = Applied::default();
+/// Walks every member of `archive`, telling the removal list (and an old incremental's
+/// member that may be it) from the site's own members: `site` takes each of the site's members
+/// and answers the bytes it counts (`None` for a directory), `held_site_file` an old-style
+/// `.capstan/removed` that turned out not to be the last member, so the site's own file. Adds
+/// what it counts to `applied`; answers the removal list the run vouches for, if any.
+fn walk_members(
+    archive: &mut tar::Archive<&mut dyn Read>,
+    removal: &Removal,
+    applied: &mut Applied,
+    mut site: impl FnMut(&mut tar::Entry<'_, &mut dyn Read>, Vec<u8>) -> Result<Option<u64>, String>,
+    mut held_site_file: impl FnMut(&Held) -> Result<(), String>,
+) -> Result<Option<Vec<u8>>, String> {
     let mut named = None;
     let mut held: Option<Held> = None;
     for entry in archive
@@ -358,31 +365,43 @@ pub fn read_tar(input: &mut dyn Read, removal: &Removal) -> Result<Applied, Stri
     {
         let mut entry = entry.map_err(|error| format!("the files archive: {error}"))?;
         if let Some(site_file) = held.take() {
+            held_site_file(&site_file)?;
             applied.files += 1;
             applied.bytes += site_file.bytes.len() as u64;
         }
         let name = entry.path_bytes().into_owned();
         match member_role(removal, &name) {
             MemberRole::Foreign => return Err(foreign(&name)),
-            MemberRole::RemovedList => {
-                named = Some(read_member(&mut entry)?.bytes);
-                continue;
+            MemberRole::RemovedList => named = Some(read_member(&mut entry)?.bytes),
+            MemberRole::RemovedListIfLast => held = Some(read_member(&mut entry)?),
+            MemberRole::Site => {
+                if let Some(bytes) = site(&mut entry, name)? {
+                    applied.files += 1;
+                    applied.bytes += bytes;
+                }
             }
-            MemberRole::RemovedListIfLast => {
-                held = Some(read_member(&mut entry)?);
-                continue;
-            }
-            MemberRole::Site => {}
-        }
-        let kind = entry.header().entry_type();
-        let read = io::copy(&mut entry, &mut io::sink())
-            .map_err(|error| format!("the files archive: {error}"))?;
-        if kind.is_file() || kind.is_symlink() {
-            applied.files += 1;
-            applied.bytes += read;
         }
     }
-    chosen_list(removal, named, held)?;
+    chosen_list(removal, named, held)
+}
+
+/// Reads every member of a tar to its end (level 2: every byte is decrypted and
+/// decompressed, every header parsed), and checks its removal list against the manifest.
+pub fn read_tar(input: &mut dyn Read, removal: &Removal) -> Result<Applied, String> {
+    let mut archive = tar::Archive::new(input);
+    let mut applied = Applied::default();
+    walk_members(
+        &mut archive,
+        removal,
+        &mut applied,
+        |entry, _| {
+            let kind = entry.header().entry_type();
+            let read = io::copy(entry, &mut io::sink())
+                .map_err(|error| format!("the files archive: {error}"))?;
+            Ok((kind.is_file() || kind.is_symlink()).then_some(read))
+        },
+        |_| Ok(()),
+    )?;
     Ok(applied)
 }
 
@@ -401,53 +420,32 @@ pub fn apply_tar(
     archive.set_preserve_mtime(true);
     archive.set_overwrite(true);
     let mut applied = Applied::default();
-    let mut named = None;
-    let mut held: Option<Held> = None;
-    for entry in archive
-        .entries()
-        .map_err(|error| format!("the files archive: {error}"))?
-    {
-        let mut entry = entry.map_err(|error| format!("the files archive: {error}"))?;
-        if let Some(site_file) = held.take() {
-            write_site_file(&root, target, Path::new(OLD_REMOVED_MEMBER), &site_file)?;
-            applied.files += 1;
-            applied.bytes += site_file.bytes.len() as u64;
-        }
-        let name = entry.path_bytes().into_owned();
-        match member_role(removal, &name) {
-            MemberRole::Foreign => return Err(foreign(&name)),
-            MemberRole::RemovedList => {
-                named = Some(read_member(&mut entry)?.bytes);
-                continue;
+    let list = walk_members(
+        &mut archive,
+        removal,
+        &mut applied,
+        |entry, name| {
+            let path = PathBuf::from(std::ffi::OsString::from_vec(name));
+            let refused = |refusal: beneath::Refused| {
+                format!("unpacking the files archive: {}: {refusal}", path.display())
+            };
+            beneath::parent_is_beneath(&root, &path).map_err(refused)?;
+            let kind = entry.header().entry_type();
+            let size = entry.header().size().unwrap_or(0);
+            // A file replaced by a directory (or the other way) since the previous run.
+            if let Some(existing) = beneath::kind_of(&root, &path).map_err(refused)? {
+                if (existing == rustix::fs::FileType::Directory) != kind.is_dir() {
+                    beneath::remove(&root, &path).map_err(refused)?;
+                }
             }
-            MemberRole::RemovedListIfLast => {
-                held = Some(read_member(&mut entry)?);
-                continue;
-            }
-            MemberRole::Site => {}
-        }
-        let path = PathBuf::from(std::ffi::OsString::from_vec(name));
-        let refused = |refusal: beneath::Refused| {
-            format!("unpacking the files archive: {}: {refusal}", path.display())
-        };
-        beneath::parent_is_beneath(&root, &path).map_err(refused)?;
-        let kind = entry.header().entry_type();
-        let size = entry.header().size().unwrap_or(0);
-        // A file replaced by a directory (or the other way) since the previous run.
-        if let Some(existing) = beneath::kind_of(&root, &path).map_err(refused)? {
-            if (existing == rustix::fs::FileType::Directory) != kind.is_dir() {
-                beneath::remove(&root, &path).map_err(refused)?;
-            }
-        }
-        entry
-            .unpack_in(target)
-            .map_err(|error| format!("unpacking the files archive: {error}"))?;
-        if kind.is_file() || kind.is_symlink() {
-            applied.files += 1;
-            applied.bytes += size;
-        }
-    }
-    let Some(list) = chosen_list(removal, named, held)? else {
+            entry
+                .unpack_in(target)
+                .map_err(|error| format!("unpacking the files archive: {error}"))?;
+            Ok((kind.is_file() || kind.is_symlink()).then_some(size))
+        },
+        |site_file| write_site_file(&root, target, Path::new(OLD_REMOVED_MEMBER), site_file),
+    )?;
+    let Some(list) = list else {
         return Ok(applied);
     };
     for line in list
