@@ -357,7 +357,19 @@ pub fn version_line(version: &str) -> String {
 
 /// AG-26: the new binary's answer to `--version` (its exit status and what it printed)
 /// against the metadata's version.
-pub fn check_probe(answer: Result<(bool, String), String>, version: &str) -> Result<(), Verdict> {
+/// Why `binary --version` gave no answer at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("it did not answer within {} seconds", .0.as_secs())]
+    Timeout(Duration),
+    #[error(transparent)]
+    NotRun(#[from] std::io::Error),
+}
+
+pub fn check_probe(
+    answer: Result<(bool, String), ProbeError>,
+    version: &str,
+) -> Result<(), Verdict> {
     let refused = |reason: String| {
         Err(Verdict::new(
             UpdateState::VerifyFailed,
@@ -792,7 +804,9 @@ mod tests {
         for answer in [
             Ok((true, "capstan-agent 1.0.9\n".to_string())),
             Ok((false, "capstan-agent 1.1.0".to_string())),
-            Err("exec format error".to_string()),
+            Err(ProbeError::NotRun(std::io::Error::other(
+                "exec format error",
+            ))),
         ] {
             let verdict = check_probe(answer, "1.1.0").unwrap_err();
             assert_eq!(verdict.state, UpdateState::VerifyFailed);

@@ -46,7 +46,7 @@ use crate::{
     plane::Plane,
     script_trust::verify_in,
     state::StateDir,
-    update::trusted_keys,
+    update::keys::trusted_keys,
     words::{Failed, Finished, Redaction},
 };
 
