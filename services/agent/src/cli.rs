@@ -568,7 +568,8 @@ async fn goodbye(state: &StateDir) -> anyhow::Result<ExitCode> {
                 .await
                 .map(|_| ())
                 .map_err(|error| error.to_string()),
-            (Err(error), _) | (_, Err(error)) => Err(error),
+            (Err(error), _) => Err(error.to_string()),
+            (_, Err(error)) => Err(error.to_string()),
         };
         match said {
             Ok(()) => say!(

@@ -21,16 +21,68 @@ use crate::{
     domain::{
         backup::{
             decide_kind, key, manifest_name, public_key_pem, recovery_key_report, replay_order,
-            Kind, Manifest, Recipient, DATABASE_ARTIFACT, FILES_ARTIFACT, MANIFEST_FORMAT,
-            NODE_KEY_OBJECT,
+            BadBackup, Kind, Manifest, Recipient, DATABASE_ARTIFACT, FILES_ARTIFACT,
+            MANIFEST_FORMAT, NODE_KEY_OBJECT,
         },
         site::Site,
     },
-    plane::{Objects, UrlOp},
+    plane::{ObjectError, Objects, UrlOp},
     state::StateDir,
     words::{describe, Failed, Finished, Redaction},
 };
-use transfer::{fetch_and_open, seal_and_upload, url_for, Broker};
+use database::DatabaseError;
+use files::FilesError;
+use keys::KeyError;
+use transfer::{
+    fetch_and_open, seal_and_upload, url_for, Broker, BrokerError, Problem, SealError,
+    TransferError,
+};
+
+/// Why a backup word failed: the part that failed, or a refusal of what it was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    #[error(transparent)]
+    Database(#[from] DatabaseError),
+    #[error(transparent)]
+    Files(#[from] FilesError),
+    #[error(transparent)]
+    Keys(#[from] KeyError),
+    #[error(transparent)]
+    Transfer(#[from] TransferError),
+    #[error(transparent)]
+    Broker(#[from] BrokerError),
+    #[error(transparent)]
+    Object(#[from] ObjectError),
+    #[error(transparent)]
+    BadBackup(#[from] BadBackup),
+    #[error("{0}")]
+    Stopped(#[from] tokio::task::JoinError),
+    /// A parameter, a site or a backup this node will not use, the fault named (the job's
+    /// reason as it is).
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl From<String> for BackupError {
+    fn from(refusal: String) -> BackupError {
+        BackupError::Refused(refusal)
+    }
+}
+
+impl From<&str> for BackupError {
+    fn from(refusal: &str) -> BackupError {
+        BackupError::Refused(refusal.to_string())
+    }
+}
+
+impl<E: std::error::Error + Into<BackupError>> From<SealError<E>> for BackupError {
+    fn from(error: SealError<E>) -> BackupError {
+        match error {
+            SealError::Transfer(error) => error.into(),
+            SealError::Produce(error) => error.into(),
+        }
+    }
+}
 
 /// The words this module runs.
 pub const WORDS: &[&str] = &[
@@ -88,7 +140,7 @@ pub async fn run<B: Broker>(
         "list_backups" => Ok(backups.list_backups()),
         "restore_database" => backups.restore(params, false).await,
         "restore_project" => backups.restore(params, true).await,
-        other => Err(format!("{other} is not a backup word")),
+        other => Err(format!("{other} is not a backup word").into()),
     };
     match result {
         // Issue 27: a verify that found the backup wanting is a failed job wherever the job is
@@ -140,20 +192,20 @@ fn verify_failure(verdict: &Value) -> String {
     )
 }
 
-fn seq_param(params: &Value, name: &str) -> Result<u64, String> {
+fn seq_param(params: &Value, name: &str) -> Result<u64, BackupError> {
     params
         .get(name)
         .and_then(Value::as_u64)
         .filter(|seq| *seq >= 1)
-        .ok_or_else(|| format!("{name} must be a whole number from 1"))
+        .ok_or_else(|| BackupError::Refused(format!("{name} must be a whole number from 1")))
 }
 
 impl<B: Broker> Backups<'_, B> {
-    fn site(&self) -> Result<Site, String> {
+    fn site(&self) -> Result<Site, BackupError> {
         match self.state.site() {
             Ok(Some(site)) => Ok(site),
             Ok(None) => Err("this node has no site.json: it is siteless and has no backups".into()),
-            Err(error) => Err(format!("site.json cannot be used: {error}")),
+            Err(error) => Err(format!("site.json cannot be used: {error}").into()),
         }
     }
 
@@ -185,7 +237,7 @@ impl<B: Broker> Backups<'_, B> {
     }
 
     /// `backup_run {seq, kind, previous_seq}`.
-    pub async fn backup_run(&self, params: &Value) -> Result<Value, String> {
+    pub async fn backup_run(&self, params: &Value) -> Result<Value, BackupError> {
         let seq = seq_param(params, "seq")?;
         let asked = match params.get("kind").and_then(Value::as_str) {
             Some("full") => Kind::Full,
@@ -285,7 +337,7 @@ impl<B: Broker> Backups<'_, B> {
             Ok(walked) => walked,
             Err(error) => {
                 let _ = std::fs::remove_file(&index_tmp);
-                return Err(error);
+                return Err(error.into());
             }
         };
         artifacts.push(artifact);
@@ -310,7 +362,8 @@ impl<B: Broker> Backups<'_, B> {
         let name = manifest_name(seq);
         let put = |name: String, body: Vec<u8>| async move {
             let url = url_for(&self.broker, UrlOp::Put, &key(seq, &name)).await?;
-            self.objects.put(&url, body.into()).await
+            self.objects.put(&url, body.into()).await?;
+            Ok::<(), BackupError>(())
         };
         let node_key = public_key_pem(self.node_key.public_key().as_bytes());
         let landed = async {
@@ -353,7 +406,7 @@ impl<B: Broker> Backups<'_, B> {
     }
 
     /// Adds a run to the node's record and keeps the newest local indexes.
-    fn record(&self, run: ChainRun) -> Result<(), String> {
+    fn record(&self, run: ChainRun) -> Result<(), BackupError> {
         let mut chain = self.chain();
         chain.retain(|held| held.seq != run.seq);
         chain.push(run);
@@ -383,13 +436,18 @@ impl<B: Broker> Backups<'_, B> {
     /// The manifests of the chain that ends at `seq`, newest first, each signature checked
     /// against this node's key. `Err` when the check could not run; a manifest missing,
     /// unsigned or not this node's is a problem.
-    async fn chain_manifests(&self, seq: u64) -> Result<Result<Vec<Manifest>, String>, String> {
+    async fn chain_manifests(
+        &self,
+        seq: u64,
+    ) -> Result<Result<Vec<Manifest>, Problem>, BackupError> {
         let public = self.node_key.public_key();
         let mut manifests: Vec<Manifest> = Vec::new();
         let mut next = Some(seq);
         while let Some(seq) = next {
             if manifests.len() >= MAX_CHAIN {
-                return Ok(Err(format!("the chain is longer than {MAX_CHAIN} runs")));
+                return Ok(Err(
+                    format!("the chain is longer than {MAX_CHAIN} runs").into()
+                ));
             }
             let name = manifest_name(seq);
             let urls = self
@@ -404,21 +462,23 @@ impl<B: Broker> Backups<'_, B> {
             };
             let bytes = match self.objects.get_small(manifest_url, 4 * 1024 * 1024).await {
                 Ok(bytes) => bytes,
-                Err(error) if error.contains("404") => {
+                Err(error) if error.is_not_found() => {
                     return Ok(Err(format!(
                         "the manifest of run {seq} is missing from storage"
-                    )))
+                    )
+                    .into()))
                 }
-                Err(error) => return Err(error),
+                Err(error) => return Err(error.into()),
             };
             let signature = match self.objects.get_small(sig_url, 4096).await {
                 Ok(signature) => signature,
-                Err(error) if error.contains("404") => {
+                Err(error) if error.is_not_found() => {
                     return Ok(Err(format!(
                         "the signature of run {seq}'s manifest is missing"
-                    )))
+                    )
+                    .into()))
                 }
-                Err(error) => return Err(error),
+                Err(error) => return Err(error.into()),
             };
             let signed = STANDARD
                 .decode(String::from_utf8_lossy(&signature).trim())
@@ -427,20 +487,23 @@ impl<B: Broker> Backups<'_, B> {
             if !signed {
                 return Ok(Err(format!(
                     "the manifest of run {seq} is not signed by this node's key"
-                )));
+                )
+                .into()));
             }
             let manifest: Manifest = match serde_json::from_slice(&bytes) {
                 Ok(manifest) => manifest,
                 Err(error) => {
                     return Ok(Err(format!(
                         "the manifest of run {seq} does not read: {error}"
-                    )))
+                    )
+                    .into()))
                 }
             };
             if manifest.seq != seq || manifest.node_fingerprint != self.fingerprint() {
                 return Ok(Err(format!(
                     "the manifest of run {seq} is not this node's run {seq}"
-                )));
+                )
+                .into()));
             }
             next = match manifest.kind {
                 Kind::Full => None,
@@ -454,7 +517,7 @@ impl<B: Broker> Backups<'_, B> {
     /// `verify_backup {seq, level}`: level 2 opens and reads every artifact of the chain up to
     /// `seq`; level 3 rehearses the restore into a scratch database and directory and compares
     /// the counts with the manifest.
-    pub async fn verify_backup(&self, params: &Value) -> Result<Value, String> {
+    pub async fn verify_backup(&self, params: &Value) -> Result<Value, BackupError> {
         let seq = seq_param(params, "seq")?;
         let level = params
             .get("level")
@@ -474,19 +537,19 @@ impl<B: Broker> Backups<'_, B> {
     }
 
     /// Opens and reads (or, `rehearse`, restores into scratch) the chain up to `seq`.
-    async fn check(&self, seq: u64, site: &Site, rehearse: bool) -> Result<Checked, String> {
+    async fn check(&self, seq: u64, site: &Site, rehearse: bool) -> Result<Checked, BackupError> {
         let mut checked = Checked::default();
         let manifests = match self.chain_manifests(seq).await? {
             Ok(manifests) => manifests,
             Err(problem) => {
-                checked.problems.push(problem);
+                checked.problems.push(problem.to_string());
                 return Ok(checked);
             }
         };
         let order = match replay_order(&manifests) {
             Ok(order) => order,
             Err(problem) => {
-                checked.problems.push(problem);
+                checked.problems.push(problem.to_string());
                 return Ok(checked);
             }
         };
@@ -615,13 +678,13 @@ impl<B: Broker> Backups<'_, B> {
     /// `restore_database {seq}` / `restore_project {seq}`: tests the archive first, then
     /// replaces the database (and, for a project, the site's files), keeping a safety snapshot
     /// of what it replaces when there is room.
-    pub async fn restore(&self, params: &Value, project: bool) -> Result<Value, String> {
+    pub async fn restore(&self, params: &Value, project: bool) -> Result<Value, BackupError> {
         let seq = seq_param(params, "seq")?;
         let site = self.site()?;
         // Test the archive before anything is destroyed.
         let manifests = match self.chain_manifests(seq).await? {
             Ok(manifests) => manifests,
-            Err(problem) => return Err(format!("nothing was restored: {problem}")),
+            Err(problem) => return Err(format!("nothing was restored: {problem}").into()),
         };
         let chosen = manifests[0].clone();
         if chosen.node_fingerprint != self.fingerprint() {
@@ -634,7 +697,8 @@ impl<B: Broker> Backups<'_, B> {
             return Err(format!(
                 "nothing was restored: the archive did not pass its test: {}",
                 tested.problems.join("; ")
-            ));
+            )
+            .into());
         }
         let identity = keys::read_site_key(self.state)?.ok_or("this node has no site key")?;
         prune_safety(self.state, &site.root);
@@ -672,7 +736,8 @@ impl<B: Broker> Backups<'_, B> {
                     return Err(format!(
                         "nothing was restored: run {run}'s files could not be unpacked: {}",
                         fetched.problems.join("; ")
-                    ));
+                    )
+                    .into());
                 }
             }
             if let Ok((files, _)) = files::count_files(&building) {
@@ -687,9 +752,7 @@ impl<B: Broker> Backups<'_, B> {
                 snapshots.push(snapshot);
             }
             let reset = facts.clone();
-            tokio::task::spawn_blocking(move || database::reset_public_schema(&reset))
-                .await
-                .map_err(|error| error.to_string())??;
+            tokio::task::spawn_blocking(move || database::reset_public_schema(&reset)).await??;
             let loading = facts.clone();
             let (loaded, fetched) = fetch_and_open(
                 &self.broker,
@@ -704,12 +767,11 @@ impl<B: Broker> Backups<'_, B> {
                     "the database load stopped at its first error (the public schema was recreated; the safety snapshot is {}): {}",
                     snapshots.first().map_or("none".to_string(), |path: &PathBuf| path.display().to_string()),
                     fetched.problems.join("; ")
-                ));
+                ).into());
             }
             let counted = facts.clone();
-            let counts = tokio::task::spawn_blocking(move || database::counts(&counted, None))
-                .await
-                .map_err(|error| error.to_string())??;
+            let counts =
+                tokio::task::spawn_blocking(move || database::counts(&counted, None)).await??;
             restored.insert("tables".into(), json!(counts.tables));
             restored.insert("rows".into(), json!(counts.rows));
         }
@@ -719,9 +781,9 @@ impl<B: Broker> Backups<'_, B> {
                 .map_err(|error| format!("the site's files cannot be moved aside: {error}"))?;
             if let Err(error) = std::fs::rename(&building, &site.root) {
                 let _ = std::fs::rename(&kept, &site.root);
-                return Err(format!(
-                    "the restored files cannot be moved into place: {error}"
-                ));
+                return Err(
+                    format!("the restored files cannot be moved into place: {error}").into(),
+                );
             }
             // Its age is counted from the restore, not from the files' last change.
             if let Ok(directory) = std::fs::File::open(&kept) {
@@ -748,7 +810,7 @@ struct Checked {
 }
 
 /// `<parent>/.<root name>.<suffix>`: beside the site root, on its filesystem.
-fn sibling(root: &Path, suffix: &str) -> Result<PathBuf, String> {
+fn sibling(root: &Path, suffix: &str) -> Result<PathBuf, BackupError> {
     let parent = root
         .parent()
         .ok_or("the site root has no parent directory")?;
@@ -759,7 +821,7 @@ fn sibling(root: &Path, suffix: &str) -> Result<PathBuf, String> {
     Ok(parent.join(format!(".{name}.{suffix}")))
 }
 
-fn scratch_directory(root: &Path, seq: u64) -> Result<PathBuf, String> {
+fn scratch_directory(root: &Path, seq: u64) -> Result<PathBuf, BackupError> {
     let directory = sibling(root, &format!("capstan-rehearse-{seq}"))?;
     let _ = std::fs::remove_dir_all(&directory);
     std::fs::create_dir(&directory)

@@ -58,9 +58,9 @@ pub struct Failed {
 }
 
 impl Failed {
-    pub fn new(reason: impl Into<String>) -> Failed {
+    pub fn new(reason: impl std::fmt::Display) -> Failed {
         Failed {
-            reason: reason.into(),
+            reason: reason.to_string(),
             output: String::new(),
             result: Value::Null,
             refused: false,
@@ -68,9 +68,9 @@ impl Failed {
     }
 
     /// A refusal with its structured result.
-    pub fn refused(reason: impl Into<String>, result: Value) -> Failed {
+    pub fn refused(reason: impl std::fmt::Display, result: Value) -> Failed {
         Failed {
-            reason: reason.into(),
+            reason: reason.to_string(),
             output: String::new(),
             result,
             refused: true,
