@@ -77,7 +77,7 @@ async fn fail2ban(config: &Config) -> Check {
     let jails = match find_program("fail2ban-client") {
         None => Jails::Unknown("fail2ban-client is not installed".into()),
         Some(client) => match run_program(&client, &["status"]).await {
-            Err(why) => Jails::Unknown(why),
+            Err(why) => Jails::Unknown(why.to_string()),
             Ok(ran) => {
                 let said = bounded(
                     format!("{} {}", ran.stdout.trim(), ran.stderr.trim()).trim(),
@@ -116,7 +116,7 @@ async fn disk_headroom(config: &Config) -> Check {
     let path = config.site_root.clone().unwrap_or_else(|| "/".into());
     match tokio::task::spawn_blocking(move || filesystem_space(&path)).await {
         Ok(Ok((total, avail))) => checks::disk_headroom(Some(avail), Some(total)),
-        Ok(Err(why)) => checks::disk_headroom(None, None).with_detail(why),
+        Ok(Err(why)) => checks::disk_headroom(None, None).with_detail(why.to_string()),
         Err(error) => checks::disk_headroom(None, None).with_detail(error.to_string()),
     }
 }
@@ -130,7 +130,7 @@ async fn service_health(config: &Config) -> Check {
     let postgres_answer = match postgres_answers(&config.postgres).await {
         Ok(true) => Answer::Yes,
         Ok(false) => Answer::No("something listens but does not answer as PostgreSQL".into()),
-        Err(why) => Answer::No(why),
+        Err(why) => Answer::No(why.to_string()),
     };
     let (web_answer, app_answer) = checks::web_answer(ask_site(&services.site_url).await);
     let mut list = vec![Service {
