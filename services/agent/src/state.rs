@@ -372,7 +372,7 @@ impl StateDir {
             Ok(None) => PolicyState::Shipped,
             Ok(Some(bytes)) => match Policy::parse(&bytes) {
                 Ok(policy) => PolicyState::File(policy),
-                Err(reason) => PolicyState::Untrusted(reason),
+                Err(reason) => PolicyState::Untrusted(reason.0),
             },
             Err(error) => PolicyState::Untrusted(error.to_string()),
         }

@@ -168,7 +168,7 @@ pub fn placement(config: &Config) -> Placement {
 
 /// AG-46: whether `recipe` applies on this node: its scope (the registry's rule), then what
 /// the machine has (fail2ban where it is installed).
-pub fn applies(recipe: &Recipe, placement: &Placement) -> Result<(), String> {
+pub fn applies(recipe: &Recipe, placement: &Placement) -> Result<(), registry::NotApplicable> {
     registry::applies(recipe, placement)?;
     host::applies(recipe)
 }
@@ -202,9 +202,11 @@ impl Loop {
             match applies(recipe, &placement) {
                 Err(reason) => {
                     info!(recipe = recipe.name, %reason, "recipe not applicable here");
-                    if let Err(why) =
-                        ledgers.write(recipe.name, Utc::now(), Event::NotApplicable { reason })
-                    {
+                    if let Err(why) = ledgers.write(
+                        recipe.name,
+                        Utc::now(),
+                        Event::NotApplicable { reason: reason.0 },
+                    ) {
                         warn!(recipe = recipe.name, %why, "cannot write the recipe ledger");
                     }
                     shared.set(Reported {

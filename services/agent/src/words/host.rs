@@ -190,7 +190,12 @@ pub fn data_root(config: &Config) -> DataRoot {
         .map(|path| path.display().to_string());
     let table = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|error| format!("/proc/self/mountinfo: {error}"));
-    data_root::judge(path.as_deref(), table.as_deref().map_err(Clone::clone))
+    data_root::judge(
+        path.as_deref(),
+        table
+            .as_deref()
+            .map_err(|why| why as &dyn std::fmt::Display),
+    )
 }
 
 /// Where the patching facts are read.

@@ -194,7 +194,7 @@ async fn certificate_lineages(dir: &Path) -> Result<Vec<Value>, FileError> {
             Ok(pem) => match certificates::not_after_of_pem(&pem) {
                 Ok(not_after) => json!({"lineage": name, "not_after": not_after.to_rfc3339(),
                                         "days_left": certificates::days_left(not_after, now)}),
-                Err(why) => json!({"lineage": name, "not_after": null, "why": why}),
+                Err(why) => json!({"lineage": name, "not_after": null, "why": why.to_string()}),
             },
             Err(error) => {
                 json!({"lineage": name, "not_after": null, "why": format!("cert.pem: {error}")})
