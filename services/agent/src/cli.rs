@@ -382,7 +382,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             .await
             .map(|()| ExitCode::SUCCESS),
         Command::Recipes => {
-            for line in crate::recipes::describe(&state, &config) {
+            for line in crate::recipes::describe::describe(&state, &config) {
                 say!("{line}");
             }
             Ok(ExitCode::SUCCESS)
