@@ -174,6 +174,15 @@ pub fn applies(recipe: &Recipe, placement: &Placement) -> Result<(), registry::N
     host::applies(recipe)
 }
 
+/// Why a recipe's tick stopped: its ledger or the state directory failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TickError {
+    #[error(transparent)]
+    Ledger(#[from] files::LedgerError),
+    #[error(transparent)]
+    State(#[from] state::StateError),
+}
+
 /// The loop.
 pub struct Loop {
     state: StateDir,
@@ -305,7 +314,7 @@ impl Loop {
         }
     }
 
-    async fn tick_one(&mut self, recipe: &'static Recipe) -> Result<(), String> {
+    async fn tick_one(&mut self, recipe: &'static Recipe) -> Result<(), TickError> {
         let mut memory = self.ledgers.read(recipe.name)?;
         let check = host::check(recipe, &self.config).await;
         let hold = self.ledgers.hold(recipe.name);
@@ -395,7 +404,7 @@ impl Loop {
         memory: &mut Memory,
         check: &Check,
         attempt: u32,
-    ) -> Result<(), String> {
+    ) -> Result<(), TickError> {
         let word = recipe.repair_word.unwrap_or("none").to_string();
         let started = Event::Attempt {
             attempt,
@@ -427,15 +436,13 @@ impl Loop {
                 memory.take(&line);
                 return Ok(());
             }
-            Err(error) => return Err(error.to_string()),
+            Err(error) => return Err(error.into()),
         };
-        self.state
-            .write(
-                state::JOB_MARKER,
-                format!("{}\nrecipe {}\n", std::process::id(), recipe.name).as_bytes(),
-                0o600,
-            )
-            .map_err(|error| error.to_string())?;
+        self.state.write(
+            state::JOB_MARKER,
+            format!("{}\nrecipe {}\n", std::process::id(), recipe.name).as_bytes(),
+            0o600,
+        )?;
         let line = self.ledgers.write(recipe.name, Utc::now(), started)?;
         memory.take(&line);
         info!(recipe = recipe.name, attempt, target = ?check.target, "recipe repair running");
