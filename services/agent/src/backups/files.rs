@@ -86,7 +86,7 @@ pub struct OldIndex {
 
 impl OldIndex {
     pub fn open(path: &Path) -> Result<OldIndex, FilesError> {
-        let file = File::open(path).map_err(FilesError::io(&path))?;
+        let file = File::open(path).map_err(FilesError::io(path))?;
         let mut index = OldIndex {
             lines: BufReader::new(file).lines(),
             next: None,
@@ -141,7 +141,7 @@ pub fn write_tar(
             .custom_flags(NOFOLLOW)
             .open(path)
             .map(BufWriter::new)
-            .map_err(FilesError::io(&path))
+            .map_err(FilesError::io(path))
     };
     let mut index = create(index_out)?;
     let mut removed = create(removed_spool)?;
@@ -301,7 +301,7 @@ pub fn write_tar(
 /// The names in `directory`, sorted by their bytes.
 fn sorted_names(directory: &Path) -> Result<Vec<std::ffi::OsString>, FilesError> {
     let mut names: Vec<std::ffi::OsString> = fs::read_dir(directory)
-        .map_err(FilesError::io(&directory))?
+        .map_err(FilesError::io(directory))?
         .filter_map(Result::ok)
         .map(|entry| entry.file_name())
         .collect();
@@ -525,7 +525,7 @@ fn write_site_file(
     beneath::remove(root, relative).map_err(refused)?;
     let path = target.join(relative);
     if let Some(parent) = path.parent() {
-        fs::create_dir_all(parent).map_err(FilesError::io(&parent))?;
+        fs::create_dir_all(parent).map_err(FilesError::io(parent))?;
     }
     // Checked again now that the directories exist (create_dir_all made no link).
     beneath::parent_is_beneath(root, relative).map_err(refused)?;

@@ -297,13 +297,16 @@ pub async fn seal_and_upload<T: Send + 'static, E: std::error::Error + Send + 's
     ))
 }
 
+/// The sealing thread, giving the artifact's (sha256 hex, bytes).
+type Sealer = std::thread::JoinHandle<Result<(String, u64), TransferError>>;
+
 /// The sealing thread: takes the producer's chunks through age (to `recipients`) into `sink`
 /// until the producer's end (an empty chunk); the artifact's (sha256 hex, bytes).
 fn spawn_sealer(
     recipients: Vec<age::x25519::Recipient>,
     chunk_receiver: std::sync::mpsc::Receiver<Vec<u8>>,
     sink: PartSink,
-) -> Result<std::thread::JoinHandle<Result<(String, u64), TransferError>>, TransferError> {
+) -> Result<Sealer, TransferError> {
     std::thread::Builder::new()
         .name("backup-seal".into())
         .spawn(move || -> Result<(String, u64), TransferError> {

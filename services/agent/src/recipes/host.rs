@@ -357,7 +357,7 @@ pub async fn repair(
     };
     word.primitive.check_params(&params)?;
     if params["unit"].as_str() == Some(OWN_UNIT) {
-        return Err(format!("{OWN_UNIT} is never restarted by a recipe").into());
+        return Err(format!("{OWN_UNIT} is never restarted by a recipe"));
     }
     match tokio::time::timeout(
         word.primitive.run_budget(),
@@ -365,9 +365,9 @@ pub async fn repair(
     )
     .await
     {
-        Err(_) => Err(format!("{name} ran past its budget and was stopped").into()),
+        Err(_) => Err(format!("{name} ran past its budget and was stopped")),
         Ok(Ok(finished)) => Ok(finished.output),
-        Ok(Err(failed)) => Err(format!("{}: {}", failed.reason, failed.output).into()),
+        Ok(Err(failed)) => Err(format!("{}: {}", failed.reason, failed.output)),
     }
 }
 

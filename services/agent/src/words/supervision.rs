@@ -86,7 +86,7 @@ pub fn unit_facts(root: &Path, name: &str) -> Result<Option<UnitFacts>, Supervis
     }
     let mut texts = Vec::new();
     match &main {
-        Some(path) => texts.push(fs::read_to_string(path).map_err(FileError::at(&path))?),
+        Some(path) => texts.push(fs::read_to_string(path).map_err(FileError::at(path))?),
         None if masked => {}
         None => return Ok(None),
     }
@@ -279,7 +279,7 @@ pub fn write_keepalive(root: &Path) -> Result<Vec<String>, SupervisionError> {
     }
     let script = under(root, SUPERVISE_SCRIPT);
     if let Some(dir) = script.parent() {
-        fs::create_dir_all(dir).map_err(FileError::at(&dir))?;
+        fs::create_dir_all(dir).map_err(FileError::at(dir))?;
     }
     let mut written = Vec::new();
     // The script first: a cron line never runs a script that is not there yet.
