@@ -43,7 +43,7 @@ use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
 use crate::{
-    agent::{ReadHere, VET_ABOVE},
+    domains::agent_channel::agent::{ReadHere, VET_ABOVE},
     domain::agent_request::{Head, Lane, Parsed},
     http::{answer_agent, vet_agent},
     AppState,
@@ -184,11 +184,11 @@ pub(crate) async fn serve(
                     // hands that job back itself once it has the release; only when the
                     // release did not reach it is the answer awaited and handed back here.
                     dropped("hung_up");
-                    if Box::pin(crate::agent::release_poll(&state, poll)).await {
+                    if Box::pin(crate::domains::agent_channel::agent::release_poll(&state, poll)).await {
                         return;
                     }
                     let response = answering.await;
-                    Box::pin(crate::agent::hand_back_unwritten(&state, response)).await;
+                    Box::pin(crate::domains::agent_channel::agent::hand_back_unwritten(&state, response)).await;
                     return;
                 }
             },
@@ -204,7 +204,7 @@ pub(crate) async fn serve(
             Ok(()) => {}
             Err(unwritten) => {
                 if unwritten.nothing_written && endpoint == AgentEndpoint::Claim {
-                    Box::pin(crate::agent::hand_back_unwritten(
+                    Box::pin(crate::domains::agent_channel::agent::hand_back_unwritten(
                         &state,
                         Response::from_parts(parts, Body::from(body)),
                     ))

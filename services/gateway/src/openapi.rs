@@ -14,9 +14,9 @@ use schemars::{generate::SchemaSettings, JsonSchema};
 use serde_json::{Map, Value};
 
 use crate::{
-    api::incidents::{AlertsBody, NoteBody, Notifications, SilenceBody, TriageBody, WebhookBody},
+    domains::incidents::api::{AlertsBody, NoteBody, Notifications, SilenceBody, TriageBody, WebhookBody},
     error::ErrorBody,
-    operator::{ApproveBody, CreateJobBody},
+    domains::agent_channel::api::{ApproveBody, CreateJobBody},
 };
 
 /// The document, as served.
@@ -103,16 +103,16 @@ pub fn component_schemas() -> Map<String, Value> {
     add::<SilenceBody>(&mut bodies);
     add::<WebhookBody>(&mut bodies);
     add::<AlertsBody>(&mut bodies);
-    add::<crate::api::monitor::UptimeBody>(&mut bodies);
-    add::<crate::api::releases::ReleaseBody>(&mut bodies);
-    add::<crate::api::releases::SiteReleaseBody>(&mut bodies);
-    add::<crate::api::rollouts::RolloutBody>(&mut bodies);
-    add::<crate::api::backups::TargetBody>(&mut bodies);
+    add::<crate::domains::monitor::api::UptimeBody>(&mut bodies);
+    add::<crate::domains::rollouts::releases_api::ReleaseBody>(&mut bodies);
+    add::<crate::domains::rollouts::releases_api::SiteReleaseBody>(&mut bodies);
+    add::<crate::domains::rollouts::api::RolloutBody>(&mut bodies);
+    add::<crate::domains::backups::api::TargetBody>(&mut bodies);
     add::<capstan_events::backups::rpc::FleetPolicy>(&mut bodies);
     add::<capstan_events::backups::rpc::NodePolicyBody>(&mut bodies);
-    add::<crate::api::backups::VerifyBody>(&mut bodies);
-    add::<crate::api::backups::RestoreBody>(&mut bodies);
-    add::<crate::api::backups::MoveBody>(&mut bodies);
+    add::<crate::domains::backups::api::VerifyBody>(&mut bodies);
+    add::<crate::domains::backups::api::RestoreBody>(&mut bodies);
+    add::<crate::domains::backups::api::MoveBody>(&mut bodies);
     // A claim's `recipes` entry and `cases` value (the agent route's body is written by hand
     // and refers to these).
     add::<capstan_events::agent_channel::recipes::ReportedRecipe>(&mut bodies);

@@ -87,15 +87,15 @@ pub enum Op {
     MarkJobFailed,
     RefusalCount,
     /// A route of the incidents service's API (`api/incidents.rs`).
-    Incidents(crate::api::incidents::IncidentsOp),
+    Incidents(crate::domains::incidents::api::IncidentsOp),
     /// A route of the monitor service's API (`api/monitor.rs`).
-    Monitor(crate::api::monitor::MonitorOp),
+    Monitor(crate::domains::monitor::api::MonitorOp),
     /// A route of the releases API (`api/releases.rs`).
-    Releases(crate::api::releases::ReleasesOp),
+    Releases(crate::domains::rollouts::releases_api::ReleasesOp),
     /// A route of the rollouts API (`api/rollouts.rs`).
-    Rollouts(crate::api::rollouts::RolloutsOp),
+    Rollouts(crate::domains::rollouts::api::RolloutsOp),
     /// A route of the backups service's API (`api/backups.rs`).
-    Backups(crate::api::backups::BackupsOp),
+    Backups(crate::domains::backups::api::BackupsOp),
     /// A page or form of the operator UI.
     Ui(UiOp),
 }
@@ -116,17 +116,17 @@ pub enum UiOp {
     RevokeToken,
     AuditPage,
     /// A page or form of the agent channel (`ui/agent_channel/`).
-    AgentChannel(crate::ui::agent_channel::AgentChannelPage),
+    AgentChannel(crate::domains::agent_channel::AgentChannelPage),
     /// A page or form of the incidents service (`ui/incidents/`).
-    Incidents(crate::ui::incidents::IncidentsPage),
+    Incidents(crate::domains::incidents::IncidentsPage),
     /// A page or form of the rollouts service (`ui/rollouts/`).
-    Rollouts(crate::ui::rollouts::RolloutsPage),
+    Rollouts(crate::domains::rollouts::RolloutsPage),
     /// The monitor's Fleet security page (`ui/fleet_security.rs`).
     FleetSecurity,
     /// A page or form of the monitor service (`ui/monitor/`).
-    Monitor(crate::ui::monitor::MonitorPage),
+    Monitor(crate::domains::monitor::MonitorPage),
     /// A page or form of the backups service (`ui/backups/`).
-    Backups(crate::ui::backups::BackupsPage),
+    Backups(crate::domains::backups::BackupsPage),
 }
 
 /// One row of the table.

@@ -17,7 +17,8 @@ use axum::{
 use capstan_events::{agent_channel::rpc::AgentEndpoint, rpc::Level};
 
 use crate::{
-    agent, health, identity, openapi, operator,
+    domains::agent_channel::{agent, api as operator},
+    health, identity, openapi,
     route::{Access, Method, Op, Route, UiOp},
     state::AppState,
     ui,
@@ -32,17 +33,17 @@ use Method::{Get, Post};
 pub static ROUTES: std::sync::LazyLock<Vec<Route>> = std::sync::LazyLock::new(|| {
     [
         CORE_ROUTES,
-        crate::ui::agent_channel::ROUTES,
-        crate::api::incidents::ROUTES,
-        crate::api::monitor::ROUTES,
-        crate::ui::incidents::ROUTES,
-        crate::api::releases::ROUTES,
-        crate::api::rollouts::ROUTES,
-        crate::ui::rollouts::ROUTES,
-        crate::api::backups::ROUTES,
-        crate::ui::fleet_security::ROUTES,
-        crate::ui::monitor::ROUTES,
-        crate::ui::backups::ROUTES,
+        crate::domains::agent_channel::ROUTES,
+        crate::domains::incidents::api::ROUTES,
+        crate::domains::monitor::api::ROUTES,
+        crate::domains::incidents::ROUTES,
+        crate::domains::rollouts::releases_api::ROUTES,
+        crate::domains::rollouts::api::ROUTES,
+        crate::domains::rollouts::ROUTES,
+        crate::domains::backups::api::ROUTES,
+        crate::domains::monitor::fleet_security::ROUTES,
+        crate::domains::monitor::ROUTES,
+        crate::domains::backups::ROUTES,
     ]
     .concat()
 });
@@ -176,11 +177,11 @@ fn handler(method: Method, op: Op) -> MethodRouter<AppState> {
         Op::CancelJob => on(filter, operator::cancel_job),
         Op::MarkJobFailed => on(filter, operator::mark_job_failed),
         Op::RefusalCount => on(filter, operator::refusal_count),
-        Op::Incidents(op) => crate::api::incidents::handler(filter, op),
-        Op::Monitor(op) => crate::api::monitor::handler(filter, op),
-        Op::Releases(op) => crate::api::releases::handler(filter, op),
-        Op::Rollouts(op) => crate::api::rollouts::handler(filter, op),
-        Op::Backups(op) => crate::api::backups::handler(filter, op),
+        Op::Incidents(op) => crate::domains::incidents::api::handler(filter, op),
+        Op::Monitor(op) => crate::domains::monitor::api::handler(filter, op),
+        Op::Releases(op) => crate::domains::rollouts::releases_api::handler(filter, op),
+        Op::Rollouts(op) => crate::domains::rollouts::api::handler(filter, op),
+        Op::Backups(op) => crate::domains::backups::api::handler(filter, op),
         Op::Ui(op) => ui::handler(filter, op),
     }
 }
@@ -216,7 +217,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ui::agent_channel::AgentChannelPage;
+    use crate::domains::agent_channel::AgentChannelPage;
 
     #[test]
     fn each_method_and_path_appears_once() {

@@ -37,7 +37,7 @@ pub struct UiSession {
     pub csrf: String,
     pub address: Option<String>,
     /// The header line of a page (IN-16), asked once by [`require_session`] for a page.
-    pub incidents: Option<super::incidents::IncidentLine>,
+    pub incidents: Option<crate::domains::incidents::IncidentLine>,
 }
 
 impl std::fmt::Debug for UiSession {
@@ -238,8 +238,8 @@ pub async fn require_session(
     } else {
         let mut session = session;
         // Not before the operator's own password is chosen: that page shows nothing else.
-        if !record.must_change_password && super::incidents::shows_header_line(route) {
-            session.incidents = super::incidents::header_line(&state, &actor).await;
+        if !record.must_change_password && crate::domains::incidents::shows_header_line(route) {
+            session.incidents = crate::domains::incidents::header_line(&state, &actor).await;
         }
         parts.extensions.insert(actor.clone());
         parts.extensions.insert(session);

@@ -55,17 +55,11 @@
 //!   backup policy page: see [`backups`]
 
 mod account;
-pub mod agent_channel;
 pub mod assets;
-pub mod backups;
-mod cookies;
-pub mod fleet_security;
-mod format;
-mod forms;
+pub(crate) mod cookies;
+pub(crate) mod format;
+pub(crate) mod forms;
 pub mod guard;
-pub mod incidents;
-pub mod monitor;
-pub mod rollouts;
 mod sign_in;
 
 use askama::Template;
@@ -145,12 +139,12 @@ pub fn handler(filter: MethodFilter, op: UiOp) -> MethodRouter<AppState> {
         UiOp::CreateToken => on(filter, account::create_token),
         UiOp::RevokeToken => on(filter, account::revoke_token),
         UiOp::AuditPage => on(filter, account::audit_page),
-        UiOp::AgentChannel(op) => agent_channel::handler(filter, op),
-        UiOp::Incidents(op) => incidents::handler(filter, op),
-        UiOp::Rollouts(op) => rollouts::handler(filter, op),
-        UiOp::FleetSecurity => fleet_security::handler(filter),
-        UiOp::Monitor(op) => monitor::handler(filter, op),
-        UiOp::Backups(op) => backups::handler(filter, op),
+        UiOp::AgentChannel(op) => crate::domains::agent_channel::handler(filter, op),
+        UiOp::Incidents(op) => crate::domains::incidents::handler(filter, op),
+        UiOp::Rollouts(op) => crate::domains::rollouts::handler(filter, op),
+        UiOp::FleetSecurity => crate::domains::monitor::fleet_security::handler(filter),
+        UiOp::Monitor(op) => crate::domains::monitor::handler(filter, op),
+        UiOp::Backups(op) => crate::domains::backups::handler(filter, op),
     }
 }
 
@@ -185,7 +179,7 @@ pub struct Chrome {
     pub section: &'static str,
     pub is_admin: bool,
     /// The header line (IN-16), when there is something to say.
-    pub incidents: Option<incidents::IncidentLine>,
+    pub incidents: Option<crate::domains::incidents::IncidentLine>,
     pub css: String,
     pub js: String,
 }

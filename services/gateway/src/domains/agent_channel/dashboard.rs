@@ -201,7 +201,7 @@ struct Dashboard {
     jobs: Vec<JobRow>,
     jobs_problem: Option<String>,
     can_decide: bool,
-    sites: crate::ui::monitor::SitesCard,
+    sites: crate::domains::monitor::SitesCard,
     /// With no nodes: how to add the first server, with this plane's URL (issue 27).
     first_server: Option<PlaneUrl>,
 }
@@ -306,7 +306,7 @@ pub async fn page(
         jobs: jobs.iter().map(|job| job_row(job, &names)).collect(),
         jobs_problem,
         can_decide: session.level >= Level::Admin,
-        sites: crate::ui::monitor::sites_card(&state, &session).await,
+        sites: crate::domains::monitor::sites_card(&state, &session).await,
         first_server: (nodes.page.total == 0 && nodes_problem_shown.is_none())
             .then(|| plane_url(&headers)),
     };

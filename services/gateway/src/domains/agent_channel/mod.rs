@@ -5,6 +5,8 @@
 //! every form's CSRF token is checked by the session guard. Their hooks for browser tests are
 //! listed in `ui/mod.rs`.
 
+pub mod agent;
+pub mod api;
 pub mod dashboard;
 mod first_server;
 pub mod jobs;

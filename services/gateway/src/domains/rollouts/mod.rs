@@ -12,9 +12,11 @@
 //! `[data-test=halt-reason]`, `#step-<id>` rows with `[data-test=verdict]`, `[data-test=phase]`
 //! and `[data-test=reason]`, `button[data-test=act-<stop|pause|resume|retry>]`.
 
+pub mod api;
 mod list;
 mod releases;
 mod rollout;
+pub mod releases_api;
 
 use axum::routing::{on, MethodFilter, MethodRouter};
 use capstan_events::{rpc::Level, Domain};

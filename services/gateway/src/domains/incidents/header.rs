@@ -14,7 +14,7 @@ use std::time::Duration;
 use crate::{
     route::{Method, Op, Route, UiOp},
     state::AppState,
-    ui::agent_channel::AgentChannelPage,
+    domains::agent_channel::AgentChannelPage,
 };
 
 /// The longest a page waits for its header line.

@@ -25,6 +25,7 @@
 //!   `button[data-test=delete-webhook]`
 //! * bell: `#bell-<n>` rows; account: `form#notifications`
 
+pub mod api;
 mod bell;
 mod header;
 mod incident;
@@ -42,7 +43,7 @@ use axum::routing::{on, MethodFilter, MethodRouter};
 use capstan_events::{incidents::Severity, rpc::Level, Domain};
 use serde::{de::DeserializeOwned, Serialize};
 
-use super::UiSession;
+use crate::ui::UiSession;
 use crate::{
     ask::ask_of,
     error::ApiError,
@@ -226,8 +227,8 @@ fn act_done_words(act: &str) -> &'static str {
 
 /// A form's fields, for the tests of the forms.
 #[cfg(test)]
-fn fields(list: &[(&str, &str)]) -> super::guard::FormFields {
-    super::guard::FormFields(
+fn fields(list: &[(&str, &str)]) -> crate::ui::guard::FormFields {
+    crate::ui::guard::FormFields(
         list.iter()
             .map(|(key, value)| (key.to_string(), value.to_string()))
             .collect(),

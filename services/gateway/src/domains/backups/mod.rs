@@ -30,6 +30,7 @@
 //!   `[data-test=field-error-<field>]` beside the field a refusal named
 //! * the menu's `a[data-test=nav-backup-policy]` and (level 10) `a[data-test=nav-backup-targets]`
 
+pub mod api;
 mod node_tab;
 mod policy;
 mod targets;

@@ -4,7 +4,7 @@
 //! (`/ui/joins/{id}/bind?q=`), which finds the unpaired node a join's key is to be bound to and
 //! asks for it to be confirmed by pressing its own button. The agent channel searches and pages
 //! (its store, in SQL); the gateway asks for one page and draws it. The query string's
-//! parameters are the JSON API's (`crate::operator::{NODE_LISTING, JOIN_LISTING}`), read by
+//! parameters are the JSON API's (`crate::domains::agent_channel::api::{NODE_LISTING, JOIN_LISTING}`), read by
 //! the same code, so a bad one is a `400` page naming it.
 
 use askama::Template;
@@ -24,7 +24,7 @@ use crate::{
     ask::ask,
     error::ApiError,
     input::QueryParams,
-    operator::{join_listing, node_listing, JOIN_LISTING, NODE_LISTING},
+    domains::agent_channel::api::{join_listing, node_listing, JOIN_LISTING, NODE_LISTING},
     AppState,
 };
 

@@ -5,7 +5,7 @@
 use axum::{extract::State, response::Response};
 
 use crate::{
-    api::incidents::{notifications_of, save_notifications, Notifications},
+    domains::incidents::api::{notifications_of, save_notifications, Notifications},
     error::ApiError,
     identity::AuditDetail,
     state::AppState,

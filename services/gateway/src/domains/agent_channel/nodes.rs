@@ -2,7 +2,7 @@
 //! latest `check_status` and `host_report` found), Jobs (its history and "Run a job"), Agent (the
 //! pairing, with Disconnect behind a confirmation for level 10), Recipes (what the agent does
 //! on its own clock: each recipe's mode, verdict and most recent case), Backups (the backups
-//! service's tab, [`crate::ui::backups`]: read at 7, its acts at 8 and 10). Below level 8 the page shows
+//! service's tab, [`crate::domains::backups`]: read at 7, its acts at 8 and 10). Below level 8 the page shows
 //! its reading tabs only: Overview, Jobs with the read words alone, and Agent without
 //! Disconnect (spec, "Admin Pages": "Below 8, node detail shows only its reading tabs").
 
@@ -173,10 +173,10 @@ struct NodePage {
     agent: Agent,
     can_disconnect: bool,
     recipes: Vec<super::recipes::RecipeRow>,
-    incidents: crate::ui::incidents::NodeCard,
-    uptime: crate::ui::monitor::UptimeCard,
+    incidents: crate::domains::incidents::NodeCard,
+    uptime: crate::domains::monitor::UptimeCard,
     /// The Backups tab, asked only when it is the tab shown.
-    backups: Option<crate::ui::backups::BackupsTab>,
+    backups: Option<crate::domains::backups::BackupsTab>,
 }
 
 fn finding(found: &Option<capstan_events::agent_channel::rpc::Finding>) -> Option<Finding> {
@@ -273,10 +273,10 @@ pub async fn page(
             .as_ref()
             .and_then(|found| found.result.as_ref()),
     );
-    let incidents = crate::ui::incidents::node_card(&state, &session, node_id).await;
-    let uptime = crate::ui::monitor::uptime_card(&state, &session, node_id).await;
+    let incidents = crate::domains::incidents::node_card(&state, &session, node_id).await;
+    let uptime = crate::domains::monitor::uptime_card(&state, &session, node_id).await;
     let backups = if tab == Tab::Backups {
-        Some(crate::ui::backups::node_tab(&state, &session, node_id).await)
+        Some(crate::domains::backups::node_tab(&state, &session, node_id).await)
     } else {
         None
     };

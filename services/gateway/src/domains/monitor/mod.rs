@@ -17,6 +17,8 @@
 //!   `[data-test=edge-verdict]`, `[data-test=edge-notes]`, `#edge-path-<n>` rows with
 //!   `[data-test=stalls]` and `[data-test=rate-limited]`, `a[data-test=edge-refresh]`
 
+pub mod api;
+pub mod fleet_security;
 pub mod sparkline;
 
 use askama::Template;
@@ -35,7 +37,7 @@ use capstan_events::monitor::UptimeStatus;
 use capstan_events::{rpc::Level, Domain};
 use serde::{de::DeserializeOwned, Serialize};
 
-use super::{
+use crate::ui::{
     acted,
     format::{ago, clip, Ago},
     guard::PathId,
