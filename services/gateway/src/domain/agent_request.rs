@@ -9,7 +9,7 @@ use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Uri};
 use capstan_events::agent_channel::rpc::AgentEndpoint;
 
 use crate::{
-    route::{Op, Route},
+    route::Route,
     routes::ROUTES,
 };
 
@@ -120,8 +120,8 @@ impl Head {
 /// The agent route of [`ROUTES`] a request target names (its path, before any query).
 fn agent_route(target: &str) -> Option<(&'static Route, AgentEndpoint)> {
     let path = target.split_once('?').map_or(target, |(path, _)| path);
-    ROUTES.iter().find_map(|route| match route.op {
-        Op::Agent(endpoint) if route.path == path => Some((route, endpoint)),
+    ROUTES.iter().find_map(|route| match route.endpoint {
+        Some(endpoint) if route.path == path => Some((route, endpoint)),
         _ => None,
     })
 }

@@ -21,7 +21,13 @@ use capstan_events::{
 use futures::FutureExt;
 use std::{future::Future, time::Duration};
 
-use crate::{error::ApiError, identity::peer_address, input::read_limited, AppState};
+use crate::{
+    error::ApiError,
+    identity::peer_address,
+    input::read_limited,
+    route::{Handler, Route},
+    AppState,
+};
 
 /// The longest a claim may be held open for a job (PROTOCOL.md: `wait=<0..30>`).
 pub const CLAIM_WAIT_MAX_SECS: i64 = 30;
@@ -30,6 +36,33 @@ pub const CLAIM_ANSWER_MARGIN: Duration = Duration::from_secs(5);
 /// Beyond the rpc timeout, for a claim whose `wait` does not parse: the agent channel refuses
 /// it (`400`), and the gateway does not guess how long it would have waited.
 pub const UNREADABLE_WAIT_MARGIN: Duration = Duration::from_secs(30);
+
+/// The row of an agent endpoint: signed per PROTOCOL.md and posted, answered by [`forward`].
+macro_rules! endpoint {
+    ($path:literal, $endpoint:ident) => {{
+        const HANDLER: Handler = |filter| {
+            axum::routing::on(
+                filter,
+                |axum::extract::State(state): axum::extract::State<AppState>, request: Request| {
+                    forward(state, AgentEndpoint::$endpoint, request)
+                },
+            )
+        };
+        Route::agent($path, AgentEndpoint::$endpoint, HANDLER)
+    }};
+}
+
+/// The agent channel's protocol endpoints, `POST /api/v1/agent/<endpoint>`.
+pub const ROUTES: &[Route] = &[
+    endpoint!("/api/v1/agent/join", Join),
+    endpoint!("/api/v1/agent/join_status", JoinStatus),
+    endpoint!("/api/v1/agent/claim", Claim),
+    endpoint!("/api/v1/agent/result", Result),
+    endpoint!("/api/v1/agent/job_status", JobStatus),
+    endpoint!("/api/v1/agent/leave", Leave),
+    endpoint!("/api/v1/agent/artifact", Artifact),
+    endpoint!("/api/v1/agent/backup_urls", BackupUrls),
+];
 
 const CONTENT_DIGEST: HeaderName = HeaderName::from_static("content-digest");
 const SIGNATURE_INPUT: HeaderName = HeaderName::from_static("signature-input");

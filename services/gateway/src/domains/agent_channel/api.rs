@@ -26,8 +26,70 @@ use crate::{
     error::ApiError,
     identity::{AuditDetail, Operator},
     input::{JobId, JoinId, JsonBody, NodeId, QueryParams},
+    route::{Method::Get, Route},
     state::AppState,
 };
+use axum::routing::on;
+use capstan_events::rpc::Level::{Admin, Change, Read};
+
+/// The agent channel's operator API: joins, nodes and jobs.
+pub const ROUTES: &[Route] = &[
+    Route::read(Get, "/api/v1/joins", Read, |filter| on(filter, list_joins)),
+    Route::act(
+        "/api/v1/joins/{id}/approve",
+        Admin,
+        |filter| on(filter, approve_join),
+        "approve_join",
+    ),
+    Route::act(
+        "/api/v1/joins/{id}/reject",
+        Admin,
+        |filter| on(filter, reject_join),
+        "reject_join",
+    ),
+    Route::act(
+        "/api/v1/joins/{id}/reopen",
+        Admin,
+        |filter| on(filter, reopen_join),
+        "reopen_join",
+    ),
+    Route::read(Get, "/api/v1/nodes", Read, |filter| on(filter, list_nodes)),
+    Route::read(Get, "/api/v1/nodes/{id}", Read, |filter| on(filter, get_node)),
+    Route::act(
+        "/api/v1/nodes/{id}/disconnect",
+        Admin,
+        |filter| on(filter, disconnect_node),
+        "disconnect_node",
+    ),
+    // Level 7 at the route: the agent channel refines it by the primitive's class (change 8,
+    // destructive 10), which only it knows.
+    Route::act(
+        "/api/v1/nodes/{id}/jobs",
+        Read,
+        |filter| on(filter, create_job),
+        "create_job",
+    ),
+    Route::read(Get, "/api/v1/nodes/{id}/refusals", Read, |filter| {
+        on(filter, refusal_count)
+    }),
+    Route::read(Get, "/api/v1/jobs", Read, |filter| on(filter, list_jobs)),
+    Route::read(Get, "/api/v1/jobs/{id}", Read, |filter| on(filter, get_job)),
+    Route::read(Get, "/api/v1/jobs/{id}/output", Read, |filter| {
+        on(filter, job_output)
+    }),
+    Route::act(
+        "/api/v1/jobs/{id}/cancel",
+        Change,
+        |filter| on(filter, cancel_job),
+        "cancel_job",
+    ),
+    Route::act(
+        "/api/v1/jobs/{id}/mark-failed",
+        Change,
+        |filter| on(filter, mark_job_failed),
+        "mark_job_failed",
+    ),
+];
 
 /// The body of `POST /api/v1/joins/{id}/approve`: `{}` binds the key to a new node,
 /// `{"node_id": N}` to node N.

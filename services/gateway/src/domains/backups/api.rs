@@ -9,7 +9,7 @@ use axum::{
     extract::State,
     http::StatusCode,
     response::{IntoResponse, Response},
-    routing::{on, MethodFilter, MethodRouter},
+    routing::on,
     Json,
 };
 use capstan_events::backups::rpc::{
@@ -27,27 +27,9 @@ use crate::{
     error::ApiError,
     identity::Operator,
     input::{JsonBody, NodeId, PathId},
-    route::{Access, Method, Op, Route},
+    route::{Handler, Method, Route},
     AppState,
 };
-
-/// What each backups route does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BackupsOp {
-    ListTargets,
-    Coverage,
-    CreateTarget,
-    SetDefaultTarget,
-    GetPolicy,
-    SetPolicy,
-    GetNodePolicy,
-    SetNodePolicy,
-    NodeBackups,
-    RunNow,
-    Verify,
-    Restore,
-    Move,
-}
 
 use capstan_events::rpc::Level::{Admin, Change, Read};
 
@@ -55,16 +37,10 @@ const fn row(
     method: Method,
     path: &'static str,
     level: capstan_events::rpc::Level,
-    op: BackupsOp,
+    handler: Handler,
     action: Option<&'static str>,
 ) -> Route {
-    Route {
-        method,
-        path,
-        access: Access::Operator(level),
-        op: Op::Backups(op),
-        action,
-    }
+    Route::operator(method, path, level, handler, action)
 }
 
 /// This domain's rows of the route table.
@@ -73,113 +49,95 @@ pub const ROUTES: &[Route] = &[
         Method::Get,
         "/api/v1/backups/targets",
         Admin,
-        BackupsOp::ListTargets,
+        |filter| on(filter, list_targets),
         None,
     ),
     row(
         Method::Post,
         "/api/v1/backups/targets",
         Admin,
-        BackupsOp::CreateTarget,
+        |filter| on(filter, create_target),
         Some("create_backup_target"),
     ),
     row(
         Method::Post,
         "/api/v1/backups/targets/{id}/default",
         Admin,
-        BackupsOp::SetDefaultTarget,
+        |filter| on(filter, set_default_target),
         Some("set_default_backup_target"),
     ),
     row(
         Method::Get,
         "/api/v1/backups/coverage",
         Admin,
-        BackupsOp::Coverage,
+        |filter| on(filter, coverage),
         None,
     ),
     row(
         Method::Get,
         "/api/v1/backups/policy",
         Read,
-        BackupsOp::GetPolicy,
+        |filter| on(filter, get_policy),
         None,
     ),
     row(
         Method::Put,
         "/api/v1/backups/policy",
         Admin,
-        BackupsOp::SetPolicy,
+        |filter| on(filter, set_policy),
         Some("set_backup_policy"),
     ),
     row(
         Method::Get,
         "/api/v1/nodes/{id}/backups/policy",
         Read,
-        BackupsOp::GetNodePolicy,
+        |filter| on(filter, get_node_policy),
         None,
     ),
     row(
         Method::Put,
         "/api/v1/nodes/{id}/backups/policy",
         Admin,
-        BackupsOp::SetNodePolicy,
+        |filter| on(filter, set_node_policy),
         Some("set_node_backup_policy"),
     ),
     row(
         Method::Get,
         "/api/v1/nodes/{id}/backups",
         Read,
-        BackupsOp::NodeBackups,
+        |filter| on(filter, node_backups),
         None,
     ),
     row(
         Method::Post,
         "/api/v1/nodes/{id}/backups/run",
         Change,
-        BackupsOp::RunNow,
+        |filter| on(filter, run_now),
         Some("run_backup"),
     ),
     row(
         Method::Post,
         "/api/v1/nodes/{id}/backups/verify",
         Change,
-        BackupsOp::Verify,
+        |filter| on(filter, verify),
         Some("verify_backup"),
     ),
     row(
         Method::Post,
         "/api/v1/nodes/{id}/backups/restore",
         Admin,
-        BackupsOp::Restore,
+        |filter| on(filter, restore),
         Some("restore_backup"),
     ),
     row(
         Method::Post,
         "/api/v1/nodes/{id}/backups/move",
         Admin,
-        BackupsOp::Move,
+        |filter| on(filter, move_node),
         Some("move_backups"),
     ),
 ];
 
-/// The handler of `op`.
-pub fn handler(filter: MethodFilter, op: BackupsOp) -> MethodRouter<AppState> {
-    match op {
-        BackupsOp::ListTargets => on(filter, list_targets),
-        BackupsOp::Coverage => on(filter, coverage),
-        BackupsOp::CreateTarget => on(filter, create_target),
-        BackupsOp::SetDefaultTarget => on(filter, set_default_target),
-        BackupsOp::GetPolicy => on(filter, get_policy),
-        BackupsOp::SetPolicy => on(filter, set_policy),
-        BackupsOp::GetNodePolicy => on(filter, get_node_policy),
-        BackupsOp::SetNodePolicy => on(filter, set_node_policy),
-        BackupsOp::NodeBackups => on(filter, node_backups),
-        BackupsOp::RunNow => on(filter, run_now),
-        BackupsOp::Verify => on(filter, verify),
-        BackupsOp::Restore => on(filter, restore),
-        BackupsOp::Move => on(filter, move_node),
-    }
-}
 
 async fn ask<Req: Serialize, Resp: serde::de::DeserializeOwned>(
     state: &AppState,

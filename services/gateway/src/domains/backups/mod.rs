@@ -37,105 +37,81 @@ mod targets;
 
 pub use node_tab::{node_tab, BackupsTab};
 
-use axum::routing::{on, MethodFilter, MethodRouter};
+use axum::routing::on;
 use capstan_events::{rpc::Level, Domain};
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::{
     ask::ask_of,
     error::ApiError,
-    route::{Route, UiOp},
+    route::{Handler, Route},
     state::AppState,
 };
 
-/// What each backups page or form does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BackupsPage {
-    Targets,
-    SetDefaultTarget,
-    Policy,
-    SetPolicy,
-    RunNow,
-    Verify,
-    Restore,
-    Move,
-    SetNodePolicy,
+const fn page(path: &'static str, level: Level, handler: Handler) -> Route {
+    Route::page(path, level, handler)
 }
 
-const fn page(path: &'static str, level: Level, op: BackupsPage) -> Route {
-    Route::page(path, level, UiOp::Backups(op))
+const fn form(path: &'static str, level: Level, handler: Handler, action: &'static str) -> Route {
+    Route::form(path, level, handler, action)
 }
 
-const fn form(path: &'static str, level: Level, op: BackupsPage, action: &'static str) -> Route {
-    Route::form(path, level, UiOp::Backups(op), action)
-}
-
-use BackupsPage as P;
 use Level::{Admin, Change, Read};
 
 /// This folder's rows of the route table, at the levels of the API's routes: targets 10, the
 /// policy read at 7 and changed at 10, run and verify 8, restore and move 10.
-pub const ROUTES: &[Route] = &[
-    page("/ui/backups/targets", Admin, P::Targets),
+const PAGES: &[Route] = &[
+    page("/ui/backups/targets", Admin, |filter| on(filter, targets::page)),
     form(
         "/ui/backups/targets/{id}/default",
         Admin,
-        P::SetDefaultTarget,
+        |filter| on(filter, targets::set_default),
         "set_default_backup_target",
     ),
-    page("/ui/backups/policy", Read, P::Policy),
+    page("/ui/backups/policy", Read, |filter| on(filter, policy::page)),
     form(
         "/ui/backups/policy",
         Admin,
-        P::SetPolicy,
+        |filter| on(filter, policy::save),
         "set_backup_policy",
     ),
     form(
         "/ui/nodes/{id}/backups/run",
         Change,
-        P::RunNow,
+        |filter| on(filter, node_tab::run_now),
         "run_backup",
     ),
     form(
         "/ui/nodes/{id}/backups/verify",
         Change,
-        P::Verify,
+        |filter| on(filter, node_tab::verify),
         "verify_backup",
     ),
     form(
         "/ui/nodes/{id}/backups/restore",
         Admin,
-        P::Restore,
+        |filter| on(filter, node_tab::restore),
         "restore_backup",
     ),
     form(
         "/ui/nodes/{id}/backups/move",
         Admin,
-        P::Move,
+        |filter| on(filter, node_tab::move_node),
         "move_backups",
     ),
     form(
         "/ui/nodes/{id}/backups/policy",
         Admin,
-        P::SetNodePolicy,
+        |filter| on(filter, node_tab::set_position),
         "set_node_backup_policy",
     ),
 ];
 
-/// The handler of `op`.
-pub fn handler(filter: MethodFilter, op: BackupsPage) -> MethodRouter<AppState> {
-    match op {
-        P::Targets => on(filter, targets::page),
-        P::SetDefaultTarget => on(filter, targets::set_default),
-        P::Policy => on(filter, policy::page),
-        P::SetPolicy => on(filter, policy::save),
-        P::RunNow => on(filter, node_tab::run_now),
-        P::Verify => on(filter, node_tab::verify),
-        P::Restore => on(filter, node_tab::restore),
-        P::Move => on(filter, node_tab::move_node),
-        P::SetNodePolicy => on(filter, node_tab::set_position),
-    }
+/// This folder's rows of the route table: its API and its pages.
+pub fn routes() -> Vec<Route> {
+    [api::ROUTES, PAGES].concat()
 }
+
 
 /// Asks the backups service `op`.
 async fn ask<Req: Serialize, Resp: DeserializeOwned>(

@@ -5,7 +5,7 @@ use axum::{
     extract::State,
     http::{StatusCode, Uri},
     response::{IntoResponse, Response},
-    routing::{on, MethodFilter, MethodRouter},
+    routing::on,
     Json,
 };
 use capstan_events::incidents::rpc::{
@@ -27,30 +27,10 @@ use crate::{
     error::ApiError,
     identity::Operator,
     input::{JsonBody, NodeId, PathId, QueryParams},
-    route::{Access, Method, Op, Route},
+    route::{Handler, Method, Route},
     state::AppState,
     store,
 };
-
-/// What each incidents route does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IncidentsOp {
-    List,
-    Get,
-    Triage,
-    Note,
-    Header,
-    ListSilences,
-    CreateSilence,
-    DeleteSilence,
-    ListWebhooks,
-    CreateWebhook,
-    DeleteWebhook,
-    GetNotifications,
-    SetNotifications,
-    Bell,
-    SetAlerts,
-}
 
 use capstan_events::rpc::Level::{Admin, Change, Read};
 
@@ -58,16 +38,10 @@ const fn row(
     method: Method,
     path: &'static str,
     level: capstan_events::rpc::Level,
-    op: IncidentsOp,
+    handler: Handler,
     action: Option<&'static str>,
 ) -> Route {
-    Route {
-        method,
-        path,
-        access: Access::Operator(level),
-        op: Op::Incidents(op),
-        action,
-    }
+    Route::operator(method, path, level, handler, action)
 }
 
 /// This domain's rows of the route table.
@@ -76,129 +50,109 @@ pub const ROUTES: &[Route] = &[
         Method::Get,
         "/api/v1/incidents",
         Read,
-        IncidentsOp::List,
+        |filter| on(filter, list),
         None,
     ),
     row(
         Method::Get,
         "/api/v1/incidents/header",
         Read,
-        IncidentsOp::Header,
+        |filter| on(filter, header),
         None,
     ),
     row(
         Method::Get,
         "/api/v1/incidents/{id}",
         Read,
-        IncidentsOp::Get,
+        |filter| on(filter, get),
         None,
     ),
     row(
         Method::Post,
         "/api/v1/incidents/{id}/triage",
         Change,
-        IncidentsOp::Triage,
+        |filter| on(filter, triage),
         Some("triage_incident"),
     ),
     row(
         Method::Post,
         "/api/v1/incidents/{id}/notes",
         Change,
-        IncidentsOp::Note,
+        |filter| on(filter, note),
         Some("note_incident"),
     ),
     row(
         Method::Get,
         "/api/v1/silences",
         Change,
-        IncidentsOp::ListSilences,
+        |filter| on(filter, list_silences),
         None,
     ),
     row(
         Method::Post,
         "/api/v1/silences",
         Change,
-        IncidentsOp::CreateSilence,
+        |filter| on(filter, create_silence),
         Some("create_silence"),
     ),
     row(
         Method::Delete,
         "/api/v1/silences/{id}",
         Change,
-        IncidentsOp::DeleteSilence,
+        |filter| on(filter, delete_silence),
         Some("delete_silence"),
     ),
     row(
         Method::Get,
         "/api/v1/webhooks",
         Admin,
-        IncidentsOp::ListWebhooks,
+        |filter| on(filter, list_webhooks),
         None,
     ),
     row(
         Method::Post,
         "/api/v1/webhooks",
         Admin,
-        IncidentsOp::CreateWebhook,
+        |filter| on(filter, create_webhook),
         Some("create_webhook"),
     ),
     row(
         Method::Delete,
         "/api/v1/webhooks/{id}",
         Admin,
-        IncidentsOp::DeleteWebhook,
+        |filter| on(filter, delete_webhook),
         Some("delete_webhook"),
     ),
     row(
         Method::Get,
         "/api/v1/me/notifications",
         Read,
-        IncidentsOp::GetNotifications,
+        |filter| on(filter, get_notifications),
         None,
     ),
     row(
         Method::Put,
         "/api/v1/me/notifications",
         Read,
-        IncidentsOp::SetNotifications,
+        |filter| on(filter, set_notifications),
         Some("set_notifications"),
     ),
     row(
         Method::Get,
         "/api/v1/me/bell",
         Read,
-        IncidentsOp::Bell,
+        |filter| on(filter, bell),
         None,
     ),
     row(
         Method::Put,
         "/api/v1/nodes/{id}/alerts",
         Change,
-        IncidentsOp::SetAlerts,
+        |filter| on(filter, set_alerts),
         Some("set_alerts"),
     ),
 ];
 
-/// The handler of `op`.
-pub fn handler(filter: MethodFilter, op: IncidentsOp) -> MethodRouter<AppState> {
-    match op {
-        IncidentsOp::List => on(filter, list),
-        IncidentsOp::Get => on(filter, get),
-        IncidentsOp::Triage => on(filter, triage),
-        IncidentsOp::Note => on(filter, note),
-        IncidentsOp::Header => on(filter, header),
-        IncidentsOp::ListSilences => on(filter, list_silences),
-        IncidentsOp::CreateSilence => on(filter, create_silence),
-        IncidentsOp::DeleteSilence => on(filter, delete_silence),
-        IncidentsOp::ListWebhooks => on(filter, list_webhooks),
-        IncidentsOp::CreateWebhook => on(filter, create_webhook),
-        IncidentsOp::DeleteWebhook => on(filter, delete_webhook),
-        IncidentsOp::GetNotifications => on(filter, get_notifications),
-        IncidentsOp::SetNotifications => on(filter, set_notifications),
-        IncidentsOp::Bell => on(filter, bell),
-        IncidentsOp::SetAlerts => on(filter, set_alerts),
-    }
-}
 
 async fn ask<Req: Serialize, Resp: serde::de::DeserializeOwned>(
     state: &AppState,

@@ -12,48 +12,36 @@ use capstan_events::{
 use std::time::Duration;
 
 use crate::{
-    route::{Method, Op, Route, UiOp},
     state::AppState,
-    domains::agent_channel::AgentChannelPage,
+    ui::header_parts::{Answer, HeaderLine, HeaderPart},
 };
 
 /// The longest a page waits for its header line.
 const HEADER_WAIT: Duration = Duration::from_millis(1500);
 
-/// The line as the page frame shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IncidentLine {
-    /// `red`, `amber` or `blue`.
-    pub colour: &'static str,
-    pub words: String,
-    /// For the menu's count (the same count, IN-16).
-    pub needs_you: u64,
-}
+/// The incidents' part of every page's header: the line, and the menu's count of incidents
+/// that need you (the same count, IN-16).
+pub const HEADER_PART: HeaderPart = |state, actor| -> Answer<'_> { Box::pin(line(state, actor)) };
 
-impl IncidentLine {
-    fn of(header: Header) -> Option<IncidentLine> {
-        let colour = match header.colour.as_deref()? {
-            "red" => "red",
-            "amber" => "amber",
-            "blue" => "blue",
-            _ => return None,
-        };
-        Some(IncidentLine {
-            colour,
-            words: header.words,
-            needs_you: header.needs_you,
-        })
-    }
-}
-
-/// Whether `route` draws a page with the frame (a GET, not the job page's live output poll).
-pub fn shows_header_line(route: &Route) -> bool {
-    route.method == Method::Get
-        && route.op != Op::Ui(UiOp::AgentChannel(AgentChannelPage::JobOutput))
+/// The line as the page frame shows it, when there is one to show.
+fn line_of(header: Header) -> Option<HeaderLine> {
+    let colour = match header.colour.as_deref()? {
+        "red" => "red",
+        "amber" => "amber",
+        "blue" => "blue",
+        _ => return None,
+    };
+    Some(HeaderLine {
+        source: "incident",
+        colour,
+        words: header.words,
+        href: "/ui/incidents",
+        count: header.needs_you,
+    })
 }
 
 /// The header line for `actor`, or `None` when there is nothing to say or no answer in time.
-pub async fn line(state: &AppState, actor: &Actor) -> Option<IncidentLine> {
+pub async fn line(state: &AppState, actor: &Actor) -> Option<HeaderLine> {
     let request = HeaderRequest {
         actor: actor.clone(),
     };
@@ -67,7 +55,7 @@ pub async fn line(state: &AppState, actor: &Actor) -> Option<IncidentLine> {
         )
         .await;
     match answer {
-        Ok(header) => IncidentLine::of(header),
+        Ok(header) => line_of(header),
         Err(error) => {
             tracing::debug!(error = %error.message, "no header line for this page");
             None
@@ -92,11 +80,11 @@ mod tests {
     fn in_16_the_line_is_red_amber_blue_or_absent_and_nothing_else() {
         for colour in ["red", "amber", "blue"] {
             assert_eq!(
-                IncidentLine::of(header(Some(colour))).unwrap().colour,
+                line_of(header(Some(colour))).unwrap().colour,
                 colour
             );
         }
-        assert_eq!(IncidentLine::of(header(None)), None);
-        assert_eq!(IncidentLine::of(header(Some("\" onclick=\"x"))), None);
+        assert_eq!(line_of(header(None)), None);
+        assert_eq!(line_of(header(Some("\" onclick=\"x"))), None);
     }
 }

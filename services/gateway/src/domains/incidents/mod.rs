@@ -35,11 +35,11 @@ mod notifications;
 mod silences;
 mod webhooks;
 
-pub use header::{line as header_line, shows_header_line, IncidentLine};
+pub use header::HEADER_PART;
 pub use node_card::{node_card, NodeCard};
 pub use notifications::{notifications_section, NotificationsSection};
 
-use axum::routing::{on, MethodFilter, MethodRouter};
+use axum::routing::on;
 use capstan_events::{incidents::Severity, rpc::Level, Domain};
 use serde::{de::DeserializeOwned, Serialize};
 
@@ -47,100 +47,68 @@ use crate::ui::UiSession;
 use crate::{
     ask::ask_of,
     error::ApiError,
-    route::{Route, UiOp},
+    route::{Handler, Route},
     state::AppState,
 };
 
-/// What each incidents page or form does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IncidentsPage {
-    List,
-    BulkTriage,
-    Incident,
-    Triage,
-    Note,
-    Silences,
-    CreateSilence,
-    EndSilence,
-    Webhooks,
-    CreateWebhook,
-    DeleteWebhook,
-    Bell,
-    SetNotifications,
+const fn page(path: &'static str, level: Level, handler: Handler) -> Route {
+    Route::page(path, level, handler)
 }
 
-const fn page(path: &'static str, level: Level, op: IncidentsPage) -> Route {
-    Route::page(path, level, UiOp::Incidents(op))
+const fn form(path: &'static str, level: Level, handler: Handler, action: &'static str) -> Route {
+    Route::form(path, level, handler, action)
 }
 
-const fn form(path: &'static str, level: Level, op: IncidentsPage, action: &'static str) -> Route {
-    Route::form(path, level, UiOp::Incidents(op), action)
-}
-
-use IncidentsPage as P;
 use Level::{Admin, Change, Read};
 
 /// This folder's rows of the route table: reading at 7, triage, notes and silences at 8 (IN-19),
 /// webhooks and the bell (whose signals go to level-10 operators) at 10.
-pub const ROUTES: &[Route] = &[
-    page("/ui/incidents", Read, P::List),
+const PAGES: &[Route] = &[
+    page("/ui/incidents", Read, |filter| on(filter, list::page)),
     form(
         "/ui/incidents/bulk-triage",
         Change,
-        P::BulkTriage,
+        |filter| on(filter, list::bulk_triage),
         "triage_incidents",
     ),
-    page("/ui/incidents/{id}", Read, P::Incident),
+    page("/ui/incidents/{id}", Read, |filter| on(filter, incident::page)),
     form(
         "/ui/incidents/{id}/triage",
         Change,
-        P::Triage,
+        |filter| on(filter, incident::triage),
         "triage_incident",
     ),
-    form("/ui/incidents/{id}/notes", Change, P::Note, "note_incident"),
-    page("/ui/silences", Change, P::Silences),
-    form("/ui/silences", Change, P::CreateSilence, "create_silence"),
+    form("/ui/incidents/{id}/notes", Change, |filter| on(filter, incident::note), "note_incident"),
+    page("/ui/silences", Change, |filter| on(filter, silences::page)),
+    form("/ui/silences", Change, |filter| on(filter, silences::create), "create_silence"),
     form(
         "/ui/silences/{id}/end",
         Change,
-        P::EndSilence,
+        |filter| on(filter, silences::end),
         "delete_silence",
     ),
-    page("/ui/webhooks", Admin, P::Webhooks),
-    form("/ui/webhooks", Admin, P::CreateWebhook, "create_webhook"),
+    page("/ui/webhooks", Admin, |filter| on(filter, webhooks::page)),
+    form("/ui/webhooks", Admin, |filter| on(filter, webhooks::create), "create_webhook"),
     form(
         "/ui/webhooks/{id}/delete",
         Admin,
-        P::DeleteWebhook,
+        |filter| on(filter, webhooks::delete),
         "delete_webhook",
     ),
-    page("/ui/bell", Admin, P::Bell),
+    page("/ui/bell", Admin, |filter| on(filter, bell::page)),
     form(
         "/ui/account/notifications",
         Read,
-        P::SetNotifications,
+        |filter| on(filter, notifications::save),
         "set_notifications",
     ),
 ];
 
-/// The handler of `op`.
-pub fn handler(filter: MethodFilter, op: IncidentsPage) -> MethodRouter<AppState> {
-    match op {
-        P::List => on(filter, list::page),
-        P::BulkTriage => on(filter, list::bulk_triage),
-        P::Incident => on(filter, incident::page),
-        P::Triage => on(filter, incident::triage),
-        P::Note => on(filter, incident::note),
-        P::Silences => on(filter, silences::page),
-        P::CreateSilence => on(filter, silences::create),
-        P::EndSilence => on(filter, silences::end),
-        P::Webhooks => on(filter, webhooks::page),
-        P::CreateWebhook => on(filter, webhooks::create),
-        P::DeleteWebhook => on(filter, webhooks::delete),
-        P::Bell => on(filter, bell::page),
-        P::SetNotifications => on(filter, notifications::save),
-    }
+/// This folder's rows of the route table: its API and its pages.
+pub fn routes() -> Vec<Route> {
+    [api::ROUTES, PAGES].concat()
 }
+
 
 /// Asks the incidents service `op`.
 async fn ask<Req: Serialize, Resp: DeserializeOwned>(

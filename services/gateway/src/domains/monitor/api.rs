@@ -6,7 +6,7 @@ use axum::{
     extract::State,
     http::{StatusCode, Uri},
     response::{IntoResponse, Response},
-    routing::{on, MethodFilter, MethodRouter},
+    routing::on,
     Json,
 };
 use capstan_events::monitor::rpc::{
@@ -23,22 +23,9 @@ use crate::{
     error::ApiError,
     identity::Operator,
     input::{JsonBody, NodeId, PathId, QueryParams},
-    route::{Access, Method, Op, Route},
+    route::{Handler, Method, Route},
     AppState,
 };
-
-/// What each monitor route does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MonitorOp {
-    ListUptime,
-    GetUptime,
-    SetUptime,
-    GetCertificate,
-    FleetSecurity,
-    StartEdgeProbe,
-    GetEdgeProbe,
-    ListEdgeProbes,
-}
 
 use capstan_events::rpc::Level::{Change, Read};
 
@@ -46,16 +33,10 @@ const fn row(
     method: Method,
     path: &'static str,
     level: capstan_events::rpc::Level,
-    op: MonitorOp,
+    handler: Handler,
     action: Option<&'static str>,
 ) -> Route {
-    Route {
-        method,
-        path,
-        access: Access::Operator(level),
-        op: Op::Monitor(op),
-        action,
-    }
+    Route::operator(method, path, level, handler, action)
 }
 
 /// This domain's rows of the route table.
@@ -64,35 +45,35 @@ pub const ROUTES: &[Route] = &[
         Method::Get,
         "/api/v1/uptime",
         Read,
-        MonitorOp::ListUptime,
+        |filter| on(filter, list_uptime),
         None,
     ),
     row(
         Method::Get,
         "/api/v1/nodes/{id}/uptime",
         Read,
-        MonitorOp::GetUptime,
+        |filter| on(filter, get_uptime),
         None,
     ),
     row(
         Method::Put,
         "/api/v1/nodes/{id}/uptime",
         Change,
-        MonitorOp::SetUptime,
+        |filter| on(filter, set_uptime),
         Some("set_uptime"),
     ),
     row(
         Method::Get,
         "/api/v1/nodes/{id}/certificate",
         Read,
-        MonitorOp::GetCertificate,
+        |filter| on(filter, get_certificate),
         None,
     ),
     row(
         Method::Get,
         "/api/v1/fleet/security",
         Read,
-        MonitorOp::FleetSecurity,
+        |filter| on(filter, fleet_security),
         None,
     ),
     // MO-11: a look that changes nothing on the node (level 7), recorded as an act.
@@ -100,38 +81,25 @@ pub const ROUTES: &[Route] = &[
         Method::Post,
         "/api/v1/nodes/{id}/edge-probe",
         Read,
-        MonitorOp::StartEdgeProbe,
+        |filter| on(filter, start_edge_probe),
         Some("edge_probe"),
     ),
     row(
         Method::Get,
         "/api/v1/nodes/{id}/edge-probes",
         Read,
-        MonitorOp::ListEdgeProbes,
+        |filter| on(filter, list_edge_probes),
         None,
     ),
     row(
         Method::Get,
         "/api/v1/edge-probes/{id}",
         Read,
-        MonitorOp::GetEdgeProbe,
+        |filter| on(filter, get_edge_probe),
         None,
     ),
 ];
 
-/// The handler of `op`.
-pub fn handler(filter: MethodFilter, op: MonitorOp) -> MethodRouter<AppState> {
-    match op {
-        MonitorOp::ListUptime => on(filter, list_uptime),
-        MonitorOp::GetUptime => on(filter, get_uptime),
-        MonitorOp::SetUptime => on(filter, set_uptime),
-        MonitorOp::GetCertificate => on(filter, get_certificate),
-        MonitorOp::FleetSecurity => on(filter, fleet_security),
-        MonitorOp::StartEdgeProbe => on(filter, start_edge_probe),
-        MonitorOp::GetEdgeProbe => on(filter, get_edge_probe),
-        MonitorOp::ListEdgeProbes => on(filter, list_edge_probes),
-    }
-}
 
 async fn ask<Req: Serialize, Resp: serde::de::DeserializeOwned>(
     state: &AppState,

@@ -17,7 +17,7 @@ use axum::{
     extract::State,
     http::{HeaderMap, StatusCode},
     response::Response,
-    routing::{on, MethodFilter, MethodRouter},
+    routing::on,
 };
 use capstan_events::monitor::rpc::{
     ops, ContainerRow, FleetSecurity, GetFleetSecurity, SecurityRow,
@@ -26,7 +26,7 @@ use capstan_events::{rpc::Level, Domain};
 
 use crate::{
     ask::ask_of,
-    route::{Route, UiOp},
+    route::Route,
     state::AppState,
     ui::{
         format::{ago, Ago},
@@ -38,12 +38,9 @@ use crate::{
 pub const ROUTES: &[Route] = &[Route::page(
     "/ui/fleet/security",
     Level::Read,
-    UiOp::FleetSecurity,
+    |filter| on(filter, page),
 )];
 
-pub fn handler(filter: MethodFilter) -> MethodRouter<AppState> {
-    on(filter, page)
-}
 
 /// "unknown" for a fact the machine could not measure.
 const UNKNOWN: &str = "unknown";

@@ -26,7 +26,7 @@ use axum::{
     extract::State,
     http::{HeaderMap, StatusCode},
     response::Response,
-    routing::{on, MethodFilter, MethodRouter},
+    routing::on,
 };
 use capstan_events::monitor::rpc::{
     ops, CertificateView, EdgeProbeStarted, EdgeProbeStatus, EdgeProbeView, EdgeProbes,
@@ -47,7 +47,7 @@ use crate::{
     ask::ask_of,
     error::ApiError,
     identity::AuditDetail,
-    route::{Route, UiOp},
+    route::Route,
     state::AppState,
 };
 
@@ -56,36 +56,27 @@ pub const SITES_DOWN_LISTED: u32 = 10;
 /// The edge probe runs the node page lists.
 const PROBES_LISTED: usize = 5;
 
-/// What each monitor page or form does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MonitorPage {
-    EdgeProbe,
-    StartEdgeProbe,
-}
-
 /// This folder's rows of the route table: reading, and running an edge probe (a look that
 /// changes nothing on the node), at 7.
-pub const ROUTES: &[Route] = &[
+const PAGES: &[Route] = &[
     Route::page(
         "/ui/edge-probes/{id}",
         Level::Read,
-        UiOp::Monitor(MonitorPage::EdgeProbe),
+        |filter| on(filter, probe_page),
     ),
     Route::form(
         "/ui/nodes/{id}/edge-probe",
         Level::Read,
-        UiOp::Monitor(MonitorPage::StartEdgeProbe),
+        |filter| on(filter, start_probe),
         "edge_probe",
     ),
 ];
 
-/// The handler of `op`.
-pub fn handler(filter: MethodFilter, op: MonitorPage) -> MethodRouter<AppState> {
-    match op {
-        MonitorPage::EdgeProbe => on(filter, probe_page),
-        MonitorPage::StartEdgeProbe => on(filter, start_probe),
-    }
+/// This folder's rows of the route table: its API and its pages.
+pub fn routes() -> Vec<Route> {
+    [api::ROUTES, fleet_security::ROUTES, PAGES].concat()
 }
+
 
 async fn ask<Req: Serialize, Resp: DeserializeOwned>(
     state: &AppState,

@@ -4,7 +4,7 @@
 
 use axum::{
     extract::State,
-    routing::{on, MethodFilter, MethodRouter},
+    routing::on,
     Json,
 };
 use capstan_events::rollouts::staged::{
@@ -19,21 +19,9 @@ use crate::{
     error::ApiError,
     identity::Operator,
     input::{JsonBody, PathId},
-    route::{Access, Method, Op, Route},
+    route::{Handler, Method, Route},
     AppState,
 };
-
-/// What each route does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RolloutsOp {
-    List,
-    Start,
-    Get,
-    Stop,
-    Pause,
-    Resume,
-    Retry,
-}
 
 use capstan_events::rpc::Level::{Change, Read};
 
@@ -41,16 +29,10 @@ const fn row(
     method: Method,
     path: &'static str,
     level: capstan_events::rpc::Level,
-    op: RolloutsOp,
+    handler: Handler,
     action: Option<&'static str>,
 ) -> Route {
-    Route {
-        method,
-        path,
-        access: Access::Operator(level),
-        op: Op::Rollouts(op),
-        action,
-    }
+    Route::operator(method, path, level, handler, action)
 }
 
 /// This domain's rows of the route table.
@@ -59,65 +41,53 @@ pub const ROUTES: &[Route] = &[
         Method::Get,
         "/api/v1/rollouts",
         Read,
-        RolloutsOp::List,
+        |filter| on(filter, list),
         None,
     ),
     row(
         Method::Post,
         "/api/v1/rollouts",
         Change,
-        RolloutsOp::Start,
+        |filter| on(filter, start),
         Some("start_rollout"),
     ),
     row(
         Method::Get,
         "/api/v1/rollouts/{id}",
         Read,
-        RolloutsOp::Get,
+        |filter| on(filter, get),
         None,
     ),
     row(
         Method::Post,
         "/api/v1/rollouts/{id}/stop",
         Change,
-        RolloutsOp::Stop,
+        |filter| on(filter, |s, o, i| act(s, o, i, "stop")),
         Some("stop_rollout"),
     ),
     row(
         Method::Post,
         "/api/v1/rollouts/{id}/pause",
         Change,
-        RolloutsOp::Pause,
+        |filter| on(filter, |s, o, i| act(s, o, i, "pause")),
         Some("pause_rollout"),
     ),
     row(
         Method::Post,
         "/api/v1/rollouts/{id}/resume",
         Change,
-        RolloutsOp::Resume,
+        |filter| on(filter, |s, o, i| act(s, o, i, "resume")),
         Some("resume_rollout"),
     ),
     row(
         Method::Post,
         "/api/v1/rollouts/{id}/retry",
         Change,
-        RolloutsOp::Retry,
+        |filter| on(filter, |s, o, i| act(s, o, i, "retry")),
         Some("retry_rollout"),
     ),
 ];
 
-/// The handler of `op`.
-pub fn handler(filter: MethodFilter, op: RolloutsOp) -> MethodRouter<AppState> {
-    match op {
-        RolloutsOp::List => on(filter, list),
-        RolloutsOp::Start => on(filter, start),
-        RolloutsOp::Get => on(filter, get),
-        RolloutsOp::Stop => on(filter, |s, o, i| act(s, o, i, "stop")),
-        RolloutsOp::Pause => on(filter, |s, o, i| act(s, o, i, "pause")),
-        RolloutsOp::Resume => on(filter, |s, o, i| act(s, o, i, "resume")),
-        RolloutsOp::Retry => on(filter, |s, o, i| act(s, o, i, "retry")),
-    }
-}
 
 /// `POST /api/v1/rollouts`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -18,59 +18,42 @@ mod releases;
 mod rollout;
 pub mod releases_api;
 
-use axum::routing::{on, MethodFilter, MethodRouter};
+use axum::routing::on;
 use capstan_events::{rpc::Level, Domain};
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::{
     ask::ask_of,
     error::ApiError,
-    route::{Route, UiOp},
+    route::{Handler, Route},
     state::AppState,
 };
 
-/// What each rollouts page or form does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RolloutsPage {
-    List,
-    Start,
-    Rollout,
-    Act,
-    /// The Releases page (issue 15; `releases.rs`).
-    Releases,
+const fn page(path: &'static str, level: Level, handler: Handler) -> Route {
+    Route::page(path, level, handler)
 }
 
-const fn page(path: &'static str, level: Level, op: RolloutsPage) -> Route {
-    Route::page(path, level, UiOp::Rollouts(op))
-}
-
-const fn form(path: &'static str, level: Level, op: RolloutsPage, action: &'static str) -> Route {
-    Route::form(path, level, UiOp::Rollouts(op), action)
+const fn form(path: &'static str, level: Level, handler: Handler, action: &'static str) -> Route {
+    Route::form(path, level, handler, action)
 }
 
 use Level::{Change, Read};
-use RolloutsPage as P;
 
 /// This folder's rows of the route table: reading at 7, starting and acting at 8 (a rollout
 /// to every node needs 10, which rollouts checks).
-pub const ROUTES: &[Route] = &[
-    page("/ui/rollouts", Read, P::List),
-    form("/ui/rollouts", Change, P::Start, "start_rollout"),
-    page("/ui/rollouts/{id}", Read, P::Rollout),
-    form("/ui/rollouts/{id}/act", Change, P::Act, "act_on_rollout"),
-    page("/ui/releases", Read, P::Releases),
+const PAGES: &[Route] = &[
+    page("/ui/rollouts", Read, |filter| on(filter, list::page)),
+    form("/ui/rollouts", Change, |filter| on(filter, list::start), "start_rollout"),
+    page("/ui/rollouts/{id}", Read, |filter| on(filter, rollout::page)),
+    form("/ui/rollouts/{id}/act", Change, |filter| on(filter, rollout::act), "act_on_rollout"),
+    page("/ui/releases", Read, |filter| on(filter, releases::page)),
 ];
 
-/// The handler of `op`.
-pub fn handler(filter: MethodFilter, op: RolloutsPage) -> MethodRouter<AppState> {
-    match op {
-        P::List => on(filter, list::page),
-        P::Start => on(filter, list::start),
-        P::Rollout => on(filter, rollout::page),
-        P::Act => on(filter, rollout::act),
-        P::Releases => on(filter, releases::page),
-    }
+/// This folder's rows of the route table: its API and its pages.
+pub fn routes() -> Vec<Route> {
+    [releases_api::ROUTES, api::ROUTES, PAGES].concat()
 }
+
 
 /// Asks the rollouts service `op`.
 async fn ask<Req: Serialize, Resp: DeserializeOwned>(

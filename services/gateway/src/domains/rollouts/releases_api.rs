@@ -11,7 +11,7 @@ use axum::{
     extract::{Request, State},
     http::StatusCode,
     response::{IntoResponse, Response},
-    routing::{on, MethodFilter, MethodRouter},
+    routing::on,
     Json,
 };
 use base64::{engine::general_purpose::STANDARD, Engine as _};
@@ -30,7 +30,7 @@ use crate::{
     error::ApiError,
     identity::Operator,
     input::{parse_json, read_limited},
-    route::{Access, Method, Op, Route},
+    route::{Handler, Method, Route},
     AppState,
 };
 
@@ -39,32 +39,16 @@ pub const RELEASE_BODY_LIMIT: usize = 512 * 1024 * 1024;
 /// How long rollouts has to store an upload (megabytes through the object store).
 const PUBLISH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
-/// What each route does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReleasesOp {
-    List,
-    Publish,
-    FleetVersions,
-    ListSite,
-    PublishSite,
-}
-
 use capstan_events::rpc::Level::{Admin, Read};
 
 const fn row(
     method: Method,
     path: &'static str,
     level: capstan_events::rpc::Level,
-    op: ReleasesOp,
+    handler: Handler,
     action: Option<&'static str>,
 ) -> Route {
-    Route {
-        method,
-        path,
-        access: Access::Operator(level),
-        op: Op::Releases(op),
-        action,
-    }
+    Route::operator(method, path, level, handler, action)
 }
 
 /// This domain's rows of the route table.
@@ -73,49 +57,39 @@ pub const ROUTES: &[Route] = &[
         Method::Get,
         "/api/v1/releases",
         Read,
-        ReleasesOp::List,
+        |filter| on(filter, list),
         None,
     ),
     row(
         Method::Post,
         "/api/v1/releases",
         Admin,
-        ReleasesOp::Publish,
+        |filter| on(filter, publish),
         Some("publish_release"),
     ),
     row(
         Method::Get,
         "/api/v1/fleet/versions",
         Read,
-        ReleasesOp::FleetVersions,
+        |filter| on(filter, fleet_versions),
         None,
     ),
     row(
         Method::Get,
         "/api/v1/site-releases",
         Read,
-        ReleasesOp::ListSite,
+        |filter| on(filter, list_site),
         None,
     ),
     row(
         Method::Post,
         "/api/v1/site-releases",
         Admin,
-        ReleasesOp::PublishSite,
+        |filter| on(filter, publish_site),
         Some("publish_site_release"),
     ),
 ];
 
-/// The handler of `op`.
-pub fn handler(filter: MethodFilter, op: ReleasesOp) -> MethodRouter<AppState> {
-    match op {
-        ReleasesOp::List => on(filter, list),
-        ReleasesOp::Publish => on(filter, publish),
-        ReleasesOp::FleetVersions => on(filter, fleet_versions),
-        ReleasesOp::ListSite => on(filter, list_site),
-        ReleasesOp::PublishSite => on(filter, publish_site),
-    }
-}
 
 pub async fn list(
     State(state): State<AppState>,
