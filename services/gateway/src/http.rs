@@ -106,9 +106,15 @@ pub(crate) async fn vet_agent(
     resolve_client(&state, &mut request);
     let span = request_span(&request, route.path);
     let source = crate::identity::peer_address(&request);
-    crate::domains::agent_channel::agent::vet(state, endpoint, request.uri(), request.headers(), source)
-        .instrument(span)
-        .await
+    crate::domains::agent_channel::agent::vet(
+        state,
+        endpoint,
+        request.uri(),
+        request.headers(),
+        source,
+    )
+    .instrument(span)
+    .await
 }
 
 /// The headers of every UI answer (`/` and `/ui...`): the CSP, no sniffing, the referrer kept

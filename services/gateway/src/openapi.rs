@@ -14,9 +14,11 @@ use schemars::{generate::SchemaSettings, JsonSchema};
 use serde_json::{Map, Value};
 
 use crate::{
-    domains::incidents::api::{AlertsBody, NoteBody, Notifications, SilenceBody, TriageBody, WebhookBody},
-    error::ErrorBody,
     domains::agent_channel::api::{ApproveBody, CreateJobBody},
+    domains::incidents::api::{
+        AlertsBody, NoteBody, Notifications, SilenceBody, TriageBody, WebhookBody,
+    },
+    error::ErrorBody,
 };
 
 /// The document, as served.

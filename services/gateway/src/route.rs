@@ -92,7 +92,11 @@ impl Route {
         Route::new(method, path, Access::Public, handler, None)
     }
 
-    pub(crate) const fn agent(path: &'static str, endpoint: AgentEndpoint, handler: Handler) -> Route {
+    pub(crate) const fn agent(
+        path: &'static str,
+        endpoint: AgentEndpoint,
+        handler: Handler,
+    ) -> Route {
         Route {
             endpoint: Some(endpoint),
             ..Route::new(Method::Post, path, Access::AgentSigned, handler, None)
@@ -114,7 +118,13 @@ impl Route {
         handler: Handler,
         action: &'static str,
     ) -> Route {
-        Route::new(Method::Post, path, Access::Operator(level), handler, Some(action))
+        Route::new(
+            Method::Post,
+            path,
+            Access::Operator(level),
+            handler,
+            Some(action),
+        )
     }
 
     /// An operator API route of any method: `action` names it in the audit log when it changes

@@ -8,10 +8,7 @@
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Uri};
 use capstan_events::agent_channel::rpc::AgentEndpoint;
 
-use crate::{
-    route::Route,
-    routes::ROUTES,
-};
+use crate::{route::Route, routes::ROUTES};
 
 /// An agent sends about ten header fields; more, and hyper reads the head.
 const MAX_FIELDS: usize = 32;

@@ -171,14 +171,28 @@ pub fn overview_facts(check: Option<&Value>, report: Option<&Value>) -> Vec<Fact
         .and_then(Value::as_array)
         .map(|containers| containers.iter().take(500).map(container_line).collect());
     vec![
-        fact("agent-version", "Agent version", text(in_check("agent_version"))),
-        fact("uptime", "Uptime", whole(in_check("uptime_s")).map(duration)),
+        fact(
+            "agent-version",
+            "Agent version",
+            text(in_check("agent_version")),
+        ),
+        fact(
+            "uptime",
+            "Uptime",
+            whole(in_check("uptime_s")).map(duration),
+        ),
         fact("load", "Load", in_check("load").and_then(load_words)),
-        fact("memory", "Memory", in_check("memory").and_then(memory_words)),
+        fact(
+            "memory",
+            "Memory",
+            in_check("memory").and_then(memory_words),
+        ),
         fact(
             "disk",
             "Disk",
-            in_check("disk").or_else(|| in_report("disk")).and_then(disk_words),
+            in_check("disk")
+                .or_else(|| in_report("disk"))
+                .and_then(disk_words),
         ),
         fact(
             "postgresql",

@@ -138,8 +138,14 @@ async fn the_gateway_serves_the_document_to_a_level_7_operator() {
 fn the_listings_document_exactly_the_query_parameters_they_take() {
     let document = document();
     for (path, taken) in [
-        ("/api/v1/nodes", capstan_gateway::domains::agent_channel::api::NODE_LISTING),
-        ("/api/v1/joins", capstan_gateway::domains::agent_channel::api::JOIN_LISTING),
+        (
+            "/api/v1/nodes",
+            capstan_gateway::domains::agent_channel::api::NODE_LISTING,
+        ),
+        (
+            "/api/v1/joins",
+            capstan_gateway::domains::agent_channel::api::JOIN_LISTING,
+        ),
     ] {
         let documented: BTreeSet<&str> = document["paths"][path]["get"]["parameters"]
             .as_array()

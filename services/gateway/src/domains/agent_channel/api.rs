@@ -54,7 +54,9 @@ pub const ROUTES: &[Route] = &[
         "reopen_join",
     ),
     Route::read(Get, "/api/v1/nodes", Read, |filter| on(filter, list_nodes)),
-    Route::read(Get, "/api/v1/nodes/{id}", Read, |filter| on(filter, get_node)),
+    Route::read(Get, "/api/v1/nodes/{id}", Read, |filter| {
+        on(filter, get_node)
+    }),
     Route::act(
         "/api/v1/nodes/{id}/disconnect",
         Admin,

@@ -206,26 +206,23 @@ struct Dashboard {
     first_server: Option<PlaneUrl>,
 }
 
-pub async fn page(
-    State(state): State<AppState>,
-    session: UiSession,
-    headers: HeaderMap,
-) -> Response {
-    let actor = session.actor();
+/// What the dashboard asks the agent channel: its first nodes, how many are online, how many
+/// red, the pending joins, the recent jobs.
+fn questions(actor: &Actor) -> (ListNodes, ListNodes, ListNodes, ListJoins, ListJobs) {
     let first = ListNodes {
         page: Page {
             offset: 0,
             limit: DASHBOARD_NODES,
         },
-        ..counting(&actor)
+        ..counting(actor)
     };
     let online = ListNodes {
         online: Some(true),
-        ..counting(&actor)
+        ..counting(actor)
     };
     let red = ListNodes {
         health: Some(HealthDot::Red),
-        ..counting(&actor)
+        ..counting(actor)
     };
     let pending = ListJoins {
         actor: actor.clone(),
@@ -243,6 +240,25 @@ pub async fn page(
         state: None,
         limit: Some(RECENT_JOBS),
     };
+    (first, online, red, pending, recent)
+}
+
+/// The plane's status line: nodes online, joins waiting, nodes with a problem.
+fn fleet_status(online: u64, total: u64, pending: u64, red: u64) -> String {
+    let mut status = format!("{online} of {total} nodes online · {pending} asking to join");
+    if red > 0 {
+        status.push_str(&format!(" · {red} with a problem"));
+    }
+    status
+}
+
+pub async fn page(
+    State(state): State<AppState>,
+    session: UiSession,
+    headers: HeaderMap,
+) -> Response {
+    let actor = session.actor();
+    let (first, online, red, pending, recent) = questions(&actor);
     let (nodes, online, red, pending, jobs) = tokio::join!(
         ask::<_, Nodes>(&state, ops::LIST_NODES, &first),
         ask::<_, Nodes>(&state, ops::LIST_NODES, &online),
@@ -279,16 +295,7 @@ pub async fn page(
     let online = online.map(|nodes| nodes.page.total);
     let red = red.map(|nodes| nodes.page.total).unwrap_or_default();
     let status = match (&nodes_problem, online) {
-        (None, Ok(online)) => {
-            let mut status = format!(
-                "{online} of {} nodes online · {} asking to join",
-                nodes.page.total, pending.page.total
-            );
-            if red > 0 {
-                status.push_str(&format!(" · {red} with a problem"));
-            }
-            status
-        }
+        (None, Ok(online)) => fleet_status(online, nodes.page.total, pending.page.total, red),
         _ => "The agent channel did not answer: the fleet's state is unknown.".to_string(),
     };
     let nodes_problem_shown = nodes_problem.clone();

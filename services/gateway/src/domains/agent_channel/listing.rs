@@ -22,9 +22,9 @@ use super::dashboard::{join_row, node_row, JoinRow, NodeRow};
 use crate::ui::{guard::PathUuid, render, Chrome, UiError, UiSession};
 use crate::{
     ask::ask,
+    domains::agent_channel::api::{join_listing, node_listing, JOIN_LISTING, NODE_LISTING},
     error::ApiError,
     input::QueryParams,
-    domains::agent_channel::api::{join_listing, node_listing, JOIN_LISTING, NODE_LISTING},
     AppState,
 };
 

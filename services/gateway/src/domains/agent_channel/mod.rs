@@ -23,12 +23,7 @@ const fn page(path: &'static str, level: Level, handler: Handler) -> Route {
     Route::page(path, level, handler)
 }
 
-const fn form(
-    path: &'static str,
-    level: Level,
-    handler: Handler,
-    action: &'static str,
-) -> Route {
+const fn form(path: &'static str, level: Level, handler: Handler, action: &'static str) -> Route {
     Route::form(path, level, handler, action)
 }
 
@@ -39,17 +34,31 @@ const PAGES: &[Route] = &[
     page("/ui/", Read, |filter| on(filter, dashboard::page)),
     page("/ui/nodes", Read, |filter| on(filter, listing::nodes_page)),
     page("/ui/joins", Read, |filter| on(filter, listing::joins_page)),
-    page("/ui/joins/{id}/bind", Admin, |filter| on(filter, listing::bind_page)),
+    page("/ui/joins/{id}/bind", Admin, |filter| {
+        on(filter, listing::bind_page)
+    }),
     form(
         "/ui/joins/{id}/approve",
         Admin,
         |filter| on(filter, dashboard::approve_join),
         "approve_join",
     ),
-    form("/ui/joins/{id}/reject", Admin, |filter| on(filter, dashboard::reject_join), "reject_join"),
-    form("/ui/joins/{id}/reopen", Admin, |filter| on(filter, dashboard::reopen_join), "reopen_join"),
+    form(
+        "/ui/joins/{id}/reject",
+        Admin,
+        |filter| on(filter, dashboard::reject_join),
+        "reject_join",
+    ),
+    form(
+        "/ui/joins/{id}/reopen",
+        Admin,
+        |filter| on(filter, dashboard::reopen_join),
+        "reopen_join",
+    ),
     page("/ui/nodes/{id}", Read, |filter| on(filter, nodes::page)),
-    page("/ui/nodes/{id}/disconnect", Admin, |filter| on(filter, nodes::disconnect_page)),
+    page("/ui/nodes/{id}/disconnect", Admin, |filter| {
+        on(filter, nodes::disconnect_page)
+    }),
     form(
         "/ui/nodes/{id}/disconnect",
         Admin,
@@ -57,11 +66,26 @@ const PAGES: &[Route] = &[
         "disconnect_node",
     ),
     // As in the API: 7 at the route, the word's class decides (change 8, destructive 10).
-    form("/ui/nodes/{id}/jobs", Read, |filter| on(filter, nodes::create_job), "create_job"),
+    form(
+        "/ui/nodes/{id}/jobs",
+        Read,
+        |filter| on(filter, nodes::create_job),
+        "create_job",
+    ),
     page("/ui/jobs/{id}", Read, |filter| on(filter, jobs::page)),
-    page("/ui/jobs/{id}/output", Read, |filter| on(filter, jobs::output)).unframed(),
-    form("/ui/jobs/{id}/cancel", Change, |filter| on(filter, jobs::cancel), "cancel_job"),
-    page("/ui/jobs/{id}/mark-failed", Change, |filter| on(filter, jobs::mark_failed_page)),
+    page("/ui/jobs/{id}/output", Read, |filter| {
+        on(filter, jobs::output)
+    })
+    .unframed(),
+    form(
+        "/ui/jobs/{id}/cancel",
+        Change,
+        |filter| on(filter, jobs::cancel),
+        "cancel_job",
+    ),
+    page("/ui/jobs/{id}/mark-failed", Change, |filter| {
+        on(filter, jobs::mark_failed_page)
+    }),
     form(
         "/ui/jobs/{id}/mark-failed",
         Change,
@@ -74,4 +98,3 @@ const PAGES: &[Route] = &[
 pub fn routes() -> Vec<Route> {
     [agent::ROUTES, api::ROUTES, PAGES].concat()
 }
-

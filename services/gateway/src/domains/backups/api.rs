@@ -138,7 +138,6 @@ pub const ROUTES: &[Route] = &[
     ),
 ];
 
-
 async fn ask<Req: Serialize, Resp: serde::de::DeserializeOwned>(
     state: &AppState,
     op: &str,

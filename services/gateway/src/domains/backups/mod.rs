@@ -61,14 +61,18 @@ use Level::{Admin, Change, Read};
 /// This folder's rows of the route table, at the levels of the API's routes: targets 10, the
 /// policy read at 7 and changed at 10, run and verify 8, restore and move 10.
 const PAGES: &[Route] = &[
-    page("/ui/backups/targets", Admin, |filter| on(filter, targets::page)),
+    page("/ui/backups/targets", Admin, |filter| {
+        on(filter, targets::page)
+    }),
     form(
         "/ui/backups/targets/{id}/default",
         Admin,
         |filter| on(filter, targets::set_default),
         "set_default_backup_target",
     ),
-    page("/ui/backups/policy", Read, |filter| on(filter, policy::page)),
+    page("/ui/backups/policy", Read, |filter| {
+        on(filter, policy::page)
+    }),
     form(
         "/ui/backups/policy",
         Admin,
@@ -111,7 +115,6 @@ const PAGES: &[Route] = &[
 pub fn routes() -> Vec<Route> {
     [api::ROUTES, PAGES].concat()
 }
-
 
 /// Asks the backups service `op`.
 async fn ask<Req: Serialize, Resp: DeserializeOwned>(

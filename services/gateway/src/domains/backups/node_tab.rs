@@ -229,28 +229,7 @@ pub async fn node_tab(state: &AppState, session: &UiSession, node_id: i64) -> Ba
         node_id,
     };
     let answer: Result<NodeBackups, ApiError> = ask(state, ops::NODE_BACKUPS, &request).await;
-    let mut tab = BackupsTab {
-        problem: None,
-        chains: Vec::new(),
-        last_backup: None,
-        last_full: None,
-        oldest: None,
-        verify_state: String::new(),
-        verify_problem: false,
-        verify_words: String::new(),
-        last_verify: None,
-        shelf_problem: None,
-        orphans: None,
-        last_failure: None,
-        recovery_key: String::new(),
-        busy: None,
-        can_act,
-        can_admin,
-        targets: Vec::new(),
-        targets_problem: None,
-        position: String::new(),
-        schedule: String::new(),
-    };
+    let mut tab = BackupsTab::empty(can_act, can_admin);
     let answer = match answer {
         Ok(answer) => answer,
         Err(refusal) => {
@@ -258,33 +237,7 @@ pub async fn node_tab(state: &AppState, session: &UiSession, node_id: i64) -> Ba
             return tab;
         }
     };
-    tab.chains = answer.chains.iter().map(chain_row).collect();
-    tab.last_backup = answer.last_backup.map(ago);
-    tab.last_full = answer.last_full.map(ago);
-    tab.oldest = answer.oldest.map(ago);
-    tab.verify_state = serde_json::to_value(answer.verify_state.state)
-        .ok()
-        .and_then(|value| value.as_str().map(str::to_string))
-        .unwrap_or_default();
-    tab.verify_problem = answer.verify_state.problem;
-    tab.verify_words = clip(&answer.verify_state.words, 1000);
-    tab.last_verify = answer.verify_state.last.as_ref().map(last_verify);
-    tab.shelf_problem = answer.shelf_problem.as_deref().map(|text| clip(text, 1000));
-    tab.orphans = orphan_words(&answer.orphans);
-    tab.last_failure = answer.last_failure.as_deref().map(|text| clip(text, 1000));
-    tab.recovery_key = recovery_words(&answer);
-    tab.busy = answer.busy.as_ref().map(|turn| {
-        let job = turn
-            .job_id
-            .map(|id| format!("job {id}"))
-            .unwrap_or_else(|| "a job not yet queued".into());
-        format!(
-            "{} ({job}) asked by {}, {}",
-            clip(&turn.primitive, 64),
-            clip(&turn.requested_by, 100),
-            ago(turn.dispatched_at).text
-        )
-    });
+    tab.show(&answer);
     let request = GetNodePolicy {
         actor: session.actor(),
         node_id,
@@ -302,25 +255,95 @@ pub async fn node_tab(state: &AppState, session: &UiSession, node_id: i64) -> Ba
             .iter()
             .find(|chain| chain.space_state == "active")
             .map(|chain| chain.target_id);
-        let request = ListTargets {
-            actor: session.actor(),
-        };
-        match ask::<_, Targets>(state, ops::LIST_TARGETS, &request).await {
-            Ok(listed) => {
-                tab.targets = listed
-                    .targets
-                    .into_iter()
-                    .filter(|target| Some(target.id) != active)
-                    .map(|target| TargetChoice {
-                        id: target.id,
-                        name: clip(&target.name, 100),
-                    })
-                    .collect();
-            }
-            Err(refusal) => tab.targets_problem = Some(refusal_sentence(&refusal)),
-        }
+        (tab.targets, tab.targets_problem) = move_choices(state, session, active).await;
     }
     tab
+}
+
+/// The targets the node's backups may move to: every one but the active chain's.
+async fn move_choices(
+    state: &AppState,
+    session: &UiSession,
+    active: Option<i64>,
+) -> (Vec<TargetChoice>, Option<String>) {
+    let request = ListTargets {
+        actor: session.actor(),
+    };
+    match ask::<_, Targets>(state, ops::LIST_TARGETS, &request).await {
+        Ok(listed) => (
+            listed
+                .targets
+                .into_iter()
+                .filter(|target| Some(target.id) != active)
+                .map(|target| TargetChoice {
+                    id: target.id,
+                    name: clip(&target.name, 100),
+                })
+                .collect(),
+            None,
+        ),
+        Err(refusal) => (Vec::new(), Some(refusal_sentence(&refusal))),
+    }
+}
+
+impl BackupsTab {
+    /// The tab before the backups service has answered.
+    fn empty(can_act: bool, can_admin: bool) -> BackupsTab {
+        BackupsTab {
+            problem: None,
+            chains: Vec::new(),
+            last_backup: None,
+            last_full: None,
+            oldest: None,
+            verify_state: String::new(),
+            verify_problem: false,
+            verify_words: String::new(),
+            last_verify: None,
+            shelf_problem: None,
+            orphans: None,
+            last_failure: None,
+            recovery_key: String::new(),
+            busy: None,
+            can_act,
+            can_admin,
+            targets: Vec::new(),
+            targets_problem: None,
+            position: String::new(),
+            schedule: String::new(),
+        }
+    }
+
+    /// Shows the backups service's answer about the node: chains, ages, verification, the
+    /// shelf, the recovery key, the job in hand.
+    fn show(&mut self, answer: &NodeBackups) {
+        self.chains = answer.chains.iter().map(chain_row).collect();
+        self.last_backup = answer.last_backup.map(ago);
+        self.last_full = answer.last_full.map(ago);
+        self.oldest = answer.oldest.map(ago);
+        self.verify_state = serde_json::to_value(answer.verify_state.state)
+            .ok()
+            .and_then(|value| value.as_str().map(str::to_string))
+            .unwrap_or_default();
+        self.verify_problem = answer.verify_state.problem;
+        self.verify_words = clip(&answer.verify_state.words, 1000);
+        self.last_verify = answer.verify_state.last.as_ref().map(last_verify);
+        self.shelf_problem = answer.shelf_problem.as_deref().map(|text| clip(text, 1000));
+        self.orphans = orphan_words(&answer.orphans);
+        self.last_failure = answer.last_failure.as_deref().map(|text| clip(text, 1000));
+        self.recovery_key = recovery_words(answer);
+        self.busy = answer.busy.as_ref().map(|turn| {
+            let job = turn
+                .job_id
+                .map(|id| format!("job {id}"))
+                .unwrap_or_else(|| "a job not yet queued".into());
+            format!(
+                "{} ({job}) asked by {}, {}",
+                clip(&turn.primitive, 64),
+                clip(&turn.requested_by, 100),
+                ago(turn.dispatched_at).text
+            )
+        });
+    }
 }
 
 fn back(node_id: i64) -> String {

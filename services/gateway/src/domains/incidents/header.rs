@@ -79,10 +79,7 @@ mod tests {
     #[test]
     fn in_16_the_line_is_red_amber_blue_or_absent_and_nothing_else() {
         for colour in ["red", "amber", "blue"] {
-            assert_eq!(
-                line_of(header(Some(colour))).unwrap().colour,
-                colour
-            );
+            assert_eq!(line_of(header(Some(colour))).unwrap().colour, colour);
         }
         assert_eq!(line_of(header(None)), None);
         assert_eq!(line_of(header(Some("\" onclick=\"x"))), None);

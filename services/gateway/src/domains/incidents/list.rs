@@ -278,6 +278,68 @@ pub fn back_to(fields: &FormFields) -> String {
     }
 }
 
+/// The incidents a bulk form selected (its `id` fields, each once): at least one, at most
+/// [`BULK_LIMIT`], each a number.
+fn selected_ids(fields: &FormFields) -> Result<Vec<i64>, ApiError> {
+    let mut ids = Vec::new();
+    for (key, value) in &fields.0 {
+        if key != "id" {
+            continue;
+        }
+        match value.parse::<i64>() {
+            Ok(id) if id > 0 && !ids.contains(&id) => ids.push(id),
+            Ok(id) if id > 0 => {}
+            _ => {
+                return Err(ApiError::invalid(
+                    "id",
+                    format!("{value:?} is not an incident number"),
+                ))
+            }
+        }
+    }
+    if ids.is_empty() {
+        return Err(ApiError::invalid("id", "select at least one incident"));
+    }
+    if ids.len() > BULK_LIMIT {
+        return Err(ApiError::invalid(
+            "id",
+            format!("select at most {BULK_LIMIT} incidents at once"),
+        ));
+    }
+    Ok(ids)
+}
+
+/// What a bulk act says: how many were done, and the first refusal with how many more.
+fn bulk_outcome(
+    act: &str,
+    selected: usize,
+    recorded: usize,
+    unchanged: usize,
+    refused: &[(i64, ApiError)],
+) -> Result<String, ApiError> {
+    if let Some((id, refusal)) = refused.first() {
+        let words = format!(
+            "{} of {} selected incidents were {}; incident {id} and {} more were not: {}",
+            recorded + unchanged,
+            selected,
+            act_done_words(act),
+            refused.len() - 1,
+            refusal.message
+        );
+        return Err(ApiError {
+            message: words,
+            ..refusal.clone()
+        });
+    }
+    let mut words = format!("{recorded} incidents {}.", act_done_words(act));
+    if unchanged > 0 {
+        words.push_str(&format!(
+            " {unchanged} already were, so nothing was recorded for them."
+        ));
+    }
+    Ok(words)
+}
+
 /// The bulk dropdown: one triage act for every selected row, each asked as the operator.
 pub async fn bulk_triage(
     State(state): State<AppState>,
@@ -295,40 +357,10 @@ pub async fn bulk_triage(
             )),
         );
     }
-    let mut ids = Vec::new();
-    for (key, value) in &fields.0 {
-        if key != "id" {
-            continue;
-        }
-        match value.parse::<i64>() {
-            Ok(id) if id > 0 && !ids.contains(&id) => ids.push(id),
-            Ok(id) if id > 0 => {}
-            _ => {
-                return acted(
-                    &back,
-                    Err(ApiError::invalid(
-                        "id",
-                        format!("{value:?} is not an incident number"),
-                    )),
-                )
-            }
-        }
-    }
-    if ids.is_empty() {
-        return acted(
-            &back,
-            Err(ApiError::invalid("id", "select at least one incident")),
-        );
-    }
-    if ids.len() > BULK_LIMIT {
-        return acted(
-            &back,
-            Err(ApiError::invalid(
-                "id",
-                format!("select at most {BULK_LIMIT} incidents at once"),
-            )),
-        );
-    }
+    let ids = match selected_ids(&fields) {
+        Ok(ids) => ids,
+        Err(refusal) => return acted(&back, Err(refusal)),
+    };
     let (mut recorded, mut unchanged, mut refused) = (0, 0, Vec::new());
     for id in &ids {
         let request = TriageIncident {
@@ -344,31 +376,8 @@ pub async fn bulk_triage(
         }
     }
     let detail = serde_json::json!({"do": act, "ids": ids, "recorded": recorded});
-    let mut response = if let Some((id, refusal)) = refused.first() {
-        let words = format!(
-            "{} of {} selected incidents were {}; incident {id} and {} more were not: {}",
-            recorded + unchanged,
-            ids.len(),
-            act_done_words(&act),
-            refused.len() - 1,
-            refusal.message
-        );
-        acted(
-            &back,
-            Err(ApiError {
-                message: words,
-                ..refusal.clone()
-            }),
-        )
-    } else {
-        let mut words = format!("{recorded} incidents {}.", act_done_words(&act));
-        if unchanged > 0 {
-            words.push_str(&format!(
-                " {unchanged} already were, so nothing was recorded for them."
-            ));
-        }
-        acted(&back, Ok(words))
-    };
+    let outcome = bulk_outcome(&act, ids.len(), recorded, unchanged, &refused);
+    let mut response = acted(&back, outcome);
     response.extensions_mut().insert(AuditDetail(detail));
     response.into_response()
 }

@@ -71,16 +71,28 @@ const PAGES: &[Route] = &[
         |filter| on(filter, list::bulk_triage),
         "triage_incidents",
     ),
-    page("/ui/incidents/{id}", Read, |filter| on(filter, incident::page)),
+    page("/ui/incidents/{id}", Read, |filter| {
+        on(filter, incident::page)
+    }),
     form(
         "/ui/incidents/{id}/triage",
         Change,
         |filter| on(filter, incident::triage),
         "triage_incident",
     ),
-    form("/ui/incidents/{id}/notes", Change, |filter| on(filter, incident::note), "note_incident"),
+    form(
+        "/ui/incidents/{id}/notes",
+        Change,
+        |filter| on(filter, incident::note),
+        "note_incident",
+    ),
     page("/ui/silences", Change, |filter| on(filter, silences::page)),
-    form("/ui/silences", Change, |filter| on(filter, silences::create), "create_silence"),
+    form(
+        "/ui/silences",
+        Change,
+        |filter| on(filter, silences::create),
+        "create_silence",
+    ),
     form(
         "/ui/silences/{id}/end",
         Change,
@@ -88,7 +100,12 @@ const PAGES: &[Route] = &[
         "delete_silence",
     ),
     page("/ui/webhooks", Admin, |filter| on(filter, webhooks::page)),
-    form("/ui/webhooks", Admin, |filter| on(filter, webhooks::create), "create_webhook"),
+    form(
+        "/ui/webhooks",
+        Admin,
+        |filter| on(filter, webhooks::create),
+        "create_webhook",
+    ),
     form(
         "/ui/webhooks/{id}/delete",
         Admin,
@@ -108,7 +125,6 @@ const PAGES: &[Route] = &[
 pub fn routes() -> Vec<Route> {
     [api::ROUTES, PAGES].concat()
 }
-
 
 /// Asks the incidents service `op`.
 async fn ask<Req: Serialize, Resp: DeserializeOwned>(

@@ -35,12 +35,9 @@ use crate::{
 };
 
 /// This page's row of the route table.
-pub const ROUTES: &[Route] = &[Route::page(
-    "/ui/fleet/security",
-    Level::Read,
-    |filter| on(filter, page),
-)];
-
+pub const ROUTES: &[Route] = &[Route::page("/ui/fleet/security", Level::Read, |filter| {
+    on(filter, page)
+})];
 
 /// "unknown" for a fact the machine could not measure.
 const UNKNOWN: &str = "unknown";

@@ -43,13 +43,7 @@ use crate::ui::{
     guard::PathId,
     refusal_sentence, render, Chrome, UiError, UiSession,
 };
-use crate::{
-    ask::ask_of,
-    error::ApiError,
-    identity::AuditDetail,
-    route::Route,
-    state::AppState,
-};
+use crate::{ask::ask_of, error::ApiError, identity::AuditDetail, route::Route, state::AppState};
 
 /// The down sites the dashboard lists, the longest down first.
 pub const SITES_DOWN_LISTED: u32 = 10;
@@ -59,11 +53,9 @@ const PROBES_LISTED: usize = 5;
 /// This folder's rows of the route table: reading, and running an edge probe (a look that
 /// changes nothing on the node), at 7.
 const PAGES: &[Route] = &[
-    Route::page(
-        "/ui/edge-probes/{id}",
-        Level::Read,
-        |filter| on(filter, probe_page),
-    ),
+    Route::page("/ui/edge-probes/{id}", Level::Read, |filter| {
+        on(filter, probe_page)
+    }),
     Route::form(
         "/ui/nodes/{id}/edge-probe",
         Level::Read,
@@ -76,7 +68,6 @@ const PAGES: &[Route] = &[
 pub fn routes() -> Vec<Route> {
     [api::ROUTES, fleet_security::ROUTES, PAGES].concat()
 }
-
 
 async fn ask<Req: Serialize, Resp: DeserializeOwned>(
     state: &AppState,

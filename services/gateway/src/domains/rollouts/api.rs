@@ -2,11 +2,7 @@
 //! level 7; starting, stopping, pausing, resuming and retrying 8; a rollout to every node
 //! (`"all": true`) 10, which rollouts checks with the actor's level. Rollouts owns every rule.
 
-use axum::{
-    extract::State,
-    routing::on,
-    Json,
-};
+use axum::{extract::State, routing::on, Json};
 use capstan_events::rollouts::staged::{
     ops, ActOnRollout, GetRollout, ListRollouts, RolloutView, Rollouts, StageRequest, StartRollout,
 };
@@ -87,7 +83,6 @@ pub const ROUTES: &[Route] = &[
         Some("retry_rollout"),
     ),
 ];
-
 
 /// `POST /api/v1/rollouts`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -15,8 +15,8 @@
 pub mod api;
 mod list;
 mod releases;
-mod rollout;
 pub mod releases_api;
+mod rollout;
 
 use axum::routing::on;
 use capstan_events::{rpc::Level, Domain};
@@ -43,9 +43,21 @@ use Level::{Change, Read};
 /// to every node needs 10, which rollouts checks).
 const PAGES: &[Route] = &[
     page("/ui/rollouts", Read, |filter| on(filter, list::page)),
-    form("/ui/rollouts", Change, |filter| on(filter, list::start), "start_rollout"),
-    page("/ui/rollouts/{id}", Read, |filter| on(filter, rollout::page)),
-    form("/ui/rollouts/{id}/act", Change, |filter| on(filter, rollout::act), "act_on_rollout"),
+    form(
+        "/ui/rollouts",
+        Change,
+        |filter| on(filter, list::start),
+        "start_rollout",
+    ),
+    page("/ui/rollouts/{id}", Read, |filter| {
+        on(filter, rollout::page)
+    }),
+    form(
+        "/ui/rollouts/{id}/act",
+        Change,
+        |filter| on(filter, rollout::act),
+        "act_on_rollout",
+    ),
     page("/ui/releases", Read, |filter| on(filter, releases::page)),
 ];
 
@@ -53,7 +65,6 @@ const PAGES: &[Route] = &[
 pub fn routes() -> Vec<Route> {
     [releases_api::ROUTES, api::ROUTES, PAGES].concat()
 }
-
 
 /// Asks the rollouts service `op`.
 async fn ask<Req: Serialize, Resp: DeserializeOwned>(

@@ -90,7 +90,6 @@ pub const ROUTES: &[Route] = &[
     ),
 ];
 
-
 pub async fn list(
     State(state): State<AppState>,
     Operator(actor): Operator,
