@@ -9,7 +9,9 @@ use capstan_events::{agent_channel::rpc::AgentEndpoint, rpc::Level};
 
 use crate::state::AppState;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A route's method; `as_ref()` is its name as HTTP spells it (`GET`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::AsRefStr)]
+#[strum(serialize_all = "UPPERCASE")]
 pub enum Method {
     Get,
     Post,
@@ -18,15 +20,6 @@ pub enum Method {
 }
 
 impl Method {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Method::Get => "GET",
-            Method::Post => "POST",
-            Method::Put => "PUT",
-            Method::Delete => "DELETE",
-        }
-    }
-
     pub(crate) fn filter(self) -> MethodFilter {
         match self {
             Method::Get => MethodFilter::GET,

@@ -141,7 +141,7 @@ mod tests {
         ROUTES
             .iter()
             .find(|route| route.method == method && route.path == path)
-            .unwrap_or_else(|| panic!("{} {path} is a route", method.as_str()))
+            .unwrap_or_else(|| panic!("{} {path} is a route", method.as_ref()))
     }
 
     #[test]
@@ -152,7 +152,7 @@ mod tests {
                     .iter()
                     .any(|other| other.method == route.method && other.path == route.path),
                 "{} {} twice",
-                route.method.as_str(),
+                route.method.as_ref(),
                 route.path
             );
         }
@@ -289,7 +289,7 @@ mod tests {
                 Access::Public | Access::PreSession => assert!(
                     PUBLIC_UI_PATHS.contains(&route.path),
                     "{} {} is public but not named public",
-                    route.method.as_str(),
+                    route.method.as_ref(),
                     route.path
                 ),
                 other => panic!("{} is {other:?}", route.path),

@@ -70,7 +70,7 @@ impl Head {
     fn lane(request: &httparse::Request) -> Option<Box<Lane>> {
         let target = request.path?;
         let (route, endpoint) = agent_route(target)?;
-        if request.version != Some(1) || request.method != Some(route.method.as_str()) {
+        if request.version != Some(1) || request.method != Some(route.method.as_ref()) {
             return None;
         }
         let mut content_length = None;

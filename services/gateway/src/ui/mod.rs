@@ -10,7 +10,7 @@
 //! `textContent`. The Content-Security-Policy allows no inline script or style.
 //!
 //! The agent channel's pages (dashboard, node list, joins, bind, node, job) are in
-//! [`agent_channel`], the incidents service's in [`incidents`]; each folder contributes its rows
+//! [`crate::domains::agent_channel`], the incidents service's in [`crate::domains::incidents`]; each folder contributes its rows
 //! to the route table. Sign-in, account and audit, and the helpers every page uses (the guard,
 //! cookies, forms, formatting, assets), are here.
 //!
@@ -47,12 +47,12 @@
 //!   `#token-<id>` rows, `button[data-test=revoke]`
 //! * audit: `#audit-<id>` rows, `a[data-test=older]`
 //! * incidents' pages, the header line and the node page's Incidents card: see
-//!   [`incidents`]
-//! * the Fleet security page (`/ui/fleet/security`): see [`fleet_security`]
+//!   [`crate::domains::incidents`]
+//! * the Fleet security page (`/ui/fleet/security`): see [`crate::domains::monitor::fleet_security`]
 //! * the dashboard's Sites card, the node page's Uptime card and the edge probe page: see
-//!   [`monitor`]
+//!   [`crate::domains::monitor`]
 //! * the node page's Backups tab (`[data-test=tab-backups]`), the Targets page and the fleet
-//!   backup policy page: see [`backups`]
+//!   backup policy page: see [`crate::domains::backups`]
 
 pub(crate) mod account;
 pub mod assets;

@@ -409,7 +409,7 @@ pub async fn change_password(
                 text: "Your password is changed; your other sessions are signed out.".into(),
             },
         ),
-        Err(NotChanged::Page(response)) => response,
+        Err(NotChanged::Page(response)) => *response,
         Err(NotChanged::Problem(problem)) => {
             let mut response = password_form(
                 &headers,
@@ -434,12 +434,14 @@ enum NotChanged {
     /// What was typed: the form again, saying this.
     Problem(String),
     /// The plane could not do it now: this page.
-    Page(Response),
+    Page(Box<Response>),
 }
 
 impl NotChanged {
     fn unavailable(session: &UiSession) -> NotChanged {
-        NotChanged::Page(UiError::unavailable().with_session(session).into_response())
+        NotChanged::Page(Box::new(
+            UiError::unavailable().with_session(session).into_response(),
+        ))
     }
 }
 
@@ -472,7 +474,7 @@ async fn changed_password(
             .with_session(session)
             .into_response();
             retry_after(&mut response, password::BUSY_RETRY_AFTER_SECS);
-            return Err(NotChanged::Page(response));
+            return Err(NotChanged::Page(Box::new(response)));
         }
     }
     if let Err(words) = check_new_password(&new) {

@@ -31,7 +31,7 @@ fn the_document_covers_every_route_in_the_table_at_its_level_and_nothing_else() 
             documented.insert((method.to_uppercase(), path.clone()));
             let route = ROUTES
                 .iter()
-                .find(|route| route.path == path && route.method.as_str() == method.to_uppercase());
+                .find(|route| route.path == path && route.method.as_ref() == method.to_uppercase());
             let route = route.unwrap_or_else(|| {
                 panic!("{method} {path} is documented but not in the route table")
             });
@@ -54,7 +54,7 @@ fn the_document_covers_every_route_in_the_table_at_its_level_and_nothing_else() 
     let table: BTreeSet<_> = ROUTES
         .iter()
         .filter(|route| !route.is_ui())
-        .map(|route| (route.method.as_str().to_string(), route.path.to_string()))
+        .map(|route| (route.method.as_ref().to_string(), route.path.to_string()))
         .collect();
     let missing: Vec<_> = table.difference(&documented).collect();
     assert!(

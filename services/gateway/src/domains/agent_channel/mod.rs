@@ -1,6 +1,6 @@
 //! The agent channel's pages: the dashboard, the node list, the joins and the bind listing,
 //! the node page (with its recipes tab), the job page and their forms. They ask the agent
-//! channel the same rpc the JSON API does (`operator.rs`), as the signed-in operator; this
+//! channel the same rpc the JSON API does (`api.rs` here), as the signed-in operator; this
 //! folder contributes its rows to the one route table ([`ROUTES`]), each with its level, and
 //! every form's CSRF token is checked by the session guard. Their hooks for browser tests are
 //! listed in `ui/mod.rs`.

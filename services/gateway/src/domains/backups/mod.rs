@@ -5,7 +5,7 @@
 //! and Verify at level 8, Restore, Move and the position at level 10), the Targets page
 //! (`/ui/backups/targets`, level 10: the targets, which is where new backups go, and the
 //! fleet's coverage) and the fleet policy page (`/ui/backups/policy`: read at 7, edited at 10).
-//! They ask the backups service the same rpc the JSON API does (`api/backups.rs`), as the
+//! They ask the backups service the same rpc the JSON API does (`api.rs` here), as the
 //! signed-in operator; the service owns every rule and these pages show what it answers.
 //!
 //! Stable hooks for browser tests:

@@ -1,6 +1,6 @@
 //! The Account page's notification preferences: the operator's mail address and whether a
 //! warning or a critical incident sends mail (critical on, warning off by default). Read and
-//! written as the API's `/api/v1/me/notifications` does (`api/incidents.rs`).
+//! written as the API's `/api/v1/me/notifications` does (`api.rs`).
 
 use axum::{extract::State, response::Response};
 

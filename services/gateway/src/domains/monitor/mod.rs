@@ -3,7 +3,7 @@
 //! Uptime card (status, since when, why, the last day's response times as an inline SVG
 //! sparkline, the served certificate, and the edge-versus-direct form with its newest runs),
 //! and an edge probe run's page (MO-11, MO-12). They ask the monitor the same rpc the JSON API
-//! does (`api/monitor.rs`), as the signed-in operator. Every card and page is bounded: the
+//! does (`api.rs` here), as the signed-in operator. Every card and page is bounded: the
 //! dashboard lists at most [`SITES_DOWN_LISTED`] down sites, the sparkline at most
 //! [`sparkline::BUCKETS`] points, whatever the fleet or the history.
 //!
