@@ -63,6 +63,16 @@ impl Access {
 /// written in the row beside its path so that the table names no domain's types.
 pub type Handler = fn(MethodFilter) -> MethodRouter<AppState>;
 
+/// A contract type's schema, as the OpenAPI document refers to it: [`schema::<T>`](schema).
+pub type SchemaOf = fn(&mut schemars::SchemaGenerator) -> schemars::Schema;
+
+/// The schema of `T` in `generator`: a reference to it in the document's components.
+pub fn schema<T: schemars::JsonSchema>(
+    generator: &mut schemars::SchemaGenerator,
+) -> schemars::Schema {
+    generator.subschema_for::<T>()
+}
+
 /// One row of the table.
 #[derive(Debug, Clone, Copy)]
 pub struct Route {
@@ -78,6 +88,10 @@ pub struct Route {
     /// Whether a GET of the UI draws a page in the frame, with its header parts; not for a
     /// live part a page polls (a job's output).
     pub framed: bool,
+    /// The JSON body it takes, for the OpenAPI document.
+    pub body: Option<SchemaOf>,
+    /// The JSON it answers with when it succeeds, for the OpenAPI document.
+    pub answer: Option<SchemaOf>,
 }
 
 impl Route {
@@ -174,6 +188,24 @@ impl Route {
             handler,
             endpoint: None,
             framed: true,
+            body: None,
+            answer: None,
+        }
+    }
+
+    /// The JSON body this route takes (`schema::<T>`).
+    pub(crate) const fn body(self, body: SchemaOf) -> Route {
+        Route {
+            body: Some(body),
+            ..self
+        }
+    }
+
+    /// The JSON this route answers with (`schema::<T>`).
+    pub(crate) const fn answer(self, answer: SchemaOf) -> Route {
+        Route {
+            answer: Some(answer),
+            ..self
         }
     }
 

@@ -4,6 +4,7 @@
 //! address, to the agent channel, which verifies the signature and answers. The gateway sends
 //! that answer back as it is.
 
+use crate::route::schema;
 use axum::{
     extract::Request,
     http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode},
@@ -61,7 +62,8 @@ pub const ROUTES: &[Route] = &[
     endpoint!("/api/v1/agent/job_status", JobStatus),
     endpoint!("/api/v1/agent/leave", Leave),
     endpoint!("/api/v1/agent/artifact", Artifact),
-    endpoint!("/api/v1/agent/backup_urls", BackupUrls),
+    endpoint!("/api/v1/agent/backup_urls", BackupUrls)
+        .answer(schema::<capstan_events::backups::rpc::BackupUrlsAnswer>),
 ];
 
 const CONTENT_DIGEST: HeaderName = HeaderName::from_static("content-digest");

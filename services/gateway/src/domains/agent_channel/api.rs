@@ -3,6 +3,7 @@
 //! route table's business ([`crate::routes`]); what an actor may do to a given node or job is
 //! the agent channel's.
 
+use crate::route::schema;
 use axum::{
     extract::State,
     http::{StatusCode, Uri},
@@ -34,35 +35,43 @@ use capstan_events::rpc::Level::{Admin, Change, Read};
 
 /// The agent channel's operator API: joins, nodes and jobs.
 pub const ROUTES: &[Route] = &[
-    Route::read(Get, "/api/v1/joins", Read, |filter| on(filter, list_joins)),
+    Route::read(Get, "/api/v1/joins", Read, |filter| on(filter, list_joins))
+        .answer(schema::<capstan_events::agent_channel::rpc::Joins>),
     Route::act(
         "/api/v1/joins/{id}/approve",
         Admin,
         |filter| on(filter, approve_join),
         "approve_join",
-    ),
+    )
+    .body(schema::<ApproveBody>)
+    .answer(schema::<capstan_events::agent_channel::rpc::Approved>),
     Route::act(
         "/api/v1/joins/{id}/reject",
         Admin,
         |filter| on(filter, reject_join),
         "reject_join",
-    ),
+    )
+    .answer(schema::<capstan_events::agent_channel::rpc::Done>),
     Route::act(
         "/api/v1/joins/{id}/reopen",
         Admin,
         |filter| on(filter, reopen_join),
         "reopen_join",
-    ),
-    Route::read(Get, "/api/v1/nodes", Read, |filter| on(filter, list_nodes)),
+    )
+    .answer(schema::<capstan_events::agent_channel::rpc::Done>),
+    Route::read(Get, "/api/v1/nodes", Read, |filter| on(filter, list_nodes))
+        .answer(schema::<capstan_events::agent_channel::rpc::Nodes>),
     Route::read(Get, "/api/v1/nodes/{id}", Read, |filter| {
         on(filter, get_node)
-    }),
+    })
+    .answer(schema::<capstan_events::agent_channel::rpc::NodeView>),
     Route::act(
         "/api/v1/nodes/{id}/disconnect",
         Admin,
         |filter| on(filter, disconnect_node),
         "disconnect_node",
-    ),
+    )
+    .answer(schema::<capstan_events::agent_channel::rpc::Done>),
     // Level 7 at the route: the agent channel refines it by the primitive's class (change 8,
     // destructive 10), which only it knows.
     Route::act(
@@ -70,27 +79,35 @@ pub const ROUTES: &[Route] = &[
         Read,
         |filter| on(filter, create_job),
         "create_job",
-    ),
+    )
+    .body(schema::<CreateJobBody>)
+    .answer(schema::<capstan_events::agent_channel::rpc::JobCreated>),
     Route::read(Get, "/api/v1/nodes/{id}/refusals", Read, |filter| {
         on(filter, refusal_count)
-    }),
-    Route::read(Get, "/api/v1/jobs", Read, |filter| on(filter, list_jobs)),
-    Route::read(Get, "/api/v1/jobs/{id}", Read, |filter| on(filter, get_job)),
+    })
+    .answer(schema::<capstan_events::agent_channel::rpc::RefusalCount>),
+    Route::read(Get, "/api/v1/jobs", Read, |filter| on(filter, list_jobs))
+        .answer(schema::<capstan_events::agent_channel::rpc::Jobs>),
+    Route::read(Get, "/api/v1/jobs/{id}", Read, |filter| on(filter, get_job))
+        .answer(schema::<capstan_events::agent_channel::rpc::JobView>),
     Route::read(Get, "/api/v1/jobs/{id}/output", Read, |filter| {
         on(filter, job_output)
-    }),
+    })
+    .answer(schema::<capstan_events::agent_channel::rpc::JobOutput>),
     Route::act(
         "/api/v1/jobs/{id}/cancel",
         Change,
         |filter| on(filter, cancel_job),
         "cancel_job",
-    ),
+    )
+    .answer(schema::<capstan_events::agent_channel::rpc::Done>),
     Route::act(
         "/api/v1/jobs/{id}/mark-failed",
         Change,
         |filter| on(filter, mark_job_failed),
         "mark_job_failed",
-    ),
+    )
+    .answer(schema::<capstan_events::agent_channel::rpc::Done>),
 ];
 
 /// The body of `POST /api/v1/joins/{id}/approve`: `{}` binds the key to a new node,

@@ -5,6 +5,7 @@
 //! (BK-20, BK-25) and the acts that take its machine's turn (BK-09), each answering
 //! `202 {"job_id"}` or `409` naming what holds the turn.
 
+use crate::route::schema;
 use axum::{
     extract::State,
     http::StatusCode,
@@ -51,91 +52,110 @@ pub const ROUTES: &[Route] = &[
         Admin,
         |filter| on(filter, list_targets),
         None,
-    ),
+    )
+    .answer(schema::<capstan_events::backups::rpc::Targets>),
     row(
         Method::Post,
         "/api/v1/backups/targets",
         Admin,
         |filter| on(filter, create_target),
         Some("create_backup_target"),
-    ),
+    )
+    .body(schema::<TargetBody>)
+    .answer(schema::<capstan_events::backups::rpc::TargetView>),
     row(
         Method::Post,
         "/api/v1/backups/targets/{id}/default",
         Admin,
         |filter| on(filter, set_default_target),
         Some("set_default_backup_target"),
-    ),
+    )
+    .answer(schema::<capstan_events::backups::rpc::TargetView>),
     row(
         Method::Get,
         "/api/v1/backups/coverage",
         Admin,
         |filter| on(filter, coverage),
         None,
-    ),
+    )
+    .answer(schema::<capstan_events::backups::rpc::FleetCoverage>),
     row(
         Method::Get,
         "/api/v1/backups/policy",
         Read,
         |filter| on(filter, get_policy),
         None,
-    ),
+    )
+    .answer(schema::<capstan_events::backups::rpc::FleetPolicyView>),
     row(
         Method::Put,
         "/api/v1/backups/policy",
         Admin,
         |filter| on(filter, set_policy),
         Some("set_backup_policy"),
-    ),
+    )
+    .body(schema::<capstan_events::backups::rpc::FleetPolicy>)
+    .answer(schema::<capstan_events::backups::rpc::FleetPolicyView>),
     row(
         Method::Get,
         "/api/v1/nodes/{id}/backups/policy",
         Read,
         |filter| on(filter, get_node_policy),
         None,
-    ),
+    )
+    .answer(schema::<capstan_events::backups::rpc::NodePolicyView>),
     row(
         Method::Put,
         "/api/v1/nodes/{id}/backups/policy",
         Admin,
         |filter| on(filter, set_node_policy),
         Some("set_node_backup_policy"),
-    ),
+    )
+    .body(schema::<capstan_events::backups::rpc::NodePolicyBody>)
+    .answer(schema::<capstan_events::backups::rpc::NodePolicyView>),
     row(
         Method::Get,
         "/api/v1/nodes/{id}/backups",
         Read,
         |filter| on(filter, node_backups),
         None,
-    ),
+    )
+    .answer(schema::<capstan_events::backups::rpc::NodeBackups>),
     row(
         Method::Post,
         "/api/v1/nodes/{id}/backups/run",
         Change,
         |filter| on(filter, run_now),
         Some("run_backup"),
-    ),
+    )
+    .answer(schema::<capstan_events::backups::rpc::Dispatched>),
     row(
         Method::Post,
         "/api/v1/nodes/{id}/backups/verify",
         Change,
         |filter| on(filter, verify),
         Some("verify_backup"),
-    ),
+    )
+    .body(schema::<VerifyBody>)
+    .answer(schema::<capstan_events::backups::rpc::Dispatched>),
     row(
         Method::Post,
         "/api/v1/nodes/{id}/backups/restore",
         Admin,
         |filter| on(filter, restore),
         Some("restore_backup"),
-    ),
+    )
+    .body(schema::<RestoreBody>)
+    .answer(schema::<capstan_events::backups::rpc::Dispatched>),
     row(
         Method::Post,
         "/api/v1/nodes/{id}/backups/move",
         Admin,
         |filter| on(filter, move_node),
         Some("move_backups"),
-    ),
+    )
+    .body(schema::<MoveBody>)
+    .answer(schema::<capstan_events::backups::rpc::Dispatched>),
 ];
 
 async fn ask<Req: Serialize, Resp: serde::de::DeserializeOwned>(

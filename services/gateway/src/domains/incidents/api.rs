@@ -1,6 +1,7 @@
 //! `/api/v1/incidents`, `/api/v1/silences`, `/api/v1/webhooks`, `/api/v1/me/notifications`,
 //! `/api/v1/me/bell` and a node's alerts: the incidents service's API (levels in the rows).
 
+use crate::route::schema;
 use axum::{
     extract::State,
     http::{StatusCode, Uri},
@@ -52,105 +53,126 @@ pub const ROUTES: &[Route] = &[
         Read,
         |filter| on(filter, list),
         None,
-    ),
+    )
+    .answer(schema::<capstan_events::incidents::rpc::Incidents>),
     row(
         Method::Get,
         "/api/v1/incidents/header",
         Read,
         |filter| on(filter, header),
         None,
-    ),
+    )
+    .answer(schema::<capstan_events::incidents::rpc::Header>),
     row(
         Method::Get,
         "/api/v1/incidents/{id}",
         Read,
         |filter| on(filter, get),
         None,
-    ),
+    )
+    .answer(schema::<capstan_events::incidents::rpc::IncidentDetail>),
     row(
         Method::Post,
         "/api/v1/incidents/{id}/triage",
         Change,
         |filter| on(filter, triage),
         Some("triage_incident"),
-    ),
+    )
+    .body(schema::<TriageBody>)
+    .answer(schema::<capstan_events::incidents::rpc::Triaged>),
     row(
         Method::Post,
         "/api/v1/incidents/{id}/notes",
         Change,
         |filter| on(filter, note),
         Some("note_incident"),
-    ),
+    )
+    .body(schema::<NoteBody>)
+    .answer(schema::<capstan_events::agent_channel::rpc::Done>),
     row(
         Method::Get,
         "/api/v1/silences",
         Change,
         |filter| on(filter, list_silences),
         None,
-    ),
+    )
+    .answer(schema::<capstan_events::incidents::rpc::Silences>),
     row(
         Method::Post,
         "/api/v1/silences",
         Change,
         |filter| on(filter, create_silence),
         Some("create_silence"),
-    ),
+    )
+    .body(schema::<SilenceBody>)
+    .answer(schema::<capstan_events::incidents::rpc::SilenceView>),
     row(
         Method::Delete,
         "/api/v1/silences/{id}",
         Change,
         |filter| on(filter, delete_silence),
         Some("delete_silence"),
-    ),
+    )
+    .answer(schema::<capstan_events::agent_channel::rpc::Done>),
     row(
         Method::Get,
         "/api/v1/webhooks",
         Admin,
         |filter| on(filter, list_webhooks),
         None,
-    ),
+    )
+    .answer(schema::<capstan_events::incidents::rpc::Webhooks>),
     row(
         Method::Post,
         "/api/v1/webhooks",
         Admin,
         |filter| on(filter, create_webhook),
         Some("create_webhook"),
-    ),
+    )
+    .body(schema::<WebhookBody>)
+    .answer(schema::<capstan_events::incidents::rpc::WebhookCreated>),
     row(
         Method::Delete,
         "/api/v1/webhooks/{id}",
         Admin,
         |filter| on(filter, delete_webhook),
         Some("delete_webhook"),
-    ),
+    )
+    .answer(schema::<capstan_events::agent_channel::rpc::Done>),
     row(
         Method::Get,
         "/api/v1/me/notifications",
         Read,
         |filter| on(filter, get_notifications),
         None,
-    ),
+    )
+    .answer(schema::<Notifications>),
     row(
         Method::Put,
         "/api/v1/me/notifications",
         Read,
         |filter| on(filter, set_notifications),
         Some("set_notifications"),
-    ),
+    )
+    // It takes the JSON it answers with; the document gives both the answer's schema.
+    .answer(schema::<Notifications>),
     row(
         Method::Get,
         "/api/v1/me/bell",
         Read,
         |filter| on(filter, bell),
         None,
-    ),
+    )
+    .answer(schema::<capstan_events::incidents::rpc::Bell>),
     row(
         Method::Put,
         "/api/v1/nodes/{id}/alerts",
         Change,
         |filter| on(filter, set_alerts),
         Some("set_alerts"),
-    ),
+    )
+    .body(schema::<AlertsBody>)
+    .answer(schema::<capstan_events::agent_channel::rpc::Done>),
 ];
 
 async fn ask<Req: Serialize, Resp: serde::de::DeserializeOwned>(

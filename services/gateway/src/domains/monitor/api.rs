@@ -2,6 +2,7 @@
 //! `/api/v1/fleet/security`, `/api/v1/nodes/{id}/edge-probe(s)` and `/api/v1/edge-probes/{id}`:
 //! the monitor service's API (levels in the rows).
 
+use crate::route::schema;
 use axum::{
     extract::State,
     http::{StatusCode, Uri},
@@ -47,35 +48,41 @@ pub const ROUTES: &[Route] = &[
         Read,
         |filter| on(filter, list_uptime),
         None,
-    ),
+    )
+    .answer(schema::<capstan_events::monitor::rpc::UptimeChecks>),
     row(
         Method::Get,
         "/api/v1/nodes/{id}/uptime",
         Read,
         |filter| on(filter, get_uptime),
         None,
-    ),
+    )
+    .answer(schema::<capstan_events::monitor::rpc::UptimeDetail>),
     row(
         Method::Put,
         "/api/v1/nodes/{id}/uptime",
         Change,
         |filter| on(filter, set_uptime),
         Some("set_uptime"),
-    ),
+    )
+    .body(schema::<UptimeBody>)
+    .answer(schema::<capstan_events::monitor::rpc::UptimeCheck>),
     row(
         Method::Get,
         "/api/v1/nodes/{id}/certificate",
         Read,
         |filter| on(filter, get_certificate),
         None,
-    ),
+    )
+    .answer(schema::<capstan_events::monitor::rpc::CertificateView>),
     row(
         Method::Get,
         "/api/v1/fleet/security",
         Read,
         |filter| on(filter, fleet_security),
         None,
-    ),
+    )
+    .answer(schema::<capstan_events::monitor::rpc::FleetSecurity>),
     // MO-11: a look that changes nothing on the node (level 7), recorded as an act.
     row(
         Method::Post,
@@ -83,21 +90,24 @@ pub const ROUTES: &[Route] = &[
         Read,
         |filter| on(filter, start_edge_probe),
         Some("edge_probe"),
-    ),
+    )
+    .answer(schema::<capstan_events::monitor::rpc::EdgeProbeStarted>),
     row(
         Method::Get,
         "/api/v1/nodes/{id}/edge-probes",
         Read,
         |filter| on(filter, list_edge_probes),
         None,
-    ),
+    )
+    .answer(schema::<capstan_events::monitor::rpc::EdgeProbes>),
     row(
         Method::Get,
         "/api/v1/edge-probes/{id}",
         Read,
         |filter| on(filter, get_edge_probe),
         None,
-    ),
+    )
+    .answer(schema::<capstan_events::monitor::rpc::EdgeProbeView>),
 ];
 
 async fn ask<Req: Serialize, Resp: serde::de::DeserializeOwned>(

@@ -2,6 +2,7 @@
 //! level 7; starting, stopping, pausing, resuming and retrying 8; a rollout to every node
 //! (`"all": true`) 10, which rollouts checks with the actor's level. Rollouts owns every rule.
 
+use crate::route::schema;
 use axum::{extract::State, routing::on, Json};
 use capstan_events::rollouts::staged::{
     ops, ActOnRollout, GetRollout, ListRollouts, RolloutView, Rollouts, StageRequest, StartRollout,
@@ -39,49 +40,57 @@ pub const ROUTES: &[Route] = &[
         Read,
         |filter| on(filter, list),
         None,
-    ),
+    )
+    .answer(schema::<capstan_events::rollouts::staged::Rollouts>),
     row(
         Method::Post,
         "/api/v1/rollouts",
         Change,
         |filter| on(filter, start),
         Some("start_rollout"),
-    ),
+    )
+    .body(schema::<RolloutBody>)
+    .answer(schema::<capstan_events::rollouts::staged::RolloutView>),
     row(
         Method::Get,
         "/api/v1/rollouts/{id}",
         Read,
         |filter| on(filter, get),
         None,
-    ),
+    )
+    .answer(schema::<capstan_events::rollouts::staged::RolloutView>),
     row(
         Method::Post,
         "/api/v1/rollouts/{id}/stop",
         Change,
         |filter| on(filter, |s, o, i| act(s, o, i, "stop")),
         Some("stop_rollout"),
-    ),
+    )
+    .answer(schema::<capstan_events::rollouts::staged::RolloutView>),
     row(
         Method::Post,
         "/api/v1/rollouts/{id}/pause",
         Change,
         |filter| on(filter, |s, o, i| act(s, o, i, "pause")),
         Some("pause_rollout"),
-    ),
+    )
+    .answer(schema::<capstan_events::rollouts::staged::RolloutView>),
     row(
         Method::Post,
         "/api/v1/rollouts/{id}/resume",
         Change,
         |filter| on(filter, |s, o, i| act(s, o, i, "resume")),
         Some("resume_rollout"),
-    ),
+    )
+    .answer(schema::<capstan_events::rollouts::staged::RolloutView>),
     row(
         Method::Post,
         "/api/v1/rollouts/{id}/retry",
         Change,
         |filter| on(filter, |s, o, i| act(s, o, i, "retry")),
         Some("retry_rollout"),
-    ),
+    )
+    .answer(schema::<capstan_events::rollouts::staged::RolloutView>),
 ];
 
 /// `POST /api/v1/rollouts`.

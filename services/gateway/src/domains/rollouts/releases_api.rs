@@ -5,6 +5,7 @@
 //! `/api/v1/site-releases` (issue 16) publishes (level 10) and lists (level 7) site releases:
 //! a signed file manifest and the archive of its files, from `capstan release site`.
 
+use crate::route::schema;
 use std::collections::BTreeMap;
 
 use axum::{
@@ -59,35 +60,42 @@ pub const ROUTES: &[Route] = &[
         Read,
         |filter| on(filter, list),
         None,
-    ),
+    )
+    .answer(schema::<capstan_events::rollouts::rpc::Releases>),
     row(
         Method::Post,
         "/api/v1/releases",
         Admin,
         |filter| on(filter, publish),
         Some("publish_release"),
-    ),
+    )
+    .body(schema::<ReleaseBody>)
+    .answer(schema::<capstan_events::rollouts::rpc::ReleaseView>),
     row(
         Method::Get,
         "/api/v1/fleet/versions",
         Read,
         |filter| on(filter, fleet_versions),
         None,
-    ),
+    )
+    .answer(schema::<capstan_events::agent_channel::rpc::FleetVersions>),
     row(
         Method::Get,
         "/api/v1/site-releases",
         Read,
         |filter| on(filter, list_site),
         None,
-    ),
+    )
+    .answer(schema::<capstan_events::rollouts::rpc::SiteReleases>),
     row(
         Method::Post,
         "/api/v1/site-releases",
         Admin,
         |filter| on(filter, publish_site),
         Some("publish_site_release"),
-    ),
+    )
+    .body(schema::<SiteReleaseBody>)
+    .answer(schema::<capstan_events::rollouts::rpc::SiteReleaseView>),
 ];
 
 pub async fn list(
