@@ -292,10 +292,11 @@ async fn ag_44_a_repair_that_cannot_work_becomes_a_case_an_incident_and_clears_w
     // The body rode with it: the attempts that spent the budget, and a fresh host report.
     // (Read from the claim's `node_reported`, the event the incidents service took it from.)
     let reported = published::<NodeReported>(&plane.bus, "the case's body", |reported| {
-        reported.node_id == node && reported.facts["cases"]["service_health"]["body"].is_object()
+        reported.node_id == node
+            && reported.facts["cases"]["recipe:service_health"]["body"].is_object()
     })
     .await;
-    let body = reported.data.facts["cases"]["service_health"]["body"].clone();
+    let body = reported.data.facts["cases"]["recipe:service_health"]["body"].clone();
     assert_eq!(body["mode"], "armed");
     assert_eq!(body["attempts"].as_array().unwrap().len(), 3, "{body}");
     assert_eq!(body["attempts"][0]["word"], "restart_unit");
