@@ -159,7 +159,11 @@ async fn mo_07_the_health_dot_follows_the_latest_check() {
     )
     .await;
     assert_eq!(heard_withdrawn.data.outcome, JobOutcome::Withdrawn);
-    assert_eq!(node(&plane, id).await["health"]["dot"], "red");
+    assert_eq!(
+        node(&plane, id).await["health"],
+        json!({"dot": "red", "reasons": ["the last check failed"]}),
+        "the withdrawn check is not the reading"
+    );
     plane.stop().await;
 }
 
