@@ -338,8 +338,10 @@ impl Plane {
         created["id"].as_i64().unwrap()
     }
 
-    /// A job written straight into the plane's table, as a plane that does not check what it
-    /// asks for would hand it out (the node must refuse it on its own).
+    /// A job written straight into the agent channel's table, as a plane that does not check what
+    /// it asks for would hand it out (the node must refuse it on its own), or as one of the
+    /// jobs made before a door refused it. No API makes one: every door checks the word, its
+    /// asker and its params, which is the point of the tests that need it.
     pub async fn queue_unchecked(
         &self,
         node: i64,
