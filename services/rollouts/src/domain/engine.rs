@@ -24,7 +24,7 @@ mod advance;
 mod patch;
 mod phases;
 
-pub use act::act;
+pub use act::{act, Refused};
 pub use advance::advance;
 pub use patch::patch_verdict;
 

@@ -97,80 +97,85 @@ pub(super) fn judge_phase(
     now: DateTime<Utc>,
 ) -> Option<(Verdict, Option<String>)> {
     let answered = step.slots.iter().all(|slot| slot.answer.is_some());
-    let since = step.phase_since.unwrap_or(now);
+    let waited = now - step.phase_since.unwrap_or(now);
     match step.phase {
-        Phase::Preflight => {
-            if !answered {
-                return (now - since >= PREFLIGHT_TIMEOUT).then(|| {
-                    (
-                        Verdict::Failed,
-                        Some("the readiness check did not answer within 15 minutes".into()),
-                    )
-                });
-            }
-            match step.slots.first().and_then(|slot| slot.answer.as_ref()) {
-                Some(answer) => match verdict::preflight(answer) {
-                    Judgement::Pass => None,
-                    Judgement::Miss(reason) => Some((Verdict::Failed, Some(reason))),
-                },
-                None => Some((
+        Phase::Preflight if !answered => (waited >= PREFLIGHT_TIMEOUT).then(|| {
+            (
+                Verdict::Failed,
+                Some("the readiness check did not answer within 15 minutes".into()),
+            )
+        }),
+        Phase::Preflight => judge_preflight(step),
+        Phase::ProbesBefore | Phase::ProbesAfter if !answered => {
+            (waited >= PROBE_ROUND_TIMEOUT).then(|| {
+                let when = if step.phase == Phase::ProbesBefore {
+                    "before"
+                } else {
+                    "after"
+                };
+                (
                     Verdict::Failed,
-                    Some("the readiness check was never asked".into()),
-                )),
-            }
+                    Some(format!(
+                        "the page checks {when} the apply did not finish within 15 minutes"
+                    )),
+                )
+            })
         }
-        Phase::ProbesBefore | Phase::ProbesAfter => {
-            if !answered {
-                return (now - since >= PROBE_ROUND_TIMEOUT).then(|| {
-                    (
-                        Verdict::Failed,
-                        Some(format!(
-                            "the page checks {} the apply did not finish within 15 minutes",
-                            if step.phase == Phase::ProbesBefore {
-                                "before"
-                            } else {
-                                "after"
-                            }
-                        )),
-                    )
-                });
-            }
-            let probes: Vec<Option<Probe>> = step
-                .slots
-                .iter()
-                .map(|slot| slot.answer.as_ref().and_then(verdict::probe_answer))
-                .collect();
-            if step.phase == Phase::ProbesBefore {
-                step.before = probes;
-                return None;
-            }
-            step.after = probes;
-            for (index, page) in rollout.pages.iter().enumerate() {
-                let before = step.before.get(index).and_then(Option::as_ref);
-                let after = step.after.get(index).and_then(Option::as_ref);
-                if let Judgement::Miss(reason) = verdict::probe(page, before, after) {
-                    return Some((Verdict::Failed, Some(reason)));
-                }
-            }
-            Some((Verdict::Passed, None))
-        }
-        Phase::Apply => {
-            let answer = step.slots.first().and_then(|slot| slot.answer.clone())?;
-            let judgement = match rollout.kind {
-                Kind::Release => (verdict::apply(&answer, &rollout.version), None),
-                Kind::Patch => patch_verdict(&answer),
-            };
-            match judgement {
-                (Judgement::Miss(reason), _) => Some((Verdict::Failed, Some(reason))),
-                (Judgement::Pass, note) => {
-                    if next_phase(rollout, step, Phase::Apply) == Phase::Done {
-                        Some((Verdict::Passed, note))
-                    } else {
-                        None
-                    }
-                }
-            }
-        }
+        Phase::ProbesBefore | Phase::ProbesAfter => judge_probes(rollout, step),
+        Phase::Apply => judge_apply(rollout, step),
         Phase::Waiting | Phase::Done => None,
+    }
+}
+
+/// RO-19: an answered readiness check passes on to the next phase or fails with its reason.
+fn judge_preflight(step: &Step) -> Option<(Verdict, Option<String>)> {
+    match step.slots.first().and_then(|slot| slot.answer.as_ref()) {
+        Some(answer) => match verdict::preflight(answer) {
+            Judgement::Pass => None,
+            Judgement::Miss(reason) => Some((Verdict::Failed, Some(reason))),
+        },
+        None => Some((
+            Verdict::Failed,
+            Some("the readiness check was never asked".into()),
+        )),
+    }
+}
+
+/// RO-21, RO-22: the pages' answers before the apply are kept; after it, a page that got
+/// worse fails the step.
+fn judge_probes(rollout: &Rollout, step: &mut Step) -> Option<(Verdict, Option<String>)> {
+    let probes: Vec<Option<Probe>> = step
+        .slots
+        .iter()
+        .map(|slot| slot.answer.as_ref().and_then(verdict::probe_answer))
+        .collect();
+    if step.phase == Phase::ProbesBefore {
+        step.before = probes;
+        return None;
+    }
+    step.after = probes;
+    for (index, page) in rollout.pages.iter().enumerate() {
+        let before = step.before.get(index).and_then(Option::as_ref);
+        let after = step.after.get(index).and_then(Option::as_ref);
+        if let Judgement::Miss(reason) = verdict::probe(page, before, after) {
+            return Some((Verdict::Failed, Some(reason)));
+        }
+    }
+    Some((Verdict::Passed, None))
+}
+
+/// The apply's answer (a release's `apply_update`, a patch run's RO-29): a miss fails the
+/// step; a pass ends it unless pages are checked after it.
+fn judge_apply(rollout: &Rollout, step: &Step) -> Option<(Verdict, Option<String>)> {
+    let answer = step.slots.first().and_then(|slot| slot.answer.clone())?;
+    let judgement = match rollout.kind {
+        Kind::Release => (verdict::apply(&answer, &rollout.version), None),
+        Kind::Patch => patch_verdict(&answer),
+    };
+    match judgement {
+        (Judgement::Miss(reason), _) => Some((Verdict::Failed, Some(reason))),
+        (Judgement::Pass, note) => {
+            (next_phase(rollout, step, Phase::Apply) == Phase::Done).then_some((Verdict::Passed, note))
+        }
     }
 }
