@@ -14,6 +14,7 @@ use capstan_events::{
     Domain,
 };
 use capstan_signing::{ParsedSignature, PublicKey};
+use capstan_store::PgConnection;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -294,6 +295,37 @@ async fn prove(
     Ok(arrival)
 }
 
+/// What the plane knows of a joining key: its latest request, and whether it is paired,
+/// pending, rejected or retired. The key's latest request is locked first, as an approval
+/// locks it: an approval that commits while this waits is then seen whole (its node too),
+/// never a half that would make this key's request anew or set an approved one back to
+/// pending.
+async fn known_key(
+    connection: &mut PgConnection,
+    fingerprint: &str,
+) -> Result<(Option<store::JoinRow>, KnownKey), AgentError> {
+    let latest = store::latest_join_of_key(connection, fingerprint)
+        .await
+        .map_err(AgentError::unavailable)?;
+    let paired = store::node_by_fingerprint(connection, fingerprint)
+        .await
+        .map_err(AgentError::unavailable)?
+        .is_some();
+    let known = match (&latest, paired) {
+        (_, true) => KnownKey::Paired,
+        (Some(row), _) => match row.state {
+            JoinRecordState::Pending => KnownKey::Pending,
+            JoinRecordState::Rejected => KnownKey::Rejected {
+                rejected_at: row.decided_at.unwrap_or(row.requested_at),
+            },
+            JoinRecordState::Retired => KnownKey::Retired,
+            JoinRecordState::Approved | JoinRecordState::Expired => KnownKey::Unknown,
+        },
+        (None, _) => KnownKey::Unknown,
+    };
+    Ok((latest, known))
+}
+
 async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
     meter_network(state, request)?;
     let _slot = state.agent_slot().await?;
@@ -315,28 +347,7 @@ async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
     let join = proposed.ok_or_else(AgentError::unknown_key)?;
     let mut transaction = state.store.begin().await.map_err(AgentError::unavailable)?;
     let fingerprint = join.fingerprint.as_str().to_string();
-    // The key's latest request is locked first, as an approval locks it: an approval that
-    // commits while this waits is then seen whole (its node too), never a half that would
-    // make this key's request anew or set an approved one back to pending.
-    let latest = store::latest_join_of_key(&mut transaction, &fingerprint)
-        .await
-        .map_err(AgentError::unavailable)?;
-    let paired = store::node_by_fingerprint(&mut transaction, &fingerprint)
-        .await
-        .map_err(AgentError::unavailable)?
-        .is_some();
-    let known = match (&latest, paired) {
-        (_, true) => KnownKey::Paired,
-        (Some(row), _) => match row.state {
-            JoinRecordState::Pending => KnownKey::Pending,
-            JoinRecordState::Rejected => KnownKey::Rejected {
-                rejected_at: row.decided_at.unwrap_or(row.requested_at),
-            },
-            JoinRecordState::Retired => KnownKey::Retired,
-            JoinRecordState::Approved | JoinRecordState::Expired => KnownKey::Unknown,
-        },
-        (None, _) => KnownKey::Unknown,
-    };
+    let (latest, known) = known_key(&mut transaction, &fingerprint).await?;
     let addresses: Vec<String> = join.addresses.iter().map(ToString::to_string).collect();
     let expires_at = now + chrono::Duration::from_std(JOIN_TTL).expect("an hour fits");
     let new = store::NewJoin {
