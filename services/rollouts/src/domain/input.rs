@@ -10,9 +10,12 @@ use capstan_events::rpc::InvalidInput;
 use chrono::Duration;
 
 use super::engine::{Budget, Kind, StagePolicy};
-use super::plan::{MAX_NODES, MAX_STAGES};
 use super::verdict::{self, ProbePage};
 
+/// The most nodes one rollout may name.
+pub const MAX_NODES: usize = 5_000;
+/// The most stages one rollout may have.
+pub const MAX_STAGES: usize = 20;
 /// The longest soak a stage may ask for.
 pub const MAX_SOAK_SECS: u32 = 7 * 24 * 3600;
 /// The longest version a release may have.

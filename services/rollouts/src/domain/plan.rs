@@ -10,10 +10,7 @@ use super::input::StartAsk;
 
 /// RO-23: a completed publish whose rollout has not started within this long is never started.
 pub const DEPLOY_ALL_WINDOW: Duration = Duration::hours(24);
-/// The most nodes one rollout may name.
-pub const MAX_NODES: usize = 5_000;
-/// The most stages one rollout may have.
-pub const MAX_STAGES: usize = 20;
+pub use super::input::{MAX_NODES, MAX_STAGES};
 
 /// RO-12: a node's machine (shared with the backups service's turns, BK-09).
 pub use capstan_events::agent_channel::machine_key;

@@ -206,6 +206,45 @@ pub struct NewRollout<'a> {
     pub started_by: &'a str,
 }
 
+/// The steps of a new rollout, every one in one statement: a rollout of 1,000 nodes is one
+/// round trip, not 1,000.
+async fn insert_steps(
+    connection: &mut PgConnection,
+    id: i64,
+    new: &NewRollout<'_>,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    let steps = new
+        .stages
+        .iter()
+        .enumerate()
+        .flat_map(|(stage, nodes)| nodes.iter().map(move |node| (stage, node)));
+    let (mut node_ids, mut machines, mut stages, mut preflights) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (stage, node) in steps {
+        node_ids.push(node.node_id);
+        machines.push(node.machine.clone());
+        stages.push(stage as i32);
+        preflights.push(new.kind == Kind::Release && node.has_preflight());
+    }
+    sqlx::query(
+        "INSERT INTO rollout_steps (rollout_id, node_id, machine, stage, phase, verdict,
+                                    has_preflight, updated_at)
+         SELECT $1, node_id, machine, stage, 'waiting', 'pending', has_preflight, $6
+           FROM UNNEST($2::bigint[], $3::text[], $4::int[], $5::bool[])
+                AS step(node_id, machine, stage, has_preflight)",
+    )
+    .bind(id)
+    .bind(&node_ids)
+    .bind(&machines)
+    .bind(&stages)
+    .bind(&preflights)
+    .bind(now)
+    .execute(&mut *connection)
+    .await?;
+    Ok(())
+}
+
 /// Stores a rollout and its steps with its `started` event; the caller then advances it.
 pub async fn insert(
     connection: &mut PgConnection,
@@ -252,35 +291,7 @@ pub async fn insert(
         .execute(&mut *connection)
         .await?;
     }
-    // Every step in one statement: a rollout of 1,000 nodes is one round trip, not 1,000.
-    let steps = new
-        .stages
-        .iter()
-        .enumerate()
-        .flat_map(|(stage, nodes)| nodes.iter().map(move |node| (stage, node)));
-    let (mut node_ids, mut machines, mut stages, mut preflights) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for (stage, node) in steps {
-        node_ids.push(node.node_id);
-        machines.push(node.machine.clone());
-        stages.push(stage as i32);
-        preflights.push(new.kind == Kind::Release && node.has_preflight());
-    }
-    sqlx::query(
-        "INSERT INTO rollout_steps (rollout_id, node_id, machine, stage, phase, verdict,
-                                    has_preflight, updated_at)
-         SELECT $1, node_id, machine, stage, 'waiting', 'pending', has_preflight, $6
-           FROM UNNEST($2::bigint[], $3::text[], $4::int[], $5::bool[])
-                AS step(node_id, machine, stage, has_preflight)",
-    )
-    .bind(id)
-    .bind(&node_ids)
-    .bind(&machines)
-    .bind(&stages)
-    .bind(&preflights)
-    .bind(now)
-    .execute(&mut *connection)
-    .await?;
+    insert_steps(connection, id, new, now).await?;
     let event = RolloutStarted {
         rollout_id: id,
         kind: new.kind.as_str().into(),

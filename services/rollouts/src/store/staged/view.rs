@@ -31,6 +31,42 @@ pub(super) type HeadRow = (
     Json<Vec<LeftOutView>>,
 );
 
+/// A step as the operator sees it, with its pages' answers before and after the apply.
+fn step_view(rollout: &Rollout, step: &Step, node_name: String, updated_at: DateTime<Utc>) -> StepView {
+    StepView {
+        step_id: step.id,
+        node_id: step.node_id,
+        node_name,
+        machine: step.machine.clone(),
+        stage: step.stage as u32,
+        phase: step.phase.as_str().into(),
+        verdict: step.verdict.as_str().into(),
+        reason: step.reason.clone(),
+        waiting_on: step.waiting_on.clone(),
+        attempt: step.attempt,
+        probes: rollout
+            .pages
+            .iter()
+            .enumerate()
+            .map(|(index, page)| ProbeView {
+                viewer: page.viewer.as_str().into(),
+                path: page.path.clone(),
+                before: step
+                    .before
+                    .get(index)
+                    .and_then(Option::as_ref)
+                    .map(probe_answer),
+                after: step
+                    .after
+                    .get(index)
+                    .and_then(Option::as_ref)
+                    .map(probe_answer),
+            })
+            .collect(),
+        updated_at,
+    }
+}
+
 /// A rollout as the API shows it, with its steps when `with_steps`.
 pub async fn view(
     connection: &mut PgConnection,
@@ -68,37 +104,10 @@ pub async fn view(
     let step_views = if with_steps {
         steps
             .iter()
-            .map(|step| StepView {
-                step_id: step.id,
-                node_id: step.node_id,
-                node_name: names.get(&step.node_id).cloned().unwrap_or_default(),
-                machine: step.machine.clone(),
-                stage: step.stage as u32,
-                phase: step.phase.as_str().into(),
-                verdict: step.verdict.as_str().into(),
-                reason: step.reason.clone(),
-                waiting_on: step.waiting_on.clone(),
-                attempt: step.attempt,
-                probes: rollout
-                    .pages
-                    .iter()
-                    .enumerate()
-                    .map(|(index, page)| ProbeView {
-                        viewer: page.viewer.as_str().into(),
-                        path: page.path.clone(),
-                        before: step
-                            .before
-                            .get(index)
-                            .and_then(Option::as_ref)
-                            .map(probe_answer),
-                        after: step
-                            .after
-                            .get(index)
-                            .and_then(Option::as_ref)
-                            .map(probe_answer),
-                    })
-                    .collect(),
-                updated_at: updated.get(&step.id).copied().unwrap_or(started_at),
+            .map(|step| {
+                let name = names.get(&step.node_id).cloned().unwrap_or_default();
+                let updated_at = updated.get(&step.id).copied().unwrap_or(started_at);
+                step_view(&rollout, step, name, updated_at)
             })
             .collect()
     } else {

@@ -62,6 +62,56 @@ pub(super) async fn save(
     Ok(())
 }
 
+/// A job an effect asks for.
+struct Job {
+    step_id: i64,
+    node_id: i64,
+    key: String,
+    word: &'static str,
+    params: Value,
+}
+
+/// Records a job asked for under its key and sends the request, once: a key already recorded
+/// (a decision repeated after a crash) sends nothing again.
+async fn request_job(
+    connection: &mut PgConnection,
+    rollout: &Rollout,
+    job: Job,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    let correlation = Uuid::now_v7();
+    let inserted = sqlx::query(
+        "INSERT INTO rollout_jobs (key, rollout_id, step_id, node_id, word, correlation_id, requested_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (key) DO NOTHING",
+    )
+    .bind(&job.key)
+    .bind(rollout.id)
+    .bind(job.step_id)
+    .bind(job.node_id)
+    .bind(job.word)
+    .bind(correlation)
+    .bind(now)
+    .execute(&mut *connection)
+    .await?
+    .rows_affected();
+    if inserted == 0 {
+        return Ok(());
+    }
+    let request = RequestJob {
+        idempotency_key: job.key,
+        node_id: job.node_id,
+        primitive: job.word.to_string(),
+        params: job.params,
+        requested_by: REQUESTED_BY.to_string(),
+    };
+    outbox::push_command_from(
+        connection,
+        crate::DOMAIN,
+        Envelope::new(request, Some(format!("rollout/{}", rollout.id))).correlated(Some(correlation)),
+    )
+    .await
+}
+
 /// Writes what the engine decided: each job request with its row (a key already asked for is
 /// never asked again), each withdrawal, each event.
 pub(super) async fn write_effects(
@@ -81,37 +131,14 @@ pub(super) async fn write_effects(
                 word,
                 params,
             } => {
-                let correlation = Uuid::now_v7();
-                let inserted = sqlx::query(
-                    "INSERT INTO rollout_jobs (key, rollout_id, step_id, node_id, word, correlation_id, requested_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (key) DO NOTHING",
-                )
-                .bind(&key)
-                .bind(rollout.id)
-                .bind(step_id)
-                .bind(node_id)
-                .bind(word)
-                .bind(correlation)
-                .bind(now)
-                .execute(&mut *connection)
-                .await?
-                .rows_affected();
-                if inserted == 0 {
-                    continue;
-                }
-                let request = RequestJob {
-                    idempotency_key: key,
+                let job = Job {
+                    step_id,
                     node_id,
-                    primitive: word.to_string(),
+                    key,
+                    word,
                     params,
-                    requested_by: REQUESTED_BY.to_string(),
                 };
-                outbox::push_command_from(
-                    connection,
-                    crate::DOMAIN,
-                    Envelope::new(request, subject.clone()).correlated(Some(correlation)),
-                )
-                .await?;
+                request_job(connection, rollout, job, now).await?;
             }
             Effect::CancelJob { key } => {
                 let cancel = CancelJob {
