@@ -3,13 +3,16 @@
 
 use capstan_events::monitor::{CertProblemChanged, SiteUp};
 use capstan_events::rpc::{ErrorCode, RpcError};
-use capstan_store::{PgConnection, StoreError};
+use capstan_store::{PgConnection, Store, StoreError};
 use chrono::{DateTime, Utc};
 
 use crate::domain::uptime::{self, first_due, Current, Setting};
 use crate::domain::NodeId;
-use crate::rpc::{State, CERT_SOON_SECS};
+use crate::drivers::Prober;
 use crate::store::{self, CheckRow};
+
+/// How soon after its URL is set or changes a node's certificate is first read, at most.
+pub const CERT_SOON_SECS: u32 = 10;
 
 type Answer<T> = Result<T, RpcError>;
 
@@ -25,10 +28,15 @@ fn no_node(node: NodeId) -> RpcError {
 /// then, in one transaction, the check as it stands is read, the change decided
 /// ([`uptime::change`], [`uptime::certificate_watch`]), and the check, its certificate watch
 /// and the events they cause are written. Answers the check as stored.
-pub async fn set_uptime(state: &State, node: NodeId, setting: &Setting) -> Answer<CheckRow> {
+pub async fn set_uptime(
+    store: &Store,
+    prober: &Prober,
+    node: NodeId,
+    setting: &Setting,
+) -> Answer<CheckRow> {
     // An operator's URL gets the plane's address policy before anything is written.
     if let Some(url) = &setting.url {
-        state.prober.url_allowed(url).await.map_err(|reason| {
+        prober.url_allowed(url).await.map_err(|reason| {
             RpcError::new(
                 ErrorCode::Refused,
                 format!("url: {url} is refused: {reason}"),
@@ -36,7 +44,7 @@ pub async fn set_uptime(state: &State, node: NodeId, setting: &Setting) -> Answe
         })?;
     }
     let now = Utc::now();
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    let mut transaction = store.begin().await.map_err(unavailable)?;
     if !store::node_known(&mut transaction, node)
         .await
         .map_err(unavailable)?

@@ -25,8 +25,7 @@ use crate::store::{self, CheckRow};
 
 type Answer<T> = Result<T, RpcError>;
 
-/// How soon after its URL is set or changes a node's certificate is first read, at most.
-pub const CERT_SOON_SECS: u32 = 10;
+pub use crate::app::CERT_SOON_SECS;
 
 /// What every handler reaches.
 #[derive(Clone)]
@@ -159,7 +158,7 @@ pub async fn set_uptime(state: State, request: SetUptime) -> Answer<UptimeCheck>
         state.min_interval_secs,
     )
     .map_err(RpcError::from)?;
-    let row = app::set_uptime(&state, request.node_id, &setting).await?;
+    let row = app::set_uptime(&state.store, &state.prober, request.node_id, &setting).await?;
     view(&row)
 }
 
