@@ -16,8 +16,8 @@ use capstan_store::{Store, StoreError};
 use chrono::Utc;
 use std::sync::Arc;
 
-use crate::domain::edge;
 use crate::app;
+use crate::domain::edge;
 use crate::domain::uptime::{self, HISTORY_KEPT};
 use crate::domain::InvalidInput;
 use crate::drivers::Prober;
@@ -270,7 +270,7 @@ pub async fn start_edge_probe(state: State, request: StartEdgeProbe) -> Answer<E
         .map_err(unavailable)?
         .ok_or_else(|| no_node(node))?;
     let refused = |why: String| RpcError::new(ErrorCode::Refused, format!("node {node}: {why}"));
-    let site = edge::site(url.as_deref()).map_err(refused)?;
+    let site = edge::site(url.as_deref()).map_err(|why| refused(why.to_string()))?;
     if edge::direct_targets(&addresses).is_empty() {
         return Err(refused(
             "it reported no address of its own, so there is no direct path to compare".into(),

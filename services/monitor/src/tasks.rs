@@ -426,7 +426,7 @@ pub async fn run_edge_probe(
         Ok(site) => tokio::time::timeout(edge::RUN_LIMIT, prober.edge_probe(&site, &direct))
             .await
             .map_err(|_| format!("the run did not end within {} s", edge::RUN_LIMIT.as_secs())),
-        Err(error) => Err(error),
+        Err(error) => Err(error.to_string()),
     };
     let at = Utc::now();
     let mut connection = store.pool().acquire().await?;

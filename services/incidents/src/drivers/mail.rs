@@ -44,11 +44,9 @@ impl Mailer for Smtp {
         body: &'a str,
     ) -> BoxFuture<'a, Result<String, DeliveryError>> {
         Box::pin(async move {
-            let to = to
-                .parse()
-                .map_err(|error| {
-                    DeliveryError::Unusable(format!("the operator's address {to:?}: {error}"))
-                })?;
+            let to = to.parse().map_err(|error| {
+                DeliveryError::Unusable(format!("the operator's address {to:?}: {error}"))
+            })?;
             let message = Message::builder()
                 .from(self.from.clone())
                 .to(to)
@@ -56,21 +54,17 @@ impl Mailer for Smtp {
                 .header(ContentType::TEXT_PLAIN)
                 .body(body.to_string())
                 .map_err(|error| DeliveryError::Unusable(format!("building the mail: {error}")))?;
-            let response = self
-                .transport
-                .send(message)
-                .await
-                .map_err(|error| {
-                    // A permanent answer is the server's refusal; anything else is the way there.
-                    let said = format!("smtp: {error}");
-                    if error.is_permanent() {
-                        DeliveryError::Rejected(said)
-                    } else if error.is_timeout() {
-                        DeliveryError::Timeout(said)
-                    } else {
-                        DeliveryError::Unreachable(said)
-                    }
-                })?;
+            let response = self.transport.send(message).await.map_err(|error| {
+                // A permanent answer is the server's refusal; anything else is the way there.
+                let said = format!("smtp: {error}");
+                if error.is_permanent() {
+                    DeliveryError::Rejected(said)
+                } else if error.is_timeout() {
+                    DeliveryError::Timeout(said)
+                } else {
+                    DeliveryError::Unreachable(said)
+                }
+            })?;
             Ok(format!(
                 "smtp {}: {}",
                 response.code(),
@@ -102,6 +96,9 @@ mod tests {
         let error = Smtp::new("smtp://127.0.0.1:25", "not an address")
             .err()
             .unwrap();
-        assert!(error.to_string().starts_with("incidents.mail_from"), "{error}");
+        assert!(
+            error.to_string().starts_with("incidents.mail_from"),
+            "{error}"
+        );
     }
 }

@@ -51,7 +51,8 @@ impl Http {
 /// Checks a webhook URL as given at creation: its scheme, and the addresses its host
 /// resolves to now. The same checks run again at every delivery.
 pub async fn check_url(url: &str, outbound: Outbound) -> Result<url::Url, DeliveryError> {
-    let parsed = url::Url::parse(url).map_err(|error| DeliveryError::Unusable(format!("url: {error}")))?;
+    let parsed =
+        url::Url::parse(url).map_err(|error| DeliveryError::Unusable(format!("url: {error}")))?;
     scheme_allowed(parsed.scheme(), outbound.allows_private())
         .map_err(|error| DeliveryError::Refused(error.to_string()))?;
     if !parsed.username().is_empty() || parsed.password().is_some() {
@@ -98,15 +99,15 @@ impl Http {
         headers: &[(&'static str, String)],
         body: &[u8],
     ) -> Result<String, DeliveryError> {
-        let parsed =
-            url::Url::parse(url).map_err(|error| DeliveryError::Unusable(format!("url: {error}")))?;
+        let parsed = url::Url::parse(url)
+            .map_err(|error| DeliveryError::Unusable(format!("url: {error}")))?;
         scheme_allowed(parsed.scheme(), self.outbound.allows_private())
             .map_err(|error| DeliveryError::Refused(error.to_string()))?;
         let addresses = resolve(&parsed, self.outbound).await?;
         let host = parsed.host_str().unwrap_or_default().to_string();
-        let stream = TcpStream::connect(&addresses[..])
-            .await
-            .map_err(|error| DeliveryError::Unreachable(format!("connecting to {host}: {error}")))?;
+        let stream = TcpStream::connect(&addresses[..]).await.map_err(|error| {
+            DeliveryError::Unreachable(format!("connecting to {host}: {error}"))
+        })?;
         let mut request = hyper::Request::post(parsed.as_str())
             .header(
                 "host",
@@ -130,11 +131,10 @@ impl Http {
                     .to_string(),
             )
             .map_err(|error| DeliveryError::Unusable(format!("url: {error}")))?;
-            let tls = self
-                .tls
-                .connect(name, stream)
-                .await
-                .map_err(|error| DeliveryError::Unreachable(format!("tls with {host}: {error}")))?;
+            let tls =
+                self.tls.connect(name, stream).await.map_err(|error| {
+                    DeliveryError::Unreachable(format!("tls with {host}: {error}"))
+                })?;
             send(TokioIo::new(tls), request).await
         } else {
             send(TokioIo::new(stream), request).await

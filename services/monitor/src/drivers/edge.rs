@@ -175,10 +175,9 @@ impl Prober {
         if !site.https {
             return send(TokioIo::new(stream), request).await;
         }
-        let name = ServerName::try_from(site.name.clone())
-            .map_err(|error| {
-                ProbeError::Unusable(format!("{} cannot be a TLS name: {error}", site.name))
-            })?;
+        let name = ServerName::try_from(site.name.clone()).map_err(|error| {
+            ProbeError::Unusable(format!("{} cannot be a TLS name: {error}", site.name))
+        })?;
         let connector = match kind {
             EdgePathKind::Edge => &self.verified,
             EdgePathKind::Direct => &self.any,

@@ -67,7 +67,9 @@ impl Prober {
     ) -> Result<Outcome, ProbeError> {
         let url = target.url;
         let unusable = |why: &str| ProbeError::Unusable(why.to_string());
-        let host = url.host_str().ok_or_else(|| unusable("the URL names no host"))?;
+        let host = url
+            .host_str()
+            .ok_or_else(|| unusable("the URL names no host"))?;
         let bare = host.trim_start_matches('[').trim_end_matches(']');
         let port = url
             .port_or_known_default()
@@ -101,8 +103,8 @@ impl Prober {
             .map_err(|error| ProbeError::Unusable(format!("building the request: {error}")))?;
         let read = reads_body(target.kind);
         let (status, body) = if url.scheme() == "https" {
-            let name = rustls::pki_types::ServerName::try_from(bare.to_string())
-                .map_err(|error| {
+            let name =
+                rustls::pki_types::ServerName::try_from(bare.to_string()).map_err(|error| {
                     ProbeError::Unusable(format!("the URL's host cannot be a TLS name: {error}"))
                 })?;
             let tls = self

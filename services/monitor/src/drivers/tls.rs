@@ -102,13 +102,16 @@ impl Prober {
     ) -> Result<Served, ProbeError> {
         let read = async {
             let stream = connect(self.outbound, &[origin], self.tls_port).await?;
-            let server_name = ServerName::try_from(name.to_string())
-                .map_err(|error| ProbeError::Unusable(format!("{name} cannot be a TLS name: {error}")))?;
+            let server_name = ServerName::try_from(name.to_string()).map_err(|error| {
+                ProbeError::Unusable(format!("{name} cannot be a TLS name: {error}"))
+            })?;
             let tls = self
                 .any
                 .connect(server_name, stream)
                 .await
-                .map_err(|error| ProbeError::Tls(format!("TLS with {origin} for {name}: {error}")))?;
+                .map_err(|error| {
+                    ProbeError::Tls(format!("TLS with {origin} for {name}: {error}"))
+                })?;
             let (_, connection) = tls.get_ref();
             let leaf = connection
                 .peer_certificates()
@@ -116,7 +119,7 @@ impl Prober {
                 .ok_or_else(|| {
                     ProbeError::BadAnswer(format!("{origin} presented no certificate for {name}"))
                 })?;
-            certificates::parse(leaf.as_ref()).map_err(ProbeError::BadAnswer)
+            certificates::parse(leaf.as_ref()).map_err(|why| ProbeError::BadAnswer(why.0))
         };
         tokio::time::timeout(self.timeout, read)
             .await

@@ -32,26 +32,33 @@ pub fn version_ok(version: &str) -> bool {
 
 /// A stage's rules from what the operator asked: a budget of `max_failed` nodes or
 /// `max_failed_percent` of the stage (not both; by default none, so the first miss halts as
-/// RO-14 has it), and a soak of at most [`MAX_SOAK_SECS`].
+/// RO-14 has it), and a soak of at most [`MAX_SOAK_SECS`]. A refusal names `stages`.
 pub fn stage_policy(
     max_failed: Option<u32>,
     max_failed_percent: Option<u8>,
     soak_secs: Option<u32>,
-) -> Result<StagePolicy, String> {
+) -> Result<StagePolicy, InvalidInput> {
+    let refused = |reason: String| InvalidInput::new("stages", reason);
     let budget = match (max_failed, max_failed_percent) {
         (Some(_), Some(_)) => {
-            return Err("a stage takes max_failed or max_failed_percent, not both".into())
+            return Err(refused(
+                "a stage takes max_failed or max_failed_percent, not both".into(),
+            ))
         }
         (Some(nodes), None) => Budget::Nodes(nodes),
         (None, Some(percent)) if percent <= 100 => Budget::Percent(percent),
         (None, Some(percent)) => {
-            return Err(format!("max_failed_percent is 0 to 100, not {percent}"))
+            return Err(refused(format!(
+                "max_failed_percent is 0 to 100, not {percent}"
+            )))
         }
         (None, None) => Budget::NONE,
     };
     let soak = soak_secs.unwrap_or(0);
     if soak > MAX_SOAK_SECS {
-        return Err(format!("soak_secs is at most {MAX_SOAK_SECS}, not {soak}"));
+        return Err(refused(format!(
+            "soak_secs is at most {MAX_SOAK_SECS}, not {soak}"
+        )));
     }
     Ok(StagePolicy {
         budget,
@@ -88,8 +95,7 @@ pub fn start_ask(request: &StartRollout) -> Result<StartAsk, InvalidInput> {
             .ok_or_else(|| InvalidInput::new("kind", "must be release or patch"))?,
     };
     let version = start_version(kind, request.version.as_deref())?;
-    let pages = verdict::probe_pages(request.pages.as_deref().unwrap_or(""))
-        .map_err(|reason| InvalidInput::new("pages", reason))?;
+    let pages = verdict::probe_pages(request.pages.as_deref().unwrap_or(""))?;
     if kind == Kind::Patch && !pages.is_empty() {
         return Err(InvalidInput::new("pages", "a patch run checks no pages"));
     }
@@ -104,7 +110,11 @@ pub fn start_ask(request: &StartRollout) -> Result<StartAsk, InvalidInput> {
         version,
         pages,
         all: request.all,
-        stages: request.stages.iter().map(|stage| stage.nodes.clone()).collect(),
+        stages: request
+            .stages
+            .iter()
+            .map(|stage| stage.nodes.clone())
+            .collect(),
         policies,
     })
 }
@@ -112,7 +122,6 @@ pub fn start_ask(request: &StartRollout) -> Result<StartAsk, InvalidInput> {
 /// A stage's rules from what the operator asked of it; a bad one names `stages`.
 pub fn stage_request_policy(stage: &StageRequest) -> Result<StagePolicy, InvalidInput> {
     stage_policy(stage.max_failed, stage.max_failed_percent, stage.soak_secs)
-        .map_err(|reason| InvalidInput::new("stages", reason))
 }
 
 /// A release rollout names its release's version; a patch run names none.
@@ -207,9 +216,9 @@ mod tests {
             Budget::Percent(100)
         );
         let both = stage_policy(Some(1), Some(10), None).unwrap_err();
-        assert!(both.contains("not both"), "{both}");
+        assert!(both.reason.contains("not both"), "{both}");
         let over = stage_policy(None, Some(101), None).unwrap_err();
-        assert!(over.contains("0 to 100, not 101"), "{over}");
+        assert!(over.reason.contains("0 to 100, not 101"), "{over}");
     }
 
     #[test]
@@ -219,7 +228,7 @@ mod tests {
             Duration::days(7)
         );
         let long = stage_policy(None, None, Some(MAX_SOAK_SECS + 1)).unwrap_err();
-        assert!(long.contains("at most 604800"), "{long}");
+        assert!(long.reason.contains("at most 604800"), "{long}");
     }
 
     #[test]
@@ -246,17 +255,26 @@ mod tests {
 
     #[test]
     fn ro_12_a_start_names_each_stage_with_its_nodes_and_no_node_twice() {
-        let ask = start(serde_json::json!({"version": "2.1.0", "stages": [{"nodes": [1, 2]}, {"nodes": [3]}]}))
-            .unwrap();
+        let ask = start(
+            serde_json::json!({"version": "2.1.0", "stages": [{"nodes": [1, 2]}, {"nodes": [3]}]}),
+        )
+        .unwrap();
         assert_eq!(ask.kind, Kind::Release);
         assert_eq!(ask.stages, vec![vec![1, 2], vec![3]]);
         assert_eq!(ask.chosen(), vec![1, 2, 3]);
         assert_eq!(ask.policies, vec![StagePolicy::default(); 2]);
-        let twice = start(serde_json::json!({"version": "2.1.0", "stages": [{"nodes": [1]}, {"nodes": [1]}]}))
-            .unwrap_err();
+        let twice = start(
+            serde_json::json!({"version": "2.1.0", "stages": [{"nodes": [1]}, {"nodes": [1]}]}),
+        )
+        .unwrap_err();
         assert_eq!(twice.field, "stages");
-        assert!(twice.reason.contains("node 1 is named twice"), "{}", twice.reason);
-        let empty = start(serde_json::json!({"version": "2.1.0", "stages": [{"nodes": []}]})).unwrap_err();
+        assert!(
+            twice.reason.contains("node 1 is named twice"),
+            "{}",
+            twice.reason
+        );
+        let empty =
+            start(serde_json::json!({"version": "2.1.0", "stages": [{"nodes": []}]})).unwrap_err();
         assert_eq!(empty.field, "stages");
     }
 
@@ -264,8 +282,9 @@ mod tests {
     fn ro_24_with_all_the_plane_plans_the_stages_and_the_operator_names_none() {
         let ask = start(serde_json::json!({"version": "2.1.0", "all": true})).unwrap();
         assert!(ask.all && ask.stages.is_empty());
-        let both = start(serde_json::json!({"version": "2.1.0", "all": true, "stages": [{"nodes": [1]}]}))
-            .unwrap_err();
+        let both =
+            start(serde_json::json!({"version": "2.1.0", "all": true, "stages": [{"nodes": [1]}]}))
+                .unwrap_err();
         assert_eq!(both.field, "stages");
     }
 
@@ -273,10 +292,13 @@ mod tests {
     fn ro_25_a_patch_run_applies_no_release_and_checks_no_pages() {
         let ask = start(serde_json::json!({"kind": "patch", "stages": [{"nodes": [1]}]})).unwrap();
         assert_eq!((ask.kind, ask.version.as_str()), (Kind::Patch, ""));
-        let versioned = start(serde_json::json!({"kind": "patch", "version": "2.1.0", "stages": [{"nodes": [1]}]}))
-            .unwrap_err();
+        let versioned = start(
+            serde_json::json!({"kind": "patch", "version": "2.1.0", "stages": [{"nodes": [1]}]}),
+        )
+        .unwrap_err();
         assert_eq!(versioned.field, "version");
-        let unknown = start(serde_json::json!({"kind": "upgrade", "stages": [{"nodes": [1]}]})).unwrap_err();
+        let unknown =
+            start(serde_json::json!({"kind": "upgrade", "stages": [{"nodes": [1]}]})).unwrap_err();
         assert_eq!(unknown.field, "kind");
     }
 
@@ -295,10 +317,13 @@ mod tests {
             soak_secs,
         };
         assert_eq!(
-            stage_request_policy(&stage(Some(2), None, None)).unwrap().budget,
+            stage_request_policy(&stage(Some(2), None, None))
+                .unwrap()
+                .budget,
             Budget::Nodes(2)
         );
-        let error = RpcError::from(stage_request_policy(&stage(Some(1), Some(10), None)).unwrap_err());
+        let error =
+            RpcError::from(stage_request_policy(&stage(Some(1), Some(10), None)).unwrap_err());
         assert_eq!(error.code, ErrorCode::InvalidRequest);
         assert!(error.message.contains("stages"), "{}", error.message);
         assert!(error.message.contains("not both"), "{}", error.message);

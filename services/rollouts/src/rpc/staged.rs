@@ -11,10 +11,10 @@ use capstan_events::rpc::{ErrorCode, InvalidInput, Level, RpcError};
 use capstan_store::{Store, StoreError};
 use chrono::Utc;
 
+use crate::app;
 use crate::domain::engine::Act;
 use crate::domain::input;
 use crate::store::staged as store;
-use crate::app;
 
 type Answer<T> = Result<T, RpcError>;
 
