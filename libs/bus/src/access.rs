@@ -326,7 +326,8 @@ fn service_permissions(domain: Domain) -> Permissions {
     // through an ordered push consumer (flow control answered on `$JS.FC`); deleting purges.
     let bodies = body_stream();
     publish.insert(format!("$O.{BODY_BUCKET}.>"));
-    let on_stream = "STREAM.INFO STREAM.CREATE STREAM.MSG.GET STREAM.PURGE DIRECT.GET CONSUMER.CREATE";
+    let on_stream =
+        "STREAM.INFO STREAM.CREATE STREAM.MSG.GET STREAM.PURGE DIRECT.GET CONSUMER.CREATE";
     for action in on_stream.split(' ') {
         publish.insert(js_api(&format!("{action}.{bodies}")));
     }

@@ -64,7 +64,9 @@ impl Apply for Events {
             match heard {
                 Heard::JobFinished(decoded) => {
                     let at = decoded.time;
-                    job_finished(connection, decoded.data, at).await.map_err(retry)
+                    job_finished(connection, decoded.data, at)
+                        .await
+                        .map_err(retry)
                 }
                 Heard::JobQueued(event) => {
                     let queued = event.data;

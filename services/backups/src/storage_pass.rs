@@ -131,12 +131,7 @@ fn problem_line(problems: &[String]) -> Option<String> {
 }
 
 /// Lists the node's folder in every live space and reads each manifest the listing holds.
-async fn look(
-    state: &State,
-    node: i64,
-    spaces: Vec<Space>,
-    report: &mut PassReport,
-) -> Picture {
+async fn look(state: &State, node: i64, spaces: Vec<Space>, report: &mut PassReport) -> Picture {
     let mut picture = Picture {
         looks: Vec::new(),
         every_listed: true,
@@ -478,7 +473,11 @@ mod tests {
             Some("run 3: a.tar is 10 bytes, not 12".into())
         );
         assert_eq!(
-            problem_line(&["run 3: short".into(), "run 4: gone".into(), "run 5: gone".into()]),
+            problem_line(&[
+                "run 3: short".into(),
+                "run 4: gone".into(),
+                "run 5: gone".into()
+            ]),
             Some("run 3: short (and 2 more)".into())
         );
     }

@@ -177,10 +177,8 @@ fn main() -> ExitCode {
             // A name given twice is one user (the server refuses a user defined twice).
             let mut seen = std::collections::BTreeSet::new();
             subscribers.retain(|subscriber| seen.insert(subscriber.name().to_string()));
-            print!(
-                "{}",
-                capstan_bus::access::authorization_with(auth, &subscribers)
-            );
+            let config = capstan_bus::access::authorization_with(auth, &subscribers);
+            print!("{config}");
             // A password for each new subscriber, for the operator to put in the server's
             // environment and give the program; never in the configuration itself.
             if auth == capstan_bus::access::Auth::Password {

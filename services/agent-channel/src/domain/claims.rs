@@ -18,7 +18,9 @@ mod lanes;
 mod recipes;
 
 pub use facts::{apply, LAST_UPDATE_REFUSAL};
-pub use lanes::{heartbeat_due, intake, lane, needs, plain_slots, Asking, Glimpse, Intake, Lane, Needs};
+pub use lanes::{
+    heartbeat_due, intake, lane, needs, plain_slots, Asking, Glimpse, Intake, Lane, Needs,
+};
 pub use recipes::normalise_recipes;
 
 #[cfg(test)]
@@ -232,7 +234,10 @@ fn text_or_null(value: &Value, max: usize) -> bool {
 fn one_of(field: &str, value: &Value, set: &[&str]) -> Result<Value, AgentError> {
     match value.as_str() {
         Some(state) if set.contains(&state) => Ok(value.clone()),
-        _ => Err(invalid(format!("{field} must be one of {}", set.join(", ")))),
+        _ => Err(invalid(format!(
+            "{field} must be one of {}",
+            set.join(", ")
+        ))),
     }
 }
 
@@ -261,7 +266,10 @@ fn fact(field: &str, value: &Value) -> Result<Option<Value>, AgentError> {
             Value::String(name) if name.len() <= 128 => value.clone(),
             _ => return Err(invalid("container must be a container name or null")),
         },
-        "script_trust" | "script_trust_files" | "script_trust_reason" | "bundle_state"
+        "script_trust"
+        | "script_trust_files"
+        | "script_trust_reason"
+        | "bundle_state"
         | "bundle_reason" => trust_fact(field, value)?,
         _ => return Ok(None),
     };
@@ -278,16 +286,21 @@ fn update_fact(field: &str, value: &Value) -> Result<Value, AgentError> {
         "update_reason" => text_or_null(value, MAX_UPDATE_REASON_BYTES),
         // The version the agent runs on trial, or null (AG-29; issue 15, documented in
         // docs/agent-channel.md).
-        _ => value.is_null() || value.as_str().is_some_and(|text| !text.is_empty() && text.len() <= 64),
+        _ => {
+            value.is_null()
+                || value
+                    .as_str()
+                    .is_some_and(|text| !text.is_empty() && text.len() <= 64)
+        }
     };
     if fine {
         return Ok(value.clone());
     }
     Err(invalid(match field {
         "update_offered" => "update_offered must be a version string".to_string(),
-        "update_reason" => format!(
-            "update_reason must be at most {MAX_UPDATE_REASON_BYTES} bytes of text or null"
-        ),
+        "update_reason" => {
+            format!("update_reason must be at most {MAX_UPDATE_REASON_BYTES} bytes of text or null")
+        }
         _ => "update_trial must be a version string or null".to_string(),
     }))
 }

@@ -26,7 +26,9 @@ use crate::{
     domain::{
         auth::{check_signature, check_unkeyed, AgentError},
         claims::{lane, Lane},
-        joins::{decide, parse_join, pending_cap, JoinDecision, JoinRecordState, KnownKey},
+        joins::{
+            decide, parse_join, pending_cap, JoinDecision, JoinRecordState, KnownKey, ValidJoin,
+        },
         rate::source_network,
         JOIN_TTL, NONCE_WINDOW,
     },
@@ -326,11 +328,14 @@ async fn known_key(
     Ok((latest, known))
 }
 
-async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
-    meter_network(state, request)?;
-    let _slot = state.agent_slot().await?;
+/// A join's body, read, and signed by the key it introduces.
+async fn signed_join(
+    state: &State,
+    request: &AgentRequest,
+    body: &[u8],
+    now: DateTime<Utc>,
+) -> Result<ValidJoin, AgentError> {
     let mut proposed = None;
-    let now = Utc::now();
     authenticate(state, request, body, now, async |parsed| {
         let join = parse_join(body)?;
         if parsed.keyid() != &join.fingerprint {
@@ -344,7 +349,14 @@ async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
         Ok(key)
     })
     .await?;
-    let join = proposed.ok_or_else(AgentError::unknown_key)?;
+    proposed.ok_or_else(AgentError::unknown_key)
+}
+
+async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
+    meter_network(state, request)?;
+    let _slot = state.agent_slot().await?;
+    let now = Utc::now();
+    let join = signed_join(state, request, body, now).await?;
     let mut transaction = state.store.begin().await.map_err(AgentError::unavailable)?;
     let fingerprint = join.fingerprint.as_str().to_string();
     let (latest, known) = known_key(&mut transaction, &fingerprint).await?;

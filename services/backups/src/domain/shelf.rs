@@ -62,8 +62,9 @@ pub struct ManifestProblem(pub String);
 
 /// Reads manifest `seq`'s bytes; the error says what is wrong in one line.
 pub fn parse_manifest(bytes: &[u8], seq: i64) -> Result<Manifest, ManifestProblem> {
-    let manifest: Manifest = serde_json::from_slice(bytes)
-        .map_err(|error| ManifestProblem(format!("{} does not read: {error}", manifest_name(seq))))?;
+    let manifest: Manifest = serde_json::from_slice(bytes).map_err(|error| {
+        ManifestProblem(format!("{} does not read: {error}", manifest_name(seq)))
+    })?;
     if manifest.format != 1 {
         return Err(ManifestProblem(format!(
             "{} is format {}, not 1",

@@ -347,6 +347,10 @@ mod list_tests {
         assert_eq!(page.contents[0].size, 700);
         assert_eq!(page.contents[1].last_modified, None);
         assert_eq!(page.next_continuation_token.as_deref(), Some("abc"));
-        assert!(parse_list_page(b"<ListBucketResult><Contents><Key>k</Key></Contents>", "LIST k").is_err());
+        assert!(parse_list_page(
+            b"<ListBucketResult><Contents><Key>k</Key></Contents>",
+            "LIST k"
+        )
+        .is_err());
     }
 }

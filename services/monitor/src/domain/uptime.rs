@@ -343,7 +343,11 @@ pub fn change(current: &Current, setting: &Setting, now: DateTime<Utc>, phase: f
     };
     let next_check_at = match (setting.active(), kept, current.next_check_at) {
         (false, _, _) => None,
-        (true, true, Some(next)) if i64::from(current.interval_secs) == i64::from(setting.interval_secs) => Some(next),
+        (true, true, Some(next))
+            if i64::from(current.interval_secs) == i64::from(setting.interval_secs) =>
+        {
+            Some(next)
+        }
         (true, _, _) => Some(first_due(now, setting.interval_secs, phase)),
     };
     Change {
@@ -476,7 +480,12 @@ mod tests {
     fn mo_01_a_check_switched_off_is_not_scheduled() {
         let mut off = active("https://site.example/");
         off.enabled = false;
-        let changed = change(&current("https://site.example/", Live::default()), &off, at(0), 0.5);
+        let changed = change(
+            &current("https://site.example/", Live::default()),
+            &off,
+            at(0),
+            0.5,
+        );
         assert!(!changed.kept);
         assert_eq!(changed.next_check_at, None);
     }
@@ -489,10 +498,18 @@ mod tests {
         );
         assert_eq!(certificate_name(&active("https://192.0.2.1/")), None);
         assert_eq!(certificate_name(&active("https://[2001:db8::1]/")), None);
-        let renamed = certificate_watch(Some(("old.example", true)), Some("new.example".into()), false);
+        let renamed = certificate_watch(
+            Some(("old.example", true)),
+            Some("new.example".into()),
+            false,
+        );
         assert_eq!(renamed.watch.as_deref(), Some("new.example"));
         assert_eq!(renamed.clear.as_deref(), Some("new.example"));
-        let kept = certificate_watch(Some(("site.example", true)), Some("site.example".into()), true);
+        let kept = certificate_watch(
+            Some(("site.example", true)),
+            Some("site.example".into()),
+            true,
+        );
         assert_eq!(kept, CertificateWatch::default());
         let gone = certificate_watch(Some(("site.example", true)), None, false);
         assert!(gone.unwatch);

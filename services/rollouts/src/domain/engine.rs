@@ -31,7 +31,6 @@ pub use patch::patch_verdict;
 #[cfg(test)]
 mod tests;
 
-
 /// RO-19: a readiness check that has not answered in this long halts at its node.
 pub const PREFLIGHT_TIMEOUT: Duration = Duration::minutes(15);
 /// RO-21: a round of page checks that has not finished in this long halts at its node.

@@ -334,7 +334,6 @@ mod tests {
         }
     }
 
-
     fn ask(kind: Kind, stages: Vec<Vec<i64>>) -> StartAsk {
         StartAsk {
             kind,
@@ -355,13 +354,15 @@ mod tests {
         );
         let mut removed = node(2, "b");
         removed.removed = true;
-        let Err(Unplannable::Refused(left_out)) =
-            for_start(&ask(Kind::Release, vec![vec![1, 2]]), &[node(1, "a"), removed])
-        else {
+        let Err(Unplannable::Refused(left_out)) = for_start(
+            &ask(Kind::Release, vec![vec![1, 2]]),
+            &[node(1, "a"), removed],
+        ) else {
             panic!("a removed node refuses the start");
         };
         assert_eq!(left_out[0].node_id, 2);
-        let (plan, policies) = for_start(&ask(Kind::Release, vec![vec![1], vec![2]]), &known).unwrap();
+        let (plan, policies) =
+            for_start(&ask(Kind::Release, vec![vec![1], vec![2]]), &known).unwrap();
         assert_eq!(plan.stages.len(), 2);
         assert_eq!(policies.len(), 2);
     }

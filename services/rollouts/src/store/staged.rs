@@ -26,7 +26,6 @@ use crate::domain::engine::{
 use crate::domain::plan::{machine_key, Candidate, LeftOut};
 use crate::domain::verdict::{Finished, Outcome, Probe, ProbePage, Viewer};
 
-
 mod read;
 mod run;
 mod view;

@@ -291,8 +291,7 @@ fn ac_43_a_refused_update_is_kept_with_when_it_was_first_reported_until_another_
     assert_eq!(current.facts["update_state"], "current");
     assert_eq!(current.facts[LAST_UPDATE_REFUSAL]["reason"], "wrong hash");
     // A claim cannot write the kept refusal itself.
-    let forged =
-        claim(json!({"agent_version": "1", LAST_UPDATE_REFUSAL: {"state": "x"}})).unwrap();
+    let forged = claim(json!({"agent_version": "1", LAST_UPDATE_REFUSAL: {"state": "x"}})).unwrap();
     assert_eq!(forged.ignored_fields, vec![LAST_UPDATE_REFUSAL.to_string()]);
     assert!(!forged.facts.contains_key(LAST_UPDATE_REFUSAL));
 }
@@ -316,8 +315,7 @@ fn quiet_node(claim: &Claim, now: DateTime<Utc>) -> Glimpse {
 #[test]
 fn a_quiet_claim_with_nothing_waiting_needs_no_write() {
     let now = Utc::now();
-    let same =
-        claim(json!({"agent_version": "1.0.0", "vocabulary": ["check_status"]})).unwrap();
+    let same = claim(json!({"agent_version": "1.0.0", "vocabulary": ["check_status"]})).unwrap();
     let node = quiet_node(&same, now);
     assert_eq!(needs(&node, Some(&same), now), Needs::Nothing);
     assert_eq!(

@@ -234,7 +234,11 @@ fn soaked(
     now: DateTime<Utc>,
     effects: &mut Vec<Effect>,
 ) -> bool {
-    let policy = rollout.stages.get(rollout.stage).copied().unwrap_or_default();
+    let policy = rollout
+        .stages
+        .get(rollout.stage)
+        .copied()
+        .unwrap_or_default();
     if policy.soak <= Duration::zero() {
         return true;
     }

@@ -5,11 +5,11 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use super::patch::patch_verdict;
-use crate::domain::verdict::{self, Judgement, Probe};
 use super::{
     job_key, Effect, Kind, Phase, Rollout, Slot, Step, Verdict, APPLY_WORD, PATCH_WORD,
     PREFLIGHT_TIMEOUT, PREFLIGHT_WORD, PROBE_ROUND_TIMEOUT, PROBE_WORD,
 };
+use crate::domain::verdict::{self, Judgement, Probe};
 
 pub(super) fn enter(
     rollout: &Rollout,
@@ -55,7 +55,12 @@ pub(super) fn enter(
         .collect();
 }
 
-pub(super) fn finish(step: &mut Step, verdict: Verdict, reason: Option<String>, effects: &mut Vec<Effect>) {
+pub(super) fn finish(
+    step: &mut Step,
+    verdict: Verdict,
+    reason: Option<String>,
+    effects: &mut Vec<Effect>,
+) {
     for slot in &step.slots {
         if slot.answer.is_none() {
             effects.push(Effect::CancelJob {
@@ -106,8 +111,8 @@ pub(super) fn judge_phase(
             )
         }),
         Phase::Preflight => judge_preflight(step),
-        Phase::ProbesBefore | Phase::ProbesAfter if !answered => {
-            (waited >= PROBE_ROUND_TIMEOUT).then(|| {
+        Phase::ProbesBefore | Phase::ProbesAfter if !answered => (waited >= PROBE_ROUND_TIMEOUT)
+            .then(|| {
                 let when = if step.phase == Phase::ProbesBefore {
                     "before"
                 } else {
@@ -119,8 +124,7 @@ pub(super) fn judge_phase(
                         "the page checks {when} the apply did not finish within 15 minutes"
                     )),
                 )
-            })
-        }
+            }),
         Phase::ProbesBefore | Phase::ProbesAfter => judge_probes(rollout, step),
         Phase::Apply => judge_apply(rollout, step),
         Phase::Waiting | Phase::Done => None,
@@ -174,8 +178,7 @@ fn judge_apply(rollout: &Rollout, step: &Step) -> Option<(Verdict, Option<String
     };
     match judgement {
         (Judgement::Miss(reason), _) => Some((Verdict::Failed, Some(reason))),
-        (Judgement::Pass, note) => {
-            (next_phase(rollout, step, Phase::Apply) == Phase::Done).then_some((Verdict::Passed, note))
-        }
+        (Judgement::Pass, note) => (next_phase(rollout, step, Phase::Apply) == Phase::Done)
+            .then_some((Verdict::Passed, note)),
     }
 }

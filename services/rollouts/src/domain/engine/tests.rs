@@ -1,7 +1,7 @@
 use super::*;
-use serde_json::json;
 use crate::domain::verdict::{Judgement, Outcome, Viewer};
 use chrono::TimeZone;
+use serde_json::json;
 
 fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 12, 2, 12, 0, 0).unwrap()
@@ -438,8 +438,7 @@ fn durable_an_apply_whose_job_was_lost_is_a_miss_and_never_asked_again() {
 }
 
 #[test]
-fn ro_25_ro_29_a_patch_run_installs_per_machine_and_an_updater_failure_stops_it_naming_the_node(
-) {
+fn ro_25_ro_29_a_patch_run_installs_per_machine_and_an_updater_failure_stops_it_naming_the_node() {
     let mut r = rollout(2, 0);
     r.kind = Kind::Patch;
     r.version = String::new();
@@ -511,8 +510,7 @@ fn ro_29_the_agents_answers_are_judged_as_the_spec_words_them() {
         (
             Judgement::Pass,
             Some(
-                "another package run was in the way (it holds /var/lib/dpkg/lock-frontend)"
-                    .into()
+                "another package run was in the way (it holds /var/lib/dpkg/lock-frontend)".into()
             )
         )
     );
@@ -529,8 +527,7 @@ fn ro_29_the_agents_answers_are_judged_as_the_spec_words_them() {
         panic!("an updater failure stops the run")
     };
     assert!(
-        reason
-            .starts_with("install_security_updates failed: the updater failed: apt-get update"),
+        reason.starts_with("install_security_updates failed: the updater failed: apt-get update"),
         "{reason}"
     );
     // The same without a reason still says what apt said.

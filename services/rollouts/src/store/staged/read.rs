@@ -202,7 +202,10 @@ pub(super) async fn read_steps(connection: &mut PgConnection, rollout: i64) -> R
 /// whose subsequence they are. A rollout's other steps (the stages before, done; the stages
 /// after, waiting) are read only when the stage or the state changes
 /// (`migrations/rollouts/0006_rollout_steps_in_flight.sql`).
-pub(super) async fn read_working_steps(connection: &mut PgConnection, rollout: &Rollout) -> Result<Vec<Step>> {
+pub(super) async fn read_working_steps(
+    connection: &mut PgConnection,
+    rollout: &Rollout,
+) -> Result<Vec<Step>> {
     let rows: Vec<StepRow> = sqlx::query_as(&format!(
         "SELECT {STEP_COLUMNS} FROM rollout_steps
          WHERE rollout_id = $1 AND (stage = $2 OR phase NOT IN ('waiting', 'done'))

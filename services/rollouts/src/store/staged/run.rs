@@ -5,7 +5,11 @@ use super::*;
 
 /// What the engine learns on a tick: incidents opened on the soaking stage's nodes since its
 /// soak began. (Copy holds, RO-17, come from site copies, which this plane does not make yet.)
-pub(super) async fn facts(connection: &mut PgConnection, rollout: &Rollout, steps: &[Step]) -> Result<Facts> {
+pub(super) async fn facts(
+    connection: &mut PgConnection,
+    rollout: &Rollout,
+    steps: &[Step],
+) -> Result<Facts> {
     let mut facts = Facts::default();
     let Some(until) = rollout.soak_until else {
         return Ok(facts);

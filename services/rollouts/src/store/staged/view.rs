@@ -32,7 +32,12 @@ pub(super) type HeadRow = (
 );
 
 /// A step as the operator sees it, with its pages' answers before and after the apply.
-fn step_view(rollout: &Rollout, step: &Step, node_name: String, updated_at: DateTime<Utc>) -> StepView {
+fn step_view(
+    rollout: &Rollout,
+    step: &Step,
+    node_name: String,
+    updated_at: DateTime<Utc>,
+) -> StepView {
     StepView {
         step_id: step.id,
         node_id: step.node_id,

@@ -107,7 +107,8 @@ async fn request_job(
     outbox::push_command_from(
         connection,
         crate::DOMAIN,
-        Envelope::new(request, Some(format!("rollout/{}", rollout.id))).correlated(Some(correlation)),
+        Envelope::new(request, Some(format!("rollout/{}", rollout.id)))
+            .correlated(Some(correlation)),
     )
     .await
 }
