@@ -280,10 +280,8 @@ fn service_permissions(domain: Domain) -> Permissions {
         subscribe.insert(format!("{SUBJECT_ROOT}.rpc.{own}.{op}"));
     }
     subscribe.insert(format!("{}.>", domain.inbox_prefix()));
-    publish.insert(format!(
-        "{SUBJECT_ROOT}.rpc.{own}.{}",
-        capstan_events::rpc::HEALTH
-    ));
+    let health = capstan_events::rpc::HEALTH;
+    publish.insert(format!("{SUBJECT_ROOT}.rpc.{own}.{health}"));
     for asked in reach.asks {
         publish.insert(format!("{SUBJECT_ROOT}.rpc.{}.>", asked.as_str()));
     }
@@ -313,11 +311,8 @@ fn service_permissions(domain: Domain) -> Permissions {
     }
 
     // Its own command stream, and the event streams its reach names.
-    consume(
-        &mut publish,
-        &domain.commands_stream(),
-        &domain.commands_consumer(),
-    );
+    let (commands, consumer) = (domain.commands_stream(), domain.commands_consumer());
+    consume(&mut publish, &commands, &consumer);
     for subscription in reach.consumes {
         consume(
             &mut publish,
@@ -331,22 +326,12 @@ fn service_permissions(domain: Domain) -> Permissions {
     // through an ordered push consumer (flow control answered on `$JS.FC`); deleting purges.
     let bodies = body_stream();
     publish.insert(format!("$O.{BODY_BUCKET}.>"));
-    for action in [
-        "STREAM.INFO",
-        "STREAM.CREATE",
-        "STREAM.MSG.GET",
-        "STREAM.PURGE",
-        "DIRECT.GET",
-        "CONSUMER.CREATE",
-    ] {
+    let on_stream =
+        "STREAM.INFO STREAM.CREATE STREAM.MSG.GET STREAM.PURGE DIRECT.GET CONSUMER.CREATE";
+    for action in on_stream.split(' ') {
         publish.insert(js_api(&format!("{action}.{bodies}")));
     }
-    for action in [
-        "DIRECT.GET",
-        "CONSUMER.CREATE",
-        "CONSUMER.DELETE",
-        "CONSUMER.INFO",
-    ] {
+    for action in "DIRECT.GET CONSUMER.CREATE CONSUMER.DELETE CONSUMER.INFO".split(' ') {
         publish.insert(js_api(&format!("{action}.{bodies}.>")));
     }
     publish.insert(format!("$JS.FC.{bodies}.>"));

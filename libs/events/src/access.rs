@@ -68,6 +68,16 @@ impl Domain {
     /// named in the request because only the gateway may send them: the gateway alone asks
     /// every domain, and no other domain asks any.
     pub const fn reach(self) -> Reach {
+        // A subscription to a domain's events under a durable name (a macro, not a function,
+        // so the lists stay constants promoted to `'static`).
+        macro_rules! from {
+            ($domain:expr, $durable:literal) => {
+                EventSubscription {
+                    from: $domain,
+                    durable: $durable,
+                }
+            };
+        }
         match self {
             Domain::Gateway => Reach {
                 consumes: &[],
@@ -78,24 +88,12 @@ impl Domain {
             // The node facts and cases it projects, and who a signal tells.
             Domain::Incidents => Reach {
                 consumes: &[
-                    EventSubscription {
-                        from: Domain::AgentChannel,
-                        durable: "incidents_agent_channel",
-                    },
-                    EventSubscription {
-                        from: Domain::Gateway,
-                        durable: "incidents_gateway",
-                    },
+                    from!(Domain::AgentChannel, "incidents_agent_channel"),
+                    from!(Domain::Gateway, "incidents_gateway"),
                     // The monitor's judgements: plane:site_down and plane:cert_problem.
-                    EventSubscription {
-                        from: Domain::Monitor,
-                        durable: "incidents_monitor",
-                    },
+                    from!(Domain::Monitor, "incidents_monitor"),
                     // The backups service's judgements: plane:backup_* (BK-21).
-                    EventSubscription {
-                        from: Domain::Backups,
-                        durable: "incidents_backups",
-                    },
+                    from!(Domain::Backups, "incidents_backups"),
                 ],
                 commands: &[],
                 asks: &[],
@@ -103,10 +101,7 @@ impl Domain {
             },
             // The monitor's health dots (MO-07), kept for the node views and listing.
             Domain::AgentChannel => Reach {
-                consumes: &[EventSubscription {
-                    from: Domain::Monitor,
-                    durable: "agent_channel_monitor",
-                }],
+                consumes: &[from!(Domain::Monitor, "agent_channel_monitor")],
                 every_replica: &[
                     crate::agent_channel::rpc::ops::RELEASE_CLAIMS,
                     crate::agent_channel::rpc::ops::RELEASE_POLL,
@@ -116,10 +111,7 @@ impl Domain {
             // The node facts its checks need (names, addresses, vocabulary, the status jobs);
             // and the status jobs it asks for on a cadence (MO-05, MO-06).
             Domain::Monitor => Reach {
-                consumes: &[EventSubscription {
-                    from: Domain::AgentChannel,
-                    durable: "monitor_agent_channel",
-                }],
+                consumes: &[from!(Domain::AgentChannel, "monitor_agent_channel")],
                 commands: &[Domain::AgentChannel],
                 ..Reach::OWN_ONLY
             },
@@ -127,14 +119,8 @@ impl Domain {
             // incidents that halt a soak; its steps' jobs are commands to the agent channel.
             Domain::Rollouts => Reach {
                 consumes: &[
-                    EventSubscription {
-                        from: Domain::AgentChannel,
-                        durable: "rollouts_agent_channel",
-                    },
-                    EventSubscription {
-                        from: Domain::Incidents,
-                        durable: "rollouts_incidents",
-                    },
+                    from!(Domain::AgentChannel, "rollouts_agent_channel"),
+                    from!(Domain::Incidents, "rollouts_incidents"),
                 ],
                 commands: &[Domain::AgentChannel],
                 ..Reach::OWN_ONLY
@@ -142,10 +128,7 @@ impl Domain {
             // The node facts its schedule needs and the jobs it asked for (agent channel);
             // its backups, verifies and restores are commands to the agent channel.
             Domain::Backups => Reach {
-                consumes: &[EventSubscription {
-                    from: Domain::AgentChannel,
-                    durable: "backups_agent_channel",
-                }],
+                consumes: &[from!(Domain::AgentChannel, "backups_agent_channel")],
                 commands: &[Domain::AgentChannel],
                 ..Reach::OWN_ONLY
             },

@@ -277,24 +277,15 @@ pub struct Asker<'a> {
     pub correlation_id: Option<Uuid>,
 }
 
-/// Creates a job for a node, or refuses: an unknown word, too low a level for its class,
-/// parameters outside its shape, a node without a paired agent or whose agent lacks the word.
-/// Returns the job (an existing one when the idempotency key was seen before).
-pub async fn create_job(
-    connection: &mut PgConnection,
+/// Whether `asker` may have `primitive` run on `node` with `params`: the word is known, asked
+/// through its door at its class's level, its parameters fit its shape, and the node has a
+/// paired agent that reports it. Answers the word.
+fn may_create(
     node: &NodeRow,
     primitive: &str,
     params: &Value,
     asker: &Asker<'_>,
-) -> Result<JobRow, RpcError> {
-    if let Some(key) = asker.idempotency_key {
-        if let Some(existing) = store::job_by_key(connection, key)
-            .await
-            .map_err(unavailable)?
-        {
-            return Ok(existing);
-        }
-    }
+) -> Result<&'static primitives::Primitive, RpcError> {
     let Some(word) = primitives::find(primitive) else {
         return Err(RpcError::new(
             ErrorCode::InvalidRequest,
@@ -331,6 +322,28 @@ pub async fn create_job(
             RpcError::new(ErrorCode::NeedsNewerAgent, refusal.to_string())
         }
     })?;
+    Ok(word)
+}
+
+/// Creates a job for a node, or refuses: an unknown word, too low a level for its class,
+/// parameters outside its shape, a node without a paired agent or whose agent lacks the word.
+/// Returns the job (an existing one when the idempotency key was seen before).
+pub async fn create_job(
+    connection: &mut PgConnection,
+    node: &NodeRow,
+    primitive: &str,
+    params: &Value,
+    asker: &Asker<'_>,
+) -> Result<JobRow, RpcError> {
+    if let Some(key) = asker.idempotency_key {
+        if let Some(existing) = store::job_by_key(connection, key)
+            .await
+            .map_err(unavailable)?
+        {
+            return Ok(existing);
+        }
+    }
+    let word = may_create(node, primitive, params, asker)?;
     let params = if params.is_null() {
         serde_json::json!({})
     } else {

@@ -22,7 +22,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use capstan_store::Store;
+use capstan_store::{Store, StoreError};
 use tokio::sync::{oneshot, Notify};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -207,10 +207,10 @@ async fn take(
             .map(|&index| batch[index].arriving.clone())
             .collect();
         let taken = match store.pool().acquire().await {
-            Ok(mut connection) => store::arrive_all(&mut connection, &asked, window, resolution)
-                .await
-                .map_err(|error| error.to_string()),
-            Err(error) => Err(error.to_string()),
+            Ok(mut connection) => {
+                store::arrive_all(&mut connection, &asked, window, resolution).await
+            }
+            Err(error) => Err(StoreError::from(error)),
         };
         let answers = answer_all(batch.len(), &distinct, &repeats, taken);
         for (asked, answer) in batch.drain(..).zip(answers) {
@@ -253,7 +253,7 @@ fn answer_all(
     size: usize,
     distinct: &[usize],
     repeats: &[(usize, usize)],
-    taken: Result<Vec<Option<Arrival>>, String>,
+    taken: Result<Vec<Option<Arrival>>, StoreError>,
 ) -> Vec<Answer> {
     let rows = match taken {
         Ok(rows) => rows,
@@ -372,7 +372,12 @@ mod tests {
 
     #[test]
     fn a_failed_statement_answers_every_arrival_of_its_batch_with_the_error() {
-        let answers = answer_all(3, &[0, 1], &[(2, 0)], Err("connection reset".into()));
+        let answers = answer_all(
+            3,
+            &[0, 1],
+            &[(2, 0)],
+            Err(StoreError::Database("connection reset".into())),
+        );
         assert_eq!(answers.len(), 3);
         for answer in answers {
             let error = answer.unwrap_err().to_string();

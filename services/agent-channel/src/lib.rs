@@ -25,6 +25,27 @@ pub const DOMAIN: Domain = Domain::AgentChannel;
 /// The migrations of the `agent_channel` schema, embedded from `migrations/agent_channel/`.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/agent_channel");
 
+/// What is read ahead at start, none of it fatal: the node keys, the container placements,
+/// and the nodes with jobs waiting.
+async fn warm(state: &rpc::State) {
+    match state.keys.warm(&state.store).await {
+        Ok(known) => tracing::info!(known, "node keys decoded"),
+        // Not fatal: each key is then looked up at its node's first request.
+        Err(error) => tracing::warn!(%error, "node keys not decoded ahead"),
+    }
+    match tasks::settle_placements(&state.store).await {
+        Ok(containers) => tracing::info!(containers, "container placements settled"),
+        // Not fatal: each placement is settled again when a fact of it changes.
+        Err(error) => tracing::warn!(%error, "container placements not settled at start"),
+    }
+    // The nodes with jobs already waiting go ahead of plain renewals from the first request:
+    // after a restart, the whole fleet renews at once.
+    match state.wake.warm(&state.store).await {
+        Ok(waiting) => tracing::info!(waiting, "nodes with jobs waiting"),
+        Err(error) => tracing::warn!(%error, "nodes with jobs waiting not read ahead"),
+    }
+}
+
 /// Runs the service until `shutdown`.
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
     let service = Service::start(&settings, DOMAIN, &MIGRATOR).await?;
@@ -48,22 +69,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         ))),
         intake: Arc::new(tokio::sync::Semaphore::new(rpc::INTAKE_PERMITS)),
     };
-    match state.keys.warm(&state.store).await {
-        Ok(known) => tracing::info!(known, "node keys decoded"),
-        // Not fatal: each key is then looked up at its node's first request.
-        Err(error) => tracing::warn!(%error, "node keys not decoded ahead"),
-    }
-    match tasks::settle_placements(&state.store).await {
-        Ok(containers) => tracing::info!(containers, "container placements settled"),
-        // Not fatal: each placement is settled again when a fact of it changes.
-        Err(error) => tracing::warn!(%error, "container placements not settled at start"),
-    }
-    // The nodes with jobs already waiting go ahead of plain renewals from the first request:
-    // after a restart, the whole fleet renews at once.
-    match state.wake.warm(&state.store).await {
-        Ok(waiting) => tracing::info!(waiting, "nodes with jobs waiting"),
-        Err(error) => tracing::warn!(%error, "nodes with jobs waiting not read ahead"),
-    }
+    warm(&state).await;
     let rpc = rpc::routes(service.rpc(), state.clone(), service.bus.clone());
     let listening = {
         let (wake, store) = (state.wake.clone(), state.store.clone());

@@ -64,28 +64,9 @@ impl Apply for Events {
             match heard {
                 Heard::JobFinished(decoded) => {
                     let at = decoded.time;
-                    let finished = decoded.data;
-                    if finished.primitive == "check_status" {
-                        return recovery_key(connection, &finished, at).await.map_err(retry);
-                    }
-                    let Some(correlation) = finished.correlation_id else {
-                        return Ok(());
-                    };
-                    let now = Utc::now();
-                    let Some(job) = store::job_finished(
-                        connection,
-                        correlation,
-                        finished.job_id,
-                        finished.outcome.as_str(),
-                        finished.reason.as_deref(),
-                        now,
-                    )
-                    .await
-                    .map_err(retry)?
-                    else {
-                        return Ok(());
-                    };
-                    job_ended(connection, &job, &finished).await.map_err(retry)
+                    job_finished(connection, decoded.data, at)
+                        .await
+                        .map_err(retry)
                 }
                 Heard::JobQueued(event) => {
                     let queued = event.data;
@@ -136,6 +117,35 @@ impl Apply for Events {
             }
         })
     }
+}
+
+/// A job of the agent channel ended: a `check_status` tells the node's recovery key; one of
+/// ours (by its correlation id) is recorded with its event.
+async fn job_finished(
+    connection: &mut PgConnection,
+    finished: JobFinished,
+    at: chrono::DateTime<Utc>,
+) -> Result<(), StoreError> {
+    if finished.primitive == "check_status" {
+        return recovery_key(connection, &finished, at).await;
+    }
+    let Some(correlation) = finished.correlation_id else {
+        return Ok(());
+    };
+    let now = Utc::now();
+    let Some(job) = store::job_finished(
+        connection,
+        correlation,
+        finished.job_id,
+        finished.outcome.as_str(),
+        finished.reason.as_deref(),
+        now,
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    job_ended(connection, &job, &finished).await
 }
 
 fn problems_of(result: Option<&Value>) -> Vec<String> {
@@ -191,107 +201,124 @@ async fn job_ended(
     job: &JobRow,
     finished: &JobFinished,
 ) -> Result<(), StoreError> {
-    let now = Utc::now();
-    let subject = Some(format!("node/{}", job.node_id));
     match job.primitive.as_str() {
-        "backup_run" => {
-            let seq = job.seq.unwrap_or_default();
-            let mut event = RunFinished {
-                node_id: job.node_id,
-                job_id: finished.job_id,
-                seq,
-                kind: None,
-                ok: false,
-                started_at: None,
-                finished_at: now,
-                bytes: None,
-                reason: finished.reason.clone(),
-                requested_by: job.requested_by.clone(),
-            };
-            if finished.outcome == JobOutcome::Completed {
-                let fingerprint = store::node(connection, job.node_id)
-                    .await?
-                    .map(|node| node.fingerprint)
-                    .unwrap_or_default();
-                let trusted = finished
-                    .result
-                    .as_ref()
-                    .ok_or_else(|| "the node reported no result".to_string())
-                    .and_then(|result| manifest::trust(result, seq, &fingerprint));
-                match trusted {
-                    Ok(run) => {
-                        if store::run_landed(connection, job.node_id, finished.job_id, &run, now)
-                            .await?
-                        {
-                            event.ok = true;
-                            event.kind = Some(run.kind);
-                            event.started_at = Some(run.started_at);
-                            event.finished_at = run.finished_at;
-                            event.bytes = Some(run.bytes);
-                        } else {
-                            event.reason = Some(format!(
-                                "the plane's broker opened no run {seq} for this job"
-                            ));
-                        }
-                    }
-                    Err(why) => event.reason = Some(format!("not trusted: {why}")),
-                }
-                if !event.ok {
-                    record_reason(connection, job, event.reason.as_deref()).await?;
-                }
-            }
-            outbox::push(connection, Envelope::new(event, subject)).await
-        }
-        "verify_backup" => {
-            let level = job
-                .params
-                .0
-                .get("level")
-                .and_then(Value::as_u64)
-                .and_then(|level| u8::try_from(level).ok())
-                .unwrap_or(2);
-            let result = finished.result.as_ref();
-            let ok = finished.outcome == JobOutcome::Completed
-                && result
-                    .and_then(|result| result.get("ok"))
-                    .and_then(Value::as_bool)
-                    == Some(true);
-            let mut problems = problems_of(result);
-            if problems.is_empty() && !ok {
-                problems.push(
-                    finished.reason.clone().unwrap_or_else(|| {
-                        format!("the verify ended {}", finished.outcome.as_str())
-                    }),
-                );
-            }
-            let checked = result.and_then(|result| result.get("checked"));
-            let end = VerifyEnd {
-                job_id: finished.job_id,
-                node_id: job.node_id,
-                seq: job.seq.unwrap_or_default(),
-                level,
-                ok,
-                finished_at: now,
-                checked,
-                problems: &problems,
-                requested_by: &job.requested_by,
-            };
-            store::verify_finished(connection, &end).await?;
-            let event = Verified {
-                node_id: job.node_id,
-                job_id: finished.job_id,
-                seq: end.seq,
-                level,
-                ok,
-                finished_at: now,
-                problems,
-                requested_by: job.requested_by.clone(),
-            };
-            outbox::push(connection, Envelope::new(event, subject)).await
-        }
+        "backup_run" => backup_ended(connection, job, finished).await,
+        "verify_backup" => verify_ended(connection, job, finished).await,
         // A restore's outcome is the agent channel's job record; its end frees the turn.
         _ => Ok(()),
     }
+}
+
+/// A `backup_run` ended: a completed run lands only when its manifest is trusted and the
+/// broker opened it for this job; otherwise it is recorded as not landed, with why.
+async fn backup_ended(
+    connection: &mut PgConnection,
+    job: &JobRow,
+    finished: &JobFinished,
+) -> Result<(), StoreError> {
+    let now = Utc::now();
+    let seq = job.seq.unwrap_or_default();
+    let mut event = RunFinished {
+        node_id: job.node_id,
+        job_id: finished.job_id,
+        seq,
+        kind: None,
+        ok: false,
+        started_at: None,
+        finished_at: now,
+        bytes: None,
+        reason: finished.reason.clone(),
+        requested_by: job.requested_by.clone(),
+    };
+    if finished.outcome == JobOutcome::Completed {
+        let fingerprint = store::node(connection, job.node_id)
+            .await?
+            .map(|node| node.fingerprint)
+            .unwrap_or_default();
+        let trusted = finished
+            .result
+            .as_ref()
+            .ok_or_else(|| manifest::NotTrusted::from("the node reported no result"))
+            .and_then(|result| manifest::trust(result, seq, &fingerprint));
+        match trusted {
+            Ok(run) => {
+                if store::run_landed(connection, job.node_id, finished.job_id, &run, now).await? {
+                    event.ok = true;
+                    event.kind = Some(run.kind);
+                    event.started_at = Some(run.started_at);
+                    event.finished_at = run.finished_at;
+                    event.bytes = Some(run.bytes);
+                } else {
+                    event.reason = Some(format!(
+                        "the plane's broker opened no run {seq} for this job"
+                    ));
+                }
+            }
+            Err(why) => event.reason = Some(format!("not trusted: {why}")),
+        }
+        if !event.ok {
+            record_reason(connection, job, event.reason.as_deref()).await?;
+        }
+    }
+    let subject = Some(format!("node/{}", job.node_id));
+    outbox::push(connection, Envelope::new(event, subject)).await
+}
+
+/// A `verify_backup` ended (BK-12): passed only when completed and the agent says ok; a failed
+/// one without problems of its own says how it ended.
+async fn verify_ended(
+    connection: &mut PgConnection,
+    job: &JobRow,
+    finished: &JobFinished,
+) -> Result<(), StoreError> {
+    let now = Utc::now();
+    let level = job
+        .params
+        .0
+        .get("level")
+        .and_then(Value::as_u64)
+        .and_then(|level| u8::try_from(level).ok())
+        .unwrap_or(2);
+    let result = finished.result.as_ref();
+    let ok = finished.outcome == JobOutcome::Completed
+        && result
+            .and_then(|result| result.get("ok"))
+            .and_then(Value::as_bool)
+            == Some(true);
+    let mut problems = problems_of(result);
+    if problems.is_empty() && !ok {
+        problems.push(
+            finished
+                .reason
+                .clone()
+                .unwrap_or_else(|| format!("the verify ended {}", finished.outcome.as_str())),
+        );
+    }
+    let checked = result.and_then(|result| result.get("checked"));
+    let end = VerifyEnd {
+        job_id: finished.job_id,
+        node_id: job.node_id,
+        seq: job.seq.unwrap_or_default(),
+        level,
+        ok,
+        finished_at: now,
+        checked,
+        problems: &problems,
+        requested_by: &job.requested_by,
+    };
+    store::verify_finished(connection, &end).await?;
+    let event = Verified {
+        node_id: job.node_id,
+        job_id: finished.job_id,
+        seq: end.seq,
+        level,
+        ok,
+        finished_at: now,
+        problems,
+        requested_by: job.requested_by.clone(),
+    };
+    let subject = Some(format!("node/{}", job.node_id));
+    outbox::push(connection, Envelope::new(event, subject)).await
 }
 
 /// A completed run the plane does not believe is recorded as not landed, with why.

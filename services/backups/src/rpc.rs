@@ -139,6 +139,37 @@ pub async fn fleet_coverage(state: State, request: FleetCoverageRequest) -> Answ
     ))
 }
 
+/// BK-04: a target is saved only when its credential can list its folder; answers the
+/// endpoint as stored.
+async fn try_target(
+    state: &State,
+    checked: &targets::NewTarget,
+    credentials: &Credentials,
+) -> Answer<String> {
+    let endpoint = checked.endpoint.as_str().trim_end_matches('/').to_string();
+    let trial = Storage::new(
+        &endpoint,
+        &checked.region,
+        &checked.bucket,
+        credentials,
+        true,
+        state.http.clone(),
+    )
+    .map_err(|error| RpcError::new(ErrorCode::InvalidRequest, error.to_string()))?;
+    let prefix = if checked.folder.is_empty() {
+        String::new()
+    } else {
+        format!("{}/", checked.folder)
+    };
+    trial.probe(&prefix).await.map_err(|error| {
+        RpcError::new(
+            ErrorCode::InvalidRequest,
+            format!("the target was not saved: listing its bucket with these keys failed: {error}"),
+        )
+    })?;
+    Ok(endpoint)
+}
+
 /// BK-04: a target is checked, tried (its credential must list its folder), sealed and saved.
 pub async fn create_target(state: State, request: CreateTarget) -> Answer<TargetView> {
     request
@@ -162,27 +193,7 @@ pub async fn create_target(state: State, request: CreateTarget) -> Answer<Target
         access_key: request.access_key.clone(),
         secret_key: request.secret_key.clone(),
     };
-    let endpoint = checked.endpoint.as_str().trim_end_matches('/').to_string();
-    let trial = Storage::new(
-        &endpoint,
-        &checked.region,
-        &checked.bucket,
-        &credentials,
-        true,
-        state.http.clone(),
-    )
-    .map_err(|error| RpcError::new(ErrorCode::InvalidRequest, error.to_string()))?;
-    let prefix = if checked.folder.is_empty() {
-        String::new()
-    } else {
-        format!("{}/", checked.folder)
-    };
-    trial.probe(&prefix).await.map_err(|error| {
-        RpcError::new(
-            ErrorCode::InvalidRequest,
-            format!("the target was not saved: listing its bucket with these keys failed: {error}"),
-        )
-    })?;
+    let endpoint = try_target(&state, &checked, &credentials).await?;
     let mut transaction = state.store.begin().await.map_err(unavailable)?;
     if store::name_taken(&mut transaction, &checked.name)
         .await
@@ -316,83 +327,91 @@ pub async fn backup_urls(state: State, request: BackupUrls) -> Answer<BackupUrls
     )
     .map_err(refused)?;
     issued_here(&state, &request).await?;
-    let node = request.node_id;
-    let ttl = state.url_ttl;
     match (plan.op, plan.run_seq) {
-        (UrlOp::Put, Some(seq)) => {
-            let space = open_run(&state, &request, seq).await?;
-            let storage = storage(&state, &space.target)?;
-            let mut urls = Vec::with_capacity(plan.keys.len());
-            for key in &plan.keys {
-                let object = object_key(&space.target.folder, space.id, node, key);
-                let exists = storage
-                    .head(&object)
-                    .await
-                    .map_err(|error| RpcError::new(ErrorCode::Unavailable, error.to_string()))?;
-                if exists.is_some() {
-                    return Err(RpcError::new(
-                        ErrorCode::AlreadyExists,
-                        format!("{} exists: no key is written twice", key.as_string()),
-                    ));
-                }
-                urls.push(presigned(
-                    key,
-                    "PUT",
-                    storage.presign_put(&object, ttl),
-                    ttl,
-                ));
-            }
-            Ok(BackupUrlsAnswer { urls })
-        }
+        (UrlOp::Put, Some(seq)) => put_urls(&state, &request, seq, &plan.keys).await,
         (UrlOp::Put, None) => Err(RpcError::new(ErrorCode::Forbidden, "no run to write")),
-        (UrlOp::Get, _) => {
-            let mut connection = state
-                .store
-                .pool()
-                .acquire()
-                .await
-                .map_err(|e| unavailable(e.into()))?;
-            let mut seqs: Vec<i64> = plan.keys.iter().map(|key| key.seq).collect();
-            seqs.dedup();
-            let runs = store::runs_of(&mut connection, node, &seqs)
-                .await
-                .map_err(unavailable)?;
-            let mut spaces: BTreeMap<i64, (Space, Storage)> = BTreeMap::new();
-            let mut urls = Vec::with_capacity(plan.keys.len());
-            for key in &plan.keys {
-                let run = runs.iter().find(|run| run.seq == key.seq).ok_or_else(|| {
-                    RpcError::new(
-                        ErrorCode::NotFound,
-                        format!("{}: run {} is not this node's", key.as_string(), key.seq),
-                    )
-                })?;
-                let (space, storage) = match spaces.entry(run.space_id) {
-                    std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
-                    std::collections::btree_map::Entry::Vacant(entry) => {
-                        let space = store::space(&mut connection, run.space_id)
-                            .await
-                            .map_err(unavailable)?
-                            .ok_or_else(|| {
-                                RpcError::new(
-                                    ErrorCode::NotFound,
-                                    format!("run {} has no space", run.seq),
-                                )
-                            })?;
-                        let storage = storage(&state, &space.target)?;
-                        entry.insert((space, storage))
-                    }
-                };
-                let object = object_key(&space.target.folder, space.id, node, key);
-                urls.push(presigned(
-                    key,
-                    "GET",
-                    storage.presign_get(&object, ttl),
-                    ttl,
-                ));
-            }
-            Ok(BackupUrlsAnswer { urls })
-        }
+        (UrlOp::Get, _) => get_urls(&state, request.node_id, &plan.keys).await,
     }
+}
+
+/// BK-14: PUTs for a running `backup_run`'s own seq, each of a key that does not exist yet.
+async fn put_urls(
+    state: &State,
+    request: &BackupUrls,
+    seq: i64,
+    keys: &[NodeKey],
+) -> Answer<BackupUrlsAnswer> {
+    let (node, ttl) = (request.node_id, state.url_ttl);
+    let space = open_run(state, request, seq).await?;
+    let storage = storage(state, &space.target)?;
+    let mut urls = Vec::with_capacity(keys.len());
+    for key in keys {
+        let object = object_key(&space.target.folder, space.id, node, key);
+        let exists = storage
+            .head(&object)
+            .await
+            .map_err(|error| RpcError::new(ErrorCode::Unavailable, error.to_string()))?;
+        if exists.is_some() {
+            return Err(RpcError::new(
+                ErrorCode::AlreadyExists,
+                format!("{} exists: no key is written twice", key.as_string()),
+            ));
+        }
+        urls.push(presigned(
+            key,
+            "PUT",
+            storage.presign_put(&object, ttl),
+            ttl,
+        ));
+    }
+    Ok(BackupUrlsAnswer { urls })
+}
+
+/// BK-01, BK-14: GETs only of this node's own runs, in the space each run is in.
+async fn get_urls(state: &State, node: i64, keys: &[NodeKey]) -> Answer<BackupUrlsAnswer> {
+    let ttl = state.url_ttl;
+    let mut connection = state
+        .store
+        .pool()
+        .acquire()
+        .await
+        .map_err(|e| unavailable(e.into()))?;
+    let mut seqs: Vec<i64> = keys.iter().map(|key| key.seq).collect();
+    seqs.dedup();
+    let runs = store::runs_of(&mut connection, node, &seqs)
+        .await
+        .map_err(unavailable)?;
+    let mut spaces: BTreeMap<i64, (Space, Storage)> = BTreeMap::new();
+    let mut urls = Vec::with_capacity(keys.len());
+    for key in keys {
+        let run = runs.iter().find(|run| run.seq == key.seq).ok_or_else(|| {
+            RpcError::new(
+                ErrorCode::NotFound,
+                format!("{}: run {} is not this node's", key.as_string(), key.seq),
+            )
+        })?;
+        let (space, storage) = match spaces.entry(run.space_id) {
+            std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::btree_map::Entry::Vacant(entry) => {
+                let space = store::space(&mut connection, run.space_id)
+                    .await
+                    .map_err(unavailable)?
+                    .ok_or_else(|| {
+                        RpcError::new(ErrorCode::NotFound, format!("run {} has no space", run.seq))
+                    })?;
+                let storage = storage(state, &space.target)?;
+                entry.insert((space, storage))
+            }
+        };
+        let object = object_key(&space.target.folder, space.id, node, key);
+        urls.push(presigned(
+            key,
+            "GET",
+            storage.presign_get(&object, ttl),
+            ttl,
+        ));
+    }
+    Ok(BackupUrlsAnswer { urls })
 }
 
 /// Issue 27: the job is one this service asked for (its own table, by the correlation id it
@@ -428,6 +447,32 @@ async fn issued_here(state: &State, request: &BackupUrls) -> Answer<()> {
     .map_err(refused)
 }
 
+/// The node's active space, opened on the target where new backups go when it has none.
+async fn active_space(connection: &mut capstan_store::PgConnection, node: i64) -> Answer<Space> {
+    if let Some(space) = store::active_space(connection, node)
+        .await
+        .map_err(unavailable)?
+    {
+        return Ok(space);
+    }
+    let target = store::default_target(connection)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| {
+            RpcError::new(
+                ErrorCode::Unavailable,
+                "no target is chosen as where new backups go",
+            )
+        })?;
+    let id = store::open_space(connection, node, target.id)
+        .await
+        .map_err(unavailable)?;
+    store::space(connection, id)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| RpcError::new(ErrorCode::Internal, "the new space is not there"))
+}
+
 /// The space a `backup_run`'s seq writes to: the run's own when the broker opened it already
 /// for this job; else a new run in the node's active space (opened on the target where new
 /// backups go when the node has none), if the seq is newer than every run the node has.
@@ -461,30 +506,7 @@ async fn open_run(state: &State, request: &BackupUrls, seq: i64) -> Answer<Space
             ));
         }
     }
-    let space = match store::active_space(&mut transaction, node)
-        .await
-        .map_err(unavailable)?
-    {
-        Some(space) => space,
-        None => {
-            let target = store::default_target(&mut transaction)
-                .await
-                .map_err(unavailable)?
-                .ok_or_else(|| {
-                    RpcError::new(
-                        ErrorCode::Unavailable,
-                        "no target is chosen as where new backups go",
-                    )
-                })?;
-            let id = store::open_space(&mut transaction, node, target.id)
-                .await
-                .map_err(unavailable)?;
-            store::space(&mut transaction, id)
-                .await
-                .map_err(unavailable)?
-                .ok_or_else(|| RpcError::new(ErrorCode::Internal, "the new space is not there"))?
-        }
-    };
+    let space = active_space(&mut transaction, node).await?;
     // BK-02: a chain may not span spaces; an incremental is written where its previous run is.
     if let Some(previous) = broker::extends(&request.params).map_err(refused)? {
         let previous_space = store::run(&mut transaction, node, previous)

@@ -22,6 +22,7 @@ use crate::domain::orphans;
 use crate::domain::retention::{self, Chain, Tiers, Verdict};
 use crate::domain::shelf::{self, Manifest};
 use crate::domain::survey::{self, ListedChain, ListedObject, Survey};
+use crate::drivers::s3::Storage;
 use crate::rpc::{self, State};
 use crate::store::{self, Space};
 
@@ -60,7 +61,41 @@ struct SpaceLook {
     manifests: Vec<Manifest>,
 }
 
-/// Runs the pass over `node` at `now`.
+/// What the pass read from storage: each live space's listing and manifests.
+struct Picture {
+    looks: Vec<SpaceLook>,
+    /// Every live space listed.
+    every_listed: bool,
+    /// Every manifest the listings hold read.
+    every_read: bool,
+    /// BK-15: what the storage holds wrong, one line per run.
+    problems: Vec<String>,
+}
+
+impl Picture {
+    /// Nothing is deleted from a picture that is not whole.
+    fn whole(&self) -> bool {
+        self.every_listed && self.every_read
+    }
+}
+
+/// What retention decided to mark in the database.
+#[derive(Default)]
+struct Marks {
+    surplus: Vec<(i64, i64, DateTime<Utc>)>,
+    kept: Vec<(i64, i64)>,
+}
+
+/// What the orphan sweep saw and deleted.
+#[derive(Default)]
+struct Orphans {
+    seen: Vec<(i64, NodeKey, u64)>,
+    forgotten: Vec<(i64, NodeKey)>,
+    bytes_deleted: u64,
+}
+
+/// Runs the pass over `node` at `now`: read the storage, then retention and the orphan sweep
+/// from a whole picture, then write what was seen and done in one transaction.
 pub async fn pass_node(
     state: &State,
     node: i64,
@@ -72,15 +107,42 @@ pub async fn pass_node(
         store::shelf::live_spaces(&mut connection, node).await?
     };
     let mut report = PassReport::default();
-    let mut looks = Vec::new();
-    let mut every_listed = true;
-    let mut every_read = true;
-    let mut problems = Vec::new();
+    let picture = look(state, node, spaces, &mut report).await;
+    report.listed = picture.every_listed;
+    if picture.whole() {
+        report.problem = problem_line(&picture.problems);
+    }
+    let mut marks = Marks::default();
+    let mut orphans = Orphans::default();
+    if picture.whole() {
+        marks = prune(state, policy, &picture.looks, now, &mut report).await?;
+        orphans = sweep_orphans(state, node, &picture.looks, now, &mut report).await?;
+    }
+    record(state, node, now, &picture, &report, marks, orphans).await?;
+    Ok(report)
+}
+
+/// BK-15's one line: the first problem, and how many more there are.
+fn problem_line(problems: &[String]) -> Option<String> {
+    problems.first().map(|first| match problems.len() {
+        1 => first.clone(),
+        more => format!("{first} (and {} more)", more - 1),
+    })
+}
+
+/// Lists the node's folder in every live space and reads each manifest the listing holds.
+async fn look(state: &State, node: i64, spaces: Vec<Space>, report: &mut PassReport) -> Picture {
+    let mut picture = Picture {
+        looks: Vec::new(),
+        every_listed: true,
+        every_read: true,
+        problems: Vec::new(),
+    };
     for space in spaces {
         let storage = match rpc::storage(state, &space.target) {
             Ok(storage) => storage,
             Err(error) => {
-                every_listed = false;
+                picture.every_listed = false;
                 report
                     .errors
                     .push(format!("space {}: {}", space.id, error.message));
@@ -91,7 +153,7 @@ pub async fn pass_node(
         let listed = match storage.list(&prefix).await {
             Ok(listed) => listed,
             Err(error) => {
-                every_listed = false;
+                picture.every_listed = false;
                 report.errors.push(format!("space {}: {error}", space.id));
                 continue;
             }
@@ -105,214 +167,261 @@ pub async fn pass_node(
             })
             .collect();
         let survey = survey::survey(&prefix, &objects);
-        let mut manifests = Vec::new();
-        for &seq in &survey.manifests {
-            let key = object_key(
-                &space.target.folder,
-                space.id,
-                node,
-                &crate::domain::keys::NodeKey {
-                    seq,
-                    name: manifest_name(seq),
-                },
-            );
-            match storage.get(&key).await {
-                Ok(Some(bytes)) => match shelf::parse_manifest(&bytes, seq) {
-                    Ok(manifest) => {
-                        if let Some(problem) = shelf::check(&manifest, &survey.objects) {
-                            problems.push(problem);
-                        }
-                        manifests.push(manifest);
-                    }
-                    // A manifest that is there but does not read is the storage's problem.
-                    Err(problem) => problems.push(format!("run {seq}: {problem}")),
-                },
-                // Gone between the listing and the read: the next pass sees it.
-                Ok(None) => every_read = false,
-                Err(error) => {
-                    every_read = false;
-                    report.errors.push(format!(
-                        "space {}: {}: {error}",
-                        space.id,
-                        manifest_name(seq)
-                    ));
-                }
-            }
-        }
+        let manifests = read_manifests(&storage, &space, node, &survey, &mut picture, report).await;
         report.newest_write = report.newest_write.max(survey.newest_write);
-        looks.push(SpaceLook {
+        picture.looks.push(SpaceLook {
             space,
             prefix,
             survey,
             manifests,
         });
     }
-    report.listed = every_listed;
-    if every_listed && every_read {
-        report.problem = problems.first().map(|first| match problems.len() {
-            1 => first.clone(),
-            more => format!("{first} (and {} more)", more - 1),
-        });
-    }
+    picture
+}
 
-    // Retention, only from a whole picture.
-    let mut surplus_marks = Vec::new();
-    let mut kept = Vec::new();
-    if every_listed && every_read {
-        let mut chains = Vec::new();
-        let mut owner: BTreeMap<i64, (usize, ListedChain)> = BTreeMap::new();
-        for (index, look) in looks.iter().enumerate() {
-            let surplus: BTreeMap<i64, DateTime<Utc>> = {
-                let mut connection = state.store.pool().acquire().await?;
-                store::shelf::surplus(&mut connection, look.space.id)
-                    .await?
-                    .into_iter()
-                    .collect()
-            };
-            for chain in survey::chains(&look.manifests) {
-                chains.push(Chain {
-                    full_seq: chain.full_seq,
-                    started_at: chain.started_at,
-                    verified: chain
-                        .seqs
-                        .iter()
-                        .any(|seq| policy.verified_seqs.contains(seq)),
-                    draining: look.space.state == "draining",
-                    surplus_since: surplus.get(&chain.full_seq).copied(),
-                });
-                owner.insert(chain.full_seq, (index, chain));
-            }
-        }
-        let active_verified = chains.iter().any(|chain| chain.verified && !chain.draining);
-        let verdicts = retention::judge(
-            &chains,
-            policy.keep_days,
-            policy.tiers,
-            active_verified,
-            now,
+/// Reads each manifest of one space's listing and checks it against the listing (BK-15).
+async fn read_manifests(
+    storage: &Storage,
+    space: &Space,
+    node: i64,
+    survey: &Survey,
+    picture: &mut Picture,
+    report: &mut PassReport,
+) -> Vec<Manifest> {
+    let mut manifests = Vec::new();
+    for &seq in &survey.manifests {
+        let key = object_key(
+            &space.target.folder,
+            space.id,
+            node,
+            &NodeKey {
+                seq,
+                name: manifest_name(seq),
+            },
         );
-        for (full_seq, verdict) in verdicts {
-            let Some((index, chain)) = owner.get(&full_seq) else {
-                continue;
-            };
-            let look = &looks[*index];
-            match verdict {
-                Verdict::Keep(_) => kept.push((look.space.id, full_seq)),
-                Verdict::Surplus { since } => surplus_marks.push((look.space.id, full_seq, since)),
-                Verdict::Delete => {
-                    let storage = match rpc::storage(state, &look.space.target) {
-                        Ok(storage) => storage,
-                        Err(error) => {
-                            report.errors.push(error.message);
-                            continue;
-                        }
-                    };
-                    let mut whole = true;
-                    for key in survey::chain_keys(chain, &look.survey) {
-                        let stored = format!("{}{:010}/{}", look.prefix, key.seq, key.name);
-                        if let Err(error) = storage.delete(&stored).await {
-                            whole = false;
-                            report.errors.push(format!("deleting {stored}: {error}"));
-                            break;
-                        }
+        match storage.get(&key).await {
+            Ok(Some(bytes)) => match shelf::parse_manifest(&bytes, seq) {
+                Ok(manifest) => {
+                    if let Some(problem) = shelf::check(&manifest, &survey.objects) {
+                        picture.problems.push(problem);
                     }
-                    if whole {
-                        report
-                            .deleted
-                            .entry(look.space.id)
-                            .or_default()
-                            .extend(chain.seqs.iter().copied());
-                    }
+                    manifests.push(manifest);
                 }
+                // A manifest that is there but does not read is the storage's problem.
+                Err(problem) => picture.problems.push(format!("run {seq}: {problem}")),
+            },
+            // Gone between the listing and the read: the next pass sees it.
+            Ok(None) => picture.every_read = false,
+            Err(error) => {
+                picture.every_read = false;
+                report.errors.push(format!(
+                    "space {}: {}: {error}",
+                    space.id,
+                    manifest_name(seq)
+                ));
             }
         }
     }
+    manifests
+}
 
-    // The orphan sweep, only from a whole picture too.
-    let mut orphans_seen: Vec<(i64, NodeKey, u64)> = Vec::new();
-    let mut orphans_forgotten: Vec<(i64, NodeKey)> = Vec::new();
-    let mut orphan_bytes = 0u64;
-    if every_listed && every_read {
-        let claimed: BTreeSet<i64> = {
+/// Retention (BK-10, BK-12) over every space's chains: deletes exactly what the rules allow,
+/// each chain whole from its own space, and returns the surplus marks to write.
+async fn prune(
+    state: &State,
+    policy: &PassPolicy,
+    looks: &[SpaceLook],
+    now: DateTime<Utc>,
+    report: &mut PassReport,
+) -> Result<Marks, StoreError> {
+    let mut marks = Marks::default();
+    let mut chains = Vec::new();
+    let mut owner: BTreeMap<i64, (usize, ListedChain)> = BTreeMap::new();
+    for (index, look) in looks.iter().enumerate() {
+        let surplus: BTreeMap<i64, DateTime<Utc>> = {
             let mut connection = state.store.pool().acquire().await?;
-            store::shelf::claimed_seqs(&mut connection, node)
+            store::shelf::surplus(&mut connection, look.space.id)
                 .await?
                 .into_iter()
                 .collect()
         };
-        for look in &looks {
-            let seen: BTreeMap<NodeKey, DateTime<Utc>> = {
-                let mut connection = state.store.pool().acquire().await?;
-                store::shelf::orphans(&mut connection, look.space.id)
-                    .await?
-                    .into_iter()
-                    .collect()
-            };
-            let sweep = orphans::sweep(
-                &look.survey.objects,
-                &look.survey.manifests,
-                &claimed,
-                &seen,
-                now,
-            );
-            report.orphans_waiting += sweep.waiting;
-            for key in sweep.record {
-                let bytes = look.survey.objects.get(&key).copied().unwrap_or(0);
-                orphans_seen.push((look.space.id, key, bytes));
+        for chain in survey::chains(&look.manifests) {
+            chains.push(Chain {
+                full_seq: chain.full_seq,
+                started_at: chain.started_at,
+                verified: chain
+                    .seqs
+                    .iter()
+                    .any(|seq| policy.verified_seqs.contains(seq)),
+                draining: look.space.state == "draining",
+                surplus_since: surplus.get(&chain.full_seq).copied(),
+            });
+            owner.insert(chain.full_seq, (index, chain));
+        }
+    }
+    let active_verified = chains.iter().any(|chain| chain.verified && !chain.draining);
+    let verdicts = retention::judge(
+        &chains,
+        policy.keep_days,
+        policy.tiers,
+        active_verified,
+        now,
+    );
+    for (full_seq, verdict) in verdicts {
+        let Some((index, chain)) = owner.get(&full_seq) else {
+            continue;
+        };
+        let look = &looks[*index];
+        match verdict {
+            Verdict::Keep(_) => marks.kept.push((look.space.id, full_seq)),
+            Verdict::Surplus { since } => marks.surplus.push((look.space.id, full_seq, since)),
+            Verdict::Delete => delete_chain(state, look, chain, report).await,
+        }
+    }
+    Ok(marks)
+}
+
+/// Deletes one chain's objects from its space; the chain counts as deleted only when every
+/// object went.
+async fn delete_chain(
+    state: &State,
+    look: &SpaceLook,
+    chain: &ListedChain,
+    report: &mut PassReport,
+) {
+    let storage = match rpc::storage(state, &look.space.target) {
+        Ok(storage) => storage,
+        Err(error) => {
+            report.errors.push(error.message);
+            return;
+        }
+    };
+    for key in survey::chain_keys(chain, &look.survey) {
+        let stored = format!("{}{:010}/{}", look.prefix, key.seq, key.name);
+        if let Err(error) = storage.delete(&stored).await {
+            report.errors.push(format!("deleting {stored}: {error}"));
+            return;
+        }
+    }
+    report
+        .deleted
+        .entry(look.space.id)
+        .or_default()
+        .extend(chain.seqs.iter().copied());
+}
+
+/// The orphan sweep (`domain/orphans.rs`) over every space.
+async fn sweep_orphans(
+    state: &State,
+    node: i64,
+    looks: &[SpaceLook],
+    now: DateTime<Utc>,
+    report: &mut PassReport,
+) -> Result<Orphans, StoreError> {
+    let mut orphans = Orphans::default();
+    let claimed: BTreeSet<i64> = {
+        let mut connection = state.store.pool().acquire().await?;
+        store::shelf::claimed_seqs(&mut connection, node)
+            .await?
+            .into_iter()
+            .collect()
+    };
+    for look in looks {
+        let seen: BTreeMap<NodeKey, DateTime<Utc>> = {
+            let mut connection = state.store.pool().acquire().await?;
+            store::shelf::orphans(&mut connection, look.space.id)
+                .await?
+                .into_iter()
+                .collect()
+        };
+        let sweep = orphans::sweep(
+            &look.survey.objects,
+            &look.survey.manifests,
+            &claimed,
+            &seen,
+            now,
+        );
+        report.orphans_waiting += sweep.waiting;
+        for key in sweep.record {
+            let bytes = look.survey.objects.get(&key).copied().unwrap_or(0);
+            orphans.seen.push((look.space.id, key, bytes));
+        }
+        for key in sweep.forget {
+            orphans.forgotten.push((look.space.id, key));
+        }
+        if !sweep.delete.is_empty() {
+            delete_orphans(state, look, sweep.delete, &mut orphans, report).await;
+        }
+    }
+    Ok(orphans)
+}
+
+/// Deletes the orphans of one space whose day has passed.
+async fn delete_orphans(
+    state: &State,
+    look: &SpaceLook,
+    keys: Vec<NodeKey>,
+    orphans: &mut Orphans,
+    report: &mut PassReport,
+) {
+    let storage = match rpc::storage(state, &look.space.target) {
+        Ok(storage) => storage,
+        Err(error) => {
+            report.errors.push(error.message);
+            return;
+        }
+    };
+    for key in keys {
+        let stored = format!("{}{:010}/{}", look.prefix, key.seq, key.name);
+        match storage.delete(&stored).await {
+            Ok(()) => {
+                orphans.bytes_deleted += look.survey.objects.get(&key).copied().unwrap_or(0);
+                report
+                    .orphans_deleted
+                    .entry(look.space.id)
+                    .or_default()
+                    .push(key.as_string());
+                orphans.forgotten.push((look.space.id, key));
             }
-            for key in sweep.forget {
-                orphans_forgotten.push((look.space.id, key));
-            }
-            if sweep.delete.is_empty() {
-                continue;
-            }
-            let storage = match rpc::storage(state, &look.space.target) {
-                Ok(storage) => storage,
-                Err(error) => {
-                    report.errors.push(error.message);
-                    continue;
-                }
-            };
-            for key in sweep.delete {
-                let stored = format!("{}{:010}/{}", look.prefix, key.seq, key.name);
-                match storage.delete(&stored).await {
-                    Ok(()) => {
-                        orphan_bytes += look.survey.objects.get(&key).copied().unwrap_or(0);
-                        report
-                            .orphans_deleted
-                            .entry(look.space.id)
-                            .or_default()
-                            .push(key.as_string());
-                        orphans_forgotten.push((look.space.id, key));
-                    }
-                    Err(error) => {
-                        report
-                            .errors
-                            .push(format!("deleting orphan {stored}: {error}"));
-                    }
-                }
+            Err(error) => {
+                report
+                    .errors
+                    .push(format!("deleting orphan {stored}: {error}"));
             }
         }
     }
+}
 
+/// Writes what the pass saw and did in one transaction: the stamps, the surplus marks, the
+/// prunes (with their `pruned` events), the orphans.
+async fn record(
+    state: &State,
+    node: i64,
+    now: DateTime<Utc>,
+    picture: &Picture,
+    report: &PassReport,
+    marks: Marks,
+    orphans: Orphans,
+) -> Result<(), StoreError> {
     let mut transaction = state.store.begin().await?;
-    if every_listed {
+    if picture.every_listed {
         store::shelf::stamp_listed(&mut transaction, node, now, report.newest_write).await?;
     }
-    if every_listed && every_read {
+    if picture.whole() {
         store::shelf::stamp_problem(&mut transaction, node, report.problem.as_deref()).await?;
     }
     if !report.errors.is_empty() {
         store::shelf::pass_failed(&mut transaction, node, &report.errors.join("; "), now).await?;
     }
-    for (space, full_seq, since) in surplus_marks {
+    for (space, full_seq, since) in marks.surplus {
         store::shelf::mark_surplus(&mut transaction, space, full_seq, since).await?;
     }
-    for (space, full_seq) in kept {
+    for (space, full_seq) in marks.kept {
         store::shelf::clear_surplus(&mut transaction, space, full_seq).await?;
     }
     for (space, seqs) in &report.deleted {
-        let full_seqs: Vec<i64> = looks
+        let full_seqs: Vec<i64> = picture
+            .looks
             .iter()
             .filter(|look| look.space.id == *space)
             .flat_map(|look| survey::chains(&look.manifests))
@@ -331,23 +440,45 @@ pub async fn pass_node(
         )
         .await?;
     }
-    for (space, key, bytes) in &orphans_seen {
+    for (space, key, bytes) in &orphans.seen {
         store::shelf::orphan_seen(&mut transaction, *space, key, *bytes, now).await?;
     }
-    for (space, key) in &orphans_forgotten {
+    for (space, key) in &orphans.forgotten {
         store::shelf::forget_orphan(&mut transaction, *space, key).await?;
     }
-    if every_listed && every_read {
+    if picture.whole() {
         let deleted = report.orphans_deleted.values().map(Vec::len).sum();
         store::shelf::count_orphans(
             &mut transaction,
             node,
             report.orphans_waiting,
             deleted,
-            orphan_bytes,
+            orphans.bytes_deleted,
         )
         .await?;
     }
     transaction.commit().await?;
-    Ok(report)
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bk_15_one_problem_is_the_line_and_more_are_counted_after_the_first() {
+        assert_eq!(problem_line(&[]), None);
+        assert_eq!(
+            problem_line(&["run 3: a.tar is 10 bytes, not 12".into()]),
+            Some("run 3: a.tar is 10 bytes, not 12".into())
+        );
+        assert_eq!(
+            problem_line(&[
+                "run 3: short".into(),
+                "run 4: gone".into(),
+                "run 5: gone".into()
+            ]),
+            Some("run 3: short (and 2 more)".into())
+        );
+    }
 }

@@ -143,6 +143,11 @@ fn migrator(domain: Domain) -> &'static Migrator {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A service name the plane does not know: the usage error.
+    let unknown = |error: <Domain as std::str::FromStr>::Err| {
+        eprintln!("capstan: {error}");
+        ExitCode::from(2)
+    };
     match cli.command {
         Command::All => capstan_runtime::main("capstan", run_all),
         Command::Migrate => capstan_runtime::command("capstan", |settings, _| migrate(settings)),
@@ -150,10 +155,7 @@ fn main() -> ExitCode {
             Ok(domain) => {
                 capstan_runtime::command("capstan", move |settings, _| health(settings, domain))
             }
-            Err(error) => {
-                eprintln!("capstan: {error}");
-                ExitCode::from(2)
-            }
+            Err(error) => unknown(error),
         },
         Command::Admin {
             command: AdminCommand::CreateOperator { name, level, email },
@@ -175,10 +177,8 @@ fn main() -> ExitCode {
             // A name given twice is one user (the server refuses a user defined twice).
             let mut seen = std::collections::BTreeSet::new();
             subscribers.retain(|subscriber| seen.insert(subscriber.name().to_string()));
-            print!(
-                "{}",
-                capstan_bus::access::authorization_with(auth, &subscribers)
-            );
+            let config = capstan_bus::access::authorization_with(auth, &subscribers);
+            print!("{config}");
             // A password for each new subscriber, for the operator to put in the server's
             // environment and give the program; never in the configuration itself.
             if auth == capstan_bus::access::Auth::Password {
@@ -193,23 +193,20 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Release { command } => {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
+            let ran = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
             {
-                Ok(runtime) => runtime,
-                Err(error) => {
-                    eprintln!("capstan: cannot start: {error}");
-                    return ExitCode::FAILURE;
-                }
+                Ok(runtime) => runtime
+                    .block_on(release::run(command))
+                    .map_err(|error| format!("capstan release: {error:#}")),
+                Err(error) => Err(format!("capstan: cannot start: {error}")),
             };
-            match runtime.block_on(release::run(command)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(error) => {
-                    eprintln!("capstan release: {error:#}");
-                    ExitCode::FAILURE
-                }
+            if let Err(said) = ran {
+                eprintln!("{said}");
+                return ExitCode::FAILURE;
             }
+            ExitCode::SUCCESS
         }
         Command::Service(words) => {
             let name = words.first().map(String::as_str).unwrap_or_default();
@@ -218,10 +215,7 @@ fn main() -> ExitCode {
                     &format!("capstan-{}", domain.service_name()),
                     runner(domain),
                 ),
-                Err(error) => {
-                    eprintln!("capstan: {error}");
-                    ExitCode::from(2)
-                }
+                Err(error) => unknown(error),
             }
         }
     }

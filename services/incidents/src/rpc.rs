@@ -472,7 +472,7 @@ pub async fn create_webhook(state: State, request: CreateWebhook) -> Answer<Webh
     }
     let url = crate::drivers::webhook::check_url(&request.url, state.outbound)
         .await
-        .map_err(|reason| RpcError::new(ErrorCode::InvalidRequest, reason))?;
+        .map_err(|reason| RpcError::new(ErrorCode::InvalidRequest, reason.to_string()))?;
     let secret = WebhookSecret::from_random(rand::random());
     let mut connection = connection(&state).await?;
     let row = acts::create_webhook(

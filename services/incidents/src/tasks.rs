@@ -153,7 +153,12 @@ pub async fn deliver_due(
             warn!(delivery = delivery.id, channel = %delivery.channel, %reason, "delivery failed");
         }
         let mut transaction = store.begin().await?;
-        signals::record_attempt(&mut transaction, delivery, outcome, backoff, Utc::now()).await?;
+        let detail = match &outcome {
+            Ok(answer) => answer.clone(),
+            Err(reason) => reason.to_string(),
+        };
+        let attempt = (outcome.is_ok(), detail.as_str());
+        signals::record_attempt(&mut transaction, delivery, attempt, backoff, Utc::now()).await?;
         transaction.commit().await?;
     }
     Ok(due.len())

@@ -6,6 +6,7 @@
 //! checks and certificate reads on their cadence), `drivers/` (the resolver, HTTP and TLS).
 #![forbid(unsafe_code)]
 
+pub mod app;
 pub mod consumers;
 pub mod domain;
 pub mod drivers;

@@ -10,22 +10,22 @@ use capstan_events::monitor::rpc::{
     GetCertificate, GetEdgeProbe, GetUptime, GetUptimeSummary, HistoryPoint, ListEdgeProbes,
     ListUptime, SetUptime, StartEdgeProbe, UptimeCheck, UptimeChecks, UptimeDetail, UptimeSummary,
 };
-use capstan_events::monitor::{CertProblemChanged, SiteUp, UptimeStatus};
+use capstan_events::monitor::UptimeStatus;
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
 use capstan_store::{Store, StoreError};
 use chrono::Utc;
 use std::sync::Arc;
 
+use crate::app;
 use crate::domain::edge;
-use crate::domain::uptime::{self, first_due, Live, Setting, HISTORY_KEPT};
+use crate::domain::uptime::{self, HISTORY_KEPT};
 use crate::domain::InvalidInput;
 use crate::drivers::Prober;
 use crate::store::{self, CheckRow};
 
 type Answer<T> = Result<T, RpcError>;
 
-/// How soon after its URL is set or changes a node's certificate is first read, at most.
-pub const CERT_SOON_SECS: u32 = 10;
+pub use crate::app::CERT_SOON_SECS;
 
 /// What every handler reaches.
 #[derive(Clone)]
@@ -145,14 +145,6 @@ pub async fn get_uptime(state: State, request: GetUptime) -> Answer<UptimeDetail
     })
 }
 
-/// Whether two settings check the same thing the same way (only the interval may differ).
-fn same_target(old: &CheckRow, new: &Setting) -> bool {
-    old.enabled == new.enabled
-        && old.kind == new.kind.as_str()
-        && old.url.as_deref() == new.url.as_ref().map(|url| url.as_str())
-        && old.keyword == new.keyword
-}
-
 pub async fn set_uptime(state: State, request: SetUptime) -> Answer<UptimeCheck> {
     request
         .actor
@@ -166,136 +158,8 @@ pub async fn set_uptime(state: State, request: SetUptime) -> Answer<UptimeCheck>
         state.min_interval_secs,
     )
     .map_err(RpcError::from)?;
-    // An operator's URL gets the plane's address policy before anything is written.
-    if let Some(url) = &setting.url {
-        state.prober.url_allowed(url).await.map_err(|reason| {
-            RpcError::new(
-                ErrorCode::Refused,
-                format!("url: {url} is refused: {reason}"),
-            )
-        })?;
-    }
-    let node = request.node_id;
-    let now = Utc::now();
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    if !store::node_known(&mut transaction, node)
-        .await
-        .map_err(unavailable)?
-    {
-        return Err(no_node(node));
-    }
-    let old = store::check(&mut transaction, node, true)
-        .await
-        .map_err(unavailable)?
-        .ok_or_else(|| no_node(node))?;
-    let old_live = old.live().map_err(unavailable)?;
-    let kept = same_target(&old, &setting);
-    // A check pointed elsewhere, or switched off, starts again from unknown; an outage it
-    // reported is over as far as anyone can tell.
-    let live = if kept {
-        old_live.clone()
-    } else {
-        Live::default()
-    };
-    if let (false, Some(down_since), Some(url)) = (kept, old_live.down_since, old.url.as_deref()) {
-        store::site_up(
-            &mut transaction,
-            SiteUp {
-                node_id: node,
-                url: url.to_string(),
-                down_since,
-                up_at: now,
-                stopped: true,
-            },
-        )
-        .await
-        .map_err(unavailable)?;
-    }
-    let phase = rand::random::<f64>();
-    let next_check_at = match (&setting.active(), kept, old.next_check_at) {
-        (false, _, _) => None,
-        (true, true, Some(next)) if old.interval_secs == setting.interval_secs as i32 => Some(next),
-        (true, _, _) => Some(first_due(now, setting.interval_secs, phase)),
-    };
-    store::set_check(
-        &mut transaction,
-        node,
-        &setting,
-        &live,
-        next_check_at,
-        !kept,
-    )
-    .await
-    .map_err(unavailable)?;
-    // MO-08: the certificate is read for the URL's host, soon after it is set or changes.
-    let old_certificate = store::certificate(&mut transaction, node, true)
-        .await
-        .map_err(unavailable)?;
-    let name = setting
-        .url
-        .as_ref()
-        .filter(|_| setting.active())
-        .and_then(|url| url.host_str())
-        .filter(|host| host.parse::<std::net::IpAddr>().is_err() && !host.starts_with('['))
-        .map(str::to_ascii_lowercase);
-    let had_problem = old_certificate
-        .as_ref()
-        .and_then(|row| row.problem.as_ref())
-        .is_some();
-    match &name {
-        Some(name) => {
-            let renamed = old_certificate.as_ref().is_none_or(|row| &row.name != name);
-            if renamed || !kept {
-                store::watch_certificate(
-                    &mut transaction,
-                    node,
-                    name,
-                    first_due(now, CERT_SOON_SECS, phase),
-                )
-                .await
-                .map_err(unavailable)?;
-            }
-            if renamed && had_problem {
-                cert_cleared(&mut transaction, node, name, now).await?;
-            }
-        }
-        None => {
-            store::unwatch_certificate(&mut transaction, node)
-                .await
-                .map_err(unavailable)?;
-            if let (true, Some(old)) = (had_problem, &old_certificate) {
-                cert_cleared(&mut transaction, node, &old.name, now).await?;
-            }
-        }
-    }
-    let row = store::check(&mut transaction, node, false)
-        .await
-        .map_err(unavailable)?
-        .ok_or_else(|| no_node(node))?;
-    transaction
-        .commit()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
+    let row = app::set_uptime(&state.store, &state.prober, request.node_id, &setting).await?;
     view(&row)
-}
-
-async fn cert_cleared(
-    connection: &mut capstan_store::PgConnection,
-    node: i64,
-    name: &str,
-    now: chrono::DateTime<Utc>,
-) -> Answer<()> {
-    store::cert_problem_changed(
-        connection,
-        CertProblemChanged {
-            node_id: node,
-            name: name.to_string(),
-            problem: None,
-            checked_at: now,
-        },
-    )
-    .await
-    .map_err(unavailable)
 }
 
 pub async fn get_certificate(state: State, request: GetCertificate) -> Answer<CertificateView> {
@@ -406,7 +270,7 @@ pub async fn start_edge_probe(state: State, request: StartEdgeProbe) -> Answer<E
         .map_err(unavailable)?
         .ok_or_else(|| no_node(node))?;
     let refused = |why: String| RpcError::new(ErrorCode::Refused, format!("node {node}: {why}"));
-    let site = edge::site(url.as_deref()).map_err(refused)?;
+    let site = edge::site(url.as_deref()).map_err(|why| refused(why.to_string()))?;
     if edge::direct_targets(&addresses).is_empty() {
         return Err(refused(
             "it reported no address of its own, so there is no direct path to compare".into(),

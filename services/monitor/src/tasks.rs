@@ -20,7 +20,7 @@ use crate::domain::edge;
 use crate::domain::pinning;
 use crate::domain::uptime::{self, next_due, Outcome, Transition, HISTORY_KEPT};
 use crate::drivers::http::{Checked, Target};
-use crate::drivers::Prober;
+use crate::drivers::{ProbeError, Prober};
 use crate::store::{self, Due, DueCertificate};
 
 /// The status pass (MO-05, MO-06).
@@ -248,7 +248,7 @@ pub async fn read_certificate(
             found
                 .first()
                 .copied()
-                .ok_or_else(|| format!("{name} does not resolve"))
+                .ok_or_else(|| ProbeError::NotFound(name.to_string()))
         }),
     };
     let served = match origin {
@@ -279,7 +279,7 @@ pub async fn read_certificate(
                 &row.names.0,
                 old_problem.as_ref(),
                 row.placeholder_since,
-                Some(&error),
+                Some(&error.to_string()),
             )
             .await?;
             transaction.commit().await?;
@@ -426,7 +426,7 @@ pub async fn run_edge_probe(
         Ok(site) => tokio::time::timeout(edge::RUN_LIMIT, prober.edge_probe(&site, &direct))
             .await
             .map_err(|_| format!("the run did not end within {} s", edge::RUN_LIMIT.as_secs())),
-        Err(error) => Err(error),
+        Err(error) => Err(error.to_string()),
     };
     let at = Utc::now();
     let mut connection = store.pool().acquire().await?;

@@ -11,7 +11,7 @@ use capstan_events::agent_channel::{
 use capstan_events::incidents::IncidentOpened;
 use capstan_events::{Domain, Envelope};
 use capstan_runtime::{read_as, retry, Apply};
-use capstan_store::PgConnection;
+use capstan_store::{PgConnection, StoreError};
 use chrono::Utc;
 use futures::future::BoxFuture;
 use std::time::Duration;
@@ -58,33 +58,9 @@ impl Apply for Events {
     ) -> BoxFuture<'c, Result<(), HandlerError>> {
         Box::pin(async move {
             match heard {
-                Heard::JobFinished(finished) => {
-                    let data = &finished.data;
-                    if data.requested_by != REQUESTED_BY {
-                        return Ok(());
-                    }
-                    let Some(correlation) = data.correlation_id else {
-                        return Ok(());
-                    };
-                    let now = Utc::now();
-                    let rollout = store::job_finished(
-                        connection,
-                        correlation,
-                        data.job_id,
-                        data.outcome.as_str(),
-                        data.result.as_ref(),
-                        data.reason.as_deref(),
-                        now,
-                    )
+                Heard::JobFinished(finished) => job_finished(connection, &finished.data)
                     .await
-                    .map_err(retry)?;
-                    if let Some(rollout) = rollout {
-                        store::advance(connection, rollout, now)
-                            .await
-                            .map_err(retry)?;
-                    }
-                    Ok(())
-                }
+                    .map_err(retry),
                 Heard::NodeApproved(approved) => {
                     let data = &approved.data;
                     store::node_approved(
@@ -140,4 +116,30 @@ impl Apply for Events {
             }
         })
     }
+}
+
+/// A job of ours ended: its answer is recorded against the rollout that asked for it, which
+/// then moves on.
+async fn job_finished(connection: &mut PgConnection, data: &JobFinished) -> Result<(), StoreError> {
+    if data.requested_by != REQUESTED_BY {
+        return Ok(());
+    }
+    let Some(correlation) = data.correlation_id else {
+        return Ok(());
+    };
+    let now = Utc::now();
+    let rollout = store::job_finished(
+        connection,
+        correlation,
+        data.job_id,
+        data.outcome.as_str(),
+        data.result.as_ref(),
+        data.reason.as_deref(),
+        now,
+    )
+    .await?;
+    if let Some(rollout) = rollout {
+        store::advance(connection, rollout, now).await?;
+    }
+    Ok(())
 }

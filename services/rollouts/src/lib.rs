@@ -9,6 +9,7 @@
 //! signed where `capstan release` ran.
 #![forbid(unsafe_code)]
 
+pub mod app;
 pub mod consumers;
 pub mod domain;
 pub mod rpc;

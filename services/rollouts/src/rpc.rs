@@ -210,7 +210,7 @@ async fn artifact(state: &State, request: ArtifactRequest) -> Answer<(ArtifactFo
         request.arch.as_deref(),
         request.version.as_deref(),
     )
-    .map_err(|message| RpcError::new(ErrorCode::InvalidRequest, message))?;
+    .map_err(|bad| RpcError::new(ErrorCode::InvalidRequest, bad.to_string()))?;
     let mut connection = state.store.pool().acquire().await.map_err(sql)?;
     let (kind, arch, version) = match asked {
         Asked::Manifest => {

@@ -14,6 +14,7 @@ use capstan_events::{
     Domain,
 };
 use capstan_signing::{ParsedSignature, PublicKey};
+use capstan_store::PgConnection;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -25,7 +26,9 @@ use crate::{
     domain::{
         auth::{check_signature, check_unkeyed, AgentError},
         claims::{lane, Lane},
-        joins::{decide, parse_join, pending_cap, JoinDecision, JoinRecordState, KnownKey},
+        joins::{
+            decide, parse_join, pending_cap, JoinDecision, JoinRecordState, KnownKey, ValidJoin,
+        },
         rate::source_network,
         JOIN_TTL, NONCE_WINDOW,
     },
@@ -294,34 +297,19 @@ async fn prove(
     Ok(arrival)
 }
 
-async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
-    meter_network(state, request)?;
-    let _slot = state.agent_slot().await?;
-    let mut proposed = None;
-    let now = Utc::now();
-    authenticate(state, request, body, now, async |parsed| {
-        let join = parse_join(body)?;
-        if parsed.keyid() != &join.fingerprint {
-            return Err(AgentError::Unauthorized {
-                code: "unknown_key",
-                message: "a join must be signed by the key it introduces".into(),
-            });
-        }
-        let key = join.public_key;
-        proposed = Some(join);
-        Ok(key)
-    })
-    .await?;
-    let join = proposed.ok_or_else(AgentError::unknown_key)?;
-    let mut transaction = state.store.begin().await.map_err(AgentError::unavailable)?;
-    let fingerprint = join.fingerprint.as_str().to_string();
-    // The key's latest request is locked first, as an approval locks it: an approval that
-    // commits while this waits is then seen whole (its node too), never a half that would
-    // make this key's request anew or set an approved one back to pending.
-    let latest = store::latest_join_of_key(&mut transaction, &fingerprint)
+/// What the plane knows of a joining key: its latest request, and whether it is paired,
+/// pending, rejected or retired. The key's latest request is locked first, as an approval
+/// locks it: an approval that commits while this waits is then seen whole (its node too),
+/// never a half that would make this key's request anew or set an approved one back to
+/// pending.
+async fn known_key(
+    connection: &mut PgConnection,
+    fingerprint: &str,
+) -> Result<(Option<store::JoinRow>, KnownKey), AgentError> {
+    let latest = store::latest_join_of_key(connection, fingerprint)
         .await
         .map_err(AgentError::unavailable)?;
-    let paired = store::node_by_fingerprint(&mut transaction, &fingerprint)
+    let paired = store::node_by_fingerprint(connection, fingerprint)
         .await
         .map_err(AgentError::unavailable)?
         .is_some();
@@ -337,6 +325,41 @@ async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
         },
         (None, _) => KnownKey::Unknown,
     };
+    Ok((latest, known))
+}
+
+/// A join's body, read, and signed by the key it introduces.
+async fn signed_join(
+    state: &State,
+    request: &AgentRequest,
+    body: &[u8],
+    now: DateTime<Utc>,
+) -> Result<ValidJoin, AgentError> {
+    let mut proposed = None;
+    authenticate(state, request, body, now, async |parsed| {
+        let join = parse_join(body)?;
+        if parsed.keyid() != &join.fingerprint {
+            return Err(AgentError::Unauthorized {
+                code: "unknown_key",
+                message: "a join must be signed by the key it introduces".into(),
+            });
+        }
+        let key = join.public_key;
+        proposed = Some(join);
+        Ok(key)
+    })
+    .await?;
+    proposed.ok_or_else(AgentError::unknown_key)
+}
+
+async fn join(state: &State, request: &AgentRequest, body: &[u8]) -> Answer {
+    meter_network(state, request)?;
+    let _slot = state.agent_slot().await?;
+    let now = Utc::now();
+    let join = signed_join(state, request, body, now).await?;
+    let mut transaction = state.store.begin().await.map_err(AgentError::unavailable)?;
+    let fingerprint = join.fingerprint.as_str().to_string();
+    let (latest, known) = known_key(&mut transaction, &fingerprint).await?;
     let addresses: Vec<String> = join.addresses.iter().map(ToString::to_string).collect();
     let expires_at = now + chrono::Duration::from_std(JOIN_TTL).expect("an hour fits");
     let new = store::NewJoin {

@@ -8,7 +8,7 @@ use capstan_events::agent_channel::{
     JobOutcome, NodeReported,
 };
 use capstan_store::PgConnection;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -18,7 +18,7 @@ use crate::{
     actions::{self, emit},
     domain::{
         auth::AgentError,
-        claims::{self, lane, Asking, Claim, Glimpse, Needs},
+        claims::{self, lane, Asking, Claim, Glimpse, Needs, NodeFacts},
         jobs::{self, lost},
         MAX_WAIT_SECONDS,
     },
@@ -266,46 +266,10 @@ async fn report_and_dispatch_in_slot(
         .map_err(AgentError::unavailable)?
         .filter(|node| node.fingerprint.is_some())
         .ok_or_else(AgentError::unknown_key)?;
-    let mut facts = node.node_facts();
-    if let Some(claim) = claim {
-        match claims::apply(&facts, claim, now) {
-            Some(next) => {
-                store::save_facts(connection, node.id, &next, now)
-                    .await
-                    .map_err(AgentError::unavailable)?;
-                let reported = NodeReported {
-                    node_id: node.id,
-                    agent_version: next.agent_version.clone().unwrap_or_default(),
-                    vocabulary: next.vocabulary.clone(),
-                    facts: Value::Object(next.facts.clone()),
-                    site_root: next.site_root.clone(),
-                };
-                emit(connection, reported, format!("node/{}", node.id))
-                    .await
-                    .map_err(AgentError::unavailable)?;
-                actions::claim_placed(connection, &node, &next.facts)
-                    .await
-                    .map_err(AgentError::unavailable)?;
-                facts = next;
-            }
-            None => {
-                if claims::heartbeat_due(node.last_seen_at, now) {
-                    store::heartbeat(connection, node.id, now)
-                        .await
-                        .map_err(AgentError::unavailable)?;
-                }
-            }
-        }
-        // AC-28: an idle agent runs nothing; whatever the plane holds as running was lost.
-        if claim.idle {
-            let lost = store::lose_running(connection, node.id, lost::IDLE)
-                .await
-                .map_err(AgentError::unavailable)?;
-            actions::announce_all_finished(connection, &lost)
-                .await
-                .map_err(AgentError::unavailable)?;
-        }
-    }
+    let facts = match claim {
+        Some(claim) => take_claim(connection, &node, claim, now).await?,
+        None => node.node_facts(),
+    };
     // AC-29: on every poll, running jobs past their budget are lost.
     let stale = store::lose_stale(connection, Some(node.id), lost::BUDGET)
         .await
@@ -313,48 +277,22 @@ async fn report_and_dispatch_in_slot(
     actions::announce_all_finished(connection, &stale)
         .await
         .map_err(AgentError::unavailable)?;
-    let mut handed_out = None;
-    // Whether this transaction saw no job left pending for the node.
-    let mut none_pending = false;
     // AC-25: one running job per node; a job is handed out once.
-    if !store::has_running(connection, node.id)
+    let handing = if store::has_running(connection, node.id)
         .await
         .map_err(AgentError::unavailable)?
     {
-        while let Some(job) = store::next_pending(connection, node.id)
-            .await
-            .map_err(AgentError::unavailable)?
-        {
-            let Some(primitive) = primitives::find(&job.primitive) else {
-                refuse_by_plane(
-                    connection,
-                    job.id,
-                    "the plane no longer knows this primitive",
-                )
-                .await?;
-                continue;
-            };
-            let payload = jobs::claim_payload(job.id, primitive, &job.params.0, job.budget_s);
-            if !jobs::fits(&payload, facts.claim_limit()) {
-                let reason = jobs::too_large_reason(payload.to_string().len(), facts.claim_limit());
-                refuse_by_plane(connection, job.id, &reason).await?;
-                continue;
-            }
-            store::start_job(connection, job.id, now)
-                .await
-                .map_err(AgentError::unavailable)?;
-            actions::announce_claimed(connection, &job)
-                .await
-                .map_err(AgentError::unavailable)?;
-            handed_out = Some(payload);
-            break;
-        }
-        none_pending = handed_out.is_none();
-    }
+        None
+    } else {
+        Some(hand_out(connection, node.id, &facts, now).await?)
+    };
     transaction
         .commit()
         .await
         .map_err(AgentError::unavailable)?;
+    // This transaction saw no job left pending for the node.
+    let none_pending = matches!(handing, Some(None));
+    let handed_out = handing.flatten();
     if handed_out.is_some() {
         metrics::counter!("capstan_agent_jobs_claimed_total").increment(1);
     }
@@ -362,6 +300,94 @@ async fn report_and_dispatch_in_slot(
         state.wake.settle(node_id, generation, false);
     }
     Ok(handed_out)
+}
+
+/// Takes a claim's facts on the locked node, writing (and announcing) only what changed, and
+/// answers the node's facts after it. AC-28: an idle agent runs nothing, so whatever the
+/// plane holds as running was lost.
+async fn take_claim(
+    connection: &mut PgConnection,
+    node: &NodeRow,
+    claim: &Claim,
+    now: DateTime<Utc>,
+) -> Result<NodeFacts, AgentError> {
+    let mut facts = node.node_facts();
+    match claims::apply(&facts, claim, now) {
+        Some(next) => {
+            store::save_facts(connection, node.id, &next, now)
+                .await
+                .map_err(AgentError::unavailable)?;
+            let reported = NodeReported {
+                node_id: node.id,
+                agent_version: next.agent_version.clone().unwrap_or_default(),
+                vocabulary: next.vocabulary.clone(),
+                facts: Value::Object(next.facts.clone()),
+                site_root: next.site_root.clone(),
+            };
+            emit(connection, reported, format!("node/{}", node.id))
+                .await
+                .map_err(AgentError::unavailable)?;
+            actions::claim_placed(connection, node, &next.facts)
+                .await
+                .map_err(AgentError::unavailable)?;
+            facts = next;
+        }
+        None => {
+            if claims::heartbeat_due(node.last_seen_at, now) {
+                store::heartbeat(connection, node.id, now)
+                    .await
+                    .map_err(AgentError::unavailable)?;
+            }
+        }
+    }
+    if claim.idle {
+        let lost = store::lose_running(connection, node.id, lost::IDLE)
+            .await
+            .map_err(AgentError::unavailable)?;
+        actions::announce_all_finished(connection, &lost)
+            .await
+            .map_err(AgentError::unavailable)?;
+    }
+    Ok(facts)
+}
+
+/// Hands out the oldest pending job the plane can still send and the node can take (a job
+/// of a primitive the plane no longer knows, or too large for the node's claim, is refused
+/// by the plane and the next one tried); `None` when no job is left pending.
+async fn hand_out(
+    connection: &mut PgConnection,
+    node_id: i64,
+    facts: &NodeFacts,
+    now: DateTime<Utc>,
+) -> Result<Option<Value>, AgentError> {
+    while let Some(job) = store::next_pending(connection, node_id)
+        .await
+        .map_err(AgentError::unavailable)?
+    {
+        let Some(primitive) = primitives::find(&job.primitive) else {
+            refuse_by_plane(
+                connection,
+                job.id,
+                "the plane no longer knows this primitive",
+            )
+            .await?;
+            continue;
+        };
+        let payload = jobs::claim_payload(job.id, primitive, &job.params.0, job.budget_s);
+        if !jobs::fits(&payload, facts.claim_limit()) {
+            let reason = jobs::too_large_reason(payload.to_string().len(), facts.claim_limit());
+            refuse_by_plane(connection, job.id, &reason).await?;
+            continue;
+        }
+        store::start_job(connection, job.id, now)
+            .await
+            .map_err(AgentError::unavailable)?;
+        actions::announce_claimed(connection, &job)
+            .await
+            .map_err(AgentError::unavailable)?;
+        return Ok(Some(payload));
+    }
+    Ok(None)
 }
 
 /// Ends a job the plane cannot hand out as `refused`, with the plane's reason, and announces it.

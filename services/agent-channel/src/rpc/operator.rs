@@ -13,7 +13,7 @@ use capstan_events::{
     },
     rpc::{ErrorCode, Level, RpcError},
 };
-use capstan_store::StoreError;
+use capstan_store::{PgConnection, StoreError};
 use chrono::Utc;
 use sqlx::{pool::PoolConnection, Postgres};
 
@@ -26,7 +26,7 @@ use crate::{
         joins::{reopenable, JoinRecordState},
         JOIN_TTL,
     },
-    store::{self, Binding},
+    store::{self, Binding, JoinRow},
 };
 
 type Answer<T> = Result<T, RpcError>;
@@ -77,6 +77,41 @@ pub async fn list_joins(state: State, request: ListJoins) -> Answer<Joins> {
     })
 }
 
+/// AC-06: the join's key bound to a new node, or to the unpaired node named; answers the
+/// node's id.
+async fn bind_node(
+    connection: &mut PgConnection,
+    join: &JoinRow,
+    named: Option<i64>,
+) -> Answer<i64> {
+    let binding = Binding {
+        public_key: &join.public_key,
+        fingerprint: &join.fingerprint,
+        addresses: &join.addresses.0,
+        site_root: join.site_root.as_deref(),
+        container: join.container.as_deref(),
+        agent_version: &join.agent_version,
+    };
+    let Some(node_id) = named else {
+        return store::insert_node(connection, &join.name, &binding)
+            .await
+            .map_err(unavailable);
+    };
+    found(
+        store::lock_node(connection, node_id).await,
+        format!("node {node_id}"),
+    )?;
+    if !store::bind_key(connection, node_id, &binding)
+        .await
+        .map_err(unavailable)?
+    {
+        return Err(conflict(format!(
+            "node {node_id} already has a paired agent; disconnect it first"
+        )));
+    }
+    Ok(node_id)
+}
+
 /// AC-06: binds the join's key to a new node, or to the unpaired node the operator names.
 pub async fn approve_join(state: State, request: ApproveJoin) -> Answer<Approved> {
     request.actor.require(Level::Admin, "approving a join")?;
@@ -95,34 +130,7 @@ pub async fn approve_join(state: State, request: ApproveJoin) -> Answer<Approved
     {
         return Err(conflict("this key is already paired with a node"));
     }
-    let binding = Binding {
-        public_key: &join.public_key,
-        fingerprint: &join.fingerprint,
-        addresses: &join.addresses.0,
-        site_root: join.site_root.as_deref(),
-        container: join.container.as_deref(),
-        agent_version: &join.agent_version,
-    };
-    let node_id = match request.node_id {
-        None => store::insert_node(&mut transaction, &join.name, &binding)
-            .await
-            .map_err(unavailable)?,
-        Some(node_id) => {
-            found(
-                store::lock_node(&mut transaction, node_id).await,
-                format!("node {node_id}"),
-            )?;
-            if !store::bind_key(&mut transaction, node_id, &binding)
-                .await
-                .map_err(unavailable)?
-            {
-                return Err(conflict(format!(
-                    "node {node_id} already has a paired agent; disconnect it first"
-                )));
-            }
-            node_id
-        }
-    };
+    let node_id = bind_node(&mut transaction, &join, request.node_id).await?;
     store::decide_join(
         &mut transaction,
         join.id,

@@ -574,24 +574,9 @@ pub struct Arriving {
     pub stamp: bool,
 }
 
-/// The arrivals of many node-signed requests in one statement (one commit), each as the
-/// request's own statement would take it: the node holding its fingerprint with its glance,
-/// its nonce recorded at its `now` unless that key used it within `window`, and for a fresh
-/// one with `stamp`, the node's heartbeat stamped when it is at least `resolution` old. The
-/// answer holds one entry per arrival, in their order: `None` where no node holds the key.
-///
-/// Every `(fingerprint, nonce)` must appear once (a nonce upsert may touch its row once per
-/// statement); the caller answers a repeat within the batch as a replay
-/// (`crate::arrivals`). Nonces are written in key order, so two batches that meet on the
-/// same keys wait for each other rather than deadlock. A heartbeat whose node row another
-/// transaction holds is not stamped here (`SKIP LOCKED`): one held node never stalls the
-/// arrivals of the rest; its claim sees the heartbeat still due and stamps it in its own slot.
-pub async fn arrive_all(
-    connection: &mut PgConnection,
-    arrivals: &[Arriving],
-    window: Duration,
-    resolution: Duration,
-) -> Result<Vec<Option<Arrival>>> {
+/// [`arrive_all`]'s one statement: the arrivals' nonces recorded, the due heartbeats of free
+/// nodes stamped, and each arrival's node with what its claim will need to know.
+fn arrivals_statement() -> &'static str {
     static STATEMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         let node_columns = NODE_COLUMNS
             .split(',')
@@ -645,6 +630,27 @@ pub async fn arrive_all(
              FROM node"
         )
     });
+    STATEMENT.as_str()
+}
+
+/// The arrivals of many node-signed requests in one statement (one commit), each as the
+/// request's own statement would take it: the node holding its fingerprint with its glance,
+/// its nonce recorded at its `now` unless that key used it within `window`, and for a fresh
+/// one with `stamp`, the node's heartbeat stamped when it is at least `resolution` old. The
+/// answer holds one entry per arrival, in their order: `None` where no node holds the key.
+///
+/// Every `(fingerprint, nonce)` must appear once (a nonce upsert may touch its row once per
+/// statement); the caller answers a repeat within the batch as a replay
+/// (`crate::arrivals`). Nonces are written in key order, so two batches that meet on the
+/// same keys wait for each other rather than deadlock. A heartbeat whose node row another
+/// transaction holds is not stamped here (`SKIP LOCKED`): one held node never stalls the
+/// arrivals of the rest; its claim sees the heartbeat still due and stamps it in its own slot.
+pub async fn arrive_all(
+    connection: &mut PgConnection,
+    arrivals: &[Arriving],
+    window: Duration,
+    resolution: Duration,
+) -> Result<Vec<Option<Arrival>>> {
     #[derive(sqlx::FromRow)]
     struct Row {
         ord: i64,
@@ -655,7 +661,7 @@ pub async fn arrive_all(
     let nonces: Vec<&str> = arrivals.iter().map(|a| a.nonce.as_str()).collect();
     let times: Vec<DateTime<Utc>> = arrivals.iter().map(|a| a.now).collect();
     let stamps: Vec<bool> = arrivals.iter().map(|a| a.stamp).collect();
-    let rows: Vec<Row> = sqlx::query_as(STATEMENT.as_str())
+    let rows: Vec<Row> = sqlx::query_as(arrivals_statement())
         .bind(fingerprints)
         .bind(nonces)
         .bind(times)

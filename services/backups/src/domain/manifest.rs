@@ -42,16 +42,33 @@ struct Manifest {
     artifacts: Vec<Artifact>,
 }
 
-fn text<'a>(result: &'a Value, name: &str) -> Result<&'a str, String> {
+/// Why a `backup_run` result is not trusted, in words for the run's record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotTrusted(pub String);
+
+impl From<String> for NotTrusted {
+    fn from(why: String) -> NotTrusted {
+        NotTrusted(why)
+    }
+}
+
+impl From<&str> for NotTrusted {
+    fn from(why: &str) -> NotTrusted {
+        NotTrusted(why.to_string())
+    }
+}
+
+fn text<'a>(result: &'a Value, name: &str) -> Result<&'a str, NotTrusted> {
     result
         .get(name)
         .and_then(Value::as_str)
-        .ok_or_else(|| format!("the result carries no {name}"))
+        .ok_or_else(|| NotTrusted(format!("the result carries no {name}")))
 }
 
 /// Checks a `backup_run` result against the node's approved key `fingerprint` and the seq the
 /// plane asked for. `Err` names why it is not trusted.
-pub fn trust(result: &Value, asked_seq: i64, fingerprint: &str) -> Result<Trusted, String> {
+pub fn trust(result: &Value, asked_seq: i64, fingerprint: &str) -> Result<Trusted, NotTrusted> {
     let bytes = text(result, "manifest_text")?;
     let signature = STANDARD
         .decode(text(result, "manifest_sig")?.trim())
@@ -69,10 +86,10 @@ pub fn trust(result: &Value, asked_seq: i64, fingerprint: &str) -> Result<Truste
         return Err("the manifest names another node's key".into());
     }
     if manifest.seq != asked_seq {
-        return Err(format!(
+        return Err(NotTrusted(format!(
             "the manifest is of run {}, not the run {asked_seq} asked for",
             manifest.seq
-        ));
+        )));
     }
     let kind = RunKind::parse(&manifest.kind)
         .ok_or_else(|| format!("{:?} is not a run kind", manifest.kind))?;
@@ -139,7 +156,7 @@ mod tests {
         let fingerprint = key.public_key().fingerprint().to_string();
         let stranger = NodeKey::generate();
         let error = trust(&signed(&stranger, 2, "full", None), 2, &fingerprint).unwrap_err();
-        assert!(error.contains("not the node's"), "{error}");
+        assert!(error.0.contains("not the node's"), "{error}");
         let mut changed = signed(&key, 2, "full", None);
         let text = changed["manifest_text"]
             .as_str()
@@ -147,10 +164,10 @@ mod tests {
             .replace("300", "301");
         changed["manifest_text"] = json!(text);
         let error = trust(&changed, 2, &fingerprint).unwrap_err();
-        assert!(error.contains("does not verify"), "{error}");
+        assert!(error.0.contains("does not verify"), "{error}");
         let error = trust(&signed(&key, 3, "full", None), 2, &fingerprint).unwrap_err();
-        assert!(error.contains("not the run 2"), "{error}");
+        assert!(error.0.contains("not the run 2"), "{error}");
         let error = trust(&json!({"seq": 2}), 2, &fingerprint).unwrap_err();
-        assert!(error.contains("manifest_text"), "{error}");
+        assert!(error.0.contains("manifest_text"), "{error}");
     }
 }

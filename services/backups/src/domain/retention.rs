@@ -74,27 +74,9 @@ pub enum Verdict {
     Delete,
 }
 
-/// BK-10..BK-13 and the tiers: a verdict for every chain, in the order given.
-/// `active_verified`: a verify of a chain in the node's active space has passed.
-pub fn judge(
-    chains: &[Chain],
-    keep_days: u32,
-    tiers: Tiers,
-    active_verified: bool,
-    now: DateTime<Utc>,
-) -> Vec<(i64, Verdict)> {
-    let window_start = now - Duration::days(i64::from(keep_days));
-    // Newest first; seq breaks ties (it only grows).
-    let mut order: Vec<&Chain> = chains.iter().collect();
-    order.sort_by(|a, b| {
-        b.started_at
-            .cmp(&a.started_at)
-            .then(b.full_seq.cmp(&a.full_seq))
-    });
-    let newest_verified = order.iter().position(|chain| chain.verified);
-    let newest_before_window = order
-        .iter()
-        .position(|chain| chain.started_at < window_start);
+/// The tiers: per chain (newest first), the tier that keeps it, if any — the newest chain of
+/// each of the last `daily` days, `weekly` ISO weeks and `monthly` months that have one.
+fn tiered(order: &[&Chain], tiers: Tiers) -> Vec<Option<Reason>> {
     let mut tiered: Vec<Option<Reason>> = vec![None; order.len()];
     let tier_walk = |count: u32,
                      bucket: &dyn Fn(DateTime<Utc>) -> (i32, u32),
@@ -135,6 +117,31 @@ pub fn judge(
         Reason::Monthly,
         &mut tiered,
     );
+    tiered
+}
+
+/// BK-10..BK-13 and the tiers: a verdict for every chain, in the order given.
+/// `active_verified`: a verify of a chain in the node's active space has passed.
+pub fn judge(
+    chains: &[Chain],
+    keep_days: u32,
+    tiers: Tiers,
+    active_verified: bool,
+    now: DateTime<Utc>,
+) -> Vec<(i64, Verdict)> {
+    let window_start = now - Duration::days(i64::from(keep_days));
+    // Newest first; seq breaks ties (it only grows).
+    let mut order: Vec<&Chain> = chains.iter().collect();
+    order.sort_by(|a, b| {
+        b.started_at
+            .cmp(&a.started_at)
+            .then(b.full_seq.cmp(&a.full_seq))
+    });
+    let newest_verified = order.iter().position(|chain| chain.verified);
+    let newest_before_window = order
+        .iter()
+        .position(|chain| chain.started_at < window_start);
+    let tiered = tiered(&order, tiers);
     let mut verdicts: Vec<(i64, Verdict)> = order
         .iter()
         .enumerate()

@@ -55,30 +55,36 @@ impl Manifest {
     }
 }
 
+/// BK-15: what is wrong with a manifest that is there but does not read, in one line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ManifestProblem(pub String);
+
 /// Reads manifest `seq`'s bytes; the error says what is wrong in one line.
-pub fn parse_manifest(bytes: &[u8], seq: i64) -> Result<Manifest, String> {
-    let manifest: Manifest = serde_json::from_slice(bytes)
-        .map_err(|error| format!("{} does not read: {error}", manifest_name(seq)))?;
+pub fn parse_manifest(bytes: &[u8], seq: i64) -> Result<Manifest, ManifestProblem> {
+    let manifest: Manifest = serde_json::from_slice(bytes).map_err(|error| {
+        ManifestProblem(format!("{} does not read: {error}", manifest_name(seq)))
+    })?;
     if manifest.format != 1 {
-        return Err(format!(
+        return Err(ManifestProblem(format!(
             "{} is format {}, not 1",
             manifest_name(seq),
             manifest.format
-        ));
+        )));
     }
     if manifest.seq != seq {
-        return Err(format!(
+        return Err(ManifestProblem(format!(
             "{} names run {}, not {seq}",
             manifest_name(seq),
             manifest.seq
-        ));
+        )));
     }
     if !matches!(manifest.kind.as_str(), "full" | "incremental") {
-        return Err(format!(
+        return Err(ManifestProblem(format!(
             "{} has kind {:?}",
             manifest_name(seq),
             manifest.kind
-        ));
+        )));
     }
     Ok(manifest)
 }
@@ -195,9 +201,11 @@ mod tests {
     fn bk_15_an_unreadable_manifest_says_why() {
         assert!(parse_manifest(b"{", 3)
             .unwrap_err()
+            .0
             .contains("manifest-3.json"));
         assert!(parse_manifest(&manifest(), 4)
             .unwrap_err()
+            .0
             .contains("names run 3"));
     }
 }

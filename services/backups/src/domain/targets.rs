@@ -39,25 +39,9 @@ fn printable_token(text: &str) -> bool {
     !text.is_empty() && text.len() <= 256 && text.bytes().all(|byte| byte.is_ascii_graphic())
 }
 
-/// BK-04: checks every field; the first bad one is named.
-pub fn check(input: &Input<'_>) -> Result<NewTarget, InvalidInput> {
-    let name = input.name.trim();
-    if name.is_empty() || name.chars().count() > 100 || name.chars().any(char::is_control) {
-        return Err(invalid(
-            "name",
-            "must be 1 to 100 characters, no control characters",
-        ));
-    }
-    let provider = Provider::parse(input.provider).ok_or_else(|| {
-        invalid(
-            "provider",
-            format!(
-                "must be one of {}",
-                Provider::ALL.map(Provider::as_str).join(", ")
-            ),
-        )
-    })?;
-    let endpoint = Url::parse(input.endpoint.trim())
+/// BK-04: an endpoint is `https://host[:port]` alone (plain http only to a loopback address).
+fn check_endpoint(text: &str) -> Result<Url, InvalidInput> {
+    let endpoint = Url::parse(text.trim())
         .map_err(|error| invalid("endpoint", format!("is not a URL: {error}")))?;
     let loopback = match endpoint.host() {
         Some(url::Host::Ipv4(address)) => address.is_loopback(),
@@ -87,6 +71,28 @@ pub fn check(input: &Input<'_>) -> Result<NewTarget, InvalidInput> {
             "must be scheme://host[:port] alone: no path, query or credentials",
         ));
     }
+    Ok(endpoint)
+}
+
+/// BK-04: checks every field; the first bad one is named.
+pub fn check(input: &Input<'_>) -> Result<NewTarget, InvalidInput> {
+    let name = input.name.trim();
+    if name.is_empty() || name.chars().count() > 100 || name.chars().any(char::is_control) {
+        return Err(invalid(
+            "name",
+            "must be 1 to 100 characters, no control characters",
+        ));
+    }
+    let provider = Provider::parse(input.provider).ok_or_else(|| {
+        invalid(
+            "provider",
+            format!(
+                "must be one of {}",
+                Provider::ALL.map(Provider::as_str).join(", ")
+            ),
+        )
+    })?;
+    let endpoint = check_endpoint(input.endpoint)?;
     let region = input.region.trim();
     if region.is_empty()
         || region.len() > 64

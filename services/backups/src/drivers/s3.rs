@@ -274,10 +274,7 @@ impl Storage {
                 (200, body) => body,
                 (status, _) => return Err(StorageError::Status { what, status }),
             };
-            let page = parse_list_page(&body).map_err(|why| StorageError::Unreadable {
-                what: what.clone(),
-                why,
-            })?;
+            let page = parse_list_page(&body, &what)?;
             listed.extend(page.contents.into_iter().map(|object| {
                 Listed {
                     last_modified: object
@@ -318,9 +315,14 @@ struct ListEntry {
     size: u64,
 }
 
-fn parse_list_page(body: &[u8]) -> Result<ListPage, String> {
-    let text = std::str::from_utf8(body).map_err(|error| error.to_string())?;
-    quick_xml::de::from_str(text).map_err(|error| error.to_string())
+/// Reads a page of a listing (`what` names the request it answers).
+fn parse_list_page(body: &[u8], what: &str) -> Result<ListPage, StorageError> {
+    let unreadable = |why: String| StorageError::Unreadable {
+        what: what.to_string(),
+        why,
+    };
+    let text = std::str::from_utf8(body).map_err(|error| unreadable(error.to_string()))?;
+    quick_xml::de::from_str(text).map_err(|error| unreadable(error.to_string()))
 }
 
 #[cfg(test)]
@@ -338,12 +340,17 @@ mod list_tests {
 <LastModified>2026-12-02T10:00:00.000Z</LastModified><Size>700</Size></Contents>
 <Contents><Key>fleet/1/node-4/0000000001/db.dump.zst.age.000001</Key>
 <ETag>"x"</ETag><Size>10</Size></Contents></ListBucketResult>"#,
+            "LIST fleet/1/node-4/",
         )
         .unwrap();
         assert_eq!(page.contents.len(), 2);
         assert_eq!(page.contents[0].size, 700);
         assert_eq!(page.contents[1].last_modified, None);
         assert_eq!(page.next_continuation_token.as_deref(), Some("abc"));
-        assert!(parse_list_page(b"<ListBucketResult><Contents><Key>k</Key></Contents>").is_err());
+        assert!(parse_list_page(
+            b"<ListBucketResult><Contents><Key>k</Key></Contents>",
+            "LIST k"
+        )
+        .is_err());
     }
 }

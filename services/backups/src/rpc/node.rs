@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use crate::domain::policy::{self, check_fields, effective};
 use crate::domain::schedule::{self, next_run, LastVerify};
-use crate::store::schedule::{self as store, Dispatch, JobRow, NodeRow};
+use crate::store::schedule::{self as store, Dispatch, JobRow, LandedRow, NodeRow, VerifyRow};
 
 type Answer<T> = Result<T, RpcError>;
 
@@ -170,25 +170,23 @@ fn turn(job: &JobRow) -> TurnView {
     }
 }
 
-pub async fn node_backups(state: State, request: NodeBackupsRequest) -> Answer<NodeBackups> {
-    request
-        .actor
-        .require(Level::Read, "reading a node's backups")?;
-    let now = Utc::now();
-    let mut connection = connection(&state).await?;
-    let node = known_node(&mut connection, request.node_id).await?;
-    let (fleet, _, _) = store::fleet_policy(&mut connection)
-        .await
-        .map_err(unavailable)?;
-    let (stored, _, _) = store::node_policy(&mut connection, node.node_id)
-        .await
-        .map_err(unavailable)?;
-    let applied = effective(&fleet, &stored);
-    let rows = store::landed_runs(&mut connection, node.node_id)
-        .await
-        .map_err(unavailable)?;
+/// The node's last verify as the operator sees it.
+fn verify_view(row: VerifyRow) -> VerifyView {
+    VerifyView {
+        job_id: row.job_id,
+        seq: row.seq,
+        level: u8::try_from(row.level).unwrap_or(2),
+        ok: row.ok,
+        finished_at: row.finished_at,
+        checked: row.checked.map(|checked| checked.0),
+        problems: row.problems.0,
+    }
+}
+
+/// A node's landed runs (newest first) grouped into their chains, each in its space.
+fn chain_views(rows: &[LandedRow]) -> Answer<Vec<ChainView>> {
     let mut chains: Vec<ChainView> = Vec::new();
-    for row in &rows {
+    for row in rows {
         let kind = RunKind::parse(&row.kind).ok_or_else(|| {
             unavailable(StoreError::Database(format!(
                 "{:?} is not a run kind",
@@ -222,6 +220,27 @@ pub async fn node_backups(state: State, request: NodeBackupsRequest) -> Answer<N
             }),
         }
     }
+    Ok(chains)
+}
+
+pub async fn node_backups(state: State, request: NodeBackupsRequest) -> Answer<NodeBackups> {
+    request
+        .actor
+        .require(Level::Read, "reading a node's backups")?;
+    let now = Utc::now();
+    let mut connection = connection(&state).await?;
+    let node = known_node(&mut connection, request.node_id).await?;
+    let (fleet, _, _) = store::fleet_policy(&mut connection)
+        .await
+        .map_err(unavailable)?;
+    let (stored, _, _) = store::node_policy(&mut connection, node.node_id)
+        .await
+        .map_err(unavailable)?;
+    let applied = effective(&fleet, &stored);
+    let rows = store::landed_runs(&mut connection, node.node_id)
+        .await
+        .map_err(unavailable)?;
+    let chains = chain_views(&rows)?;
     let last_backup = rows.first().map(|row| row.started_at);
     let last_full = rows
         .iter()
@@ -269,15 +288,7 @@ pub async fn node_backups(state: State, request: NodeBackupsRequest) -> Answer<N
             state: state_kind,
             problem,
             words,
-            last: last.map(|row| VerifyView {
-                job_id: row.job_id,
-                seq: row.seq,
-                level: u8::try_from(row.level).unwrap_or(2),
-                ok: row.ok,
-                finished_at: row.finished_at,
-                checked: row.checked.map(|checked| checked.0),
-                problems: row.problems.0,
-            }),
+            last: last.map(verify_view),
         },
         recovery_key: recovery_key_view(&mut connection, node.node_id).await?,
         last_failure: store::last_failure(&mut connection, node.node_id)

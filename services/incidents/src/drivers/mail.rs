@@ -5,7 +5,7 @@ use futures::future::BoxFuture;
 use lettre::message::header::ContentType;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 
-use super::Mailer;
+use super::{DeliveryError, Mailer};
 
 pub struct Smtp {
     transport: AsyncSmtpTransport<Tokio1Executor>,
@@ -24,14 +24,14 @@ fn with_starttls(url: &str) -> String {
 
 impl Smtp {
     /// A mailer for `url` sending as `from`; a bad URL or address is refused, naming which.
-    pub fn new(url: &str, from: &str) -> Result<Smtp, String> {
+    pub fn new(url: &str, from: &str) -> Result<Smtp, DeliveryError> {
         let transport = AsyncSmtpTransport::<Tokio1Executor>::from_url(&with_starttls(url))
-            .map_err(|error| format!("incidents.smtp_url: {error}"))?
+            .map_err(|error| DeliveryError::Unusable(format!("incidents.smtp_url: {error}")))?
             .timeout(Some(std::time::Duration::from_secs(20)))
             .build();
         let from = from
             .parse()
-            .map_err(|error| format!("incidents.mail_from: {error}"))?;
+            .map_err(|error| DeliveryError::Unusable(format!("incidents.mail_from: {error}")))?;
         Ok(Smtp { transport, from })
     }
 }
@@ -42,23 +42,29 @@ impl Mailer for Smtp {
         to: &'a str,
         subject: &'a str,
         body: &'a str,
-    ) -> BoxFuture<'a, Result<String, String>> {
+    ) -> BoxFuture<'a, Result<String, DeliveryError>> {
         Box::pin(async move {
-            let to = to
-                .parse()
-                .map_err(|error| format!("the operator's address {to:?}: {error}"))?;
+            let to = to.parse().map_err(|error| {
+                DeliveryError::Unusable(format!("the operator's address {to:?}: {error}"))
+            })?;
             let message = Message::builder()
                 .from(self.from.clone())
                 .to(to)
                 .subject(subject)
                 .header(ContentType::TEXT_PLAIN)
                 .body(body.to_string())
-                .map_err(|error| format!("building the mail: {error}"))?;
-            let response = self
-                .transport
-                .send(message)
-                .await
-                .map_err(|error| format!("smtp: {error}"))?;
+                .map_err(|error| DeliveryError::Unusable(format!("building the mail: {error}")))?;
+            let response = self.transport.send(message).await.map_err(|error| {
+                // A permanent answer is the server's refusal; anything else is the way there.
+                let said = format!("smtp: {error}");
+                if error.is_permanent() {
+                    DeliveryError::Rejected(said)
+                } else if error.is_timeout() {
+                    DeliveryError::Timeout(said)
+                } else {
+                    DeliveryError::Unreachable(said)
+                }
+            })?;
             Ok(format!(
                 "smtp {}: {}",
                 response.code(),
@@ -90,6 +96,9 @@ mod tests {
         let error = Smtp::new("smtp://127.0.0.1:25", "not an address")
             .err()
             .unwrap();
-        assert!(error.starts_with("incidents.mail_from"), "{error}");
+        assert!(
+            error.to_string().starts_with("incidents.mail_from"),
+            "{error}"
+        );
     }
 }

@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 
 use capstan_runtime::outbound::Outbound;
 
-use super::Poster;
+use super::{DeliveryError, Poster};
 use crate::domain::delivery::scheme_allowed;
 
 /// A whole attempt (resolve, connect, send, read the answer's head) takes at most this long.
@@ -50,33 +50,44 @@ impl Http {
 
 /// Checks a webhook URL as given at creation: its scheme, and the addresses its host
 /// resolves to now. The same checks run again at every delivery.
-pub async fn check_url(url: &str, outbound: Outbound) -> Result<url::Url, String> {
-    let parsed = url::Url::parse(url).map_err(|error| format!("url: {error}"))?;
+pub async fn check_url(url: &str, outbound: Outbound) -> Result<url::Url, DeliveryError> {
+    let parsed =
+        url::Url::parse(url).map_err(|error| DeliveryError::Unusable(format!("url: {error}")))?;
     scheme_allowed(parsed.scheme(), outbound.allows_private())
-        .map_err(|error| error.to_string())?;
+        .map_err(|error| DeliveryError::Refused(error.to_string()))?;
     if !parsed.username().is_empty() || parsed.password().is_some() {
-        return Err("url: must not carry a user or password".into());
+        return Err(DeliveryError::Unusable(
+            "url: must not carry a user or password".into(),
+        ));
     }
     resolve(&parsed, outbound).await?;
     Ok(parsed)
 }
 
 /// The addresses `url`'s host resolves to, each allowed, or why not.
-async fn resolve(url: &url::Url, outbound: Outbound) -> Result<Vec<std::net::SocketAddr>, String> {
-    let host = url.host_str().ok_or("url: has no host")?;
-    let port = url.port_or_known_default().ok_or("url: has no port")?;
+async fn resolve(
+    url: &url::Url,
+    outbound: Outbound,
+) -> Result<Vec<std::net::SocketAddr>, DeliveryError> {
+    let unusable = |why: &str| DeliveryError::Unusable(why.to_string());
+    let host = url.host_str().ok_or_else(|| unusable("url: has no host"))?;
+    let port = url
+        .port_or_known_default()
+        .ok_or_else(|| unusable("url: has no port"))?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let addresses: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host, port))
         .await
-        .map_err(|error| format!("url: {host} does not resolve: {error}"))?
+        .map_err(|error| DeliveryError::NotFound(format!("url: {host} does not resolve: {error}")))?
         .collect();
     if addresses.is_empty() {
-        return Err(format!("url: {host} resolves to no address"));
+        return Err(DeliveryError::NotFound(format!(
+            "url: {host} resolves to no address"
+        )));
     }
     for address in &addresses {
         outbound
             .check(address.ip())
-            .map_err(|refused| format!("url: {}", refused.of_name(host)))?;
+            .map_err(|refused| DeliveryError::Refused(format!("url: {}", refused.of_name(host))))?;
     }
     Ok(addresses)
 }
@@ -87,15 +98,16 @@ impl Http {
         url: &str,
         headers: &[(&'static str, String)],
         body: &[u8],
-    ) -> Result<String, String> {
-        let parsed = url::Url::parse(url).map_err(|error| format!("url: {error}"))?;
+    ) -> Result<String, DeliveryError> {
+        let parsed = url::Url::parse(url)
+            .map_err(|error| DeliveryError::Unusable(format!("url: {error}")))?;
         scheme_allowed(parsed.scheme(), self.outbound.allows_private())
-            .map_err(|error| error.to_string())?;
+            .map_err(|error| DeliveryError::Refused(error.to_string()))?;
         let addresses = resolve(&parsed, self.outbound).await?;
         let host = parsed.host_str().unwrap_or_default().to_string();
-        let stream = TcpStream::connect(&addresses[..])
-            .await
-            .map_err(|error| format!("connecting to {host}: {error}"))?;
+        let stream = TcpStream::connect(&addresses[..]).await.map_err(|error| {
+            DeliveryError::Unreachable(format!("connecting to {host}: {error}"))
+        })?;
         let mut request = hyper::Request::post(parsed.as_str())
             .header(
                 "host",
@@ -111,22 +123,21 @@ impl Http {
         }
         let request = request
             .body(Full::new(Bytes::copy_from_slice(body)))
-            .map_err(|error| format!("building the request: {error}"))?;
+            .map_err(|error| DeliveryError::Unusable(format!("building the request: {error}")))?;
         let answer = if parsed.scheme() == "https" {
             let name = rustls::pki_types::ServerName::try_from(
                 host.trim_start_matches('[')
                     .trim_end_matches(']')
                     .to_string(),
             )
-            .map_err(|error| format!("url: {error}"))?;
-            let tls = self
-                .tls
-                .connect(name, stream)
-                .await
-                .map_err(|error| format!("tls with {host}: {error}"))?;
-            send(TokioIo::new(tls), request).await?
+            .map_err(|error| DeliveryError::Unusable(format!("url: {error}")))?;
+            let tls =
+                self.tls.connect(name, stream).await.map_err(|error| {
+                    DeliveryError::Unreachable(format!("tls with {host}: {error}"))
+                })?;
+            send(TokioIo::new(tls), request).await
         } else {
-            send(TokioIo::new(stream), request).await?
+            send(TokioIo::new(stream), request).await
         };
         answer
     }
@@ -135,20 +146,20 @@ impl Http {
 async fn send<T>(
     io: TokioIo<T>,
     request: hyper::Request<Full<Bytes>>,
-) -> Result<Result<String, String>, String>
+) -> Result<String, DeliveryError>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
         .await
-        .map_err(|error| format!("http: {error}"))?;
+        .map_err(|error| DeliveryError::Unreachable(format!("http: {error}")))?;
     tokio::spawn(async move {
         let _ = connection.await;
     });
     let response = sender
         .send_request(request)
         .await
-        .map_err(|error| format!("http: {error}"))?;
+        .map_err(|error| DeliveryError::Unreachable(format!("http: {error}")))?;
     let status = response.status();
     let body = response
         .into_body()
@@ -161,11 +172,12 @@ where
         .take(ANSWER_KEPT)
         .collect();
     let said = format!("http {}: {}", status.as_u16(), text.trim());
-    Ok(if status.is_success() {
+    // Any answer but a 2xx is the receiver's refusal.
+    if status.is_success() {
         Ok(said)
     } else {
-        Err(said)
-    })
+        Err(DeliveryError::Rejected(said))
+    }
 }
 
 impl Poster for Http {
@@ -174,11 +186,14 @@ impl Poster for Http {
         url: &'a str,
         headers: &'a [(&'static str, String)],
         body: &'a [u8],
-    ) -> BoxFuture<'a, Result<String, String>> {
+    ) -> BoxFuture<'a, Result<String, DeliveryError>> {
         Box::pin(async move {
             match tokio::time::timeout(ATTEMPT_TIMEOUT, self.post_once(url, headers, body)).await {
                 Ok(outcome) => outcome,
-                Err(_) => Err(format!("no answer within {} s", ATTEMPT_TIMEOUT.as_secs())),
+                Err(_) => Err(DeliveryError::Timeout(format!(
+                    "no answer within {} s",
+                    ATTEMPT_TIMEOUT.as_secs()
+                ))),
             }
         })
     }
@@ -197,7 +212,10 @@ mod tests {
             "https://localhost/hook",
         ] {
             let error = check_url(url, Outbound::public_only()).await.unwrap_err();
-            assert!(error.contains("is not a public address"), "{url}: {error}");
+            assert!(
+                error.to_string().contains("is not a public address"),
+                "{url}: {error}"
+            );
         }
         assert!(
             check_url("http://127.0.0.1:9/hook", Outbound::allowing_private())
@@ -219,7 +237,7 @@ mod tests {
             ("https://[2002:a00:1::1]/hook", "10.0.0.0/8"),
         ] {
             let error = check_url(url, Outbound::public_only()).await.unwrap_err();
-            assert!(error.contains(range), "{url}: {error}");
+            assert!(error.to_string().contains(range), "{url}: {error}");
         }
     }
 
@@ -228,11 +246,11 @@ mod tests {
         let error = check_url("http://8.8.8.8/hook", Outbound::public_only())
             .await
             .unwrap_err();
-        assert!(error.contains("https"), "{error}");
+        assert!(error.to_string().contains("https"), "{error}");
         let error = check_url("https://user:pw@8.8.8.8/hook", Outbound::public_only())
             .await
             .unwrap_err();
-        assert!(error.contains("user or password"), "{error}");
+        assert!(error.to_string().contains("user or password"), "{error}");
         assert!(check_url("ftp://8.8.8.8/", Outbound::allowing_private())
             .await
             .is_err());

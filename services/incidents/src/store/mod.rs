@@ -322,10 +322,11 @@ pub async fn node(connection: &mut PgConnection, node: NodeId) -> Result<Option<
     row.map(|row| row.facts(as_of)).transpose()
 }
 
+/// Node names by id.
+pub type NodeNames = std::collections::HashMap<i64, String>;
+
 /// Node names by id, for the answers that show them.
-pub async fn node_names(
-    connection: &mut PgConnection,
-) -> Result<std::collections::HashMap<i64, String>> {
+pub async fn node_names(connection: &mut PgConnection) -> Result<NodeNames> {
     let rows: Vec<(i64, String)> = sqlx::query_as("SELECT node_id, name FROM nodes")
         .fetch_all(&mut *connection)
         .await?;

@@ -88,20 +88,17 @@ pub async fn webhook(
     .await?)
 }
 
-/// Records attempt `due` at `now`: delivered, or failed with `detail` and tried again on the
-/// schedule of `backoff` (given up a day after its first attempt).
+/// Records attempt `due` at `now`: delivered (`ok`), or failed and tried again on the schedule
+/// of `backoff` (given up a day after its first attempt); `detail` is the other end's answer
+/// or why it failed.
 pub async fn record_attempt(
     connection: &mut PgConnection,
     due: &Due,
-    outcome: std::result::Result<String, String>,
+    (ok, detail): (bool, &str),
     backoff: &Backoff,
     now: DateTime<Utc>,
 ) -> Result<()> {
     let attempts = due.attempts + 1;
-    let (ok, detail) = match &outcome {
-        Ok(detail) => (true, detail.as_str()),
-        Err(detail) => (false, detail.as_str()),
-    };
     sqlx::query(
         "INSERT INTO delivery_attempts (delivery_id, at, ok, detail) VALUES ($1, $2, $3, $4)",
     )

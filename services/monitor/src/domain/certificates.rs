@@ -27,14 +27,20 @@ pub struct Served {
     pub self_signed: bool,
 }
 
+/// Why a served certificate does not read, in the parser's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unreadable(pub String);
+
 /// Reads a DER certificate; anything that is not one is refused with the parser's words.
-pub fn parse(der: &[u8]) -> Result<Served, String> {
+pub fn parse(der: &[u8]) -> Result<Served, Unreadable> {
     let (_, certificate) = X509Certificate::from_der(der)
-        .map_err(|error| format!("the served certificate cannot be read: {error}"))?;
+        .map_err(|error| Unreadable(format!("the served certificate cannot be read: {error}")))?;
     let validity = certificate.validity();
     let time = |seconds: i64| {
-        DateTime::from_timestamp(seconds, 0)
-            .ok_or_else(|| "the served certificate's dates are out of range".to_string())
+        DateTime::from_timestamp(seconds, 0).ok_or_else(|| {
+            Unreadable("the served certificate's dates are out of range".to_string())
+        })
     };
     let mut names: Vec<String> = Vec::new();
     if let Ok(Some(alternatives)) = certificate.subject_alternative_name() {

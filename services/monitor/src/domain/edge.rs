@@ -89,16 +89,26 @@ pub fn may_start_round(index: u32, elapsed: Duration) -> bool {
     index < ROUNDS && elapsed < LAST_ROUND_START
 }
 
+/// Why an edge comparison cannot run, in the operator's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EdgeRefusal {
+    /// MO-12: the node was compared as often as an hour allows (the runs asked for).
+    #[error(
+        "a node is compared at most {RUNS_PER_HOUR} times an hour; {0} runs were asked for in the last hour"
+    )]
+    TooOften(u32),
+    /// The node's uptime URL gives no site to compare.
+    #[error("{0}")]
+    NoSite(String),
+}
+
 /// MO-12: whether another run may start, with `runs_in_last_hour` already asked for this node;
 /// the refusal names the limit.
-pub fn may_run(runs_in_last_hour: u32) -> Result<(), String> {
+pub fn may_run(runs_in_last_hour: u32) -> Result<(), EdgeRefusal> {
     if runs_in_last_hour < RUNS_PER_HOUR {
         Ok(())
     } else {
-        Err(format!(
-            "a node is compared at most {RUNS_PER_HOUR} times an hour; \
-             {runs_in_last_hour} runs were asked for in the last hour"
-        ))
+        Err(EdgeRefusal::TooOften(runs_in_last_hour))
     }
 }
 
@@ -113,31 +123,33 @@ pub struct Site {
 }
 
 /// Reads the site to compare from the node's uptime URL; why not, in words, when it cannot be.
-pub fn site(url: Option<&str>) -> Result<Site, String> {
-    let text = url.ok_or("the node has no site address: set its uptime URL first")?;
-    let url =
-        Url::parse(text).map_err(|error| format!("the uptime URL cannot be read: {error}"))?;
+pub fn site(url: Option<&str>) -> Result<Site, EdgeRefusal> {
+    let no_site = |why: &str| EdgeRefusal::NoSite(why.to_string());
+    let text =
+        url.ok_or_else(|| no_site("the node has no site address: set its uptime URL first"))?;
+    let url = Url::parse(text)
+        .map_err(|error| no_site(&format!("the uptime URL cannot be read: {error}")))?;
     let https = match url.scheme() {
         "https" => true,
         "http" => false,
         other => {
-            return Err(format!(
+            return Err(no_site(&format!(
                 "the uptime URL's scheme {other} is not http or https"
-            ))
+            )))
         }
     };
     let name = url
         .host_str()
-        .ok_or("the uptime URL names no host")?
+        .ok_or_else(|| no_site("the uptime URL names no host"))?
         .to_ascii_lowercase();
     if pinning::literal(&name).is_some() {
-        return Err(format!(
+        return Err(no_site(&format!(
             "the uptime URL names an address ({name}), not a public name: there is no edge to compare"
-        ));
+        )));
     }
     let port = url
         .port_or_known_default()
-        .ok_or("the uptime URL names no port")?;
+        .ok_or_else(|| no_site("the uptime URL names no port"))?;
     let mut origin = url.clone();
     origin.set_path("");
     origin.set_query(None);
@@ -320,7 +332,10 @@ mod tests {
         assert!(may_run(0).is_ok());
         assert!(may_run(9).is_ok());
         let refused = may_run(10).unwrap_err();
-        assert!(refused.contains("at most 10 times an hour"), "{refused}");
+        assert!(
+            refused.to_string().contains("at most 10 times an hour"),
+            "{refused}"
+        );
     }
 
     #[test]
@@ -448,12 +463,17 @@ mod tests {
         assert!(read.https);
         assert_eq!(read.origin.as_str(), "https://shop.example/");
         assert_eq!(site(Some("http://shop.example:8080/")).unwrap().port, 8080);
-        assert!(site(None).unwrap_err().contains("set its uptime URL"));
+        assert!(site(None)
+            .unwrap_err()
+            .to_string()
+            .contains("set its uptime URL"));
         assert!(site(Some("http://203.0.113.7/"))
             .unwrap_err()
+            .to_string()
             .contains("no edge to compare"));
         assert!(site(Some("ftp://shop.example/"))
             .unwrap_err()
+            .to_string()
             .contains("ftp"));
     }
 }

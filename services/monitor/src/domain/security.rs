@@ -104,22 +104,7 @@ pub fn row(machine: &Machine<'_>, now: DateTime<Utc>) -> SecurityRow {
     let report = result.filter(|_| outcome == JobOutcome::Completed);
     let report = report.filter(|report| report.is_object());
     if let Some(report) = report {
-        row.os = report
-            .pointer("/os/pretty_name")
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        row.security_pending = report
-            .get("security_pending")
-            .and_then(Value::as_u64)
-            .and_then(|count| u32::try_from(count).ok());
-        row.security_packages = names(report.get("security_packages"));
-        row.services_needing_restart = names(report.get("services_needing_restart"));
-        row.reboot_owed = report
-            .pointer("/reboot_required/owed")
-            .and_then(Value::as_bool);
-        row.reboot_owed_since = time(report.pointer("/reboot_required/since"));
-        row.last_auto_update = time(report.get("last_auto_update"));
-        row.dpkg_unfinished = names(report.get("dpkg_unfinished"));
+        read_facts(&mut row, report);
     }
     let measured = row.security_pending.is_some()
         || row.services_needing_restart.is_some()
@@ -130,44 +115,8 @@ pub fn row(machine: &Machine<'_>, now: DateTime<Utc>) -> SecurityRow {
     if now - finished_at > Duration::hours(NO_CHECK_HOURS) || report.is_none() {
         amber.push(format!("no report has passed in {NO_CHECK_HOURS} h"));
     }
-    if let Some(services) = &row.services_needing_restart {
-        let (old, other): (Vec<&String>, Vec<&String>) =
-            services.iter().partition(|service| serving(service));
-        if !old.is_empty() {
-            red.push(format!("old code is serving: {}", join(&old)));
-        }
-        if !other.is_empty() {
-            amber.push(format!(
-                "runs replaced code until restarted: {}",
-                join(&other)
-            ));
-        }
-    }
-    if let Some(packages) = &row.security_packages {
-        let critical_fixes: Vec<&String> = packages.iter().filter(|p| critical(p)).collect();
-        let kernel_fixes: Vec<&String> = packages.iter().filter(|p| kernel(p)).collect();
-        let others: Vec<&String> = packages
-            .iter()
-            .filter(|p| !critical(p) && !kernel(p))
-            .collect();
-        if !critical_fixes.is_empty() {
-            red.push(format!("a critical fix waits: {}", join(&critical_fixes)));
-        }
-        if !kernel_fixes.is_empty() {
-            amber.push(format!(
-                "a kernel fix waits for the night, then a reboot: {}",
-                join(&kernel_fixes)
-            ));
-        }
-        if !others.is_empty() {
-            amber.push(format!(
-                "{} other fixes wait for the next run",
-                others.len()
-            ));
-        }
-    } else if let Some(count) = row.security_pending.filter(|count| *count > 0) {
-        amber.push(format!("{count} fixes wait for the next run"));
-    }
+    replaced_code(&row, &mut red, &mut amber);
+    fixes_waiting(&row, &mut red, &mut amber);
     if let Some(unfinished) = &row.dpkg_unfinished {
         let (critical_left, other_left): (Vec<&String>, Vec<&String>) =
             unfinished.iter().partition(|package| critical(package));
@@ -194,20 +143,100 @@ pub fn row(machine: &Machine<'_>, now: DateTime<Utc>) -> SecurityRow {
             ));
         }
     }
-    if !red.is_empty() {
-        row.colour = SecurityColour::Red;
-        red.extend(amber);
-        row.reasons = red;
-    } else if !amber.is_empty() {
-        row.colour = SecurityColour::Amber;
-        row.reasons = amber;
-    } else if !measured {
-        row.colour = SecurityColour::Grey;
-        row.reasons = vec!["the last report measured no patching facts".to_string()];
-    } else {
-        row.colour = SecurityColour::Green;
-    }
+    (row.colour, row.reasons) = coloured(
+        red,
+        amber,
+        measured,
+        "the last report measured no patching facts",
+    );
     row
+}
+
+/// The facts a completed report measured (null: not measured).
+fn read_facts(row: &mut SecurityRow, report: &Value) {
+    row.os = report
+        .pointer("/os/pretty_name")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    row.security_pending = report
+        .get("security_pending")
+        .and_then(Value::as_u64)
+        .and_then(|count| u32::try_from(count).ok());
+    row.security_packages = names(report.get("security_packages"));
+    row.services_needing_restart = names(report.get("services_needing_restart"));
+    row.reboot_owed = report
+        .pointer("/reboot_required/owed")
+        .and_then(Value::as_bool);
+    row.reboot_owed_since = time(report.pointer("/reboot_required/since"));
+    row.last_auto_update = time(report.get("last_auto_update"));
+    row.dpkg_unfinished = names(report.get("dpkg_unfinished"));
+}
+
+/// MO-17: old code serving (PHP-FPM, Apache, PostgreSQL on replaced code) is red; another
+/// service on replaced code is amber.
+fn replaced_code(row: &SecurityRow, red: &mut Vec<String>, amber: &mut Vec<String>) {
+    if let Some(services) = &row.services_needing_restart {
+        let (old, other): (Vec<&String>, Vec<&String>) =
+            services.iter().partition(|service| serving(service));
+        if !old.is_empty() {
+            red.push(format!("old code is serving: {}", join(&old)));
+        }
+        if !other.is_empty() {
+            amber.push(format!(
+                "runs replaced code until restarted: {}",
+                join(&other)
+            ));
+        }
+    }
+}
+
+/// MO-17: a critical fix waiting is red; a kernel fix and other fixes waiting are amber.
+fn fixes_waiting(row: &SecurityRow, red: &mut Vec<String>, amber: &mut Vec<String>) {
+    if let Some(packages) = &row.security_packages {
+        let critical_fixes: Vec<&String> = packages.iter().filter(|p| critical(p)).collect();
+        let kernel_fixes: Vec<&String> = packages.iter().filter(|p| kernel(p)).collect();
+        let others: Vec<&String> = packages
+            .iter()
+            .filter(|p| !critical(p) && !kernel(p))
+            .collect();
+        if !critical_fixes.is_empty() {
+            red.push(format!("a critical fix waits: {}", join(&critical_fixes)));
+        }
+        if !kernel_fixes.is_empty() {
+            amber.push(format!(
+                "a kernel fix waits for the night, then a reboot: {}",
+                join(&kernel_fixes)
+            ));
+        }
+        if !others.is_empty() {
+            amber.push(format!(
+                "{} other fixes wait for the next run",
+                others.len()
+            ));
+        }
+    } else if let Some(count) = row.security_pending.filter(|count| *count > 0) {
+        amber.push(format!("{count} fixes wait for the next run"));
+    }
+}
+
+/// MO-17's colour from the reasons found: red first (with the amber reasons after it), then
+/// amber; with none, grey (saying `unmeasured`) when nothing was measured, else green.
+fn coloured(
+    mut red: Vec<String>,
+    amber: Vec<String>,
+    measured: bool,
+    unmeasured: &str,
+) -> (SecurityColour, Vec<String>) {
+    if !red.is_empty() {
+        red.extend(amber);
+        (SecurityColour::Red, red)
+    } else if !amber.is_empty() {
+        (SecurityColour::Amber, amber)
+    } else if !measured {
+        (SecurityColour::Grey, vec![unmeasured.to_string()])
+    } else {
+        (SecurityColour::Green, Vec::new())
+    }
 }
 
 /// The paired nodes whose site runs in a container, by container name: (node id, name).
@@ -271,40 +300,7 @@ pub fn container_rows(
                     .collect()
             }),
         };
-        let mut red = Vec::new();
-        let mut amber = Vec::new();
-        if now - finished_at > Duration::hours(NO_CHECK_HOURS) {
-            amber.push(format!("its host's report is over {NO_CHECK_HOURS} h old"));
-        }
-        if let Some(packages) = &row.security_packages {
-            let critical_fixes: Vec<&String> = packages.iter().filter(|p| critical(p)).collect();
-            let others = packages.len() - critical_fixes.len();
-            if !critical_fixes.is_empty() {
-                red.push(format!(
-                    "a critical fix waits for its base: {}",
-                    join(&critical_fixes)
-                ));
-            }
-            if others > 0 {
-                amber.push(format!("{others} other fixes wait for its base"));
-            }
-        } else if let Some(count) = row.security_pending.filter(|count| *count > 0) {
-            amber.push(format!("{count} fixes wait for its base"));
-        }
-        let measured = row.security_pending.is_some() || row.security_packages.is_some();
-        (row.colour, row.reasons) = if !red.is_empty() {
-            red.extend(amber);
-            (SecurityColour::Red, red)
-        } else if !amber.is_empty() {
-            (SecurityColour::Amber, amber)
-        } else if !measured {
-            (
-                SecurityColour::Grey,
-                vec!["its host's report measured no fixes".to_string()],
-            )
-        } else {
-            (SecurityColour::Green, Vec::new())
-        };
+        (row.colour, row.reasons) = container_colour(&row, now - finished_at);
         rows.push(row);
     }
     rows.sort_by(|a, b| {
@@ -313,6 +309,32 @@ pub fn container_rows(
             .then_with(|| a.name.cmp(&b.name))
     });
     rows
+}
+
+/// MO-16: a site container's colour from its host's fixes and the report's age.
+fn container_colour(row: &ContainerRow, age: Duration) -> (SecurityColour, Vec<String>) {
+    let mut red = Vec::new();
+    let mut amber = Vec::new();
+    if age > Duration::hours(NO_CHECK_HOURS) {
+        amber.push(format!("its host's report is over {NO_CHECK_HOURS} h old"));
+    }
+    if let Some(packages) = &row.security_packages {
+        let critical_fixes: Vec<&String> = packages.iter().filter(|p| critical(p)).collect();
+        let others = packages.len() - critical_fixes.len();
+        if !critical_fixes.is_empty() {
+            red.push(format!(
+                "a critical fix waits for its base: {}",
+                join(&critical_fixes)
+            ));
+        }
+        if others > 0 {
+            amber.push(format!("{others} other fixes wait for its base"));
+        }
+    } else if let Some(count) = row.security_pending.filter(|count| *count > 0) {
+        amber.push(format!("{count} fixes wait for its base"));
+    }
+    let measured = row.security_pending.is_some() || row.security_packages.is_some();
+    coloured(red, amber, measured, "its host's report measured no fixes")
 }
 
 fn rank(colour: SecurityColour) -> u8 {

@@ -303,12 +303,217 @@ pub fn next_due(due: DateTime<Utc>, now: DateTime<Utc>, interval_secs: u32) -> D
     }
 }
 
+/// A node's check as it stands, before an operator's change to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Current<'a> {
+    pub enabled: bool,
+    /// The kind as stored.
+    pub kind: &'a str,
+    pub url: Option<&'a str>,
+    pub keyword: Option<&'a str>,
+    pub interval_secs: i32,
+    pub next_check_at: Option<DateTime<Utc>>,
+    pub live: Live,
+}
+
+/// What an operator's change to a node's check does to what it had.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    /// The new setting checks the same thing the same way (only the interval may differ),
+    /// so its live state and schedule are kept.
+    pub kept: bool,
+    pub live: Live,
+    /// An outage the old check reported, now over as far as anyone can tell: its URL and
+    /// when it began.
+    pub outage_over: Option<(String, DateTime<Utc>)>,
+    pub next_check_at: Option<DateTime<Utc>>,
+}
+
+/// MO-01: a check pointed elsewhere, or switched off, starts again from unknown (and an outage
+/// it reported is over); one that checks the same thing keeps its state, and its schedule
+/// unless the interval changed. `phase` in [0, 1) places a new schedule (see [`first_due`]).
+pub fn change(current: &Current, setting: &Setting, now: DateTime<Utc>, phase: f64) -> Change {
+    let kept = current.enabled == setting.enabled
+        && current.kind == setting.kind.as_str()
+        && current.url == setting.url.as_ref().map(|url| url.as_str())
+        && current.keyword == setting.keyword.as_deref();
+    let outage_over = match (kept, current.live.down_since, current.url) {
+        (false, Some(down_since), Some(url)) => Some((url.to_string(), down_since)),
+        _ => None,
+    };
+    let next_check_at = match (setting.active(), kept, current.next_check_at) {
+        (false, _, _) => None,
+        (true, true, Some(next))
+            if i64::from(current.interval_secs) == i64::from(setting.interval_secs) =>
+        {
+            Some(next)
+        }
+        (true, _, _) => Some(first_due(now, setting.interval_secs, phase)),
+    };
+    Change {
+        kept,
+        live: if kept {
+            current.live.clone()
+        } else {
+            Live::default()
+        },
+        outage_over,
+        next_check_at,
+    }
+}
+
+/// MO-08: the host whose certificate is read for an active check's URL (none for an address,
+/// which has no name to check a certificate against).
+pub fn certificate_name(setting: &Setting) -> Option<String> {
+    setting
+        .url
+        .as_ref()
+        .filter(|_| setting.active())
+        .and_then(|url| url.host_str())
+        .filter(|host| host.parse::<std::net::IpAddr>().is_err() && !host.starts_with('['))
+        .map(str::to_ascii_lowercase)
+}
+
+/// What a change to a check does to its certificate watch (MO-08).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CertificateWatch {
+    /// The name to read soon (a new or renamed URL, or a check set anew).
+    pub watch: Option<String>,
+    /// No name to watch any more.
+    pub unwatch: bool,
+    /// A problem that was reported is over: the name it is cleared under.
+    pub clear: Option<String>,
+}
+
+/// MO-08: a certificate is read for the URL's host soon after the URL is set or changes; a
+/// problem reported for a name no longer watched is cleared. `watched` is the name watched
+/// before and whether a problem is open on it.
+pub fn certificate_watch(
+    watched: Option<(&str, bool)>,
+    name: Option<String>,
+    kept: bool,
+) -> CertificateWatch {
+    let had_problem = watched.is_some_and(|(_, problem)| problem);
+    match name {
+        Some(name) => {
+            let renamed = watched.is_none_or(|(old, _)| old != name);
+            CertificateWatch {
+                watch: (renamed || !kept).then(|| name.clone()),
+                unwatch: false,
+                clear: (renamed && had_problem).then_some(name),
+            }
+        }
+        None => CertificateWatch {
+            watch: None,
+            unwatch: true,
+            clear: watched
+                .filter(|(_, problem)| *problem)
+                .map(|(old, _)| old.to_string()),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn at(seconds: i64) -> DateTime<Utc> {
         DateTime::from_timestamp(1_800_000_000 + seconds, 0).unwrap()
+    }
+
+    fn active(url: &str) -> Setting {
+        Setting {
+            enabled: true,
+            kind: CheckKind::HttpStatus,
+            url: Some(Url::parse(url).unwrap()),
+            keyword: None,
+            interval_secs: 60,
+        }
+    }
+
+    fn current(url: &str, live: Live) -> Current<'_> {
+        Current {
+            enabled: true,
+            kind: CheckKind::HttpStatus.as_str(),
+            url: Some(url),
+            keyword: None,
+            interval_secs: 60,
+            next_check_at: Some(at(30)),
+            live,
+        }
+    }
+
+    #[test]
+    fn mo_01_a_check_pointed_elsewhere_starts_from_unknown_and_its_outage_is_over() {
+        let down = Live {
+            status: Some(Up::Down),
+            consecutive_failures: 2,
+            down_since: Some(at(-120)),
+            ..Live::default()
+        };
+        let moved = change(
+            &current("https://old.example/", down.clone()),
+            &active("https://new.example/"),
+            at(0),
+            0.5,
+        );
+        assert!(!moved.kept);
+        assert_eq!(moved.live, Live::default());
+        assert_eq!(
+            moved.outage_over,
+            Some(("https://old.example/".to_string(), at(-120)))
+        );
+        assert_eq!(moved.next_check_at, Some(at(30)));
+        let same = change(
+            &current("https://old.example/", down.clone()),
+            &active("https://old.example/"),
+            at(0),
+            0.9,
+        );
+        assert!(same.kept);
+        assert_eq!(same.live, down);
+        assert_eq!(same.outage_over, None);
+        assert_eq!(same.next_check_at, Some(at(30)), "the schedule is kept");
+    }
+
+    #[test]
+    fn mo_01_a_check_switched_off_is_not_scheduled() {
+        let mut off = active("https://site.example/");
+        off.enabled = false;
+        let changed = change(
+            &current("https://site.example/", Live::default()),
+            &off,
+            at(0),
+            0.5,
+        );
+        assert!(!changed.kept);
+        assert_eq!(changed.next_check_at, None);
+    }
+
+    #[test]
+    fn mo_08_a_certificate_is_watched_by_host_name_and_a_problem_on_an_old_name_is_cleared() {
+        assert_eq!(
+            certificate_name(&active("https://Site.Example/x")),
+            Some("site.example".to_string())
+        );
+        assert_eq!(certificate_name(&active("https://192.0.2.1/")), None);
+        assert_eq!(certificate_name(&active("https://[2001:db8::1]/")), None);
+        let renamed = certificate_watch(
+            Some(("old.example", true)),
+            Some("new.example".into()),
+            false,
+        );
+        assert_eq!(renamed.watch.as_deref(), Some("new.example"));
+        assert_eq!(renamed.clear.as_deref(), Some("new.example"));
+        let kept = certificate_watch(
+            Some(("site.example", true)),
+            Some("site.example".into()),
+            true,
+        );
+        assert_eq!(kept, CertificateWatch::default());
+        let gone = certificate_watch(Some(("site.example", true)), None, false);
+        assert!(gone.unwatch);
+        assert_eq!(gone.clear.as_deref(), Some("site.example"));
     }
 
     fn failed(reason: &str) -> Outcome {

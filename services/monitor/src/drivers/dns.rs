@@ -8,6 +8,8 @@ use hickory_resolver::config::{LookupIpStrategy, NameServerConfigGroup, Resolver
 use hickory_resolver::name_server::TokioConnectionProvider;
 use hickory_resolver::TokioResolver;
 
+use super::ProbeError;
+
 pub struct Resolver {
     inner: TokioResolver,
 }
@@ -45,7 +47,7 @@ impl Resolver {
     }
 
     /// The addresses `host` resolves to (A and AAAA), or why not. An IP literal is itself.
-    pub async fn addresses(&self, host: &str) -> Result<Vec<IpAddr>, String> {
+    pub async fn addresses(&self, host: &str) -> Result<Vec<IpAddr>, ProbeError> {
         let bare = host.trim_start_matches('[').trim_end_matches(']');
         if let Ok(address) = bare.parse::<IpAddr>() {
             return Ok(vec![address]);
@@ -56,14 +58,17 @@ impl Resolver {
             .await
             .map_err(|error| {
                 if error.is_nx_domain() || error.is_no_records_found() {
-                    format!("{host} does not resolve")
+                    ProbeError::NotFound(host.to_string())
                 } else {
-                    format!("resolving {host}: {error}")
+                    ProbeError::Resolving {
+                        host: host.to_string(),
+                        why: error.to_string(),
+                    }
                 }
             })?;
         let addresses: Vec<IpAddr> = found.iter().collect();
         if addresses.is_empty() {
-            return Err(format!("{host} does not resolve"));
+            return Err(ProbeError::NotFound(host.to_string()));
         }
         Ok(addresses)
     }

@@ -14,6 +14,7 @@ use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 
 use super::http::connect;
+use super::ProbeError;
 use super::Prober;
 use crate::domain::certificates;
 use crate::domain::edge::{
@@ -50,11 +51,11 @@ impl Prober {
         let resolved =
             match tokio::time::timeout(NO_ANSWER, self.resolver.addresses(&site.name)).await {
                 Ok(found) => found,
-                Err(_) => Err(format!(
+                Err(_) => Err(ProbeError::Timeout(format!(
                     "resolving {} took more than {} s",
                     site.name,
                     NO_ANSWER.as_secs()
-                )),
+                ))),
             };
         let mut paths = Vec::with_capacity(direct.len() + 1);
         let (edge_to, edge_error) = match resolved {
@@ -90,7 +91,7 @@ impl Prober {
             for (index, (leg, certificate)) in answers.into_iter().enumerate() {
                 let path = &mut paths[index / 2];
                 let leg = match (&edge_error, path.kind) {
-                    (Some(error), EdgePathKind::Edge) => Leg::Failed(error.clone()),
+                    (Some(error), EdgePathKind::Edge) => Leg::Failed(error.to_string()),
                     _ => leg,
                 };
                 path.legs.push(leg);
@@ -137,7 +138,7 @@ impl Prober {
                 status,
                 elapsed: started.elapsed(),
             },
-            Ok(Err(reason)) => Leg::Failed(reason),
+            Ok(Err(reason)) => Leg::Failed(reason.to_string()),
             Err(_) => Leg::NoAnswer,
         };
         (leg, presented)
@@ -150,7 +151,7 @@ impl Prober {
         connect_to: &[IpAddr],
         ask: Ask,
         presented: &mut Option<PresentedCertificate>,
-    ) -> Result<u16, String> {
+    ) -> Result<u16, ProbeError> {
         let stream = connect(self.outbound, connect_to, site.port).await?;
         let host = &site.origin[url::Position::BeforeHost..url::Position::AfterPort];
         let request = match ask {
@@ -159,12 +160,13 @@ impl Prober {
                 .header(hyper::header::CONTENT_TYPE, "application/json")
                 .body(Full::new(Bytes::from_static(HEARTBEAT_BODY.as_bytes()))),
         };
-        let mut request = request.map_err(|error| format!("building the request: {error}"))?;
+        let mut request = request
+            .map_err(|error| ProbeError::Unusable(format!("building the request: {error}")))?;
         let headers = request.headers_mut();
         headers.insert(
             hyper::header::HOST,
             host.parse()
-                .map_err(|_| format!("{host} cannot be a Host header"))?,
+                .map_err(|_| ProbeError::Unusable(format!("{host} cannot be a Host header")))?,
         );
         headers.insert(
             hyper::header::USER_AGENT,
@@ -173,8 +175,9 @@ impl Prober {
         if !site.https {
             return send(TokioIo::new(stream), request).await;
         }
-        let name = ServerName::try_from(site.name.clone())
-            .map_err(|error| format!("{} cannot be a TLS name: {error}", site.name))?;
+        let name = ServerName::try_from(site.name.clone()).map_err(|error| {
+            ProbeError::Unusable(format!("{} cannot be a TLS name: {error}", site.name))
+        })?;
         let connector = match kind {
             EdgePathKind::Edge => &self.verified,
             EdgePathKind::Direct => &self.any,
@@ -182,7 +185,7 @@ impl Prober {
         let tls = connector
             .connect(name, stream)
             .await
-            .map_err(|error| format!("TLS: {error}"))?;
+            .map_err(|error| ProbeError::Tls(format!("TLS: {error}")))?;
         if kind == EdgePathKind::Direct {
             let (_, connection) = tls.get_ref();
             *presented = connection
@@ -200,13 +203,13 @@ impl Prober {
 }
 
 /// Sends `request` and answers the status of its answer (the body is not waited for).
-async fn send<T>(io: TokioIo<T>, request: hyper::Request<Full<Bytes>>) -> Result<u16, String>
+async fn send<T>(io: TokioIo<T>, request: hyper::Request<Full<Bytes>>) -> Result<u16, ProbeError>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
         .await
-        .map_err(|error| format!("HTTP: {error}"))?;
+        .map_err(|error| ProbeError::BadAnswer(format!("HTTP: {error}")))?;
     // The connection is driven beside the request and ends with it, even when the request is
     // given up at the timeout (the guard is dropped with this future).
     let _driving = AbortOnDrop(tokio::spawn(async move {
@@ -216,7 +219,7 @@ where
         .send_request(request)
         .await
         .map(|response| response.status().as_u16())
-        .map_err(|error| format!("HTTP: {error}"))
+        .map_err(|error| ProbeError::BadAnswer(format!("HTTP: {error}")))
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

@@ -15,7 +15,7 @@ use url::Url;
 
 use capstan_runtime::outbound::Outbound;
 
-use super::Prober;
+use super::{ProbeError, Prober};
 use crate::domain::pinning::{self, Route};
 use crate::domain::uptime::{judge_answer, reads_body, Outcome, MAX_BODY_BYTES};
 
@@ -50,7 +50,7 @@ impl Prober {
             .await
         {
             Ok(Ok(outcome)) => outcome,
-            Ok(Err(reason)) => Outcome::failed(reason),
+            Ok(Err(reason)) => Outcome::failed(reason.to_string()),
             Err(_) => Outcome::failed(format!("no answer within {} s", self.timeout.as_secs_f64())),
         };
         Checked {
@@ -64,17 +64,22 @@ impl Prober {
         &self,
         target: Target<'_>,
         route: &mut Option<Route>,
-    ) -> Result<Outcome, String> {
+    ) -> Result<Outcome, ProbeError> {
         let url = target.url;
-        let host = url.host_str().ok_or("the URL names no host")?;
+        let unusable = |why: &str| ProbeError::Unusable(why.to_string());
+        let host = url
+            .host_str()
+            .ok_or_else(|| unusable("the URL names no host"))?;
         let bare = host.trim_start_matches('[').trim_end_matches(']');
-        let port = url.port_or_known_default().ok_or("the URL names no port")?;
+        let port = url
+            .port_or_known_default()
+            .ok_or_else(|| unusable("the URL names no port"))?;
         let public = self.resolver.addresses(bare).await?;
         // Every answer is checked, not only the one dialled: a name that resolves inside the
         // plane for anyone is refused (the rule webhooks follow).
         self.outbound
             .check_all(&public)
-            .map_err(|refused| refused.of_name(bare))?;
+            .map_err(|refused| ProbeError::Refused(refused.of_name(bare)))?;
         let chosen = if bare.parse::<IpAddr>().is_ok() {
             Route::ThroughName
         } else {
@@ -95,16 +100,18 @@ impl Prober {
             .header(hyper::header::USER_AGENT, USER_AGENT)
             .header(hyper::header::ACCEPT, "*/*")
             .body(Empty::<Bytes>::new())
-            .map_err(|error| format!("building the request: {error}"))?;
+            .map_err(|error| ProbeError::Unusable(format!("building the request: {error}")))?;
         let read = reads_body(target.kind);
         let (status, body) = if url.scheme() == "https" {
-            let name = rustls::pki_types::ServerName::try_from(bare.to_string())
-                .map_err(|error| format!("the URL's host cannot be a TLS name: {error}"))?;
+            let name =
+                rustls::pki_types::ServerName::try_from(bare.to_string()).map_err(|error| {
+                    ProbeError::Unusable(format!("the URL's host cannot be a TLS name: {error}"))
+                })?;
             let tls = self
                 .verified
                 .connect(name, stream)
                 .await
-                .map_err(|error| format!("TLS with {bare}: {error}"))?;
+                .map_err(|error| ProbeError::Tls(format!("TLS with {bare}: {error}")))?;
             exchange(TokioIo::new(tls), request, read).await?
         } else {
             exchange(TokioIo::new(stream), request, read).await?
@@ -118,7 +125,7 @@ impl Prober {
     /// change): the addresses its host resolves to now, each passing the address policy. A
     /// name that does not resolve yet passes — its checks fail until it does, and are checked
     /// then.
-    pub async fn url_allowed(&self, url: &Url) -> Result<(), String> {
+    pub async fn url_allowed(&self, url: &Url) -> Result<(), ProbeError> {
         let Some(host) = url.host_str() else {
             return Ok(());
         };
@@ -128,11 +135,11 @@ impl Prober {
             return Ok(());
         };
         self.outbound.check_all(&addresses).map_err(|refused| {
-            if bare.parse::<IpAddr>().is_ok() {
+            ProbeError::Refused(if bare.parse::<IpAddr>().is_ok() {
                 refused.to_string()
             } else {
                 refused.of_name(bare)
-            }
+            })
         })
     }
 }
@@ -143,11 +150,11 @@ pub async fn connect(
     outbound: Outbound,
     candidates: &[IpAddr],
     port: u16,
-) -> Result<TcpStream, String> {
+) -> Result<TcpStream, ProbeError> {
     outbound
         .check_all(candidates)
-        .map_err(|refused| refused.to_string())?;
-    let mut last = String::from("no address to connect to");
+        .map_err(|refused| ProbeError::Refused(refused.to_string()))?;
+    let mut last = ProbeError::Unreachable("no address to connect to".into());
     for address in candidates {
         let socket = SocketAddr::new(*address, port);
         match TcpStream::connect(socket).await {
@@ -155,7 +162,9 @@ pub async fn connect(
                 let _ = stream.set_nodelay(true);
                 return Ok(stream);
             }
-            Err(error) => last = format!("connecting to {socket}: {error}"),
+            Err(error) => {
+                last = ProbeError::Unreachable(format!("connecting to {socket}: {error}"))
+            }
         }
     }
     Err(last)
@@ -166,13 +175,13 @@ async fn exchange<T>(
     io: TokioIo<T>,
     request: hyper::Request<Empty<Bytes>>,
     read_body: bool,
-) -> Result<(u16, Bytes), String>
+) -> Result<(u16, Bytes), ProbeError>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
         .await
-        .map_err(|error| format!("HTTP: {error}"))?;
+        .map_err(|error| ProbeError::BadAnswer(format!("HTTP: {error}")))?;
     let driving = tokio::spawn(async move {
         let _ = connection.await;
     });
@@ -180,7 +189,7 @@ where
         let response = sender
             .send_request(request)
             .await
-            .map_err(|error| format!("HTTP: {error}"))?;
+            .map_err(|error| ProbeError::BadAnswer(format!("HTTP: {error}")))?;
         let status = response.status().as_u16();
         let mut kept = BytesMut::new();
         if read_body {
@@ -193,7 +202,9 @@ where
                             kept.extend_from_slice(&data[..data.len().min(room)]);
                         }
                     }
-                    Some(Err(error)) => return Err(format!("reading the page: {error}")),
+                    Some(Err(error)) => {
+                        return Err(ProbeError::BadAnswer(format!("reading the page: {error}")))
+                    }
                     None => break,
                 }
             }

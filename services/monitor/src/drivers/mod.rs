@@ -17,6 +17,36 @@ use capstan_settings::MonitorSettings;
 
 pub use dns::Resolver;
 
+/// Why a look at the world failed, told apart so a caller can tell a timeout from a refusal.
+/// Each message is the one a check's reason or a page shows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProbeError {
+    /// The URL, name or request cannot be used as written.
+    #[error("{0}")]
+    Unusable(String),
+    /// The name does not resolve (no such name, or no address records).
+    #[error("{0} does not resolve")]
+    NotFound(String),
+    /// Resolving the name failed otherwise.
+    #[error("resolving {host}: {why}")]
+    Resolving { host: String, why: String },
+    /// The plane's address policy refuses where it would go.
+    #[error("{0}")]
+    Refused(String),
+    /// No connection could be made.
+    #[error("{0}")]
+    Unreachable(String),
+    /// The TLS handshake failed.
+    #[error("{0}")]
+    Tls(String),
+    /// The other side answered, but not in a way that reads.
+    #[error("{0}")]
+    BadAnswer(String),
+    /// No answer in time.
+    #[error("{0}")]
+    Timeout(String),
+}
+
 /// What every check reaches: the resolver, the two TLS set-ups and the limits.
 pub struct Prober {
     pub resolver: Resolver,

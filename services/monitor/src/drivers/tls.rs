@@ -10,6 +10,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
 use super::http::connect;
+use super::ProbeError;
 use super::Prober;
 use crate::domain::certificates::{self, Served};
 
@@ -94,30 +95,39 @@ pub fn any_connector() -> tokio_rustls::TlsConnector {
 impl Prober {
     /// MO-08: the certificate `origin` serves on the TLS port for SNI `name`, read within the
     /// timeout and without validating it.
-    pub async fn served_certificate(&self, origin: IpAddr, name: &str) -> Result<Served, String> {
+    pub async fn served_certificate(
+        &self,
+        origin: IpAddr,
+        name: &str,
+    ) -> Result<Served, ProbeError> {
         let read = async {
             let stream = connect(self.outbound, &[origin], self.tls_port).await?;
-            let server_name = ServerName::try_from(name.to_string())
-                .map_err(|error| format!("{name} cannot be a TLS name: {error}"))?;
+            let server_name = ServerName::try_from(name.to_string()).map_err(|error| {
+                ProbeError::Unusable(format!("{name} cannot be a TLS name: {error}"))
+            })?;
             let tls = self
                 .any
                 .connect(server_name, stream)
                 .await
-                .map_err(|error| format!("TLS with {origin} for {name}: {error}"))?;
+                .map_err(|error| {
+                    ProbeError::Tls(format!("TLS with {origin} for {name}: {error}"))
+                })?;
             let (_, connection) = tls.get_ref();
             let leaf = connection
                 .peer_certificates()
                 .and_then(|chain| chain.first())
-                .ok_or_else(|| format!("{origin} presented no certificate for {name}"))?;
-            certificates::parse(leaf.as_ref())
+                .ok_or_else(|| {
+                    ProbeError::BadAnswer(format!("{origin} presented no certificate for {name}"))
+                })?;
+            certificates::parse(leaf.as_ref()).map_err(|why| ProbeError::BadAnswer(why.0))
         };
         tokio::time::timeout(self.timeout, read)
             .await
             .unwrap_or_else(|_| {
-                Err(format!(
+                Err(ProbeError::Timeout(format!(
                     "no TLS answer from {origin} within {} s",
                     self.timeout.as_secs_f64()
-                ))
+                )))
             })
     }
 }

@@ -5,14 +5,12 @@
 
 use chrono::{DateTime, Duration, Utc};
 
-use super::engine::{APPLY_WORD, PATCH_WORD, PREFLIGHT_WORD, PROBE_WORD};
+use super::engine::{Kind, StagePolicy, APPLY_WORD, PATCH_WORD, PREFLIGHT_WORD, PROBE_WORD};
+use super::input::StartAsk;
 
 /// RO-23: a completed publish whose rollout has not started within this long is never started.
 pub const DEPLOY_ALL_WINDOW: Duration = Duration::hours(24);
-/// The most nodes one rollout may name.
-pub const MAX_NODES: usize = 5_000;
-/// The most stages one rollout may have.
-pub const MAX_STAGES: usize = 20;
+pub use super::input::{MAX_NODES, MAX_STAGES};
 
 /// RO-12: a node's machine (shared with the backups service's turns, BK-09).
 pub use capstan_events::agent_channel::machine_key;
@@ -252,6 +250,71 @@ pub fn patch_run(nodes: &[Candidate]) -> Plan {
     }
 }
 
+/// Why a start cannot be planned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unplannable {
+    /// The operator named a node the plane does not know.
+    NoNode(i64),
+    /// RO-18: nodes refused up front; the whole start is refused.
+    Refused(Vec<LeftOut>),
+    /// No node can take the rollout (with who was left out and why).
+    NoneCan(Vec<LeftOut>),
+}
+
+/// The plan of an operator's start, with each stage's rules: the stages named (a patch run's
+/// one machine at a time, RO-25) or, with `all`, deploy-to-all's two stages (RO-24). `known`
+/// is what the plane knows of the nodes named (of every node with `all`). A plan the plane
+/// made gives each of its stages the default rules.
+pub fn for_start(
+    ask: &StartAsk,
+    known: &[Candidate],
+) -> Result<(Plan, Vec<StagePolicy>), Unplannable> {
+    let planned = |plan: Plan| {
+        let policies = vec![StagePolicy::default(); plan.stages.len()];
+        (plan, policies)
+    };
+    let (plan, policies) = if ask.all {
+        planned(match ask.kind {
+            Kind::Release => deploy_all(known),
+            Kind::Patch => patch_run(known),
+        })
+    } else {
+        let stages: Vec<Vec<Candidate>> = ask
+            .stages
+            .iter()
+            .map(|stage| {
+                stage
+                    .iter()
+                    .map(|node| {
+                        known
+                            .iter()
+                            .find(|candidate| candidate.node_id == *node)
+                            .cloned()
+                            .ok_or(Unplannable::NoNode(*node))
+                    })
+                    .collect()
+            })
+            .collect::<Result<_, _>>()?;
+        match ask.kind {
+            Kind::Release => (
+                chosen(stages, !ask.pages.is_empty()).map_err(Unplannable::Refused)?,
+                ask.policies.clone(),
+            ),
+            Kind::Patch => {
+                let plan = patch_run(&stages.concat());
+                if !plan.left_out.is_empty() {
+                    return Err(Unplannable::Refused(plan.left_out));
+                }
+                planned(plan)
+            }
+        }
+    };
+    if plan.stages.is_empty() {
+        return Err(Unplannable::NoneCan(plan.left_out));
+    }
+    Ok((plan, policies))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,6 +334,50 @@ mod tests {
         }
     }
 
+    fn ask(kind: Kind, stages: Vec<Vec<i64>>) -> StartAsk {
+        StartAsk {
+            kind,
+            version: "2.1.0".into(),
+            pages: Vec::new(),
+            all: false,
+            policies: vec![StagePolicy::default(); stages.len()],
+            stages,
+        }
+    }
+
+    #[test]
+    fn ro_18_a_start_naming_an_unknown_node_or_one_refused_up_front_is_refused_whole() {
+        let known = vec![node(1, "a"), node(2, "b")];
+        assert_eq!(
+            for_start(&ask(Kind::Release, vec![vec![1], vec![9]]), &known),
+            Err(Unplannable::NoNode(9))
+        );
+        let mut removed = node(2, "b");
+        removed.removed = true;
+        let Err(Unplannable::Refused(left_out)) = for_start(
+            &ask(Kind::Release, vec![vec![1, 2]]),
+            &[node(1, "a"), removed],
+        ) else {
+            panic!("a removed node refuses the start");
+        };
+        assert_eq!(left_out[0].node_id, 2);
+        let (plan, policies) =
+            for_start(&ask(Kind::Release, vec![vec![1], vec![2]]), &known).unwrap();
+        assert_eq!(plan.stages.len(), 2);
+        assert_eq!(policies.len(), 2);
+    }
+
+    #[test]
+    fn ro_24_with_all_and_no_node_that_can_take_it_nothing_is_planned() {
+        let mut all = ask(Kind::Release, Vec::new());
+        all.all = true;
+        let mut siteless = node(1, "a");
+        siteless.hosts_site = false;
+        assert!(matches!(
+            for_start(&all, &[siteless]),
+            Err(Unplannable::NoneCan(_))
+        ));
+    }
     #[test]
     fn ro_18_a_node_without_a_site_removed_or_without_apply_update_is_refused_up_front() {
         let mut siteless = node(1, "a");

@@ -280,8 +280,15 @@ pub enum Asked {
     NotKept(String),
 }
 
+/// An agent's request that cannot be answered as asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadAsk {
+    #[error("a binary request names its arch")]
+    NoArch,
+}
+
 /// Reads an agent's request (kind and arch already checked by the agent channel).
-pub fn asked(kind: &str, arch: Option<&str>, version: Option<&str>) -> Result<Asked, String> {
+pub fn asked(kind: &str, arch: Option<&str>, version: Option<&str>) -> Result<Asked, BadAsk> {
     let version = version.map(str::to_string);
     match kind {
         "manifest" => Ok(Asked::Manifest),
@@ -290,7 +297,7 @@ pub fn asked(kind: &str, arch: Option<&str>, version: Option<&str>) -> Result<As
                 arch: arch.to_string(),
                 version,
             }),
-            None => Err("a binary request names its arch".into()),
+            None => Err(BadAsk::NoArch),
         },
         "support_bundle" => Ok(Asked::SupportBundle { version }),
         "release_statement" => Ok(Asked::Statement { version }),

@@ -103,19 +103,18 @@ pub fn read_upload(
 
 /// One file's bytes out of an archive, by its hash (`release_file`): the first file whose
 /// bytes hash to `sha256`.
-pub fn file_by_hash(archive: &[u8], sha256: &str) -> Result<Option<Vec<u8>>, String> {
+pub fn file_by_hash(archive: &[u8], sha256: &str) -> std::io::Result<Option<Vec<u8>>> {
     use std::io::Read as _;
     let mut tar = tar::Archive::new(archive);
-    for entry in tar.entries().map_err(|error| error.to_string())? {
-        let mut entry = entry.map_err(|error| error.to_string())?;
+    for entry in tar.entries()? {
+        let mut entry = entry?;
         if !entry.header().entry_type().is_file() {
             continue;
         }
         let mut bytes = Vec::new();
         (&mut entry)
             .take(manifest::MAX_FILE_BYTES)
-            .read_to_end(&mut bytes)
-            .map_err(|error| error.to_string())?;
+            .read_to_end(&mut bytes)?;
         if sha256_hex(&bytes) == sha256 {
             return Ok(Some(bytes));
         }

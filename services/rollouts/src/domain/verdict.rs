@@ -5,6 +5,7 @@
 //! The answers come from agents, so each is read field by field and anything missing or of
 //! the wrong shape is a miss that says so — an answer that cannot be judged is not a pass.
 
+use capstan_events::rpc::InvalidInput;
 use serde_json::Value;
 
 /// RO-21: a rollout names at most this many pages to check.
@@ -235,8 +236,9 @@ pub struct ProbePage {
 }
 
 /// RO-21: the pages, one a line, `<viewer> <path>` or just `<path>` (anonymous); at most
-/// [`MAX_PROBE_PAGES`]; blank lines are skipped. The error names the line.
-pub fn probe_pages(text: &str) -> Result<Vec<ProbePage>, String> {
+/// [`MAX_PROBE_PAGES`]; blank lines are skipped. The error names `pages` and the line.
+pub fn probe_pages(text: &str) -> Result<Vec<ProbePage>, InvalidInput> {
+    let refused = |reason: String| InvalidInput::new("pages", reason);
     let mut pages = Vec::new();
     for (number, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -246,10 +248,10 @@ pub fn probe_pages(text: &str) -> Result<Vec<ProbePage>, String> {
         let (viewer, path) = match line.split_once(char::is_whitespace) {
             Some((viewer, path)) => {
                 let viewer = Viewer::parse(viewer).ok_or_else(|| {
-                    format!(
+                    refused(format!(
                         "probe page line {}: the viewer must be admin or anonymous, not {viewer:?}",
                         number + 1
-                    )
+                    ))
                 })?;
                 (viewer, path.trim())
             }
@@ -259,10 +261,10 @@ pub fn probe_pages(text: &str) -> Result<Vec<ProbePage>, String> {
             || path.chars().count() > MAX_PROBE_PATH_CHARS
             || path.chars().any(|c| c.is_control() || c.is_whitespace())
         {
-            return Err(format!(
+            return Err(refused(format!(
                 "probe page line {}: the path must start with / and hold no spaces (at most {MAX_PROBE_PATH_CHARS} characters)",
                 number + 1
-            ));
+            )));
         }
         pages.push(ProbePage {
             viewer,
@@ -270,10 +272,10 @@ pub fn probe_pages(text: &str) -> Result<Vec<ProbePage>, String> {
         });
     }
     if pages.len() > MAX_PROBE_PAGES {
-        return Err(format!(
+        return Err(refused(format!(
             "a rollout checks at most {MAX_PROBE_PAGES} pages, not {}",
             pages.len()
-        ));
+        )));
     }
     Ok(pages)
 }
@@ -544,10 +546,14 @@ mod tests {
             ]
         );
         let six = "/a\n/b\n/c\n/d\n/e\n/f";
-        assert!(probe_pages(six).unwrap_err().contains("at most 5"));
-        assert!(probe_pages("root /x").unwrap_err().contains("line 1"));
+        assert!(probe_pages(six).unwrap_err().reason.contains("at most 5"));
+        assert!(probe_pages("root /x")
+            .unwrap_err()
+            .reason
+            .contains("line 1"));
         assert!(probe_pages("/ok\nadmin nopath")
             .unwrap_err()
+            .reason
             .contains("line 2"));
     }
 

@@ -1,0 +1,128 @@
+use super::run::advance_reading;
+use super::*;
+
+/// A node of its own machine, with `apply_update` and no readiness check.
+fn candidate(node_id: i64) -> Candidate {
+    Candidate {
+        node_id,
+        name: format!("site-{node_id}"),
+        machine: format!("machine-{node_id}"),
+        hosts_site: true,
+        removed: false,
+        enabled: true,
+        vocabulary: vec!["apply_update".into()],
+        rollout_first: false,
+        management: false,
+    }
+}
+
+/// Answers every apply asked for in `stage` as passed.
+async fn applies_pass(connection: &mut PgConnection, rollout: i64, stage: i32) {
+    sqlx::query(
+        "UPDATE rollout_jobs SET outcome = 'completed', finished_at = now(),
+                result = '{\"completed\": true, \"deploy_tier_passed\": true,
+                           \"version\": \"2.1.0\", \"rolled_back\": false}'
+         WHERE rollout_id = $1 AND outcome IS NULL
+           AND step_id IN (SELECT id FROM rollout_steps WHERE stage = $2)",
+    )
+    .bind(rollout)
+    .bind(stage)
+    .execute(&mut *connection)
+    .await
+    .unwrap();
+}
+
+async fn state_and_stage(connection: &mut PgConnection, rollout: i64) -> (String, i32) {
+    sqlx::query_as("SELECT state, stage FROM rollouts WHERE id = $1")
+        .bind(rollout)
+        .fetch_one(&mut *connection)
+        .await
+        .unwrap()
+}
+
+// Issue 16's benchmark: an advance within a stage reads that stage's steps (and any in
+// flight), not the rollout's every step; one that moves to the next stage or finishes reads
+// them all, and the rollout still goes through its stages in order to `finished` with every
+// node passed. (Fails when an advance reads every step: 9 read where 3 are wanted.)
+#[tokio::test]
+async fn an_advance_within_a_stage_reads_that_stage_and_a_stage_change_reads_all() {
+    let database = capstan_store::testsuite::TestDatabase::create().await;
+    let store = capstan_store::Store::connect(database.url(), "rollouts", 2)
+        .await
+        .unwrap();
+    store.migrate(&crate::MIGRATOR).await.unwrap();
+    let mut connection = store.pool().acquire().await.unwrap();
+    let stages: Vec<Vec<Candidate>> = (0..3)
+        .map(|stage| {
+            (0..3)
+                .map(|node| candidate(stage * 10 + node + 1))
+                .collect()
+        })
+        .collect();
+    let now = Utc::now();
+    let rollout = insert(
+        &mut connection,
+        &NewRollout {
+            kind: Kind::Release,
+            version: "2.1.0",
+            pages: &[],
+            policies: &[StagePolicy::default(); 3],
+            stages: &stages,
+            left_out: &[],
+            started_by: "test",
+        },
+        now,
+    )
+    .await
+    .unwrap();
+    // The start: stage 0's three applies asked for, from its three steps alone.
+    assert_eq!(
+        advance_reading(&mut connection, rollout, now)
+            .await
+            .unwrap(),
+        Some(3)
+    );
+    let asked: i64 = sqlx::query_scalar("SELECT count(*) FROM rollout_jobs")
+        .fetch_one(&mut *connection)
+        .await
+        .unwrap();
+    assert_eq!(asked, 3);
+    // Nothing answered yet: still the stage's steps alone.
+    assert_eq!(
+        advance_reading(&mut connection, rollout, now)
+            .await
+            .unwrap(),
+        Some(3)
+    );
+    for stage in 0..3 {
+        assert_eq!(
+            state_and_stage(&mut connection, rollout).await,
+            ("running".to_string(), stage)
+        );
+        applies_pass(&mut connection, rollout, stage).await;
+        // The stage is done: that decision is taken again on all nine steps.
+        assert_eq!(
+            advance_reading(&mut connection, rollout, now)
+                .await
+                .unwrap(),
+            Some(3 + 9),
+            "stage {stage}"
+        );
+    }
+    assert_eq!(
+        state_and_stage(&mut connection, rollout).await,
+        ("finished".to_string(), 2)
+    );
+    let passed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM rollout_steps WHERE verdict = 'passed' AND phase = 'done'",
+    )
+    .fetch_one(&mut *connection)
+    .await
+    .unwrap();
+    assert_eq!(passed, 9);
+    let asked: i64 = sqlx::query_scalar("SELECT count(*) FROM rollout_jobs")
+        .fetch_one(&mut *connection)
+        .await
+        .unwrap();
+    assert_eq!(asked, 9, "one apply a node");
+}
