@@ -6,6 +6,7 @@
 
 mod consume;
 mod entry;
+pub mod nodes;
 pub mod outbound;
 pub mod periodic;
 mod service;
@@ -15,5 +16,6 @@ pub use consume::{
     consume_patiently, consume_with_inbox, decode, event_consumer_specs, read_as, retry,
     unavailable, Apply,
 };
+pub use nodes::NodeEvent;
 pub use entry::{command, main, shutdown_on_signals};
 pub use service::{bus_options, migrate_only, BusPublisher, Part, Service};

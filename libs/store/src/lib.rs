@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod inbox;
+pub mod nodes;
 pub mod outbox;
 mod relay;
 #[cfg(feature = "testsuite")]

@@ -5,12 +5,10 @@
 //! service's `opened`, which a soaking stage watches.
 
 use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
-use capstan_events::agent_channel::{
-    JobFinished, NodeApproved, NodeDisconnected, NodeLeft, NodeReported, PlacementChanged,
-};
+use capstan_events::agent_channel::JobFinished;
 use capstan_events::incidents::IncidentOpened;
 use capstan_events::{Domain, Envelope};
-use capstan_runtime::{read_as, retry, Apply};
+use capstan_runtime::{read_as, retry, Apply, NodeEvent};
 use capstan_store::PgConnection;
 use chrono::Utc;
 use futures::future::BoxFuture;
@@ -29,11 +27,8 @@ pub(crate) struct Events;
 /// The events this service reads (joins, queued and claimed jobs and check-ins are not this service's).
 pub(crate) enum Heard {
     JobFinished(Envelope<JobFinished>),
-    NodeApproved(Envelope<NodeApproved>),
-    NodeReported(Envelope<NodeReported>),
-    PlacementChanged(Envelope<PlacementChanged>),
-    NodeLeft(Envelope<NodeLeft>),
-    NodeDisconnected(Envelope<NodeDisconnected>),
+    /// The node projection's events (the kit's `nodes` table).
+    Node(NodeEvent),
     IncidentOpened(Envelope<IncidentOpened>),
 }
 
@@ -42,11 +37,7 @@ impl Apply for Events {
 
     fn read(&self, delivery: &Delivery) -> Option<Result<Heard, HandlerError>> {
         read_as(delivery, Heard::JobFinished)
-            .or_else(|| read_as(delivery, Heard::NodeApproved))
-            .or_else(|| read_as(delivery, Heard::NodeReported))
-            .or_else(|| read_as(delivery, Heard::PlacementChanged))
-            .or_else(|| read_as(delivery, Heard::NodeLeft))
-            .or_else(|| read_as(delivery, Heard::NodeDisconnected))
+            .or_else(|| NodeEvent::read(delivery, Heard::Node))
             .or_else(|| read_as(delivery, Heard::IncidentOpened))
     }
 
@@ -85,45 +76,7 @@ impl Apply for Events {
                     }
                     Ok(())
                 }
-                Heard::NodeApproved(approved) => {
-                    let data = &approved.data;
-                    store::node_approved(
-                        connection,
-                        data.node_id,
-                        &data.name,
-                        data.site_root.as_deref(),
-                        data.container.as_deref(),
-                    )
-                    .await
-                    .map_err(retry)
-                }
-                Heard::NodeReported(reported) => {
-                    let data = &reported.data;
-                    store::node_reported(
-                        connection,
-                        data.node_id,
-                        &data.agent_version,
-                        &data.vocabulary,
-                        data.site_root.as_deref(),
-                    )
-                    .await
-                    .map_err(retry)
-                }
-                Heard::PlacementChanged(placed) => store::placement_changed(
-                    connection,
-                    placed.data.node_id,
-                    placed.data.host_node_id,
-                )
-                .await
-                .map_err(retry),
-                Heard::NodeLeft(left) => store::node_unpaired(connection, left.data.node_id)
-                    .await
-                    .map_err(retry),
-                Heard::NodeDisconnected(gone) => {
-                    store::node_unpaired(connection, gone.data.node_id)
-                        .await
-                        .map_err(retry)
-                }
+                Heard::Node(event) => event.apply(connection).await.map_err(retry),
                 Heard::IncidentOpened(opened) => {
                     let data = &opened.data;
                     store::incident_opened(
