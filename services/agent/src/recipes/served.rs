@@ -5,12 +5,8 @@
 //! `domain::certificates`; this file is only the network.
 
 use chrono::{DateTime, Utc};
-use rustls::{
-    client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
-    pki_types::{CertificateDer, ServerName, UnixTime},
-    DigitallySignedStruct, SignatureScheme,
-};
-use std::{sync::Arc, time::Duration};
+use rustls::pki_types::ServerName;
+use std::time::Duration;
 use tokio::net::TcpStream;
 
 use crate::domain::certificates::{days_left, not_after_of_der};
@@ -18,55 +14,12 @@ use crate::domain::certificates::{days_left, not_after_of_der};
 /// How long one name's handshake may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Accepts whatever the server presents: the certificate is read, never trusted, and nothing
-/// is sent over the connection after the handshake.
-#[derive(Debug)]
-struct ReadOnly(Arc<rustls::crypto::CryptoProvider>);
-
-impl ServerCertVerifier for ReadOnly {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        _message: &[u8],
-        _cert: &CertificateDer<'_>,
-        _dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        _message: &[u8],
-        _cert: &CertificateDer<'_>,
-        _dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
+/// The kit's read-only set-up: whatever the server presents is read, never trusted, and
+/// nothing is sent over the connection after the handshake.
 fn connector() -> Result<tokio_rustls::TlsConnector, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|error| error.to_string())?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(ReadOnly(provider)))
-        .with_no_client_auth();
-    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+    Ok(tokio_rustls::TlsConnector::from(
+        capstan_telemetry::tls::read_only_config(),
+    ))
 }
 
 /// The `notAfter` of the certificate served on 127.0.0.1:`port` for SNI `name`.
