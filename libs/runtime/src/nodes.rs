@@ -58,8 +58,12 @@ impl NodeEvent {
     /// Writes the event into the service's `nodes` table, in the consumer's transaction.
     pub async fn apply(&self, connection: &mut PgConnection) -> Result<(), StoreError> {
         match self {
-            NodeEvent::Approved(event) => nodes::approved(connection, &event.data, event.time).await,
-            NodeEvent::Reported(event) => nodes::reported(connection, &event.data, event.time).await,
+            NodeEvent::Approved(event) => {
+                nodes::approved(connection, &event.data, event.time).await
+            }
+            NodeEvent::Reported(event) => {
+                nodes::reported(connection, &event.data, event.time).await
+            }
             NodeEvent::Placed(event) => nodes::placed(connection, &event.data, event.time).await,
             NodeEvent::Left(event) => nodes::unpaired(connection, event.data.node_id).await,
             NodeEvent::Disconnected(event) => nodes::unpaired(connection, event.data.node_id).await,
@@ -141,11 +145,19 @@ mod tests {
         assert_eq!(node.container.as_deref(), Some("site-7"));
         assert_eq!(node.reported_at, None, "not reported yet");
 
-        heard(&store, delivery(Envelope::new(reported(7, "1.4.0", None), None))).await;
+        heard(
+            &store,
+            delivery(Envelope::new(reported(7, "1.4.0", None), None)),
+        )
+        .await;
         let node = nodes::node(&mut connection, 7).await.unwrap().unwrap();
         assert_eq!(node.agent_version.as_deref(), Some("1.4.0"));
         assert_eq!(node.vocabulary, vec!["check_status", "backup_run"]);
-        assert_eq!(node.site_root.as_deref(), Some("/srv/site"), "the join's root kept");
+        assert_eq!(
+            node.site_root.as_deref(),
+            Some("/srv/site"),
+            "the join's root kept"
+        );
         assert!(node.reported_at.is_some());
 
         let placed = PlacementChanged {
@@ -163,7 +175,10 @@ mod tests {
         heard(&store, delivery(Envelope::new(left, None))).await;
         assert!(!nodes::is_paired(&mut connection, 7).await.unwrap());
         assert!(nodes::paired(&mut connection).await.unwrap().is_empty());
-        assert!(nodes::node(&mut connection, 7).await.unwrap().is_some(), "row kept");
+        assert!(
+            nodes::node(&mut connection, 7).await.unwrap().is_some(),
+            "row kept"
+        );
 
         heard(&store, delivery(Envelope::new(approved(7), None))).await;
         let again = nodes::paired(&mut connection).await.unwrap();

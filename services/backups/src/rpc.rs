@@ -15,6 +15,7 @@ use capstan_events::backups::rpc::{
 };
 use capstan_events::backups::{TargetChanged, UrlOp};
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
+use capstan_runtime::ServiceError;
 use capstan_store::{Store, StoreError};
 use chrono::Utc;
 
@@ -26,7 +27,8 @@ use crate::drivers::s3::{Http, Storage};
 use crate::drivers::seal::{Credentials, SealError, Sealer};
 use crate::store::{self, Space, TargetRow};
 
-type Answer<T> = Result<T, RpcError>;
+/// A handler's answer: store and bus failures go up with `?` (answered `unavailable`).
+type Answer<T> = Result<T, ServiceError>;
 
 /// What every handler reaches.
 #[derive(Clone)]
@@ -48,10 +50,6 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
         .route_with_state(ops::FLEET_COVERAGE, &state, fleet_coverage)
 }
 
-fn unavailable(error: StoreError) -> RpcError {
-    capstan_runtime::unavailable(crate::DOMAIN, error)
-}
-
 fn sealing(error: SealError) -> RpcError {
     RpcError::new(ErrorCode::Unavailable, error.to_string())
 }
@@ -60,7 +58,7 @@ fn view(row: &TargetRow) -> Answer<TargetView> {
     Ok(TargetView {
         id: row.id,
         name: row.name.clone(),
-        provider: row.provider().map_err(unavailable)?,
+        provider: row.provider()?,
         endpoint: row.endpoint.clone(),
         region: row.region.clone(),
         bucket: row.bucket.clone(),
@@ -71,7 +69,7 @@ fn view(row: &TargetRow) -> Answer<TargetView> {
 }
 
 /// The storage of a target, with its credentials opened.
-pub fn storage(state: &State, row: &TargetRow) -> Answer<Storage> {
+pub fn storage(state: &State, row: &TargetRow) -> Result<Storage, RpcError> {
     let credentials = state
         .sealer
         .open(row.id, &row.sealed_credentials)
@@ -91,13 +89,8 @@ pub async fn list_targets(state: State, request: ListTargets) -> Answer<Targets>
     request
         .actor
         .require(Level::Admin, "reading backup targets")?;
-    let mut connection = state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
-    let rows = store::targets(&mut connection).await.map_err(unavailable)?;
+    let mut connection = state.store.acquire().await?;
+    let rows = store::targets(&mut connection).await?;
     Ok(Targets {
         targets: rows.iter().map(view).collect::<Answer<_>>()?,
         seal_key: state.sealer.view(),
@@ -110,10 +103,9 @@ pub async fn fleet_coverage(state: State, request: FleetCoverageRequest) -> Answ
     request
         .actor
         .require(Level::Admin, "reading the fleet's backup coverage")?;
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    let mut transaction = state.store.begin().await?;
     let targets: Vec<TargetFacts> = store::targets(&mut transaction)
-        .await
-        .map_err(unavailable)?
+        .await?
         .into_iter()
         .map(|row| TargetFacts {
             id: row.id,
@@ -121,16 +113,9 @@ pub async fn fleet_coverage(state: State, request: FleetCoverageRequest) -> Answ
             is_default: row.is_default,
         })
         .collect();
-    let (fleet, _, _) = store::schedule::fleet_policy(&mut transaction)
-        .await
-        .map_err(unavailable)?;
-    let nodes = store::coverage::nodes(&mut transaction)
-        .await
-        .map_err(unavailable)?;
-    transaction
-        .commit()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
+    let (fleet, _, _) = store::schedule::fleet_policy(&mut transaction).await?;
+    let nodes = store::coverage::nodes(&mut transaction).await?;
+    transaction.commit().await.map_err(StoreError::from)?;
     Ok(coverage::coverage(
         &targets,
         &nodes,
@@ -156,7 +141,7 @@ pub async fn create_target(state: State, request: CreateTarget) -> Answer<Target
     })
     .map_err(RpcError::from)?;
     if !state.sealer.has_key() {
-        return Err(sealing(SealError::NoKey));
+        return Err(sealing(SealError::NoKey).into());
     }
     let credentials = Credentials {
         access_key: request.access_key.clone(),
@@ -183,19 +168,15 @@ pub async fn create_target(state: State, request: CreateTarget) -> Answer<Target
             format!("the target was not saved: listing its bucket with these keys failed: {error}"),
         )
     })?;
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    if store::name_taken(&mut transaction, &checked.name)
-        .await
-        .map_err(unavailable)?
-    {
+    let mut transaction = state.store.begin().await?;
+    if store::name_taken(&mut transaction, &checked.name).await? {
         return Err(RpcError::new(
             ErrorCode::AlreadyExists,
             format!("name: a target named {:?} exists", checked.name),
-        ));
+        )
+        .into());
     }
-    let id = store::next_target_id(&mut transaction)
-        .await
-        .map_err(unavailable)?;
+    let id = store::next_target_id(&mut transaction).await?;
     let sealed = state.sealer.seal(id, &credentials).map_err(sealing)?;
     store::insert_target(
         &mut transaction,
@@ -213,11 +194,9 @@ pub async fn create_target(state: State, request: CreateTarget) -> Answer<Target
             created_by: &request.actor.name,
         },
     )
-    .await
-    .map_err(unavailable)?;
+    .await?;
     let row = store::target(&mut transaction, id)
-        .await
-        .map_err(unavailable)?
+        .await?
         .ok_or_else(|| RpcError::new(ErrorCode::Internal, "the new target is not there"))?;
     store::target_changed(
         &mut transaction,
@@ -230,12 +209,8 @@ pub async fn create_target(state: State, request: CreateTarget) -> Answer<Target
             changed_at: Utc::now(),
         },
     )
-    .await
-    .map_err(unavailable)?;
-    transaction
-        .commit()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
+    .await?;
+    transaction.commit().await.map_err(StoreError::from)?;
     view(&row)
 }
 
@@ -244,40 +219,31 @@ pub async fn set_default_target(state: State, request: SetDefaultTarget) -> Answ
     request
         .actor
         .require(Level::Admin, "choosing where new backups go")?;
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    let Some(row) = store::target(&mut transaction, request.target_id)
-        .await
-        .map_err(unavailable)?
-    else {
+    let mut transaction = state.store.begin().await?;
+    let Some(row) = store::target(&mut transaction, request.target_id).await? else {
         return Err(RpcError::new(
             ErrorCode::NotFound,
             format!("no target {}", request.target_id),
-        ));
+        )
+        .into());
     };
-    store::set_default(&mut transaction, row.id)
-        .await
-        .map_err(unavailable)?;
+    store::set_default(&mut transaction, row.id).await?;
     store::target_changed(
         &mut transaction,
         TargetChanged {
             target_id: row.id,
             name: row.name.clone(),
-            provider: row.provider().map_err(unavailable)?,
+            provider: row.provider()?,
             is_default: true,
             changed_by: request.actor.name.clone(),
             changed_at: Utc::now(),
         },
     )
-    .await
-    .map_err(unavailable)?;
+    .await?;
     let row = store::target(&mut transaction, row.id)
-        .await
-        .map_err(unavailable)?
+        .await?
         .ok_or_else(|| RpcError::new(ErrorCode::Internal, "the target went away"))?;
-    transaction
-        .commit()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
+    transaction.commit().await.map_err(StoreError::from)?;
     view(&row)
 }
 
@@ -333,7 +299,8 @@ pub async fn backup_urls(state: State, request: BackupUrls) -> Answer<BackupUrls
                     return Err(RpcError::new(
                         ErrorCode::AlreadyExists,
                         format!("{} exists: no key is written twice", key.as_string()),
-                    ));
+                    )
+                    .into());
                 }
                 urls.push(presigned(
                     key,
@@ -344,19 +311,12 @@ pub async fn backup_urls(state: State, request: BackupUrls) -> Answer<BackupUrls
             }
             Ok(BackupUrlsAnswer { urls })
         }
-        (UrlOp::Put, None) => Err(RpcError::new(ErrorCode::Forbidden, "no run to write")),
+        (UrlOp::Put, None) => Err(RpcError::new(ErrorCode::Forbidden, "no run to write").into()),
         (UrlOp::Get, _) => {
-            let mut connection = state
-                .store
-                .pool()
-                .acquire()
-                .await
-                .map_err(|e| unavailable(e.into()))?;
+            let mut connection = state.store.acquire().await?;
             let mut seqs: Vec<i64> = plan.keys.iter().map(|key| key.seq).collect();
             seqs.dedup();
-            let runs = store::runs_of(&mut connection, node, &seqs)
-                .await
-                .map_err(unavailable)?;
+            let runs = store::runs_of(&mut connection, node, &seqs).await?;
             let mut spaces: BTreeMap<i64, (Space, Storage)> = BTreeMap::new();
             let mut urls = Vec::with_capacity(plan.keys.len());
             for key in &plan.keys {
@@ -370,8 +330,7 @@ pub async fn backup_urls(state: State, request: BackupUrls) -> Answer<BackupUrls
                     std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
                     std::collections::btree_map::Entry::Vacant(entry) => {
                         let space = store::space(&mut connection, run.space_id)
-                            .await
-                            .map_err(unavailable)?
+                            .await?
                             .ok_or_else(|| {
                                 RpcError::new(
                                     ErrorCode::NotFound,
@@ -400,20 +359,14 @@ pub async fn backup_urls(state: State, request: BackupUrls) -> Answer<BackupUrls
 async fn issued_here(state: &State, request: &BackupUrls) -> Answer<()> {
     let issued = match request.correlation_id {
         Some(correlation) => {
-            let mut connection = state
-                .store
-                .pool()
-                .acquire()
-                .await
-                .map_err(|e| unavailable(e.into()))?;
+            let mut connection = state.store.acquire().await?;
             store::schedule::issued_job(
                 &mut connection,
                 correlation,
                 request.node_id,
                 request.job_id,
             )
-            .await
-            .map_err(unavailable)?
+            .await?
         }
         None => None,
     };
@@ -425,7 +378,7 @@ async fn issued_here(state: &State, request: &BackupUrls) -> Answer<()> {
         &request.primitive,
         &request.params,
     )
-    .map_err(refused)
+    .map_err(|refusal| refused(refusal).into())
 }
 
 /// The space a `backup_run`'s seq writes to: the run's own when the broker opened it already
@@ -433,63 +386,50 @@ async fn issued_here(state: &State, request: &BackupUrls) -> Answer<()> {
 /// backups go when the node has none), if the seq is newer than every run the node has.
 async fn open_run(state: &State, request: &BackupUrls, seq: i64) -> Answer<Space> {
     let node = request.node_id;
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    if let Some(run) = store::run(&mut transaction, node, seq)
-        .await
-        .map_err(unavailable)?
-    {
+    let mut transaction = state.store.begin().await?;
+    if let Some(run) = store::run(&mut transaction, node, seq).await? {
         if run.job_id != request.job_id {
             return Err(RpcError::new(
                 ErrorCode::Forbidden,
                 format!("run {seq} was written by job {}, not this one", run.job_id),
-            ));
+            )
+            .into());
         }
         let space = store::space(&mut transaction, run.space_id)
-            .await
-            .map_err(unavailable)?
+            .await?
             .ok_or_else(|| RpcError::new(ErrorCode::NotFound, format!("run {seq} has no space")))?;
         return Ok(space);
     }
-    if let Some(newest) = store::newest_seq(&mut transaction, node)
-        .await
-        .map_err(unavailable)?
-    {
+    if let Some(newest) = store::newest_seq(&mut transaction, node).await? {
         if seq <= newest {
             return Err(RpcError::new(
                 ErrorCode::Forbidden,
                 format!("seq {seq} is not after this node's newest run {newest}: seqs only grow"),
-            ));
+            )
+            .into());
         }
     }
-    let space = match store::active_space(&mut transaction, node)
-        .await
-        .map_err(unavailable)?
-    {
+    let space = match store::active_space(&mut transaction, node).await? {
         Some(space) => space,
         None => {
             let target = store::default_target(&mut transaction)
-                .await
-                .map_err(unavailable)?
+                .await?
                 .ok_or_else(|| {
                     RpcError::new(
                         ErrorCode::Unavailable,
                         "no target is chosen as where new backups go",
                     )
                 })?;
-            let id = store::open_space(&mut transaction, node, target.id)
-                .await
-                .map_err(unavailable)?;
+            let id = store::open_space(&mut transaction, node, target.id).await?;
             store::space(&mut transaction, id)
-                .await
-                .map_err(unavailable)?
+                .await?
                 .ok_or_else(|| RpcError::new(ErrorCode::Internal, "the new space is not there"))?
         }
     };
     // BK-02: a chain may not span spaces; an incremental is written where its previous run is.
     if let Some(previous) = broker::extends(&request.params).map_err(refused)? {
         let previous_space = store::run(&mut transaction, node, previous)
-            .await
-            .map_err(unavailable)?
+            .await?
             .map(|run| run.space_id);
         broker::chain_in_space(seq, previous, previous_space, space.id).map_err(refused)?;
     }
@@ -498,19 +438,14 @@ async fn open_run(state: &State, request: &BackupUrls, seq: i64) -> Answer<Space
         .get("kind")
         .and_then(serde_json::Value::as_str)
         .filter(|kind| matches!(*kind, "full" | "incremental"));
-    if !store::open_run(&mut transaction, node, seq, space.id, request.job_id, kind)
-        .await
-        .map_err(unavailable)?
-    {
+    if !store::open_run(&mut transaction, node, seq, space.id, request.job_id, kind).await? {
         // Another request of the same job opened it just now, or another job holds the seq.
         return Err(RpcError::new(
             ErrorCode::Conflict,
             format!("run {seq} is being opened by another request; ask again"),
-        ));
+        )
+        .into());
     }
-    transaction
-        .commit()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
+    transaction.commit().await.map_err(StoreError::from)?;
     Ok(space)
 }
