@@ -16,17 +16,15 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The kit's read-only set-up: whatever the server presents is read, never trusted, and
 /// nothing is sent over the connection after the handshake.
-fn connector() -> Result<tokio_rustls::TlsConnector, String> {
-    Ok(tokio_rustls::TlsConnector::from(
-        capstan_telemetry::tls::read_only_config(),
-    ))
+fn connector() -> tokio_rustls::TlsConnector {
+    tokio_rustls::TlsConnector::from(capstan_telemetry::tls::read_only_config())
 }
 
 /// The `notAfter` of the certificate served on 127.0.0.1:`port` for SNI `name`.
 pub async fn served_not_after(name: &str, port: u16) -> Result<DateTime<Utc>, String> {
     let server_name = ServerName::try_from(name.to_string())
         .map_err(|error| format!("{name} cannot be a TLS name: {error}"))?;
-    let connector = connector()?;
+    let connector = connector();
     let read = async {
         let stream = TcpStream::connect(("127.0.0.1", port))
             .await
