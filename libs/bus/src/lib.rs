@@ -13,7 +13,7 @@ pub mod testsuite;
 
 pub use consumer::{ConsumerSpec, Delivery, HandlerError};
 pub use publish::Outgoing;
-pub use rpc::RpcServer;
+pub use rpc::{IntoRpcError, RpcServer};
 
 use async_nats::jetstream::{self, stream};
 use capstan_events::{Domain, DEAD_LETTER_STREAM, DEAD_LETTER_SUBJECTS, MAX_MESSAGE_BYTES};

@@ -164,6 +164,18 @@ fn read_reply<Resp: DeserializeOwned>(
     reply.into()
 }
 
+/// A handler's failure in the rpc's words, told the domain of the server answering (so a
+/// service's own error type, `capstan_runtime::ServiceError`, can name the service).
+pub trait IntoRpcError {
+    fn into_rpc_error(self, domain: Domain) -> RpcError;
+}
+
+impl IntoRpcError for RpcError {
+    fn into_rpc_error(self, _domain: Domain) -> RpcError {
+        self
+    }
+}
+
 /// The rpc questions one service answers, registered by name and served together.
 pub struct RpcServer {
     bus: Bus,
@@ -185,7 +197,9 @@ impl RpcServer {
 
     /// As [`RpcServer::route`], for a handler that takes the service's state first: each
     /// request gets its own clone of `state` (what every service's handlers need, written once).
-    pub fn route_with_state<S, Req, Resp, F, Fut>(
+    /// The handler may fail with any [`IntoRpcError`] (an `RpcError`, or a service's error
+    /// type), answered in the rpc's words.
+    pub fn route_with_state<S, Req, Resp, E, F, Fut>(
         self,
         op: &str,
         state: &S,
@@ -195,11 +209,16 @@ impl RpcServer {
         S: Clone + Send + Sync + 'static,
         Req: DeserializeOwned + Send + 'static,
         Resp: Serialize + Send + 'static,
+        E: IntoRpcError + Send + 'static,
         F: Fn(S, Req) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Resp, RpcError>> + Send + 'static,
+        Fut: Future<Output = Result<Resp, E>> + Send + 'static,
     {
         let state = state.clone();
-        self.route(op, move |request: Req| handler(state.clone(), request))
+        let domain = self.domain;
+        self.route(op, move |request: Req| {
+            let answer = handler(state.clone(), request);
+            async move { answer.await.map_err(|error| error.into_rpc_error(domain)) }
+        })
     }
 
     /// Answers `op` as [`RpcServer::route`] does, but on every replica rather than one: for a

@@ -135,7 +135,11 @@ pub async fn consume_patiently<A: Apply>(
     apply: Arc<A>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let mut pause = std::time::Duration::from_millis(200);
+    let mut pauses = crate::backoff::Doubling::new(
+        std::time::Duration::from_millis(200),
+        std::time::Duration::from_secs(10),
+    );
+    let mut pause = pauses.next().unwrap_or_default();
     while !shutdown.is_cancelled() {
         match consume_with_inbox(service, spec.clone(), apply.clone(), shutdown.clone()).await {
             Ok(()) => return Ok(()),
@@ -147,7 +151,7 @@ pub async fn consume_patiently<A: Apply>(
             _ = shutdown.cancelled() => break,
             _ = tokio::time::sleep(pause) => {}
         }
-        pause = (pause * 2).min(std::time::Duration::from_secs(10));
+        pause = pauses.next().unwrap_or(pause);
     }
     Ok(())
 }

@@ -6,14 +6,20 @@
 
 mod consume;
 mod entry;
+mod error;
+pub mod nodes;
 pub mod outbound;
 pub mod periodic;
 mod service;
 
 pub use capstan_store::Migrator;
+/// The kit's TLS and backoff, which the agent shares (from `capstan-telemetry`).
+pub use capstan_telemetry::{backoff, tls};
 pub use consume::{
     consume_patiently, consume_with_inbox, decode, event_consumer_specs, read_as, retry,
     unavailable, Apply,
 };
 pub use entry::{command, main, shutdown_on_signals};
+pub use error::ServiceError;
+pub use nodes::NodeEvent;
 pub use service::{bus_options, migrate_only, BusPublisher, Part, Service};

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod inbox;
+pub mod nodes;
 pub mod outbox;
 mod relay;
 #[cfg(feature = "testsuite")]
@@ -163,6 +164,41 @@ impl Store {
 
     pub fn schema(&self) -> &str {
         &self.schema
+    }
+
+    /// A connection of the pool, in this schema.
+    pub async fn acquire(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Postgres>, StoreError> {
+        Ok(self.pool.acquire().await?)
+    }
+
+    /// Runs `work` in a transaction of its own: committed when it returns `Ok`, rolled back
+    /// when it fails (its error, `E`, is anything a store failure converts into):
+    ///
+    /// ```ignore
+    /// let row = store.in_transaction(|tx| Box::pin(async move {
+    ///     let row = read(tx).await?;
+    ///     write(tx, &row).await?;
+    ///     Ok::<_, ServiceError>(row)
+    /// })).await?;
+    /// ```
+    pub async fn in_transaction<T, E, F>(&self, work: F) -> Result<T, E>
+    where
+        E: From<StoreError>,
+        F: for<'t> FnOnce(&'t mut PgConnection) -> futures::future::BoxFuture<'t, Result<T, E>>,
+    {
+        let mut transaction = self.begin().await?;
+        let done = work(&mut transaction).await;
+        match done {
+            Ok(value) => {
+                transaction.commit().await.map_err(StoreError::from)?;
+                Ok(value)
+            }
+            Err(error) => {
+                // Dropping it rolls it back; an explicit rollback says so sooner.
+                transaction.rollback().await.ok();
+                Err(error)
+            }
+        }
     }
 
     /// Starts a transaction; write the state change and its outbox rows in it.

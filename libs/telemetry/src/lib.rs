@@ -3,7 +3,9 @@
 //! the bus and HTTP, and Prometheus metrics.
 #![forbid(unsafe_code)]
 
+pub mod backoff;
 pub mod propagation;
+pub mod tls;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use opentelemetry::trace::TracerProvider as _;
@@ -97,30 +99,10 @@ const OTLP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 fn otlp_client() -> opentelemetry_http::hyper::HyperClient<
     hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
 > {
-    let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    connector.enforce_http(false);
-    let provider = rustls::crypto::ring::default_provider();
-    let builder = match hyper_rustls::HttpsConnectorBuilder::new()
-        .with_provider_and_native_roots(provider)
-    {
-        Ok(builder) => builder,
-        Err(error) => {
-            // No trusted roots here: https exports fail to verify, and each failure says why.
-            eprintln!("capstan-telemetry: no trusted certificate authorities ({error}); https OTLP exports cannot be verified");
-            let config = rustls::ClientConfig::builder_with_provider(
-                rustls::crypto::ring::default_provider().into(),
-            )
-            .with_safe_default_protocol_versions()
-            .expect("ring supports the default protocol versions")
-            .with_root_certificates(rustls::RootCertStore::empty())
-            .with_no_client_auth();
-            hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
-        }
-    };
-    let connector = builder
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(connector);
+    // No trusted roots here: https exports fail to verify, and each failure says why.
+    let connector = tls::https_connector(None, |error| {
+        eprintln!("capstan-telemetry: no trusted certificate authorities ({error}); https OTLP exports cannot be verified");
+    });
     opentelemetry_http::hyper::HyperClient::new(connector, OTLP_TIMEOUT, None)
 }
 

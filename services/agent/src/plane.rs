@@ -3,13 +3,10 @@
 
 use bytes::Bytes;
 use capstan_signing::{sign_request, NodeKey};
+use capstan_telemetry::tls::HttpsConnector;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
-use hyper_util::{
-    client::legacy::{connect::HttpConnector, Client},
-    rt::TokioExecutor,
-};
+use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 use serde_json::Value;
 use std::{net::IpAddr, time::Duration};
 use tracing::warn;
@@ -142,34 +139,15 @@ pub fn base_url(text: &str) -> Result<String, BadAddress> {
 #[derive(Debug, Clone)]
 pub struct Plane {
     base: String,
-    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    http: Client<HttpsConnector, Full<Bytes>>,
 }
 
 /// TLS through rustls with the ring provider and the system's trusted roots.
-pub(crate) fn https_connector() -> HttpsConnector<HttpConnector> {
-    let mut connector = HttpConnector::new();
-    connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
-    connector.enforce_http(false);
-    let provider = rustls::crypto::ring::default_provider();
-    let builder = match HttpsConnectorBuilder::new().with_provider_and_native_roots(provider) {
-        Ok(builder) => builder,
-        Err(error) => {
-            // No trusted roots on this machine: https will fail to verify, and say why.
-            warn!(%error, "no trusted certificate authorities found; https to the management node cannot be verified");
-            let config = rustls::ClientConfig::builder_with_provider(
-                rustls::crypto::ring::default_provider().into(),
-            )
-            .with_safe_default_protocol_versions()
-            .expect("ring supports the default protocol versions")
-            .with_root_certificates(rustls::RootCertStore::empty())
-            .with_no_client_auth();
-            HttpsConnectorBuilder::new().with_tls_config(config)
-        }
-    };
-    builder
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(connector)
+pub(crate) fn https_connector() -> HttpsConnector {
+    capstan_telemetry::tls::https_connector(Some(CONNECT_TIMEOUT), |error| {
+        // No trusted roots on this machine: https will fail to verify, and say why.
+        warn!(%error, "no trusted certificate authorities found; https to the management node cannot be verified");
+    })
 }
 
 impl Plane {
@@ -367,7 +345,7 @@ impl Plane {
 /// Puts and gets objects at presigned URLs, over the agent's own HTTPS client.
 #[derive(Debug, Clone)]
 pub struct Objects {
-    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    http: Client<HttpsConnector, Full<Bytes>>,
 }
 
 impl Default for Objects {

@@ -6,13 +6,10 @@
 //! (`run_finished`, `verified`) commits with it.
 
 use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
-use capstan_events::agent_channel::{
-    JobFinished, JobOutcome, JobQueued, NodeApproved, NodeDisconnected, NodeLeft, NodeReported,
-    PlacementChanged,
-};
+use capstan_events::agent_channel::{JobFinished, JobOutcome, JobQueued};
 use capstan_events::backups::{RunFinished, Verified};
 use capstan_events::{Domain, Envelope};
-use capstan_runtime::{read_as, retry, Apply};
+use capstan_runtime::{read_as, retry, Apply, NodeEvent};
 use capstan_store::{outbox, PgConnection, StoreError};
 use chrono::Utc;
 use futures::future::BoxFuture;
@@ -34,11 +31,8 @@ pub(crate) struct Events;
 pub(crate) enum Heard {
     JobFinished(Envelope<JobFinished>),
     JobQueued(Envelope<JobQueued>),
-    NodeApproved(Envelope<NodeApproved>),
-    NodeReported(Envelope<NodeReported>),
-    PlacementChanged(Envelope<PlacementChanged>),
-    NodeLeft(Envelope<NodeLeft>),
-    NodeDisconnected(Envelope<NodeDisconnected>),
+    /// The node projection's events (the kit's `nodes` table).
+    Node(NodeEvent),
 }
 
 impl Apply for Events {
@@ -47,11 +41,7 @@ impl Apply for Events {
     fn read(&self, delivery: &Delivery) -> Option<Result<Heard, HandlerError>> {
         read_as(delivery, Heard::JobFinished)
             .or_else(|| read_as(delivery, Heard::JobQueued))
-            .or_else(|| read_as(delivery, Heard::NodeApproved))
-            .or_else(|| read_as(delivery, Heard::NodeReported))
-            .or_else(|| read_as(delivery, Heard::PlacementChanged))
-            .or_else(|| read_as(delivery, Heard::NodeLeft))
-            .or_else(|| read_as(delivery, Heard::NodeDisconnected))
+            .or_else(|| NodeEvent::read(delivery, Heard::Node))
     }
 
     fn apply<'c>(
@@ -79,41 +69,7 @@ impl Apply for Events {
                         None => Ok(()),
                     }
                 }
-                Heard::NodeApproved(event) => {
-                    let approved = event.data;
-                    store::node_approved(
-                        connection,
-                        approved.node_id,
-                        &approved.name,
-                        &approved.fingerprint,
-                    )
-                    .await
-                    .map_err(retry)
-                }
-                Heard::NodeReported(event) => {
-                    let reported = event.data;
-                    store::node_reported(connection, reported.node_id, &reported.vocabulary)
-                        .await
-                        .map_err(retry)
-                }
-                Heard::PlacementChanged(event) => {
-                    let placed = event.data;
-                    store::placement_changed(connection, placed.node_id, placed.host_node_id)
-                        .await
-                        .map_err(retry)
-                }
-                Heard::NodeLeft(event) => {
-                    let left = event.data;
-                    store::node_unpaired(connection, left.node_id)
-                        .await
-                        .map_err(retry)
-                }
-                Heard::NodeDisconnected(event) => {
-                    let gone = event.data;
-                    store::node_unpaired(connection, gone.node_id)
-                        .await
-                        .map_err(retry)
-                }
+                Heard::Node(event) => event.apply(connection).await.map_err(retry),
             }
         })
     }

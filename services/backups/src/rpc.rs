@@ -15,6 +15,7 @@ use capstan_events::backups::rpc::{
 };
 use capstan_events::backups::{TargetChanged, UrlOp};
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
+use capstan_runtime::ServiceError;
 use capstan_store::{Store, StoreError};
 use chrono::Utc;
 
@@ -26,7 +27,8 @@ use crate::drivers::s3::{Http, Storage};
 use crate::drivers::seal::{Credentials, SealError, Sealer};
 use crate::store::{self, Space, TargetRow};
 
-type Answer<T> = Result<T, RpcError>;
+/// A handler's answer: store and bus failures go up with `?` (answered `unavailable`).
+type Answer<T> = Result<T, ServiceError>;
 
 /// What every handler reaches.
 #[derive(Clone)]
@@ -48,10 +50,6 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
         .route_with_state(ops::FLEET_COVERAGE, &state, fleet_coverage)
 }
 
-fn unavailable(error: StoreError) -> RpcError {
-    capstan_runtime::unavailable(crate::DOMAIN, error)
-}
-
 fn sealing(error: SealError) -> RpcError {
     RpcError::new(ErrorCode::Unavailable, error.to_string())
 }
@@ -60,7 +58,7 @@ fn view(row: &TargetRow) -> Answer<TargetView> {
     Ok(TargetView {
         id: row.id,
         name: row.name.clone(),
-        provider: row.provider().map_err(unavailable)?,
+        provider: row.provider()?,
         endpoint: row.endpoint.clone(),
         region: row.region.clone(),
         bucket: row.bucket.clone(),
@@ -71,7 +69,7 @@ fn view(row: &TargetRow) -> Answer<TargetView> {
 }
 
 /// The storage of a target, with its credentials opened.
-pub fn storage(state: &State, row: &TargetRow) -> Answer<Storage> {
+pub fn storage(state: &State, row: &TargetRow) -> Result<Storage, RpcError> {
     let credentials = state
         .sealer
         .open(row.id, &row.sealed_credentials)
@@ -91,13 +89,8 @@ pub async fn list_targets(state: State, request: ListTargets) -> Answer<Targets>
     request
         .actor
         .require(Level::Admin, "reading backup targets")?;
-    let mut connection = state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
-    let rows = store::targets(&mut connection).await.map_err(unavailable)?;
+    let mut connection = state.store.acquire().await?;
+    let rows = store::targets(&mut connection).await?;
     Ok(Targets {
         targets: rows.iter().map(view).collect::<Answer<_>>()?,
         seal_key: state.sealer.view(),
@@ -110,10 +103,9 @@ pub async fn fleet_coverage(state: State, request: FleetCoverageRequest) -> Answ
     request
         .actor
         .require(Level::Admin, "reading the fleet's backup coverage")?;
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    let mut transaction = state.store.begin().await?;
     let targets: Vec<TargetFacts> = store::targets(&mut transaction)
-        .await
-        .map_err(unavailable)?
+        .await?
         .into_iter()
         .map(|row| TargetFacts {
             id: row.id,
@@ -121,16 +113,9 @@ pub async fn fleet_coverage(state: State, request: FleetCoverageRequest) -> Answ
             is_default: row.is_default,
         })
         .collect();
-    let (fleet, _, _) = store::schedule::fleet_policy(&mut transaction)
-        .await
-        .map_err(unavailable)?;
-    let nodes = store::coverage::nodes(&mut transaction)
-        .await
-        .map_err(unavailable)?;
-    transaction
-        .commit()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
+    let (fleet, _, _) = store::schedule::fleet_policy(&mut transaction).await?;
+    let nodes = store::coverage::nodes(&mut transaction).await?;
+    transaction.commit().await.map_err(StoreError::from)?;
     Ok(coverage::coverage(
         &targets,
         &nodes,
@@ -187,26 +172,22 @@ pub async fn create_target(state: State, request: CreateTarget) -> Answer<Target
     })
     .map_err(RpcError::from)?;
     if !state.sealer.has_key() {
-        return Err(sealing(SealError::NoKey));
+        return Err(sealing(SealError::NoKey).into());
     }
     let credentials = Credentials {
         access_key: request.access_key.clone(),
         secret_key: request.secret_key.clone(),
     };
     let endpoint = try_target(&state, &checked, &credentials).await?;
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    if store::name_taken(&mut transaction, &checked.name)
-        .await
-        .map_err(unavailable)?
-    {
+    let mut transaction = state.store.begin().await?;
+    if store::name_taken(&mut transaction, &checked.name).await? {
         return Err(RpcError::new(
             ErrorCode::AlreadyExists,
             format!("name: a target named {:?} exists", checked.name),
-        ));
+        )
+        .into());
     }
-    let id = store::next_target_id(&mut transaction)
-        .await
-        .map_err(unavailable)?;
+    let id = store::next_target_id(&mut transaction).await?;
     let sealed = state.sealer.seal(id, &credentials).map_err(sealing)?;
     store::insert_target(
         &mut transaction,
@@ -224,11 +205,9 @@ pub async fn create_target(state: State, request: CreateTarget) -> Answer<Target
             created_by: &request.actor.name,
         },
     )
-    .await
-    .map_err(unavailable)?;
+    .await?;
     let row = store::target(&mut transaction, id)
-        .await
-        .map_err(unavailable)?
+        .await?
         .ok_or_else(|| RpcError::new(ErrorCode::Internal, "the new target is not there"))?;
     store::target_changed(
         &mut transaction,
@@ -241,12 +220,8 @@ pub async fn create_target(state: State, request: CreateTarget) -> Answer<Target
             changed_at: Utc::now(),
         },
     )
-    .await
-    .map_err(unavailable)?;
-    transaction
-        .commit()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
+    .await?;
+    transaction.commit().await.map_err(StoreError::from)?;
     view(&row)
 }
 
@@ -255,40 +230,31 @@ pub async fn set_default_target(state: State, request: SetDefaultTarget) -> Answ
     request
         .actor
         .require(Level::Admin, "choosing where new backups go")?;
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    let Some(row) = store::target(&mut transaction, request.target_id)
-        .await
-        .map_err(unavailable)?
-    else {
+    let mut transaction = state.store.begin().await?;
+    let Some(row) = store::target(&mut transaction, request.target_id).await? else {
         return Err(RpcError::new(
             ErrorCode::NotFound,
             format!("no target {}", request.target_id),
-        ));
+        )
+        .into());
     };
-    store::set_default(&mut transaction, row.id)
-        .await
-        .map_err(unavailable)?;
+    store::set_default(&mut transaction, row.id).await?;
     store::target_changed(
         &mut transaction,
         TargetChanged {
             target_id: row.id,
             name: row.name.clone(),
-            provider: row.provider().map_err(unavailable)?,
+            provider: row.provider()?,
             is_default: true,
             changed_by: request.actor.name.clone(),
             changed_at: Utc::now(),
         },
     )
-    .await
-    .map_err(unavailable)?;
+    .await?;
     let row = store::target(&mut transaction, row.id)
-        .await
-        .map_err(unavailable)?
+        .await?
         .ok_or_else(|| RpcError::new(ErrorCode::Internal, "the target went away"))?;
-    transaction
-        .commit()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
+    transaction.commit().await.map_err(StoreError::from)?;
     view(&row)
 }
 
@@ -329,7 +295,7 @@ pub async fn backup_urls(state: State, request: BackupUrls) -> Answer<BackupUrls
     issued_here(&state, &request).await?;
     match (plan.op, plan.run_seq) {
         (UrlOp::Put, Some(seq)) => put_urls(&state, &request, seq, &plan.keys).await,
-        (UrlOp::Put, None) => Err(RpcError::new(ErrorCode::Forbidden, "no run to write")),
+        (UrlOp::Put, None) => Err(RpcError::new(ErrorCode::Forbidden, "no run to write").into()),
         (UrlOp::Get, _) => get_urls(&state, request.node_id, &plan.keys).await,
     }
 }
@@ -355,7 +321,8 @@ async fn put_urls(
             return Err(RpcError::new(
                 ErrorCode::AlreadyExists,
                 format!("{} exists: no key is written twice", key.as_string()),
-            ));
+            )
+            .into());
         }
         urls.push(presigned(
             key,
@@ -370,17 +337,10 @@ async fn put_urls(
 /// BK-01, BK-14: GETs only of this node's own runs, in the space each run is in.
 async fn get_urls(state: &State, node: i64, keys: &[NodeKey]) -> Answer<BackupUrlsAnswer> {
     let ttl = state.url_ttl;
-    let mut connection = state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
+    let mut connection = state.store.acquire().await?;
     let mut seqs: Vec<i64> = keys.iter().map(|key| key.seq).collect();
     seqs.dedup();
-    let runs = store::runs_of(&mut connection, node, &seqs)
-        .await
-        .map_err(unavailable)?;
+    let runs = store::runs_of(&mut connection, node, &seqs).await?;
     let mut spaces: BTreeMap<i64, (Space, Storage)> = BTreeMap::new();
     let mut urls = Vec::with_capacity(keys.len());
     for key in keys {
@@ -394,8 +354,7 @@ async fn get_urls(state: &State, node: i64, keys: &[NodeKey]) -> Answer<BackupUr
             std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
             std::collections::btree_map::Entry::Vacant(entry) => {
                 let space = store::space(&mut connection, run.space_id)
-                    .await
-                    .map_err(unavailable)?
+                    .await?
                     .ok_or_else(|| {
                         RpcError::new(ErrorCode::NotFound, format!("run {} has no space", run.seq))
                     })?;
@@ -419,20 +378,14 @@ async fn get_urls(state: &State, node: i64, keys: &[NodeKey]) -> Answer<BackupUr
 async fn issued_here(state: &State, request: &BackupUrls) -> Answer<()> {
     let issued = match request.correlation_id {
         Some(correlation) => {
-            let mut connection = state
-                .store
-                .pool()
-                .acquire()
-                .await
-                .map_err(|e| unavailable(e.into()))?;
+            let mut connection = state.store.acquire().await?;
             store::schedule::issued_job(
                 &mut connection,
                 correlation,
                 request.node_id,
                 request.job_id,
             )
-            .await
-            .map_err(unavailable)?
+            .await?
         }
         None => None,
     };
@@ -444,33 +397,24 @@ async fn issued_here(state: &State, request: &BackupUrls) -> Answer<()> {
         &request.primitive,
         &request.params,
     )
-    .map_err(refused)
+    .map_err(|refusal| refused(refusal).into())
 }
 
 /// The node's active space, opened on the target where new backups go when it has none.
 async fn active_space(connection: &mut capstan_store::PgConnection, node: i64) -> Answer<Space> {
-    if let Some(space) = store::active_space(connection, node)
-        .await
-        .map_err(unavailable)?
-    {
+    if let Some(space) = store::active_space(connection, node).await? {
         return Ok(space);
     }
-    let target = store::default_target(connection)
-        .await
-        .map_err(unavailable)?
-        .ok_or_else(|| {
-            RpcError::new(
-                ErrorCode::Unavailable,
-                "no target is chosen as where new backups go",
-            )
-        })?;
-    let id = store::open_space(connection, node, target.id)
-        .await
-        .map_err(unavailable)?;
+    let target = store::default_target(connection).await?.ok_or_else(|| {
+        RpcError::new(
+            ErrorCode::Unavailable,
+            "no target is chosen as where new backups go",
+        )
+    })?;
+    let id = store::open_space(connection, node, target.id).await?;
     store::space(connection, id)
-        .await
-        .map_err(unavailable)?
-        .ok_or_else(|| RpcError::new(ErrorCode::Internal, "the new space is not there"))
+        .await?
+        .ok_or_else(|| RpcError::new(ErrorCode::Internal, "the new space is not there").into())
 }
 
 /// The space a `backup_run`'s seq writes to: the run's own when the broker opened it already
@@ -478,40 +422,34 @@ async fn active_space(connection: &mut capstan_store::PgConnection, node: i64) -
 /// backups go when the node has none), if the seq is newer than every run the node has.
 async fn open_run(state: &State, request: &BackupUrls, seq: i64) -> Answer<Space> {
     let node = request.node_id;
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    if let Some(run) = store::run(&mut transaction, node, seq)
-        .await
-        .map_err(unavailable)?
-    {
+    let mut transaction = state.store.begin().await?;
+    if let Some(run) = store::run(&mut transaction, node, seq).await? {
         if run.job_id != request.job_id {
             return Err(RpcError::new(
                 ErrorCode::Forbidden,
                 format!("run {seq} was written by job {}, not this one", run.job_id),
-            ));
+            )
+            .into());
         }
         let space = store::space(&mut transaction, run.space_id)
-            .await
-            .map_err(unavailable)?
+            .await?
             .ok_or_else(|| RpcError::new(ErrorCode::NotFound, format!("run {seq} has no space")))?;
         return Ok(space);
     }
-    if let Some(newest) = store::newest_seq(&mut transaction, node)
-        .await
-        .map_err(unavailable)?
-    {
+    if let Some(newest) = store::newest_seq(&mut transaction, node).await? {
         if seq <= newest {
             return Err(RpcError::new(
                 ErrorCode::Forbidden,
                 format!("seq {seq} is not after this node's newest run {newest}: seqs only grow"),
-            ));
+            )
+            .into());
         }
     }
     let space = active_space(&mut transaction, node).await?;
     // BK-02: a chain may not span spaces; an incremental is written where its previous run is.
     if let Some(previous) = broker::extends(&request.params).map_err(refused)? {
         let previous_space = store::run(&mut transaction, node, previous)
-            .await
-            .map_err(unavailable)?
+            .await?
             .map(|run| run.space_id);
         broker::chain_in_space(seq, previous, previous_space, space.id).map_err(refused)?;
     }
@@ -520,19 +458,14 @@ async fn open_run(state: &State, request: &BackupUrls, seq: i64) -> Answer<Space
         .get("kind")
         .and_then(serde_json::Value::as_str)
         .filter(|kind| matches!(*kind, "full" | "incremental"));
-    if !store::open_run(&mut transaction, node, seq, space.id, request.job_id, kind)
-        .await
-        .map_err(unavailable)?
-    {
+    if !store::open_run(&mut transaction, node, seq, space.id, request.job_id, kind).await? {
         // Another request of the same job opened it just now, or another job holds the seq.
         return Err(RpcError::new(
             ErrorCode::Conflict,
             format!("run {seq} is being opened by another request; ask again"),
-        ));
+        )
+        .into());
     }
-    transaction
-        .commit()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
+    transaction.commit().await.map_err(StoreError::from)?;
     Ok(space)
 }

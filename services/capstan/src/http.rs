@@ -8,23 +8,9 @@ use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 
 /// POSTs JSON with a bearer token; returns the status and the answer's bytes.
 pub async fn post_json(url: &str, token: &str, body: Vec<u8>) -> anyhow::Result<(u16, Vec<u8>)> {
-    let builder = match hyper_rustls::HttpsConnectorBuilder::new()
-        .with_provider_and_native_roots(rustls::crypto::ring::default_provider())
-    {
-        Ok(builder) => builder,
-        // No trusted roots here: https cannot be verified (and says so when tried); plain
-        // http to this machine still works.
-        Err(_) => hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(
-            rustls::ClientConfig::builder_with_provider(
-                rustls::crypto::ring::default_provider().into(),
-            )
-            .with_safe_default_protocol_versions()
-            .context("TLS versions")?
-            .with_root_certificates(rustls::RootCertStore::empty())
-            .with_no_client_auth(),
-        ),
-    };
-    let connector = builder.https_or_http().enable_http1().build();
+    // No trusted roots here: https cannot be verified (and says so when tried); plain http to
+    // this machine still works.
+    let connector = capstan_runtime::tls::https_connector(None, |_| {});
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build(connector);
     let request = hyper::Request::post(url)
         .header("content-type", "application/json")

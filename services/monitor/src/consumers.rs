@@ -6,12 +6,9 @@
 //! same transaction (MO-07).
 
 use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
-use capstan_events::agent_channel::{
-    JobClaimed, JobFinished, JobOutcome, JobQueued, NodeApproved, NodeDisconnected, NodeLeft,
-    NodeReported,
-};
+use capstan_events::agent_channel::{JobClaimed, JobFinished, JobOutcome, JobQueued};
 use capstan_events::{Domain, Envelope};
-use capstan_runtime::{read_as, retry, Apply};
+use capstan_runtime::{read_as, retry, Apply, NodeEvent};
 use capstan_store::{PgConnection, StoreError};
 use futures::future::BoxFuture;
 use std::time::Duration;
@@ -31,10 +28,8 @@ pub(crate) struct NodeEvents;
 /// The agent channel's events this service reads (joins, placements and check-ins are not this
 /// service's).
 pub(crate) enum Heard {
-    Approved(Envelope<NodeApproved>),
-    Left(Envelope<NodeLeft>),
-    Disconnected(Envelope<NodeDisconnected>),
-    Reported(Envelope<NodeReported>),
+    /// The node projection's events (the kit's `nodes` table).
+    Node(NodeEvent),
     Queued(Envelope<JobQueued>),
     Claimed(Envelope<JobClaimed>),
     Finished(Envelope<JobFinished>),
@@ -44,10 +39,7 @@ impl Apply for NodeEvents {
     type Message = Heard;
 
     fn read(&self, delivery: &Delivery) -> Option<Result<Heard, HandlerError>> {
-        read_as(delivery, Heard::Approved)
-            .or_else(|| read_as(delivery, Heard::Left))
-            .or_else(|| read_as(delivery, Heard::Disconnected))
-            .or_else(|| read_as(delivery, Heard::Reported))
+        NodeEvent::read(delivery, Heard::Node)
             .or_else(|| read_as(delivery, Heard::Queued))
             .or_else(|| read_as(delivery, Heard::Claimed))
             .or_else(|| read_as(delivery, Heard::Finished))
@@ -61,33 +53,15 @@ impl Apply for NodeEvents {
     ) -> BoxFuture<'c, Result<(), HandlerError>> {
         Box::pin(async move {
             match heard {
-                Heard::Approved(approved) => {
-                    let data = &approved.data;
-                    store::node_approved(
-                        connection,
-                        data.node_id,
-                        &data.name,
-                        &data.addresses,
-                        data.container.as_deref(),
-                    )
-                    .await
-                    .map_err(retry)
+                Heard::Node(event) => {
+                    event.apply(connection).await.map_err(retry)?;
+                    if let NodeEvent::Approved(approved) = &event {
+                        store::check_made(connection, approved.data.node_id)
+                            .await
+                            .map_err(retry)?;
+                    }
+                    Ok(())
                 }
-                Heard::Left(left) => store::node_unpaired(connection, left.data.node_id)
-                    .await
-                    .map_err(retry),
-                Heard::Disconnected(disconnected) => {
-                    store::node_unpaired(connection, disconnected.data.node_id)
-                        .await
-                        .map_err(retry)
-                }
-                Heard::Reported(reported) => status::node_reported(
-                    connection,
-                    reported.data.node_id,
-                    &reported.data.vocabulary,
-                )
-                .await
-                .map_err(retry),
                 Heard::Queued(queued) => {
                     let at = queued.time;
                     let queued = queued.data;

@@ -12,6 +12,7 @@ use capstan_events::monitor::rpc::{
 };
 use capstan_events::monitor::UptimeStatus;
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
+use capstan_runtime::ServiceError;
 use capstan_store::{Store, StoreError};
 use chrono::Utc;
 use std::sync::Arc;
@@ -23,7 +24,8 @@ use crate::domain::InvalidInput;
 use crate::drivers::Prober;
 use crate::store::{self, CheckRow};
 
-type Answer<T> = Result<T, RpcError>;
+/// A handler's answer: store and bus failures go up with `?` (answered `unavailable`).
+type Answer<T> = Result<T, ServiceError>;
 
 pub use crate::app::CERT_SOON_SECS;
 
@@ -61,18 +63,9 @@ pub async fn uptime_summary(state: State, request: GetUptimeSummary) -> Answer<U
             InvalidInput::new("limit", format!("must be at most {SUMMARY_LIMIT_MAX}")).into(),
         );
     }
-    let mut connection = state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
-    let (up, down, unknown, off) = store::uptime_counts(&mut connection)
-        .await
-        .map_err(unavailable)?;
-    let rows = store::longest_down(&mut connection, i64::from(request.limit))
-        .await
-        .map_err(unavailable)?;
+    let mut connection = state.store.acquire().await?;
+    let (up, down, unknown, off) = store::uptime_counts(&mut connection).await?;
+    let rows = store::longest_down(&mut connection, i64::from(request.limit)).await?;
     let count = |n: i64| u64::try_from(n).unwrap_or(0);
     Ok(UptimeSummary {
         up: count(up),
@@ -83,16 +76,12 @@ pub async fn uptime_summary(state: State, request: GetUptimeSummary) -> Answer<U
     })
 }
 
-fn unavailable(error: StoreError) -> RpcError {
-    capstan_runtime::unavailable(crate::DOMAIN, error)
-}
-
 fn no_node(node: i64) -> RpcError {
     RpcError::new(ErrorCode::NotFound, format!("no node {node}"))
 }
 
 fn view(row: &CheckRow) -> Answer<UptimeCheck> {
-    row.view().map_err(unavailable)
+    Ok(row.view()?)
 }
 
 pub async fn list_uptime(state: State, request: ListUptime) -> Answer<UptimeChecks> {
@@ -103,15 +92,8 @@ pub async fn list_uptime(state: State, request: ListUptime) -> Answer<UptimeChec
             RpcError::from(InvalidInput::new("status", "must be up, down or unknown"))
         })?),
     };
-    let mut connection = state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
-    let rows = store::checks(&mut connection, status)
-        .await
-        .map_err(unavailable)?;
+    let mut connection = state.store.acquire().await?;
+    let rows = store::checks(&mut connection, status).await?;
     Ok(UptimeChecks {
         checks: rows.iter().map(view).collect::<Answer<_>>()?,
     })
@@ -119,19 +101,12 @@ pub async fn list_uptime(state: State, request: ListUptime) -> Answer<UptimeChec
 
 pub async fn get_uptime(state: State, request: GetUptime) -> Answer<UptimeDetail> {
     request.actor.require(Level::Read, "reading uptime")?;
-    let mut connection = state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
+    let mut connection = state.store.acquire().await?;
     let row = store::check(&mut connection, request.node_id, false)
-        .await
-        .map_err(unavailable)?
+        .await?
         .ok_or_else(|| no_node(request.node_id))?;
     let history = store::history(&mut connection, request.node_id, Utc::now() - HISTORY_KEPT)
-        .await
-        .map_err(unavailable)?
+        .await?
         .into_iter()
         .map(|(at, ok, response_ms)| HistoryPoint {
             at,
@@ -166,21 +141,11 @@ pub async fn get_certificate(state: State, request: GetCertificate) -> Answer<Ce
     request
         .actor
         .require(Level::Read, "reading a node's certificate")?;
-    let mut connection = state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
-    if !store::node_known(&mut connection, request.node_id)
-        .await
-        .map_err(unavailable)?
-    {
-        return Err(no_node(request.node_id));
+    let mut connection = state.store.acquire().await?;
+    if !store::node_known(&mut connection, request.node_id).await? {
+        return Err(no_node(request.node_id).into());
     }
-    let row = store::certificate(&mut connection, request.node_id, false)
-        .await
-        .map_err(unavailable)?;
+    let row = store::certificate(&mut connection, request.node_id, false).await?;
     Ok(match row {
         None => CertificateView {
             problem: None,
@@ -216,26 +181,16 @@ pub async fn fleet_security(
     request
         .actor
         .require(Level::Read, "reading the fleet's security")?;
-    let mut connection = state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
-    let rows = store::status::machines(&mut connection)
-        .await
-        .map_err(unavailable)?;
+    let mut connection = state.store.acquire().await?;
+    let rows = store::status::machines(&mut connection).await?;
     let mut site_nodes = security::SiteNodes::new();
-    for (container, node, name) in store::status::site_nodes(&mut connection)
-        .await
-        .map_err(unavailable)?
-    {
+    for (container, node, name) in store::status::site_nodes(&mut connection).await? {
         site_nodes.entry(container).or_insert((node, name));
     }
     let now = Utc::now();
     let mut machines = Vec::with_capacity(rows.len());
     for row in &rows {
-        let outcome = row.outcome().map_err(unavailable)?;
+        let outcome = row.outcome()?;
         let report = match (outcome, row.finished_at) {
             (Some(outcome), Some(at)) => {
                 Some((outcome, row.result.as_ref().map(|json| &json.0), at))
@@ -264,21 +219,20 @@ pub async fn start_edge_probe(state: State, request: StartEdgeProbe) -> Answer<E
         .require(Level::Read, "comparing a node's edge and direct paths")?;
     let node = request.node_id;
     let now = Utc::now();
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    let mut transaction = state.store.begin().await?;
     let (url, addresses) = store::lock_node_for_probe(&mut transaction, node)
-        .await
-        .map_err(unavailable)?
+        .await?
         .ok_or_else(|| no_node(node))?;
     let refused = |why: String| RpcError::new(ErrorCode::Refused, format!("node {node}: {why}"));
     let site = edge::site(url.as_deref()).map_err(|why| refused(why.to_string()))?;
     if edge::direct_targets(&addresses).is_empty() {
         return Err(refused(
             "it reported no address of its own, so there is no direct path to compare".into(),
-        ));
+        )
+        .into());
     }
-    let recent = store::probes_since(&mut transaction, node, now - chrono::Duration::hours(1))
-        .await
-        .map_err(unavailable)?;
+    let recent =
+        store::probes_since(&mut transaction, node, now - chrono::Duration::hours(1)).await?;
     edge::may_run(recent)
         .map_err(|why| RpcError::new(ErrorCode::RateLimited, format!("node {node}: {why}")))?;
     let id = store::queue_probe(
@@ -289,12 +243,8 @@ pub async fn start_edge_probe(state: State, request: StartEdgeProbe) -> Answer<E
         &request.actor.name,
         now,
     )
-    .await
-    .map_err(unavailable)?;
-    transaction
-        .commit()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
+    .await?;
+    transaction.commit().await.map_err(StoreError::from)?;
     Ok(EdgeProbeStarted { id })
 }
 
@@ -302,44 +252,28 @@ pub async fn get_edge_probe(state: State, request: GetEdgeProbe) -> Answer<EdgeP
     request
         .actor
         .require(Level::Read, "reading an edge probe")?;
-    let mut connection = state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
+    let mut connection = state.store.acquire().await?;
     let row = store::probe(&mut connection, request.id)
-        .await
-        .map_err(unavailable)?
+        .await?
         .ok_or_else(|| {
             RpcError::new(ErrorCode::NotFound, format!("no edge probe {}", request.id))
         })?;
-    row.view().map_err(unavailable)
+    Ok(row.view()?)
 }
 
 pub async fn list_edge_probes(state: State, request: ListEdgeProbes) -> Answer<EdgeProbes> {
     request
         .actor
         .require(Level::Read, "reading a node's edge probes")?;
-    let mut connection = state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
-    if !store::node_known(&mut connection, request.node_id)
-        .await
-        .map_err(unavailable)?
-    {
-        return Err(no_node(request.node_id));
+    let mut connection = state.store.acquire().await?;
+    if !store::node_known(&mut connection, request.node_id).await? {
+        return Err(no_node(request.node_id).into());
     }
-    let rows = store::node_probes(&mut connection, request.node_id, edge::LISTED_PER_NODE)
-        .await
-        .map_err(unavailable)?;
+    let rows = store::node_probes(&mut connection, request.node_id, edge::LISTED_PER_NODE).await?;
     Ok(EdgeProbes {
         probes: rows
             .iter()
-            .map(|row| row.view().map_err(unavailable))
+            .map(|row| Ok(row.view()?))
             .collect::<Answer<_>>()?,
     })
 }

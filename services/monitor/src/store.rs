@@ -27,39 +27,11 @@ pub(crate) fn unknown(kind: &str, text: &str) -> StoreError {
 
 // ---- the agent channel's nodes -------------------------------------------------------------
 
-/// A node was paired: known by `name` with `addresses`; its check exists from now on
-/// (switched on, waiting for a URL).
-pub async fn node_approved(
-    connection: &mut PgConnection,
-    node: NodeId,
-    name: &str,
-    addresses: &[String],
-    container: Option<&str>,
-) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO nodes (node_id, name, addresses, container, paired)
-         VALUES ($1, $2, $3, $4, true)
-         ON CONFLICT (node_id) DO UPDATE
-         SET name = EXCLUDED.name, addresses = EXCLUDED.addresses,
-             container = EXCLUDED.container, paired = true",
-    )
-    .bind(node)
-    .bind(name)
-    .bind(Json(addresses))
-    .bind(container)
-    .execute(&mut *connection)
-    .await?;
+/// A node was paired (the kit's projection wrote its row): its check exists from now on
+/// (switched on, waiting for a URL). Its check keeps running after its pairing ends while
+/// switched on: a row kept only to watch a site that manages itself still does that job.
+pub async fn check_made(connection: &mut PgConnection, node: NodeId) -> Result<()> {
     sqlx::query("INSERT INTO checks (node_id) VALUES ($1) ON CONFLICT (node_id) DO NOTHING")
-        .bind(node)
-        .execute(&mut *connection)
-        .await?;
-    Ok(())
-}
-
-/// A node's pairing ended. Its check keeps running while switched on: a row kept only to watch
-/// a site that manages itself still does that job.
-pub async fn node_unpaired(connection: &mut PgConnection, node: NodeId) -> Result<()> {
-    sqlx::query("UPDATE nodes SET paired = false WHERE node_id = $1")
         .bind(node)
         .execute(&mut *connection)
         .await?;

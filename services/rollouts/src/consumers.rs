@@ -5,13 +5,11 @@
 //! service's `opened`, which a soaking stage watches.
 
 use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
-use capstan_events::agent_channel::{
-    JobFinished, NodeApproved, NodeDisconnected, NodeLeft, NodeReported, PlacementChanged,
-};
+use capstan_events::agent_channel::JobFinished;
 use capstan_events::incidents::IncidentOpened;
 use capstan_events::{Domain, Envelope};
-use capstan_runtime::{read_as, retry, Apply};
-use capstan_store::{PgConnection, StoreError};
+use capstan_runtime::{read_as, retry, Apply, NodeEvent};
+use capstan_store::PgConnection;
 use chrono::Utc;
 use futures::future::BoxFuture;
 use std::time::Duration;
@@ -29,11 +27,8 @@ pub(crate) struct Events;
 /// The events this service reads (joins, queued and claimed jobs and check-ins are not this service's).
 pub(crate) enum Heard {
     JobFinished(Envelope<JobFinished>),
-    NodeApproved(Envelope<NodeApproved>),
-    NodeReported(Envelope<NodeReported>),
-    PlacementChanged(Envelope<PlacementChanged>),
-    NodeLeft(Envelope<NodeLeft>),
-    NodeDisconnected(Envelope<NodeDisconnected>),
+    /// The node projection's events (the kit's `nodes` table).
+    Node(NodeEvent),
     IncidentOpened(Envelope<IncidentOpened>),
 }
 
@@ -42,11 +37,7 @@ impl Apply for Events {
 
     fn read(&self, delivery: &Delivery) -> Option<Result<Heard, HandlerError>> {
         read_as(delivery, Heard::JobFinished)
-            .or_else(|| read_as(delivery, Heard::NodeApproved))
-            .or_else(|| read_as(delivery, Heard::NodeReported))
-            .or_else(|| read_as(delivery, Heard::PlacementChanged))
-            .or_else(|| read_as(delivery, Heard::NodeLeft))
-            .or_else(|| read_as(delivery, Heard::NodeDisconnected))
+            .or_else(|| NodeEvent::read(delivery, Heard::Node))
             .or_else(|| read_as(delivery, Heard::IncidentOpened))
     }
 
@@ -58,48 +49,34 @@ impl Apply for Events {
     ) -> BoxFuture<'c, Result<(), HandlerError>> {
         Box::pin(async move {
             match heard {
-                Heard::JobFinished(finished) => job_finished(connection, &finished.data)
-                    .await
-                    .map_err(retry),
-                Heard::NodeApproved(approved) => {
-                    let data = &approved.data;
-                    store::node_approved(
+                Heard::JobFinished(finished) => {
+                    let data = &finished.data;
+                    if data.requested_by != REQUESTED_BY {
+                        return Ok(());
+                    }
+                    let Some(correlation) = data.correlation_id else {
+                        return Ok(());
+                    };
+                    let now = Utc::now();
+                    let rollout = store::job_finished(
                         connection,
-                        data.node_id,
-                        &data.name,
-                        data.site_root.as_deref(),
-                        data.container.as_deref(),
+                        correlation,
+                        data.job_id,
+                        data.outcome.as_str(),
+                        data.result.as_ref(),
+                        data.reason.as_deref(),
+                        now,
                     )
                     .await
-                    .map_err(retry)
+                    .map_err(retry)?;
+                    if let Some(rollout) = rollout {
+                        store::advance(connection, rollout, now)
+                            .await
+                            .map_err(retry)?;
+                    }
+                    Ok(())
                 }
-                Heard::NodeReported(reported) => {
-                    let data = &reported.data;
-                    store::node_reported(
-                        connection,
-                        data.node_id,
-                        &data.agent_version,
-                        &data.vocabulary,
-                        data.site_root.as_deref(),
-                    )
-                    .await
-                    .map_err(retry)
-                }
-                Heard::PlacementChanged(placed) => store::placement_changed(
-                    connection,
-                    placed.data.node_id,
-                    placed.data.host_node_id,
-                )
-                .await
-                .map_err(retry),
-                Heard::NodeLeft(left) => store::node_unpaired(connection, left.data.node_id)
-                    .await
-                    .map_err(retry),
-                Heard::NodeDisconnected(gone) => {
-                    store::node_unpaired(connection, gone.data.node_id)
-                        .await
-                        .map_err(retry)
-                }
+                Heard::Node(event) => event.apply(connection).await.map_err(retry),
                 Heard::IncidentOpened(opened) => {
                     let data = &opened.data;
                     store::incident_opened(
@@ -116,30 +93,4 @@ impl Apply for Events {
             }
         })
     }
-}
-
-/// A job of ours ended: its answer is recorded against the rollout that asked for it, which
-/// then moves on.
-async fn job_finished(connection: &mut PgConnection, data: &JobFinished) -> Result<(), StoreError> {
-    if data.requested_by != REQUESTED_BY {
-        return Ok(());
-    }
-    let Some(correlation) = data.correlation_id else {
-        return Ok(());
-    };
-    let now = Utc::now();
-    let rollout = store::job_finished(
-        connection,
-        correlation,
-        data.job_id,
-        data.outcome.as_str(),
-        data.result.as_ref(),
-        data.reason.as_deref(),
-        now,
-    )
-    .await?;
-    if let Some(rollout) = rollout {
-        store::advance(connection, rollout, now).await?;
-    }
-    Ok(())
 }

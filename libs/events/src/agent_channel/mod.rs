@@ -5,6 +5,7 @@ mod events;
 pub mod primitives;
 pub mod recipes;
 pub mod rpc;
+pub mod wait;
 
 pub use events::*;
 

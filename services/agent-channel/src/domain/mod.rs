@@ -39,8 +39,6 @@ pub const NONCE_WINDOW: Duration =
     Duration::from_secs(2 * MAX_CLOCK_SKEW_SECONDS as u64 + NONCE_WINDOW_MARGIN.as_secs());
 /// `claim_bytes` when the node reports none (AC-16).
 pub const DEFAULT_CLAIM_BYTES: u64 = 64 * 1024;
-/// The longest long poll a claim may ask for.
-pub const MAX_WAIT_SECONDS: u64 = 30;
 /// A node heard from within this window is online (AC-60 leaves the threshold open).
 pub const ONLINE_WINDOW: Duration = Duration::from_secs(90);
 /// A claim that changes nothing still stamps `last_seen_at`, but at most this often, so a

@@ -4,16 +4,20 @@
 /// vocabulary reported) a node is offered `apply_update` only. A constant, not a setting.
 pub const FLOOR: Version = Version(0, 1, 0);
 
-/// A `major.minor.patch` version; anything after a `-` or `+` is ignored.
+/// A `major.minor.patch` version read as SemVer (`semver`); its pre-release and build parts
+/// are read and then ignored, so `2.0.1-rc.1` stands as `2.0.1` against the floor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Version(pub u32, pub u32, pub u32);
 
 impl Version {
+    /// `None` for text that is not a SemVer version (or whose numbers pass `u32`).
     pub fn parse(text: &str) -> Option<Version> {
-        let core = text.split(['-', '+']).next()?;
-        let mut parts = core.split('.').map(|part| part.parse::<u32>().ok());
-        let version = Version(parts.next()??, parts.next()??, parts.next()??);
-        parts.next().is_none().then_some(version)
+        let version = semver::Version::parse(text).ok()?;
+        Some(Version(
+            u32::try_from(version.major).ok()?,
+            u32::try_from(version.minor).ok()?,
+            u32::try_from(version.patch).ok()?,
+        ))
     }
 }
 
@@ -42,6 +46,8 @@ mod tests {
         assert_eq!(Version::parse("1.2"), None);
         assert_eq!(Version::parse("1.2.3.4"), None);
         assert_eq!(Version::parse("one.two.three"), None);
+        assert_eq!(Version::parse("1.2.3+build.7"), Some(Version(1, 2, 3)));
+        assert_eq!(Version::parse("1.2.99999999999"), None);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use capstan_events::agent_channel::{
     primitives,
     rpc::{AgentRequest, JobState},
-    JobOutcome, NodeReported,
+    wait, JobOutcome, NodeReported,
 };
 use capstan_store::PgConnection;
 use chrono::{DateTime, Utc};
@@ -20,7 +20,6 @@ use crate::{
         auth::AgentError,
         claims::{self, lane, Asking, Claim, Glimpse, Needs, NodeFacts},
         jobs::{self, lost},
-        MAX_WAIT_SECONDS,
     },
     store::{self, Glance, NodeRow},
 };
@@ -30,19 +29,10 @@ type Answer = Result<(u16, Value), AgentError>;
 /// Largest `output` a result may carry.
 pub const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
 
+/// The claim's `wait=` by the contract's one rule (`agent_channel::wait`): refused, never
+/// clamped, outside 0..=30.
 fn wait_of(query: Option<&str>) -> Result<u64, AgentError> {
-    let Some(query) = query else { return Ok(0) };
-    for pair in query.split('&') {
-        if let Some(value) = pair.strip_prefix("wait=") {
-            return match value.parse::<u64>() {
-                Ok(seconds) if seconds <= MAX_WAIT_SECONDS => Ok(seconds),
-                _ => Err(AgentError::InvalidRequest(format!(
-                    "wait must be a whole number of seconds from 0 to {MAX_WAIT_SECONDS}"
-                ))),
-            };
-        }
-    }
-    Ok(0)
+    wait::wait_of(query).map_err(|bad| AgentError::InvalidRequest(bad.to_string()))
 }
 
 /// Whether a claim will be taken as far as its own words go (its `wait` and body read), so its

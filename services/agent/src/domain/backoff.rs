@@ -17,10 +17,7 @@ pub const RETRY_AFTER_DEFAULT: Duration = Duration::from_secs(60);
 /// and all of the exponential step ("equal jitter"), so a fleet that lost its plane at the same
 /// moment does not come back at the same moment.
 pub fn delay(failures: u32, jitter: f64) -> Duration {
-    let exponent = failures.saturating_sub(1).min(16);
-    let step = BACKOFF_BASE
-        .saturating_mul(1u32 << exponent)
-        .min(BACKOFF_CAP);
+    let step = capstan_telemetry::backoff::doubling(BACKOFF_BASE, failures, BACKOFF_CAP);
     let jitter = jitter.clamp(0.0, 1.0);
     step / 2 + step.mul_f64(jitter) / 2
 }

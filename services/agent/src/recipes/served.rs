@@ -5,12 +5,8 @@
 //! `domain::certificates`; this file is only the network.
 
 use chrono::{DateTime, Utc};
-use rustls::{
-    client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
-    pki_types::{CertificateDer, ServerName, UnixTime},
-    DigitallySignedStruct, SignatureScheme,
-};
-use std::{sync::Arc, time::Duration};
+use rustls::pki_types::ServerName;
+use std::time::Duration;
 use tokio::net::TcpStream;
 
 use crate::domain::{
@@ -21,62 +17,17 @@ use crate::domain::{
 /// How long one name's handshake may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Accepts whatever the server presents: the certificate is read, never trusted, and nothing
-/// is sent over the connection after the handshake.
-#[derive(Debug)]
-struct ReadOnly(Arc<rustls::crypto::CryptoProvider>);
-
-impl ServerCertVerifier for ReadOnly {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        _message: &[u8],
-        _cert: &CertificateDer<'_>,
-        _dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        _message: &[u8],
-        _cert: &CertificateDer<'_>,
-        _dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-fn connector() -> Result<tokio_rustls::TlsConnector, Unanswered> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|error| error.to_string())?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(ReadOnly(provider)))
-        .with_no_client_auth();
-    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+/// The kit's read-only set-up: whatever the server presents is read, never trusted, and
+/// nothing is sent over the connection after the handshake.
+fn connector() -> tokio_rustls::TlsConnector {
+    tokio_rustls::TlsConnector::from(capstan_telemetry::tls::read_only_config())
 }
 
 /// The `notAfter` of the certificate served on 127.0.0.1:`port` for SNI `name`.
 pub async fn served_not_after(name: &str, port: u16) -> Result<DateTime<Utc>, Unanswered> {
     let server_name = ServerName::try_from(name.to_string())
         .map_err(|error| format!("{name} cannot be a TLS name: {error}"))?;
-    let connector = connector()?;
+    let connector = connector();
     let read = async {
         let stream = TcpStream::connect(("127.0.0.1", port))
             .await

@@ -119,13 +119,15 @@ where
         return fetch().await;
     }
     let deadline = tokio::time::Instant::now() + FETCH_PATIENCE;
-    let mut pause = Duration::from_secs(1);
+    let mut pauses =
+        capstan_telemetry::backoff::Doubling::new(Duration::from_secs(1), Duration::from_secs(10));
+    let mut pause = pauses.next().unwrap_or_default();
     loop {
         match fetch().await {
             Err(PlaneError::Unreachable(why)) if tokio::time::Instant::now() + pause < deadline => {
                 warn!(%why, "the release cannot be fetched yet; asking again");
                 tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(10));
+                pause = pauses.next().unwrap_or(pause);
             }
             Err(PlaneError::RateLimited { wait, .. })
                 if tokio::time::Instant::now() + wait < deadline =>

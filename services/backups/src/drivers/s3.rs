@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use capstan_runtime::tls::HttpsConnector;
 use http_body_util::{BodyExt, Full};
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
-use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use rusty_s3::actions::{ListObjectsV2, S3Action};
 use rusty_s3::{Bucket, Credentials, UrlStyle};
@@ -54,32 +54,13 @@ pub struct Presigned {
 }
 
 /// The HTTPS client every target shares.
-pub type Http = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+pub type Http = Client<HttpsConnector, Full<Bytes>>;
 
 /// A client for the storages (TLS through rustls with ring and the system's roots).
 pub fn http() -> Http {
-    let mut connector = HttpConnector::new();
-    connector.set_connect_timeout(Some(Duration::from_secs(10)));
-    connector.enforce_http(false);
-    let provider = rustls::crypto::ring::default_provider();
-    let builder = match HttpsConnectorBuilder::new().with_provider_and_native_roots(provider) {
-        Ok(builder) => builder,
-        Err(error) => {
-            tracing::warn!(%error, "no trusted certificate authorities found; https storage cannot be verified");
-            let config = rustls::ClientConfig::builder_with_provider(
-                rustls::crypto::ring::default_provider().into(),
-            )
-            .with_safe_default_protocol_versions()
-            .expect("ring supports the default protocol versions")
-            .with_root_certificates(rustls::RootCertStore::empty())
-            .with_no_client_auth();
-            HttpsConnectorBuilder::new().with_tls_config(config)
-        }
-    };
-    let connector = builder
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(connector);
+    let connector = capstan_runtime::tls::https_connector(Some(Duration::from_secs(10)), |error| {
+        tracing::warn!(%error, "no trusted certificate authorities found; https storage cannot be verified");
+    });
     Client::builder(TokioExecutor::new()).build(connector)
 }
 

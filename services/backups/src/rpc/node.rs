@@ -15,6 +15,7 @@ use capstan_events::backups::rpc::{
     VerifyView,
 };
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
+use capstan_runtime::ServiceError;
 use capstan_store::{PgConnection, Store, StoreError};
 use chrono::Utc;
 use uuid::Uuid;
@@ -23,7 +24,8 @@ use crate::domain::policy::{self, check_fields, effective};
 use crate::domain::schedule::{self, next_run, LastVerify};
 use crate::store::schedule::{self as store, Dispatch, JobRow, LandedRow, NodeRow, VerifyRow};
 
-type Answer<T> = Result<T, RpcError>;
+/// A handler's answer: store and bus failures go up with `?` (answered `unavailable`).
+type Answer<T> = Result<T, ServiceError>;
 
 /// What the handlers reach.
 #[derive(Clone)]
@@ -47,17 +49,8 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
         .route_with_state(ops::MOVE, &state, move_node)
 }
 
-fn unavailable(error: StoreError) -> RpcError {
-    capstan_runtime::unavailable(crate::DOMAIN, error)
-}
-
 async fn connection(state: &State) -> Answer<sqlx::pool::PoolConnection<sqlx::Postgres>> {
-    state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|e| unavailable(e.into()))
+    Ok(state.store.acquire().await?)
 }
 
 pub async fn get_policy(state: State, request: GetPolicy) -> Answer<FleetPolicyView> {
@@ -65,9 +58,7 @@ pub async fn get_policy(state: State, request: GetPolicy) -> Answer<FleetPolicyV
         .actor
         .require(Level::Read, "reading the backup policy")?;
     let mut connection = connection(&state).await?;
-    let (policy, changed_by, changed_at) = store::fleet_policy(&mut connection)
-        .await
-        .map_err(unavailable)?;
+    let (policy, changed_by, changed_at) = store::fleet_policy(&mut connection).await?;
     Ok(FleetPolicyView {
         policy,
         changed_by,
@@ -81,14 +72,9 @@ pub async fn set_policy(state: State, request: SetPolicy) -> Answer<FleetPolicyV
         .require(Level::Admin, "changing the fleet backup policy")?;
     check_fields(&request.policy.fields).map_err(RpcError::from)?;
     let now = Utc::now();
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    store::set_fleet_policy(&mut transaction, &request.policy, &request.actor.name, now)
-        .await
-        .map_err(unavailable)?;
-    transaction
-        .commit()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
+    let mut transaction = state.store.begin().await?;
+    store::set_fleet_policy(&mut transaction, &request.policy, &request.actor.name, now).await?;
+    transaction.commit().await.map_err(StoreError::from)?;
     Ok(FleetPolicyView {
         policy: request.policy,
         changed_by: Some(request.actor.name),
@@ -97,22 +83,18 @@ pub async fn set_policy(state: State, request: SetPolicy) -> Answer<FleetPolicyV
 }
 
 async fn known_node(connection: &mut PgConnection, node: i64) -> Answer<NodeRow> {
-    store::node(connection, node)
-        .await
-        .map_err(unavailable)?
-        .ok_or_else(|| {
-            RpcError::new(
-                ErrorCode::NotFound,
-                format!("node {node} is not known to the backups service"),
-            )
-        })
+    store::node(connection, node).await?.ok_or_else(|| {
+        RpcError::new(
+            ErrorCode::NotFound,
+            format!("node {node} is not known to the backups service"),
+        )
+        .into()
+    })
 }
 
 async fn node_policy_view(connection: &mut PgConnection, node: i64) -> Answer<NodePolicyView> {
-    let (fleet, _, _) = store::fleet_policy(connection).await.map_err(unavailable)?;
-    let (stored, decided_by, decided_at) = store::node_policy(connection, node)
-        .await
-        .map_err(unavailable)?;
+    let (fleet, _, _) = store::fleet_policy(connection).await?;
+    let (stored, decided_by, decided_at) = store::node_policy(connection, node).await?;
     let applied = effective(&fleet, &stored);
     Ok(NodePolicyView {
         node_id: node,
@@ -137,11 +119,9 @@ pub async fn set_node_policy(state: State, request: SetNodePolicy) -> Answer<Nod
     request
         .actor
         .require(Level::Admin, "changing a node's backup policy")?;
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    let mut transaction = state.store.begin().await?;
     known_node(&mut transaction, request.node_id).await?;
-    let (fleet, _, _) = store::fleet_policy(&mut transaction)
-        .await
-        .map_err(unavailable)?;
+    let (fleet, _, _) = store::fleet_policy(&mut transaction).await?;
     let stored = policy::decide(&request.body, &fleet).map_err(RpcError::from)?;
     store::set_node_policy(
         &mut transaction,
@@ -150,13 +130,9 @@ pub async fn set_node_policy(state: State, request: SetNodePolicy) -> Answer<Nod
         &request.actor.name,
         Utc::now(),
     )
-    .await
-    .map_err(unavailable)?;
+    .await?;
     let view = node_policy_view(&mut transaction, request.node_id).await?;
-    transaction
-        .commit()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
+    transaction.commit().await.map_err(StoreError::from)?;
     Ok(view)
 }
 
@@ -187,12 +163,8 @@ fn verify_view(row: VerifyRow) -> VerifyView {
 fn chain_views(rows: &[LandedRow]) -> Answer<Vec<ChainView>> {
     let mut chains: Vec<ChainView> = Vec::new();
     for row in rows {
-        let kind = RunKind::parse(&row.kind).ok_or_else(|| {
-            unavailable(StoreError::Database(format!(
-                "{:?} is not a run kind",
-                row.kind
-            )))
-        })?;
+        let kind = RunKind::parse(&row.kind)
+            .ok_or_else(|| StoreError::Database(format!("{:?} is not a run kind", row.kind)))?;
         let run = RunView {
             seq: row.seq,
             kind,
@@ -230,16 +202,10 @@ pub async fn node_backups(state: State, request: NodeBackupsRequest) -> Answer<N
     let now = Utc::now();
     let mut connection = connection(&state).await?;
     let node = known_node(&mut connection, request.node_id).await?;
-    let (fleet, _, _) = store::fleet_policy(&mut connection)
-        .await
-        .map_err(unavailable)?;
-    let (stored, _, _) = store::node_policy(&mut connection, node.node_id)
-        .await
-        .map_err(unavailable)?;
+    let (fleet, _, _) = store::fleet_policy(&mut connection).await?;
+    let (stored, _, _) = store::node_policy(&mut connection, node.node_id).await?;
     let applied = effective(&fleet, &stored);
-    let rows = store::landed_runs(&mut connection, node.node_id)
-        .await
-        .map_err(unavailable)?;
+    let rows = store::landed_runs(&mut connection, node.node_id).await?;
     let chains = chain_views(&rows)?;
     let last_backup = rows.first().map(|row| row.started_at);
     let last_full = rows
@@ -247,18 +213,14 @@ pub async fn node_backups(state: State, request: NodeBackupsRequest) -> Answer<N
         .find(|row| row.kind == RunKind::Full.as_str())
         .map(|row| row.started_at);
     let oldest = rows.last().map(|row| row.started_at);
-    let last = store::last_verify(&mut connection, node.node_id)
-        .await
-        .map_err(unavailable)?;
+    let last = store::last_verify(&mut connection, node.node_id).await?;
     let last_facts = last.as_ref().map(|row| LastVerify {
         ok: row.ok,
         finished_at: row.finished_at,
         problems: row.problems.0.clone(),
     });
     // The storage check's finding (BK-15), as the storage pass last stamped it.
-    let shelf = crate::store::shelf::shelf(&mut connection, node.node_id)
-        .await
-        .map_err(unavailable)?;
+    let shelf = crate::store::shelf::shelf(&mut connection, node.node_id).await?;
     let orphans = OrphansView {
         waiting: u32::try_from(shelf.orphans_waiting).unwrap_or(0),
         deleted: u64::try_from(shelf.orphans_deleted).unwrap_or(0),
@@ -274,8 +236,7 @@ pub async fn node_backups(state: State, request: NodeBackupsRequest) -> Answer<N
     );
     let machine = machine_key(node.node_id, node.host_node_id);
     let busy = store::holder(&mut connection, &machine)
-        .await
-        .map_err(unavailable)?
+        .await?
         .map(|job| turn(&job));
     Ok(NodeBackups {
         node_id: node.node_id,
@@ -291,9 +252,7 @@ pub async fn node_backups(state: State, request: NodeBackupsRequest) -> Answer<N
             last: last.map(verify_view),
         },
         recovery_key: recovery_key_view(&mut connection, node.node_id).await?,
-        last_failure: store::last_failure(&mut connection, node.node_id)
-            .await
-            .map_err(unavailable)?,
+        last_failure: store::last_failure(&mut connection, node.node_id).await?,
         busy,
         orphans,
     })
@@ -324,23 +283,14 @@ async fn act(
     job: Dispatch<'_>,
 ) -> Answer<Dispatched> {
     let key = job.key.clone();
-    if let Err(holder) = store::dispatch(&mut transaction, job)
-        .await
-        .map_err(unavailable)?
-    {
-        return Err(held(&holder));
+    if let Err(holder) = store::dispatch(&mut transaction, job).await? {
+        return Err(held(&holder).into());
     }
-    transaction
-        .commit()
-        .await
-        .map_err(|e| unavailable(e.into()))?;
+    transaction.commit().await.map_err(StoreError::from)?;
     let deadline = tokio::time::Instant::now() + state.job_id_wait;
     loop {
         let mut connection = connection(state).await?;
-        if let Some(job_id) = store::job_id_of(&mut connection, &key)
-            .await
-            .map_err(unavailable)?
-        {
+        if let Some(job_id) = store::job_id_of(&mut connection, &key).await? {
             return Ok(Dispatched { job_id });
         }
         drop(connection);
@@ -350,7 +300,7 @@ async fn act(
                 format!(
                     "the job was asked for (key {key}) but the agent channel has not said its id yet; it runs when taken"
                 ),
-            ));
+            ).into());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -362,7 +312,8 @@ async fn paired_node(connection: &mut PgConnection, node: i64) -> Answer<NodeRow
         return Err(RpcError::new(
             ErrorCode::NotPaired,
             format!("node {node}'s agent is not paired (it moved away)"),
-        ));
+        )
+        .into());
     }
     Ok(row)
 }
@@ -370,14 +321,10 @@ async fn paired_node(connection: &mut PgConnection, node: i64) -> Answer<NodeRow
 pub async fn run_now(state: State, request: RunNow) -> Answer<Dispatched> {
     request.actor.require(Level::Change, "running a backup")?;
     let now = Utc::now();
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    let mut transaction = state.store.begin().await?;
     let node = paired_node(&mut transaction, request.node_id).await?;
-    let (fleet, _, _) = store::fleet_policy(&mut transaction)
-        .await
-        .map_err(unavailable)?;
-    let (stored, _, _) = store::node_policy(&mut transaction, node.node_id)
-        .await
-        .map_err(unavailable)?;
+    let (fleet, _, _) = store::fleet_policy(&mut transaction).await?;
+    let (stored, _, _) = store::node_policy(&mut transaction, node.node_id).await?;
     let fields = effective(&fleet, &stored).fields;
     let machine = machine_key(node.node_id, node.host_node_id);
     let job = crate::tasks::backup_job(
@@ -388,23 +335,21 @@ pub async fn run_now(state: State, request: RunNow) -> Answer<Dispatched> {
         &request.actor.name,
         now,
     )
-    .await
-    .map_err(unavailable)?;
+    .await?;
     act(&state, transaction, job).await
 }
 
 /// A landed run of the node, or `not_found` naming it.
 async fn landed_seq(connection: &mut PgConnection, node: i64, seq: i64) -> Answer<()> {
-    let landed = store::landed_runs(connection, node)
-        .await
-        .map_err(unavailable)?;
+    let landed = store::landed_runs(connection, node).await?;
     if landed.iter().any(|run| run.seq == seq) {
         Ok(())
     } else {
         Err(RpcError::new(
             ErrorCode::NotFound,
             format!("seq: node {node} has no run {seq} that landed"),
-        ))
+        )
+        .into())
     }
 }
 
@@ -417,9 +362,10 @@ pub async fn verify(state: State, request: VerifyRequest) -> Answer<Dispatched> 
                 "level: {} is not 2 (open and read) or 3 (rehearse a restore)",
                 request.level
             ),
-        ));
+        )
+        .into());
     }
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    let mut transaction = state.store.begin().await?;
     let node = paired_node(&mut transaction, request.node_id).await?;
     landed_seq(&mut transaction, node.node_id, request.seq).await?;
     let job = Dispatch {
@@ -442,7 +388,7 @@ pub async fn verify(state: State, request: VerifyRequest) -> Answer<Dispatched> 
 
 pub async fn restore(state: State, request: RestoreRequest) -> Answer<Dispatched> {
     request.actor.require(Level::Admin, "restoring a backup")?;
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    let mut transaction = state.store.begin().await?;
     let node = paired_node(&mut transaction, request.node_id).await?;
     landed_seq(&mut transaction, node.node_id, request.seq).await?;
     let primitive = match request.what {
@@ -472,37 +418,24 @@ pub async fn move_node(state: State, request: MoveRequest) -> Answer<Dispatched>
         .actor
         .require(Level::Admin, "moving a node's backups")?;
     let now = Utc::now();
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
+    let mut transaction = state.store.begin().await?;
     let node = paired_node(&mut transaction, request.node_id).await?;
-    if !store::target_exists(&mut transaction, request.target_id)
-        .await
-        .map_err(unavailable)?
-    {
+    if !store::target_exists(&mut transaction, request.target_id).await? {
         return Err(RpcError::new(
             ErrorCode::NotFound,
             format!("target_id: no target {}", request.target_id),
-        ));
+        )
+        .into());
     }
     let machine = machine_key(node.node_id, node.host_node_id);
-    if let Some(holder) = store::holder(&mut transaction, &machine)
-        .await
-        .map_err(unavailable)?
-    {
-        return Err(held(&holder));
+    if let Some(holder) = store::holder(&mut transaction, &machine).await? {
+        return Err(held(&holder).into());
     }
-    store::move_to(&mut transaction, node.node_id, request.target_id)
-        .await
-        .map_err(unavailable)?;
-    let (fleet, _, _) = store::fleet_policy(&mut transaction)
-        .await
-        .map_err(unavailable)?;
-    let (stored, _, _) = store::node_policy(&mut transaction, node.node_id)
-        .await
-        .map_err(unavailable)?;
+    store::move_to(&mut transaction, node.node_id, request.target_id).await?;
+    let (fleet, _, _) = store::fleet_policy(&mut transaction).await?;
+    let (stored, _, _) = store::node_policy(&mut transaction, node.node_id).await?;
     let fields = effective(&fleet, &stored).fields;
-    let used = store::newest_used_seq(&mut transaction, node.node_id)
-        .await
-        .map_err(unavailable)?;
+    let used = store::newest_used_seq(&mut transaction, node.node_id).await?;
     // The new space holds nothing: the run is a full (no landed run is in it).
     let next = next_run(&fields, used, None, None, now);
     let job = crate::tasks::run_dispatch(node.node_id, machine, &next, &request.actor.name, now);
@@ -513,10 +446,8 @@ pub async fn move_node(state: State, request: MoveRequest) -> Answer<Dispatched>
 async fn recovery_key_view(
     connection: &mut capstan_store::PgConnection,
     node: i64,
-) -> Result<Option<capstan_events::backups::rpc::RecoveryKeyView>, RpcError> {
-    let (key, at) = crate::store::health::recovery_key(connection, node)
-        .await
-        .map_err(unavailable)?;
+) -> Answer<Option<capstan_events::backups::rpc::RecoveryKeyView>> {
+    let (key, at) = crate::store::health::recovery_key(connection, node).await?;
     use crate::domain::health::RecoveryKey;
     let (state, fingerprint) = match key {
         RecoveryKey::Unreported => return Ok(None),

@@ -248,59 +248,6 @@ pub struct NodeRow {
 const NODE_COLUMNS: &str =
     "node_id, name, fingerprint, paired, host_node_id, vocabulary, install_state, approved_at";
 
-pub async fn node_approved(
-    connection: &mut PgConnection,
-    node: i64,
-    name: &str,
-    fingerprint: &str,
-) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO nodes (node_id, name, fingerprint, paired) VALUES ($1, $2, $3, true)
-         ON CONFLICT (node_id) DO UPDATE
-         SET name = EXCLUDED.name, fingerprint = EXCLUDED.fingerprint, paired = true",
-    )
-    .bind(node)
-    .bind(name)
-    .bind(fingerprint)
-    .execute(connection)
-    .await?;
-    Ok(())
-}
-
-pub async fn node_reported(
-    connection: &mut PgConnection,
-    node: i64,
-    vocabulary: &[String],
-) -> Result<()> {
-    sqlx::query("UPDATE nodes SET vocabulary = $2 WHERE node_id = $1")
-        .bind(node)
-        .bind(vocabulary)
-        .execute(connection)
-        .await?;
-    Ok(())
-}
-
-pub async fn placement_changed(
-    connection: &mut PgConnection,
-    node: i64,
-    host: Option<i64>,
-) -> Result<()> {
-    sqlx::query("UPDATE nodes SET host_node_id = $2 WHERE node_id = $1")
-        .bind(node)
-        .bind(host)
-        .execute(connection)
-        .await?;
-    Ok(())
-}
-
-pub async fn node_unpaired(connection: &mut PgConnection, node: i64) -> Result<()> {
-    sqlx::query("UPDATE nodes SET paired = false WHERE node_id = $1")
-        .bind(node)
-        .execute(connection)
-        .await?;
-    Ok(())
-}
-
 pub async fn node(connection: &mut PgConnection, node: i64) -> Result<Option<NodeRow>> {
     Ok(sqlx::query_as(&format!(
         "SELECT {NODE_COLUMNS} FROM nodes WHERE node_id = $1"

@@ -32,10 +32,8 @@ pub fn name_delay(failures: i64, limits: Limits) -> std::time::Duration {
     if failures < free {
         return std::time::Duration::ZERO;
     }
-    let doublings = u32::try_from(failures - free).unwrap_or(u32::MAX).min(16);
-    NAME_DELAY_FIRST
-        .saturating_mul(1 << doublings)
-        .min(NAME_DELAY_MAX)
+    let nth = u32::try_from(failures - free + 1).unwrap_or(u32::MAX);
+    capstan_runtime::backoff::doubling(NAME_DELAY_FIRST, nth, NAME_DELAY_MAX)
 }
 
 impl Default for Limits {

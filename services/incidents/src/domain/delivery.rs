@@ -67,10 +67,11 @@ impl Backoff {
 
     /// The wait after the `failures`-th failed attempt (1 for the first).
     pub fn gap(&self, failures: u32) -> Duration {
-        let doublings = failures.saturating_sub(1).min(30);
-        self.first_gap
-            .checked_mul(1 << doublings)
-            .map_or(self.longest_gap, |gap| gap.min(self.longest_gap))
+        let (Ok(first), Ok(longest)) = (self.first_gap.to_std(), self.longest_gap.to_std()) else {
+            return self.longest_gap;
+        };
+        let gap = capstan_runtime::backoff::doubling(first, failures, longest);
+        Duration::from_std(gap).unwrap_or(self.longest_gap)
     }
 
     /// After the `failures`-th failed attempt, at `now`, of a delivery first attempted at

@@ -5,9 +5,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::{CertificateDer, ServerName};
 
 use super::http::connect;
 use super::ProbeError;
@@ -40,56 +38,10 @@ pub fn verified_connector_with(extra: Vec<CertificateDer<'static>>) -> tokio_rus
     tokio_rustls::TlsConnector::from(Arc::new(config))
 }
 
-/// Accepts whatever the origin presents: the certificate is read, not trusted, and nothing is
-/// sent over the connection.
-#[derive(Debug)]
-struct ReadOnly(Arc<rustls::crypto::CryptoProvider>);
-
-impl ServerCertVerifier for ReadOnly {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        _message: &[u8],
-        _cert: &CertificateDer<'_>,
-        _dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        _message: &[u8],
-        _cert: &CertificateDer<'_>,
-        _dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// Verifies nothing (MO-08: validity is deliberately not verified).
+/// Verifies nothing (MO-08: validity is deliberately not verified): the kit's read-only
+/// set-up; the certificate is read, not trusted, and nothing is sent over the connection.
 pub fn any_connector() -> tokio_rustls::TlsConnector {
-    let provider = provider();
-    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .expect("ring supports the default protocol versions")
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(ReadOnly(provider)))
-        .with_no_client_auth();
-    tokio_rustls::TlsConnector::from(Arc::new(config))
+    tokio_rustls::TlsConnector::from(capstan_runtime::tls::read_only_config())
 }
 
 impl Prober {

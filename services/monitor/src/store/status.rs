@@ -71,20 +71,6 @@ pub async fn data_root_job_ended(
     Ok(())
 }
 
-/// The node's agent reported these words.
-pub async fn node_reported(
-    connection: &mut PgConnection,
-    node: NodeId,
-    vocabulary: &[String],
-) -> Result<()> {
-    sqlx::query("UPDATE nodes SET vocabulary = $2 WHERE node_id = $1")
-        .bind(node)
-        .bind(Json(vocabulary))
-        .execute(&mut *connection)
-        .await?;
-    Ok(())
-}
-
 /// A job of a kept word was queued (a later word about it stands).
 pub async fn job_queued(
     connection: &mut PgConnection,
@@ -271,7 +257,7 @@ pub struct CadenceRow {
     pub node_id: i64,
     pub paired: bool,
     pub operational: bool,
-    pub vocabulary: Option<Json<Vec<String>>>,
+    pub vocabulary: Option<Vec<String>>,
     pub word: String,
     pub open: bool,
     pub completed_at: Option<DateTime<Utc>>,
@@ -291,7 +277,8 @@ pub struct CadenceRow {
 pub async fn cadence(connection: &mut PgConnection) -> Result<Vec<CadenceRow>> {
     let words: Vec<String> = WORDS.iter().map(|word| word.to_string()).collect();
     Ok(sqlx::query_as(
-        "SELECT n.node_id, n.paired, n.install_state IS NULL AS operational, n.vocabulary,
+        "SELECT n.node_id, n.paired, n.install_state IS NULL AS operational,
+                CASE WHEN n.reported_at IS NULL THEN NULL ELSE n.vocabulary END AS vocabulary,
                 w.word,
                 EXISTS (SELECT 1 FROM status_jobs j
                         WHERE j.node_id = n.node_id AND j.primitive = w.word
@@ -310,7 +297,7 @@ pub async fn cadence(connection: &mut PgConnection) -> Result<Vec<CadenceRow>> {
          LEFT JOIN readings hr ON hr.node_id = n.node_id AND hr.primitive = w.word
                               AND w.word = 'host_report'
          LEFT JOIN host_report_triggers t ON t.node_id = n.node_id AND w.word = 'host_report'
-         WHERE n.paired AND n.vocabulary IS NOT NULL
+         WHERE n.paired AND n.reported_at IS NOT NULL
          ORDER BY n.node_id, w.word",
     )
     .bind(&words)

@@ -56,7 +56,7 @@ pub async fn pass(
             node_id: row.node_id,
             paired: row.paired,
             operational: row.operational,
-            vocabulary: row.vocabulary.as_ref().map(|words| words.0.as_slice()),
+            vocabulary: row.vocabulary.as_deref(),
         };
         let cover = Cover {
             open: row.open,

@@ -1,4 +1,5 @@
-//! The SQL of staged rollouts (`migrations/rollouts/0002_rollouts.sql`): the node projection,
+//! The SQL of staged rollouts (`migrations/rollouts/0002_rollouts.sql`; its `nodes` are the
+//! kit's projection, `capstan_store::nodes`):
 //! rollouts and their steps read into the engine's types (an unknown word is an error), and
 //! [`advance`], which runs the engine on one rollout under its row lock and writes what it
 //! decided — the changed rows, the job requests and the events — in the caller's transaction.
@@ -46,73 +47,7 @@ fn corrupt(what: impl Into<String>) -> StoreError {
     StoreError::Database(format!("an unreadable rollouts row: {}", what.into()))
 }
 
-// ---- the node projection ----
-
-pub async fn node_approved(
-    connection: &mut PgConnection,
-    node: i64,
-    name: &str,
-    site_root: Option<&str>,
-    container: Option<&str>,
-) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO nodes (node_id, name, site_root, container, paired)
-         VALUES ($1, $2, $3, $4, TRUE)
-         ON CONFLICT (node_id) DO UPDATE
-         SET name = EXCLUDED.name, site_root = EXCLUDED.site_root,
-             container = EXCLUDED.container, paired = TRUE",
-    )
-    .bind(node)
-    .bind(name)
-    .bind(site_root)
-    .bind(container)
-    .execute(&mut *connection)
-    .await?;
-    Ok(())
-}
-
-pub async fn node_reported(
-    connection: &mut PgConnection,
-    node: i64,
-    agent_version: &str,
-    vocabulary: &[String],
-    site_root: Option<&str>,
-) -> Result<()> {
-    // A report without a site root (a siteless node, an event from before the field) keeps
-    // the root known from the join or an earlier report.
-    sqlx::query(
-        "UPDATE nodes SET agent_version = $2, vocabulary = $3, site_root = COALESCE($4, site_root)
-         WHERE node_id = $1",
-    )
-    .bind(node)
-    .bind(agent_version)
-    .bind(vocabulary)
-    .bind(site_root)
-    .execute(&mut *connection)
-    .await?;
-    Ok(())
-}
-
-pub async fn placement_changed(
-    connection: &mut PgConnection,
-    node: i64,
-    host: Option<i64>,
-) -> Result<()> {
-    sqlx::query("UPDATE nodes SET host_node_id = $2 WHERE node_id = $1")
-        .bind(node)
-        .bind(host)
-        .execute(&mut *connection)
-        .await?;
-    Ok(())
-}
-
-pub async fn node_unpaired(connection: &mut PgConnection, node: i64) -> Result<()> {
-    sqlx::query("UPDATE nodes SET paired = FALSE WHERE node_id = $1")
-        .bind(node)
-        .execute(&mut *connection)
-        .await?;
-    Ok(())
-}
+// ---- the incidents a soak watches ----
 
 pub async fn incident_opened(
     connection: &mut PgConnection,

@@ -278,7 +278,17 @@ async fn bk_11_bk_12_bk_15_bk_17_the_storage_pass_deletes_exactly_what_retention
         "counted: one orphan of 4 bytes (\"half\") deleted"
     );
     // The node's view says the same (the node made known as its approval would).
-    store::schedule::node_approved(&mut connection, node, "web-41", "fp-41")
+    let approved = capstan_events::agent_channel::NodeApproved {
+        request_id: Default::default(),
+        node_id: node,
+        name: "web-41".into(),
+        fingerprint: "fp-41".into(),
+        addresses: Vec::new(),
+        site_root: None,
+        container: None,
+        approved_by: "test".into(),
+    };
+    capstan_store::nodes::approved(&mut connection, &approved, chrono::Utc::now())
         .await
         .unwrap();
     drop(connection);

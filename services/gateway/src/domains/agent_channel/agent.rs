@@ -13,9 +13,12 @@ use axum::{
 };
 use bytes::Bytes;
 use capstan_events::{
-    agent_channel::rpc::{
-        ops, AgentEndpoint, AgentRequest, AgentResponse, ClaimsReleased, HandBack, HandedBack,
-        ReleaseClaims, ReleasePoll, VetAgentRequest, Vetted,
+    agent_channel::{
+        rpc::{
+            ops, AgentEndpoint, AgentRequest, AgentResponse, ClaimsReleased, HandBack, HandedBack,
+            ReleaseClaims, ReleasePoll, VetAgentRequest, Vetted,
+        },
+        wait,
     },
     Domain,
 };
@@ -30,12 +33,11 @@ use crate::{
     AppState,
 };
 
-/// The longest a claim may be held open for a job (PROTOCOL.md: `wait=<0..30>`).
-pub const CLAIM_WAIT_MAX_SECS: i64 = 30;
 /// Time beyond a claim's wait for the agent channel to answer.
 pub const CLAIM_ANSWER_MARGIN: Duration = Duration::from_secs(5);
-/// Beyond the rpc timeout, for a claim whose `wait` does not parse: the agent channel refuses
-/// it (`400`), and the gateway does not guess how long it would have waited.
+/// Beyond the rpc timeout, for a claim whose `wait` the contract's rule refuses (unreadable or
+/// out of 0..=30): the agent channel refuses it (`400`), and the gateway does not guess how long
+/// it would have waited.
 pub const UNREADABLE_WAIT_MARGIN: Duration = Duration::from_secs(30);
 
 /// The row of an agent endpoint: signed per PROTOCOL.md and posted, answered by [`forward`].
@@ -107,7 +109,7 @@ async fn ask(
         Box::pin(question(endpoint, request, state.rpc_timeout)).await?;
     meta.gateway = Some(state.long_polls().gateway);
     let long_poll =
-        endpoint == AgentEndpoint::Claim && claim_wait(meta.query.as_deref()) != Some(0);
+        endpoint == AgentEndpoint::Claim && wait::wait_of(meta.query.as_deref()) != Ok(0);
     let poll = meta.poll;
     let asked = state.bus.request_with_body::<_, AgentResponse>(
         Domain::AgentChannel,
@@ -401,23 +403,10 @@ pub fn rpc_timeout(endpoint: AgentEndpoint, query: Option<&str>, usual: Duration
     if endpoint != AgentEndpoint::Claim {
         return usual;
     }
-    match claim_wait(query) {
-        Some(wait) => (Duration::from_secs(wait) + CLAIM_ANSWER_MARGIN).max(usual),
-        None => usual + UNREADABLE_WAIT_MARGIN,
+    match wait::wait_of(query) {
+        Ok(wait) => (Duration::from_secs(wait) + CLAIM_ANSWER_MARGIN).max(usual),
+        Err(_) => usual + UNREADABLE_WAIT_MARGIN,
     }
-}
-
-/// The claim's `wait` in seconds, clamped; `Some(0)` when absent, `None` when unreadable.
-fn claim_wait(query: Option<&str>) -> Option<u64> {
-    let Some(value) = query
-        .into_iter()
-        .flat_map(|query| query.split('&'))
-        .find_map(|pair| pair.strip_prefix("wait="))
-    else {
-        return Some(0);
-    };
-    let wait: i64 = value.parse().ok()?;
-    Some(wait.clamp(0, CLAIM_WAIT_MAX_SECS) as u64)
 }
 
 /// How long an `artifact` request may take to be answered.
@@ -464,11 +453,14 @@ mod tests {
     const USUAL: Duration = Duration::from_secs(5);
 
     #[test]
-    fn a_claim_waits_its_clamped_wait_plus_a_margin_and_others_the_usual_timeout() {
+    fn a_claim_waits_its_wait_plus_a_margin_and_others_the_usual_timeout() {
         let claim = |query| rpc_timeout(AgentEndpoint::Claim, query, USUAL);
         assert_eq!(claim(Some("wait=20")), Duration::from_secs(25));
         assert_eq!(claim(Some("x=1&wait=99")), Duration::from_secs(35));
-        assert_eq!(claim(Some("wait=-4")), USUAL);
+        // Refused by the agent channel at once (the contract's one rule, never clamped): the
+        // gateway does not guess a wait for it.
+        assert_eq!(claim(Some("wait=-4")), Duration::from_secs(35));
+        assert_eq!(claim(Some("wait=0")), USUAL);
         assert_eq!(claim(None), USUAL);
         assert_eq!(claim(Some("wait=soon")), Duration::from_secs(35));
         assert_eq!(

@@ -1,0 +1,198 @@
+//! The node projection every service embeds: the agent channel's node events (`node_approved`,
+//! `node_reported`, `placement_changed`, `node_left`, `node_disconnected`) kept in a `nodes`
+//! table of the embedding service's own schema, and read through the small API below.
+//!
+//! The table's kit columns are [`TABLE`] (`nodes.sql`): a new service's first migration
+//! creates it so; the services that kept a projection of their own before converted theirs to
+//! it (their `0010_node_projection.sql`). A service may add columns of its own, which these
+//! writes leave alone.
+//!
+//! Each write is idempotent and order-tolerant where the events allow: an approval makes or
+//! refreshes the row; a report, a placement or an unpairing of a node never approved changes
+//! nothing; an older placement or report heard late (a redelivery) never overwrites a newer.
+
+use crate::StoreError;
+
+/// The `CREATE TABLE nodes` of the kit's columns (what a service's migration creates).
+pub const TABLE: &str = include_str!("nodes.sql");
+
+use capstan_events::agent_channel::{NodeApproved, NodeReported, PlacementChanged};
+use sqlx::types::{
+    chrono::{DateTime, Utc},
+    Json,
+};
+use sqlx::PgConnection;
+
+/// A node as this service knows it from the agent channel's events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub node_id: i64,
+    pub name: String,
+    pub fingerprint: String,
+    pub addresses: Vec<String>,
+    pub site_root: Option<String>,
+    pub container: Option<String>,
+    pub host_node_id: Option<i64>,
+    pub paired: bool,
+    pub vocabulary: Vec<String>,
+    pub agent_version: Option<String>,
+    /// When the node's agent last reported (`None`: it has not reported since its approval
+    /// was heard here).
+    pub reported_at: Option<DateTime<Utc>>,
+}
+
+#[derive(sqlx::FromRow)]
+struct NodeRow {
+    node_id: i64,
+    name: String,
+    fingerprint: String,
+    addresses: Json<Vec<String>>,
+    site_root: Option<String>,
+    container: Option<String>,
+    host_node_id: Option<i64>,
+    paired: bool,
+    vocabulary: Vec<String>,
+    agent_version: Option<String>,
+    reported_at: Option<DateTime<Utc>>,
+}
+
+impl From<NodeRow> for Node {
+    fn from(row: NodeRow) -> Self {
+        Node {
+            node_id: row.node_id,
+            name: row.name,
+            fingerprint: row.fingerprint,
+            addresses: row.addresses.0,
+            site_root: row.site_root,
+            container: row.container,
+            host_node_id: row.host_node_id,
+            paired: row.paired,
+            vocabulary: row.vocabulary,
+            agent_version: row.agent_version,
+            reported_at: row.reported_at,
+        }
+    }
+}
+
+const COLUMNS: &str = "node_id, name, fingerprint, addresses, site_root, container, \
+     host_node_id, paired, vocabulary, agent_version, reported_at";
+
+/// `node_approved` at `at`: the node is paired, known by its name, key, addresses, site root
+/// and container (a re-approval refreshes them; what a later report said of its site root is
+/// replaced by the join's).
+pub async fn approved(
+    connection: &mut PgConnection,
+    approved: &NodeApproved,
+    at: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO nodes (node_id, name, fingerprint, addresses, site_root, container, paired,
+                            approved_at)
+         VALUES ($1, $2, $3, $4, $5, $6, true, $7)
+         ON CONFLICT (node_id) DO UPDATE
+         SET name = EXCLUDED.name, fingerprint = EXCLUDED.fingerprint,
+             addresses = EXCLUDED.addresses, site_root = EXCLUDED.site_root,
+             container = EXCLUDED.container, paired = true,
+             approved_at = COALESCE(nodes.approved_at, EXCLUDED.approved_at)",
+    )
+    .bind(approved.node_id)
+    .bind(&approved.name)
+    .bind(&approved.fingerprint)
+    .bind(Json(&approved.addresses))
+    .bind(approved.site_root.as_deref())
+    .bind(approved.container.as_deref())
+    .bind(at)
+    .execute(connection)
+    .await?;
+    Ok(())
+}
+
+/// `node_reported` at `at`: its agent's version and words. A report without a site root (a
+/// siteless node, an event from before the field) keeps the root known from the join or an
+/// earlier report.
+pub async fn reported(
+    connection: &mut PgConnection,
+    reported: &NodeReported,
+    at: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE nodes SET agent_version = $2, vocabulary = $3,
+                site_root = COALESCE($4, site_root), reported_at = $5
+         WHERE node_id = $1 AND (reported_at IS NULL OR reported_at <= $5)",
+    )
+    .bind(reported.node_id)
+    .bind(&reported.agent_version)
+    .bind(&reported.vocabulary)
+    .bind(reported.site_root.as_deref())
+    .bind(at)
+    .execute(connection)
+    .await?;
+    Ok(())
+}
+
+/// `placement_changed` at `at`: the Docker host the node sits on, or none.
+pub async fn placed(
+    connection: &mut PgConnection,
+    placed: &PlacementChanged,
+    at: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE nodes SET host_node_id = $2, placed_at = $3
+         WHERE node_id = $1 AND (placed_at IS NULL OR placed_at <= $3)",
+    )
+    .bind(placed.node_id)
+    .bind(placed.host_node_id)
+    .bind(at)
+    .execute(connection)
+    .await?;
+    Ok(())
+}
+
+/// `node_left` or `node_disconnected`: the node has no paired agent. Its row stays (what the
+/// service keeps about it still names it).
+pub async fn unpaired(connection: &mut PgConnection, node: i64) -> Result<(), StoreError> {
+    sqlx::query("UPDATE nodes SET paired = false WHERE node_id = $1")
+        .bind(node)
+        .execute(connection)
+        .await?;
+    Ok(())
+}
+
+/// The node, when this service has heard of it.
+pub async fn node(connection: &mut PgConnection, node: i64) -> Result<Option<Node>, StoreError> {
+    let row: Option<NodeRow> =
+        sqlx::query_as(&format!("SELECT {COLUMNS} FROM nodes WHERE node_id = $1"))
+            .bind(node)
+            .fetch_optional(connection)
+            .await?;
+    Ok(row.map(Node::from))
+}
+
+/// Whether the node has a paired agent now (false for a node never heard of).
+pub async fn is_paired(connection: &mut PgConnection, node: i64) -> Result<bool, StoreError> {
+    let paired: Option<bool> = sqlx::query_scalar("SELECT paired FROM nodes WHERE node_id = $1")
+        .bind(node)
+        .fetch_optional(connection)
+        .await?;
+    Ok(paired.unwrap_or(false))
+}
+
+/// Every node with a paired agent, by id.
+pub async fn paired(connection: &mut PgConnection) -> Result<Vec<Node>, StoreError> {
+    let rows: Vec<NodeRow> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM nodes WHERE paired ORDER BY node_id"
+    ))
+    .fetch_all(connection)
+    .await?;
+    Ok(rows.into_iter().map(Node::from).collect())
+}
+
+/// The nodes whose containers sit on `host` now.
+pub async fn placed_on(connection: &mut PgConnection, host: i64) -> Result<Vec<i64>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT node_id FROM nodes WHERE host_node_id = $1 ORDER BY node_id")
+            .bind(host)
+            .fetch_all(connection)
+            .await?,
+    )
+}
