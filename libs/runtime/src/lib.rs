@@ -15,5 +15,5 @@ pub use consume::{
     consume_patiently, consume_with_inbox, decode, event_consumer_specs, read_as, retry,
     unavailable, Apply,
 };
-pub use entry::{command, main, shutdown_on_signals};
+pub use entry::{command, main, main_with, shutdown_on_signals};
 pub use service::{bus_options, migrate_only, BusPublisher, Part, Service};

@@ -5,7 +5,7 @@
 
 use axum::http::HeaderName;
 use capstan_bus::Bus;
-use capstan_settings::GatewaySettings;
+use crate::settings::GatewaySettings;
 use capstan_store::Store;
 use capstan_telemetry::MetricsHandle;
 use ipnet::IpNet;
@@ -90,7 +90,7 @@ impl ClientAddresses {
             .map_err(|error| format!("gateway.client_address_header: {error}"))?;
         let trusted = gateway
             .trusted_networks()
-            .map_err(|reason| format!("gateway.trusted_proxies: {reason}"))?;
+            .map_err(|problem| problem.to_string())?;
         Ok(ClientAddresses {
             trusted: Arc::from(trusted),
             header,

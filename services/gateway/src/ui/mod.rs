@@ -75,7 +75,7 @@ use axum::{
     routing::{on, MethodFilter, MethodRouter},
 };
 use capstan_events::rpc::Level;
-use capstan_settings::GatewaySettings;
+use crate::settings::GatewaySettings;
 use std::{sync::OnceLock, time::Duration};
 use tracing::error;
 
@@ -115,7 +115,7 @@ static SETTINGS: OnceLock<UiSettings> = OnceLock::new();
 /// `AppState` by its fields.
 pub fn configure(gateway: &GatewaySettings) {
     let _ = SETTINGS.set(UiSettings {
-        plane_name: gateway.plane_name.trim().to_string(),
+        plane_name: gateway.plane_name.text().trim().to_string(),
         session_idle: gateway.session_idle(),
         session_lifetime: gateway.session_lifetime(),
         throttle: Limits {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capstan_runtime::outbound::Outbound;
-use capstan_settings::MonitorSettings;
+use crate::settings::MonitorSettings;
 
 pub use dns::Resolver;
 
