@@ -39,7 +39,9 @@ where
     F: FnOnce(Settings, CancellationToken) -> Fut,
     Fut: Future<Output = anyhow::Result<()>>,
 {
-    entry(name, Kind::Command, |settings, (), shutdown| run(settings, shutdown))
+    entry(name, Kind::Command, |settings, (), shutdown| {
+        run(settings, shutdown)
+    })
 }
 
 #[derive(Clone, Copy, PartialEq)]

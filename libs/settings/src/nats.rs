@@ -78,7 +78,10 @@ impl NatsSettings {
 
     fn url_problems(&self) -> Vec<Problem> {
         if !(self.url.starts_with("nats://") || self.url.starts_with("tls://")) {
-            return vec![Problem::new("nats.url", "must start with nats:// or tls://")];
+            return vec![Problem::new(
+                "nats.url",
+                "must start with nats:// or tls://",
+            )];
         }
         // The URL is logged and shown in errors; a secret in it would be too.
         if self.url.contains('@') {
@@ -96,8 +99,12 @@ impl NatsSettings {
             (Some(user), _) if user.trim().is_empty() => {
                 problems.push(Problem::new("nats.user", "must not be empty"))
             }
-            (Some(_), None) => problems.push(Problem::new("nats.password", "is needed with nats.user")),
-            (None, Some(_)) => problems.push(Problem::new("nats.user", "is needed with nats.password")),
+            (Some(_), None) => {
+                problems.push(Problem::new("nats.password", "is needed with nats.user"))
+            }
+            (None, Some(_)) => {
+                problems.push(Problem::new("nats.user", "is needed with nats.password"))
+            }
             _ => {}
         }
         let kinds = [

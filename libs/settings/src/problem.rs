@@ -59,7 +59,11 @@ fn list(problems: &[Problem]) -> String {
         [one] => one.to_string(),
         many => {
             let lines: Vec<String> = many.iter().map(|problem| format!("  {problem}")).collect();
-            format!("{} configuration problems:\n{}", many.len(), lines.join("\n"))
+            format!(
+                "{} configuration problems:\n{}",
+                many.len(),
+                lines.join("\n")
+            )
         }
     }
 }
@@ -109,7 +113,9 @@ mod tests {
         .to_string();
         assert_eq!(error.lines().count(), 3, "{error}");
         assert!(error.starts_with("2 configuration problems"), "{error}");
-        assert!(error.contains("CAPSTAN__NATS__URL") && error.contains("CAPSTAN__BUS__MAX_DELIVER"));
+        assert!(
+            error.contains("CAPSTAN__NATS__URL") && error.contains("CAPSTAN__BUS__MAX_DELIVER")
+        );
     }
 
     #[test]

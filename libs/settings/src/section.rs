@@ -58,13 +58,20 @@ tuple_sections!(A, B, C, D, E);
 tuple_sections!(A, B, C, D, E, F);
 
 /// The sections every process shares, read by `capstan_settings` itself.
-pub const SHARED_SECTIONS: &[&str] = &["database", "nats", "bus", "outbox", "telemetry", "outbound"];
+pub const SHARED_SECTIONS: &[&str] =
+    &["database", "nats", "bus", "outbox", "telemetry", "outbound"];
 
 /// The sections the services define in their own crates. A process reads only its own, yet
 /// accepts these in the shared file and environment (their services check them); any other
 /// section is refused by name, so a typo never passes silently. A service that adds a
 /// section adds its key here (`capstan all`'s test checks that this list is what it reads).
-pub const SERVICE_SECTIONS: &[&str] = &["gateway", "agent_channel", "incidents", "monitor", "backups"];
+pub const SERVICE_SECTIONS: &[&str] = &[
+    "gateway",
+    "agent_channel",
+    "incidents",
+    "monitor",
+    "backups",
+];
 
 /// Defaults < `file` < `CAPSTAN__*` environment, read section by section; problems are kept
 /// until [`Loader::finish`].
@@ -131,7 +138,11 @@ impl Loader {
 
     /// One key of a section another crate owns (`gateway.plane_name`), `default` when absent.
     pub fn value<T: DeserializeOwned>(&mut self, key: &'static str, default: T) -> T {
-        match self.config.get::<config::Value>(key).and_then(T::deserialize) {
+        match self
+            .config
+            .get::<config::Value>(key)
+            .and_then(T::deserialize)
+        {
             Ok(value) => value,
             Err(config::ConfigError::NotFound(_)) => default,
             Err(error) => {

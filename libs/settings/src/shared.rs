@@ -62,7 +62,10 @@ impl Section for DatabaseSettings {
             ));
         }
         if self.max_connections == 0 {
-            problems.push(Problem::new("database.max_connections", "must be at least 1"));
+            problems.push(Problem::new(
+                "database.max_connections",
+                "must be at least 1",
+            ));
         }
         problems
     }
@@ -196,14 +199,9 @@ impl Section for OutboxSettings {
     const KEY: &'static str = "outbox";
 
     fn validate(&self) -> Vec<Problem> {
-        within(
-            "outbox.batch_size",
-            u64::from(self.batch_size),
-            1,
-            10_000,
-        )
-        .into_iter()
-        .collect()
+        within("outbox.batch_size", u64::from(self.batch_size), 1, 10_000)
+            .into_iter()
+            .collect()
     }
 }
 

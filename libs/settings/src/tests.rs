@@ -43,11 +43,11 @@ impl Section for Sample {
 fn private_targets_are_refused_unless_outbound_allow_private_is_set() {
     let settings = Settings::load_from(None, env(&[])).unwrap();
     assert!(!settings.outbound.allow_private);
-    let lab = Settings::load_from(None, env(&[("CAPSTAN__OUTBOUND__ALLOW_PRIVATE", "true")]))
-        .unwrap();
+    let lab =
+        Settings::load_from(None, env(&[("CAPSTAN__OUTBOUND__ALLOW_PRIVATE", "true")])).unwrap();
     assert!(lab.outbound.allow_private);
-    let error = Settings::load_from(None, env(&[("CAPSTAN__OUTBOUND__ALLOW_PRIVAT", "true")]))
-        .unwrap_err();
+    let error =
+        Settings::load_from(None, env(&[("CAPSTAN__OUTBOUND__ALLOW_PRIVAT", "true")])).unwrap_err();
     assert!(error.to_string().contains("allow_privat"), "{error}");
 }
 
@@ -109,7 +109,10 @@ fn an_unknown_section_is_refused_and_another_services_section_is_left_to_it() {
     let error = Settings::load_from(None, env(&[("CAPSTAN__GATWAY__LISTEN", "x")]))
         .unwrap_err()
         .to_string();
-    assert!(error.contains("gatway") && error.contains("not a section"), "{error}");
+    assert!(
+        error.contains("gatway") && error.contains("not a section"),
+        "{error}"
+    );
     // A process that does not read the gateway's section does not judge it; the gateway does.
     let settings = Settings::load_from(None, env(&[("CAPSTAN__GATEWAY__LIMIT", "0")]));
     assert!(settings.is_ok());
@@ -148,7 +151,10 @@ fn every_problem_of_every_section_is_named_at_once() {
     let SettingsError::Problems(problems) = &error else {
         panic!("{error}");
     };
-    let keys: Vec<&str> = problems.iter().map(|problem| problem.key.as_str()).collect();
+    let keys: Vec<&str> = problems
+        .iter()
+        .map(|problem| problem.key.as_str())
+        .collect();
     assert_eq!(
         keys,
         [

@@ -74,13 +74,25 @@ mod tests {
     #[test]
     fn a_meter_out_of_bounds_is_refused_by_name() {
         let error = load(&[("CAPSTAN__AGENT_CHANNEL__NODE_REQUESTS_PER_MINUTE", "0")]).unwrap_err();
-        assert!(error.contains("agent_channel.node_requests_per_minute"), "{error}");
+        assert!(
+            error.contains("agent_channel.node_requests_per_minute"),
+            "{error}"
+        );
         let error = load(&[
             ("CAPSTAN__AGENT_CHANNEL__NODE_REQUESTS_PER_MINUTE", "0"),
-            ("CAPSTAN__AGENT_CHANNEL__NETWORK_REQUESTS_PER_MINUTE", "2000000"),
+            (
+                "CAPSTAN__AGENT_CHANNEL__NETWORK_REQUESTS_PER_MINUTE",
+                "2000000",
+            ),
         ])
         .unwrap_err();
-        assert!(error.contains("agent_channel.node_requests_per_minute"), "{error}");
-        assert!(error.contains("agent_channel.network_requests_per_minute"), "{error}");
+        assert!(
+            error.contains("agent_channel.node_requests_per_minute"),
+            "{error}"
+        );
+        assert!(
+            error.contains("agent_channel.network_requests_per_minute"),
+            "{error}"
+        );
     }
 }

@@ -44,8 +44,7 @@ pub async fn run(
     }
     let state = rpc::State {
         store: service.store.clone(),
-        sealer: Sealer::new(backups.seal_key())
-            .read_from(backups.seal_key_file.clone()),
+        sealer: Sealer::new(backups.seal_key()).read_from(backups.seal_key_file.clone()),
         http: drivers::s3::http(),
         url_ttl: backups.url_ttl(),
     };

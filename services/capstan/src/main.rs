@@ -7,9 +7,9 @@ use anyhow::Context;
 use capstan_events::{rpc::Level, Domain};
 use capstan_runtime::Migrator;
 use capstan_settings::Settings;
-use settings::AllSections;
 use clap::{Parser, Subcommand};
 use futures::future::BoxFuture;
+use settings::AllSections;
 use std::process::ExitCode;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -119,12 +119,16 @@ type Run = fn(Settings, &AllSections, CancellationToken) -> BoxFuture<'static, a
 fn runner(domain: Domain) -> Run {
     match domain {
         Domain::Gateway => |s, own, t| Box::pin(capstan_gateway::run(s, own.gateway.clone(), t)),
-        Domain::AgentChannel => |s, own, t| {
-            Box::pin(capstan_agent_channel::run(s, own.agent_channel.clone(), t))
-        },
+        Domain::AgentChannel => {
+            |s, own, t| Box::pin(capstan_agent_channel::run(s, own.agent_channel.clone(), t))
+        }
         Domain::Incidents => |s, own, t| {
             let plane_name = own.gateway.plane_name.clone();
-            Box::pin(capstan_incidents::run(s, (own.incidents.clone(), plane_name), t))
+            Box::pin(capstan_incidents::run(
+                s,
+                (own.incidents.clone(), plane_name),
+                t,
+            ))
         },
         Domain::Monitor => |s, own, t| Box::pin(capstan_monitor::run(s, own.monitor.clone(), t)),
         Domain::Backups => |s, own, t| Box::pin(capstan_backups::run(s, own.backups.clone(), t)),
@@ -191,32 +195,8 @@ fn main() -> ExitCode {
             capstan_gateway::admin::reset_password_command(&settings, &name).await
         }),
         Command::Admin {
-            command:
-                AdminCommand::NatsConfig {
-                    auth,
-                    mut subscribers,
-                },
-        } => {
-            // A name given twice is one user (the server refuses a user defined twice).
-            let mut seen = std::collections::BTreeSet::new();
-            subscribers.retain(|subscriber| seen.insert(subscriber.name().to_string()));
-            print!(
-                "{}",
-                capstan_bus::access::authorization_with(auth, &subscribers)
-            );
-            // A password for each new subscriber, for the operator to put in the server's
-            // environment and give the program; never in the configuration itself.
-            if auth == capstan_bus::access::Auth::Password {
-                for subscriber in &subscribers {
-                    eprintln!(
-                        "{}={}",
-                        subscriber.secret_variable(auth),
-                        capstan_bus::access::generate_password()
-                    );
-                }
-            }
-            ExitCode::SUCCESS
-        }
+            command: AdminCommand::NatsConfig { auth, subscribers },
+        } => nats_config(auth, subscribers),
         Command::Release { command } => {
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -247,6 +227,33 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// `capstan admin nats-config`: the server's `authorization` block on standard output, and a
+/// fresh password for each new subscriber on standard error.
+fn nats_config(
+    auth: capstan_bus::access::Auth,
+    mut subscribers: Vec<capstan_bus::access::Subscriber>,
+) -> ExitCode {
+    // A name given twice is one user (the server refuses a user defined twice).
+    let mut seen = std::collections::BTreeSet::new();
+    subscribers.retain(|subscriber| seen.insert(subscriber.name().to_string()));
+    print!(
+        "{}",
+        capstan_bus::access::authorization_with(auth, &subscribers)
+    );
+    // A password for each new subscriber, for the operator to put in the server's
+    // environment and give the program; never in the configuration itself.
+    if auth == capstan_bus::access::Auth::Password {
+        for subscriber in &subscribers {
+            eprintln!(
+                "{}={}",
+                subscriber.secret_variable(auth),
+                capstan_bus::access::generate_password()
+            );
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 /// Every service together; the first to fail stops the others.

@@ -67,7 +67,10 @@ mod tests {
         let SettingsError::Problems(problems) = &error else {
             panic!("{error}");
         };
-        let mut keys: Vec<&str> = problems.iter().map(|problem| problem.key.as_str()).collect();
+        let mut keys: Vec<&str> = problems
+            .iter()
+            .map(|problem| problem.key.as_str())
+            .collect();
         keys.sort();
         assert_eq!(
             keys,
@@ -95,7 +98,11 @@ mod tests {
         let mut loader = Loader::new(None, Vec::new()).unwrap();
         let _ = <(Settings, AllSections)>::read(&mut loader);
         let mut read: Vec<&str> = loader.sections_read().collect();
-        let mut known: Vec<&str> = SHARED_SECTIONS.iter().chain(SERVICE_SECTIONS).copied().collect();
+        let mut known: Vec<&str> = SHARED_SECTIONS
+            .iter()
+            .chain(SERVICE_SECTIONS)
+            .copied()
+            .collect();
         read.sort();
         known.sort();
         assert_eq!(read, known);

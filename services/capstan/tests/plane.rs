@@ -261,7 +261,10 @@ async fn bad_configuration_in_three_sections_names_all_three_and_exits_64() {
     assert_eq!(output.status.code(), Some(64));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("monitor.tick_ms"), "{stderr}");
-    assert!(stderr.contains("monitr"), "an unknown section is named: {stderr}");
+    assert!(
+        stderr.contains("monitr"),
+        "an unknown section is named: {stderr}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -65,7 +65,6 @@ pub async fn run(
         rpc_timeout: settings.bus.rpc_timeout(),
         metrics,
         client_addresses: ClientAddresses::from_settings(&gateway)
-            .map_err(anyhow::Error::msg)
             .context("starting gateway: client addresses")?,
     });
     let limits = ConnectionLimits::from_settings(&gateway);

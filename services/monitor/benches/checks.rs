@@ -23,10 +23,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use capstan_monitor::drivers::Prober;
+use capstan_monitor::settings::MonitorSettings;
 use capstan_monitor::tasks::{self, Pace};
 use capstan_monitor::MIGRATOR;
 use capstan_runtime::outbound::Outbound;
-use capstan_monitor::settings::MonitorSettings;
 use capstan_store::{testsuite::TestDatabase, Store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
@@ -184,7 +184,8 @@ async fn bench() {
 
     let database = TestDatabase::create().await;
     let (_, monitor) =
-        capstan_settings::load_from::<MonitorSettings>(None, Vec::<(String, String)>::new()).unwrap();
+        capstan_settings::load_from::<MonitorSettings>(None, Vec::<(String, String)>::new())
+            .unwrap();
     let store = Store::connect(database.url(), "monitor", 8).await.unwrap();
     store.migrate(&MIGRATOR).await.unwrap();
     // Every target's first check falls somewhere in the first minute (its phase).

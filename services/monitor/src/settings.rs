@@ -69,17 +69,47 @@ impl MonitorSettings {
     fn bound_problems(&self) -> Vec<Problem> {
         let day = 86_400;
         all_within(&[
-            ("monitor.min_interval_secs", self.min_interval_secs.into(), 1, 3600),
+            (
+                "monitor.min_interval_secs",
+                self.min_interval_secs.into(),
+                1,
+                3600,
+            ),
             ("monitor.timeout_secs", self.timeout_secs.into(), 1, 60),
-            ("monitor.cert_interval_secs", self.cert_interval_secs.into(), 1, day),
+            (
+                "monitor.cert_interval_secs",
+                self.cert_interval_secs.into(),
+                1,
+                day,
+            ),
             ("monitor.cert_warn_days", self.cert_warn_days.into(), 1, 365),
             ("monitor.tick_ms", self.tick_ms, 10, 60_000),
             ("monitor.concurrency", self.concurrency.into(), 1, 10_000),
             ("monitor.tls_port", self.tls_port.into(), 1, 65_535),
-            ("monitor.status_pass_secs", self.status_pass_secs.into(), 1, day),
-            ("monitor.status_refresh_secs", self.status_refresh_secs.into(), 1, day),
-            ("monitor.data_root_refresh_secs", self.data_root_refresh_secs.into(), 1, day),
-            ("monitor.reboot_refresh_secs", self.reboot_refresh_secs.into(), 1, day),
+            (
+                "monitor.status_pass_secs",
+                self.status_pass_secs.into(),
+                1,
+                day,
+            ),
+            (
+                "monitor.status_refresh_secs",
+                self.status_refresh_secs.into(),
+                1,
+                day,
+            ),
+            (
+                "monitor.data_root_refresh_secs",
+                self.data_root_refresh_secs.into(),
+                1,
+                day,
+            ),
+            (
+                "monitor.reboot_refresh_secs",
+                self.reboot_refresh_secs.into(),
+                1,
+                day,
+            ),
         ])
     }
 }

@@ -68,6 +68,7 @@ pub mod monitor;
 pub mod rollouts;
 mod sign_in;
 
+use crate::settings::GatewaySettings;
 use askama::Template;
 use axum::{
     http::{header, HeaderMap, HeaderValue, StatusCode},
@@ -75,7 +76,6 @@ use axum::{
     routing::{on, MethodFilter, MethodRouter},
 };
 use capstan_events::rpc::Level;
-use crate::settings::GatewaySettings;
 use std::{sync::OnceLock, time::Duration};
 use tracing::error;
 

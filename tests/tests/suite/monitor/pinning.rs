@@ -9,8 +9,8 @@ use capstan_monitor::domain::pinning::Route;
 use capstan_monitor::domain::uptime::Outcome;
 use capstan_monitor::drivers::http::Target;
 use capstan_monitor::drivers::Prober;
-use capstan_runtime::outbound::Outbound;
 use capstan_monitor::settings::MonitorSettings;
+use capstan_runtime::outbound::Outbound;
 use url::Url;
 
 use super::loopback;
