@@ -382,7 +382,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             .await
             .map(|()| ExitCode::SUCCESS),
         Command::Recipes => {
-            for line in crate::recipes::describe(&state, &config) {
+            for line in crate::recipes::describe::describe(&state, &config) {
                 say!("{line}");
             }
             Ok(ExitCode::SUCCESS)
@@ -568,7 +568,8 @@ async fn goodbye(state: &StateDir) -> anyhow::Result<ExitCode> {
                 .await
                 .map(|_| ())
                 .map_err(|error| error.to_string()),
-            (Err(error), _) | (_, Err(error)) => Err(error),
+            (Err(error), _) => Err(error.to_string()),
+            (_, Err(error)) => Err(error.to_string()),
         };
         match said {
             Ok(()) => say!(

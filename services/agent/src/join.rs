@@ -30,7 +30,7 @@ pub enum JoinError {
     #[error(transparent)]
     State(#[from] StateError),
     #[error("{0}")]
-    Identity(String),
+    Identity(crate::state::BadIdentity),
     /// Someone else (`leave`, another `join`) changed the identity meanwhile.
     #[error("the identity changed while this join was asked; nothing was overwritten")]
     Superseded,

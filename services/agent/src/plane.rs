@@ -43,6 +43,55 @@ pub enum PlaneError {
     BadAnswer(String),
 }
 
+crate::domain::refusal!(
+    /// A management node's address or a broker's answer refused, the fault named.
+    BadAddress
+);
+
+/// Why an object at a presigned URL could not be put or got.
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectError {
+    #[error("the {method} of {key} cannot be made: {source}")]
+    BadRequest {
+        method: &'static str,
+        key: String,
+        #[source]
+        source: hyper::http::Error,
+    },
+    #[error("the {method} of {key} took too long")]
+    Timeout { method: &'static str, key: String },
+    #[error("the {method} of {key} failed: {reason}")]
+    Unreachable {
+        method: &'static str,
+        key: String,
+        reason: String,
+    },
+    #[error("the storage refused the PUT of {key} ({status}): {body}")]
+    Refused {
+        key: String,
+        status: hyper::StatusCode,
+        body: String,
+    },
+    #[error("the storage answered the GET of {key} with {status}")]
+    Answered {
+        key: String,
+        status: hyper::StatusCode,
+    },
+    #[error("{key}: {source}")]
+    Unreadable {
+        key: String,
+        #[source]
+        source: PlaneError,
+    },
+}
+
+impl ObjectError {
+    /// The storage has no such object.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ObjectError::Answered { status, .. } if *status == hyper::StatusCode::NOT_FOUND)
+    }
+}
+
 impl PlaneError {
     /// The protocol's error code of a refusal.
     pub fn code(&self) -> Option<&str> {
@@ -55,7 +104,7 @@ impl PlaneError {
 
 /// The management node's address, checked: `https://host[:port]`, or `http://` only to this
 /// machine itself (a plane on the same box, or a test); no path, query or user.
-pub fn base_url(text: &str) -> Result<String, String> {
+pub fn base_url(text: &str) -> Result<String, BadAddress> {
     let url = Url::parse(text.trim()).map_err(|error| format!("{text:?} is not a URL: {error}"))?;
     if !url.username().is_empty() || url.password().is_some() {
         return Err("the management node's URL must not carry a user or password".into());
@@ -80,7 +129,7 @@ pub fn base_url(text: &str) -> Result<String, String> {
                 return Err("the management node must be reached over https".into());
             }
         }
-        other => return Err(format!("{other}:// is not https://")),
+        other => return Err(format!("{other}:// is not https://").into()),
     }
     let mut base = format!("{}://{}", url.scheme(), host);
     if let Some(port) = url.port() {
@@ -124,7 +173,7 @@ pub(crate) fn https_connector() -> HttpsConnector<HttpConnector> {
 }
 
 impl Plane {
-    pub fn new(management_node: &str) -> Result<Plane, String> {
+    pub fn new(management_node: &str) -> Result<Plane, BadAddress> {
         let base = base_url(management_node)?;
         let http = Client::builder(TokioExecutor::new()).build(https_connector());
         Ok(Plane { base, http })
@@ -250,14 +299,14 @@ impl UrlOp {
 
 /// Reads the broker's answer: one URL for each key asked, each checked (a URL that is not
 /// https, or http to this machine, is refused).
-pub fn read_signed_urls(answer: &Value, keys: &[String]) -> Result<Vec<SignedUrl>, String> {
+pub fn read_signed_urls(answer: &Value, keys: &[String]) -> Result<Vec<SignedUrl>, BadAddress> {
     let Some(urls) = answer.get("urls").and_then(Value::as_array) else {
         return Err("the broker's answer has no urls".into());
     };
     let mut found = Vec::with_capacity(keys.len());
     for key in keys {
         let Some(entry) = urls.iter().find(|entry| entry["key"].as_str() == Some(key)) else {
-            return Err(format!("the broker's answer has no URL for {key}"));
+            return Err(format!("the broker's answer has no URL for {key}").into());
         };
         let url = entry["url"]
             .as_str()
@@ -284,9 +333,9 @@ pub fn read_signed_urls(answer: &Value, keys: &[String]) -> Result<Vec<SignedUrl
 }
 
 /// An object URL the agent will use: https, or http only to this machine (a test's store).
-pub fn object_url(text: &str) -> Result<Url, String> {
-    let url =
-        Url::parse(text).map_err(|_| "the broker gave a URL that does not parse".to_string())?;
+pub fn object_url(text: &str) -> Result<Url, BadAddress> {
+    let url = Url::parse(text)
+        .map_err(|_| BadAddress::from("the broker gave a URL that does not parse"))?;
     let host = url.host_str().unwrap_or_default();
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     let loopback = bare == "localhost" || bare.parse::<IpAddr>().is_ok_and(|a| a.is_loopback());
@@ -311,7 +360,7 @@ impl Plane {
         let answer = self
             .send(key, "backup_urls", "", &body, 256 * 1024, Duration::ZERO)
             .await?;
-        read_signed_urls(&answer, keys).map_err(PlaneError::BadAnswer)
+        read_signed_urls(&answer, keys).map_err(|refused| PlaneError::BadAnswer(refused.0))
     }
 }
 
@@ -338,7 +387,7 @@ impl Objects {
     }
 
     /// PUTs `body` to a presigned URL; an answer other than 2xx is an error naming the status.
-    pub async fn put(&self, url: &SignedUrl, body: Bytes) -> Result<(), String> {
+    pub async fn put(&self, url: &SignedUrl, body: Bytes) -> Result<(), ObjectError> {
         let mut request = hyper::Request::put(&url.url)
             .header("content-length", body.len())
             .header("user-agent", format!("capstan-agent/{AGENT_VERSION}"));
@@ -347,11 +396,12 @@ impl Objects {
         }
         let request = request
             .body(Full::new(body))
-            .map_err(|error| format!("the PUT of {} cannot be made: {error}", url.key))?;
-        let response = tokio::time::timeout(OBJECT_TIMEOUT, self.http.request(request))
-            .await
-            .map_err(|_| format!("the PUT of {} took too long", url.key))?
-            .map_err(|error| format!("the PUT of {} failed: {}", url.key, error_chain(&error)))?;
+            .map_err(|source| ObjectError::BadRequest {
+                method: "PUT",
+                key: url.key.clone(),
+                source,
+            })?;
+        let response = self.request(request, "PUT", &url.key).await?;
         let status = response.status();
         if status.is_success() {
             return Ok(());
@@ -359,46 +409,71 @@ impl Objects {
         let body = read_capped(response.into_body(), 4096)
             .await
             .unwrap_or_default();
-        Err(format!(
-            "the storage refused the PUT of {} ({status}): {}",
-            url.key,
-            String::from_utf8_lossy(&body)
+        Err(ObjectError::Refused {
+            key: url.key.clone(),
+            status,
+            body: String::from_utf8_lossy(&body)
                 .chars()
                 .take(300)
-                .collect::<String>()
-        ))
+                .collect::<String>(),
+        })
     }
 
     /// GETs a presigned URL: the response body, to be read frame by frame.
-    pub async fn get(&self, url: &SignedUrl) -> Result<Incoming, String> {
+    pub async fn get(&self, url: &SignedUrl) -> Result<Incoming, ObjectError> {
         let mut request = hyper::Request::get(&url.url)
             .header("user-agent", format!("capstan-agent/{AGENT_VERSION}"));
         for (name, value) in &url.headers {
             request = request.header(name.as_str(), value.as_str());
         }
-        let request = request
-            .body(Full::new(Bytes::new()))
-            .map_err(|error| format!("the GET of {} cannot be made: {error}", url.key))?;
-        let response = tokio::time::timeout(OBJECT_TIMEOUT, self.http.request(request))
-            .await
-            .map_err(|_| format!("the GET of {} took too long", url.key))?
-            .map_err(|error| format!("the GET of {} failed: {}", url.key, error_chain(&error)))?;
+        let request =
+            request
+                .body(Full::new(Bytes::new()))
+                .map_err(|source| ObjectError::BadRequest {
+                    method: "GET",
+                    key: url.key.clone(),
+                    source,
+                })?;
+        let response = self.request(request, "GET", &url.key).await?;
         let status = response.status();
         if !status.is_success() {
-            return Err(format!(
-                "the storage answered the GET of {} with {status}",
-                url.key
-            ));
+            return Err(ObjectError::Answered {
+                key: url.key.clone(),
+                status,
+            });
         }
         Ok(response.into_body())
     }
 
     /// GETs a small object whole (a manifest), at most `limit` bytes.
-    pub async fn get_small(&self, url: &SignedUrl, limit: usize) -> Result<Vec<u8>, String> {
+    pub async fn get_small(&self, url: &SignedUrl, limit: usize) -> Result<Vec<u8>, ObjectError> {
         let body = self.get(url).await?;
         read_capped(body, limit)
             .await
-            .map_err(|error| format!("{}: {error}", url.key))
+            .map_err(|source| ObjectError::Unreadable {
+                key: url.key.clone(),
+                source,
+            })
+    }
+
+    /// Sends `request`, at most [`OBJECT_TIMEOUT`].
+    async fn request(
+        &self,
+        request: hyper::Request<Full<Bytes>>,
+        method: &'static str,
+        key: &str,
+    ) -> Result<hyper::Response<Incoming>, ObjectError> {
+        tokio::time::timeout(OBJECT_TIMEOUT, self.http.request(request))
+            .await
+            .map_err(|_| ObjectError::Timeout {
+                method,
+                key: key.to_string(),
+            })?
+            .map_err(|error| ObjectError::Unreachable {
+                method,
+                key: key.to_string(),
+                reason: error_chain(&error),
+            })
     }
 }
 

@@ -219,7 +219,7 @@ impl Agent {
         self.status.last_error = error;
     }
 
-    fn plane_for(&mut self, management_node: &str) -> Result<Plane, String> {
+    fn plane_for(&mut self, management_node: &str) -> Result<Plane, crate::plane::BadAddress> {
         if let Some(plane) = &self.plane {
             if crate::plane::base_url(management_node).as_deref() == Ok(plane.base()) {
                 return Ok(plane.clone());
@@ -263,7 +263,7 @@ impl Agent {
         let plane = match self.plane_for(&identity.management_node) {
             Ok(plane) => plane,
             Err(error) => {
-                self.set("misconfigured", Some(error));
+                self.set("misconfigured", Some(error.to_string()));
                 return STATE_TROUBLE_WAIT;
             }
         };
@@ -363,7 +363,7 @@ impl Agent {
         let key = match identity.key() {
             Ok(key) => key,
             Err(error) => {
-                self.set("state directory trouble", Some(error));
+                self.set("state directory trouble", Some(error.to_string()));
                 return STATE_TROUBLE_WAIT;
             }
         };

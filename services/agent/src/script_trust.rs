@@ -30,7 +30,7 @@ use crate::{
     },
     plane::Plane,
     state::StateDir,
-    update::trusted_keys,
+    update::keys::trusted_keys,
 };
 
 /// AG-35: the manifests verified in this process, each kept while its files keep their stamps.

@@ -68,6 +68,20 @@ pub enum StateError {
     Corrupt { path: String, reason: String },
 }
 
+/// `site.json` could not be used: unreadable or untrusted, or refused.
+#[derive(Debug, thiserror::Error)]
+pub enum SiteError {
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error(transparent)]
+    Refused(#[from] crate::domain::site::BadSite),
+}
+
+crate::domain::refusal!(
+    /// The identity file's key refused, the fault named.
+    BadIdentity
+);
+
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StateError + '_ {
     move |source| StateError::Io {
         path: path.display().to_string(),
@@ -201,11 +215,11 @@ impl StateDir {
 
     /// The site `site.json` describes: `Ok(None)` on a siteless node; a file the node cannot
     /// trust or read is an error naming why.
-    pub fn site(&self) -> Result<Option<crate::domain::site::Site>, String> {
+    pub fn site(&self) -> Result<Option<crate::domain::site::Site>, SiteError> {
         match self.read_secret(SITE) {
             Ok(None) => Ok(None),
-            Ok(Some(bytes)) => crate::domain::site::Site::parse(&bytes).map(Some),
-            Err(error) => Err(error.to_string()),
+            Ok(Some(bytes)) => Ok(Some(crate::domain::site::Site::parse(&bytes)?)),
+            Err(error) => Err(error.into()),
         }
     }
 
@@ -358,7 +372,7 @@ impl StateDir {
             Ok(None) => PolicyState::Shipped,
             Ok(Some(bytes)) => match Policy::parse(&bytes) {
                 Ok(policy) => PolicyState::File(policy),
-                Err(reason) => PolicyState::Untrusted(reason),
+                Err(reason) => PolicyState::Untrusted(reason.0),
             },
             Err(error) => PolicyState::Untrusted(error.to_string()),
         }
@@ -422,10 +436,10 @@ impl Identity {
     }
 
     /// The signing key, checked against the public half and fingerprint on file.
-    pub fn key(&self) -> Result<NodeKey, String> {
+    pub fn key(&self) -> Result<NodeKey, BadIdentity> {
         let secret = STANDARD
             .decode(&self.secret_key)
-            .map_err(|_| "the identity's secret key is not base64".to_string())?;
+            .map_err(|_| BadIdentity::from("the identity's secret key is not base64"))?;
         let key = NodeKey::from_secret_bytes(&secret).map_err(|error| error.to_string())?;
         let public_key = key.public_key();
         if public_key.to_base64() != self.public_key

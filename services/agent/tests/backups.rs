@@ -5,7 +5,11 @@
 //! URLs of that store, as the plane's broker hands out presigned ones.
 
 use capstan_agent::{
-    backups::{self, keys, transfer::Broker, Backups},
+    backups::{
+        self, keys,
+        transfer::{Broker, BrokerError},
+        Backups,
+    },
     domain::backup::Manifest,
     plane::{Objects, SignedUrl, UrlOp},
     state::{StateDir, SITE},
@@ -127,7 +131,7 @@ struct TestBroker<'a> {
 }
 
 impl Broker for TestBroker<'_> {
-    async fn urls(&self, op: UrlOp, keys: &[String]) -> Result<Vec<SignedUrl>, String> {
+    async fn urls(&self, op: UrlOp, keys: &[String]) -> Result<Vec<SignedUrl>, BrokerError> {
         Ok(keys.iter().map(|key| self.storage.url(op, key)).collect())
     }
 }

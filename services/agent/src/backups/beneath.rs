@@ -54,14 +54,26 @@ const RESOLVE: ResolveFlags = ResolveFlags::BENEATH
     .union(ResolveFlags::NO_SYMLINKS)
     .union(ResolveFlags::NO_MAGICLINKS);
 
+/// The site's root could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+pub struct RootUnopened {
+    path: std::path::PathBuf,
+    #[source]
+    source: std::io::Error,
+}
+
 /// Opens `root` itself (not following a link there either).
-pub fn open_root(root: &Path) -> Result<OwnedFd, String> {
+pub fn open_root(root: &Path) -> Result<OwnedFd, RootUnopened> {
     rustix::fs::open(
         root,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )
-    .map_err(|errno| format!("{}: {}", root.display(), std::io::Error::from(errno)))
+    .map_err(|errno| RootUnopened {
+        path: root.to_path_buf(),
+        source: std::io::Error::from(errno),
+    })
 }
 
 /// The parent of `relative` (opened beneath `root`, no link followed) and its last name.

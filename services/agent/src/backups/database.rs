@@ -7,37 +7,92 @@
 use std::{
     io::{self, BufRead, BufReader, Read, Write},
     path::PathBuf,
-    process::{Child, ChildStdin, ChildStdout, Command, Stdio},
+    process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio},
 };
 
 use crate::{
     domain::{
         backup::DatabaseCounts,
-        site::{ConnectionFacts, DatabaseSource},
+        site::{BadConnection, ConnectionFacts, DatabaseSource},
     },
     words::find_program,
 };
 
+/// What went wrong with the site's database or its client programs.
+#[derive(Debug, thiserror::Error)]
+pub enum DatabaseError {
+    #[error("the database URL file {}: {source}", path.display())]
+    UrlFile {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    BadUrl(#[from] BadConnection),
+    #[error("{program} is not installed on this node (the PostgreSQL client programs are needed)")]
+    NotInstalled { program: &'static str },
+    #[error("{program} could not start: {source}")]
+    NotStarted {
+        program: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{what}: {source}")]
+    Lost {
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{what} failed ({status}): {stderr}")]
+    Failed {
+        what: &'static str,
+        status: ExitStatus,
+        stderr: String,
+    },
+    #[error("psql failed: {stderr}")]
+    Refused { stderr: String },
+    #[error("the site's database cannot be read: {stderr}")]
+    Unreadable { stderr: String },
+    #[error("the table count did not read: {line:?}")]
+    BadCount { line: String },
+    #[error("reading the dump: {0}")]
+    DumpUnreadable(#[source] io::Error),
+    #[error("writing the dump: {0}")]
+    DumpUnwritable(#[source] io::Error),
+    #[error("writing the dump to the program: {0}")]
+    ProgramUnwritable(#[source] io::Error),
+    #[error("the scratch database cannot be created: {0}")]
+    NoScratch(#[source] Box<DatabaseError>),
+}
+
 /// The site's database connection, read now.
-pub fn connection(source: &DatabaseSource) -> Result<ConnectionFacts, String> {
+pub fn connection(source: &DatabaseSource) -> Result<ConnectionFacts, DatabaseError> {
     match source {
-        DatabaseSource::Url(url) => ConnectionFacts::parse(url),
+        DatabaseSource::Url(url) => Ok(ConnectionFacts::parse(url)?),
         DatabaseSource::UrlFile(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|error| format!("the database URL file {}: {error}", path.display()))?;
-            ConnectionFacts::parse(text.trim())
+            let text = std::fs::read_to_string(path).map_err(|source| DatabaseError::UrlFile {
+                path: path.clone(),
+                source,
+            })?;
+            Ok(ConnectionFacts::parse(text.trim())?)
         }
     }
 }
 
-fn program(name: &str) -> Result<PathBuf, String> {
-    find_program(name).ok_or_else(|| {
-        format!("{name} is not installed on this node (the PostgreSQL client programs are needed)")
-    })
+fn program(name: &'static str) -> Result<PathBuf, DatabaseError> {
+    find_program(name).ok_or(DatabaseError::NotInstalled { program: name })
+}
+
+fn not_started(program: &'static str) -> impl FnOnce(io::Error) -> DatabaseError {
+    move |source| DatabaseError::NotStarted { program, source }
 }
 
 /// A PostgreSQL program with the site's connection in its environment.
-fn command(name: &str, facts: &ConnectionFacts, dbname: Option<&str>) -> Result<Command, String> {
+fn command(
+    name: &'static str,
+    facts: &ConnectionFacts,
+    dbname: Option<&str>,
+) -> Result<Command, DatabaseError> {
     let mut command = Command::new(program(name)?);
     command
         .env_clear()
@@ -61,13 +116,19 @@ fn stderr_of(child: &mut Child) -> String {
     lines.into_iter().rev().collect::<Vec<_>>().join("; ")
 }
 
-fn finish(mut child: Child, what: &str) -> Result<(), String> {
+fn finish(mut child: Child, what: &'static str) -> Result<(), DatabaseError> {
     let stderr = stderr_of(&mut child);
-    let status = child.wait().map_err(|error| format!("{what}: {error}"))?;
+    let status = child
+        .wait()
+        .map_err(|source| DatabaseError::Lost { what, source })?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("{what} failed ({status}): {stderr}"))
+        Err(DatabaseError::Failed {
+            what,
+            status,
+            stderr,
+        })
     }
 }
 
@@ -85,12 +146,12 @@ struct Snapshot {
 }
 
 impl Snapshot {
-    fn open(facts: &ConnectionFacts) -> Result<(Snapshot, String, DatabaseCounts), String> {
+    fn open(facts: &ConnectionFacts) -> Result<(Snapshot, String, DatabaseCounts), DatabaseError> {
         let mut child = command("psql", facts, None)?
             .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"])
             .stdin(Stdio::piped())
             .spawn()
-            .map_err(|error| format!("psql could not start: {error}"))?;
+            .map_err(not_started("psql"))?;
         let mut stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let mut lines = BufReader::new(stdout).lines();
@@ -105,7 +166,7 @@ impl Snapshot {
                 drop(stdin);
                 let stderr = stderr_of(&mut child);
                 let _ = child.wait();
-                return Err(format!("the site's database cannot be read: {stderr}"));
+                return Err(DatabaseError::Unreadable { stderr });
             }
         };
         let counts = parse_counts(&counts)?;
@@ -120,7 +181,7 @@ impl Snapshot {
         ))
     }
 
-    fn close(mut self) -> Result<(), String> {
+    fn close(mut self) -> Result<(), DatabaseError> {
         let _ = writeln!(self.stdin, "COMMIT;");
         drop(self.stdin);
         drop(self.lines);
@@ -128,30 +189,32 @@ impl Snapshot {
     }
 }
 
-fn parse_counts(line: &str) -> Result<DatabaseCounts, String> {
+fn parse_counts(line: &str) -> Result<DatabaseCounts, DatabaseError> {
     let mut fields = line.trim().split('|').map(|field| field.parse::<u64>());
     match (fields.next(), fields.next()) {
         (Some(Ok(tables)), Some(Ok(rows))) => Ok(DatabaseCounts { tables, rows }),
-        _ => Err(format!("the table count did not read: {line:?}")),
+        _ => Err(DatabaseError::BadCount {
+            line: line.to_string(),
+        }),
     }
 }
 
 /// `pg_dump --format=custom` of the site's database into `out` (blocking), with the tables
 /// and rows the dump holds (counted in the dump's own snapshot).
-pub fn dump(facts: &ConnectionFacts, out: &mut dyn Write) -> Result<DatabaseCounts, String> {
+pub fn dump(facts: &ConnectionFacts, out: &mut dyn Write) -> Result<DatabaseCounts, DatabaseError> {
     let (snapshot, id, counts) = Snapshot::open(facts)?;
     let mut child = command("pg_dump", facts, None)?
         .args(["--format=custom", "--compress=0"])
         .arg(format!("--snapshot={id}"))
         .spawn()
-        .map_err(|error| format!("pg_dump could not start: {error}"))?;
+        .map_err(not_started("pg_dump"))?;
     let mut stdout = child.stdout.take().expect("piped");
     let copied = io::copy(&mut stdout, out);
     drop(stdout);
     let finished = finish(child, "pg_dump");
     snapshot.close()?;
     finished?;
-    copied.map_err(|error| format!("writing the dump: {error}"))?;
+    copied.map_err(DatabaseError::DumpUnwritable)?;
     Ok(counts)
 }
 
@@ -194,12 +257,12 @@ fn feed(input: &mut dyn Read, stdin: ChildStdin) -> Fed {
 
 /// The verdict on a program fed a dump: the dump's own fault first (the program only saw it
 /// cut short), then the program's exit status and stderr; a broken pipe alone is no failure.
-fn judge(fed: Fed, finished: Result<(), String>) -> Result<(), String> {
+fn judge(fed: Fed, finished: Result<(), DatabaseError>) -> Result<(), DatabaseError> {
     match fed {
-        Fed::Unreadable(error) => Err(format!("reading the dump: {error}")),
+        Fed::Unreadable(error) => Err(DatabaseError::DumpUnreadable(error)),
         Fed::Unwritable(error) => {
             finished?;
-            Err(format!("writing the dump to the program: {error}"))
+            Err(DatabaseError::ProgramUnwritable(error))
         }
         Fed::Whole => finished,
     }
@@ -207,7 +270,7 @@ fn judge(fed: Fed, finished: Result<(), String>) -> Result<(), String> {
 
 /// `pg_restore --list` of a dump read from `input` (level 2): the number of entries it lists.
 /// The dump is read to its end even though `pg_restore` stops after the table of contents.
-pub fn list(input: &mut dyn Read) -> Result<u64, String> {
+pub fn list(input: &mut dyn Read) -> Result<u64, DatabaseError> {
     let mut child = Command::new(program("pg_restore")?)
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -216,7 +279,7 @@ pub fn list(input: &mut dyn Read) -> Result<u64, String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|error| format!("pg_restore could not start: {error}"))?;
+        .map_err(not_started("pg_restore"))?;
     let stdout = child.stdout.take().expect("piped");
     let counting = std::thread::spawn(move || {
         BufReader::new(stdout)
@@ -232,26 +295,35 @@ pub fn list(input: &mut dyn Read) -> Result<u64, String> {
 }
 
 /// Runs SQL on `dbname` (or the site's database) with psql, stopping at the first error.
-pub fn psql(facts: &ConnectionFacts, dbname: Option<&str>, sql: &str) -> Result<String, String> {
+pub fn psql(
+    facts: &ConnectionFacts,
+    dbname: Option<&str>,
+    sql: &str,
+) -> Result<String, DatabaseError> {
     let child = command("psql", facts, dbname)?
         .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql])
         .spawn()
-        .map_err(|error| format!("psql could not start: {error}"))?;
+        .map_err(not_started("psql"))?;
     let output = child
         .wait_with_output()
-        .map_err(|error| format!("psql: {error}"))?;
+        .map_err(|source| DatabaseError::Lost {
+            what: "psql",
+            source,
+        })?;
     if output.status.success() {
         Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
     } else {
-        Err(format!(
-            "psql failed: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        ))
+        Err(DatabaseError::Refused {
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        })
     }
 }
 
 /// The tables and rows of the public schema of `dbname` (or the site's database).
-pub fn counts(facts: &ConnectionFacts, dbname: Option<&str>) -> Result<DatabaseCounts, String> {
+pub fn counts(
+    facts: &ConnectionFacts,
+    dbname: Option<&str>,
+) -> Result<DatabaseCounts, DatabaseError> {
     parse_counts(&psql(facts, dbname, COUNT_QUERY)?)
 }
 
@@ -262,7 +334,7 @@ pub fn restore(
     facts: &ConnectionFacts,
     dbname: Option<&str>,
     input: &mut dyn Read,
-) -> Result<(), String> {
+) -> Result<(), DatabaseError> {
     let target = dbname.unwrap_or(&facts.dbname).to_string();
     let mut child = command("pg_restore", facts, dbname)?
         .args([
@@ -274,7 +346,7 @@ pub fn restore(
         .arg(&target)
         .stdin(Stdio::piped())
         .spawn()
-        .map_err(|error| format!("pg_restore could not start: {error}"))?;
+        .map_err(not_started("pg_restore"))?;
     let fed = feed(input, child.stdin.take().expect("piped"));
     judge(fed, finish(child, "pg_restore"))
 }
@@ -282,7 +354,7 @@ pub fn restore(
 /// Drops and recreates the public schema of the site's database (BK-28), and removes its
 /// large objects: they belong to no schema, and the dump recreates each with its own OID, so
 /// one left behind stops the load ("duplicate key ... pg_largeobject_metadata").
-pub fn reset_public_schema(facts: &ConnectionFacts) -> Result<(), String> {
+pub fn reset_public_schema(facts: &ConnectionFacts) -> Result<(), DatabaseError> {
     psql(
         facts,
         None,
@@ -299,10 +371,10 @@ pub struct Scratch<'a> {
 }
 
 impl<'a> Scratch<'a> {
-    pub fn create(facts: &'a ConnectionFacts, seq: u64) -> Result<Scratch<'a>, String> {
+    pub fn create(facts: &'a ConnectionFacts, seq: u64) -> Result<Scratch<'a>, DatabaseError> {
         let name = format!("capstan_rehearse_{seq}_{:08x}", rand::random::<u32>());
         psql(facts, None, &format!("CREATE DATABASE \"{name}\""))
-            .map_err(|error| format!("the scratch database cannot be created: {error}"))?;
+            .map_err(|error| DatabaseError::NoScratch(Box::new(error)))?;
         Ok(Scratch { facts, name })
     }
 }
@@ -358,7 +430,7 @@ mod tests {
         let fed = feed(&mut input, child.stdin.take().unwrap());
         assert!(matches!(fed, Fed::Whole), "{fed:?}");
         assert_eq!(input.read, dump.len());
-        assert_eq!(judge(fed, finish(child, "the reader")), Ok(()));
+        assert!(matches!(judge(fed, finish(child, "the reader")), Ok(())));
     }
 
     #[test]
@@ -372,8 +444,10 @@ mod tests {
         let mut child = stops_after(1);
         let fed = feed(&mut Damaged, child.stdin.take().unwrap());
         assert_eq!(
-            judge(fed, finish(child, "the reader")),
-            Err("reading the dump: MAC is invalid".to_string())
+            judge(fed, finish(child, "the reader"))
+                .unwrap_err()
+                .to_string(),
+            "reading the dump: MAC is invalid"
         );
         let mut child = Command::new("/bin/sh")
             .args([
@@ -385,7 +459,9 @@ mod tests {
             .spawn()
             .unwrap();
         let fed = feed(&mut [1u8; 1 << 20].as_slice(), child.stdin.take().unwrap());
-        let judged = judge(fed, finish(child, "pg_restore")).unwrap_err();
+        let judged = judge(fed, finish(child, "pg_restore"))
+            .unwrap_err()
+            .to_string();
         assert!(
             judged.starts_with("pg_restore failed") && judged.ends_with("error: bad entry"),
             "{judged}"

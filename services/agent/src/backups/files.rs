@@ -29,6 +29,53 @@ use crate::domain::{
     site::Site,
 };
 
+/// What went wrong reading or writing the site's files or their archive.
+#[derive(Debug, thiserror::Error)]
+pub enum FilesError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("writing the tar: {0}")]
+    Tar(#[source] io::Error),
+    #[error("the files archive: {0}")]
+    Archive(#[source] io::Error),
+    #[error("unpacking the files archive: {0}")]
+    Unpacking(#[source] io::Error),
+    #[error("the index: {0}")]
+    Index(#[source] io::Error),
+    #[error(transparent)]
+    Root(#[from] beneath::RootUnopened),
+    #[error(transparent)]
+    BadBackup(#[from] crate::domain::backup::BadBackup),
+    /// A site or an archive this node will not read or write, the fault named.
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl FilesError {
+    fn io(path: &Path) -> impl FnOnce(io::Error) -> FilesError + '_ {
+        move |source| FilesError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+impl From<String> for FilesError {
+    fn from(refusal: String) -> FilesError {
+        FilesError::Refused(refusal)
+    }
+}
+
+impl From<&str> for FilesError {
+    fn from(refusal: &str) -> FilesError {
+        FilesError::Refused(refusal.to_string())
+    }
+}
+
 const NOFOLLOW: i32 = rustix::fs::OFlags::NOFOLLOW.bits() as i32;
 
 /// The index of the run being extended, read one line at a time.
@@ -38,8 +85,8 @@ pub struct OldIndex {
 }
 
 impl OldIndex {
-    pub fn open(path: &Path) -> Result<OldIndex, String> {
-        let file = File::open(path).map_err(|error| format!("{}: {error}", path.display()))?;
+    pub fn open(path: &Path) -> Result<OldIndex, FilesError> {
+        let file = File::open(path).map_err(FilesError::io(path))?;
         let mut index = OldIndex {
             lines: BufReader::new(file).lines(),
             next: None,
@@ -48,12 +95,10 @@ impl OldIndex {
         Ok(index)
     }
 
-    fn advance(&mut self) -> Result<(), String> {
+    fn advance(&mut self) -> Result<(), FilesError> {
         self.next = match self.lines.next() {
             None => None,
-            Some(line) => Some(IndexEntry::parse(
-                &line.map_err(|error| format!("the index: {error}"))?,
-            )?),
+            Some(line) => Some(IndexEntry::parse(&line.map_err(FilesError::Index)?)?),
         };
         Ok(())
     }
@@ -77,7 +122,7 @@ pub fn write_tar(
     mut old: Option<OldIndex>,
     index_out: &Path,
     removed_spool: &Path,
-) -> Result<Walked, String> {
+) -> Result<Walked, FilesError> {
     let root = &site.root;
     let root_meta = fs::symlink_metadata(root)
         .map_err(|error| format!("the site root {}: {error}", root.display()))?;
@@ -85,7 +130,8 @@ pub fn write_tar(
         return Err(format!(
             "the site root {} is not a directory (a link is not followed)",
             root.display()
-        ));
+        )
+        .into());
     }
     let create = |path: &Path| {
         OpenOptions::new()
@@ -95,7 +141,7 @@ pub fn write_tar(
             .custom_flags(NOFOLLOW)
             .open(path)
             .map(BufWriter::new)
-            .map_err(|error| format!("{}: {error}", path.display()))
+            .map_err(FilesError::io(path))
     };
     let mut index = create(index_out)?;
     let mut removed = create(removed_spool)?;
@@ -106,7 +152,7 @@ pub fn write_tar(
     // Depth first, each directory's names sorted: (relative path, open listing).
     let mut stack: Vec<(PathBuf, std::vec::IntoIter<std::ffi::OsString>)> =
         vec![(PathBuf::new(), sorted_names(root)?.into_iter())];
-    let io_error = |error: io::Error| format!("writing the tar: {error}");
+    let io_error = FilesError::Tar;
     while let Some((directory, names)) = stack.last_mut() {
         let Some(name) = names.next() else {
             stack.pop();
@@ -163,7 +209,7 @@ pub fn write_tar(
             let listing = match sorted_names(&full) {
                 Ok(listing) => listing,
                 Err(why) => {
-                    walked.notes.push(why);
+                    walked.notes.push(why.to_string());
                     Vec::new()
                 }
             };
@@ -175,8 +221,7 @@ pub fn write_tar(
             continue;
         }
         if kind.is_symlink() {
-            let target =
-                fs::read_link(&full).map_err(|error| format!("{}: {error}", full.display()))?;
+            let target = fs::read_link(&full).map_err(FilesError::io(&full))?;
             header.set_size(0);
             builder
                 .append_link(&mut header, &relative, &target)
@@ -254,9 +299,9 @@ pub fn write_tar(
 }
 
 /// The names in `directory`, sorted by their bytes.
-fn sorted_names(directory: &Path) -> Result<Vec<std::ffi::OsString>, String> {
+fn sorted_names(directory: &Path) -> Result<Vec<std::ffi::OsString>, FilesError> {
     let mut names: Vec<std::ffi::OsString> = fs::read_dir(directory)
-        .map_err(|error| format!("{}: {error}", directory.display()))?
+        .map_err(FilesError::io(directory))?
         .filter_map(Result::ok)
         .map(|entry| entry.file_name())
         .collect();
@@ -309,11 +354,9 @@ struct Held {
     mtime: u64,
 }
 
-fn read_member(entry: &mut tar::Entry<'_, &mut dyn Read>) -> Result<Held, String> {
+fn read_member(entry: &mut tar::Entry<'_, &mut dyn Read>) -> Result<Held, FilesError> {
     let mut bytes = Vec::new();
-    entry
-        .read_to_end(&mut bytes)
-        .map_err(|error| format!("the files archive: {error}"))?;
+    entry.read_to_end(&mut bytes).map_err(FilesError::Archive)?;
     Ok(Held {
         bytes,
         mode: entry.header().mode().unwrap_or(0o600) & 0o777,
@@ -333,7 +376,7 @@ fn chosen_list(
     removal: &Removal,
     named: Option<Vec<u8>>,
     last_held: Option<Held>,
-) -> Result<Option<Vec<u8>>, String> {
+) -> Result<Option<Vec<u8>>, FilesError> {
     match removal {
         Removal::None => Ok(None),
         Removal::Named(list) => {
@@ -354,16 +397,13 @@ fn walk_members(
     archive: &mut tar::Archive<&mut dyn Read>,
     removal: &Removal,
     applied: &mut Applied,
-    mut site: impl FnMut(&mut tar::Entry<'_, &mut dyn Read>, Vec<u8>) -> Result<Option<u64>, String>,
-    mut held_site_file: impl FnMut(&Held) -> Result<(), String>,
-) -> Result<Option<Vec<u8>>, String> {
+    mut site: impl FnMut(&mut tar::Entry<'_, &mut dyn Read>, Vec<u8>) -> Result<Option<u64>, FilesError>,
+    mut held_site_file: impl FnMut(&Held) -> Result<(), FilesError>,
+) -> Result<Option<Vec<u8>>, FilesError> {
     let mut named = None;
     let mut held: Option<Held> = None;
-    for entry in archive
-        .entries()
-        .map_err(|error| format!("the files archive: {error}"))?
-    {
-        let mut entry = entry.map_err(|error| format!("the files archive: {error}"))?;
+    for entry in archive.entries().map_err(FilesError::Archive)? {
+        let mut entry = entry.map_err(FilesError::Archive)?;
         if let Some(site_file) = held.take() {
             held_site_file(&site_file)?;
             applied.files += 1;
@@ -371,7 +411,7 @@ fn walk_members(
         }
         let name = entry.path_bytes().into_owned();
         match member_role(removal, &name) {
-            MemberRole::Foreign => return Err(foreign(&name)),
+            MemberRole::Foreign => return Err(foreign(&name).into()),
             MemberRole::RemovedList => named = Some(read_member(&mut entry)?.bytes),
             MemberRole::RemovedListIfLast => held = Some(read_member(&mut entry)?),
             MemberRole::Site => {
@@ -387,7 +427,7 @@ fn walk_members(
 
 /// Reads every member of a tar to its end (level 2: every byte is decrypted and
 /// decompressed, every header parsed), and checks its removal list against the manifest.
-pub fn read_tar(input: &mut dyn Read, removal: &Removal) -> Result<Applied, String> {
+pub fn read_tar(input: &mut dyn Read, removal: &Removal) -> Result<Applied, FilesError> {
     let mut archive = tar::Archive::new(input);
     let mut applied = Applied::default();
     walk_members(
@@ -396,8 +436,7 @@ pub fn read_tar(input: &mut dyn Read, removal: &Removal) -> Result<Applied, Stri
         &mut applied,
         |entry, _| {
             let kind = entry.header().entry_type();
-            let read = io::copy(entry, &mut io::sink())
-                .map_err(|error| format!("the files archive: {error}"))?;
+            let read = io::copy(entry, &mut io::sink()).map_err(FilesError::Archive)?;
             Ok((kind.is_file() || kind.is_symlink()).then_some(read))
         },
         |_| Ok(()),
@@ -413,7 +452,7 @@ pub fn apply_tar(
     input: &mut dyn Read,
     target: &Path,
     removal: &Removal,
-) -> Result<Applied, String> {
+) -> Result<Applied, FilesError> {
     let root = beneath::open_root(target)?;
     let mut archive = tar::Archive::new(input);
     archive.set_preserve_permissions(true);
@@ -438,9 +477,7 @@ pub fn apply_tar(
                     beneath::remove(&root, &path).map_err(refused)?;
                 }
             }
-            entry
-                .unpack_in(target)
-                .map_err(|error| format!("unpacking the files archive: {error}"))?;
+            entry.unpack_in(target).map_err(FilesError::Unpacking)?;
             Ok((kind.is_file() || kind.is_symlink()).then_some(size))
         },
         |site_file| write_site_file(&root, target, Path::new(OLD_REMOVED_MEMBER), site_file),
@@ -463,9 +500,12 @@ pub fn apply_tar(
                 return Err(format!(
                     "the removal list names a path outside the site: {}",
                     relative.display()
-                ))
+                )
+                .into())
             }
-            Err(refusal) => return Err(format!("removing {}: {refusal}", relative.display())),
+            Err(refusal) => {
+                return Err(format!("removing {}: {refusal}", relative.display()).into())
+            }
         }
     }
     Ok(applied)
@@ -478,14 +518,14 @@ fn write_site_file(
     target: &Path,
     relative: &Path,
     held: &Held,
-) -> Result<(), String> {
+) -> Result<(), FilesError> {
     let refused =
         |refusal: beneath::Refused| format!("unpacking {}: {refusal}", relative.display());
     beneath::parent_is_beneath(root, relative).map_err(refused)?;
     beneath::remove(root, relative).map_err(refused)?;
     let path = target.join(relative);
     if let Some(parent) = path.parent() {
-        fs::create_dir_all(parent).map_err(|error| format!("{}: {error}", parent.display()))?;
+        fs::create_dir_all(parent).map_err(FilesError::io(parent))?;
     }
     // Checked again now that the directories exist (create_dir_all made no link).
     beneath::parent_is_beneath(root, relative).map_err(refused)?;
@@ -495,22 +535,19 @@ fn write_site_file(
         .mode(held.mode)
         .custom_flags(NOFOLLOW)
         .open(&path)
-        .map_err(|error| format!("{}: {error}", path.display()))?;
-    file.write_all(&held.bytes)
-        .map_err(|error| format!("{}: {error}", path.display()))?;
+        .map_err(FilesError::io(&path))?;
+    file.write_all(&held.bytes).map_err(FilesError::io(&path))?;
     let _ = file.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(held.mtime));
     Ok(())
 }
 
 /// Files (and links) under `root`, and their bytes, without following links.
-pub fn count_files(root: &Path) -> Result<(u64, u64), String> {
+pub fn count_files(root: &Path) -> Result<(u64, u64), FilesError> {
     let mut count = 0;
     let mut bytes = 0;
     let mut stack = vec![root.to_path_buf()];
     while let Some(directory) = stack.pop() {
-        for entry in
-            fs::read_dir(&directory).map_err(|error| format!("{}: {error}", directory.display()))?
-        {
+        for entry in fs::read_dir(&directory).map_err(FilesError::io(&directory))? {
             let entry = entry.map_err(|error| error.to_string())?;
             let meta = entry.metadata().map_err(|error| error.to_string())?;
             if meta.is_dir() {
@@ -590,6 +627,7 @@ mod tests {
         let refused = apply_tar(&mut forged.as_slice(), target.path(), &Removal::None);
         assert!(refused
             .unwrap_err()
+            .to_string()
             .contains("no backup of this site writes"));
         assert!(read_tar(&mut forged.as_slice(), &Removal::None).is_err());
         assert!(target.path().join("kept.txt").exists());
@@ -605,7 +643,10 @@ mod tests {
             paths: 1,
         });
         let refused = apply_tar(&mut archive.as_slice(), target.path(), &named);
-        assert!(refused.unwrap_err().contains("does not match its manifest"));
+        assert!(refused
+            .unwrap_err()
+            .to_string()
+            .contains("does not match its manifest"));
         assert!(target.path().join("kept.txt").exists());
     }
 }

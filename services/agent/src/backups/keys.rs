@@ -11,8 +11,41 @@ use std::{io::Write, str::FromStr};
 
 use crate::{
     domain::backup::{sha256_hex, RecoveryKey},
-    state::StateDir,
+    state::{StateDir, StateError},
 };
+
+/// What went wrong with the site key or the owner's recovery key.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("the site key cannot be written: {0}")]
+    SiteKeyUnwritable(#[source] StateError),
+    #[error("the site key: {0}")]
+    SiteKeyUnreadable(#[source] StateError),
+    #[error("{SITE_KEY} holds no AGE-SECRET-KEY-1 line")]
+    NoIdentityLine,
+    #[error("{SITE_KEY} does not hold a valid age identity")]
+    BadIdentity,
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("{RECOVERY_KEY} cannot be read: {0}")]
+    BadRecoveryKey(#[source] serde_json::Error),
+    #[error("that is not an age X25519 public key (age1..., as age-keygen prints it)")]
+    NotARecipient,
+    #[error(
+        "no recovery key is set on this node; run capstan-agent recovery-key set age1... first"
+    )]
+    NoRecoveryKey,
+    #[error("the recovery key is already proven")]
+    AlreadyProven,
+    #[error("that is not the answer to the challenge; decrypt it with: age -d -i <your key file> recovery_challenge.age")]
+    WrongAnswer,
+    #[error(transparent)]
+    Encrypt(#[from] age::EncryptError),
+    #[error(transparent)]
+    Write(#[from] std::io::Error),
+    #[error(transparent)]
+    NotText(#[from] std::string::FromUtf8Error),
+}
 
 /// The site key file (the `AGE-SECRET-KEY-1...` line, as `age-keygen` writes it).
 pub const SITE_KEY: &str = "backup_site_key";
@@ -22,7 +55,7 @@ pub const RECOVERY_KEY: &str = "recovery_key.json";
 pub const RECOVERY_CHALLENGE: &str = "recovery_challenge.age";
 
 /// The site key, generated (0600) when the node has none.
-pub fn site_key(state: &StateDir) -> Result<age::x25519::Identity, String> {
+pub fn site_key(state: &StateDir) -> Result<age::x25519::Identity, KeyError> {
     if let Some(identity) = read_site_key(state)? {
         return Ok(identity);
     }
@@ -35,15 +68,15 @@ pub fn site_key(state: &StateDir) -> Result<age::x25519::Identity, String> {
     );
     state
         .write(SITE_KEY, text.as_bytes(), 0o600)
-        .map_err(|error| format!("the site key cannot be written: {error}"))?;
+        .map_err(KeyError::SiteKeyUnwritable)?;
     Ok(identity)
 }
 
 /// The site key if the node has one; a file another user could read is refused.
-pub fn read_site_key(state: &StateDir) -> Result<Option<age::x25519::Identity>, String> {
+pub fn read_site_key(state: &StateDir) -> Result<Option<age::x25519::Identity>, KeyError> {
     let Some(bytes) = state
         .read_secret(SITE_KEY)
-        .map_err(|error| format!("the site key: {error}"))?
+        .map_err(KeyError::SiteKeyUnreadable)?
     else {
         return Ok(None);
     };
@@ -52,10 +85,10 @@ pub fn read_site_key(state: &StateDir) -> Result<Option<age::x25519::Identity>, 
         .lines()
         .map(str::trim)
         .find(|line| line.starts_with("AGE-SECRET-KEY-1"))
-        .ok_or_else(|| format!("{} holds no AGE-SECRET-KEY-1 line", SITE_KEY))?;
+        .ok_or(KeyError::NoIdentityLine)?;
     age::x25519::Identity::from_str(line)
         .map(Some)
-        .map_err(|_| format!("{SITE_KEY} does not hold a valid age identity"))
+        .map_err(|_| KeyError::BadIdentity)
 }
 
 /// Whether `text` is an age X25519 recipient.
@@ -64,15 +97,15 @@ pub fn recipient_parses(text: &str) -> bool {
 }
 
 /// The owner's recovery key as the node holds it; an untrusted or unreadable file is an error.
-pub fn recovery_key(state: &StateDir) -> Result<Option<RecoveryKey>, String> {
+pub fn recovery_key(state: &StateDir) -> Result<Option<RecoveryKey>, KeyError> {
     let bytes = match state.read_deciding(RECOVERY_KEY) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return Ok(None),
-        Err(error) => return Err(error.to_string()),
+        Err(error) => return Err(error.into()),
     };
     serde_json::from_slice(&bytes)
         .map(Some)
-        .map_err(|error| format!("{RECOVERY_KEY} cannot be read: {error}"))
+        .map_err(KeyError::BadRecoveryKey)
 }
 
 /// The proven recovery recipient, if any (what a backup is sealed to besides the site key).
@@ -87,11 +120,10 @@ pub fn proven_recovery_recipient(state: &StateDir) -> Option<age::x25519::Recipi
 
 /// `capstan-agent recovery-key set age1...`: writes a challenge encrypted to the key and
 /// records the key as pending. Returns the armored challenge for the owner to decrypt.
-pub fn set_recovery_key(state: &StateDir, recipient_text: &str) -> Result<String, String> {
+pub fn set_recovery_key(state: &StateDir, recipient_text: &str) -> Result<String, KeyError> {
     let recipient_text = recipient_text.trim();
-    let recipient = age::x25519::Recipient::from_str(recipient_text).map_err(|_| {
-        "that is not an age X25519 public key (age1..., as age-keygen prints it)".to_string()
-    })?;
+    let recipient =
+        age::x25519::Recipient::from_str(recipient_text).map_err(|_| KeyError::NotARecipient)?;
     let mut secret = [0u8; 16];
     rand::rng().fill_bytes(&mut secret);
     let answer: String = secret.iter().map(|byte| format!("{byte:02x}")).collect();
@@ -103,55 +135,41 @@ pub fn set_recovery_key(state: &StateDir, recipient_text: &str) -> Result<String
         set_at: Utc::now(),
         proven_at: None,
     };
-    state
-        .write(RECOVERY_CHALLENGE, challenge.as_bytes(), 0o600)
-        .map_err(|error| error.to_string())?;
-    state
-        .write_json(RECOVERY_KEY, &key, 0o600)
-        .map_err(|error| error.to_string())?;
+    state.write(RECOVERY_CHALLENGE, challenge.as_bytes(), 0o600)?;
+    state.write_json(RECOVERY_KEY, &key, 0o600)?;
     Ok(challenge)
 }
 
 /// `capstan-agent recovery-key prove <answer>`: completes the challenge. A wrong answer
 /// changes nothing.
-pub fn prove_recovery_key(state: &StateDir, answer: &str) -> Result<RecoveryKey, String> {
-    let mut key = recovery_key(state)?.ok_or(
-        "no recovery key is set on this node; run capstan-agent recovery-key set age1... first",
-    )?;
+pub fn prove_recovery_key(state: &StateDir, answer: &str) -> Result<RecoveryKey, KeyError> {
+    let mut key = recovery_key(state)?.ok_or(KeyError::NoRecoveryKey)?;
     if key.state == "proven" {
-        return Err("the recovery key is already proven".into());
+        return Err(KeyError::AlreadyProven);
     }
     if sha256_hex(answer.trim().as_bytes()) != key.answer_sha256 {
-        return Err("that is not the answer to the challenge; decrypt it with: age -d -i <your key file> recovery_challenge.age".into());
+        return Err(KeyError::WrongAnswer);
     }
     key.state = "proven".into();
     key.proven_at = Some(Utc::now());
-    state
-        .write_json(RECOVERY_KEY, &key, 0o600)
-        .map_err(|error| error.to_string())?;
+    state.write_json(RECOVERY_KEY, &key, 0o600)?;
     let _ = state.remove(RECOVERY_CHALLENGE);
     Ok(key)
 }
 
-fn encrypt_armored(recipient: &age::x25519::Recipient, plaintext: &[u8]) -> Result<String, String> {
+fn encrypt_armored(
+    recipient: &age::x25519::Recipient,
+    plaintext: &[u8],
+) -> Result<String, KeyError> {
     let encryptor =
-        age::Encryptor::with_recipients(std::iter::once(recipient as &dyn age::Recipient))
-            .map_err(|error| error.to_string())?;
+        age::Encryptor::with_recipients(std::iter::once(recipient as &dyn age::Recipient))?;
     let mut armored = Vec::new();
     let armor =
-        age::armor::ArmoredWriter::wrap_output(&mut armored, age::armor::Format::AsciiArmor)
-            .map_err(|error| error.to_string())?;
-    let mut writer = encryptor
-        .wrap_output(armor)
-        .map_err(|error| error.to_string())?;
-    writer
-        .write_all(plaintext)
-        .map_err(|error| error.to_string())?;
-    writer
-        .finish()
-        .and_then(|armor| armor.finish())
-        .map_err(|error| error.to_string())?;
-    String::from_utf8(armored).map_err(|error| error.to_string())
+        age::armor::ArmoredWriter::wrap_output(&mut armored, age::armor::Format::AsciiArmor)?;
+    let mut writer = encryptor.wrap_output(armor)?;
+    writer.write_all(plaintext)?;
+    writer.finish().and_then(|armor| armor.finish())?;
+    Ok(String::from_utf8(armored)?)
 }
 
 #[cfg(test)]
@@ -188,7 +206,7 @@ mod tests {
         assert_eq!(recovery_key(&state).unwrap().unwrap().state, "pending");
         assert!(proven_recovery_recipient(&state).is_none());
         let wrong = prove_recovery_key(&state, "0123").unwrap_err();
-        assert!(wrong.contains("not the answer"), "{wrong}");
+        assert!(wrong.to_string().contains("not the answer"), "{wrong}");
         assert_eq!(recovery_key(&state).unwrap().unwrap().state, "pending");
         let answer = decrypt(&owner, &challenge);
         let proven = prove_recovery_key(&state, &answer).unwrap();
@@ -205,11 +223,15 @@ mod tests {
         let (_parent, state) = scratch();
         for bad in ["ssh-ed25519 AAAA", "age1notakey", ""] {
             let error = set_recovery_key(&state, bad).unwrap_err();
-            assert!(error.contains("not an age X25519 public key"), "{error}");
+            assert!(
+                error.to_string().contains("not an age X25519 public key"),
+                "{error}"
+            );
         }
         assert_eq!(recovery_key(&state).unwrap(), None);
         assert!(prove_recovery_key(&state, "x")
             .unwrap_err()
+            .to_string()
             .contains("no recovery key"));
     }
 
@@ -227,6 +249,10 @@ mod tests {
         assert_eq!(mode, 0o600);
         std::fs::set_permissions(state.file(SITE_KEY), std::fs::Permissions::from_mode(0o644))
             .unwrap();
-        assert!(read_site_key(&state).err().unwrap().contains("0600"));
+        assert!(read_site_key(&state)
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("0600"));
     }
 }

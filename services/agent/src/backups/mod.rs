@@ -4,11 +4,14 @@
 //! presigned for the running job. Artifacts are sealed with age to the owner's proven
 //! recovery key and the node's site key; the manifest is signed with the node's own key.
 
+mod backup_run;
 pub mod beneath;
 pub mod database;
 pub mod files;
 pub mod keys;
+mod restore;
 pub mod transfer;
+mod verify;
 
 use base64::{engine::general_purpose::STANDARD, Engine as _};
 use capstan_signing::NodeKey;
@@ -21,16 +24,68 @@ use crate::{
     domain::{
         backup::{
             decide_kind, key, manifest_name, public_key_pem, recovery_key_report, replay_order,
-            Kind, Manifest, Recipient, DATABASE_ARTIFACT, FILES_ARTIFACT, MANIFEST_FORMAT,
-            NODE_KEY_OBJECT,
+            BadBackup, Kind, Manifest, Recipient, DATABASE_ARTIFACT, FILES_ARTIFACT,
+            MANIFEST_FORMAT, NODE_KEY_OBJECT,
         },
         site::Site,
     },
-    plane::{Objects, UrlOp},
+    plane::{ObjectError, Objects, UrlOp},
     state::StateDir,
     words::{describe, Failed, Finished, Redaction},
 };
-use transfer::{fetch_and_open, seal_and_upload, url_for, Broker};
+use database::DatabaseError;
+use files::FilesError;
+use keys::KeyError;
+use transfer::{
+    fetch_and_open, seal_and_upload, url_for, Broker, BrokerError, Problem, SealError,
+    TransferError,
+};
+
+/// Why a backup word failed: the part that failed, or a refusal of what it was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    #[error(transparent)]
+    Database(#[from] DatabaseError),
+    #[error(transparent)]
+    Files(#[from] FilesError),
+    #[error(transparent)]
+    Keys(#[from] KeyError),
+    #[error(transparent)]
+    Transfer(#[from] TransferError),
+    #[error(transparent)]
+    Broker(#[from] BrokerError),
+    #[error(transparent)]
+    Object(#[from] ObjectError),
+    #[error(transparent)]
+    BadBackup(#[from] BadBackup),
+    #[error("{0}")]
+    Stopped(#[from] tokio::task::JoinError),
+    /// A parameter, a site or a backup this node will not use, the fault named (the job's
+    /// reason as it is).
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl From<String> for BackupError {
+    fn from(refusal: String) -> BackupError {
+        BackupError::Refused(refusal)
+    }
+}
+
+impl From<&str> for BackupError {
+    fn from(refusal: &str) -> BackupError {
+        BackupError::Refused(refusal.to_string())
+    }
+}
+
+impl<E: std::error::Error + Into<BackupError>> From<SealError<E>> for BackupError {
+    fn from(error: SealError<E>) -> BackupError {
+        match error {
+            SealError::Transfer(error) => error.into(),
+            SealError::Produce(error) => error.into(),
+        }
+    }
+}
 
 /// The words this module runs.
 pub const WORDS: &[&str] = &[
@@ -88,7 +143,7 @@ pub async fn run<B: Broker>(
         "list_backups" => Ok(backups.list_backups()),
         "restore_database" => backups.restore(params, false).await,
         "restore_project" => backups.restore(params, true).await,
-        other => Err(format!("{other} is not a backup word")),
+        other => Err(format!("{other} is not a backup word").into()),
     };
     match result {
         // Issue 27: a verify that found the backup wanting is a failed job wherever the job is
@@ -140,20 +195,20 @@ fn verify_failure(verdict: &Value) -> String {
     )
 }
 
-fn seq_param(params: &Value, name: &str) -> Result<u64, String> {
+fn seq_param(params: &Value, name: &str) -> Result<u64, BackupError> {
     params
         .get(name)
         .and_then(Value::as_u64)
         .filter(|seq| *seq >= 1)
-        .ok_or_else(|| format!("{name} must be a whole number from 1"))
+        .ok_or_else(|| BackupError::Refused(format!("{name} must be a whole number from 1")))
 }
 
 impl<B: Broker> Backups<'_, B> {
-    fn site(&self) -> Result<Site, String> {
+    fn site(&self) -> Result<Site, BackupError> {
         match self.state.site() {
             Ok(Some(site)) => Ok(site),
             Ok(None) => Err("this node has no site.json: it is siteless and has no backups".into()),
-            Err(error) => Err(format!("site.json cannot be used: {error}")),
+            Err(error) => Err(format!("site.json cannot be used: {error}").into()),
         }
     }
 
@@ -183,572 +238,10 @@ impl<B: Broker> Backups<'_, B> {
             "recovery_key": recovery_key_report(&keys::recovery_key(self.state), keys::recipient_parses),
         })
     }
-
-    /// `backup_run {seq, kind, previous_seq}`.
-    pub async fn backup_run(&self, params: &Value) -> Result<Value, String> {
-        let seq = seq_param(params, "seq")?;
-        let asked = match params.get("kind").and_then(Value::as_str) {
-            Some("full") => Kind::Full,
-            Some("incremental") => Kind::Incremental,
-            _ => return Err("kind must be full or incremental".into()),
-        };
-        let previous_seq = match (asked, params.get("previous_seq")) {
-            (Kind::Incremental, Some(_)) => Some(seq_param(params, "previous_seq")?),
-            (Kind::Incremental, None) => return Err("an incremental run needs previous_seq".into()),
-            (Kind::Full, None | Some(Value::Null)) => None,
-            (Kind::Full, Some(_)) => return Err("a full run takes no previous_seq".into()),
-        };
-        if previous_seq.is_some_and(|previous| previous >= seq) {
-            return Err("previous_seq must be lower than seq".into());
-        }
-        let site = self.site()?;
-        let site_key = keys::site_key(self.state)?;
-        let mut recipients = Vec::new();
-        let mut sealed_to = Vec::new();
-        if let Some(owner) = keys::proven_recovery_recipient(self.state) {
-            sealed_to.push(Recipient {
-                role: "owner".into(),
-                recipient: owner.to_string(),
-            });
-            recipients.push(owner);
-        }
-        sealed_to.push(Recipient {
-            role: "site".into(),
-            recipient: site_key.to_public().to_string(),
-        });
-        recipients.push(site_key.to_public());
-        let chain = self.chain();
-        let extended = |previous: u64| {
-            self.state.file(&index_name(previous)).is_file()
-                && chain.iter().any(|run| run.seq == previous)
-        };
-        let (kind, note) = decide_kind(asked, previous_seq, extended);
-        let (full_seq, previous_seq) = match kind {
-            Kind::Full => (seq, None),
-            Kind::Incremental => {
-                let previous = previous_seq.expect("an incremental has a previous run");
-                let full_seq = chain
-                    .iter()
-                    .find(|run| run.seq == previous)
-                    .map(|run| run.full_seq)
-                    .expect("decide_kind checked the chain");
-                (full_seq, Some(previous))
-            }
-        };
-        let started_at = Utc::now();
-        let mut artifacts = Vec::new();
-        let database = match &site.database {
-            Some(source) => {
-                let facts = database::connection(source)?;
-                let (artifact, counts) = seal_and_upload(
-                    &self.broker,
-                    &self.objects,
-                    recipients.clone(),
-                    seq,
-                    DATABASE_ARTIFACT,
-                    "database",
-                    move |out| database::dump(&facts, out),
-                )
-                .await?;
-                artifacts.push(artifact);
-                Some(counts)
-            }
-            None => None,
-        };
-        let index_tmp = self.state.file(&format!(".{}.tmp", index_name(seq)));
-        let removed_tmp = self.state.file(&format!(".backup-removed-{seq}.tmp"));
-        let _ = std::fs::remove_file(&index_tmp);
-        let _ = std::fs::remove_file(&removed_tmp);
-        let old_index = previous_seq.map(|previous| self.state.file(&index_name(previous)));
-        let walked = {
-            let site = site.clone();
-            let index_tmp = index_tmp.clone();
-            let removed_tmp = removed_tmp.clone();
-            seal_and_upload(
-                &self.broker,
-                &self.objects,
-                recipients,
-                seq,
-                FILES_ARTIFACT,
-                "files",
-                move |out| {
-                    let old = old_index
-                        .map(|path| files::OldIndex::open(&path))
-                        .transpose()?;
-                    files::write_tar(&site, out, old, &index_tmp, &removed_tmp)
-                },
-            )
-            .await
-        };
-        let _ = std::fs::remove_file(&removed_tmp);
-        let (artifact, walked) = match walked {
-            Ok(walked) => walked,
-            Err(error) => {
-                let _ = std::fs::remove_file(&index_tmp);
-                return Err(error);
-            }
-        };
-        artifacts.push(artifact);
-        let manifest = Manifest {
-            format: MANIFEST_FORMAT,
-            node_fingerprint: self.fingerprint(),
-            seq,
-            kind,
-            full_seq,
-            previous_seq,
-            started_at,
-            finished_at: Utc::now(),
-            recipients: sealed_to,
-            artifacts,
-            files: walked.counts,
-            database,
-            removed_list: walked.removed_list,
-        };
-        let bytes = serde_json::to_vec(&manifest).expect("a manifest serializes");
-        let signature = STANDARD.encode(self.node_key.sign(&bytes));
-        // The signature, then the manifest: written last, after every part landed.
-        let name = manifest_name(seq);
-        let put = |name: String, body: Vec<u8>| async move {
-            let url = url_for(&self.broker, UrlOp::Put, &key(seq, &name)).await?;
-            self.objects.put(&url, body.into()).await
-        };
-        let node_key = public_key_pem(self.node_key.public_key().as_bytes());
-        let landed = async {
-            // The node's public key beside the manifest, for a check by hand (issue 27).
-            put(NODE_KEY_OBJECT.to_string(), node_key.into_bytes()).await?;
-            put(format!("{name}.sig"), signature.clone().into_bytes()).await?;
-            put(name.clone(), bytes.clone()).await
-        }
-        .await;
-        if let Err(error) = landed {
-            let _ = std::fs::remove_file(&index_tmp);
-            return Err(error);
-        }
-        std::fs::rename(&index_tmp, self.state.file(&index_name(seq)))
-            .map_err(|error| format!("the local index cannot be kept: {error}"))?;
-        self.record(ChainRun {
-            seq,
-            kind,
-            full_seq,
-            previous_seq,
-            finished_at: manifest.finished_at,
-        })?;
-        // The manifest's exact bytes and the node's public key travel with it, so the plane
-        // checks the signature against the key the node was approved with.
-        let mut result = json!({
-            "seq": seq,
-            "kind": kind,
-            "manifest": manifest,
-            "manifest_sig": signature,
-            "manifest_text": String::from_utf8_lossy(&bytes),
-            "node_key": self.node_key.public_key().to_base64(),
-        });
-        if let Some(note) = note {
-            result["note"] = json!(note);
-        }
-        if !walked.notes.is_empty() {
-            result["notes"] = json!(walked.notes.iter().take(20).collect::<Vec<_>>());
-        }
-        Ok(result)
-    }
-
-    /// Adds a run to the node's record and keeps the newest local indexes.
-    fn record(&self, run: ChainRun) -> Result<(), String> {
-        let mut chain = self.chain();
-        chain.retain(|held| held.seq != run.seq);
-        chain.push(run);
-        chain.sort_by_key(|held| held.seq);
-        if chain.len() > CHAIN_KEPT {
-            chain.drain(..chain.len() - CHAIN_KEPT);
-        }
-        self.state
-            .write_json(CHAIN, &chain, 0o600)
-            .map_err(|error| error.to_string())?;
-        let mut indexes: Vec<u64> = self
-            .state
-            .names_with_prefix("backup-index-")
-            .map_err(|error| error.to_string())?
-            .iter()
-            .filter_map(|name| name.strip_prefix("backup-index-")?.parse().ok())
-            .collect();
-        indexes.sort_unstable();
-        if indexes.len() > INDEXES_KEPT {
-            for seq in &indexes[..indexes.len() - INDEXES_KEPT] {
-                let _ = self.state.remove(&index_name(*seq));
-            }
-        }
-        Ok(())
-    }
-
-    /// The manifests of the chain that ends at `seq`, newest first, each signature checked
-    /// against this node's key. `Err` when the check could not run; a manifest missing,
-    /// unsigned or not this node's is a problem.
-    async fn chain_manifests(&self, seq: u64) -> Result<Result<Vec<Manifest>, String>, String> {
-        let public = self.node_key.public_key();
-        let mut manifests: Vec<Manifest> = Vec::new();
-        let mut next = Some(seq);
-        while let Some(seq) = next {
-            if manifests.len() >= MAX_CHAIN {
-                return Ok(Err(format!("the chain is longer than {MAX_CHAIN} runs")));
-            }
-            let name = manifest_name(seq);
-            let urls = self
-                .broker
-                .urls(
-                    UrlOp::Get,
-                    &[key(seq, &name), key(seq, &format!("{name}.sig"))],
-                )
-                .await?;
-            let (Some(manifest_url), Some(sig_url)) = (urls.first(), urls.get(1)) else {
-                return Err("the broker gave fewer URLs than asked".into());
-            };
-            let bytes = match self.objects.get_small(manifest_url, 4 * 1024 * 1024).await {
-                Ok(bytes) => bytes,
-                Err(error) if error.contains("404") => {
-                    return Ok(Err(format!(
-                        "the manifest of run {seq} is missing from storage"
-                    )))
-                }
-                Err(error) => return Err(error),
-            };
-            let signature = match self.objects.get_small(sig_url, 4096).await {
-                Ok(signature) => signature,
-                Err(error) if error.contains("404") => {
-                    return Ok(Err(format!(
-                        "the signature of run {seq}'s manifest is missing"
-                    )))
-                }
-                Err(error) => return Err(error),
-            };
-            let signed = STANDARD
-                .decode(String::from_utf8_lossy(&signature).trim())
-                .ok()
-                .is_some_and(|signature| public.verify(&bytes, &signature).is_ok());
-            if !signed {
-                return Ok(Err(format!(
-                    "the manifest of run {seq} is not signed by this node's key"
-                )));
-            }
-            let manifest: Manifest = match serde_json::from_slice(&bytes) {
-                Ok(manifest) => manifest,
-                Err(error) => {
-                    return Ok(Err(format!(
-                        "the manifest of run {seq} does not read: {error}"
-                    )))
-                }
-            };
-            if manifest.seq != seq || manifest.node_fingerprint != self.fingerprint() {
-                return Ok(Err(format!(
-                    "the manifest of run {seq} is not this node's run {seq}"
-                )));
-            }
-            next = match manifest.kind {
-                Kind::Full => None,
-                Kind::Incremental => manifest.previous_seq,
-            };
-            manifests.push(manifest);
-        }
-        Ok(Ok(manifests))
-    }
-
-    /// `verify_backup {seq, level}`: level 2 opens and reads every artifact of the chain up to
-    /// `seq`; level 3 rehearses the restore into a scratch database and directory and compares
-    /// the counts with the manifest.
-    pub async fn verify_backup(&self, params: &Value) -> Result<Value, String> {
-        let seq = seq_param(params, "seq")?;
-        let level = params
-            .get("level")
-            .and_then(Value::as_u64)
-            .filter(|level| (2..=3).contains(level))
-            .ok_or("level must be 2 or 3")?;
-        let site = self.site()?;
-        let checked = self.check(seq, &site, level == 3).await?;
-        Ok(json!({
-            "seq": seq,
-            "level": level,
-            "ok": checked.problems.is_empty(),
-            "checked": {"artifacts": checked.artifacts, "bytes": checked.bytes,
-                        "files": checked.files, "tables": checked.tables},
-            "problems": checked.problems,
-        }))
-    }
-
-    /// Opens and reads (or, `rehearse`, restores into scratch) the chain up to `seq`.
-    async fn check(&self, seq: u64, site: &Site, rehearse: bool) -> Result<Checked, String> {
-        let mut checked = Checked::default();
-        let manifests = match self.chain_manifests(seq).await? {
-            Ok(manifests) => manifests,
-            Err(problem) => {
-                checked.problems.push(problem);
-                return Ok(checked);
-            }
-        };
-        let order = match replay_order(&manifests) {
-            Ok(order) => order,
-            Err(problem) => {
-                checked.problems.push(problem);
-                return Ok(checked);
-            }
-        };
-        let chosen = manifests[0].clone();
-        let identity = keys::read_site_key(self.state)?
-            .ok_or("this node has no site key, so it cannot open its backups (the recovery key still can, by hand)")?;
-        let scratch_dir = if rehearse {
-            Some(scratch_directory(&site.root, seq)?)
-        } else {
-            None
-        };
-        let facts = match (&site.database, rehearse) {
-            (Some(source), true) => Some(database::connection(source)?),
-            _ => None,
-        };
-        let scratch_db = match (&facts, &chosen.database) {
-            (Some(facts), Some(_)) => Some(database::Scratch::create(facts, seq)?),
-            _ => None,
-        };
-        for run in order {
-            let manifest = manifests
-                .iter()
-                .find(|manifest| manifest.seq == run)
-                .expect("the order is of these manifests");
-            for artifact in &manifest.artifacts {
-                checked.artifacts += 1;
-                let identity = identity.clone();
-                let outcome = match artifact.what.as_str() {
-                    "files" => {
-                        let target = scratch_dir.clone();
-                        let removal = manifest.removal();
-                        fetch_and_open(
-                            &self.broker,
-                            &self.objects,
-                            identity,
-                            artifact,
-                            move |input| {
-                                match &target {
-                                    Some(target) => files::apply_tar(input, target, &removal),
-                                    None => files::read_tar(input, &removal),
-                                }
-                                .map(|applied| (applied.files, 0))
-                            },
-                        )
-                        .await?
-                    }
-                    "database" => {
-                        let restore_into = match (&scratch_db, &facts) {
-                            (Some(scratch), Some(facts)) if run == seq => {
-                                Some((facts.clone(), scratch.name.clone()))
-                            }
-                            _ => None,
-                        };
-                        fetch_and_open(
-                            &self.broker,
-                            &self.objects,
-                            identity,
-                            artifact,
-                            move |input| match restore_into {
-                                Some((facts, name)) => {
-                                    database::restore(&facts, Some(&name), input)
-                                        .and_then(|()| database::counts(&facts, Some(&name)))
-                                        .map(|counts| (0, counts.tables))
-                                }
-                                None => database::list(input).map(|_| (0, 0)),
-                            },
-                        )
-                        .await?
-                    }
-                    other => {
-                        checked.problems.push(format!(
-                            "run {run} has an artifact of unknown kind {other:?}"
-                        ));
-                        continue;
-                    }
-                };
-                let (value, fetched) = outcome;
-                checked.bytes += fetched.bytes;
-                checked.problems.extend(
-                    fetched
-                        .problems
-                        .into_iter()
-                        .map(|problem| format!("run {run}: {problem}")),
-                );
-                if let Some((files, tables)) = value {
-                    checked.files += files;
-                    if run == seq && artifact.what == "database" {
-                        checked.tables = if rehearse {
-                            tables
-                        } else {
-                            chosen.database.map_or(0, |d| d.tables)
-                        };
-                    }
-                }
-            }
-        }
-        if rehearse && checked.problems.is_empty() {
-            if let (Some(scratch), Some(facts), Some(expected)) =
-                (&scratch_db, &facts, chosen.database)
-            {
-                let restored = database::counts(facts, Some(&scratch.name))?;
-                if restored != expected {
-                    checked.problems.push(format!(
-                        "the rehearsal restored {} tables and {} rows; the manifest says {} and {}",
-                        restored.tables, restored.rows, expected.tables, expected.rows
-                    ));
-                }
-            }
-            if let Some(directory) = &scratch_dir {
-                let (restored, _) = files::count_files(directory)?;
-                if chosen.files.total != restored {
-                    checked.problems.push(format!(
-                        "the rehearsal restored {restored} files; the manifest says the site held {}",
-                        chosen.files.total
-                    ));
-                }
-            }
-        }
-        if let Some(directory) = scratch_dir {
-            let _ = std::fs::remove_dir_all(directory);
-        }
-        drop(scratch_db);
-        Ok(checked)
-    }
-
-    /// `restore_database {seq}` / `restore_project {seq}`: tests the archive first, then
-    /// replaces the database (and, for a project, the site's files), keeping a safety snapshot
-    /// of what it replaces when there is room.
-    pub async fn restore(&self, params: &Value, project: bool) -> Result<Value, String> {
-        let seq = seq_param(params, "seq")?;
-        let site = self.site()?;
-        // Test the archive before anything is destroyed.
-        let manifests = match self.chain_manifests(seq).await? {
-            Ok(manifests) => manifests,
-            Err(problem) => return Err(format!("nothing was restored: {problem}")),
-        };
-        let chosen = manifests[0].clone();
-        if chosen.node_fingerprint != self.fingerprint() {
-            return Err("nothing was restored: this backup was made by another node".into());
-        }
-        let order = replay_order(&manifests)
-            .map_err(|problem| format!("nothing was restored: {problem}"))?;
-        let tested = self.check(seq, &site, false).await?;
-        if !tested.problems.is_empty() {
-            return Err(format!(
-                "nothing was restored: the archive did not pass its test: {}",
-                tested.problems.join("; ")
-            ));
-        }
-        let identity = keys::read_site_key(self.state)?.ok_or("this node has no site key")?;
-        prune_safety(self.state, &site.root);
-        let stamp = Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
-        let mut snapshots = Vec::new();
-        let mut restored = serde_json::Map::new();
-        // The files first: built beside the site, swapped in whole only once complete.
-        let mut swap = None;
-        if project {
-            let building = sibling(&site.root, &format!("capstan-restore-{seq}"))?;
-            let _ = std::fs::remove_dir_all(&building);
-            std::fs::create_dir(&building)
-                .map_err(|error| format!("{}: {error}", building.display()))?;
-            let mut count = 0;
-            for run in &order {
-                let manifest = manifests
-                    .iter()
-                    .find(|m| m.seq == *run)
-                    .expect("in the chain");
-                let Some(artifact) = manifest.artifact("files") else {
-                    continue;
-                };
-                let target = building.clone();
-                let removal = manifest.removal();
-                let (applied, fetched) = fetch_and_open(
-                    &self.broker,
-                    &self.objects,
-                    identity.clone(),
-                    artifact,
-                    move |input| files::apply_tar(input, &target, &removal),
-                )
-                .await?;
-                if applied.is_none() {
-                    let _ = std::fs::remove_dir_all(&building);
-                    return Err(format!(
-                        "nothing was restored: run {run}'s files could not be unpacked: {}",
-                        fetched.problems.join("; ")
-                    ));
-                }
-            }
-            if let Ok((files, _)) = files::count_files(&building) {
-                count = files;
-            }
-            restored.insert("files".into(), json!(count));
-            swap = Some(building);
-        }
-        if let (Some(source), Some(artifact)) = (&site.database, chosen.artifact("database")) {
-            let facts = database::connection(source)?;
-            if let Some(snapshot) = safety_dump(self.state, &facts, &stamp).await {
-                snapshots.push(snapshot);
-            }
-            let reset = facts.clone();
-            tokio::task::spawn_blocking(move || database::reset_public_schema(&reset))
-                .await
-                .map_err(|error| error.to_string())??;
-            let loading = facts.clone();
-            let (loaded, fetched) = fetch_and_open(
-                &self.broker,
-                &self.objects,
-                identity.clone(),
-                artifact,
-                move |input| database::restore(&loading, None, input),
-            )
-            .await?;
-            if loaded.is_none() {
-                return Err(format!(
-                    "the database load stopped at its first error (the public schema was recreated; the safety snapshot is {}): {}",
-                    snapshots.first().map_or("none".to_string(), |path: &PathBuf| path.display().to_string()),
-                    fetched.problems.join("; ")
-                ));
-            }
-            let counted = facts.clone();
-            let counts = tokio::task::spawn_blocking(move || database::counts(&counted, None))
-                .await
-                .map_err(|error| error.to_string())??;
-            restored.insert("tables".into(), json!(counts.tables));
-            restored.insert("rows".into(), json!(counts.rows));
-        }
-        if let Some(building) = swap {
-            let kept = sibling(&site.root, &format!("capstan-safety-{stamp}"))?;
-            std::fs::rename(&site.root, &kept)
-                .map_err(|error| format!("the site's files cannot be moved aside: {error}"))?;
-            if let Err(error) = std::fs::rename(&building, &site.root) {
-                let _ = std::fs::rename(&kept, &site.root);
-                return Err(format!(
-                    "the restored files cannot be moved into place: {error}"
-                ));
-            }
-            // Its age is counted from the restore, not from the files' last change.
-            if let Ok(directory) = std::fs::File::open(&kept) {
-                let _ = directory.set_modified(std::time::SystemTime::now());
-            }
-            snapshots.push(kept);
-        }
-        Ok(json!({
-            "seq": seq,
-            "restored": restored,
-            "safety_snapshot": snapshots.first().map(|path| path.display().to_string()),
-            "safety_snapshots": snapshots.iter().map(|path| path.display().to_string()).collect::<Vec<_>>(),
-        }))
-    }
-}
-
-#[derive(Debug, Default)]
-struct Checked {
-    artifacts: u64,
-    bytes: u64,
-    files: u64,
-    tables: u64,
-    problems: Vec<String>,
 }
 
 /// `<parent>/.<root name>.<suffix>`: beside the site root, on its filesystem.
-fn sibling(root: &Path, suffix: &str) -> Result<PathBuf, String> {
+fn sibling(root: &Path, suffix: &str) -> Result<PathBuf, BackupError> {
     let parent = root
         .parent()
         .ok_or("the site root has no parent directory")?;
@@ -759,75 +252,12 @@ fn sibling(root: &Path, suffix: &str) -> Result<PathBuf, String> {
     Ok(parent.join(format!(".{name}.{suffix}")))
 }
 
-fn scratch_directory(root: &Path, seq: u64) -> Result<PathBuf, String> {
+fn scratch_directory(root: &Path, seq: u64) -> Result<PathBuf, BackupError> {
     let directory = sibling(root, &format!("capstan-rehearse-{seq}"))?;
     let _ = std::fs::remove_dir_all(&directory);
     std::fs::create_dir(&directory)
         .map_err(|error| format!("the scratch directory {}: {error}", directory.display()))?;
     Ok(directory)
-}
-
-/// A `pg_dump` of the database about to be replaced, in the state directory's `safety/`, when
-/// the filesystem has room for twice the database's size.
-async fn safety_dump(
-    state: &StateDir,
-    facts: &crate::domain::site::ConnectionFacts,
-    stamp: &str,
-) -> Option<PathBuf> {
-    let directory = state.file("safety");
-    let facts = facts.clone();
-    let path = directory.join(format!("db-{stamp}.dump"));
-    tokio::task::spawn_blocking(move || {
-        std::fs::create_dir_all(&directory).ok()?;
-        let size: u64 = database::psql(&facts, None, "SELECT pg_database_size(current_database())")
-            .ok()?
-            .parse()
-            .ok()?;
-        let (_, available) = crate::words::filesystem_space(&directory).ok()?;
-        if available < size.saturating_mul(2) {
-            return None;
-        }
-        let mut file = std::fs::File::create(&path).ok()?;
-        match database::dump(&facts, &mut file) {
-            Ok(_) => Some(path),
-            Err(_) => {
-                let _ = std::fs::remove_file(&path);
-                None
-            }
-        }
-    })
-    .await
-    .ok()
-    .flatten()
-}
-
-/// Removes safety snapshots older than seven days (in the state directory and beside the
-/// site root).
-fn prune_safety(state: &StateDir, root: &Path) {
-    let cutoff =
-        std::time::SystemTime::now() - std::time::Duration::from_secs(SAFETY_DAYS as u64 * 86_400);
-    let old = |path: &Path| {
-        std::fs::symlink_metadata(path)
-            .and_then(|meta| meta.modified())
-            .is_ok_and(|modified| modified < cutoff)
-    };
-    if let Ok(entries) = std::fs::read_dir(state.file("safety")) {
-        for entry in entries.flatten() {
-            if old(&entry.path()) {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
-    }
-    if let (Some(parent), Some(name)) = (root.parent(), root.file_name()) {
-        let prefix = format!(".{}.capstan-safety-", name.to_string_lossy());
-        if let Ok(entries) = std::fs::read_dir(parent) {
-            for entry in entries.flatten() {
-                if entry.file_name().to_string_lossy().starts_with(&prefix) && old(&entry.path()) {
-                    let _ = std::fs::remove_dir_all(entry.path());
-                }
-            }
-        }
-    }
 }
 
 /// Whether `name` is one of the backup words.

@@ -13,7 +13,10 @@ use std::{
 };
 
 use capstan_agent::{
-    backups::{transfer::Broker, Backups},
+    backups::{
+        transfer::{Broker, BrokerError},
+        Backups,
+    },
     plane::{Objects, SignedUrl, UrlOp},
     state::StateDir,
 };
@@ -23,7 +26,7 @@ struct LocalBroker {
 }
 
 impl Broker for LocalBroker {
-    async fn urls(&self, _op: UrlOp, keys: &[String]) -> Result<Vec<SignedUrl>, String> {
+    async fn urls(&self, _op: UrlOp, keys: &[String]) -> Result<Vec<SignedUrl>, BrokerError> {
         Ok(keys
             .iter()
             .map(|key| SignedUrl {

@@ -27,6 +27,12 @@ pub const REMOVED_MEMBER: &str = "/.capstan/removed";
 /// have: honoured only in an incremental whose manifest names no list, and only as the
 /// archive's last member (where the walk always put the list).
 pub const OLD_REMOVED_MEMBER: &str = ".capstan/removed";
+refusal!(
+    /// What is wrong with a backup's own records (its removal list, its chain, an index
+    /// line): a problem of the backup, named.
+    BadBackup
+);
+
 /// The highest sequence number the plane may ask for (2^53, what JSON carries exactly).
 pub const MAX_SEQ: u64 = 1 << 53;
 
@@ -175,7 +181,7 @@ pub fn member_role(removal: &Removal, name: &[u8]) -> MemberRole {
 }
 
 /// Checks a removal list against what its manifest says of it.
-pub fn check_removed_list(list: &RemovedList, bytes: &[u8]) -> Result<(), String> {
+pub fn check_removed_list(list: &RemovedList, bytes: &[u8]) -> Result<(), BadBackup> {
     let paths = bytes
         .split(|byte| *byte == b'\n')
         .filter(|line| !line.is_empty())
@@ -184,7 +190,8 @@ pub fn check_removed_list(list: &RemovedList, bytes: &[u8]) -> Result<(), String
         return Err(format!(
             "the removal list does not match its manifest ({paths} paths; the manifest says {})",
             list.paths
-        ));
+        )
+        .into());
     }
     Ok(())
 }
@@ -264,7 +271,7 @@ pub fn decide_kind(
 /// `previous_seq` back): each incremental extends the next one in the list, all share one
 /// `full_seq`, and the last is that full. Returns the seqs in replay order, oldest first
 /// (BK-25: the last full, then every incremental up to the chosen run).
-pub fn replay_order(newest_first: &[Manifest]) -> Result<Vec<u64>, String> {
+pub fn replay_order(newest_first: &[Manifest]) -> Result<Vec<u64>, BadBackup> {
     let Some(chosen) = newest_first.first() else {
         return Err("no manifest to restore from".into());
     };
@@ -274,7 +281,8 @@ pub fn replay_order(newest_first: &[Manifest]) -> Result<Vec<u64>, String> {
             return Err(format!(
                 "run {} belongs to the chain of run {}, not {full_seq}",
                 manifest.seq, manifest.full_seq
-            ));
+            )
+            .into());
         }
         match (manifest.kind, newest_first.get(index + 1)) {
             (Kind::Full, None) if manifest.seq == full_seq => {}
@@ -282,13 +290,15 @@ pub fn replay_order(newest_first: &[Manifest]) -> Result<Vec<u64>, String> {
                 return Err(format!(
                     "run {} is a full in the middle of the chain of run {full_seq}",
                     manifest.seq
-                ))
+                )
+                .into())
             }
             (Kind::Incremental, None) => {
                 return Err(format!(
                     "the chain ends at incremental run {} without its full run {full_seq}",
                     manifest.seq
-                ))
+                )
+                .into())
             }
             (Kind::Incremental, Some(older)) => {
                 if manifest.previous_seq != Some(older.seq) {
@@ -299,7 +309,8 @@ pub fn replay_order(newest_first: &[Manifest]) -> Result<Vec<u64>, String> {
                             .previous_seq
                             .map_or("nothing".to_string(), |seq| seq.to_string()),
                         older.seq
-                    ));
+                    )
+                    .into());
                 }
             }
         }
@@ -332,8 +343,8 @@ pub struct RecoveryKey {
 /// The check_status field `recovery_key`: `already` (a proven key), `none` (no key, or one
 /// not yet proven), `invalid` (a key file the node cannot use), with the fingerprint (sha256
 /// hex of the recipient string) when there is a recipient to name.
-pub fn recovery_key_report(
-    held: &Result<Option<RecoveryKey>, String>,
+pub fn recovery_key_report<E>(
+    held: &Result<Option<RecoveryKey>, E>,
     recipient_parses: impl Fn(&str) -> bool,
 ) -> serde_json::Value {
     use serde_json::json;
@@ -376,7 +387,7 @@ impl IndexEntry {
         line
     }
 
-    pub fn parse(line: &str) -> Result<IndexEntry, String> {
+    pub fn parse(line: &str) -> Result<IndexEntry, BadBackup> {
         let mut fields = line.trim_end_matches('\n').split('\t');
         let bad = || {
             format!(
@@ -386,7 +397,7 @@ impl IndexEntry {
         };
         let hex = fields.next().ok_or_else(bad)?;
         if hex.len() % 2 != 0 {
-            return Err(bad());
+            return Err(bad().into());
         }
         let path = (0..hex.len())
             .step_by(2)
@@ -606,21 +617,24 @@ mod tests {
         };
         let fingerprint = sha256_hex(b"age1abc");
         assert_eq!(
-            recovery_key_report(&Ok(Some(key("proven"))), parses),
+            recovery_key_report(&Ok::<_, String>(Some(key("proven"))), parses),
             serde_json::json!({"state": "already", "fingerprint": fingerprint})
         );
-        assert_eq!(recovery_key_report(&Ok(None), parses)["state"], "none");
-        let pending = recovery_key_report(&Ok(Some(key("pending"))), parses);
+        assert_eq!(
+            recovery_key_report(&Ok::<_, String>(None), parses)["state"],
+            "none"
+        );
+        let pending = recovery_key_report(&Ok::<_, String>(Some(key("pending"))), parses);
         assert_eq!(pending["state"], "none");
         assert_eq!(pending["fingerprint"], serde_json::Value::Null);
         assert_eq!(
-            recovery_key_report(&Err("mode 644".into()), parses)["state"],
+            recovery_key_report(&Err::<Option<RecoveryKey>, _>("mode 644"), parses)["state"],
             "invalid"
         );
         let mut bad = key("proven");
         bad.recipient = "ssh-ed25519 AAAA".into();
         assert_eq!(
-            recovery_key_report(&Ok(Some(bad)), parses)["state"],
+            recovery_key_report(&Ok::<_, String>(Some(bad)), parses)["state"],
             "invalid"
         );
     }

@@ -12,11 +12,16 @@ pub fn not_after_of_der(der: &[u8]) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp(certificate.validity().not_after.timestamp(), 0)
 }
 
+crate::domain::refusal!(
+    /// Why a certificate file's expiry could not be read.
+    BadCertificate
+);
+
 /// The `notAfter` of the first certificate in a PEM file (a leaf before its chain; a key or
 /// other block before it is passed over).
-pub fn not_after_of_pem(pem: &str) -> Result<DateTime<Utc>, String> {
+pub fn not_after_of_pem(pem: &str) -> Result<DateTime<Utc>, BadCertificate> {
     for block in Pem::iter_from_buffer(pem.as_bytes()) {
-        let block = block.map_err(|_| "the certificate is not valid PEM".to_string())?;
+        let block = block.map_err(|_| BadCertificate::from("the certificate is not valid PEM"))?;
         if block.label == "CERTIFICATE" {
             return not_after_of_der(&block.contents)
                 .ok_or_else(|| "the certificate's validity could not be read".into());
@@ -84,7 +89,7 @@ gEXVqiibnhtOSnaqxDpgdgDvi8ACIQCIdiRZvBLmdNT1dx/ntvbOD65EWJCewnyl
     #[test]
     fn a_file_that_is_no_certificate_says_why() {
         assert_eq!(
-            not_after_of_pem("hello").unwrap_err(),
+            not_after_of_pem("hello").unwrap_err().0,
             "no certificate in the file"
         );
         let truncated = CERTIFICATE.replace("/eUp5LWGhQ==\n", "");
@@ -105,7 +110,7 @@ gEXVqiibnhtOSnaqxDpgdgDvi8ACIQCIdiRZvBLmdNT1dx/ntvbOD65EWJCewnyl
             "2026-12-29T10:07:54+00:00"
         );
         assert_eq!(
-            not_after_of_pem(key).unwrap_err(),
+            not_after_of_pem(key).unwrap_err().0,
             "no certificate in the file"
         );
     }

@@ -2,6 +2,40 @@
 //! node (redaction, output caps), how it waits (backoff, join schedule), and which files it
 //! trusts. Every constant the spec leaves unvalued is named here.
 
+/// Declares a named refusal of outside input: the person-facing sentence saying what was wrong
+/// with a file, a parameter or a setting, kept whole because it is the message (it goes on the
+/// wire or to the operator as it is), but a type of its own so a caller sees which input was
+/// refused.
+macro_rules! refusal {
+    ($(#[$meta:meta])* $name:ident) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+        #[error("{0}")]
+        pub struct $name(pub String);
+
+        impl From<String> for $name {
+            fn from(message: String) -> $name {
+                $name(message)
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(message: &str) -> $name {
+                $name(message.to_string())
+            }
+        }
+
+        /// The message, read as text.
+        impl std::ops::Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+    };
+}
+pub(crate) use refusal;
+
 pub mod backoff;
 pub mod backup;
 pub mod certificates;

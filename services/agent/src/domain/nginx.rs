@@ -14,7 +14,12 @@ enum Token {
     Close,
 }
 
-fn tokens(text: &str) -> Result<Vec<Token>, String> {
+crate::domain::refusal!(
+    /// Why nginx's configuration could not be read for its TLS server names.
+    BadNginxConfig
+);
+
+fn tokens(text: &str) -> Result<Vec<Token>, BadNginxConfig> {
     let mut out = Vec::new();
     let mut chars = text.chars().peekable();
     while let Some(&c) = chars.peek() {
@@ -110,7 +115,7 @@ pub fn is_host_name(name: &str) -> bool {
 
 /// The names the TLS `server` blocks of one nginx file serve, lowercased, in order, each
 /// once; or why the file cannot be read as nginx configuration.
-pub fn tls_server_names(text: &str) -> Result<Vec<String>, String> {
+pub fn tls_server_names(text: &str) -> Result<Vec<String>, BadNginxConfig> {
     let tokens = tokens(text)?;
     // Each open block: whether it is a `server` block (its index in `servers`).
     let mut stack: Vec<Option<usize>> = Vec::new();
@@ -136,7 +141,8 @@ pub fn tls_server_names(text: &str) -> Result<Vec<String>, String> {
                     return Err(format!(
                         "\"{}\" is not ended with ';' before '}}'",
                         statement.join(" ")
-                    ));
+                    )
+                    .into());
                 }
                 if stack.pop().is_none() {
                     return Err("a '}' closes no block".into());
@@ -161,7 +167,7 @@ pub fn tls_server_names(text: &str) -> Result<Vec<String>, String> {
         return Err("a block is never closed".into());
     }
     if !statement.is_empty() {
-        return Err(format!("\"{}\" is not ended with ';'", statement.join(" ")));
+        return Err(format!("\"{}\" is not ended with ';'", statement.join(" ")).into());
     }
     let mut names: Vec<String> = Vec::new();
     for server in servers.into_iter().filter(|server| server.tls) {

@@ -61,7 +61,7 @@ impl Policy {
     /// each `accept`, `ask` or `refuse`. A class the file leaves out keeps the shipped answer.
     /// Anything else is refused whole, naming what is wrong: a policy half understood is not
     /// a policy.
-    pub fn parse(bytes: &[u8]) -> Result<Policy, String> {
+    pub fn parse(bytes: &[u8]) -> Result<Policy, PolicyRefusal> {
         let value: Value = serde_json::from_slice(bytes)
             .map_err(|error| format!("policy.json is not valid JSON: {error}"))?;
         let Value::Object(fields) = value else {
@@ -79,7 +79,8 @@ impl Policy {
                 other => {
                     return Err(format!(
                         "policy.json: {other:?} is not a class (read, change, destructive)"
-                    ))
+                    )
+                    .into())
                 }
             }
         }
@@ -107,15 +108,21 @@ pub enum PolicyState {
     Untrusted(String),
 }
 
+crate::domain::refusal!(
+    /// `policy.json` refused whole, or why the node accepts nothing: the fault named.
+    PolicyRefusal
+);
+
 impl PolicyState {
     /// The node's answer for a class, or the reason it accepts nothing at all.
-    pub fn decide(&self, class: PrimitiveClass) -> Result<Acceptance, String> {
+    pub fn decide(&self, class: PrimitiveClass) -> Result<Acceptance, PolicyRefusal> {
         match self {
             PolicyState::Shipped => Ok(SHIPPED.for_class(class)),
             PolicyState::File(policy) => Ok(policy.for_class(class)),
             PolicyState::Untrusted(reason) => Err(format!(
                 "the node accepts nothing until a person fixes its policy file: {reason}"
-            )),
+            )
+            .into()),
         }
     }
 

@@ -69,7 +69,7 @@ impl LogKeys {
 /// against `keys`, must record the binary's `sha256` under `agent/<arch>`. A failure is
 /// `unlogged`.
 pub fn check_logged(
-    fetched: Result<&[u8], String>,
+    fetched: Result<&[u8], impl std::fmt::Display>,
     keys: &LogKeys,
     arch: &str,
     sha256: &str,
@@ -170,7 +170,13 @@ mod tests {
     fn ag_27_a_binary_recorded_in_a_logged_statement_passes() {
         let document = logged("1.3.0", SHA);
         assert_eq!(
-            check_logged(Ok(&document), &keys(), "linux-amd64", SHA, "1.3.0"),
+            check_logged(
+                Ok::<_, String>(&document),
+                &keys(),
+                "linux-amd64",
+                SHA,
+                "1.3.0"
+            ),
             Ok(())
         );
     }
@@ -222,8 +228,14 @@ mod tests {
             statement: vec![key(3).public_key()],
             log: vec![key(2).public_key()],
         };
-        let verdict =
-            check_logged(Ok(&document), &strangers, "linux-amd64", SHA, "1.3.0").unwrap_err();
+        let verdict = check_logged(
+            Ok::<_, String>(&document),
+            &strangers,
+            "linux-amd64",
+            SHA,
+            "1.3.0",
+        )
+        .unwrap_err();
         assert!(verdict.reason.unwrap().contains("statement key"));
     }
 

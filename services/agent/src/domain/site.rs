@@ -17,6 +17,16 @@ use serde_json::Value;
 use std::path::{Component, Path, PathBuf};
 use url::Url;
 
+refusal!(
+    /// `site.json` refused whole, the fault named.
+    BadSite
+);
+refusal!(
+    /// The site's database URL refused; the message never repeats the URL (it may hold a
+    /// password).
+    BadConnection
+);
+
 /// The most exclusions one site may name.
 pub const MAX_EXCLUDES: usize = 256;
 
@@ -53,7 +63,7 @@ pub struct Site {
 impl Site {
     /// Reads `site.json`, refusing it whole with the fault named: a site half understood is
     /// not one to back up or restore.
-    pub fn parse(bytes: &[u8]) -> Result<Site, String> {
+    pub fn parse(bytes: &[u8]) -> Result<Site, BadSite> {
         let value: Value = serde_json::from_slice(bytes)
             .map_err(|error| format!("site.json is not valid JSON: {error}"))?;
         let Value::Object(fields) = value else {
@@ -63,7 +73,8 @@ impl Site {
             if !matches!(key.as_str(), "root" | "database" | "exclude" | "release") {
                 return Err(format!(
                     "site.json: {key:?} is not a field (root, database, exclude, release)"
-                ));
+                )
+                .into());
             }
         }
         let root = match fields.get("root") {
@@ -87,7 +98,7 @@ impl Site {
                 }
                 match (url, url_file) {
                     (Some(Value::String(url)), None) => {
-                        ConnectionFacts::parse(url)?;
+                        ConnectionFacts::parse(url).map_err(|refused| BadSite(refused.0))?;
                         Some(DatabaseSource::Url(url.clone()))
                     }
                     (None, Some(Value::String(path))) => {
@@ -114,9 +125,9 @@ impl Site {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(items)) => {
                 if items.len() > MAX_EXCLUDES {
-                    return Err(format!(
-                        "site.json: exclude names more than {MAX_EXCLUDES} paths"
-                    ));
+                    return Err(
+                        format!("site.json: exclude names more than {MAX_EXCLUDES} paths").into(),
+                    );
                 }
                 let mut exclude = Vec::new();
                 for item in items {
@@ -133,7 +144,8 @@ impl Site {
         };
         let release = match fields.get("release") {
             None | Some(Value::Null) => super::site_release::ReleaseSettings::default(),
-            Some(value) => super::site_release::ReleaseSettings::parse(value)?,
+            Some(value) => super::site_release::ReleaseSettings::parse(value)
+                .map_err(|refused| BadSite(refused.0))?,
         };
         Ok(Site {
             root,
@@ -205,7 +217,7 @@ const OPTIONS: &[(&str, &str)] = &[
 impl ConnectionFacts {
     /// Reads `postgres://user:password@host:port/dbname?sslmode=...`. The error never repeats
     /// the string (it may hold a password).
-    pub fn parse(text: &str) -> Result<ConnectionFacts, String> {
+    pub fn parse(text: &str) -> Result<ConnectionFacts, BadConnection> {
         let url = Url::parse(text.trim()).map_err(|error| {
             format!("the site's database URL is not a URL ({error}); expected postgres://user:password@host:port/dbname")
         })?;
@@ -242,7 +254,7 @@ impl ConnectionFacts {
             let Some((_, variable)) = OPTIONS.iter().find(|(name, _)| *name == key) else {
                 return Err(format!(
                     "the site's database URL has the parameter {key:?}, which the agent does not pass on"
-                ));
+                ).into());
             };
             match *variable {
                 "PGHOST" => facts.host = Some(value.into_owned()),

@@ -19,6 +19,11 @@
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
+refusal!(
+    /// A site release's settings, version, link or probe path refused, the fault named.
+    BadRelease
+);
+
 /// The releases kept on a node unless `site.json` says otherwise (the current one and the
 /// one before it are never removed, whatever N is).
 pub const DEFAULT_KEEP: usize = 5;
@@ -88,7 +93,7 @@ impl Default for ReleaseSettings {
 
 impl ReleaseSettings {
     /// Reads `site.json`'s `release` value; the error names the field.
-    pub fn parse(value: &Value) -> Result<ReleaseSettings, String> {
+    pub fn parse(value: &Value) -> Result<ReleaseSettings, BadRelease> {
         let Value::Object(fields) = value else {
             return Err("site.json: release must be an object".into());
         };
@@ -99,7 +104,7 @@ impl ReleaseSettings {
             ) {
                 return Err(format!(
                     "site.json: release.{key} is not a field (base_url, keep, error_log, viewer_header_file)"
-                ));
+                ).into());
             }
         }
         let mut settings = ReleaseSettings::default();
@@ -159,7 +164,7 @@ fn plain_relative(text: &str) -> Option<PathBuf> {
 
 /// A release's version as a directory name: letters, digits, `.`, `-`, `_`, `+`, starting with
 /// a letter or digit, at most [`MAX_VERSION_CHARS`]. Anything else is refused with why.
-pub fn check_version(version: &str) -> Result<(), String> {
+pub fn check_version(version: &str) -> Result<(), BadRelease> {
     let first_ok = version
         .chars()
         .next()
@@ -172,26 +177,28 @@ pub fn check_version(version: &str) -> Result<(), String> {
     {
         return Err(format!(
             "version {version:?} is not a release version (letters, digits, . - _ +, starting with a letter or digit, at most {MAX_VERSION_CHARS} characters)"
-        ));
+        ).into());
     }
     Ok(())
 }
 
 /// The version `current` names, from the link's target (`releases/<version>`), or why it names
 /// none.
-pub fn version_of_link(target: &Path) -> Result<String, String> {
+pub fn version_of_link(target: &Path) -> Result<String, BadRelease> {
     let mut parts = target.components();
     let (Some(first), Some(second), None) = (parts.next(), parts.next(), parts.next()) else {
         return Err(format!(
             "current points at {}, not at releases/<version>",
             target.display()
-        ));
+        )
+        .into());
     };
     if first.as_os_str() != RELEASES_DIR {
         return Err(format!(
             "current points at {}, not at releases/<version>",
             target.display()
-        ));
+        )
+        .into());
     }
     let version = second.as_os_str().to_string_lossy().into_owned();
     check_version(&version)?;
@@ -405,17 +412,15 @@ fn attributes(text: &str) -> Vec<(String, String)> {
 
 /// A probe's `path` parameter: from `/`, no spaces or control characters, no `//` that would
 /// name another host, and no `..` segment. The error says why.
-pub fn check_probe_path(path: &str) -> Result<(), String> {
+pub fn check_probe_path(path: &str) -> Result<(), BadRelease> {
     if !path.starts_with('/') || path.starts_with("//") {
-        return Err(format!("path {path:?} must start with a single /"));
+        return Err(format!("path {path:?} must start with a single /").into());
     }
     if path
         .chars()
         .any(|c| c.is_control() || c.is_whitespace() || c == '\\')
     {
-        return Err(format!(
-            "path {path:?} must hold no spaces or control characters"
-        ));
+        return Err(format!("path {path:?} must hold no spaces or control characters").into());
     }
     if path
         .split(['?', '#'])
@@ -424,7 +429,7 @@ pub fn check_probe_path(path: &str) -> Result<(), String> {
         .split('/')
         .any(|segment| segment == "..")
     {
-        return Err(format!("path {path:?} must not climb with .."));
+        return Err(format!("path {path:?} must not climb with ..").into());
     }
     Ok(())
 }

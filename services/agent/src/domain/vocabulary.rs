@@ -163,7 +163,7 @@ pub fn judge(job: &ClaimedJob, node: &NodeView<'_>) -> Verdict {
     // An untrusted policy refuses everything, before anything about the job is read.
     let Some(word) = find(&job.primitive) else {
         if let Err(reason) = node.policy.decide(PrimitiveClass::Read) {
-            return Verdict::Refuse(reason);
+            return Verdict::Refuse(reason.0);
         }
         return Verdict::Refuse(format!(
             "this agent has no primitive named {:?}",
@@ -172,7 +172,7 @@ pub fn judge(job: &ClaimedJob, node: &NodeView<'_>) -> Verdict {
     };
     let acceptance = match node.policy.decide(word.class()) {
         Ok(acceptance) => acceptance,
-        Err(reason) => return Verdict::Refuse(reason),
+        Err(reason) => return Verdict::Refuse(reason.0),
     };
     let compiled_class = word.class().as_str();
     if let Some(claimed) = &job.class {

@@ -30,6 +30,44 @@ use crate::{
     state::StateDir,
 };
 
+/// Why a ledger or its outward copy could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The outward copy (the site's own view of the ledger) under `name`.
+    #[error("{name}: {reason}")]
+    Outward { name: String, reason: String },
+    #[error("{name}: {source} (a link is not followed)")]
+    Link {
+        name: String,
+        #[source]
+        source: rustix::io::Errno,
+    },
+    #[error("{name} is not a regular file")]
+    NotRegular { name: String },
+}
+
+impl LedgerError {
+    fn io(path: &Path) -> impl Fn(std::io::Error) -> LedgerError + Copy + '_ {
+        move |source| LedgerError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    fn outward(name: &str, reason: impl std::fmt::Display) -> LedgerError {
+        LedgerError::Outward {
+            name: name.to_string(),
+            reason: reason.to_string(),
+        }
+    }
+}
+
 /// A ledger is rotated when it grows past this.
 pub const MAX_LEDGER_BYTES: u64 = 1024 * 1024;
 /// The root-only ledgers' directory in the state directory.
@@ -63,7 +101,7 @@ impl Ledgers {
     }
 
     /// What the loop reads back (AG-47); an absent ledger is an empty memory.
-    pub fn read(&self, recipe: &str) -> Result<Memory, String> {
+    pub fn read(&self, recipe: &str) -> Result<Memory, LedgerError> {
         let path = self.path(recipe);
         let mut file = match OpenOptions::new()
             .read(true)
@@ -72,17 +110,22 @@ impl Ledgers {
         {
             Ok(file) => file,
             Err(error) if error.kind() == ErrorKind::NotFound => return Ok(Memory::default()),
-            Err(error) => return Err(format!("{}: {error}", path.display())),
+            Err(error) => return Err(LedgerError::io(&path)(error)),
         };
         let mut text = String::new();
         file.read_to_string(&mut text)
-            .map_err(|error| format!("{}: {error}", path.display()))?;
+            .map_err(LedgerError::io(&path))?;
         Ok(Memory::read(&text))
     }
 
     /// Appends `event` to the recipe's ledger and its outward copy; the root-only line is on
     /// disk (fsynced) before this returns, so an attempt is recorded before its repair runs.
-    pub fn write(&self, recipe: &str, at: DateTime<Utc>, event: Event) -> Result<Line, String> {
+    pub fn write(
+        &self,
+        recipe: &str,
+        at: DateTime<Utc>,
+        event: Event,
+    ) -> Result<Line, LedgerError> {
         let line = Line { at, event };
         self.rotate_if_full(recipe, at)?;
         self.append(recipe, std::slice::from_ref(&line))?;
@@ -92,9 +135,9 @@ impl Ledgers {
         Ok(line)
     }
 
-    fn append(&self, recipe: &str, lines: &[Line]) -> Result<(), String> {
+    fn append(&self, recipe: &str, lines: &[Line]) -> Result<(), LedgerError> {
         let path = self.path(recipe);
-        let fail = |error: std::io::Error| format!("{}: {error}", path.display());
+        let fail = LedgerError::io(&path);
         if !self.dir.is_dir() {
             fs::DirBuilder::new()
                 .mode(0o700)
@@ -122,7 +165,7 @@ impl Ledgers {
 
     /// Rotation by size: the full ledger becomes `<recipe>.jsonl.1` (replacing the one
     /// before) and the fresh one starts with the lines the loop needs.
-    fn rotate_if_full(&self, recipe: &str, at: DateTime<Utc>) -> Result<(), String> {
+    fn rotate_if_full(&self, recipe: &str, at: DateTime<Utc>) -> Result<(), LedgerError> {
         let path = self.path(recipe);
         let full = fs::symlink_metadata(&path).is_ok_and(|meta| meta.len() > MAX_LEDGER_BYTES);
         if !full {
@@ -130,31 +173,35 @@ impl Ledgers {
         }
         let memory = self.read(recipe)?;
         let rotated = self.dir.join(format!("{recipe}.jsonl.1"));
-        fs::rename(&path, &rotated).map_err(|error| format!("{}: {error}", path.display()))?;
+        fs::rename(&path, &rotated).map_err(LedgerError::io(&path))?;
         self.append(recipe, &memory.carried(at))
     }
 
     /// The outward directory `{site}/cache/recipes`, opened without following any link.
-    fn outward_dir(&self) -> Result<Option<OwnedFd>, String> {
+    fn outward_dir(&self) -> Result<Option<OwnedFd>, LedgerError> {
         let Some(root) = &self.site_root else {
             return Ok(None);
         };
         let directory = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let mut dir = openat(CWD, root, directory, Mode::empty())
-            .map_err(|error| format!("{}: {error}", root.display()))?;
+            .map_err(|errno| LedgerError::io(root)(errno.into()))?;
         for name in ["cache", "recipes"] {
             match mkdirat(&dir, name, Mode::from_raw_mode(0o755)) {
                 Ok(()) => {}
                 Err(error) if error == rustix::io::Errno::EXIST => {}
-                Err(error) => return Err(format!("{name}: {error}")),
+                Err(error) => return Err(LedgerError::outward(name, error)),
             }
-            dir = openat(&dir, name, directory, Mode::empty())
-                .map_err(|error| format!("{name}: {error} (a link is not followed)"))?;
+            dir = openat(&dir, name, directory, Mode::empty()).map_err(|source| {
+                LedgerError::Link {
+                    name: name.to_string(),
+                    source,
+                }
+            })?;
         }
         Ok(Some(dir))
     }
 
-    fn append_outward(&self, recipe: &str, line: &Line) -> Result<(), String> {
+    fn append_outward(&self, recipe: &str, line: &Line) -> Result<(), LedgerError> {
         let Some(dir) = self.outward_dir()? else {
             return Ok(());
         };
@@ -162,25 +209,31 @@ impl Ledgers {
         let flags =
             OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let opened = openat(&dir, &name, flags, Mode::from_raw_mode(0o644))
-            .map_err(|error| format!("{name}: {error}"))?;
+            .map_err(|error| LedgerError::outward(&name, error))?;
         let mut file = File::from(opened);
         let size = file.metadata().map(|meta| meta.len()).unwrap_or(0);
         if !file.metadata().is_ok_and(|meta| meta.is_file()) {
-            return Err(format!("{name} is not a regular file"));
+            return Err(LedgerError::NotRegular {
+                name: name.to_string(),
+            });
         }
         if size > MAX_LEDGER_BYTES {
             renameat(&dir, &name, &dir, format!("{name}.1"))
-                .map_err(|error| format!("{name}: {error}"))?;
+                .map_err(|error| LedgerError::outward(&name, error))?;
             let opened = openat(&dir, &name, flags, Mode::from_raw_mode(0o644))
-                .map_err(|error| format!("{name}: {error}"))?;
+                .map_err(|error| LedgerError::outward(&name, error))?;
             file = File::from(opened);
         }
         file.write_all((line.to_json() + "\n").as_bytes())
-            .map_err(|error| format!("{name}: {error}"))
+            .map_err(|error| LedgerError::outward(&name, error))
     }
 
     /// AG-61: the rendered case, written whole beside the outward ledger, never read back.
-    pub fn render_case(&self, recipe: &str, rendered: &serde_json::Value) -> Result<(), String> {
+    pub fn render_case(
+        &self,
+        recipe: &str,
+        rendered: &serde_json::Value,
+    ) -> Result<(), LedgerError> {
         let Some(dir) = self.outward_dir()? else {
             return Ok(());
         };
@@ -189,16 +242,16 @@ impl Ledgers {
         let flags =
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let opened = openat(&dir, &temporary, flags, Mode::from_raw_mode(0o644))
-            .map_err(|error| format!("{temporary}: {error}"))?;
+            .map_err(|error| LedgerError::outward(&temporary, error))?;
         let mut file = File::from(opened);
         let mut bytes = serde_json::to_vec_pretty(rendered).expect("a case serializes");
         bytes.push(b'\n');
         let written = file.write_all(&bytes).and_then(|()| file.sync_all());
         if let Err(error) = written {
             let _ = rustix::fs::unlinkat(&dir, &temporary, rustix::fs::AtFlags::empty());
-            return Err(format!("{name}: {error}"));
+            return Err(LedgerError::outward(&name, error));
         }
-        renameat(&dir, &temporary, &dir, &name).map_err(|error| format!("{name}: {error}"))
+        renameat(&dir, &temporary, &dir, &name).map_err(|error| LedgerError::outward(&name, error))
     }
 
     /// AG-45: whether `hold/<recipe>` holds the recipe.

@@ -58,7 +58,7 @@ pub async fn check(recipe: &Recipe, config: &Config) -> Check {
 
 /// AG-46: whether a recipe whose scope fits applies on this machine, or why not: fail2ban
 /// where it is installed.
-pub fn applies(recipe: &Recipe) -> Result<(), String> {
+pub fn applies(recipe: &Recipe) -> Result<(), crate::domain::recipes::registry::NotApplicable> {
     match recipe.name {
         "fail2ban" => {
             let unit = format!("{}.service", fail2ban::UNIT);
@@ -77,7 +77,7 @@ async fn fail2ban(config: &Config) -> Check {
     let jails = match find_program("fail2ban-client") {
         None => Jails::Unknown("fail2ban-client is not installed".into()),
         Some(client) => match run_program(&client, &["status"]).await {
-            Err(why) => Jails::Unknown(why),
+            Err(why) => Jails::Unknown(why.to_string()),
             Ok(ran) => {
                 let said = bounded(
                     format!("{} {}", ran.stdout.trim(), ran.stderr.trim()).trim(),
@@ -116,7 +116,7 @@ async fn disk_headroom(config: &Config) -> Check {
     let path = config.site_root.clone().unwrap_or_else(|| "/".into());
     match tokio::task::spawn_blocking(move || filesystem_space(&path)).await {
         Ok(Ok((total, avail))) => checks::disk_headroom(Some(avail), Some(total)),
-        Ok(Err(why)) => checks::disk_headroom(None, None).with_detail(why),
+        Ok(Err(why)) => checks::disk_headroom(None, None).with_detail(why.to_string()),
         Err(error) => checks::disk_headroom(None, None).with_detail(error.to_string()),
     }
 }
@@ -130,7 +130,7 @@ async fn service_health(config: &Config) -> Check {
     let postgres_answer = match postgres_answers(&config.postgres).await {
         Ok(true) => Answer::Yes,
         Ok(false) => Answer::No("something listens but does not answer as PostgreSQL".into()),
-        Err(why) => Answer::No(why),
+        Err(why) => Answer::No(why.to_string()),
     };
     let (web_answer, app_answer) = checks::web_answer(ask_site(&services.site_url).await);
     let mut list = vec![Service {
@@ -256,7 +256,7 @@ async fn container_health(config: &Config) -> Check {
             (Some((ip, port)), _) => match ask(ip, *port, &container.site, "/").await {
                 Ok(code) if code < 500 => Answer::Yes,
                 Ok(code) => Answer::No(format!("its site answered {code}")),
-                Err(why) => Answer::No(why),
+                Err(why) => Answer::No(why.0),
             },
         };
         containers.push(SiteContainer {
@@ -272,12 +272,10 @@ async fn container_health(config: &Config) -> Check {
 
 /// A plain HTTP/1.0 `GET` of the site's own address on this machine, its host sent as the
 /// site's name: the status code, or why there was none.
-pub async fn ask_site(site_url: &str) -> Result<u16, String> {
+pub async fn ask_site(site_url: &str) -> Result<u16, crate::domain::recipes::checks::Unanswered> {
     let url = url::Url::parse(site_url).map_err(|error| format!("{site_url}: {error}"))?;
     if url.scheme() != "http" {
-        return Err(format!(
-            "{site_url}: only http:// is asked on the machine itself"
-        ));
+        return Err(format!("{site_url}: only http:// is asked on the machine itself").into());
     }
     let host = url
         .host_str()
@@ -292,7 +290,12 @@ pub async fn ask_site(site_url: &str) -> Result<u16, String> {
 }
 
 /// A plain HTTP/1.0 `GET` of `path` at `address:port`, with `host` as the `Host`.
-async fn ask(address: &str, port: u16, host: &str, path: &str) -> Result<u16, String> {
+async fn ask(
+    address: &str,
+    port: u16,
+    host: &str,
+    path: &str,
+) -> Result<u16, crate::domain::recipes::checks::Unanswered> {
     let site_url = format!("http://{host}{path} at {address}:{port}");
     let exchange = async {
         let mut stream = TcpStream::connect((address, port)).await?;
@@ -316,16 +319,17 @@ async fn ask(address: &str, port: u16, host: &str, path: &str) -> Result<u16, St
             return Err(format!(
                 "no answer from {site_url} within {} seconds",
                 WEB_TIMEOUT.as_secs()
-            ))
+            )
+            .into())
         }
-        Ok(Err(error)) => return Err(format!("no answer from {site_url}: {error}")),
+        Ok(Err(error)) => return Err(format!("no answer from {site_url}: {error}").into()),
         Ok(Ok(head)) => head,
     };
     let text = String::from_utf8_lossy(&head);
     text.strip_prefix("HTTP/")
         .and_then(|rest| rest.split_whitespace().nth(1))
         .and_then(|code| code.parse::<u16>().ok())
-        .ok_or_else(|| format!("{site_url} answered something that is not HTTP"))
+        .ok_or_else(|| format!("{site_url} answered something that is not HTTP").into())
 }
 
 /// Runs `recipe`'s repair with the target the check derived: the word is the compiled one and

@@ -4,6 +4,7 @@
 //! `recipe <name>`, and a recipe that gives up opens a case. What the claim reports
 //! (`recipes`, `cases`) is kept in [`Shared`] for the claim loop.
 
+pub mod describe;
 pub mod files;
 pub mod host;
 pub mod served;
@@ -32,7 +33,7 @@ use crate::{
     state::{self, StateDir},
     words,
 };
-use capstan_events::agent_channel::recipes::{RecipeHold, RecipeMode};
+use capstan_events::agent_channel::recipes::RecipeMode;
 use files::Ledgers;
 
 /// After a repair, the check is asked again this many times, this far apart, before the
@@ -168,9 +169,18 @@ pub fn placement(config: &Config) -> Placement {
 
 /// AG-46: whether `recipe` applies on this node: its scope (the registry's rule), then what
 /// the machine has (fail2ban where it is installed).
-pub fn applies(recipe: &Recipe, placement: &Placement) -> Result<(), String> {
+pub fn applies(recipe: &Recipe, placement: &Placement) -> Result<(), registry::NotApplicable> {
     registry::applies(recipe, placement)?;
     host::applies(recipe)
+}
+
+/// Why a recipe's tick stopped: its ledger or the state directory failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TickError {
+    #[error(transparent)]
+    Ledger(#[from] files::LedgerError),
+    #[error(transparent)]
+    State(#[from] state::StateError),
 }
 
 /// The loop.
@@ -202,9 +212,11 @@ impl Loop {
             match applies(recipe, &placement) {
                 Err(reason) => {
                     info!(recipe = recipe.name, %reason, "recipe not applicable here");
-                    if let Err(why) =
-                        ledgers.write(recipe.name, Utc::now(), Event::NotApplicable { reason })
-                    {
+                    if let Err(why) = ledgers.write(
+                        recipe.name,
+                        Utc::now(),
+                        Event::NotApplicable { reason: reason.0 },
+                    ) {
                         warn!(recipe = recipe.name, %why, "cannot write the recipe ledger");
                     }
                     shared.set(Reported {
@@ -302,7 +314,7 @@ impl Loop {
         }
     }
 
-    async fn tick_one(&mut self, recipe: &'static Recipe) -> Result<(), String> {
+    async fn tick_one(&mut self, recipe: &'static Recipe) -> Result<(), TickError> {
         let mut memory = self.ledgers.read(recipe.name)?;
         let check = host::check(recipe, &self.config).await;
         let hold = self.ledgers.hold(recipe.name);
@@ -392,7 +404,7 @@ impl Loop {
         memory: &mut Memory,
         check: &Check,
         attempt: u32,
-    ) -> Result<(), String> {
+    ) -> Result<(), TickError> {
         let word = recipe.repair_word.unwrap_or("none").to_string();
         let started = Event::Attempt {
             attempt,
@@ -424,15 +436,13 @@ impl Loop {
                 memory.take(&line);
                 return Ok(());
             }
-            Err(error) => return Err(error.to_string()),
+            Err(error) => return Err(error.into()),
         };
-        self.state
-            .write(
-                state::JOB_MARKER,
-                format!("{}\nrecipe {}\n", std::process::id(), recipe.name).as_bytes(),
-                0o600,
-            )
-            .map_err(|error| error.to_string())?;
+        self.state.write(
+            state::JOB_MARKER,
+            format!("{}\nrecipe {}\n", std::process::id(), recipe.name).as_bytes(),
+            0o600,
+        )?;
         let line = self.ledgers.write(recipe.name, Utc::now(), started)?;
         memory.take(&line);
         info!(recipe = recipe.name, attempt, target = ?check.target, "recipe repair running");
@@ -496,88 +506,6 @@ impl Loop {
             recipes,
         })
     }
-}
-
-/// What `capstan-agent recipes` prints: each recipe's mode, last verdict, attempts in this
-/// run, open case and hold, read from the ledgers.
-pub fn describe(state: &StateDir, config: &Config) -> Vec<String> {
-    let ledgers = Ledgers::new(state, config.site_root.as_deref());
-    let placement = placement(config);
-    let mut lines = Vec::new();
-    for recipe in RECIPES {
-        if let Err(reason) = applies(recipe, &placement) {
-            lines.push(format!(
-                "{}: {} ({reason})",
-                recipe.name,
-                RecipeMode::NotApplicable.as_str()
-            ));
-            continue;
-        }
-        let kind = if recipe.check_only() {
-            "check-only"
-        } else {
-            "repairs"
-        };
-        let memory = match ledgers.read(recipe.name) {
-            Ok(memory) => memory,
-            Err(why) => {
-                lines.push(format!("{}: the ledger cannot be read: {why}", recipe.name));
-                continue;
-            }
-        };
-        let verdict = memory.verdict.map_or("not checked yet", Verdict::as_str);
-        lines.push(format!(
-            "{}: {} ({kind}), last check: {verdict}",
-            recipe.name,
-            Mode::compiled().as_str()
-        ));
-        if !recipe.check_only() {
-            let attempts: Vec<String> = memory
-                .attempts
-                .iter()
-                .map(|record| {
-                    format!(
-                        "#{} {} {}",
-                        record.attempt,
-                        record.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                        record.outcome.map_or("running", |outcome| outcome.as_str())
-                    )
-                })
-                .collect();
-            lines.push(format!(
-                "  attempts in this run: {} of 3{}",
-                memory.attempts.len(),
-                if attempts.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", attempts.join(", "))
-                }
-            ));
-        }
-        match memory.open_case() {
-            Some(case) => lines.push(format!(
-                "  open case: {} since {}, {} notes: {}",
-                case.id,
-                case.opened_at
-                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                case.notes,
-                case.summary
-            )),
-            None => lines.push("  open case: none".into()),
-        }
-        // The hold's word is the claim's (`RecipeHold`), so the Recipes tab says the same.
-        let hold = match ledgers.hold(recipe.name).reported() {
-            (hold @ RecipeHold::Held, _) => format!(
-                "{} (repairs nothing until hold/{} is removed)",
-                hold.as_str(),
-                recipe.name
-            ),
-            (hold, Some(why)) => format!("{}: {why}", hold.as_str()),
-            (hold, None) => hold.as_str().to_string(),
-        };
-        lines.push(format!("  hold: {hold}"));
-    }
-    lines
 }
 
 #[cfg(test)]

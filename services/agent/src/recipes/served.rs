@@ -13,7 +13,10 @@ use rustls::{
 use std::{sync::Arc, time::Duration};
 use tokio::net::TcpStream;
 
-use crate::domain::certificates::{days_left, not_after_of_der};
+use crate::domain::{
+    certificates::{days_left, not_after_of_der},
+    recipes::checks::Unanswered,
+};
 
 /// How long one name's handshake may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -58,7 +61,7 @@ impl ServerCertVerifier for ReadOnly {
     }
 }
 
-fn connector() -> Result<tokio_rustls::TlsConnector, String> {
+fn connector() -> Result<tokio_rustls::TlsConnector, Unanswered> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -70,7 +73,7 @@ fn connector() -> Result<tokio_rustls::TlsConnector, String> {
 }
 
 /// The `notAfter` of the certificate served on 127.0.0.1:`port` for SNI `name`.
-pub async fn served_not_after(name: &str, port: u16) -> Result<DateTime<Utc>, String> {
+pub async fn served_not_after(name: &str, port: u16) -> Result<DateTime<Utc>, Unanswered> {
     let server_name = ServerName::try_from(name.to_string())
         .map_err(|error| format!("{name} cannot be a TLS name: {error}"))?;
     let connector = connector()?;
@@ -88,7 +91,7 @@ pub async fn served_not_after(name: &str, port: u16) -> Result<DateTime<Utc>, St
             .and_then(|chain| chain.first())
             .ok_or_else(|| format!("127.0.0.1:{port} presented no certificate"))?;
         not_after_of_der(leaf.as_ref())
-            .ok_or_else(|| "the served certificate's validity could not be read".to_string())
+            .ok_or_else(|| Unanswered::from("the served certificate's validity could not be read"))
     };
     tokio::time::timeout(HANDSHAKE_TIMEOUT, read)
         .await
@@ -96,12 +99,17 @@ pub async fn served_not_after(name: &str, port: u16) -> Result<DateTime<Utc>, St
             Err(format!(
                 "no TLS answer on 127.0.0.1:{port} within {} seconds",
                 HANDSHAKE_TIMEOUT.as_secs()
-            ))
+            )
+            .into())
         })
 }
 
 /// Whole days left on the certificate served for `name` at `now`.
-pub async fn served_days_left(name: &str, port: u16, now: DateTime<Utc>) -> Result<i64, String> {
+pub async fn served_days_left(
+    name: &str,
+    port: u16,
+    now: DateTime<Utc>,
+) -> Result<i64, Unanswered> {
     served_not_after(name, port)
         .await
         .map(|not_after| days_left(not_after, now))

@@ -46,7 +46,7 @@ use crate::{
     plane::Plane,
     script_trust::verify_in,
     state::StateDir,
-    update::trusted_keys,
+    update::keys::trusted_keys,
     words::{Failed, Finished, Redaction},
 };
 
@@ -238,7 +238,9 @@ fn take_lock(root: &Path) -> Result<SiteLock, String> {
 /// The version `current` points at, if any.
 fn current_version(root: &Path) -> Result<Option<String>, String> {
     match fs::read_link(root.join(CURRENT_LINK)) {
-        Ok(target) => version_of_link(&target).map(Some),
+        Ok(target) => version_of_link(&target)
+            .map(Some)
+            .map_err(|refused| refused.0),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(error) => Err(format!("current cannot be read: {error}")),
     }

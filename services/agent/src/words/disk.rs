@@ -153,21 +153,31 @@ impl Walk {
 
     /// Opens the directory listed as `name` in `parent`, as long as it still is a directory
     /// on the walked filesystem: a link swapped in since the listing is refused by the open.
-    fn open_child(&self, parent: impl AsFd, name: &CStr) -> Result<OwnedFd, String> {
+    fn open_child(&self, parent: impl AsFd, name: &CStr) -> Result<OwnedFd, NotEntered> {
         let child = openat(parent, name, DIRECTORY_OPEN, Mode::empty()).map_err(|error| {
             if error == rustix::io::Errno::LOOP || error == rustix::io::Errno::NOTDIR {
-                "it stopped being a directory while the walk ran (a link is not followed)"
-                    .to_string()
+                NotEntered::NoLongerADirectory
             } else {
-                error.to_string()
+                error.into()
             }
         })?;
-        let stat = fstat(&child).map_err(|error| error.to_string())?;
+        let stat = fstat(&child)?;
         if facts(&stat).0 != self.device {
-            return Err("it is on another filesystem now, which the walk does not enter".into());
+            return Err(NotEntered::OtherFilesystem);
         }
         Ok(child)
     }
+}
+
+/// Why the walk did not enter a directory it listed.
+#[derive(Debug, thiserror::Error)]
+enum NotEntered {
+    #[error("it stopped being a directory while the walk ran (a link is not followed)")]
+    NoLongerADirectory,
+    #[error("it is on another filesystem now, which the walk does not enter")]
+    OtherFilesystem,
+    #[error(transparent)]
+    Errno(#[from] rustix::io::Errno),
 }
 
 pub async fn disk_usage(config: &Config, params: &Value) -> Result<Finished, Failed> {

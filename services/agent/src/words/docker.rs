@@ -56,12 +56,56 @@ pub fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
+/// What went wrong speaking to the Docker engine: it could not be reached, did not answer in
+/// time, refused, or answered something unreadable.
+#[derive(Debug, thiserror::Error)]
+pub enum DockerError {
+    #[error("cannot reach the Docker engine at {}: {source}", socket.display())]
+    Unreachable {
+        socket: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", socket.display())]
+    Socket {
+        socket: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the Docker engine at {} did not answer {method} {path} within {} seconds", socket.display(), ENGINE_TIMEOUT.as_secs())]
+    Timeout {
+        socket: PathBuf,
+        method: String,
+        path: String,
+    },
+    #[error("the Docker engine: {0}")]
+    Http(#[source] hyper::Error),
+    #[error("{0}")]
+    BadRequest(#[source] hyper::http::Error),
+    #[error("the Docker engine answered {status}: {message}")]
+    Refused { status: u16, message: String },
+    #[error("{} answered /_ping with {code}", socket.display())]
+    PingRefused { socket: PathBuf, code: String },
+    #[error("{} answered something that is not HTTP", socket.display())]
+    NotHttp { socket: PathBuf },
+    #[error("the Docker engine's answer: {0}")]
+    AnswerUnreadable(String),
+    #[error("the engine's {what} is not JSON: {source}")]
+    NotJson {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("the engine's container list is not a JSON array")]
+    NotAList,
+    #[error("the engine's container has no State.Status")]
+    NoStatus,
+}
+
 /// The site containers in an answer of `GET /containers/json`, in the engine's order. A
 /// container whose label is no site name, or whose name is not a Docker name, is not one.
-pub fn site_containers_of(answer: &Value) -> Result<Vec<Container>, String> {
-    let list = answer
-        .as_array()
-        .ok_or("the engine's container list is not a JSON array")?;
+pub fn site_containers_of(answer: &Value) -> Result<Vec<Container>, DockerError> {
+    let list = answer.as_array().ok_or(DockerError::NotAList)?;
     let mut containers = Vec::new();
     for entry in list {
         let Some(site) = entry["Labels"][SITE_LABEL].as_str() else {
@@ -120,92 +164,94 @@ pub fn site_containers_of(answer: &Value) -> Result<Vec<Container>, String> {
 
 /// Whether an engine answers `GET /_ping` on `socket`, asked without the async runtime (where
 /// the recipes decide what applies); why not, when it does not.
-pub fn engine_answers(socket: &Path) -> Result<(), String> {
-    let mut stream = std::os::unix::net::UnixStream::connect(socket)
-        .map_err(|error| format!("{}: {error}", socket.display()))?;
+pub fn engine_answers(socket: &Path) -> Result<(), DockerError> {
+    let at_socket = |source| DockerError::Socket {
+        socket: socket.to_path_buf(),
+        source,
+    };
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).map_err(at_socket)?;
     let limit = Some(Duration::from_secs(5));
     stream
         .set_read_timeout(limit)
         .and_then(|()| stream.set_write_timeout(limit))
-        .map_err(|error| error.to_string())?;
-    stream
-        .write_all(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
-        .map_err(|error| format!("{}: {error}", socket.display()))?;
+        .and_then(|()| stream.write_all(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n"))
+        .map_err(at_socket)?;
     let mut head = Vec::new();
     stream
         .take(4096)
         .read_to_end(&mut head)
-        .map_err(|error| format!("{}: {error}", socket.display()))?;
+        .map_err(at_socket)?;
     let text = String::from_utf8_lossy(&head);
     let status = text
         .strip_prefix("HTTP/")
         .and_then(|rest| rest.split_whitespace().nth(1));
     match status {
         Some("200") => Ok(()),
-        Some(code) => Err(format!("{} answered /_ping with {code}", socket.display())),
-        None => Err(format!(
-            "{} answered something that is not HTTP",
-            socket.display()
-        )),
+        Some(code) => Err(DockerError::PingRefused {
+            socket: socket.to_path_buf(),
+            code: code.to_string(),
+        }),
+        None => Err(DockerError::NotHttp {
+            socket: socket.to_path_buf(),
+        }),
     }
 }
 
 /// One request to the engine: its status and body.
-async fn request(socket: &Path, method: &str, path: &str) -> Result<(u16, Bytes), String> {
+async fn request(socket: &Path, method: &str, path: &str) -> Result<(u16, Bytes), DockerError> {
     let exchange = async {
         let stream = tokio::net::UnixStream::connect(socket)
             .await
-            .map_err(|error| {
-                format!(
-                    "cannot reach the Docker engine at {}: {error}",
-                    socket.display()
-                )
+            .map_err(|source| DockerError::Unreachable {
+                socket: socket.to_path_buf(),
+                source,
             })?;
         let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
-            .map_err(|error| format!("the Docker engine: {error}"))?;
+            .map_err(DockerError::Http)?;
         let driver = tokio::spawn(connection);
         let request = hyper::Request::builder()
             .method(method)
             .uri(path)
             .header(hyper::header::HOST, "docker")
             .body(Empty::<Bytes>::new())
-            .map_err(|error| error.to_string())?;
+            .map_err(DockerError::BadRequest)?;
         let answer = sender
             .send_request(request)
             .await
-            .map_err(|error| format!("the Docker engine: {error}"))?;
+            .map_err(DockerError::Http)?;
         let status = answer.status().as_u16();
         let body = Limited::new(answer.into_body(), MAX_ANSWER_BYTES)
             .collect()
             .await
-            .map_err(|error| format!("the Docker engine's answer: {error}"))?
+            .map_err(|error| DockerError::AnswerUnreadable(error.to_string()))?
             .to_bytes();
         driver.abort();
-        Ok::<_, String>((status, body))
+        Ok::<_, DockerError>((status, body))
     };
     tokio::time::timeout(ENGINE_TIMEOUT, exchange)
         .await
-        .map_err(|_| {
-            format!(
-                "the Docker engine at {} did not answer {method} {path} within {} seconds",
-                socket.display(),
-                ENGINE_TIMEOUT.as_secs()
-            )
+        .map_err(|_| DockerError::Timeout {
+            socket: socket.to_path_buf(),
+            method: method.to_string(),
+            path: path.to_string(),
         })?
 }
 
 /// The engine's own words for a refusal (`{"message": ...}`), or the status.
-fn engine_error(status: u16, body: &[u8]) -> String {
+fn engine_error(status: u16, body: &[u8]) -> DockerError {
     let message = serde_json::from_slice::<Value>(body)
         .ok()
         .and_then(|value| value["message"].as_str().map(str::to_string))
         .unwrap_or_else(|| String::from_utf8_lossy(body).chars().take(200).collect());
-    format!("the Docker engine answered {status}: {}", message.trim())
+    DockerError::Refused {
+        status,
+        message: message.trim().to_string(),
+    }
 }
 
 /// The engine's site containers, stopped ones too.
-pub async fn site_containers(socket: &Path) -> Result<Vec<Container>, String> {
+pub async fn site_containers(socket: &Path) -> Result<Vec<Container>, DockerError> {
     let filters = json!({"label": [SITE_LABEL]}).to_string();
     let path = format!(
         "/containers/json?all=true&filters={}",
@@ -215,27 +261,31 @@ pub async fn site_containers(socket: &Path) -> Result<Vec<Container>, String> {
     if status != 200 {
         return Err(engine_error(status, &body));
     }
-    let answer: Value = serde_json::from_slice(&body)
-        .map_err(|error| format!("the engine's container list is not JSON: {error}"))?;
+    let answer: Value = serde_json::from_slice(&body).map_err(|source| DockerError::NotJson {
+        what: "container list",
+        source,
+    })?;
     site_containers_of(&answer)
 }
 
 /// A container's state as `GET /containers/{id}/json` says (`State.Status`).
-pub async fn inspect_state(socket: &Path, id: &str) -> Result<String, String> {
+pub async fn inspect_state(socket: &Path, id: &str) -> Result<String, DockerError> {
     let (status, body) = request(socket, "GET", &format!("/containers/{id}/json")).await?;
     if status != 200 {
         return Err(engine_error(status, &body));
     }
-    let answer: Value = serde_json::from_slice(&body)
-        .map_err(|error| format!("the engine's container is not JSON: {error}"))?;
+    let answer: Value = serde_json::from_slice(&body).map_err(|source| DockerError::NotJson {
+        what: "container",
+        source,
+    })?;
     answer["State"]["Status"]
         .as_str()
         .map(str::to_string)
-        .ok_or_else(|| "the engine's container has no State.Status".into())
+        .ok_or(DockerError::NoStatus)
 }
 
 /// `POST /containers/{id}/restart`: 204 is done.
-pub async fn restart(socket: &Path, id: &str) -> Result<(), String> {
+pub async fn restart(socket: &Path, id: &str) -> Result<(), DockerError> {
     let (status, body) = request(
         socket,
         "POST",
@@ -347,6 +397,7 @@ mod tests {
         );
         assert!(site_containers_of(&json!({"message": "x"}))
             .unwrap_err()
+            .to_string()
             .contains("not a JSON array"));
     }
 

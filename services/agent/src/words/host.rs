@@ -7,8 +7,8 @@
 use serde_json::{json, Map, Value};
 
 use super::{
-    describe, filesystem_space, find_program, run_program, systemd_running, Finished, Redaction,
-    Unmeasured,
+    describe, filesystem_space, find_program, run_program, systemd_running, Finished, ProgramError,
+    Redaction, Unmeasured,
 };
 use crate::{
     config::Config,
@@ -51,7 +51,8 @@ pub async fn host_report(config: &Config) -> Finished {
     let space_path = disk_path.clone();
     match tokio::task::spawn_blocking(move || filesystem_space(&space_path))
         .await
-        .unwrap_or_else(|error| Err(error.to_string()))
+        .map_err(|error| error.to_string())
+        .and_then(|space| space.map_err(|error| error.to_string()))
     {
         Ok((total, avail)) => {
             result.insert(
@@ -189,7 +190,12 @@ pub fn data_root(config: &Config) -> DataRoot {
         .map(|path| path.display().to_string());
     let table = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|error| format!("/proc/self/mountinfo: {error}"));
-    data_root::judge(path.as_deref(), table.as_deref().map_err(Clone::clone))
+    data_root::judge(
+        path.as_deref(),
+        table
+            .as_deref()
+            .map_err(|why| why as &dyn std::fmt::Display),
+    )
 }
 
 /// Where the patching facts are read.
@@ -244,11 +250,11 @@ fn apt_state(sources: &Sources<'_>) -> String {
 async fn simulated_upgrades(
     sources: &Sources<'_>,
     apt: &std::path::Path,
-) -> Result<(packages::Upgrades, chrono::DateTime<chrono::Utc>), String> {
+) -> Result<(packages::Upgrades, chrono::DateTime<chrono::Utc>), ProgramError> {
     cached_upgrades(sources, || async {
         let ran = run_program(apt, &["-s", "-q", "upgrade"]).await?;
         if !ran.success {
-            return Err(format!("apt-get -s upgrade: {}", ran.stderr.trim()));
+            return Err(ProgramError::refused("apt-get -s upgrade", &ran.stderr));
         }
         Ok(ran.stdout)
     })
@@ -257,13 +263,13 @@ async fn simulated_upgrades(
 
 /// As [`simulated_upgrades`], with the simulation given (its output, or why it failed). A
 /// failed simulation is not kept.
-async fn cached_upgrades<F, R>(
+async fn cached_upgrades<F, R, E>(
     sources: &Sources<'_>,
     simulate: F,
-) -> Result<(packages::Upgrades, chrono::DateTime<chrono::Utc>), String>
+) -> Result<(packages::Upgrades, chrono::DateTime<chrono::Utc>), E>
 where
     F: FnOnce() -> R,
-    R: std::future::Future<Output = Result<String, String>>,
+    R: std::future::Future<Output = Result<String, E>>,
 {
     let key = apt_state(sources);
     if let Some((found, at)) = UPGRADES

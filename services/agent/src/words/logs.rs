@@ -20,6 +20,28 @@ use std::{
 use super::{Failed, Finished, Redaction};
 use crate::{config::Config, state::agent_uid};
 
+/// Why a log or a host file is not read: it could not be opened or read, or it is not a file
+/// the agent trusts.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Errno(#[from] rustix::io::Errno),
+    #[error("the site root cannot be opened: {0}")]
+    NoRoot(#[source] rustix::io::Errno),
+    #[error("the path has a component that is not a plain name")]
+    NotPlain,
+    #[error("{name} is a link, which the agent does not follow")]
+    Link { name: String },
+    #[error("it has more than one name (a hard link), so it may be another file")]
+    HardLink,
+    #[error("{} could have been written by another user, so it is not read", path.display())]
+    Untrusted { path: PathBuf },
+    #[error("it is {what}, not a regular file, so it is not read")]
+    NotRegular { what: &'static str },
+}
+
 /// The most of a log's end that is read to find its last lines.
 const TAIL_WINDOW: u64 = 8 * 1024 * 1024;
 /// The most of a configuration file's start that is read.
@@ -35,7 +57,7 @@ pub async fn site_log(config: &Config, params: &Value) -> Result<Finished, Faile
     let shown = site_root.join(&relative).display().to_string();
     let text = tokio::task::spawn_blocking(move || {
         let mut file = open_beneath(&site_root, &relative)?;
-        tail(&mut file, TAIL_WINDOW).map_err(|error| error.to_string())
+        Ok::<String, ReadError>(tail(&mut file, TAIL_WINDOW)?)
     })
     .await
     .map_err(|error| Failed::new(error.to_string()))?
@@ -55,11 +77,8 @@ pub async fn file_head(params: &Value) -> Result<Finished, Failed> {
     let text = tokio::task::spawn_blocking(move || {
         let mut file = open_trusted(&path)?;
         let mut bytes = Vec::new();
-        file.by_ref()
-            .take(HEAD_WINDOW)
-            .read_to_end(&mut bytes)
-            .map_err(|error| error.to_string())?;
-        Ok::<String, String>(String::from_utf8_lossy(&bytes).into_owned())
+        file.by_ref().take(HEAD_WINDOW).read_to_end(&mut bytes)?;
+        Ok::<String, ReadError>(String::from_utf8_lossy(&bytes).into_owned())
     })
     .await
     .map_err(|error| Failed::new(error.to_string()))?
@@ -78,18 +97,18 @@ pub async fn file_head(params: &Value) -> Result<Finished, Failed> {
 
 /// Opens `relative` beneath `root`, one directory at a time, refusing any link on the way, and
 /// requires a regular file with a single name (a hard link to another file is refused).
-fn open_beneath(root: &Path, relative: &Path) -> Result<File, String> {
+fn open_beneath(root: &Path, relative: &Path) -> Result<File, ReadError> {
     let mut directory = openat(
         CWD,
         root,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )
-    .map_err(|error| format!("the site root cannot be opened: {error}"))?;
+    .map_err(ReadError::NoRoot)?;
     let parts: Vec<_> = relative.components().collect();
     for (index, part) in parts.iter().enumerate() {
         let Component::Normal(name) = part else {
-            return Err("the path has a component that is not a plain name".into());
+            return Err(ReadError::NotPlain);
         };
         let last = index + 1 == parts.len();
         let flags = if last {
@@ -99,19 +118,18 @@ fn open_beneath(root: &Path, relative: &Path) -> Result<File, String> {
         };
         directory = openat(&directory, *name, flags, Mode::empty()).map_err(|error| {
             if error == rustix::io::Errno::LOOP || error == rustix::io::Errno::NOTDIR {
-                format!(
-                    "{} is a link, which the agent does not follow",
-                    name.to_string_lossy()
-                )
+                ReadError::Link {
+                    name: name.to_string_lossy().into_owned(),
+                }
             } else {
-                error.to_string()
+                error.into()
             }
         })?;
     }
     let file = regular_only(directory)?;
-    let metadata = file.metadata().map_err(|error| error.to_string())?;
+    let metadata = file.metadata()?;
     if metadata.nlink() > 1 {
-        return Err("it has more than one name (a hard link), so it may be another file".into());
+        return Err(ReadError::HardLink);
     }
     Ok(file)
 }
@@ -124,27 +142,23 @@ fn trusted(uid: u32, mode: u32, is_link: bool) -> bool {
 
 /// Opens a host file whose every directory and link on the way, before and after links are
 /// resolved, belongs to root or the agent and is writable by nobody else.
-fn open_trusted(path: &Path) -> Result<File, String> {
-    let check_prefixes = |path: &Path| -> Result<(), String> {
+fn open_trusted(path: &Path) -> Result<File, ReadError> {
+    let check_prefixes = |path: &Path| -> Result<(), ReadError> {
         let mut prefix = PathBuf::new();
         for part in path.components() {
             prefix.push(part);
-            let metadata = std::fs::symlink_metadata(&prefix).map_err(|error| error.to_string())?;
+            let metadata = std::fs::symlink_metadata(&prefix)?;
             let is_link = metadata.file_type().is_symlink();
             if !trusted(metadata.uid(), metadata.mode() & 0o7777, is_link) {
-                return Err(format!(
-                    "{} could have been written by another user, so it is not read",
-                    prefix.display()
-                ));
+                return Err(ReadError::Untrusted { path: prefix });
             }
         }
         Ok(())
     };
     check_prefixes(path)?;
-    let resolved = std::fs::canonicalize(path).map_err(|error| error.to_string())?;
+    let resolved = std::fs::canonicalize(path)?;
     check_prefixes(&resolved)?;
-    let opened = rustix::fs::open(resolved.as_path(), FINAL_OPEN, Mode::empty())
-        .map_err(|error| error.to_string())?;
+    let opened = rustix::fs::open(resolved.as_path(), FINAL_OPEN, Mode::empty())?;
     regular_only(opened)
 }
 
@@ -157,13 +171,13 @@ const FINAL_OPEN: OFlags = OFlags::RDONLY
 
 /// The file opened with [`FINAL_OPEN`], when `fstat` says it is a regular file; anything else
 /// is refused, naming what it is, before a byte is read.
-fn regular_only(opened: OwnedFd) -> Result<File, String> {
-    let kind = FileType::from_raw_mode(fstat(&opened).map_err(|error| error.to_string())?.st_mode);
+fn regular_only(opened: OwnedFd) -> Result<File, ReadError> {
+    let kind = FileType::from_raw_mode(fstat(&opened)?.st_mode);
     let what = match kind {
         FileType::RegularFile => {
             // Reads of a regular file never wait; the flag goes so they behave as usual.
-            let flags = fcntl_getfl(&opened).map_err(|error| error.to_string())?;
-            fcntl_setfl(&opened, flags - OFlags::NONBLOCK).map_err(|error| error.to_string())?;
+            let flags = fcntl_getfl(&opened)?;
+            fcntl_setfl(&opened, flags - OFlags::NONBLOCK)?;
             return Ok(File::from(opened));
         }
         FileType::Fifo => "a named pipe",
@@ -172,9 +186,7 @@ fn regular_only(opened: OwnedFd) -> Result<File, String> {
         FileType::CharacterDevice | FileType::BlockDevice => "a device",
         _ => "something else",
     };
-    Err(format!(
-        "it is {what}, not a regular file, so it is not read"
-    ))
+    Err(ReadError::NotRegular { what })
 }
 
 /// The last `window` bytes of a file as text (from the first whole line when cut).
@@ -282,13 +294,17 @@ mod tests {
         std::fs::write(&secret, "root only").unwrap();
         std::fs::create_dir(site.path().join("logs")).unwrap();
         symlink(&secret, site.path().join("logs/access.log")).unwrap();
-        let error = open_beneath(site.path(), Path::new("logs/access.log")).unwrap_err();
+        let error = open_beneath(site.path(), Path::new("logs/access.log"))
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("is a link"), "{error}");
         // A linked directory on the way is refused too.
         let other = tempfile::tempdir().unwrap();
         std::fs::write(other.path().join("error.log"), "x").unwrap();
         symlink(other.path(), site.path().join("elsewhere")).unwrap();
-        let error = open_beneath(site.path(), Path::new("elsewhere/error.log")).unwrap_err();
+        let error = open_beneath(site.path(), Path::new("elsewhere/error.log"))
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("is a link"), "{error}");
     }
 
@@ -302,7 +318,9 @@ mod tests {
             site.path().join("logs/error.log"),
         )
         .unwrap();
-        let error = open_beneath(site.path(), Path::new("logs/error.log")).unwrap_err();
+        let error = open_beneath(site.path(), Path::new("logs/error.log"))
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("more than one name"), "{error}");
     }
 
@@ -322,7 +340,7 @@ mod tests {
         std::fs::write(&path, "x").unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-        let error = open_trusted(&path).unwrap_err();
+        let error = open_trusted(&path).unwrap_err().to_string();
         assert!(
             error.contains("could have been written by another user"),
             "{error}"

@@ -58,9 +58,9 @@ pub struct Failed {
 }
 
 impl Failed {
-    pub fn new(reason: impl Into<String>) -> Failed {
+    pub fn new(reason: impl std::fmt::Display) -> Failed {
         Failed {
-            reason: reason.into(),
+            reason: reason.to_string(),
             output: String::new(),
             result: Value::Null,
             refused: false,
@@ -68,9 +68,9 @@ impl Failed {
     }
 
     /// A refusal with its structured result.
-    pub fn refused(reason: impl Into<String>, result: Value) -> Failed {
+    pub fn refused(reason: impl std::fmt::Display, result: Value) -> Failed {
         Failed {
-            reason: reason.into(),
+            reason: reason.to_string(),
             output: String::new(),
             result,
             refused: true,
@@ -173,9 +173,68 @@ pub struct Ran {
 /// The longest one helper program may take inside a word.
 pub const PROGRAM_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Why a helper program gave no answer: it could not start, took too long, or was lost.
+#[derive(Debug, thiserror::Error)]
+pub enum ProgramError {
+    #[error("{} could not start: {source}", program.display())]
+    NotStarted {
+        program: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} took longer than {} seconds and was stopped", program.display(), PROGRAM_TIMEOUT.as_secs())]
+    Timeout { program: PathBuf },
+    #[error("{} failed: {source}", program.display())]
+    Lost {
+        program: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// It ran and said no: what was run, and the last of what it said.
+    #[error("{what}: {stderr}")]
+    Refused { what: String, stderr: String },
+    /// The program (or what it speaks to) is not on this machine.
+    #[error("{0}")]
+    Unavailable(&'static str),
+}
+
+impl ProgramError {
+    /// `what` ran and failed, saying `stderr`.
+    pub fn refused(what: impl Into<String>, stderr: &str) -> ProgramError {
+        ProgramError::Refused {
+            what: what.into(),
+            stderr: stderr.trim().to_string(),
+        }
+    }
+}
+
+/// A file or directory a word reads or writes could not be, with its path.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+pub struct FileError {
+    pub path: PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
+impl FileError {
+    /// The error of an operation on `path`.
+    pub fn at(path: &Path) -> impl FnOnce(std::io::Error) -> FileError + '_ {
+        move |source| FileError {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// The filesystem's space could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("statvfs: {0}")]
+pub struct SpaceUnknown(#[source] rustix::io::Errno);
+
 /// Runs `program` with `args`, no shell, no stdin, a fixed environment, killed when it takes
 /// longer than [`PROGRAM_TIMEOUT`] or when the word is stopped.
-pub async fn run_program(program: &Path, args: &[&str]) -> Result<Ran, String> {
+pub async fn run_program(program: &Path, args: &[&str]) -> Result<Ran, ProgramError> {
     let child = tokio::process::Command::new(program)
         .args(args)
         .env_clear()
@@ -187,17 +246,19 @@ pub async fn run_program(program: &Path, args: &[&str]) -> Result<Ran, String> {
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|error| format!("{} could not start: {error}", program.display()))?;
+        .map_err(|source| ProgramError::NotStarted {
+            program: program.to_path_buf(),
+            source,
+        })?;
     let output = tokio::time::timeout(PROGRAM_TIMEOUT, child.wait_with_output())
         .await
-        .map_err(|_| {
-            format!(
-                "{} took longer than {} seconds and was stopped",
-                program.display(),
-                PROGRAM_TIMEOUT.as_secs()
-            )
+        .map_err(|_| ProgramError::Timeout {
+            program: program.to_path_buf(),
         })?
-        .map_err(|error| format!("{} failed: {error}", program.display()))?;
+        .map_err(|source| ProgramError::Lost {
+            program: program.to_path_buf(),
+            source,
+        })?;
     Ok(Ran {
         success: output.status.success(),
         code: output.status.code(),
@@ -207,8 +268,8 @@ pub async fn run_program(program: &Path, args: &[&str]) -> Result<Ran, String> {
 }
 
 /// Space on the filesystem holding `path`: (total, available to unprivileged users) in bytes.
-pub fn filesystem_space(path: &Path) -> Result<(u64, u64), String> {
-    let stat = rustix::fs::statvfs(path).map_err(|error| format!("statvfs: {error}"))?;
+pub fn filesystem_space(path: &Path) -> Result<(u64, u64), SpaceUnknown> {
+    let stat = rustix::fs::statvfs(path).map_err(SpaceUnknown)?;
     let block = stat.f_frsize;
     Ok((
         stat.f_blocks.saturating_mul(block),

@@ -21,6 +21,7 @@ use std::{
     time::Duration,
 };
 
+use super::FileError;
 use super::{find_program, Failed, Finished, Redaction};
 use crate::{
     config::Config,
@@ -98,7 +99,9 @@ pub async fn install_from(root: &AptRoot, work: &Path) -> Result<Finished, Faile
         "APT::Get::List-Cleanup=false".into(),
         "update".into(),
     ]);
-    let update = run_apt(&apt, &update_args).await.map_err(failed)?;
+    let update = run_apt(&apt, &update_args)
+        .await
+        .map_err(|error| failed(error.to_string()))?;
     let update_run = AptRun {
         success: update.success,
         stdout: &update.stdout,
@@ -122,7 +125,11 @@ pub async fn install_from(root: &AptRoot, work: &Path) -> Result<Finished, Faile
                 ]
                 .map(String::from),
             );
-            Some(run_apt(&apt, &upgrade_args).await.map_err(failed)?)
+            Some(
+                run_apt(&apt, &upgrade_args)
+                    .await
+                    .map_err(|error| failed(error.to_string()))?,
+            )
         };
     let upgrade_run = upgrade.as_ref().map(|ran| AptRun {
         success: ran.success,
@@ -225,7 +232,7 @@ impl Source {
 }
 
 /// The security sources of the machine whose apt configuration is `etc`.
-pub async fn security_sources(etc: &Path) -> Result<Vec<Source>, String> {
+pub async fn security_sources(etc: &Path) -> Result<Vec<Source>, FileError> {
     let mut sources = Vec::new();
     let main = etc.join("sources.list");
     match tokio::fs::read_to_string(&main).await {
@@ -235,22 +242,23 @@ pub async fn security_sources(etc: &Path) -> Result<Vec<Source>, String> {
                 .map(Source::Line),
         ),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-        Err(error) => return Err(format!("{}: {error}", main.display())),
+        Err(source) => {
+            return Err(FileError {
+                path: main.clone(),
+                source,
+            })
+        }
     }
     let parts = etc.join("sources.list.d");
     let mut names = Vec::new();
     match tokio::fs::read_dir(&parts).await {
         Ok(mut entries) => {
-            while let Some(entry) = entries
-                .next_entry()
-                .await
-                .map_err(|error| format!("{}: {error}", parts.display()))?
-            {
+            while let Some(entry) = entries.next_entry().await.map_err(FileError::at(&parts))? {
                 names.push(entry.path());
             }
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-        Err(error) => return Err(format!("{}: {error}", parts.display())),
+        Err(error) => return Err(FileError::at(&parts)(error)),
     }
     // apt reads the parts in name order; so do we.
     names.sort();
@@ -264,7 +272,7 @@ pub async fn security_sources(etc: &Path) -> Result<Vec<Source>, String> {
         }
         let text = tokio::fs::read_to_string(&path)
             .await
-            .map_err(|error| format!("{}: {error}", path.display()))?;
+            .map_err(FileError::at(&path))?;
         if extension == "list" {
             sources.extend(
                 patching::security_lines(&text)
@@ -360,8 +368,23 @@ pub fn apt_command(systemd: bool, apt: &Path, args: &[String]) -> (PathBuf, Vec<
     )
 }
 
+/// Why apt-get gave no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum AptError {
+    #[error("{} could not start: {source}", program.display())]
+    NotStarted {
+        program: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("apt-get took longer than {} minutes and was stopped", APT_TIMEOUT.as_secs() / 60)]
+    Timeout,
+    #[error("apt-get failed: {0}")]
+    Lost(#[source] std::io::Error),
+}
+
 /// Runs apt-get with `args`: no shell, no stdin, a fixed environment that never prompts.
-async fn run_apt(apt: &Path, args: &[String]) -> Result<Ran, String> {
+async fn run_apt(apt: &Path, args: &[String]) -> Result<Ran, AptError> {
     let (program, args) = apt_command(super::systemd_running(), apt, args);
     let child = tokio::process::Command::new(&program)
         .args(&args)
@@ -373,16 +396,14 @@ async fn run_apt(apt: &Path, args: &[String]) -> Result<Ran, String> {
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|error| format!("{} could not start: {error}", program.display()))?;
+        .map_err(|source| AptError::NotStarted {
+            program: program.clone(),
+            source,
+        })?;
     let output = tokio::time::timeout(APT_TIMEOUT, child.wait_with_output())
         .await
-        .map_err(|_| {
-            format!(
-                "apt-get took longer than {} minutes and was stopped",
-                APT_TIMEOUT.as_secs() / 60
-            )
-        })?
-        .map_err(|error| format!("apt-get failed: {error}"))?;
+        .map_err(|_| AptError::Timeout)?
+        .map_err(AptError::Lost)?;
     Ok(Ran {
         success: output.status.success(),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),

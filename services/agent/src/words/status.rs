@@ -9,6 +9,7 @@ use tokio::{
     net::TcpStream,
 };
 
+use super::FileError;
 use super::{describe, filesystem_space, Finished, Redaction, Unmeasured};
 use crate::{
     config::Config,
@@ -75,7 +76,8 @@ pub async fn check_status(config: &Config) -> Finished {
     let space_path = disk_path.clone();
     match tokio::task::spawn_blocking(move || filesystem_space(&space_path))
         .await
-        .unwrap_or_else(|error| Err(error.to_string()))
+        .map_err(|error| error.to_string())
+        .and_then(|space| space.map_err(|error| error.to_string()))
     {
         Ok((total, avail)) => {
             let used_percent = if total == 0 {
@@ -106,7 +108,7 @@ pub async fn check_status(config: &Config) -> Finished {
     let detail = match &postgres {
         Ok(true) => "accepting connections".to_string(),
         Ok(false) => "something listens but did not answer as PostgreSQL".to_string(),
-        Err(why) => why.clone(),
+        Err(why) => why.to_string(),
     };
     result.insert(
         "postgresql".into(),
@@ -164,11 +166,16 @@ fn memory(meminfo: &str) -> Option<Value> {
 
 /// Each lineage directory under `dir` with its certificate's expiry; a lineage whose
 /// certificate cannot be read is listed with why.
-async fn certificate_lineages(dir: &Path) -> Result<Vec<Value>, String> {
+async fn certificate_lineages(dir: &Path) -> Result<Vec<Value>, FileError> {
     let mut entries = match tokio::fs::read_dir(dir).await {
         Ok(entries) => entries,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(error) => return Err(format!("{}: {error}", dir.display())),
+        Err(source) => {
+            return Err(FileError {
+                path: dir.to_path_buf(),
+                source,
+            })
+        }
     };
     let mut names = Vec::new();
     while let Ok(Some(entry)) = entries.next_entry().await {
@@ -187,7 +194,7 @@ async fn certificate_lineages(dir: &Path) -> Result<Vec<Value>, String> {
             Ok(pem) => match certificates::not_after_of_pem(&pem) {
                 Ok(not_after) => json!({"lineage": name, "not_after": not_after.to_rfc3339(),
                                         "days_left": certificates::days_left(not_after, now)}),
-                Err(why) => json!({"lineage": name, "not_after": null, "why": why}),
+                Err(why) => json!({"lineage": name, "not_after": null, "why": why.to_string()}),
             },
             Err(error) => {
                 json!({"lineage": name, "not_after": null, "why": format!("cert.pem: {error}")})
@@ -198,10 +205,23 @@ async fn certificate_lineages(dir: &Path) -> Result<Vec<Value>, String> {
     Ok(lineages)
 }
 
+/// Why nothing answered at PostgreSQL's address: refused or unreachable, or silent too long.
+#[derive(Debug, thiserror::Error)]
+pub enum NoAnswer {
+    #[error("no answer at {address}: {source}")]
+    Refused {
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no answer at {address} within {} seconds", POSTGRES_TIMEOUT.as_secs())]
+    Timeout { address: String },
+}
+
 /// Whether PostgreSQL answers at `address`: it is sent an `SSLRequest` (the first message of
 /// the protocol) and must answer `S` or `N`, which only PostgreSQL does. `Ok(false)` when
 /// something else listens there.
-pub async fn postgres_answers(address: &str) -> Result<bool, String> {
+pub async fn postgres_answers(address: &str) -> Result<bool, NoAnswer> {
     const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
     let exchange = async {
         let mut stream = TcpStream::connect(address).await?;
@@ -212,11 +232,13 @@ pub async fn postgres_answers(address: &str) -> Result<bool, String> {
     };
     match tokio::time::timeout(POSTGRES_TIMEOUT, exchange).await {
         Ok(Ok(answers)) => Ok(answers),
-        Ok(Err(error)) => Err(format!("no answer at {address}: {error}")),
-        Err(_) => Err(format!(
-            "no answer at {address} within {} seconds",
-            POSTGRES_TIMEOUT.as_secs()
-        )),
+        Ok(Err(source)) => Err(NoAnswer::Refused {
+            address: address.to_string(),
+            source,
+        }),
+        Err(_) => Err(NoAnswer::Timeout {
+            address: address.to_string(),
+        }),
     }
 }
 

@@ -24,12 +24,12 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use super::{find_program, run_program, systemd_running, Failed, Finished, Redaction};
+use super::{find_program, run_program, systemd_running, Failed, FileError, Finished, Redaction};
 use crate::{
     config::Config,
     domain::recipes::supervision::{
         self, cgroup_unit, parse_cron, script_value, Facts, Keepalive, UnitFacts, UnitFile,
-        AGENT_UNIT, CRON_FILE, ENABLE_DIRS, SUPERVISE_SCRIPT, UNIT_DIRS,
+        Unreadable, AGENT_UNIT, CRON_FILE, ENABLE_DIRS, SUPERVISE_SCRIPT, UNIT_DIRS,
     },
 };
 
@@ -44,6 +44,17 @@ pub const CRON_TEXT: &str =
 * * * * * root /usr/local/bin/capstan-agent-supervise
 ";
 
+/// Why the agent's supervision could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum SupervisionError {
+    #[error(transparent)]
+    File(#[from] FileError),
+    #[error("{} has no directory", path.display())]
+    NoDirectory { path: PathBuf },
+    #[error("{} does not exist: cron is not installed here, so a keepalive would never run", dir.display())]
+    NoCron { dir: PathBuf },
+}
+
 fn under(root: &Path, relative: &str) -> PathBuf {
     root.join(relative.trim_start_matches('/'))
 }
@@ -53,14 +64,14 @@ fn executable(path: &Path) -> bool {
 }
 
 /// The unit `name` as its files under `root` say: `Ok(None)` when no file is found.
-pub fn unit_facts(root: &Path, name: &str) -> Result<Option<UnitFacts>, String> {
+pub fn unit_facts(root: &Path, name: &str) -> Result<Option<UnitFacts>, SupervisionError> {
     let mut main = None;
     let mut masked = false;
     for dir in UNIT_DIRS {
         let path = under(root, dir).join(name);
         match fs::symlink_metadata(&path) {
             Err(error) if error.kind() == ErrorKind::NotFound => continue,
-            Err(error) => return Err(format!("{}: {error}", path.display())),
+            Err(error) => return Err(FileError::at(&path)(error).into()),
             Ok(meta) => {
                 if meta.file_type().is_symlink()
                     && fs::read_link(&path).is_ok_and(|target| target == Path::new("/dev/null"))
@@ -75,9 +86,7 @@ pub fn unit_facts(root: &Path, name: &str) -> Result<Option<UnitFacts>, String> 
     }
     let mut texts = Vec::new();
     match &main {
-        Some(path) => texts.push(
-            fs::read_to_string(path).map_err(|error| format!("{}: {error}", path.display()))?,
-        ),
+        Some(path) => texts.push(fs::read_to_string(path).map_err(FileError::at(path))?),
         None if masked => {}
         None => return Ok(None),
     }
@@ -97,9 +106,7 @@ pub fn unit_facts(root: &Path, name: &str) -> Result<Option<UnitFacts>, String> 
     }
     dropins.sort();
     for (_, path) in dropins {
-        texts.push(
-            fs::read_to_string(&path).map_err(|error| format!("{}: {error}", path.display()))?,
-        );
+        texts.push(fs::read_to_string(&path).map_err(FileError::at(&path))?);
     }
     let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
     let mut enabled_by = Vec::new();
@@ -132,12 +139,12 @@ pub fn unit_facts(root: &Path, name: &str) -> Result<Option<UnitFacts>, String> 
 }
 
 /// The cron keepalive under `root`: `Ok(None)` when its cron file is absent.
-pub fn keepalive(root: &Path) -> Result<Option<Keepalive>, String> {
+pub fn keepalive(root: &Path) -> Result<Option<Keepalive>, SupervisionError> {
     let cron = under(root, CRON_FILE);
     let text = match fs::read_to_string(&cron) {
         Ok(text) => text,
         Err(error) if error.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(format!("{}: {error}", cron.display())),
+        Err(error) => return Err(FileError::at(&cron)(error).into()),
     };
     let (periodic, at_reboot) = parse_cron(&text);
     let script = under(root, SUPERVISE_SCRIPT);
@@ -196,7 +203,7 @@ pub fn facts(
         Err(error) => (format!("unreadable: {error}"), None),
     };
     let unit = match &own_unit {
-        Some(name) => unit_facts(root, name),
+        Some(name) => unit_facts(root, name).map_err(|error| Unreadable(error.to_string())),
         None => Ok(None),
     };
     Facts {
@@ -205,7 +212,7 @@ pub fn facts(
         cgroup,
         own_unit,
         unit,
-        keepalive: keepalive(root),
+        keepalive: keepalive(root).map_err(|error| Unreadable(error.to_string())),
         cron_running: cron_running(proc_dir),
         state_dir: fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_path_buf()),
     }
@@ -213,17 +220,17 @@ pub fn facts(
 
 /// Writes `text` to `path` whole (a temporary file beside it, then a rename) unless it already
 /// holds exactly that; whether it wrote.
-fn write_whole(path: &Path, text: &str, mode: u32) -> Result<bool, String> {
-    let fail = |error: std::io::Error| format!("{}: {error}", path.display());
+fn write_whole(path: &Path, text: &str, mode: u32) -> Result<bool, SupervisionError> {
+    let fail = FileError::at(path);
     if fs::symlink_metadata(path).is_ok_and(|meta| meta.is_file())
         && fs::read_to_string(path).is_ok_and(|old| old == text)
         && fs::metadata(path).is_ok_and(|meta| meta.permissions().mode() & 0o7777 == mode)
     {
         return Ok(false);
     }
-    let dir = path
-        .parent()
-        .ok_or_else(|| format!("{} has no directory", path.display()))?;
+    let dir = path.parent().ok_or_else(|| SupervisionError::NoDirectory {
+        path: path.to_path_buf(),
+    })?;
     let temporary = dir.join(format!(
         ".{}.{:016x}.tmp",
         path.file_name().unwrap_or_default().to_string_lossy(),
@@ -243,14 +250,14 @@ fn write_whole(path: &Path, text: &str, mode: u32) -> Result<bool, String> {
     })();
     if let Err(error) = written {
         let _ = fs::remove_file(&temporary);
-        return Err(fail(error));
+        return Err(fail(error).into());
     }
     Ok(true)
 }
 
 /// The agent's unit under `root`, written when there is none that runs and restarts the
 /// agent (a working unit someone adjusted is left as they made it); whether it wrote.
-pub fn write_unit(root: &Path) -> Result<bool, String> {
+pub fn write_unit(root: &Path) -> Result<bool, SupervisionError> {
     let path = under(root, "etc/systemd/system").join(AGENT_UNIT);
     if let Ok(Some(unit)) = unit_facts(root, AGENT_UNIT) {
         if !unit.masked && unit.file.runs_agent() && unit.file.restarts() {
@@ -262,18 +269,17 @@ pub fn write_unit(root: &Path) -> Result<bool, String> {
 
 /// The cron keepalive under `root`: the supervise script and the cron file; what it wrote.
 /// Refused where there is no cron.d directory (cron is not installed: nothing would run it).
-pub fn write_keepalive(root: &Path) -> Result<Vec<String>, String> {
+pub fn write_keepalive(root: &Path) -> Result<Vec<String>, SupervisionError> {
     let cron = under(root, CRON_FILE);
     let cron_dir = cron.parent().expect("the cron file has a directory");
     if !cron_dir.is_dir() {
-        return Err(format!(
-            "{} does not exist: cron is not installed here, so a keepalive would never run",
-            cron_dir.display()
-        ));
+        return Err(SupervisionError::NoCron {
+            dir: cron_dir.to_path_buf(),
+        });
     }
     let script = under(root, SUPERVISE_SCRIPT);
     if let Some(dir) = script.parent() {
-        fs::create_dir_all(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
+        fs::create_dir_all(dir).map_err(FileError::at(dir))?;
     }
     let mut written = Vec::new();
     // The script first: a cron line never runs a script that is not there yet.
@@ -507,7 +513,7 @@ mod tests {
     #[test]
     fn ag_51_no_keepalive_is_written_where_cron_is_not_installed() {
         let (_dir, root, _proc) = scratch("0::/\n", &[]);
-        let refused = write_keepalive(&root).unwrap_err();
+        let refused = write_keepalive(&root).unwrap_err().to_string();
         assert!(refused.contains("cron is not installed"), "{refused}");
         assert!(!root.join("usr/local/bin/capstan-agent-supervise").exists());
     }

@@ -8,7 +8,9 @@
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 
-use super::{find_program, run_program, systemd_running, Failed, Finished, Redaction};
+use super::{
+    find_program, run_program, systemd_running, Failed, Finished, ProgramError, Redaction,
+};
 use crate::{config::Config, domain::recipes::checks::UnitState};
 
 const PROPERTIES: &str =
@@ -27,18 +29,23 @@ fn lines_of(params: &Value, default: u64) -> u64 {
 }
 
 /// Why the unit words cannot ask systemd, if they cannot.
-fn systemctl() -> Result<PathBuf, String> {
+fn systemctl() -> Result<PathBuf, ProgramError> {
     if !systemd_running() {
-        return Err("systemd is not running on this machine".into());
+        return Err(ProgramError::Unavailable(
+            "systemd is not running on this machine",
+        ));
     }
-    find_program("systemctl").ok_or_else(|| "systemctl is not installed".into())
+    find_program("systemctl").ok_or(ProgramError::Unavailable("systemctl is not installed"))
 }
 
 /// The unit's state from `systemctl show`, as an object of the properties asked for.
-async fn unit_state(systemctl: &std::path::Path, unit: &str) -> Result<Value, String> {
+async fn unit_state(systemctl: &std::path::Path, unit: &str) -> Result<Value, ProgramError> {
     let ran = run_program(systemctl, &["show", unit, PROPERTIES, "--no-pager"]).await?;
     if !ran.success {
-        return Err(format!("systemctl show {unit}: {}", ran.stderr.trim()));
+        return Err(ProgramError::refused(
+            format!("systemctl show {unit}"),
+            &ran.stderr,
+        ));
     }
     Ok(parse_show(&ran.stdout))
 }
@@ -63,8 +70,8 @@ fn parse_show(text: &str) -> Value {
     Value::Object(state)
 }
 
-fn unknown(unit: &str, why: &str) -> Value {
-    json!({"unit": unit, "state": "unknown", "why": why})
+fn unknown(unit: &str, why: &dyn std::fmt::Display) -> Value {
+    json!({"unit": unit, "state": "unknown", "why": why.to_string()})
 }
 
 pub async fn unit_journal(params: &Value) -> Result<Finished, Failed> {
@@ -99,7 +106,7 @@ pub async fn unit_journal(params: &Value) -> Result<Finished, Failed> {
             {
                 Ok(ran) if ran.success => Ok(ran.stdout),
                 Ok(ran) => Err(format!("journalctl: {}", ran.stderr.trim())),
-                Err(why) => Err(why),
+                Err(why) => Err(why.to_string()),
             }
         }
     };
@@ -176,7 +183,7 @@ async fn supervised_restart(supervisorctl: &Path, params: &Value) -> Result<Fini
 /// process") is not supervised here, anything else is down with what it said.
 async fn supervised_state(supervisorctl: &Path, unit: &str) -> UnitState {
     match run_program(supervisorctl, &["status", unit]).await {
-        Err(why) => UnitState::Unknown(why),
+        Err(why) => UnitState::Unknown(why.to_string()),
         Ok(ran) => {
             let said = format!("{} {}", ran.stdout.trim(), ran.stderr.trim());
             if ran.success {
@@ -198,10 +205,10 @@ pub async fn state_of(config: &Config, unit: &str) -> UnitState {
     }
     let systemctl = match systemctl() {
         Ok(systemctl) => systemctl,
-        Err(why) => return UnitState::Unknown(why),
+        Err(why) => return UnitState::Unknown(why.to_string()),
     };
     match unit_state(&systemctl, &format!("{unit}.service")).await {
-        Err(why) => UnitState::Unknown(why),
+        Err(why) => UnitState::Unknown(why.to_string()),
         Ok(state) => match (state["load_state"].as_str(), state["state"].as_str()) {
             (Some("not-found"), _) => UnitState::Absent,
             (_, Some("active")) => UnitState::Running,

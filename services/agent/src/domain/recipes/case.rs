@@ -8,7 +8,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use super::{bounded, ledger::AttemptRecord, Mode};
+use super::{attempt::AttemptRecord, bounded, Mode};
 
 /// PROTOCOL.md: a summary is at most 512 characters.
 pub const MAX_CASE_SUMMARY_CHARS: usize = 512;
@@ -225,7 +225,7 @@ pub fn cases_field(riding: &[Riding<'_>]) -> (Value, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::recipes::ledger::Outcome;
+    use crate::domain::recipes::attempt::Outcome;
     use chrono::TimeZone;
 
     fn at(minute: i64) -> DateTime<Utc> {

@@ -128,11 +128,16 @@ pub fn service_health(services: &[Service]) -> Check {
     Check::pass(fine.join("; "))
 }
 
+crate::domain::refusal!(
+    /// Why a server or a certificate gave no answer to read (what the check's detail says).
+    Unanswered
+);
+
 /// What an HTTP status from the web server says of the web server and the app server behind
 /// it: a 502, 503 or 504 is the web server answering for an app server that does not.
-pub fn web_answer(status: Result<u16, String>) -> (Answer, Answer) {
+pub fn web_answer(status: Result<u16, Unanswered>) -> (Answer, Answer) {
     match status {
-        Err(why) => (
+        Err(Unanswered(why)) => (
             Answer::No(why),
             Answer::Unknown(
                 "the web server did not answer, so the app server behind it could not be asked"
@@ -159,7 +164,7 @@ pub const CERTIFICATE_MIN_DAYS: i64 = 14;
 pub struct Served {
     pub name: String,
     /// Whole days left on the certificate it served, or why none could be read.
-    pub days_left: Result<i64, String>,
+    pub days_left: Result<i64, Unanswered>,
 }
 
 /// AG-56 `certificate_expiry`: every name the site's TLS vhosts serve has a certificate with
@@ -391,7 +396,7 @@ mod tests {
         assert!(matches!(web_answer(Ok(500)).0, Answer::No(_)));
     }
 
-    fn served(name: &str, days_left: Result<i64, String>) -> Served {
+    fn served(name: &str, days_left: Result<i64, Unanswered>) -> Served {
         Served {
             name: name.into(),
             days_left,

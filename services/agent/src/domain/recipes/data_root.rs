@@ -86,7 +86,7 @@ pub fn is_mount_point(mountinfo: &str, path: &str) -> bool {
 
 /// The data root at `path` (if configured), from the mount table's text or why it could not
 /// be read.
-pub fn judge(path: Option<&str>, mountinfo: Result<&str, String>) -> DataRoot {
+pub fn judge(path: Option<&str>, mountinfo: Result<&str, &dyn std::fmt::Display>) -> DataRoot {
     let Some(path) = path else {
         return DataRoot::NotConfigured;
     };
@@ -137,10 +137,7 @@ mod tests {
         assert_eq!(stopped, DataRoot::Stopped("/srv/data".into()));
         assert_eq!(stopped.stopped(), Some(true));
         assert_eq!(judge(None, Ok(MOUNTINFO)).stopped(), Some(false));
-        assert_eq!(
-            judge(Some("/srv/data"), Err("denied".into())).stopped(),
-            None
-        );
+        assert_eq!(judge(Some("/srv/data"), Err(&"denied")).stopped(), None);
     }
 
     #[test]

@@ -56,7 +56,10 @@ pub fn parse_status(text: &str) -> Option<Vec<String>> {
 }
 
 /// AG-46: fail2ban applies where it is installed (its client or its unit file is present).
-pub fn applies(client_installed: bool, unit_installed: bool) -> Result<(), String> {
+pub fn applies(
+    client_installed: bool,
+    unit_installed: bool,
+) -> Result<(), super::registry::NotApplicable> {
     if client_installed || unit_installed {
         Ok(())
     } else {

@@ -5,6 +5,7 @@
 //! tick does (`tick`), the case a recipe opens when it gives up (`case`), and the pure verdicts
 //! of the compiled checks (`checks`). The clock and the host's facts are always passed in.
 
+pub mod attempt;
 pub mod case;
 pub mod checks;
 pub mod data_root;

@@ -66,8 +66,17 @@ impl Recipe {
     }
 }
 
+crate::domain::refusal!(
+    /// Why a recipe cannot be registered (AG-49).
+    BadRecipe
+);
+crate::domain::refusal!(
+    /// Why a recipe does not apply on this machine (AG-46), reported once.
+    NotApplicable
+);
+
 /// Why a recipe cannot be registered (AG-49).
-pub fn register(recipe: &Recipe) -> Result<(), String> {
+pub fn register(recipe: &Recipe) -> Result<(), BadRecipe> {
     let name_ok = recipe.name.len() <= 64
         && recipe.name.starts_with(|c: char| c.is_ascii_lowercase())
         && recipe
@@ -75,33 +84,37 @@ pub fn register(recipe: &Recipe) -> Result<(), String> {
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
     if !name_ok {
-        return Err(format!("{:?} is not a recipe name", recipe.name));
+        return Err(format!("{:?} is not a recipe name", recipe.name).into());
     }
     match recipe.repair_word {
         None if recipe.node_derived => Err(format!(
             "{}: a check-only recipe has no repair to derive a value for",
             recipe.name
-        )),
+        )
+        .into()),
         None => Ok(()),
         Some(word) => {
             let Some(primitive) = primitives::find(word) else {
                 return Err(format!(
                     "{}: its repair word {word} is not in the catalog",
                     recipe.name
-                ));
+                )
+                .into());
             };
             if crate::domain::vocabulary::find(word).is_none() {
                 return Err(format!(
                     "{}: its repair word {word} is not compiled into this agent",
                     recipe.name
-                ));
+                )
+                .into());
             }
             let takes_params = !primitive.params.is_empty();
             if takes_params && !recipe.node_derived {
                 return Err(format!(
                     "{}: {word} takes a parameter, which only a node-derived recipe may pass",
                     recipe.name
-                ));
+                )
+                .into());
             }
             Ok(())
         }
@@ -193,7 +206,7 @@ pub struct Placement {
 }
 
 /// AG-46: whether `recipe` applies here, or why not (reported once and never ticked).
-pub fn applies(recipe: &Recipe, placement: &Placement) -> Result<(), String> {
+pub fn applies(recipe: &Recipe, placement: &Placement) -> Result<(), NotApplicable> {
     match recipe.scope {
         Scope::Node => Ok(()),
         Scope::Host if placement.in_container => Err(

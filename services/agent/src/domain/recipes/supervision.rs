@@ -183,6 +183,11 @@ pub fn script_value(text: &str, name: &str) -> Option<String> {
     })
 }
 
+crate::domain::refusal!(
+    /// Why a unit's or the keepalive's files could not be read (what the judgement quotes).
+    Unreadable
+);
+
 /// Everything the judgement needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Facts {
@@ -193,9 +198,9 @@ pub struct Facts {
     pub cgroup: String,
     pub own_unit: Option<String>,
     /// That unit's files: `Ok(None)` when no file was found.
-    pub unit: Result<Option<UnitFacts>, String>,
+    pub unit: Result<Option<UnitFacts>, Unreadable>,
     /// The keepalive: `Ok(None)` when its cron file is absent.
-    pub keepalive: Result<Option<Keepalive>, String>,
+    pub keepalive: Result<Option<Keepalive>, Unreadable>,
     /// A cron daemon runs (`None`: the process list cannot be seen).
     pub cron_running: Option<bool>,
     /// This agent's state directory (resolved).
