@@ -42,6 +42,15 @@ impl Event for Tick {}
 
 /// Settings pointing at a test's own servers, with `extra` `CAPSTAN__*` overrides.
 pub fn settings(database: &TestDatabase, nats: &NatsServer, extra: &[(&str, &str)]) -> Settings {
+    settings_with::<()>(database, nats, extra).0
+}
+
+/// As [`settings`], with the sections `S` of the services a test runs (`capstan_settings::load`).
+pub fn settings_with<S: capstan_settings::Sections>(
+    database: &TestDatabase,
+    nats: &NatsServer,
+    extra: &[(&str, &str)],
+) -> (Settings, S) {
     let mut environment = vec![
         (
             "CAPSTAN__DATABASE__URL".to_string(),
@@ -54,7 +63,7 @@ pub fn settings(database: &TestDatabase, nats: &NatsServer, extra: &[(&str, &str
             .iter()
             .map(|(key, value)| (key.to_string(), value.to_string())),
     );
-    Settings::load_from(None, environment).expect("test settings are valid")
+    capstan_settings::load_from(None, environment).expect("test settings are valid")
 }
 
 /// A service of `domain` on the test's servers, its schema migrated with the test migrations.

@@ -17,6 +17,16 @@ use crate::wait_for;
 /// The seal key of every test plane's backups service (64 hex digits).
 pub const TEST_SEAL_KEY: &str = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed";
 
+/// The sections of the services a test plane runs, as `capstan all` reads them (the gateway's
+/// `plane_name` is also the one incidents' signals carry).
+pub type PlaneSections = (
+    capstan_gateway::settings::GatewaySettings,
+    capstan_agent_channel::settings::AgentChannelSettings,
+    capstan_incidents::settings::IncidentsSettings,
+    capstan_monitor::settings::MonitorSettings,
+    capstan_backups::settings::BackupsSettings,
+);
+
 /// An operator of the test plane.
 #[derive(Debug, Clone)]
 pub struct TestOperator {
@@ -40,6 +50,8 @@ pub struct Plane {
     pub bus: Bus,
     pub database: TestDatabase,
     pub settings: Settings,
+    /// The services' own sections.
+    pub sections: PlaneSections,
     shutdown: CancellationToken,
     services: Vec<JoinHandle<anyhow::Result<()>>>,
     _nats: NatsServer,
@@ -94,7 +106,9 @@ impl Plane {
             ("CAPSTAN__BACKUPS__SEAL_KEY", TEST_SEAL_KEY),
         ];
         overrides.extend_from_slice(extra);
-        let settings = crate::settings(&database, &nats, &overrides);
+        let (settings, sections): (Settings, PlaneSections) =
+            crate::settings_with(&database, &nats, &overrides);
+        let (gateway, agent_channel, incidents, monitor, backups) = sections.clone();
         // On a secured server each service runs as its own NATS user.
         let as_user = |domain: Domain| {
             if !secured {
@@ -109,25 +123,30 @@ impl Plane {
             crate::settings(&database, &nats, &own)
         };
         let shutdown = CancellationToken::new();
+        let plane_name = gateway.plane_name.clone();
         let mut services = vec![tokio::spawn(capstan_gateway::run(
             as_user(Domain::Gateway),
+            gateway,
             shutdown.clone(),
         ))];
         if !skip.contains(&Domain::AgentChannel) {
             services.push(tokio::spawn(capstan_agent_channel::run(
                 as_user(Domain::AgentChannel),
+                agent_channel,
                 shutdown.clone(),
             )));
         }
         if !skip.contains(&Domain::Incidents) {
             services.push(tokio::spawn(capstan_incidents::run(
                 as_user(Domain::Incidents),
+                (incidents, plane_name),
                 shutdown.clone(),
             )));
         }
         if !skip.contains(&Domain::Monitor) {
             services.push(tokio::spawn(capstan_monitor::run(
                 as_user(Domain::Monitor),
+                monitor,
                 shutdown.clone(),
             )));
         }
@@ -140,6 +159,7 @@ impl Plane {
         if !skip.contains(&Domain::Backups) {
             services.push(tokio::spawn(capstan_backups::run(
                 as_user(Domain::Backups),
+                backups,
                 shutdown.clone(),
             )));
         }
@@ -227,6 +247,7 @@ impl Plane {
             bus,
             database,
             settings,
+            sections,
             shutdown,
             services,
             _nats: nats,
@@ -414,6 +435,7 @@ impl Plane {
     pub fn add_agent_channel_replica(&mut self) {
         self.services.push(tokio::spawn(capstan_agent_channel::run(
             self.settings.clone(),
+            self.sections.1.clone(),
             self.shutdown.clone(),
         )));
     }

@@ -1,7 +1,7 @@
 //! The shared composition root of every Capstan binary: settings (exit 64 when bad),
 //! telemetry, a runtime, signals, then the binary's own `run`.
 
-use capstan_settings::{LogFormat, Settings, EXIT_BAD_CONFIG};
+use capstan_settings::{LogFormat, Sections, Settings, EXIT_BAD_CONFIG};
 use capstan_telemetry::TelemetryConfig;
 use std::{future::Future, process::ExitCode};
 use tokio_util::sync::CancellationToken;
@@ -15,6 +15,19 @@ where
     F: FnOnce(Settings, CancellationToken) -> Fut,
     Fut: Future<Output = anyhow::Result<()>>,
 {
+    entry(service_name, Kind::Service, |settings, (), shutdown| {
+        run(settings, shutdown)
+    })
+}
+
+/// As [`main`], for a service with settings of its own: the shared sections and `S` (its
+/// section, or several) are loaded together, every problem of either named before exit 64.
+pub fn main_with<S, F, Fut>(service_name: &str, run: F) -> ExitCode
+where
+    S: Sections,
+    F: FnOnce(Settings, S, CancellationToken) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
     entry(service_name, Kind::Service, run)
 }
 
@@ -26,7 +39,9 @@ where
     F: FnOnce(Settings, CancellationToken) -> Fut,
     Fut: Future<Output = anyhow::Result<()>>,
 {
-    entry(name, Kind::Command, run)
+    entry(name, Kind::Command, |settings, (), shutdown| {
+        run(settings, shutdown)
+    })
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -35,13 +50,14 @@ enum Kind {
     Command,
 }
 
-fn entry<F, Fut>(service_name: &str, kind: Kind, run: F) -> ExitCode
+fn entry<S, F, Fut>(service_name: &str, kind: Kind, run: F) -> ExitCode
 where
-    F: FnOnce(Settings, CancellationToken) -> Fut,
+    S: Sections,
+    F: FnOnce(Settings, S, CancellationToken) -> Fut,
     Fut: Future<Output = anyhow::Result<()>>,
 {
-    let settings = match Settings::load() {
-        Ok(settings) => settings,
+    let (settings, own) = match capstan_settings::load::<S>() {
+        Ok(loaded) => loaded,
         Err(error) => {
             eprintln!("{service_name}: {error}");
             return ExitCode::from(EXIT_BAD_CONFIG as u8);
@@ -89,7 +105,7 @@ where
             version = env!("CARGO_PKG_VERSION"),
             "starting"
         );
-        match run(settings, shutdown).await {
+        match run(settings, own, shutdown).await {
             Ok(()) => {
                 info!(service = service_name, "stopped cleanly");
                 ExitCode::SUCCESS

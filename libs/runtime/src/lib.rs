@@ -19,7 +19,7 @@ pub use consume::{
     consume_patiently, consume_with_inbox, decode, event_consumer_specs, read_as, retry,
     unavailable, Apply,
 };
-pub use entry::{command, main, shutdown_on_signals};
+pub use entry::{command, main, main_with, shutdown_on_signals};
 pub use error::ServiceError;
 pub use nodes::NodeEvent;
 pub use service::{bus_options, migrate_only, BusPublisher, Part, Service};

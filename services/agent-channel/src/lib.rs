@@ -9,6 +9,7 @@ mod arrivals;
 mod consumers;
 pub mod domain;
 mod rpc;
+pub mod settings;
 mod store;
 mod tasks;
 mod wake;
@@ -16,6 +17,7 @@ mod wake;
 use capstan_events::Domain;
 use capstan_runtime::{consume_patiently, consume_with_inbox, Part, Service};
 use capstan_settings::Settings;
+use settings::AgentChannelSettings;
 use sqlx::migrate::Migrator;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -47,14 +49,18 @@ async fn warm(state: &rpc::State) {
 }
 
 /// Runs the service until `shutdown`.
-pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn run(
+    settings: Settings,
+    agent_channel: AgentChannelSettings,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let service = Service::start(&settings, DOMAIN, &MIGRATOR).await?;
     let slots = rpc::agent_slots(settings.database.max_connections);
     let wake = Arc::new(wake::Wake::default());
     let state = rpc::State {
         store: service.store.clone(),
         wake: wake.clone(),
-        limits: Arc::new(rpc::Limits::from_settings(&settings.agent_channel)),
+        limits: Arc::new(rpc::Limits::from_settings(&agent_channel)),
         keys: Arc::new(rpc::Keys::default()),
         arrivals: arrivals::Arrivals::start(
             service.store.clone(),

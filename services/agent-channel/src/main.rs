@@ -2,5 +2,5 @@
 #![forbid(unsafe_code)]
 
 fn main() -> std::process::ExitCode {
-    capstan_runtime::main("capstan-agent-channel", capstan_agent_channel::run)
+    capstan_runtime::main_with("capstan-agent-channel", capstan_agent_channel::run)
 }

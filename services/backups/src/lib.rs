@@ -10,6 +10,7 @@ pub mod consumers;
 pub mod domain;
 pub mod drivers;
 pub mod rpc;
+pub mod settings;
 pub mod storage_pass;
 pub mod store;
 pub mod tasks;
@@ -17,6 +18,7 @@ pub mod tasks;
 use capstan_events::Domain;
 use capstan_runtime::{consume_patiently, Part, Service};
 use capstan_settings::Settings;
+use settings::BackupsSettings;
 use sqlx::migrate::Migrator;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -29,19 +31,22 @@ pub const DOMAIN: Domain = Domain::Backups;
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/backups");
 
 /// Runs the service until `shutdown`.
-pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn run(
+    settings: Settings,
+    backups: BackupsSettings,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let service = Service::start(&settings, DOMAIN, &MIGRATOR).await?;
-    if settings.backups.seal_key().is_none() {
+    if backups.seal_key().is_none() {
         tracing::warn!(
             "CAPSTAN__BACKUPS__SEAL_KEY_FILE is not set: backup targets cannot be added or used"
         );
     }
     let state = rpc::State {
         store: service.store.clone(),
-        sealer: Sealer::new(settings.backups.seal_key())
-            .read_from(settings.backups.seal_key_file.clone()),
+        sealer: Sealer::new(backups.seal_key()).read_from(backups.seal_key_file.clone()),
         http: drivers::s3::http(),
-        url_ttl: settings.backups.url_ttl(),
+        url_ttl: backups.url_ttl(),
     };
     let node = rpc::node::State {
         store: service.store.clone(),
@@ -60,14 +65,14 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     }
     {
         let store = service.store.clone();
-        let every = settings.backups.schedule_every();
+        let every = backups.schedule_every();
         parts.push(Box::new(move |stop: CancellationToken| {
             Box::pin(tasks::schedule(store, every, stop))
         }));
     }
     {
         // The storage pass and the health judgement (BK-11..BK-17, BK-21), on the schedule's tick.
-        let every = settings.backups.schedule_every();
+        let every = backups.schedule_every();
         parts.push(Box::new(move |stop: CancellationToken| {
             Box::pin(tasks::care::care(state, every, stop))
         }));

@@ -2,5 +2,5 @@
 #![forbid(unsafe_code)]
 
 fn main() -> std::process::ExitCode {
-    capstan_runtime::main("capstan-backups", capstan_backups::run)
+    capstan_runtime::main_with("capstan-backups", capstan_backups::run)
 }

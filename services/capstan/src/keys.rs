@@ -1,13 +1,14 @@
 //! The keys `capstan all` makes for itself on its first run (issue 27). A new single-machine
 //! plane could not add a backup target until its operator found `CAPSTAN__BACKUPS__SEAL_KEY_FILE`;
 //! now, with no seal key set, `capstan all` makes one and keeps it where `deploy/local/up` keeps
-//! the generated NATS password (`Settings::generated_seal_key_file`), with the same care: a file
+//! the generated NATS password (`BackupsSettings::generated_seal_key_file`), with the same care: a file
 //! of its own, mode 0600, in a directory only its owner may enter. Later runs read the same file,
 //! so the targets' sealed credentials keep opening. A key set by the operator is used as it is,
 //! and the services run alone (`capstan backups`) never make one: their replicas must share it.
 
 use anyhow::{bail, Context as _};
-use capstan_settings::Settings;
+use capstan_backups::settings::BackupsSettings;
+use capstan_settings::NatsSettings;
 use std::{
     fs::{DirBuilder, OpenOptions},
     io::{ErrorKind, Write as _},
@@ -16,11 +17,12 @@ use std::{
 };
 use tracing::{info, warn};
 
-/// Gives `settings` the seal key `capstan all` keeps, making it on the first run. A directory
+/// Gives `backups` the seal key `capstan all` keeps, making it on the first run (beside the
+/// NATS password file `nats` names, unless a directory is set). A directory
 /// this process may not write leaves the plane without a key, as before (the Targets page and
 /// the log say so); a key file anyone else could read or change stops the start.
-pub fn ensure_seal_key(settings: &mut Settings) -> anyhow::Result<()> {
-    let Some(file) = settings.generated_seal_key_file() else {
+pub fn ensure_seal_key(backups: &mut BackupsSettings, nats: &NatsSettings) -> anyhow::Result<()> {
+    let Some(file) = backups.generated_seal_key_file(nats) else {
         return Ok(());
     };
     let text = match read_key(&file)? {
@@ -37,8 +39,7 @@ pub fn ensure_seal_key(settings: &mut Settings) -> anyhow::Result<()> {
             }
         },
     };
-    settings
-        .backups
+    backups
         .use_generated_key(file, &text)
         .map_err(anyhow::Error::from)
 }
@@ -112,8 +113,10 @@ fn make_key(file: &Path) -> anyhow::Result<String> {
 mod tests {
     use super::*;
 
-    fn settings_with_dir(dir: &Path) -> Settings {
-        Settings::load_from(
+    use capstan_settings::Settings;
+
+    fn settings_with_dir(dir: &Path) -> (Settings, BackupsSettings) {
+        capstan_settings::load_from::<BackupsSettings>(
             None,
             [(
                 "CAPSTAN__BACKUPS__SEAL_KEY_DIR".to_string(),
@@ -127,18 +130,18 @@ mod tests {
     fn the_first_run_makes_a_0600_key_and_later_runs_read_the_same_one() {
         let scratch = tempfile::tempdir().unwrap();
         let dir = scratch.path().join("state");
-        let mut first = settings_with_dir(&dir);
-        ensure_seal_key(&mut first).unwrap();
+        let (settings, mut first) = settings_with_dir(&dir);
+        ensure_seal_key(&mut first, &settings.nats).unwrap();
         let file = dir.join("backups-seal.key");
-        assert_eq!(first.backups.seal_key_file.as_deref(), Some(file.as_path()));
-        let key = first.backups.seal_key().expect("a key is set");
+        assert_eq!(first.seal_key_file.as_deref(), Some(file.as_path()));
+        let key = first.seal_key().expect("a key is set");
         let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         let dir_mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
         assert_eq!(dir_mode, 0o700);
-        let mut again = settings_with_dir(&dir);
-        ensure_seal_key(&mut again).unwrap();
-        assert_eq!(again.backups.seal_key(), Some(key), "the same key");
+        let (settings, mut again) = settings_with_dir(&dir);
+        ensure_seal_key(&mut again, &settings.nats).unwrap();
+        assert_eq!(again.seal_key(), Some(key), "the same key");
     }
 
     /// Two replicas of `capstan all` started together on one state directory: each must end
@@ -177,19 +180,22 @@ mod tests {
         let file = scratch.path().join("backups-seal.key");
         std::fs::write(&file, "ab".repeat(32)).unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let mut settings = settings_with_dir(scratch.path());
-        let error = format!("{:#}", ensure_seal_key(&mut settings).unwrap_err());
+        let (settings, mut backups) = settings_with_dir(scratch.path());
+        let error = format!(
+            "{:#}",
+            ensure_seal_key(&mut backups, &settings.nats).unwrap_err()
+        );
         assert!(
             error.contains("backups-seal.key") && error.contains("chmod 600"),
             "{error}"
         );
-        assert!(settings.backups.seal_key().is_none());
+        assert!(backups.seal_key().is_none());
     }
 
     #[test]
     fn a_key_the_operator_set_is_used_and_no_file_is_made() {
         let scratch = tempfile::tempdir().unwrap();
-        let mut settings = Settings::load_from(
+        let (settings, mut backups) = capstan_settings::load_from::<BackupsSettings>(
             None,
             [
                 (
@@ -200,8 +206,8 @@ mod tests {
             ],
         )
         .unwrap();
-        ensure_seal_key(&mut settings).unwrap();
-        assert_eq!(settings.backups.seal_key(), Some([0xcd; 32]));
+        ensure_seal_key(&mut backups, &settings.nats).unwrap();
+        assert_eq!(backups.seal_key(), Some([0xcd; 32]));
         assert!(!scratch.path().join("backups-seal.key").exists());
     }
 }

@@ -9,6 +9,7 @@ use capstan_runtime::Migrator;
 use capstan_settings::Settings;
 use clap::{Parser, Subcommand};
 use futures::future::BoxFuture;
+use settings::AllSections;
 use std::process::ExitCode;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -17,6 +18,7 @@ use tracing::{error, info};
 mod http;
 mod keys;
 mod release;
+mod settings;
 
 #[derive(Parser)]
 #[command(name = "capstan", version, about = "The Capstan control plane")]
@@ -110,20 +112,47 @@ fn parse_level(value: &str) -> Result<Level, String> {
     Level::try_from(number)
 }
 
-type Run = fn(Settings, CancellationToken) -> BoxFuture<'static, anyhow::Result<()>>;
+type Run = fn(Settings, &AllSections, CancellationToken) -> BoxFuture<'static, anyhow::Result<()>>;
 
-/// Each service's `run`, by domain: the one table the all-in-one binary needs.
+/// Each service's `run`, by domain, given its own section: the one table the all-in-one
+/// binary needs.
 fn runner(domain: Domain) -> Run {
     match domain {
-        Domain::Gateway => |s, t| Box::pin(capstan_gateway::run(s, t)),
-        Domain::AgentChannel => |s, t| Box::pin(capstan_agent_channel::run(s, t)),
-        Domain::Incidents => |s, t| Box::pin(capstan_incidents::run(s, t)),
-        Domain::Monitor => |s, t| Box::pin(capstan_monitor::run(s, t)),
-        Domain::Backups => |s, t| Box::pin(capstan_backups::run(s, t)),
-        Domain::Rollouts => |s, t| Box::pin(capstan_rollouts::run(s, t)),
-        Domain::Provisioning => |s, t| Box::pin(capstan_provisioning::run(s, t)),
-        Domain::Dns => |s, t| Box::pin(capstan_dns::run(s, t)),
-        Domain::Billing => |s, t| Box::pin(capstan_billing::run(s, t)),
+        Domain::Gateway => |s, own, t| Box::pin(capstan_gateway::run(s, own.gateway.clone(), t)),
+        Domain::AgentChannel => {
+            |s, own, t| Box::pin(capstan_agent_channel::run(s, own.agent_channel.clone(), t))
+        }
+        Domain::Incidents => |s, own, t| {
+            let plane_name = own.gateway.plane_name.clone();
+            Box::pin(capstan_incidents::run(
+                s,
+                (own.incidents.clone(), plane_name),
+                t,
+            ))
+        },
+        Domain::Monitor => |s, own, t| Box::pin(capstan_monitor::run(s, own.monitor.clone(), t)),
+        Domain::Backups => |s, own, t| Box::pin(capstan_backups::run(s, own.backups.clone(), t)),
+        Domain::Rollouts => |s, _, t| Box::pin(capstan_rollouts::run(s, t)),
+        Domain::Provisioning => |s, _, t| Box::pin(capstan_provisioning::run(s, t)),
+        Domain::Dns => |s, _, t| Box::pin(capstan_dns::run(s, t)),
+        Domain::Billing => |s, _, t| Box::pin(capstan_billing::run(s, t)),
+    }
+}
+
+/// One service alone (`capstan monitor`), reading the shared sections and its own only.
+fn run_alone(domain: Domain) -> ExitCode {
+    use capstan_runtime::{main, main_with};
+    let name = format!("capstan-{}", domain.service_name());
+    match domain {
+        Domain::Gateway => main_with(&name, capstan_gateway::run),
+        Domain::AgentChannel => main_with(&name, capstan_agent_channel::run),
+        Domain::Incidents => main_with(&name, capstan_incidents::run),
+        Domain::Monitor => main_with(&name, capstan_monitor::run),
+        Domain::Backups => main_with(&name, capstan_backups::run),
+        Domain::Rollouts => main(&name, capstan_rollouts::run),
+        Domain::Provisioning => main(&name, capstan_provisioning::run),
+        Domain::Dns => main(&name, capstan_dns::run),
+        Domain::Billing => main(&name, capstan_billing::run),
     }
 }
 
@@ -143,19 +172,17 @@ fn migrator(domain: Domain) -> &'static Migrator {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // A service name the plane does not know: the usage error.
-    let unknown = |error: <Domain as std::str::FromStr>::Err| {
-        eprintln!("capstan: {error}");
-        ExitCode::from(2)
-    };
     match cli.command {
-        Command::All => capstan_runtime::main("capstan", run_all),
+        Command::All => capstan_runtime::main_with("capstan", run_all),
         Command::Migrate => capstan_runtime::command("capstan", |settings, _| migrate(settings)),
         Command::Health { service } => match service.parse::<Domain>() {
             Ok(domain) => {
                 capstan_runtime::command("capstan", move |settings, _| health(settings, domain))
             }
-            Err(error) => unknown(error),
+            Err(error) => {
+                eprintln!("capstan: {error}");
+                ExitCode::from(2)
+            }
         },
         Command::Admin {
             command: AdminCommand::CreateOperator { name, level, email },
@@ -168,30 +195,8 @@ fn main() -> ExitCode {
             capstan_gateway::admin::reset_password_command(&settings, &name).await
         }),
         Command::Admin {
-            command:
-                AdminCommand::NatsConfig {
-                    auth,
-                    mut subscribers,
-                },
-        } => {
-            // A name given twice is one user (the server refuses a user defined twice).
-            let mut seen = std::collections::BTreeSet::new();
-            subscribers.retain(|subscriber| seen.insert(subscriber.name().to_string()));
-            let config = capstan_bus::access::authorization_with(auth, &subscribers);
-            print!("{config}");
-            // A password for each new subscriber, for the operator to put in the server's
-            // environment and give the program; never in the configuration itself.
-            if auth == capstan_bus::access::Auth::Password {
-                for subscriber in &subscribers {
-                    eprintln!(
-                        "{}={}",
-                        subscriber.secret_variable(auth),
-                        capstan_bus::access::generate_password()
-                    );
-                }
-            }
-            ExitCode::SUCCESS
-        }
+            command: AdminCommand::NatsConfig { auth, subscribers },
+        } => nats_config(auth, subscribers),
         Command::Release { command } => {
             let ran = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -211,26 +216,56 @@ fn main() -> ExitCode {
         Command::Service(words) => {
             let name = words.first().map(String::as_str).unwrap_or_default();
             match name.parse::<Domain>() {
-                Ok(domain) => capstan_runtime::main(
-                    &format!("capstan-{}", domain.service_name()),
-                    runner(domain),
-                ),
-                Err(error) => unknown(error),
+                Ok(domain) => run_alone(domain),
+                Err(error) => {
+                    eprintln!("capstan: {error}");
+                    ExitCode::from(2)
+                }
             }
         }
     }
 }
 
+/// `capstan admin nats-config`: the server's `authorization` block on standard output, and a
+/// fresh password for each new subscriber on standard error.
+fn nats_config(
+    auth: capstan_bus::access::Auth,
+    mut subscribers: Vec<capstan_bus::access::Subscriber>,
+) -> ExitCode {
+    // A name given twice is one user (the server refuses a user defined twice).
+    let mut seen = std::collections::BTreeSet::new();
+    subscribers.retain(|subscriber| seen.insert(subscriber.name().to_string()));
+    print!(
+        "{}",
+        capstan_bus::access::authorization_with(auth, &subscribers)
+    );
+    // A password for each new subscriber, for the operator to put in the server's
+    // environment and give the program; never in the configuration itself.
+    if auth == capstan_bus::access::Auth::Password {
+        for subscriber in &subscribers {
+            eprintln!(
+                "{}={}",
+                subscriber.secret_variable(auth),
+                capstan_bus::access::generate_password()
+            );
+        }
+    }
+    ExitCode::SUCCESS
+}
+
 /// Every service together; the first to fail stops the others.
-async fn run_all(mut settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
+async fn run_all(
+    settings: Settings,
+    mut own: AllSections,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     // Start-up, before any service runs: a few small file operations.
-    keys::ensure_seal_key(&mut settings).context("the backups seal key")?;
+    keys::ensure_seal_key(&mut own.backups, &settings.nats).context("the backups seal key")?;
     let stop = shutdown.child_token();
     let mut services = JoinSet::new();
     for domain in Domain::ALL {
-        let settings = settings.clone();
-        let stop = stop.clone();
-        services.spawn(async move { (domain, runner(domain)(settings, stop).await) });
+        let run = runner(domain)(settings.clone(), &own, stop.clone());
+        services.spawn(async move { (domain, run.await) });
     }
     let mut first_failure = None;
     while let Some(finished) = services.join_next().await {

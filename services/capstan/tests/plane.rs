@@ -228,6 +228,45 @@ async fn bad_configuration_exits_64_naming_the_key() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("unknown service"));
 }
 
+// Issue 28: every problem of every section is named in one start, each by its file key and its
+// environment variable, before exit 64; a service run alone judges its own section too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_configuration_in_three_sections_names_all_three_and_exits_64() {
+    let nats = NatsServer::start();
+    let database = TestDatabase::create().await;
+    let output = capstan(&["all"], &database, &nats, "127.0.0.1:1")
+        .env("CAPSTAN__MONITOR__TICK_MS", "1")
+        .env("CAPSTAN__INCIDENTS__AGENT_SILENT_SECS", "5")
+        .env("CAPSTAN__OUTBOX__BATCH_SIZE", "0")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for named in [
+        "monitor.tick_ms",
+        "CAPSTAN__MONITOR__TICK_MS",
+        "incidents.agent_silent_secs",
+        "CAPSTAN__INCIDENTS__AGENT_SILENT_SECS",
+        "outbox.batch_size",
+        "CAPSTAN__OUTBOX__BATCH_SIZE",
+    ] {
+        assert!(stderr.contains(named), "{named} in {stderr}");
+    }
+
+    let output = capstan(&["monitor"], &database, &nats, "127.0.0.1:1")
+        .env("CAPSTAN__MONITOR__TICK_MS", "1")
+        .env("CAPSTAN__MONITR__TICK_MS", "1000")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("monitor.tick_ms"), "{stderr}");
+    assert!(
+        stderr.contains("monitr"),
+        "an unknown section is named: {stderr}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capstan_migrate_gives_every_service_its_schema_and_capstan_health_asks_one() {
     let nats = NatsServer::start();

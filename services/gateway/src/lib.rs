@@ -18,6 +18,7 @@ pub mod openapi;
 pub mod password;
 pub mod route;
 pub mod routes;
+pub mod settings;
 mod state;
 pub mod store;
 pub mod tasks;
@@ -31,6 +32,7 @@ use anyhow::Context;
 use capstan_events::Domain;
 use capstan_runtime::{Part, Service};
 use capstan_settings::Settings;
+use settings::GatewaySettings;
 use sqlx::migrate::Migrator;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
@@ -41,12 +43,16 @@ pub const DOMAIN: Domain = Domain::Gateway;
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/gateway");
 
 /// Runs the gateway until `shutdown`: its rpc, its outbox relay and the HTTP listener.
-pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn run(
+    settings: Settings,
+    gateway: GatewaySettings,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let service = Service::start(&settings, DOMAIN, &MIGRATOR).await?;
     let metrics = capstan_telemetry::metrics(settings.telemetry.metrics_listen)
         .context("starting gateway: metrics")?;
-    let listen = settings.gateway.listen;
-    ui::configure(&settings.gateway);
+    let listen = gateway.listen;
+    ui::configure(&gateway);
     tokio::task::spawn_blocking(password::warm_up);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -56,11 +62,10 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         store: service.store.clone(),
         rpc_timeout: settings.bus.rpc_timeout(),
         metrics,
-        client_addresses: ClientAddresses::from_settings(&settings.gateway)
-            .map_err(anyhow::Error::msg)
+        client_addresses: ClientAddresses::from_settings(&gateway)
             .context("starting gateway: client addresses")?,
     });
-    let limits = ConnectionLimits::from_settings(&settings.gateway);
+    let limits = ConnectionLimits::from_settings(&gateway);
     let serve: Part = Box::new(move |stop: CancellationToken| {
         Box::pin(async move {
             info!(%listen, max_connections = limits.max_connections, "gateway listening");
@@ -70,8 +75,8 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     let sweeping: Part = {
         let (store, idle, lifetime) = (
             service.store.clone(),
-            settings.gateway.session_idle(),
-            settings.gateway.session_lifetime(),
+            gateway.session_idle(),
+            gateway.session_lifetime(),
         );
         Box::new(move |stop: CancellationToken| Box::pin(tasks::run(store, idle, lifetime, stop)))
     };

@@ -2,5 +2,5 @@
 #![forbid(unsafe_code)]
 
 fn main() -> std::process::ExitCode {
-    capstan_runtime::main("capstan-gateway", capstan_gateway::run)
+    capstan_runtime::main_with("capstan-gateway", capstan_gateway::run)
 }

@@ -3,9 +3,10 @@
 //! the edge worked out for it. Handlers import this module; the router (`http.rs`) imports the
 //! route table (`routes.rs`), which imports the handlers; nothing here imports any of them.
 
+use crate::settings::GatewaySettings;
 use axum::http::HeaderName;
 use capstan_bus::Bus;
-use capstan_settings::GatewaySettings;
+use capstan_settings::Problem;
 use capstan_store::Store;
 use capstan_telemetry::MetricsHandle;
 use ipnet::IpNet;
@@ -85,12 +86,10 @@ impl Default for ClientAddresses {
 }
 
 impl ClientAddresses {
-    pub fn from_settings(gateway: &GatewaySettings) -> Result<ClientAddresses, String> {
+    pub fn from_settings(gateway: &GatewaySettings) -> Result<ClientAddresses, Problem> {
         let header = HeaderName::try_from(gateway.client_address_header.to_ascii_lowercase())
-            .map_err(|error| format!("gateway.client_address_header: {error}"))?;
-        let trusted = gateway
-            .trusted_networks()
-            .map_err(|reason| format!("gateway.trusted_proxies: {reason}"))?;
+            .map_err(|error| Problem::new("gateway.client_address_header", error.to_string()))?;
+        let trusted = gateway.trusted_networks()?;
         Ok(ClientAddresses {
             trusted: Arc::from(trusted),
             header,

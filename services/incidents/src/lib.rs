@@ -11,13 +11,14 @@ pub mod consumers;
 pub mod domain;
 pub mod drivers;
 pub mod rpc;
+pub mod settings;
 pub mod store;
 pub mod tasks;
 
 use capstan_events::Domain;
 use capstan_runtime::outbound::Outbound;
 use capstan_runtime::{consume_patiently, Part, Service};
-use capstan_settings::Settings;
+use capstan_settings::{PlaneName, Settings};
 use sqlx::migrate::Migrator;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -29,6 +30,7 @@ use crate::domain::monitor::{CertProblemSource, SiteDown};
 use crate::domain::script_trust::Unmanageable;
 use crate::domain::sources::{AgentSilent, PlaneSource, Registry};
 use crate::drivers::{mail::Smtp, webhook::Http, Drivers, Mailer};
+use crate::settings::IncidentsSettings;
 
 pub const DOMAIN: Domain = Domain::Incidents;
 
@@ -37,11 +39,11 @@ pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/incidents");
 
 /// The plane's sources, registered once (IN-12): the extension point other services' issues add
 /// their detectors to.
-pub fn registry(settings: &Settings) -> anyhow::Result<Registry> {
+pub fn registry(incidents: &IncidentsSettings) -> anyhow::Result<Registry> {
     let mut registry = Registry::default();
     registry
         .register(Box::new(
-            AgentSilent::new(settings.incidents.agent_silent_secs)
+            AgentSilent::new(incidents.agent_silent_secs)
                 .map_err(|error| anyhow::anyhow!("incidents.{error}"))?,
         ))
         .map_err(|error| anyhow::anyhow!("{error}"))?;
@@ -64,8 +66,8 @@ pub fn registry(settings: &Settings) -> anyhow::Result<Registry> {
 }
 
 /// The retry schedule of deliveries: the first gap from settings, doubling to the longest.
-pub fn backoff(settings: &Settings) -> anyhow::Result<Backoff> {
-    let first = chrono::Duration::seconds(settings.incidents.retry_first_secs as i64);
+pub fn backoff(incidents: &IncidentsSettings) -> anyhow::Result<Backoff> {
+    let first = chrono::Duration::seconds(incidents.retry_first_secs as i64);
     Backoff::new(first, LONGEST_RETRY_GAP.max(first), GIVE_UP_AFTER)
         .map_err(|error| anyhow::anyhow!("incidents.retry_first_secs: {error}"))
 }
@@ -73,29 +75,34 @@ pub fn backoff(settings: &Settings) -> anyhow::Result<Backoff> {
 /// Where webhooks may go: the plane's address policy (`outbound.allow_private`), which the
 /// older, webhooks-only `incidents.webhook_allow_private` can still loosen — either set to true
 /// allows private targets and plain `http://` for webhooks.
-pub fn webhook_outbound(settings: &Settings) -> Outbound {
-    if settings.incidents.webhook_allow_private {
+pub fn webhook_outbound(settings: &Settings, incidents: &IncidentsSettings) -> Outbound {
+    if incidents.webhook_allow_private {
         Outbound::allowing_private()
     } else {
         Outbound::from_settings(settings)
     }
 }
 
-/// Runs the service until `shutdown`.
-pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let registry = Arc::new(registry(&settings)?);
-    let backoff = backoff(&settings)?;
-    let mailer: Option<Box<dyn Mailer>> = match settings.incidents.smtp_url() {
+/// Runs the service until `shutdown`, with its own section and the plane's name its signals
+/// carry.
+pub async fn run(
+    settings: Settings,
+    (incidents, plane_name): (IncidentsSettings, PlaneName),
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let registry = Arc::new(registry(&incidents)?);
+    let backoff = backoff(&incidents)?;
+    let mailer: Option<Box<dyn Mailer>> = match incidents.smtp_url() {
         Some(url) => Some(Box::new(
-            Smtp::new(url, &settings.incidents.mail_from).map_err(anyhow::Error::msg)?,
+            Smtp::new(url, &incidents.mail_from).map_err(anyhow::Error::msg)?,
         )),
         None => None,
     };
-    let outbound = webhook_outbound(&settings);
+    let outbound = webhook_outbound(&settings, &incidents);
     let drivers = Arc::new(Drivers {
         mailer,
         poster: Box::new(Http::new(outbound)),
-        plane_name: settings.gateway.plane_name.clone(),
+        plane_name: plane_name.text().to_string(),
     });
     let service = Service::start(&settings, DOMAIN, &MIGRATOR).await?;
     let state = rpc::State {
@@ -117,7 +124,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     }
     {
         let (store, registry) = (service.store.clone(), registry.clone());
-        let interval = settings.incidents.pass_interval();
+        let interval = incidents.pass_interval();
         parts.push(Box::new(move |stop: CancellationToken| {
             Box::pin(tasks::reconcile(
                 store,
@@ -130,7 +137,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     }
     {
         let (store, drivers) = (service.store.clone(), drivers.clone());
-        let interval = settings.incidents.deliver_interval();
+        let interval = incidents.deliver_interval();
         parts.push(Box::new(move |stop: CancellationToken| {
             Box::pin(tasks::deliver(store, drivers, backoff, interval, stop))
         }));

@@ -2,5 +2,5 @@
 #![forbid(unsafe_code)]
 
 fn main() -> std::process::ExitCode {
-    capstan_runtime::main("capstan-incidents", capstan_incidents::run)
+    capstan_runtime::main_with("capstan-incidents", capstan_incidents::run)
 }

@@ -23,10 +23,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use capstan_monitor::drivers::Prober;
+use capstan_monitor::settings::MonitorSettings;
 use capstan_monitor::tasks::{self, Pace};
 use capstan_monitor::MIGRATOR;
 use capstan_runtime::outbound::Outbound;
-use capstan_settings::Settings;
 use capstan_store::{testsuite::TestDatabase, Store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
@@ -183,7 +183,9 @@ async fn bench() {
     let port: u16 = line.trim().parse().expect("the server's port");
 
     let database = TestDatabase::create().await;
-    let settings = Settings::load_from(None, Vec::<(String, String)>::new()).unwrap();
+    let (_, monitor) =
+        capstan_settings::load_from::<MonitorSettings>(None, Vec::<(String, String)>::new())
+            .unwrap();
     let store = Store::connect(database.url(), "monitor", 8).await.unwrap();
     store.migrate(&MIGRATOR).await.unwrap();
     // Every target's first check falls somewhere in the first minute (its phase).
@@ -209,19 +211,19 @@ async fn bench() {
     .await
     .unwrap();
     let pace = Pace {
-        tick: settings.monitor.tick(),
-        concurrency: settings.monitor.concurrency as usize,
+        tick: monitor.tick(),
+        concurrency: monitor.concurrency as usize,
         cert_interval: chrono::Duration::hours(1),
         cert_warn_days: 21,
-        timeout: settings.monitor.timeout(),
+        timeout: monitor.timeout(),
     };
-    let prober = Arc::new(Prober::new(&settings.monitor, Outbound::allowing_private()).unwrap());
+    let prober = Arc::new(Prober::new(&monitor, Outbound::allowing_private()).unwrap());
     let stop = CancellationToken::new();
     let started_at = chrono::Utc::now();
     let running = tokio::spawn(tasks::uptime(store.clone(), prober, pace, stop.clone()));
     println!(
         "{targets} targets, each every 60 s; tick {} ms, {} at once; {minutes} minutes (the first is the warm-up)",
-        settings.monitor.tick_ms, settings.monitor.concurrency
+        monitor.tick_ms, monitor.concurrency
     );
     tokio::time::sleep(Duration::from_secs(60)).await;
     let (cpu_from, wall_from) = (cpu_seconds(), Instant::now());

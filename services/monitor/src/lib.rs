@@ -11,6 +11,7 @@ pub mod consumers;
 pub mod domain;
 pub mod drivers;
 pub mod rpc;
+pub mod settings;
 pub mod store;
 pub mod tasks;
 
@@ -18,6 +19,7 @@ use capstan_events::Domain;
 use capstan_runtime::outbound::Outbound;
 use capstan_runtime::{consume_patiently, Part, Service};
 use capstan_settings::Settings;
+use settings::MonitorSettings;
 use sqlx::migrate::Migrator;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -31,8 +33,7 @@ pub const DOMAIN: Domain = Domain::Monitor;
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/monitor");
 
 /// How the checks run, from settings.
-pub fn pace(settings: &Settings) -> Pace {
-    let monitor = &settings.monitor;
+pub fn pace(monitor: &MonitorSettings) -> Pace {
     Pace {
         tick: monitor.tick(),
         concurrency: monitor.concurrency as usize,
@@ -43,8 +44,7 @@ pub fn pace(settings: &Settings) -> Pace {
 }
 
 /// How the status pass runs, from settings (MO-05, MO-06).
-pub fn cadence(settings: &Settings) -> tasks::status::Cadence {
-    let monitor = &settings.monitor;
+pub fn cadence(monitor: &MonitorSettings) -> tasks::status::Cadence {
     tasks::status::Cadence {
         every: std::time::Duration::from_secs(u64::from(monitor.status_pass_secs)),
         windows: domain::cadence::Windows {
@@ -56,25 +56,27 @@ pub fn cadence(settings: &Settings) -> tasks::status::Cadence {
 }
 
 /// Runs the service until `shutdown`.
-pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let prober = Arc::new(Prober::new(
-        &settings.monitor,
-        Outbound::from_settings(&settings),
-    )?);
-    run_with(settings, prober, shutdown).await
+pub async fn run(
+    settings: Settings,
+    monitor: MonitorSettings,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let prober = Arc::new(Prober::new(&monitor, Outbound::from_settings(&settings))?);
+    run_with(settings, monitor, prober, shutdown).await
 }
 
 /// As [`run`], with the checks' prober given (tests trust their own certificate authority).
 pub async fn run_with(
     settings: Settings,
+    monitor: MonitorSettings,
     prober: Arc<Prober>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let pace = pace(&settings);
+    let pace = pace(&monitor);
     let service = Service::start(&settings, DOMAIN, &MIGRATOR).await?;
     let state = rpc::State {
         store: service.store.clone(),
-        min_interval_secs: settings.monitor.min_interval_secs,
+        min_interval_secs: monitor.min_interval_secs,
         prober: prober.clone(),
     };
     let rpc = rpc::routes(service.rpc(), state);
@@ -114,7 +116,7 @@ pub async fn run_with(
     }
     {
         let store = service.store.clone();
-        let cadence = cadence(&settings);
+        let cadence = cadence(&monitor);
         parts.push(Box::new(move |stop: CancellationToken| {
             Box::pin(tasks::status::status(store, cadence, stop))
         }));

@@ -2,5 +2,5 @@
 #![forbid(unsafe_code)]
 
 fn main() -> std::process::ExitCode {
-    capstan_runtime::main("capstan-monitor", capstan_monitor::run)
+    capstan_runtime::main_with("capstan-monitor", capstan_monitor::run)
 }

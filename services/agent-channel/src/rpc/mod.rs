@@ -61,7 +61,7 @@ impl Limits {
         }
     }
 
-    pub fn from_settings(settings: &capstan_settings::AgentChannelSettings) -> Limits {
+    pub fn from_settings(settings: &crate::settings::AgentChannelSettings) -> Limits {
         Limits::new(
             settings.network_requests_per_minute,
             settings.node_requests_per_minute,

@@ -43,7 +43,7 @@ impl Default for ConnectionLimits {
 }
 
 impl ConnectionLimits {
-    pub fn from_settings(gateway: &capstan_settings::GatewaySettings) -> ConnectionLimits {
+    pub fn from_settings(gateway: &crate::settings::GatewaySettings) -> ConnectionLimits {
         ConnectionLimits {
             max_connections: gateway.max_connections as usize,
             header_timeout: gateway.header_timeout(),

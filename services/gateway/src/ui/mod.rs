@@ -63,13 +63,13 @@ pub mod guard;
 pub mod header_parts;
 pub(crate) mod sign_in;
 
+use crate::settings::GatewaySettings;
 use askama::Template;
 use axum::{
     http::{header, HeaderMap, HeaderValue, StatusCode},
     response::{IntoResponse, Redirect, Response},
 };
 use capstan_events::rpc::Level;
-use capstan_settings::GatewaySettings;
 use std::{sync::OnceLock, time::Duration};
 use tracing::error;
 
@@ -108,7 +108,7 @@ static SETTINGS: OnceLock<UiSettings> = OnceLock::new();
 /// `AppState` by its fields.
 pub fn configure(gateway: &GatewaySettings) {
     let _ = SETTINGS.set(UiSettings {
-        plane_name: gateway.plane_name.trim().to_string(),
+        plane_name: gateway.plane_name.text().trim().to_string(),
         session_idle: gateway.session_idle(),
         session_lifetime: gateway.session_lifetime(),
         throttle: Limits {

@@ -12,8 +12,8 @@ pub mod tls;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::settings::MonitorSettings;
 use capstan_runtime::outbound::Outbound;
-use capstan_settings::MonitorSettings;
 
 pub use dns::Resolver;
 

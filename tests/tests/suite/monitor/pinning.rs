@@ -9,8 +9,8 @@ use capstan_monitor::domain::pinning::Route;
 use capstan_monitor::domain::uptime::Outcome;
 use capstan_monitor::drivers::http::Target;
 use capstan_monitor::drivers::Prober;
+use capstan_monitor::settings::MonitorSettings;
 use capstan_runtime::outbound::Outbound;
-use capstan_settings::Settings;
 use url::Url;
 
 use super::loopback;
@@ -36,7 +36,7 @@ async fn partners() -> (Site, Site) {
 
 fn prober(dns: &DnsServer) -> Prober {
     let resolver = dns.address.to_string();
-    let settings = Settings::load_from(
+    let (_, monitor) = capstan_settings::load_from::<MonitorSettings>(
         None,
         [
             ("CAPSTAN__MONITOR__RESOLVER".to_string(), resolver),
@@ -48,7 +48,7 @@ fn prober(dns: &DnsServer) -> Prober {
     )
     .unwrap();
     // The sites are on loopback: private targets are allowed here.
-    Prober::new(&settings.monitor, Outbound::allowing_private()).unwrap()
+    Prober::new(&monitor, Outbound::allowing_private()).unwrap()
 }
 
 /// MO-03: two nodes share a name (dual A records); the one at 127.0.0.2 is dead. Checked as
@@ -146,7 +146,7 @@ async fn mo_03_an_https_check_pinned_to_the_nodes_address_keeps_the_name_for_sni
     .await;
     let dns = DnsServer::start().await;
     dns.set("tls.shared.test", &[loopback(1), loopback(2)]);
-    let settings = Settings::load_from(
+    let (_, monitor) = capstan_settings::load_from::<MonitorSettings>(
         None,
         [
             (
@@ -161,7 +161,7 @@ async fn mo_03_an_https_check_pinned_to_the_nodes_address_keeps_the_name_for_sni
     )
     .unwrap();
     let prober = Prober::with_roots(
-        &settings.monitor,
+        &monitor,
         Outbound::allowing_private(),
         vec![ca.certificate.der().clone()],
     )

@@ -1,0 +1,214 @@
+//! The loader every process shares and the [`Section`] a service's own settings implement.
+//! Each section is read, its `*_FILE` secrets resolved and its values checked on its own, and
+//! every problem found in every section is kept, so one start names them all (not the first).
+
+use crate::problem::{Problem, SettingsError};
+use serde::de::DeserializeOwned;
+use std::collections::BTreeSet;
+
+/// One table of the configuration (`[monitor]` in `capstan.toml`, `CAPSTAN__MONITOR__*` in the
+/// environment), defined beside the code that reads it. Missing keys take their value from
+/// [`Default`] (the struct carries `#[serde(default, deny_unknown_fields)]`), so every service
+/// runs with no file at all.
+pub trait Section: DeserializeOwned + Default {
+    /// The section's key: `monitor` for `[monitor]` and `CAPSTAN__MONITOR__*`.
+    const KEY: &'static str;
+
+    /// Every value that cannot be used, each naming its key (`monitor.tick_ms`); empty when
+    /// the section is good. Runs after [`Section::resolve_files`].
+    fn validate(&self) -> Vec<Problem>;
+
+    /// Reads the secrets kept in files (`*_FILE` keys) into their values; a file that cannot
+    /// be read is a problem naming its key.
+    fn resolve_files(&mut self) -> Vec<Problem> {
+        Vec::new()
+    }
+}
+
+/// What a process reads beyond the shared sections: one [`Section`], several as a tuple, or a
+/// type of its own that reads a key of another section too (incidents reads the plane's name).
+pub trait Sections: Sized {
+    fn read(loader: &mut Loader) -> Self;
+}
+
+impl<S: Section> Sections for S {
+    fn read(loader: &mut Loader) -> S {
+        loader.section()
+    }
+}
+
+impl Sections for () {
+    fn read(_: &mut Loader) {}
+}
+
+macro_rules! tuple_sections {
+    ($($part:ident),+) => {
+        impl<$($part: Sections),+> Sections for ($($part,)+) {
+            fn read(loader: &mut Loader) -> Self {
+                ($($part::read(loader),)+)
+            }
+        }
+    };
+}
+tuple_sections!(A);
+tuple_sections!(A, B);
+tuple_sections!(A, B, C);
+tuple_sections!(A, B, C, D);
+tuple_sections!(A, B, C, D, E);
+tuple_sections!(A, B, C, D, E, F);
+
+/// The sections every process shares, read by `capstan_settings` itself.
+pub const SHARED_SECTIONS: &[&str] =
+    &["database", "nats", "bus", "outbox", "telemetry", "outbound"];
+
+/// The sections the services define in their own crates. A process reads only its own, yet
+/// accepts these in the shared file and environment (their services check them); any other
+/// section is refused by name, so a typo never passes silently. A service that adds a
+/// section adds its key here (`capstan all`'s test checks that this list is what it reads).
+pub const SERVICE_SECTIONS: &[&str] = &[
+    "gateway",
+    "agent_channel",
+    "incidents",
+    "monitor",
+    "backups",
+];
+
+/// Defaults < `file` < `CAPSTAN__*` environment, read section by section; problems are kept
+/// until [`Loader::finish`].
+pub struct Loader {
+    config: config::Config,
+    problems: Vec<Problem>,
+    read: BTreeSet<&'static str>,
+}
+
+impl Loader {
+    /// The file (which must exist when named) and the environment's `CAPSTAN__*` variables; an
+    /// unreadable file or one that is not TOML is refused at once.
+    pub fn new(
+        file: Option<&str>,
+        environment: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Loader, SettingsError> {
+        let mut builder = config::Config::builder();
+        if let Some(file) = file {
+            builder = builder.add_source(config::File::new(file, config::FileFormat::Toml));
+        }
+        let environment: config::Map<String, String> = environment
+            .into_iter()
+            .filter(|(key, _)| key.starts_with("CAPSTAN__"))
+            .collect();
+        builder = builder.add_source(
+            config::Environment::with_prefix("CAPSTAN")
+                .prefix_separator("__")
+                .separator("__")
+                .source(Some(environment)),
+        );
+        let config = builder
+            .build()
+            .map_err(|error| SettingsError::Invalid(error.to_string()))?;
+        Ok(Loader {
+            config,
+            problems: Vec::new(),
+            read: BTreeSet::new(),
+        })
+    }
+
+    /// Reads section `S` (its defaults when absent), resolves its files and checks it. A
+    /// section that cannot be read is a problem and its defaults stand in until
+    /// [`Loader::finish`] refuses the whole.
+    pub fn section<S: Section>(&mut self) -> S {
+        self.read.insert(S::KEY);
+        // Deserialized from its value rather than by `Config::get`, which would name the
+        // section instead of the key inside it that is wrong.
+        let read = match self.config.get::<config::Value>(S::KEY) {
+            Ok(value) => S::deserialize(value),
+            Err(config::ConfigError::NotFound(_)) => Ok(S::default()),
+            Err(error) => Err(error),
+        };
+        let mut section = match read {
+            Ok(section) => section,
+            Err(error) => {
+                self.problems.push(unreadable(S::KEY, error));
+                return S::default();
+            }
+        };
+        self.problems.extend(section.resolve_files());
+        self.problems.extend(section.validate());
+        section
+    }
+
+    /// One key of a section another crate owns (`gateway.plane_name`), `default` when absent.
+    pub fn value<T: DeserializeOwned>(&mut self, key: &'static str, default: T) -> T {
+        match self
+            .config
+            .get::<config::Value>(key)
+            .and_then(T::deserialize)
+        {
+            Ok(value) => value,
+            Err(config::ConfigError::NotFound(_)) => default,
+            Err(error) => {
+                self.problems.push(unreadable(key, error));
+                default
+            }
+        }
+    }
+
+    /// A problem found while reading, beside the sections' own.
+    pub fn push(&mut self, problems: impl IntoIterator<Item = Problem>) {
+        self.problems.extend(problems);
+    }
+
+    /// `value` when nothing was wrong; else every problem at once, an unknown section among
+    /// them. A problem found twice (a key two readers check) is named once.
+    pub fn finish<T>(mut self, value: T) -> Result<T, SettingsError> {
+        let top = config::Source::collect(&self.config)
+            .map_err(|error| SettingsError::Invalid(error.to_string()))?;
+        for key in top.keys() {
+            let known = SHARED_SECTIONS.contains(&key.as_str())
+                || SERVICE_SECTIONS.contains(&key.as_str())
+                || self.read.contains(key.as_str());
+            if !known {
+                self.problems.push(Problem::new(
+                    key.clone(),
+                    format!(
+                        "is not a section: known are {}, {}",
+                        SHARED_SECTIONS.join(", "),
+                        SERVICE_SECTIONS.join(", ")
+                    ),
+                ));
+            }
+        }
+        let mut seen = BTreeSet::new();
+        self.problems
+            .retain(|problem| seen.insert((problem.key.clone(), problem.reason.clone())));
+        if self.problems.is_empty() {
+            Ok(value)
+        } else {
+            Err(SettingsError::Problems(self.problems))
+        }
+    }
+
+    /// The sections read so far (shared and own), for a test that compares them with
+    /// [`SERVICE_SECTIONS`].
+    pub fn sections_read(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.read.iter().copied()
+    }
+}
+
+/// A value of the wrong type or an unknown key, named as precisely as `config` tells: the key
+/// inside `at` when it says which, else `at` itself.
+fn unreadable(at: &str, error: config::ConfigError) -> Problem {
+    let within = |key: Option<String>| match key {
+        Some(key) if key != at => format!("{at}.{key}"),
+        _ => at.to_string(),
+    };
+    match error {
+        config::ConfigError::Type {
+            unexpected,
+            expected,
+            key,
+            ..
+        } => Problem::new(within(key), format!("is {unexpected}, expected {expected}")),
+        config::ConfigError::At { error, key, .. } => Problem::new(within(key), error.to_string()),
+        other => Problem::new(at, other.to_string()),
+    }
+}
