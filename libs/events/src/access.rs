@@ -75,7 +75,8 @@ impl Domain {
                 asks: &Domain::ALL,
                 every_replica: &[],
             },
-            // The node facts and cases it projects, and who a signal tells.
+            // The node facts and cases it projects, and who a signal tells; and every
+            // domain's conditions (`crate::conditions`, its own stream and consumer).
             Domain::Incidents => Reach {
                 consumes: &[
                     EventSubscription {
@@ -86,16 +87,8 @@ impl Domain {
                         from: Domain::Gateway,
                         durable: "incidents_gateway",
                     },
-                    // The monitor's judgements: plane:site_down and plane:cert_problem.
-                    EventSubscription {
-                        from: Domain::Monitor,
-                        durable: "incidents_monitor",
-                    },
-                    // The backups service's judgements: plane:backup_* (BK-21).
-                    EventSubscription {
-                        from: Domain::Backups,
-                        durable: "incidents_backups",
-                    },
+                    // Every other service's conditions come on a stream of their own, read
+                    // through `conditions::DURABLE`; no row here per producer.
                 ],
                 commands: &[],
                 asks: &[],

@@ -28,6 +28,21 @@ impl Entry {
         }
     }
 
+    /// Conditions (`conditions.rs`): one type on every domain's `capstan.conditions.<domain>.<name>`.
+    fn condition() -> Entry {
+        Entry {
+            subject: format!("{}.conditions.<domain>.<name>", crate::SUBJECT_ROOT),
+            event_type: crate::conditions::EVENT_TYPE.to_string(),
+            kind: Kind::Event,
+            stream: crate::conditions::STREAM.to_string(),
+            dataversion: crate::conditions::VERSION,
+            schema: serde_json::to_value(schemars::schema_for!(
+                crate::conditions::ConditionChanged
+            ))
+            .expect("a schema serialises to JSON"),
+        }
+    }
+
     /// `capstan.agent_channel.job_finished.v1.json`
     pub fn schema_file(&self) -> String {
         format!("{}.v{}.json", self.event_type, self.dataversion)
@@ -70,6 +85,7 @@ pub fn entries() -> Vec<Entry> {
         Entry::of::<crate::backups::Verified>(),
         Entry::of::<crate::backups::Pruned>(),
         Entry::of::<crate::backups::HealthChanged>(),
+        Entry::condition(),
     ];
     entries.sort_by_key(|entry| (entry.kind == Kind::Command, entry.subject.clone()));
     entries
@@ -114,6 +130,24 @@ pub fn render_docs() -> Vec<(String, String)> {
             serde_json::to_string_pretty(&entry.schema).expect("a schema serialises to JSON");
         schema.push('\n');
         files.push((entry.schema_file(), schema));
+    }
+    page.push_str(
+        "\n## Conditions\n\n\
+         A service judges its own conditions and publishes each change as \
+         `capstan.conditions.changed` on `capstan.conditions.<domain>.<name>` (stream \
+         `CAPSTAN_CONDITIONS`; a domain may publish only its own). Incidents reads them all \
+         through one durable consumer and shows each as `plane:<name>`.\n\n\
+         | source | published by | severity | title |\n\
+         | --- | --- | --- | --- |\n",
+    );
+    for kind in crate::conditions::ALL {
+        page.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            kind.source(),
+            kind.domain.as_str(),
+            kind.severity.as_str(),
+            kind.title,
+        ));
     }
     files.push(("README.md".to_string(), page));
     files
