@@ -1,7 +1,25 @@
 //! Every message the plane publishes, with the JSON Schema of its `data`. The docs under
 //! `docs/events/` are generated from this list by a test that fails when they drift.
 
+use crate::conditions::ConditionKind;
 use crate::{agent_channel, gateway, incidents, monitor, rollouts, Kind, Message};
+
+/// Every condition the plane's services judge (`conditions.rs`), each declared in its domain's
+/// contract module. A new producer adds its kinds here, as it adds its messages below.
+pub const CONDITIONS: &[ConditionKind] = &[
+    monitor::SITE_DOWN,
+    monitor::CERT_PROBLEM,
+    crate::backups::BACKUP_FAILED,
+    crate::backups::BACKUPS_STOPPED,
+    crate::backups::BACKUP_UNVERIFIED,
+    agent_channel::AGENT_UPDATE_REFUSED,
+    agent_channel::UNMANAGEABLE,
+];
+
+/// The declared condition named `name`, if any.
+pub fn condition_kind(name: &str) -> Option<&'static ConditionKind> {
+    CONDITIONS.iter().find(|kind| kind.name == name)
+}
 
 /// One message in the catalog.
 #[derive(Debug, Clone)]
@@ -140,7 +158,7 @@ pub fn render_docs() -> Vec<(String, String)> {
          | source | published by | severity | title |\n\
          | --- | --- | --- | --- |\n",
     );
-    for kind in crate::conditions::ALL {
+    for kind in CONDITIONS {
         page.push_str(&format!(
             "| `{}` | {} | {} | {} |\n",
             kind.source(),

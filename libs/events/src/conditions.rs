@@ -9,7 +9,7 @@
 //! ([`STREAM`]) that one durable consumer of incidents ([`DURABLE`]) reads whole. A domain's
 //! bus user may publish only its own `capstan.conditions.<domain>.>`, so the subject proves who
 //! judged. A new producing service declares its [`ConditionKind`]s in its contract module and
-//! lists them in [`ALL`]; nothing in incidents changes.
+//! lists them in `catalog::CONDITIONS` (with its messages); nothing in incidents changes.
 
 use chrono::{DateTime, SubsecRound, Utc};
 use schemars::JsonSchema;
@@ -97,22 +97,6 @@ impl ConditionKind {
             observed_at,
         }
     }
-}
-
-/// Every condition the plane's services judge. A new producer adds its kinds here.
-pub const ALL: &[ConditionKind] = &[
-    crate::monitor::SITE_DOWN,
-    crate::monitor::CERT_PROBLEM,
-    crate::backups::BACKUP_FAILED,
-    crate::backups::BACKUPS_STOPPED,
-    crate::backups::BACKUP_UNVERIFIED,
-    crate::agent_channel::AGENT_UPDATE_REFUSED,
-    crate::agent_channel::UNMANAGEABLE,
-];
-
-/// The declared condition named `name`, if any.
-pub fn known(name: &str) -> Option<&'static ConditionKind> {
-    ALL.iter().find(|kind| kind.name == name)
 }
 
 /// `capstan.conditions.<domain>.<name>`.
@@ -233,6 +217,7 @@ impl ConditionChanged {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::{condition_kind as known, CONDITIONS as ALL};
     use chrono::TimeZone;
 
     fn at(seconds: i64) -> DateTime<Utc> {
@@ -244,7 +229,11 @@ mod tests {
         let mut names: Vec<&str> = ALL.iter().map(|kind| kind.name).collect();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), ALL.len(), "a condition's name is the plane's, once");
+        assert_eq!(
+            names.len(),
+            ALL.len(),
+            "a condition's name is the plane's, once"
+        );
         for kind in ALL {
             assert!(is_condition_name(kind.name), "{}", kind.name);
             assert!(!kind.title.is_empty());
@@ -252,9 +241,9 @@ mod tests {
                 kind.subject(),
                 format!("capstan.conditions.{}.{}", kind.domain.as_str(), kind.name)
             );
-            assert!(kind.subject().starts_with(
-                subjects_of(kind.domain).trim_end_matches('>')
-            ));
+            assert!(kind
+                .subject()
+                .starts_with(subjects_of(kind.domain).trim_end_matches('>')));
         }
         assert_eq!(known("site_down").unwrap().source(), "plane:site_down");
         assert_eq!(known("nope"), None);
@@ -267,10 +256,7 @@ mod tests {
         assert_eq!(envelope.event_type, EVENT_TYPE);
         assert_eq!(envelope.source, "capstan/monitor");
         assert_eq!(envelope.subject.as_deref(), Some("node/7"));
-        assert_eq!(
-            condition.subject(),
-            "capstan.conditions.monitor.site_down"
-        );
+        assert_eq!(condition.subject(), "capstan.conditions.monitor.site_down");
         let back = ConditionChanged::read(&envelope).unwrap().unwrap();
         assert_eq!(back, condition);
         assert!(back.happening);
@@ -302,11 +288,41 @@ mod tests {
         let good = crate::backups::BACKUP_FAILED.happening(3, "Run 4 failed", at(0), at(0));
         assert!(good.check().is_ok());
         for (field, bad) in [
-            ("name", ConditionChanged { name: "Site-Down".into(), ..good.clone() }),
-            ("name", ConditionChanged { name: String::new(), ..good.clone() }),
-            ("node_id", ConditionChanged { node_id: 0, ..good.clone() }),
-            ("title", ConditionChanged { title: " ".into(), ..good.clone() }),
-            ("evidence", ConditionChanged { evidence: "x".repeat(4_001), ..good.clone() }),
+            (
+                "name",
+                ConditionChanged {
+                    name: "Site-Down".into(),
+                    ..good.clone()
+                },
+            ),
+            (
+                "name",
+                ConditionChanged {
+                    name: String::new(),
+                    ..good.clone()
+                },
+            ),
+            (
+                "node_id",
+                ConditionChanged {
+                    node_id: 0,
+                    ..good.clone()
+                },
+            ),
+            (
+                "title",
+                ConditionChanged {
+                    title: " ".into(),
+                    ..good.clone()
+                },
+            ),
+            (
+                "evidence",
+                ConditionChanged {
+                    evidence: "x".repeat(4_001),
+                    ..good.clone()
+                },
+            ),
         ] {
             assert_eq!(bad.check().unwrap_err().field, field);
         }

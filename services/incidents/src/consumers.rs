@@ -255,3 +255,51 @@ async fn cases_to_incidents(
     };
     store::apply(connection, &effects, audience, at).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capstan_events::backups::BACKUP_FAILED;
+    use capstan_events::monitor::SITE_DOWN;
+
+    fn delivery(condition: &ConditionChanged, subject: &str) -> Delivery {
+        Delivery {
+            envelope: condition.clone().envelope(),
+            subject: subject.to_string(),
+            delivered: 1,
+        }
+    }
+
+    #[test]
+    fn a_condition_on_its_own_subject_is_heard() {
+        let down = SITE_DOWN.happening(3, "HTTP 500", Utc::now(), Utc::now());
+        match read_condition(&delivery(&down, &down.subject())) {
+            Some(Ok(Heard::Condition(heard))) => assert_eq!(heard, down),
+            _ => panic!("a well-formed condition on its own subject is heard"),
+        }
+    }
+
+    #[test]
+    fn a_condition_on_another_domains_subject_or_out_of_shape_is_refused_and_other_events_are_not_conditions(
+    ) {
+        // the backups user may publish only capstan.conditions.backups.>: a condition claiming
+        // to be the monitor's that came on it is not the monitor's
+        let forged = SITE_DOWN.happening(3, "HTTP 500", Utc::now(), Utc::now());
+        let subject = BACKUP_FAILED.subject();
+        assert!(matches!(
+            read_condition(&delivery(&forged, &subject)),
+            Some(Err(HandlerError::Reject(reason))) if reason.contains("not its own subject")
+        ));
+        let bad = ConditionChanged {
+            title: String::new(),
+            ..forged.clone()
+        };
+        assert!(matches!(
+            read_condition(&delivery(&bad, &bad.subject())),
+            Some(Err(HandlerError::Reject(reason))) if reason.contains("title")
+        ));
+        let mut other = delivery(&forged, &forged.subject());
+        other.envelope.event_type = "capstan.monitor.site_down".into();
+        assert!(read_condition(&other).is_none());
+    }
+}

@@ -135,7 +135,11 @@ mod tests {
             assert!(condition.happening);
             assert_eq!(condition.severity, Severity::Warning, "{state}");
             assert_eq!(condition.source(), "plane:agent_update_refused");
-            assert!(condition.evidence.contains("1.3.0"), "{}", condition.evidence);
+            assert!(
+                condition.evidence.contains("1.3.0"),
+                "{}",
+                condition.evidence
+            );
             assert!(condition.evidence.contains(state), "{}", condition.evidence);
             assert!(
                 condition.evidence.contains("signature does not verify"),
@@ -211,7 +215,12 @@ mod tests {
         assert_eq!(unmanageable(&trust("trusted", &[])), None);
         assert_eq!(unmanageable(&trust("sideways", &[])), None);
         assert_eq!(unmanageable(&Map::new()), None);
-        let cleared = changed(1, &trust("untrusted_file", &["a"]), &trust("trusted", &[]), at());
+        let cleared = changed(
+            1,
+            &trust("untrusted_file", &["a"]),
+            &trust("trusted", &[]),
+            at(),
+        );
         assert_eq!(cleared.len(), 1);
         assert_eq!(cleared[0].source(), "plane:unmanageable");
         assert!(!cleared[0].happening);

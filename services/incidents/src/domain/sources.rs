@@ -11,9 +11,9 @@ use std::fmt;
 
 use chrono::{DateTime, Duration, Utc};
 
-use capstan_events::conditions;
+use capstan_events::incidents::Severity;
+use capstan_events::{catalog, conditions};
 
-use super::record::Severity;
 use super::{InvalidInput, NodeId};
 
 /// The agent channel stamps a node's last check-in at most this often (its
@@ -101,7 +101,7 @@ impl SourceName {
         let source = SourceName::read(text)?;
         if let SourceName::Plane(name) = &source {
             if name.as_str() != PlaneName::AGENT_SILENT
-                && conditions::known(name.as_str()).is_none()
+                && catalog::condition_kind(name.as_str()).is_none()
             {
                 return Err(InvalidInput::new(
                     "source",
@@ -141,7 +141,7 @@ impl SourceName {
             SourceName::Plane(name) if name.as_str() == PlaneName::AGENT_SILENT => {
                 "The agent has stopped checking in".to_string()
             }
-            SourceName::Plane(name) => conditions::known(name.as_str()).map_or_else(
+            SourceName::Plane(name) => catalog::condition_kind(name.as_str()).map_or_else(
                 || format!("The plane's {} condition holds", name.as_str()),
                 |kind| kind.title.to_string(),
             ),
@@ -490,7 +490,10 @@ pub(crate) mod tests {
             Some("something_new"),
         ] {
             node.install_state = InstallState::from_reported(state);
-            assert!(registry.conditions(&node, &[], silent).is_empty(), "{state:?}");
+            assert!(
+                registry.conditions(&node, &[], silent).is_empty(),
+                "{state:?}"
+            );
         }
     }
 

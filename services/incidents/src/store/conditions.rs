@@ -34,7 +34,11 @@ pub async fn record(connection: &mut PgConnection, condition: &ConditionChanged)
     .bind(condition.severity.as_str())
     .bind(&condition.title)
     .bind(&condition.evidence)
-    .bind(condition.since.or(condition.happening.then_some(condition.observed_at)))
+    .bind(
+        condition
+            .since
+            .or(condition.happening.then_some(condition.observed_at)),
+    )
     .bind(condition.observed_at)
     .execute(&mut *connection)
     .await?;

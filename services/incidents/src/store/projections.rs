@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
 use super::{case_state_word, Result};
-use crate::domain::cases::CaseOutcome;
+use crate::domain::cases::{CaseOutcome, StoredCase};
 use crate::domain::NodeId;
 
 /// A node was paired (approved): it is known by `name` from `at`.
@@ -136,6 +136,29 @@ pub async fn operator(connection: &mut PgConnection, changed: &OperatorChanged) 
     Ok(())
 }
 
+/// A case the intake took for the first time.
+async fn stored_case(connection: &mut PgConnection, node: NodeId, case: &StoredCase) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO cases (node_id, source, id, state, opened_at, closed_at, summary,
+            notes, last_note, body, last_seen_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    )
+    .bind(node)
+    .bind(case.source.as_str())
+    .bind(case.id)
+    .bind(case_state_word(case.state))
+    .bind(case.opened_at)
+    .bind(case.closed_at)
+    .bind(&case.summary)
+    .bind(i32::try_from(case.notes).unwrap_or(i32::MAX))
+    .bind(case.last_note.as_deref())
+    .bind(case.body.as_deref())
+    .bind(case.last_seen_at)
+    .execute(&mut *connection)
+    .await?;
+    Ok(())
+}
+
 /// Writes what one claim's case intake decided for `node` (AC-47).
 pub async fn case_outcomes(
     connection: &mut PgConnection,
@@ -145,26 +168,7 @@ pub async fn case_outcomes(
 ) -> Result<()> {
     for outcome in outcomes {
         match outcome {
-            CaseOutcome::Stored(case) => {
-                sqlx::query(
-                    "INSERT INTO cases (node_id, source, id, state, opened_at, closed_at, summary,
-                        notes, last_note, body, last_seen_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-                )
-                .bind(node)
-                .bind(case.source.as_str())
-                .bind(case.id)
-                .bind(case_state_word(case.state))
-                .bind(case.opened_at)
-                .bind(case.closed_at)
-                .bind(&case.summary)
-                .bind(i32::try_from(case.notes).unwrap_or(i32::MAX))
-                .bind(case.last_note.as_deref())
-                .bind(case.body.as_deref())
-                .bind(case.last_seen_at)
-                .execute(&mut *connection)
-                .await?;
-            }
+            CaseOutcome::Stored(case) => stored_case(connection, node, case).await?,
             CaseOutcome::Updated {
                 source,
                 id,
