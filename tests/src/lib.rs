@@ -7,6 +7,7 @@ pub mod agent;
 pub mod confinement;
 pub mod dns;
 pub mod fleet;
+pub mod heard;
 pub mod pages;
 pub mod plane;
 pub mod process;

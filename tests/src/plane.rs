@@ -338,8 +338,10 @@ impl Plane {
         created["id"].as_i64().unwrap()
     }
 
-    /// A job written straight into the plane's table, as a plane that does not check what it
-    /// asks for would hand it out (the node must refuse it on its own).
+    /// A job written straight into the agent channel's table, as a plane that does not check what
+    /// it asks for would hand it out (the node must refuse it on its own), or as one of the
+    /// jobs made before a door refused it. No API makes one: every door checks the word, its
+    /// asker and its params, which is the point of the tests that need it.
     pub async fn queue_unchecked(
         &self,
         node: i64,
@@ -369,6 +371,29 @@ impl Plane {
             .await;
         assert_eq!(status, StatusCode::OK, "{job}");
         job
+    }
+
+    /// Every job the agent channel holds (at most the listing's 1,000, newest first), as the
+    /// operator API lists them.
+    pub async fn jobs(&self) -> Vec<Value> {
+        let (status, jobs) = self
+            .api(&self.reader, "GET", "/api/v1/jobs?limit=1000", None)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{jobs}");
+        let jobs = jobs["jobs"].as_array().cloned().unwrap_or_default();
+        assert!(jobs.len() < 1000, "more jobs than one listing shows");
+        jobs
+    }
+
+    /// How many jobs of `primitive` each node was given, by node id, from the operator API.
+    pub async fn jobs_per_node(&self, primitive: &str) -> Vec<(i64, i64)> {
+        let mut counts = std::collections::BTreeMap::new();
+        for job in self.jobs().await {
+            if job["primitive"] == primitive {
+                *counts.entry(job["node_id"].as_i64().unwrap()).or_insert(0) += 1;
+            }
+        }
+        counts.into_iter().collect()
     }
 
     /// Waits until job `id` is in a terminal state; the job.

@@ -23,7 +23,7 @@ use std::{
 
 use anyhow::{bail, ensure, Context as _};
 use base64::{engine::general_purpose::STANDARD, Engine as _};
-use capstan_gateway::api::releases::{ReleaseBody, SiteReleaseBody};
+use capstan_gateway::domains::rollouts::releases_api::{ReleaseBody, SiteReleaseBody};
 use capstan_signing::{
     manifest::{write_archive, FileManifest},
     release::{Artifact, Release, SignedRelease, SupportBundle, ARCHES},

@@ -79,7 +79,7 @@ async fn edge(State(state): State<AppState>, mut request: Request, next: Next) -
 
 /// An agent's request to `route` (one of the agent routes of [`crate::routes::ROUTES`]), as
 /// the router would answer it: client address, span and metric as in [`edge`], then
-/// [`crate::agent::forward`].
+/// [`crate::domains::agent_channel::agent::forward`].
 pub(crate) fn answer_agent(
     state: AppState,
     route: &'static crate::route::Route,
@@ -91,12 +91,12 @@ pub(crate) fn answer_agent(
     traced(
         span,
         Cow::Borrowed(route.path),
-        crate::agent::forward(state, endpoint, request),
+        crate::domains::agent_channel::agent::forward(state, endpoint, request),
     )
 }
 
 /// The agent channel's refusal of an agent request's head, before its body is read
-/// ([`crate::agent::vet`]), with the client address worked out as for [`answer_agent`].
+/// ([`crate::domains::agent_channel::agent::vet`]), with the client address worked out as for [`answer_agent`].
 pub(crate) async fn vet_agent(
     state: AppState,
     route: &'static crate::route::Route,
@@ -106,9 +106,15 @@ pub(crate) async fn vet_agent(
     resolve_client(&state, &mut request);
     let span = request_span(&request, route.path);
     let source = crate::identity::peer_address(&request);
-    crate::agent::vet(state, endpoint, request.uri(), request.headers(), source)
-        .instrument(span)
-        .await
+    crate::domains::agent_channel::agent::vet(
+        state,
+        endpoint,
+        request.uri(),
+        request.headers(),
+        source,
+    )
+    .instrument(span)
+    .await
 }
 
 /// The headers of every UI answer (`/` and `/ui...`): the CSP, no sniffing, the referrer kept

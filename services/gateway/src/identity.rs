@@ -208,7 +208,7 @@ pub async fn authorize(
     let response = if actor.level < needed {
         ApiError::forbidden(format!(
             "{} {} needs level {}; {} has level {}",
-            route.method.as_str(),
+            route.method.as_ref(),
             route.path,
             u8::from(needed),
             actor.name,

@@ -5,18 +5,16 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
-mod agent;
-pub mod api;
 mod ask;
 mod connection;
 pub mod domain;
+pub mod domains;
 pub mod error;
 mod health;
 mod http;
 pub mod identity;
 mod input;
 pub mod openapi;
-pub mod operator;
 pub mod password;
 pub mod route;
 pub mod routes;
@@ -137,7 +135,7 @@ pub async fn serve_with(
         connections.spawn(connection::task(serving, permit));
     }
     drop(listener);
-    agent::release(&state).await;
+    domains::agent_channel::agent::release(&state).await;
     connections.close();
     connections.wait().await;
     Ok(())

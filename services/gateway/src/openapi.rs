@@ -1,23 +1,17 @@
 //! The OpenAPI 3.1 document of the gateway (`GET /api/v1/openapi.json`), kept as a file beside
-//! the code. Its paths are written by hand; its component schemas are those of the contract
-//! types, and a test fails when either drifts from the code (`CAPSTAN_WRITE_DOCS=1` rewrites
-//! the schemas).
+//! the code. Its paths' prose is written by hand; its component schemas are generated from the
+//! route table, each row naming the contract types it takes and answers, and a test fails when
+//! either drifts from the code (`CAPSTAN_WRITE_DOCS=1` rewrites the schemas).
 
 use axum::{
     http::header,
     response::{IntoResponse, Response},
 };
-use capstan_events::agent_channel::rpc::{
-    Approved, Done, JobCreated, JobOutput, JobView, Jobs, Joins, NodeView, Nodes, RefusalCount,
-};
+use capstan_events::agent_channel::recipes::{ReportedCase, ReportedRecipe};
 use schemars::{generate::SchemaSettings, JsonSchema};
 use serde_json::{Map, Value};
 
-use crate::{
-    api::incidents::{AlertsBody, NoteBody, Notifications, SilenceBody, TriageBody, WebhookBody},
-    error::ErrorBody,
-    operator::{ApproveBody, CreateJobBody},
-};
+use crate::{error::ErrorBody, route::Route};
 
 /// The document, as served.
 pub const DOCUMENT: &str = include_str!("../openapi.json");
@@ -39,84 +33,23 @@ fn add<T: JsonSchema>(generator: &mut schemars::SchemaGenerator) {
     generator.subschema_for::<T>();
 }
 
-/// The schemas `components.schemas` must hold: what the gateway answers (as serialised) and
-/// the bodies it takes (as parsed), with everything they refer to.
-pub fn component_schemas() -> Map<String, Value> {
+/// The schemas `components.schemas` must hold: what the routes of `table` answer (as
+/// serialised) and the bodies they take (as parsed), each row naming its own types, with
+/// everything they refer to; and the gateway's error body.
+pub fn component_schemas(table: &[Route]) -> Map<String, Value> {
     let mut answers = generator(SchemaSettings::draft2020_12().for_serialize());
-    add::<Joins>(&mut answers);
-    add::<Approved>(&mut answers);
-    add::<Done>(&mut answers);
-    add::<Nodes>(&mut answers);
-    add::<NodeView>(&mut answers);
-    add::<JobCreated>(&mut answers);
-    add::<Jobs>(&mut answers);
-    add::<JobView>(&mut answers);
-    add::<JobOutput>(&mut answers);
-    add::<RefusalCount>(&mut answers);
+    for answer in table.iter().filter_map(|route| route.answer) {
+        answer(&mut answers);
+    }
     add::<ErrorBody>(&mut answers);
-    {
-        use capstan_events::incidents::rpc as incidents;
-        add::<incidents::Incidents>(&mut answers);
-        add::<incidents::Header>(&mut answers);
-        add::<incidents::IncidentDetail>(&mut answers);
-        add::<incidents::Triaged>(&mut answers);
-        add::<incidents::Silences>(&mut answers);
-        add::<incidents::SilenceView>(&mut answers);
-        add::<incidents::Webhooks>(&mut answers);
-        add::<incidents::WebhookCreated>(&mut answers);
-        add::<incidents::Bell>(&mut answers);
-        add::<Notifications>(&mut answers);
-    }
-    {
-        use capstan_events::monitor::rpc as monitor;
-        add::<monitor::UptimeChecks>(&mut answers);
-        add::<monitor::UptimeDetail>(&mut answers);
-        add::<monitor::UptimeCheck>(&mut answers);
-        add::<monitor::CertificateView>(&mut answers);
-        add::<monitor::FleetSecurity>(&mut answers);
-        add::<monitor::EdgeProbeStarted>(&mut answers);
-        add::<monitor::EdgeProbeView>(&mut answers);
-        add::<monitor::EdgeProbes>(&mut answers);
-        use capstan_events::rollouts::rpc as rollouts;
-        add::<rollouts::Releases>(&mut answers);
-        add::<rollouts::ReleaseView>(&mut answers);
-        add::<rollouts::SiteReleases>(&mut answers);
-        add::<rollouts::SiteReleaseView>(&mut answers);
-        add::<capstan_events::rollouts::staged::Rollouts>(&mut answers);
-        add::<capstan_events::rollouts::staged::RolloutView>(&mut answers);
-        add::<capstan_events::agent_channel::rpc::FleetVersions>(&mut answers);
-        use capstan_events::backups::rpc as backups;
-        add::<backups::Targets>(&mut answers);
-        add::<backups::TargetView>(&mut answers);
-        add::<backups::FleetCoverage>(&mut answers);
-        add::<backups::BackupUrlsAnswer>(&mut answers);
-        add::<backups::FleetPolicyView>(&mut answers);
-        add::<backups::NodePolicyView>(&mut answers);
-        add::<backups::NodeBackups>(&mut answers);
-        add::<backups::Dispatched>(&mut answers);
-    }
     let mut bodies = generator(SchemaSettings::draft2020_12().for_deserialize());
-    add::<ApproveBody>(&mut bodies);
-    add::<CreateJobBody>(&mut bodies);
-    add::<TriageBody>(&mut bodies);
-    add::<NoteBody>(&mut bodies);
-    add::<SilenceBody>(&mut bodies);
-    add::<WebhookBody>(&mut bodies);
-    add::<AlertsBody>(&mut bodies);
-    add::<crate::api::monitor::UptimeBody>(&mut bodies);
-    add::<crate::api::releases::ReleaseBody>(&mut bodies);
-    add::<crate::api::releases::SiteReleaseBody>(&mut bodies);
-    add::<crate::api::rollouts::RolloutBody>(&mut bodies);
-    add::<crate::api::backups::TargetBody>(&mut bodies);
-    add::<capstan_events::backups::rpc::FleetPolicy>(&mut bodies);
-    add::<capstan_events::backups::rpc::NodePolicyBody>(&mut bodies);
-    add::<crate::api::backups::VerifyBody>(&mut bodies);
-    add::<crate::api::backups::RestoreBody>(&mut bodies);
-    add::<crate::api::backups::MoveBody>(&mut bodies);
+    for body in table.iter().filter_map(|route| route.body) {
+        body(&mut bodies);
+    }
     // A claim's `recipes` entry and `cases` value (the agent route's body is written by hand
     // and refers to these).
-    add::<capstan_events::agent_channel::recipes::ReportedRecipe>(&mut bodies);
-    add::<capstan_events::agent_channel::recipes::ReportedCase>(&mut bodies);
+    add::<ReportedRecipe>(&mut bodies);
+    add::<ReportedCase>(&mut bodies);
     let mut schemas = answers.take_definitions(true);
     schemas.extend(bodies.take_definitions(true));
     schemas

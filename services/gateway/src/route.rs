@@ -1,13 +1,17 @@
-//! The route table's types: a row ([`Route`]), who may call it ([`Access`]) and what it does
-//! ([`Op`], [`UiOp`]), with the constructors the rows are written with. The handlers' modules
-//! (`api/<domain>.rs`, `ui/<domain>/`, the guards) import these to declare their rows and to
-//! read the row of a request; `routes.rs` assembles the table and builds the router from it,
-//! and nothing it does is needed to name a route.
+//! The route table's types: a row ([`Route`]), who may call it ([`Access`]) and what answers
+//! it ([`Handler`]), with the constructors the rows are written with. Each domain's folder
+//! (`domains/<domain>/`) declares its rows with these, its handlers in them; the guards read the
+//! row of a request; `routes.rs` assembles the table from the folders' lists and builds the
+//! router from it. This module names no domain: a row carries its handler, not an enum of ops.
 
-use axum::routing::MethodFilter;
+use axum::routing::{MethodFilter, MethodRouter};
 use capstan_events::{agent_channel::rpc::AgentEndpoint, rpc::Level};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+use crate::state::AppState;
+
+/// A route's method; `as_ref()` is its name as HTTP spells it (`GET`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::AsRefStr)]
+#[strum(serialize_all = "UPPERCASE")]
 pub enum Method {
     Get,
     Post,
@@ -16,15 +20,6 @@ pub enum Method {
 }
 
 impl Method {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Method::Get => "GET",
-            Method::Post => "POST",
-            Method::Put => "PUT",
-            Method::Delete => "DELETE",
-        }
-    }
-
     pub(crate) fn filter(self) -> MethodFilter {
         match self {
             Method::Get => MethodFilter::GET,
@@ -64,69 +59,18 @@ impl Access {
     }
 }
 
-/// What a route does; each has exactly one handler (`routes.rs` picks it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    Healthz,
-    Livez,
-    Metrics,
-    OpenApi,
-    Agent(AgentEndpoint),
-    ListJoins,
-    ApproveJoin,
-    RejectJoin,
-    ReopenJoin,
-    ListNodes,
-    GetNode,
-    DisconnectNode,
-    CreateJob,
-    ListJobs,
-    GetJob,
-    JobOutput,
-    CancelJob,
-    MarkJobFailed,
-    RefusalCount,
-    /// A route of the incidents service's API (`api/incidents.rs`).
-    Incidents(crate::api::incidents::IncidentsOp),
-    /// A route of the monitor service's API (`api/monitor.rs`).
-    Monitor(crate::api::monitor::MonitorOp),
-    /// A route of the releases API (`api/releases.rs`).
-    Releases(crate::api::releases::ReleasesOp),
-    /// A route of the rollouts API (`api/rollouts.rs`).
-    Rollouts(crate::api::rollouts::RolloutsOp),
-    /// A route of the backups service's API (`api/backups.rs`).
-    Backups(crate::api::backups::BackupsOp),
-    /// A page or form of the operator UI.
-    Ui(UiOp),
-}
+/// What answers a route: builds its handler for the route's method (`on(filter, handler)`),
+/// written in the row beside its path so that the table names no domain's types.
+pub type Handler = fn(MethodFilter) -> MethodRouter<AppState>;
 
-/// What a route of the operator UI does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UiOp {
-    /// `/` and `/ui`: to the dashboard.
-    ToDashboard,
-    Static,
-    SignInPage,
-    SignIn,
-    SignOut,
-    PasswordPage,
-    ChangePassword,
-    AccountPage,
-    CreateToken,
-    RevokeToken,
-    AuditPage,
-    /// A page or form of the agent channel (`ui/agent_channel/`).
-    AgentChannel(crate::ui::agent_channel::AgentChannelPage),
-    /// A page or form of the incidents service (`ui/incidents/`).
-    Incidents(crate::ui::incidents::IncidentsPage),
-    /// A page or form of the rollouts service (`ui/rollouts/`).
-    Rollouts(crate::ui::rollouts::RolloutsPage),
-    /// The monitor's Fleet security page (`ui/fleet_security.rs`).
-    FleetSecurity,
-    /// A page or form of the monitor service (`ui/monitor/`).
-    Monitor(crate::ui::monitor::MonitorPage),
-    /// A page or form of the backups service (`ui/backups/`).
-    Backups(crate::ui::backups::BackupsPage),
+/// A contract type's schema, as the OpenAPI document refers to it: [`schema::<T>`](schema).
+pub type SchemaOf = fn(&mut schemars::SchemaGenerator) -> schemars::Schema;
+
+/// The schema of `T` in `generator`: a reference to it in the document's components.
+pub fn schema<T: schemars::JsonSchema>(
+    generator: &mut schemars::SchemaGenerator,
+) -> schemars::Schema {
+    generator.subschema_for::<T>()
 }
 
 /// One row of the table.
@@ -136,83 +80,132 @@ pub struct Route {
     /// axum's syntax: `/api/v1/nodes/{id}`.
     pub path: &'static str,
     pub access: Access,
-    pub op: Op,
     /// For an operator act that changes something, its name in the audit log.
     pub action: Option<&'static str>,
+    pub handler: Handler,
+    /// For an agent route, the protocol endpoint it is (the connection code answers these).
+    pub endpoint: Option<AgentEndpoint>,
+    /// Whether a GET of the UI draws a page in the frame, with its header parts; not for a
+    /// live part a page polls (a job's output).
+    pub framed: bool,
+    /// The JSON body it takes, for the OpenAPI document.
+    pub body: Option<SchemaOf>,
+    /// The JSON it answers with when it succeeds, for the OpenAPI document.
+    pub answer: Option<SchemaOf>,
 }
 
 impl Route {
-    pub(crate) const fn public(method: Method, path: &'static str, op: Op) -> Route {
+    pub(crate) const fn public(method: Method, path: &'static str, handler: Handler) -> Route {
+        Route::new(method, path, Access::Public, handler, None)
+    }
+
+    pub(crate) const fn agent(
+        path: &'static str,
+        endpoint: AgentEndpoint,
+        handler: Handler,
+    ) -> Route {
         Route {
-            method,
-            path,
-            access: Access::Public,
-            op,
-            action: None,
+            endpoint: Some(endpoint),
+            ..Route::new(Method::Post, path, Access::AgentSigned, handler, None)
         }
     }
 
-    pub(crate) const fn agent(path: &'static str, endpoint: AgentEndpoint) -> Route {
-        Route {
-            method: Method::Post,
-            path,
-            access: Access::AgentSigned,
-            op: Op::Agent(endpoint),
-            action: None,
-        }
-    }
-
-    pub(crate) const fn read(method: Method, path: &'static str, level: Level, op: Op) -> Route {
-        Route {
-            method,
-            path,
-            access: Access::Operator(level),
-            op,
-            action: None,
-        }
+    pub(crate) const fn read(
+        method: Method,
+        path: &'static str,
+        level: Level,
+        handler: Handler,
+    ) -> Route {
+        Route::new(method, path, Access::Operator(level), handler, None)
     }
 
     pub(crate) const fn act(
         path: &'static str,
         level: Level,
-        op: Op,
+        handler: Handler,
         action: &'static str,
     ) -> Route {
-        Route {
-            method: Method::Post,
+        Route::new(
+            Method::Post,
             path,
-            access: Access::Operator(level),
-            op,
-            action: Some(action),
-        }
+            Access::Operator(level),
+            handler,
+            Some(action),
+        )
     }
 
-    pub(crate) const fn ui_public(method: Method, path: &'static str, op: UiOp) -> Route {
-        Route::public(method, path, Op::Ui(op))
+    /// An operator API route of any method: `action` names it in the audit log when it changes
+    /// something.
+    pub(crate) const fn operator(
+        method: Method,
+        path: &'static str,
+        level: Level,
+        handler: Handler,
+        action: Option<&'static str>,
+    ) -> Route {
+        Route::new(method, path, Access::Operator(level), handler, action)
     }
 
-    pub(crate) const fn page(path: &'static str, level: Level, op: UiOp) -> Route {
-        Route {
-            method: Method::Get,
-            path,
-            access: Access::Session(level),
-            op: Op::Ui(op),
-            action: None,
-        }
+    pub(crate) const fn page(path: &'static str, level: Level, handler: Handler) -> Route {
+        Route::new(Method::Get, path, Access::Session(level), handler, None)
     }
 
     pub(crate) const fn form(
         path: &'static str,
         level: Level,
-        op: UiOp,
+        handler: Handler,
         action: &'static str,
     ) -> Route {
-        Route {
-            method: Method::Post,
+        Route::new(
+            Method::Post,
             path,
-            access: Access::Session(level),
-            op: Op::Ui(op),
-            action: Some(action),
+            Access::Session(level),
+            handler,
+            Some(action),
+        )
+    }
+
+    /// This route's answer is a live part a page polls, not a page in the frame.
+    pub(crate) const fn unframed(self) -> Route {
+        Route {
+            framed: false,
+            ..self
+        }
+    }
+
+    pub(crate) const fn new(
+        method: Method,
+        path: &'static str,
+        access: Access,
+        handler: Handler,
+        action: Option<&'static str>,
+    ) -> Route {
+        Route {
+            method,
+            path,
+            access,
+            action,
+            handler,
+            endpoint: None,
+            framed: true,
+            body: None,
+            answer: None,
+        }
+    }
+
+    /// The JSON body this route takes (`schema::<T>`).
+    pub(crate) const fn body(self, body: SchemaOf) -> Route {
+        Route {
+            body: Some(body),
+            ..self
+        }
+    }
+
+    /// The JSON this route answers with (`schema::<T>`).
+    pub(crate) const fn answer(self, answer: SchemaOf) -> Route {
+        Route {
+            answer: Some(answer),
+            ..self
         }
     }
 

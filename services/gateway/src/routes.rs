@@ -11,184 +11,95 @@
 use axum::{
     extract::{Request, State},
     middleware::{self, Next},
-    routing::{on, MethodRouter},
+    response::Redirect,
+    routing::on,
     Router,
 };
-use capstan_events::{agent_channel::rpc::AgentEndpoint, rpc::Level};
+use capstan_events::rpc::Level;
 
 use crate::{
-    agent, health, identity, openapi, operator,
-    route::{Access, Method, Op, Route, UiOp},
+    domains, health, identity, openapi,
+    route::{Access, Method, Route},
     state::AppState,
     ui,
 };
 
-use Level::{Admin, Change, Read};
+use Level::{Admin, Read};
 use Method::{Get, Post};
 
-/// The table: the gateway's own rows (with the agent channel's API and the UI's own pages),
-/// then each domain's pages (`ui/<domain>/`) and API (`api/<domain>.rs`), each domain's rows
-/// declared in its own module.
-pub static ROUTES: std::sync::LazyLock<Vec<Route>> = std::sync::LazyLock::new(|| {
-    [
-        CORE_ROUTES,
-        crate::ui::agent_channel::ROUTES,
-        crate::api::incidents::ROUTES,
-        crate::api::monitor::ROUTES,
-        crate::ui::incidents::ROUTES,
-        crate::api::releases::ROUTES,
-        crate::api::rollouts::ROUTES,
-        crate::ui::rollouts::ROUTES,
-        crate::api::backups::ROUTES,
-        crate::ui::fleet_security::ROUTES,
-        crate::ui::monitor::ROUTES,
-        crate::ui::backups::ROUTES,
-    ]
-    .concat()
-});
+/// The table: the gateway's own rows (probes, metrics, the document, the UI's way in, account
+/// and audit), then each domain's rows (`domains/<domain>/`), declared in its own folder.
+pub static ROUTES: std::sync::LazyLock<Vec<Route>> =
+    std::sync::LazyLock::new(|| [CORE_ROUTES, &domains::routes()].concat());
 
-/// The gateway's own rows, the agent channel's API and the UI's own (the way in, sign-in,
-/// account, audit).
+/// The gateway's own rows: probes, metrics, the API's document and the UI's own pages (the way
+/// in, sign-in, account, audit).
 const CORE_ROUTES: &[Route] = &[
-    Route::public(Get, "/healthz", Op::Healthz),
-    Route::public(Get, "/livez", Op::Livez),
+    Route::public(Get, "/healthz", |filter| on(filter, health::healthz)),
+    Route::public(Get, "/livez", |filter| on(filter, || async { "live\n" })),
     // An operator's (level 7); a scraper without a token reads `telemetry.metrics_listen`.
-    Route::read(Get, "/metrics", Read, Op::Metrics),
-    Route::agent("/api/v1/agent/join", AgentEndpoint::Join),
-    Route::agent("/api/v1/agent/join_status", AgentEndpoint::JoinStatus),
-    Route::agent("/api/v1/agent/claim", AgentEndpoint::Claim),
-    Route::agent("/api/v1/agent/result", AgentEndpoint::Result),
-    Route::agent("/api/v1/agent/job_status", AgentEndpoint::JobStatus),
-    Route::agent("/api/v1/agent/leave", AgentEndpoint::Leave),
-    Route::agent("/api/v1/agent/artifact", AgentEndpoint::Artifact),
-    Route::agent("/api/v1/agent/backup_urls", AgentEndpoint::BackupUrls),
-    Route::read(Get, "/api/v1/openapi.json", Read, Op::OpenApi),
-    Route::read(Get, "/api/v1/joins", Read, Op::ListJoins),
-    Route::act(
-        "/api/v1/joins/{id}/approve",
-        Admin,
-        Op::ApproveJoin,
-        "approve_join",
-    ),
-    Route::act(
-        "/api/v1/joins/{id}/reject",
-        Admin,
-        Op::RejectJoin,
-        "reject_join",
-    ),
-    Route::act(
-        "/api/v1/joins/{id}/reopen",
-        Admin,
-        Op::ReopenJoin,
-        "reopen_join",
-    ),
-    Route::read(Get, "/api/v1/nodes", Read, Op::ListNodes),
-    Route::read(Get, "/api/v1/nodes/{id}", Read, Op::GetNode),
-    Route::act(
-        "/api/v1/nodes/{id}/disconnect",
-        Admin,
-        Op::DisconnectNode,
-        "disconnect_node",
-    ),
-    // Level 7 at the route: the agent channel refines it by the primitive's class (change 8,
-    // destructive 10), which only it knows.
-    Route::act("/api/v1/nodes/{id}/jobs", Read, Op::CreateJob, "create_job"),
-    Route::read(Get, "/api/v1/nodes/{id}/refusals", Read, Op::RefusalCount),
-    Route::read(Get, "/api/v1/jobs", Read, Op::ListJobs),
-    Route::read(Get, "/api/v1/jobs/{id}", Read, Op::GetJob),
-    Route::read(Get, "/api/v1/jobs/{id}/output", Read, Op::JobOutput),
-    Route::act(
-        "/api/v1/jobs/{id}/cancel",
-        Change,
-        Op::CancelJob,
-        "cancel_job",
-    ),
-    Route::act(
-        "/api/v1/jobs/{id}/mark-failed",
-        Change,
-        Op::MarkJobFailed,
-        "mark_job_failed",
-    ),
+    Route::read(Get, "/metrics", Read, |filter| on(filter, health::metrics)),
+    Route::read(Get, "/api/v1/openapi.json", Read, |filter| {
+        on(filter, openapi::document)
+    }),
     // The operator UI. Public: the way in and the assets; everything else needs a session.
-    Route::ui_public(Get, "/", UiOp::ToDashboard),
-    Route::ui_public(Get, "/ui", UiOp::ToDashboard),
-    Route::ui_public(Get, "/ui/static/{file}", UiOp::Static),
-    Route::ui_public(Get, "/ui/sign-in", UiOp::SignInPage),
-    Route {
-        method: Post,
-        path: "/ui/sign-in",
-        access: Access::PreSession,
-        op: Op::Ui(UiOp::SignIn),
-        action: None,
-    },
-    Route::form("/ui/sign-out", Read, UiOp::SignOut, "sign_out"),
-    Route::page("/ui/password", Read, UiOp::PasswordPage),
+    Route::public(Get, "/", |filter| {
+        on(filter, || async { Redirect::to("/ui/") })
+    }),
+    Route::public(Get, "/ui", |filter| {
+        on(filter, || async { Redirect::to("/ui/") })
+    }),
+    Route::public(Get, "/ui/static/{file}", |filter| {
+        on(filter, ui::assets::serve)
+    }),
+    Route::public(Get, "/ui/sign-in", |filter| on(filter, ui::sign_in::page)),
+    Route::new(
+        Post,
+        "/ui/sign-in",
+        Access::PreSession,
+        |filter| on(filter, ui::sign_in::sign_in),
+        None,
+    ),
+    Route::form(
+        "/ui/sign-out",
+        Read,
+        |filter| on(filter, ui::sign_in::sign_out),
+        "sign_out",
+    ),
+    Route::page("/ui/password", Read, |filter| {
+        on(filter, ui::sign_in::password_page)
+    }),
     Route::form(
         "/ui/password",
         Read,
-        UiOp::ChangePassword,
+        |filter| on(filter, ui::sign_in::change_password),
         "change_password",
     ),
-    Route::page("/ui/account", Read, UiOp::AccountPage),
+    Route::page("/ui/account", Read, |filter| on(filter, ui::account::page)),
     Route::form(
         "/ui/account/tokens",
         Read,
-        UiOp::CreateToken,
+        |filter| on(filter, ui::account::create_token),
         "create_token",
     ),
     Route::form(
         "/ui/account/tokens/{id}/revoke",
         Read,
-        UiOp::RevokeToken,
+        |filter| on(filter, ui::account::revoke_token),
         "revoke_token",
     ),
-    Route::page("/ui/audit", Admin, UiOp::AuditPage),
+    Route::page("/ui/audit", Admin, |filter| {
+        on(filter, ui::account::audit_page)
+    }),
 ];
 
 /// The public routes of the UI, by path: the only `/ui` routes without a session.
 pub const PUBLIC_UI_PATHS: &[&str] = &["/", "/ui", "/ui/static/{file}", "/ui/sign-in"];
 
-/// The handler of `op` on `method`.
-fn handler(method: Method, op: Op) -> MethodRouter<AppState> {
-    let filter = method.filter();
-    match op {
-        Op::Healthz => on(filter, health::healthz),
-        Op::Livez => on(filter, || async { "live\n" }),
-        Op::Metrics => on(filter, health::metrics),
-        Op::OpenApi => on(filter, openapi::document),
-        Op::Agent(endpoint) => on(
-            filter,
-            move |State(state): State<AppState>, request: Request| {
-                agent::forward(state, endpoint, request)
-            },
-        ),
-        Op::ListJoins => on(filter, operator::list_joins),
-        Op::ApproveJoin => on(filter, operator::approve_join),
-        Op::RejectJoin => on(filter, operator::reject_join),
-        Op::ReopenJoin => on(filter, operator::reopen_join),
-        Op::ListNodes => on(filter, operator::list_nodes),
-        Op::GetNode => on(filter, operator::get_node),
-        Op::DisconnectNode => on(filter, operator::disconnect_node),
-        Op::CreateJob => on(filter, operator::create_job),
-        Op::ListJobs => on(filter, operator::list_jobs),
-        Op::GetJob => on(filter, operator::get_job),
-        Op::JobOutput => on(filter, operator::job_output),
-        Op::CancelJob => on(filter, operator::cancel_job),
-        Op::MarkJobFailed => on(filter, operator::mark_job_failed),
-        Op::RefusalCount => on(filter, operator::refusal_count),
-        Op::Incidents(op) => crate::api::incidents::handler(filter, op),
-        Op::Monitor(op) => crate::api::monitor::handler(filter, op),
-        Op::Releases(op) => crate::api::releases::handler(filter, op),
-        Op::Rollouts(op) => crate::api::rollouts::handler(filter, op),
-        Op::Backups(op) => crate::api::backups::handler(filter, op),
-        Op::Ui(op) => ui::handler(filter, op),
-    }
-}
-
 /// The router of every route in [`ROUTES`], each behind its access check.
 pub fn router(state: &AppState) -> Router<AppState> {
     ROUTES.iter().fold(Router::new(), |router, route| {
-        let method_router = handler(route.method, route.op);
+        let method_router = (route.handler)(route.method.filter());
         let method_router = match route.access {
             Access::Public | Access::AgentSigned => method_router,
             Access::Operator(needed) => method_router.route_layer(middleware::from_fn_with_state(
@@ -200,7 +111,14 @@ pub fn router(state: &AppState) -> Router<AppState> {
             Access::Session(needed) => method_router.route_layer(middleware::from_fn_with_state(
                 state.clone(),
                 move |state: State<AppState>, request: Request, next: Next| {
-                    ui::guard::require_session(state, route, needed, request, next)
+                    ui::guard::require_session(
+                        state,
+                        route,
+                        needed,
+                        domains::HEADER_PARTS,
+                        request,
+                        next,
+                    )
                 },
             )),
             Access::PreSession => method_router.route_layer(middleware::from_fn(
@@ -216,7 +134,15 @@ pub fn router(state: &AppState) -> Router<AppState> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ui::agent_channel::AgentChannelPage;
+    use capstan_events::agent_channel::rpc::AgentEndpoint;
+
+    /// The row of `method path`.
+    fn row(method: Method, path: &str) -> &'static Route {
+        ROUTES
+            .iter()
+            .find(|route| route.method == method && route.path == path)
+            .unwrap_or_else(|| panic!("{} {path} is a route", method.as_ref()))
+    }
 
     #[test]
     fn each_method_and_path_appears_once() {
@@ -226,7 +152,7 @@ mod tests {
                     .iter()
                     .any(|other| other.method == route.method && other.path == route.path),
                 "{} {} twice",
-                route.method.as_str(),
+                route.method.as_ref(),
                 route.path
             );
         }
@@ -257,7 +183,7 @@ mod tests {
         for endpoint in AgentEndpoint::ALL {
             let route = ROUTES
                 .iter()
-                .find(|route| route.op == Op::Agent(endpoint))
+                .find(|route| route.endpoint == Some(endpoint))
                 .expect("every endpoint has a route");
             assert_eq!(route.path, format!("/api/v1/agent/{}", endpoint.as_str()));
             assert_eq!(
@@ -285,51 +211,53 @@ mod tests {
                 route.path
             );
         }
-        let approve = ROUTES
-            .iter()
-            .find(|route| route.op == Op::ApproveJoin)
-            .unwrap();
+        let approve = row(Method::Post, "/api/v1/joins/{id}/approve");
         assert_eq!(approve.target_kind(), Some("join"));
-        let listing = ROUTES
-            .iter()
-            .find(|route| route.op == Op::ListJobs)
-            .unwrap();
+        let listing = row(Method::Get, "/api/v1/jobs");
         assert_eq!(listing.target_kind(), None);
     }
 
     #[test]
     fn trust_changing_acts_need_level_10_and_job_changes_level_8() {
-        let level = |op: Op| ROUTES.iter().find(|route| route.op == op).unwrap().access;
-        for op in [
-            Op::ApproveJoin,
-            Op::RejectJoin,
-            Op::ReopenJoin,
-            Op::DisconnectNode,
-        ] {
-            assert_eq!(level(op), Access::Operator(Level::Admin), "{op:?}");
-        }
-        for op in [Op::CancelJob, Op::MarkJobFailed] {
-            assert_eq!(level(op), Access::Operator(Level::Change), "{op:?}");
-        }
-        for op in [
-            UiOp::AgentChannel(AgentChannelPage::ApproveJoin),
-            UiOp::AgentChannel(AgentChannelPage::RejectJoin),
-            UiOp::AgentChannel(AgentChannelPage::ReopenJoin),
-            UiOp::AgentChannel(AgentChannelPage::DisconnectNode),
-            UiOp::AgentChannel(AgentChannelPage::DisconnectPage),
-            UiOp::AuditPage,
-        ] {
-            assert_eq!(level(Op::Ui(op)), Access::Session(Level::Admin), "{op:?}");
-        }
-        for op in [
-            AgentChannelPage::CancelJob,
-            AgentChannelPage::MarkJobFailed,
-            AgentChannelPage::MarkFailedPage,
+        let level = |method: Method, path: &str| row(method, path).access;
+        for path in [
+            "/api/v1/joins/{id}/approve",
+            "/api/v1/joins/{id}/reject",
+            "/api/v1/joins/{id}/reopen",
+            "/api/v1/nodes/{id}/disconnect",
         ] {
             assert_eq!(
-                level(Op::Ui(UiOp::AgentChannel(op))),
+                level(Method::Post, path),
+                Access::Operator(Level::Admin),
+                "{path}"
+            );
+        }
+        for path in ["/api/v1/jobs/{id}/cancel", "/api/v1/jobs/{id}/mark-failed"] {
+            assert_eq!(
+                level(Method::Post, path),
+                Access::Operator(Level::Change),
+                "{path}"
+            );
+        }
+        for (method, path) in [
+            (Method::Post, "/ui/joins/{id}/approve"),
+            (Method::Post, "/ui/joins/{id}/reject"),
+            (Method::Post, "/ui/joins/{id}/reopen"),
+            (Method::Post, "/ui/nodes/{id}/disconnect"),
+            (Method::Get, "/ui/nodes/{id}/disconnect"),
+            (Method::Get, "/ui/audit"),
+        ] {
+            assert_eq!(level(method, path), Access::Session(Level::Admin), "{path}");
+        }
+        for (method, path) in [
+            (Method::Post, "/ui/jobs/{id}/cancel"),
+            (Method::Post, "/ui/jobs/{id}/mark-failed"),
+            (Method::Get, "/ui/jobs/{id}/mark-failed"),
+        ] {
+            assert_eq!(
+                level(method, path),
                 Access::Session(Level::Change),
-                "{op:?}"
+                "{path}"
             );
         }
     }
@@ -361,7 +289,7 @@ mod tests {
                 Access::Public | Access::PreSession => assert!(
                     PUBLIC_UI_PATHS.contains(&route.path),
                     "{} {} is public but not named public",
-                    route.method.as_str(),
+                    route.method.as_ref(),
                     route.path
                 ),
                 other => panic!("{} is {other:?}", route.path),

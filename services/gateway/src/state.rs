@@ -40,7 +40,7 @@ impl AppState {
 
 /// This gateway process as the agent channel knows it: every agent request it forwards names
 /// `gateway`, and when it stops (`stopping`) its open long polls are answered at once and the
-/// claims the agent channel holds for them are released ([`crate::agent::release`]).
+/// claims the agent channel holds for them are released ([`crate::domains::agent_channel::agent::release`]).
 pub struct LongPolls {
     pub gateway: uuid::Uuid,
     pub stopping: tokio_util::sync::CancellationToken,

@@ -14,7 +14,9 @@
 //!   case is the fourth attempt's) while the plane sees the recipe failing. Opened to its
 //!   group, the hold directory is ignored (`hold_ignored`) and the repair runs.
 
+use capstan_e2e::heard::published;
 use capstan_e2e::{agent::Agent, plane::Plane, wait_for};
+use capstan_events::agent_channel::NodeReported;
 use serde_json::Value;
 use std::{
     os::unix::fs::PermissionsExt,
@@ -288,17 +290,13 @@ async fn ag_44_a_repair_that_cannot_work_becomes_a_case_an_incident_and_clears_w
         "{opened}"
     );
     // The body rode with it: the attempts that spent the budget, and a fresh host report.
-    let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(plane.database.url())
-        .await
-        .unwrap();
-    let body: Value = sqlx::query_scalar::<_, String>(
-        "SELECT body FROM incidents.cases WHERE node_id = $1 AND source = 'service_health'",
-    )
-    .bind(node)
-    .fetch_one(&mut connection)
-    .await
-    .map(|text| serde_json::from_str(&text).unwrap())
-    .unwrap();
+    // (Read from the claim's `node_reported`, the event the incidents service took it from.)
+    let reported = published::<NodeReported>(&plane.bus, "the case's body", |reported| {
+        reported.node_id == node
+            && reported.facts["cases"]["recipe:service_health"]["body"].is_object()
+    })
+    .await;
+    let body = reported.data.facts["cases"]["recipe:service_health"]["body"].clone();
     assert_eq!(body["mode"], "armed");
     assert_eq!(body["attempts"].as_array().unwrap().len(), 3, "{body}");
     assert_eq!(body["attempts"][0]["word"], "restart_unit");

@@ -7,8 +7,12 @@
 
 use std::time::Duration;
 
+use capstan_e2e::heard::{heard, published, settled};
 use capstan_e2e::{plane::Plane, process::ServiceProcess, wait_for};
-use capstan_events::Domain;
+use capstan_events::{
+    agent_channel::{JobFinished, NodeReported},
+    Domain,
+};
 use capstan_signing::{sign_request, NodeKey};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -160,30 +164,21 @@ fn tier_failed(version: &str) -> Value {
     json!({"completed": true, "deploy_tier_passed": false, "version": version, "rolled_back": true})
 }
 
-/// Waits until the rollouts service's projection knows every node's words.
+/// Waits until the rollouts service knows every node offers `apply_update`: the agent
+/// channel has published a `node_reported` naming the word for each, and the rollouts service
+/// has applied every event of that stream.
 pub(crate) async fn projected(plane: &Plane, nodes: &[i64]) {
-    let pool = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
-    let expected = nodes.len() as i64;
-    let nodes = nodes.to_vec();
-    wait_for(
-        "the rollouts service to know the nodes' words",
-        Duration::from_secs(30),
-        || {
-            let (pool, nodes) = (pool.clone(), nodes.clone());
-            async move {
-                let known: i64 = sqlx::query_scalar(
-                    "SELECT count(*) FROM rollouts.nodes
-                     WHERE node_id = ANY($1) AND 'apply_update' = ANY(vocabulary)",
-                )
-                .bind(&nodes)
-                .fetch_one(&pool)
-                .await
-                .unwrap();
-                (known == expected).then_some(())
-            }
-        },
-    )
-    .await;
+    for node in nodes {
+        published::<NodeReported>(&plane.bus, "the node's words", |reported| {
+            reported.node_id == *node
+                && reported
+                    .vocabulary
+                    .iter()
+                    .any(|word| word == "apply_update")
+        })
+        .await;
+    }
+    settled(&plane.bus, Domain::Rollouts, Domain::AgentChannel).await;
 }
 
 /// Asks the plane to start a rollout as a level-8 operator; its status and answer.
@@ -227,25 +222,10 @@ pub(crate) async fn wait_state(plane: &Plane, id: i64, state: &str) -> Value {
     .await
 }
 
-/// How many jobs of `primitive` each node was given, from the agent channel's jobs table.
-async fn jobs_per_node(plane: &Plane, primitive: &str) -> Vec<(i64, i64)> {
-    let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(plane.database.url())
-        .await
-        .unwrap();
-    sqlx::query_as(
-        "SELECT node_id, count(*) FROM agent_channel.jobs WHERE primitive = $1
-         GROUP BY node_id ORDER BY node_id",
-    )
-    .bind(primitive)
-    .fetch_all(&mut connection)
-    .await
-    .unwrap()
-}
-
 /// RO-12, RO-13 and the durable-workflow decision: a five-node, two-stage rollout whose
 /// rollouts service is killed with SIGKILL while the second stage's applies are out on their
 /// nodes; the nodes answer while it is down, it starts again, and the rollout finishes with
-/// each node applied exactly once (the agent channel's jobs table proves it).
+/// each node applied exactly once (the operator API's job listing proves it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ro_12_a_two_stage_rollout_survives_a_kill_9_mid_stage_and_applies_each_node_once() {
     let plane = Plane::start_without(&[Domain::Rollouts], &[]).await;
@@ -320,8 +300,8 @@ async fn ro_12_a_two_stage_rollout_survives_a_kill_9_mid_stage_and_applies_each_
     assert_eq!(done["passed"], 5, "{done}");
     assert_eq!(done["failed"], 0, "{done}");
     let once: Vec<(i64, i64)> = nodes.iter().map(|node| (*node, 1)).collect();
-    assert_eq!(jobs_per_node(&plane, "apply_update").await, once);
-    assert_eq!(jobs_per_node(&plane, "upgrade_preflight").await, once);
+    assert_eq!(plane.jobs_per_node("apply_update").await, once);
+    assert_eq!(plane.jobs_per_node("upgrade_preflight").await, once);
 }
 
 /// RO-11, RO-14: a node whose deploy tier fails halts the rollout naming it; the nodes after
@@ -372,7 +352,8 @@ async fn ro_14_the_first_miss_halts_naming_the_node_and_a_budget_of_one_carries_
     let third = &halted["steps"][2];
     assert_eq!(third["verdict"], "skipped", "{halted}");
     assert!(
-        !jobs_per_node(&plane, "upgrade_preflight")
+        !plane
+            .jobs_per_node("upgrade_preflight")
             .await
             .iter()
             .any(|(node, _)| *node == nodes[2]),
@@ -482,28 +463,17 @@ async fn ro_15_ro_16_one_at_a_time_pause_resume_and_stop() {
         .await;
     // Once the answer is recorded (the same transaction that would have asked for the apply),
     // the step still stands at its readiness check.
-    let pool = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
-    wait_for(
-        "the readiness answer to be recorded",
-        Duration::from_secs(30),
-        || {
-            let pool = pool.clone();
-            async move {
-                let answered: i64 = sqlx::query_scalar(
-                    "SELECT count(*) FROM rollouts.rollout_jobs
-                 WHERE word = 'upgrade_preflight' AND outcome IS NOT NULL",
-                )
-                .fetch_one(&pool)
-                .await
-                .unwrap();
-                (answered == 1).then_some(())
-            }
-        },
+    // (The rollouts service has applied the job's `job_finished`.)
+    heard::<JobFinished>(
+        &plane.bus,
+        Domain::Rollouts,
+        "the readiness answer",
+        |finished| Some(finished.job_id) == preflight["id"].as_i64(),
     )
     .await;
     let view = rollout(&plane, id).await;
     assert_eq!(view["steps"][0]["phase"], "preflight", "{view}");
-    assert_eq!(jobs_per_node(&plane, "apply_update").await, vec![]);
+    assert_eq!(plane.jobs_per_node("apply_update").await, vec![]);
     // The marker that nothing was asked meanwhile: resume, and the apply comes as the first job.
     let (status, _) = plane
         .api(
@@ -517,7 +487,7 @@ async fn ro_15_ro_16_one_at_a_time_pause_resume_and_stop() {
     let apply = agents[0].next_job().await;
     assert_eq!(apply["primitive"], "apply_update");
     assert_eq!(
-        jobs_per_node(&plane, "apply_update").await,
+        plane.jobs_per_node("apply_update").await,
         vec![(nodes[0], 1)]
     );
 
@@ -547,7 +517,7 @@ async fn ro_15_ro_16_one_at_a_time_pause_resume_and_stop() {
     let view = rollout(&plane, id).await;
     assert_eq!(view["steps"][1]["verdict"], "skipped", "{view}");
     assert_eq!(view["steps"][2]["verdict"], "skipped", "{view}");
-    assert_eq!(jobs_per_node(&plane, "upgrade_preflight").await.len(), 1);
+    assert_eq!(plane.jobs_per_node("upgrade_preflight").await.len(), 1);
     let (status, again) = plane
         .api(
             &plane.changer,

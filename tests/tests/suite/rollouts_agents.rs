@@ -3,7 +3,7 @@
 //! killed with SIGKILL), and every node is a real `capstan-agent` with a site directory the test
 //! creates and a web server of the test's own serving that site's `current` release, which its
 //! `page_probe` fetches. What each node did is read back from its disk (`current`, the hook's
-//! log) and from the agent channel's jobs table.
+//! log) and from the operator API's job listing.
 
 use std::{
     os::unix::fs::PermissionsExt as _,
@@ -217,21 +217,6 @@ fn publish_with(
         .unwrap()
 }
 
-/// How many jobs of `primitive` each node was given, from the agent channel's jobs table.
-async fn jobs_per_node(plane: &Plane, primitive: &str) -> Vec<(i64, i64)> {
-    let pool = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
-    let rows = sqlx::query_as(
-        "SELECT node_id, count(*) FROM agent_channel.jobs WHERE primitive = $1
-         GROUP BY node_id ORDER BY node_id",
-    )
-    .bind(primitive)
-    .fetch_all(&pool)
-    .await
-    .unwrap();
-    pool.close().await;
-    rows
-}
-
 /// RO-11, RO-12, RO-13 and the durable-workflow decision, with real agents: a published site
 /// release goes to five nodes in two stages, probing each node's page before and after; the
 /// rollouts service is killed with SIGKILL while the second stage is out on its nodes and
@@ -269,7 +254,7 @@ async fn ro_11_ro_12_five_real_agents_take_a_published_site_release_in_two_stage
         "the second stage's applies to be queued",
         Duration::from_secs(120),
         || async {
-            let applies = jobs_per_node(&plane, "apply_update").await;
+            let applies = plane.jobs_per_node("apply_update").await;
             (applies.len() >= 3).then_some(())
         },
     )
@@ -289,10 +274,10 @@ async fn ro_11_ro_12_five_real_agents_take_a_published_site_release_in_two_stage
         assert!(node.pages.requests().iter().any(|path| path == "/app.js"));
     }
     let once: Vec<(i64, i64)> = ids.iter().map(|node| (*node, 1)).collect();
-    assert_eq!(jobs_per_node(&plane, "apply_update").await, once);
+    assert_eq!(plane.jobs_per_node("apply_update").await, once);
     // Probed before and after on each node.
     let twice: Vec<(i64, i64)> = ids.iter().map(|node| (*node, 2)).collect();
-    assert_eq!(jobs_per_node(&plane, "page_probe").await, twice);
+    assert_eq!(plane.jobs_per_node("page_probe").await, twice);
 }
 
 /// RO-11, RO-14 with real agents: a node whose deploy hook fails switches its `current` back
@@ -329,7 +314,8 @@ async fn ro_14_a_real_deploy_hook_that_fails_halts_naming_the_node_and_a_budget_
         None,
         "the node after the miss was never started"
     );
-    assert!(jobs_per_node(&plane, "upgrade_preflight")
+    assert!(plane
+        .jobs_per_node("upgrade_preflight")
         .await
         .iter()
         .all(|(node, _)| *node != ids[2]));
@@ -578,13 +564,10 @@ async fn ro_15_pause_resume_and_stop_with_real_agents() {
         assert_eq!(node.current(), None, "node {}", node.id);
     }
     assert_eq!(
-        jobs_per_node(&plane, "upgrade_preflight").await,
+        plane.jobs_per_node("upgrade_preflight").await,
         vec![(ids[0], 1)]
     );
-    assert_eq!(
-        jobs_per_node(&plane, "apply_update").await,
-        vec![(ids[0], 1)]
-    );
+    assert_eq!(plane.jobs_per_node("apply_update").await, vec![(ids[0], 1)]);
     // Resume: it carries on to finished, every node applied once.
     let resumed = act(&plane, id, "resume").await;
     assert_eq!(resumed["state"], "running", "{resumed}");
@@ -598,7 +581,7 @@ async fn ro_15_pause_resume_and_stop_with_real_agents() {
         assert_eq!(node.current().as_deref(), Some("6.0.0"), "node {}", node.id);
     }
     let once: Vec<(i64, i64)> = ids.iter().map(|node| (*node, 1)).collect();
-    assert_eq!(jobs_per_node(&plane, "apply_update").await, once);
+    assert_eq!(plane.jobs_per_node("apply_update").await, once);
 
     // Stop while the first node applies 6.1.0: the rollout ends at once.
     publish(&plane, work.path(), "6.1.0", "<p>six one</p>", &[]);
@@ -635,11 +618,11 @@ async fn ro_15_pause_resume_and_stop_with_real_agents() {
         assert_eq!(node.current().as_deref(), Some("6.0.0"), "node {}", node.id);
     }
     assert_eq!(
-        jobs_per_node(&plane, "apply_update").await,
+        plane.jobs_per_node("apply_update").await,
         vec![(ids[0], 2), (ids[1], 1), (ids[2], 1)]
     );
     assert_eq!(
-        jobs_per_node(&plane, "upgrade_preflight").await,
+        plane.jobs_per_node("upgrade_preflight").await,
         vec![(ids[0], 2), (ids[1], 1), (ids[2], 1)]
     );
 }

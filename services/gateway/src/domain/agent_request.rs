@@ -8,10 +8,7 @@
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Uri};
 use capstan_events::agent_channel::rpc::AgentEndpoint;
 
-use crate::{
-    route::{Op, Route},
-    routes::ROUTES,
-};
+use crate::{route::Route, routes::ROUTES};
 
 /// An agent sends about ten header fields; more, and hyper reads the head.
 const MAX_FIELDS: usize = 32;
@@ -73,7 +70,7 @@ impl Head {
     fn lane(request: &httparse::Request) -> Option<Box<Lane>> {
         let target = request.path?;
         let (route, endpoint) = agent_route(target)?;
-        if request.version != Some(1) || request.method != Some(route.method.as_str()) {
+        if request.version != Some(1) || request.method != Some(route.method.as_ref()) {
             return None;
         }
         let mut content_length = None;
@@ -120,8 +117,8 @@ impl Head {
 /// The agent route of [`ROUTES`] a request target names (its path, before any query).
 fn agent_route(target: &str) -> Option<(&'static Route, AgentEndpoint)> {
     let path = target.split_once('?').map_or(target, |(path, _)| path);
-    ROUTES.iter().find_map(|route| match route.op {
-        Op::Agent(endpoint) if route.path == path => Some((route, endpoint)),
+    ROUTES.iter().find_map(|route| match route.endpoint {
+        Some(endpoint) if route.path == path => Some((route, endpoint)),
         _ => None,
     })
 }

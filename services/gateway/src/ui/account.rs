@@ -41,7 +41,7 @@ struct AccountPage {
     /// A token just created: shown this once.
     new_token: Option<String>,
     problem: Option<String>,
-    notifications: super::incidents::NotificationsSection,
+    notifications: crate::domains::incidents::NotificationsSection,
 }
 
 async fn account(
@@ -69,7 +69,7 @@ async fn account(
             revoked: row.revoked_at.map(ago),
         })
         .collect();
-    let notifications = super::incidents::notifications_section(state, session).await;
+    let notifications = crate::domains::incidents::notifications_section(state, session).await;
     let page = AccountPage {
         chrome: Chrome::signed_in(session, headers, "Account", "account"),
         notifications,

@@ -161,121 +161,140 @@ pub fn overview_facts(check: Option<&Value>, report: Option<&Value>) -> Vec<Fact
     let report = report.filter(|value| value.is_object());
     let in_check = |key: &str| check.and_then(|check| check.get(key));
     let in_report = |key: &str| report.and_then(|report| report.get(key));
-
-    let version = text(in_check("agent_version"));
-    let uptime = whole(in_check("uptime_s")).map(duration);
-    let load = in_check("load").and_then(|load| {
-        let one = number(load.get("1m"))?;
-        let five = number(load.get("5m"))?;
-        let fifteen = number(load.get("15m"))?;
-        Some(format!(
-            "{one:.2} · {five:.2} · {fifteen:.2} (1, 5, 15 min)"
-        ))
-    });
-    let memory = in_check("memory").and_then(|memory| {
-        let total = whole(memory.get("total_bytes"))?;
-        let available = whole(memory.get("available_bytes"))?;
-        let used = total.saturating_sub(available);
-        let percent = if total == 0 {
-            0.0
-        } else {
-            used as f64 * 100.0 / total as f64
-        };
-        Some(format!(
-            "{} of {} used ({percent:.0} %)",
-            bytes(used),
-            bytes(total)
-        ))
-    });
-    let disk = in_check("disk")
-        .or_else(|| in_report("disk"))
-        .and_then(|disk| {
-            let total = whole(disk.get("total_bytes"))?;
-            let available = whole(disk.get("avail_bytes"))?;
-            let used = total.saturating_sub(available);
-            let percent = number(disk.get("used_percent")).unwrap_or(if total == 0 {
-                0.0
-            } else {
-                used as f64 * 100.0 / total as f64
-            });
-            let path = text(disk.get("path")).unwrap_or_default();
-            Some(format!(
-                "{percent:.1} % used — {} free of {} on {path}",
-                bytes(available),
-                bytes(total)
-            ))
-        });
-    let postgres = in_check("postgresql").and_then(|postgres| {
-        let detail = text(postgres.get("detail"));
-        match postgres.get("answers").and_then(Value::as_bool) {
-            Some(true) => Some("accepting connections".to_string()),
-            Some(false) | None => detail.or(Some("not answering".into())),
-        }
-    });
     let certificates = in_check("certificates")
         .and_then(Value::as_array)
-        .map(|lineages| {
-            lineages
-                .iter()
-                .take(200)
-                .map(|lineage| {
-                    let name = text(lineage.get("lineage")).unwrap_or_else(|| "(unnamed)".into());
-                    match (
-                        whole(lineage.get("days_left")),
-                        lineage.get("days_left").and_then(Value::as_i64),
-                    ) {
-                        (Some(days), _) => format!("{name}: {days} days left"),
-                        (None, Some(days)) => format!("{name}: expired {} days ago", -days),
-                        _ => format!(
-                            "{name}: {}",
-                            text(lineage.get("why"))
-                                .unwrap_or_else(|| "expiry not reported".into())
-                        ),
-                    }
-                })
-                .collect()
-        });
-    let os = in_report("os").and_then(|os| {
-        text(os.get("pretty_name")).or_else(|| {
-            let id = text(os.get("id"))?;
-            Some(format!(
-                "{id} {}",
-                text(os.get("version_id")).unwrap_or_default()
-            ))
-        })
-    });
-    let kernel = text(in_report("kernel"));
+        .map(|lineages| lineages.iter().take(200).map(certificate_line).collect());
     let failed_units = in_report("failed_units")
         .and_then(Value::as_array)
         .map(|units| units.iter().take(500).map(plain).collect());
     let containers = in_report("containers")
         .and_then(Value::as_array)
-        .map(|containers| {
-            containers
-                .iter()
-                .take(500)
-                .map(|container| {
-                    let name = text(container.get("name")).unwrap_or_else(|| plain(container));
-                    match text(container.get("status")).or_else(|| text(container.get("state"))) {
-                        Some(status) => format!("{name}: {status}"),
-                        None => name,
-                    }
-                })
-                .collect()
-        });
+        .map(|containers| containers.iter().take(500).map(container_line).collect());
     vec![
-        fact("agent-version", "Agent version", version),
-        fact("uptime", "Uptime", uptime),
-        fact("load", "Load", load),
-        fact("memory", "Memory", memory),
-        fact("disk", "Disk", disk),
-        fact("postgresql", "PostgreSQL", postgres),
+        fact(
+            "agent-version",
+            "Agent version",
+            text(in_check("agent_version")),
+        ),
+        fact(
+            "uptime",
+            "Uptime",
+            whole(in_check("uptime_s")).map(duration),
+        ),
+        fact("load", "Load", in_check("load").and_then(load_words)),
+        fact(
+            "memory",
+            "Memory",
+            in_check("memory").and_then(memory_words),
+        ),
+        fact(
+            "disk",
+            "Disk",
+            in_check("disk")
+                .or_else(|| in_report("disk"))
+                .and_then(disk_words),
+        ),
+        fact(
+            "postgresql",
+            "PostgreSQL",
+            in_check("postgresql").and_then(postgres_words),
+        ),
         list_fact("certificates", "Certificates", certificates, "none found"),
-        fact("os", "Operating system", os),
-        fact("kernel", "Kernel", kernel),
+        fact("os", "Operating system", in_report("os").and_then(os_words)),
+        fact("kernel", "Kernel", text(in_report("kernel"))),
         list_fact("failed-units", "Failed units", failed_units, "none"),
         list_fact("containers", "Containers", containers, "none"),
     ]
+}
+
+/// `check_status`'s `load`: the three averages.
+fn load_words(load: &Value) -> Option<String> {
+    let one = number(load.get("1m"))?;
+    let five = number(load.get("5m"))?;
+    let fifteen = number(load.get("15m"))?;
+    Some(format!(
+        "{one:.2} · {five:.2} · {fifteen:.2} (1, 5, 15 min)"
+    ))
+}
+
+/// `check_status`'s `memory`: used of total.
+fn memory_words(memory: &Value) -> Option<String> {
+    let total = whole(memory.get("total_bytes"))?;
+    let available = whole(memory.get("available_bytes"))?;
+    let used = total.saturating_sub(available);
+    let percent = if total == 0 {
+        0.0
+    } else {
+        used as f64 * 100.0 / total as f64
+    };
+    Some(format!(
+        "{} of {} used ({percent:.0} %)",
+        bytes(used),
+        bytes(total)
+    ))
+}
+
+/// `check_status`'s (or `host_report`'s) `disk`: used, free of total, and where.
+fn disk_words(disk: &Value) -> Option<String> {
+    let total = whole(disk.get("total_bytes"))?;
+    let available = whole(disk.get("avail_bytes"))?;
+    let used = total.saturating_sub(available);
+    let percent = number(disk.get("used_percent")).unwrap_or(if total == 0 {
+        0.0
+    } else {
+        used as f64 * 100.0 / total as f64
+    });
+    let path = text(disk.get("path")).unwrap_or_default();
+    Some(format!(
+        "{percent:.1} % used — {} free of {} on {path}",
+        bytes(available),
+        bytes(total)
+    ))
+}
+
+/// `check_status`'s `postgresql`: answering, or why not.
+fn postgres_words(postgres: &Value) -> Option<String> {
+    let detail = text(postgres.get("detail"));
+    match postgres.get("answers").and_then(Value::as_bool) {
+        Some(true) => Some("accepting connections".to_string()),
+        Some(false) | None => detail.or(Some("not answering".into())),
+    }
+}
+
+/// One certificate lineage of `check_status`: the days it has left, or why not known.
+fn certificate_line(lineage: &Value) -> String {
+    let name = text(lineage.get("lineage")).unwrap_or_else(|| "(unnamed)".into());
+    match (
+        whole(lineage.get("days_left")),
+        lineage.get("days_left").and_then(Value::as_i64),
+    ) {
+        (Some(days), _) => format!("{name}: {days} days left"),
+        (None, Some(days)) => format!("{name}: expired {} days ago", -days),
+        _ => format!(
+            "{name}: {}",
+            text(lineage.get("why")).unwrap_or_else(|| "expiry not reported".into())
+        ),
+    }
+}
+
+/// `host_report`'s `os`: its pretty name, else its id and version.
+fn os_words(os: &Value) -> Option<String> {
+    text(os.get("pretty_name")).or_else(|| {
+        let id = text(os.get("id"))?;
+        Some(format!(
+            "{id} {}",
+            text(os.get("version_id")).unwrap_or_default()
+        ))
+    })
+}
+
+/// One container of `host_report`: its name and status.
+fn container_line(container: &Value) -> String {
+    let name = text(container.get("name")).unwrap_or_else(|| plain(container));
+    match text(container.get("status")).or_else(|| text(container.get("state"))) {
+        Some(status) => format!("{name}: {status}"),
+        None => name,
+    }
 }
 
 #[cfg(test)]

@@ -19,9 +19,10 @@ use super::{cookies, settings, UiError};
 use crate::{
     identity::{self, digest, peer_address},
     input::read_limited,
-    route::{Op, Route, UiOp},
+    route::Route,
     state::AppState,
-    store,
+    store::{self, SessionRecord},
+    ui::header_parts::{self, HeaderLine, HeaderPart},
 };
 
 /// The most a UI form may send.
@@ -36,8 +37,9 @@ pub struct UiSession {
     pub level: Level,
     pub csrf: String,
     pub address: Option<String>,
-    /// The header line of a page (IN-16), asked once by [`require_session`] for a page.
-    pub incidents: Option<super::incidents::IncidentLine>,
+    /// The header lines of a page (the incidents' IN-16 line among them), asked once by
+    /// [`require_session`] for a page drawn in the frame.
+    pub header: Vec<HeaderLine>,
 }
 
 impl std::fmt::Debug for UiSession {
@@ -116,10 +118,7 @@ impl<S: Send + Sync> FromRequestParts<S> for FormFields {
 
 /// Routes a signed-in operator may use before choosing their own password.
 fn allowed_before_password_change(route: &Route) -> bool {
-    matches!(
-        route.op,
-        Op::Ui(UiOp::PasswordPage | UiOp::ChangePassword | UiOp::SignOut)
-    )
+    matches!(route.path, "/ui/password" | "/ui/sign-out")
 }
 
 /// Where sign-in sends the operator back to: this request's path and query.
@@ -154,65 +153,37 @@ fn csrf_refused() -> UiError {
     )
 }
 
-/// The door of a `Session(needed)` route.
+/// The door of a `Session(needed)` route; a page drawn in the frame gets the lines of
+/// `header_parts`.
 pub async fn require_session(
     State(state): State<AppState>,
     route: &'static Route,
     needed: Level,
+    header_parts: &'static [HeaderPart],
     request: Request,
     next: Next,
 ) -> Response {
     let address = peer_address(&request).map(|address| address.to_string());
     let (mut parts, body) = request.into_parts();
     let is_post = parts.method == Method::POST;
-    let found = match cookies::read(&parts.headers, cookies::SESSION_COOKIE) {
-        Some(secret) if cookies::looks_like_secret(&secret) => {
-            let ui = settings();
-            store::session_by_digest(
-                &state.store,
-                &digest(&secret),
-                ui.session_idle,
-                ui.session_lifetime,
-            )
-            .await
-        }
-        _ => Ok(None),
-    };
-    let record = match found {
-        Ok(Some(record)) => record,
-        Ok(None) if is_post => {
-            return UiError::unauthorized(
-                "Your session has ended, so nothing was done. Sign in again and repeat it.",
-            )
-            .into_response()
-        }
-        Ok(None) => return Redirect::to(&sign_in_location(&parts)).into_response(),
-        Err(failure) => {
-            tracing::error!(error = %failure, "cannot look up a session");
-            return UiError::unavailable().into_response();
-        }
+    let record = match live_session(&state, &parts, is_post).await {
+        Ok(record) => record,
+        Err(refusal) => return refusal,
     };
     let session = UiSession {
         session_id: record.session_id,
         operator_id: record.operator_id,
-        name: record.name,
+        name: record.name.clone(),
         level: record.level,
-        csrf: record.csrf_token,
+        csrf: record.csrf_token.clone(),
         address,
-        incidents: None,
+        header: Vec::new(),
     };
     let body = if is_post {
-        let (fields, body) = match read_form(&parts, body).await {
-            Ok(read) => read,
+        match checked_form(&session, route, &mut parts, body).await {
+            Ok(body) => body,
             Err(refusal) => return refusal,
-        };
-        let given = fields.get("csrf").unwrap_or_default();
-        if !cookies::tokens_match(&session.csrf, given) {
-            warn!(operator = %session.name, route = route.path, "ui form refused: csrf token missing or wrong");
-            return csrf_refused().with_session(&session).into_response();
         }
-        parts.extensions.insert(fields);
-        body
     } else {
         body
     };
@@ -238,8 +209,9 @@ pub async fn require_session(
     } else {
         let mut session = session;
         // Not before the operator's own password is chosen: that page shows nothing else.
-        if !record.must_change_password && super::incidents::shows_header_line(route) {
-            session.incidents = super::incidents::header_line(&state, &actor).await;
+        if !record.must_change_password && route.method == crate::route::Method::Get && route.framed
+        {
+            session.header = header_parts::lines(header_parts, &state, &actor).await;
         }
         parts.extensions.insert(actor.clone());
         parts.extensions.insert(session);
@@ -249,6 +221,58 @@ pub async fn require_session(
         identity::record_act(&state.store, &entry).await;
     }
     response
+}
+
+/// The live session the request's cookie names; else a GET is sent to sign in, a POST is
+/// refused (401), and a database that does not answer is a 503 page.
+async fn live_session(
+    state: &AppState,
+    parts: &Parts,
+    is_post: bool,
+) -> Result<SessionRecord, Response> {
+    let found = match cookies::read(&parts.headers, cookies::SESSION_COOKIE) {
+        Some(secret) if cookies::looks_like_secret(&secret) => {
+            let ui = settings();
+            store::session_by_digest(
+                &state.store,
+                &digest(&secret),
+                ui.session_idle,
+                ui.session_lifetime,
+            )
+            .await
+        }
+        _ => Ok(None),
+    };
+    match found {
+        Ok(Some(record)) => Ok(record),
+        Ok(None) if is_post => Err(UiError::unauthorized(
+            "Your session has ended, so nothing was done. Sign in again and repeat it.",
+        )
+        .into_response()),
+        Ok(None) => Err(Redirect::to(&sign_in_location(parts)).into_response()),
+        Err(failure) => {
+            tracing::error!(error = %failure, "cannot look up a session");
+            Err(UiError::unavailable().into_response())
+        }
+    }
+}
+
+/// A POST's form, read once and kept for the handler, when its `csrf` field is the session's
+/// token; else the 403 page.
+async fn checked_form(
+    session: &UiSession,
+    route: &Route,
+    parts: &mut Parts,
+    body: Body,
+) -> Result<Body, Response> {
+    let (fields, body) = read_form(parts, body).await?;
+    let given = fields.get("csrf").unwrap_or_default();
+    if !cookies::tokens_match(&session.csrf, given) {
+        warn!(operator = %session.name, route = route.path, "ui form refused: csrf token missing or wrong");
+        return Err(csrf_refused().with_session(session).into_response());
+    }
+    parts.extensions.insert(fields);
+    Ok(body)
 }
 
 /// The door of the sign-in form's POST: the `csrf` field must equal the pre-session cookie

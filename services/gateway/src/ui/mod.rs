@@ -10,7 +10,7 @@
 //! `textContent`. The Content-Security-Policy allows no inline script or style.
 //!
 //! The agent channel's pages (dashboard, node list, joins, bind, node, job) are in
-//! [`agent_channel`], the incidents service's in [`incidents`]; each folder contributes its rows
+//! [`crate::domains::agent_channel`], the incidents service's in [`crate::domains::incidents`]; each folder contributes its rows
 //! to the route table. Sign-in, account and audit, and the helpers every page uses (the guard,
 //! cookies, forms, formatting, assets), are here.
 //!
@@ -47,32 +47,26 @@
 //!   `#token-<id>` rows, `button[data-test=revoke]`
 //! * audit: `#audit-<id>` rows, `a[data-test=older]`
 //! * incidents' pages, the header line and the node page's Incidents card: see
-//!   [`incidents`]
-//! * the Fleet security page (`/ui/fleet/security`): see [`fleet_security`]
+//!   [`crate::domains::incidents`]
+//! * the Fleet security page (`/ui/fleet/security`): see [`crate::domains::monitor::fleet_security`]
 //! * the dashboard's Sites card, the node page's Uptime card and the edge probe page: see
-//!   [`monitor`]
+//!   [`crate::domains::monitor`]
 //! * the node page's Backups tab (`[data-test=tab-backups]`), the Targets page and the fleet
-//!   backup policy page: see [`backups`]
+//!   backup policy page: see [`crate::domains::backups`]
 
-mod account;
-pub mod agent_channel;
+pub(crate) mod account;
 pub mod assets;
-pub mod backups;
-mod cookies;
-pub mod fleet_security;
-mod format;
-mod forms;
+pub(crate) mod cookies;
+pub(crate) mod format;
+pub(crate) mod forms;
 pub mod guard;
-pub mod incidents;
-pub mod monitor;
-pub mod rollouts;
-mod sign_in;
+pub mod header_parts;
+pub(crate) mod sign_in;
 
 use askama::Template;
 use axum::{
     http::{header, HeaderMap, HeaderValue, StatusCode},
     response::{IntoResponse, Redirect, Response},
-    routing::{on, MethodFilter, MethodRouter},
 };
 use capstan_events::rpc::Level;
 use capstan_settings::GatewaySettings;
@@ -82,7 +76,6 @@ use tracing::error;
 use crate::{
     domain::throttle::Limits,
     error::{AnsweredError, ApiError},
-    route::UiOp,
     state::AppState,
 };
 
@@ -131,29 +124,6 @@ pub fn settings() -> &'static UiSettings {
     SETTINGS.get_or_init(UiSettings::default)
 }
 
-/// The handler of a UI route.
-pub fn handler(filter: MethodFilter, op: UiOp) -> MethodRouter<AppState> {
-    match op {
-        UiOp::ToDashboard => on(filter, || async { Redirect::to("/ui/") }),
-        UiOp::Static => on(filter, assets::serve),
-        UiOp::SignInPage => on(filter, sign_in::page),
-        UiOp::SignIn => on(filter, sign_in::sign_in),
-        UiOp::SignOut => on(filter, sign_in::sign_out),
-        UiOp::PasswordPage => on(filter, sign_in::password_page),
-        UiOp::ChangePassword => on(filter, sign_in::change_password),
-        UiOp::AccountPage => on(filter, account::page),
-        UiOp::CreateToken => on(filter, account::create_token),
-        UiOp::RevokeToken => on(filter, account::revoke_token),
-        UiOp::AuditPage => on(filter, account::audit_page),
-        UiOp::AgentChannel(op) => agent_channel::handler(filter, op),
-        UiOp::Incidents(op) => incidents::handler(filter, op),
-        UiOp::Rollouts(op) => rollouts::handler(filter, op),
-        UiOp::FleetSecurity => fleet_security::handler(filter),
-        UiOp::Monitor(op) => monitor::handler(filter, op),
-        UiOp::Backups(op) => backups::handler(filter, op),
-    }
-}
-
 /// A message carried to the next page after a redirect.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Flash {
@@ -184,13 +154,19 @@ pub struct Chrome {
     /// `silences`, `webhooks`, `bell`, `account`, `audit`, or empty.
     pub section: &'static str,
     pub is_admin: bool,
-    /// The header line (IN-16), when there is something to say.
-    pub incidents: Option<incidents::IncidentLine>,
+    /// The header's lines (the incidents' IN-16 line among them), when they have something
+    /// to say.
+    pub header: Vec<header_parts::HeaderLine>,
     pub css: String,
     pub js: String,
 }
 
 impl Chrome {
+    /// The count the menu shows beside `source`'s entry (0 shows none).
+    pub fn count_of(&self, source: &str) -> u64 {
+        header_parts::count_of(&self.header, source)
+    }
+
     /// The frame of a page of a signed-in operator; reads (and so consumes) the flash.
     pub fn signed_in(
         session: &UiSession,
@@ -202,7 +178,7 @@ impl Chrome {
             operator: Some((session.name.clone(), u8::from(session.level))),
             csrf: session.csrf.clone(),
             is_admin: session.level >= Level::Admin,
-            incidents: session.incidents.clone(),
+            header: session.header.clone(),
             ..Chrome::anonymous(headers, title, section)
         }
     }
@@ -220,7 +196,7 @@ impl Chrome {
             flash: cookies::read_flash(headers),
             section,
             is_admin: false,
-            incidents: None,
+            header: Vec::new(),
             css: assets::url("app.css"),
             js: assets::url("app.js"),
         }

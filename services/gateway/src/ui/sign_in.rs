@@ -92,16 +92,89 @@ pub async fn sign_in(
         .collect();
     let typed = Password::new(fields.get("password").unwrap_or_default().to_string());
     let address = address.unwrap_or_else(|| "unknown".into());
-    let ui = settings();
-    let refused = |status: StatusCode, problem: String| {
-        sign_in_form(&headers, status, next.clone(), name.clone(), Some(problem))
+    let (record, secret) = match signed_in(&state, &name, typed, &address).await {
+        Ok(signed_in) => signed_in,
+        Err(Refused::Unavailable) => return UiError::unavailable().into_response(),
+        Err(Refused::Form {
+            status,
+            problem,
+            retry_after_secs,
+        }) => {
+            let mut response = sign_in_form(&headers, status, next, name, Some(problem));
+            if let Some(seconds) = retry_after_secs {
+                retry_after(&mut response, seconds);
+            }
+            return response;
+        }
     };
-    if name.is_empty() || typed.expose().is_empty() {
-        return refused(
-            StatusCode::BAD_REQUEST,
-            "Enter your operator name and password.".into(),
-        );
+    let to = if record.must_change_password {
+        "/ui/password".to_string()
+    } else {
+        next
+    };
+    let mut response = Redirect::to(&to).into_response();
+    let headers = response.headers_mut();
+    headers.append(header::SET_COOKIE, cookies::session(secret));
+    headers.append(
+        header::SET_COOKIE,
+        cookies::clear(cookies::PRE_SESSION_COOKIE),
+    );
+    response
+}
+
+/// Why a sign-in started no session.
+enum Refused {
+    /// The database did not answer.
+    Unavailable,
+    /// The form again, saying why, with `Retry-After` when waiting helps.
+    Form {
+        status: StatusCode,
+        problem: String,
+        retry_after_secs: Option<u64>,
+    },
+}
+
+impl Refused {
+    fn form(status: StatusCode, problem: impl Into<String>) -> Refused {
+        Refused::Form {
+            status,
+            problem: problem.into(),
+            retry_after_secs: None,
+        }
     }
+}
+
+/// Signs `name` in from `address` with `typed`: the attempt counted and throttled, the
+/// password checked, the session started and audited. The operator and the session's secret.
+async fn signed_in(
+    state: &AppState,
+    name: &str,
+    typed: Password,
+    address: &str,
+) -> Result<(store::SignInRecord, String), Refused> {
+    if name.is_empty() || typed.expose().is_empty() {
+        return Err(Refused::form(
+            StatusCode::BAD_REQUEST,
+            "Enter your operator name and password.",
+        ));
+    }
+    let attempt = counted_attempt(state, name, address).await?;
+    let record = checked_password(state, name, typed, address, attempt).await?;
+    if let Err(failure) = store::forget_sign_in_failure(&state.store, attempt).await {
+        error!(error = %failure, "cannot take back a sign-in attempt");
+    }
+    if let Err(failure) = store::clear_sign_in_failures(&state.store, &record.name, address).await {
+        error!(error = %failure, "cannot clear sign-in failures");
+    }
+    let secret = start_session(state, &record, address).await?;
+    Ok((record, secret))
+}
+
+/// Counts the attempt as a failure until its password is found right, unless the name or the
+/// address is throttled; a name strangers have been failing under is slowed down, never
+/// stopped.
+async fn counted_attempt(state: &AppState, name: &str, address: &str) -> Result<i64, Refused> {
+    let ui = settings();
     let window = ui
         .throttle
         .window
@@ -109,50 +182,59 @@ pub async fn sign_in(
         .unwrap_or(std::time::Duration::from_secs(15 * 60));
     // The attempt is counted before its password is checked, under its address's lock, so
     // forty wrong passwords sent at once meet the same count one after another.
-    let counted = match store::count_sign_in(
+    let counted = store::count_sign_in(
         &state.store,
-        &name,
-        &address,
+        name,
+        address,
         window,
         ui.throttle.account_failures,
         ui.throttle.address_failures,
     )
     .await
-    {
-        Ok(counted) => counted,
-        Err(failure) => {
-            error!(error = %failure, "cannot read sign-in failures");
-            return UiError::unavailable().into_response();
-        }
-    };
+    .map_err(|failure| {
+        error!(error = %failure, "cannot read sign-in failures");
+        Refused::Unavailable
+    })?;
     let recent = &counted.recent;
     let verdict = throttle::verdict(recent.now, &recent.pair, &recent.address, ui.throttle);
     if let (Some(sentence), Some(seconds)) = (verdict.sentence(), verdict.retry_after_secs()) {
         info!(%address, "sign-in throttled");
-        let mut response = refused(StatusCode::TOO_MANY_REQUESTS, sentence);
-        retry_after(&mut response, seconds);
-        return response;
+        return Err(Refused::Form {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            problem: sentence,
+            retry_after_secs: Some(seconds),
+        });
     }
     let delay = throttle::name_delay(recent.name, ui.throttle);
-    let attempt = match counted.count_failure(&name, &address).await {
-        Ok(attempt) => attempt,
-        Err(failure) => {
+    let attempt = counted
+        .count_failure(name, address)
+        .await
+        .map_err(|failure| {
             error!(error = %failure, "cannot record a sign-in attempt");
-            return UiError::unavailable().into_response();
-        }
-    };
-    // A name strangers have been failing under is slowed down, never stopped.
+            Refused::Unavailable
+        })?;
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
+    Ok(attempt)
+}
+
+/// The operator `name` when `typed` is their password; an unknown name and a wrong password
+/// are refused alike (and audited with the reason).
+async fn checked_password(
+    state: &AppState,
+    name: &str,
+    typed: Password,
+    address: &str,
+    attempt: i64,
+) -> Result<store::SignInRecord, Refused> {
     let record = if name.len() <= MAX_NAME {
-        match store::operator_for_sign_in(&state.store, &name).await {
-            Ok(record) => record,
-            Err(failure) => {
+        store::operator_for_sign_in(&state.store, name)
+            .await
+            .map_err(|failure| {
                 error!(error = %failure, "cannot look up an operator");
-                return UiError::unavailable().into_response();
-            }
-        }
+                Refused::Unavailable
+            })?
     } else {
         None
     };
@@ -167,16 +249,15 @@ pub async fn sign_in(
                 error!(error = %failure, "cannot take back a sign-in attempt");
             }
             info!(%address, "sign-in deferred: too many at once");
-            let mut response = refused(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Too many sign-ins at once. Try again in a moment.".into(),
-            );
-            retry_after(&mut response, password::BUSY_RETRY_AFTER_SECS);
-            return response;
+            return Err(Refused::Form {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                problem: "Too many sign-ins at once. Try again in a moment.".into(),
+                retry_after_secs: Some(password::BUSY_RETRY_AFTER_SECS),
+            });
         }
     };
-    let record = match record {
-        Some(record) if matches => record,
+    match record {
+        Some(record) if matches => Ok(record),
         record => {
             let reason = match &record {
                 None => "unknown_name",
@@ -186,9 +267,9 @@ pub async fn sign_in(
             record_act(
                 &state.store,
                 &AuditEntry {
-                    operator: name.clone(),
+                    operator: name.to_string(),
                     level: record.as_ref().map(|record| record.level),
-                    address: Some(address.clone()),
+                    address: Some(address.to_string()),
                     action: "sign_in",
                     target: None,
                     outcome: "unauthorized".into(),
@@ -197,19 +278,21 @@ pub async fn sign_in(
             )
             .await;
             info!(%address, "sign-in refused");
-            return refused(
+            Err(Refused::form(
                 StatusCode::UNAUTHORIZED,
-                "That operator name and password do not match.".into(),
-            );
+                "That operator name and password do not match.",
+            ))
         }
-    };
-    if let Err(failure) = store::forget_sign_in_failure(&state.store, attempt).await {
-        error!(error = %failure, "cannot take back a sign-in attempt");
     }
-    if let Err(failure) = store::clear_sign_in_failures(&state.store, &record.name, &address).await
-    {
-        error!(error = %failure, "cannot clear sign-in failures");
-    }
+}
+
+/// Starts `record`'s session from `address`, audited; its secret, for the cookie.
+async fn start_session(
+    state: &AppState,
+    record: &store::SignInRecord,
+    address: &str,
+) -> Result<String, Refused> {
+    let ui = settings();
     let secret = cookies::random_secret();
     let csrf = cookies::random_secret();
     if let Err(failure) = store::insert_session(
@@ -217,21 +300,21 @@ pub async fn sign_in(
         record.id,
         &digest(&secret),
         &csrf,
-        Some(&address),
+        Some(address),
         ui.session_idle,
         ui.session_lifetime,
     )
     .await
     {
         error!(error = %failure, "cannot start a session");
-        return UiError::unavailable().into_response();
+        return Err(Refused::Unavailable);
     }
     record_act(
         &state.store,
         &AuditEntry {
             operator: record.name.clone(),
             level: Some(record.level),
-            address: Some(address),
+            address: Some(address.to_string()),
             action: "sign_in",
             target: None,
             outcome: "ok".into(),
@@ -239,19 +322,7 @@ pub async fn sign_in(
         },
     )
     .await;
-    let to = if record.must_change_password {
-        "/ui/password".to_string()
-    } else {
-        next
-    };
-    let mut response = Redirect::to(&to).into_response();
-    let headers = response.headers_mut();
-    headers.append(header::SET_COOKIE, cookies::session(secret));
-    headers.append(
-        header::SET_COOKIE,
-        cookies::clear(cookies::PRE_SESSION_COOKIE),
-    );
-    response
+    Ok(secret)
 }
 
 pub async fn sign_out(State(state): State<AppState>, session: UiSession) -> Response {
@@ -322,22 +393,6 @@ pub async fn change_password(
     fields: FormFields,
 ) -> Response {
     let required = must_change(&state, &session).await;
-    let refuse = |problem: &str| {
-        let mut response = password_form(
-            &headers,
-            &session,
-            StatusCode::BAD_REQUEST,
-            required,
-            Some(problem.to_string()),
-        );
-        response
-            .extensions_mut()
-            .insert(crate::error::AnsweredError {
-                code: "invalid_request",
-                message: problem.to_string(),
-            });
-        response
-    };
     let current = Password::new(
         fields
             .get("current_password")
@@ -346,18 +401,69 @@ pub async fn change_password(
     );
     let new = fields.get("new_password").unwrap_or_default().to_string();
     let confirm = fields.get("confirm_password").unwrap_or_default();
-    let stored = match store::password_hash_of(&state.store, session.operator_id).await {
-        Ok(stored) => stored,
-        Err(failure) => {
-            error!(error = %failure, "cannot read a password hash");
-            return UiError::unavailable()
-                .with_session(&session)
-                .into_response();
+    match changed_password(&state, &session, current, new, confirm).await {
+        Ok(()) => redirect_with(
+            "/ui/",
+            Flash {
+                ok: true,
+                text: "Your password is changed; your other sessions are signed out.".into(),
+            },
+        ),
+        Err(NotChanged::Page(response)) => *response,
+        Err(NotChanged::Problem(problem)) => {
+            let mut response = password_form(
+                &headers,
+                &session,
+                StatusCode::BAD_REQUEST,
+                required,
+                Some(problem.to_string()),
+            );
+            response
+                .extensions_mut()
+                .insert(crate::error::AnsweredError {
+                    code: "invalid_request",
+                    message: problem.to_string(),
+                });
+            response
         }
-    };
+    }
+}
+
+/// Why a password was not changed.
+enum NotChanged {
+    /// What was typed: the form again, saying this.
+    Problem(String),
+    /// The plane could not do it now: this page.
+    Page(Box<Response>),
+}
+
+impl NotChanged {
+    fn unavailable(session: &UiSession) -> NotChanged {
+        NotChanged::Page(Box::new(
+            UiError::unavailable().with_session(session).into_response(),
+        ))
+    }
+}
+
+/// Changes `session`'s operator's password from `current` to `new` (typed twice), signing out
+/// their other sessions.
+async fn changed_password(
+    state: &AppState,
+    session: &UiSession,
+    current: Password,
+    new: String,
+    confirm: &str,
+) -> Result<(), NotChanged> {
+    let problem = |words: &str| Err(NotChanged::Problem(words.to_string()));
+    let stored = store::password_hash_of(&state.store, session.operator_id)
+        .await
+        .map_err(|failure| {
+            error!(error = %failure, "cannot read a password hash");
+            NotChanged::unavailable(session)
+        })?;
     match password::verify(current.clone(), stored).await {
         Ok(true) => {}
-        Ok(false) => return refuse("Your current password is not right."),
+        Ok(false) => return problem("Your current password is not right."),
         Err(password::Busy) => {
             let mut response = UiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -365,48 +471,36 @@ pub async fn change_password(
                 "Busy",
                 "Too many passwords are being checked at once; try again in a moment.",
             )
-            .with_session(&session)
+            .with_session(session)
             .into_response();
             retry_after(&mut response, password::BUSY_RETRY_AFTER_SECS);
-            return response;
+            return Err(NotChanged::Page(Box::new(response)));
         }
     }
-    if let Err(problem) = check_new_password(&new) {
-        return refuse(&problem);
+    if let Err(words) = check_new_password(&new) {
+        return problem(&words);
     }
     if new != confirm {
-        return refuse("The new password and its confirmation differ.");
+        return problem("The new password and its confirmation differ.");
     }
     if new == current.expose() {
-        return refuse("Choose a password different from the current one.");
+        return problem("Choose a password different from the current one.");
     }
-    let hashed = match password::hash(Password::new(new)).await {
-        Ok(hashed) => hashed,
-        Err(failure) => {
+    let hashed = password::hash(Password::new(new))
+        .await
+        .map_err(|failure| {
             error!(error = %failure, "cannot hash a password");
-            return UiError::unavailable()
-                .with_session(&session)
-                .into_response();
-        }
-    };
-    if let Err(failure) = store::change_password(
+            NotChanged::unavailable(session)
+        })?;
+    store::change_password(
         &state.store,
         session.operator_id,
         &hashed,
         session.session_id,
     )
     .await
-    {
+    .map_err(|failure| {
         error!(error = %failure, "cannot store a password");
-        return UiError::unavailable()
-            .with_session(&session)
-            .into_response();
-    }
-    redirect_with(
-        "/ui/",
-        Flash {
-            ok: true,
-            text: "Your password is changed; your other sessions are signed out.".into(),
-        },
-    )
+        NotChanged::unavailable(session)
+    })
 }

@@ -124,7 +124,7 @@ async fn every_route_in_the_table_is_reachable_only_at_its_level() {
                 assert!(
                     ![401, 403, 404, 405].contains(&status),
                     "{} {path}: {status}",
-                    route.method.as_str()
+                    route.method.as_ref()
                 );
             }
             Access::Operator(needed) => {
@@ -133,7 +133,7 @@ async fn every_route_in_the_table_is_reachable_only_at_its_level() {
                     status,
                     401,
                     "{} {path} without a token",
-                    route.method.as_str()
+                    route.method.as_ref()
                 );
                 for (level, token) in &tokens {
                     let status = send(Some(token)).send().await.unwrap().status().as_u16();
@@ -142,14 +142,14 @@ async fn every_route_in_the_table_is_reachable_only_at_its_level() {
                             status,
                             403,
                             "{} {path} at level {}",
-                            route.method.as_str(),
+                            route.method.as_ref(),
                             *level as u8
                         );
                     } else {
                         assert!(
                             (200..300).contains(&status),
                             "{} {path} at level {}: {status}",
-                            route.method.as_str(),
+                            route.method.as_ref(),
                             *level as u8
                         );
                     }

@@ -59,7 +59,7 @@ async fn every_route_answers_only_through_its_door() {
     let mut checked = 0;
     for route in ROUTES.iter() {
         let path = concrete(route.path);
-        let what = format!("{} {}", route.method.as_str(), route.path);
+        let what = format!("{} {}", route.method.as_ref(), route.path);
         match route.access {
             Access::Public | Access::AgentSigned => {
                 let status = match route.method {

@@ -5,9 +5,10 @@
 use super::PairedAgent;
 use super::{Plane, TestAgent};
 use capstan_bus::testsuite::read_stream;
+use capstan_e2e::heard::heard;
 use capstan_e2e::wait_for;
 use capstan_events::{
-    agent_channel::{NodeReported, PlacementChanged},
+    agent_channel::{JobFinished, JobOutcome, NodeReported, PlacementChanged},
     Domain, RawEnvelope,
 };
 use reqwest::StatusCode;
@@ -60,31 +61,17 @@ async fn judged(plane: &Plane, id: i64, dot: &str) -> Value {
     .await
 }
 
-/// Waits until the monitor has judged job `job`, a `check_status` of `id` (its `health_changed`
-/// was told, or the dot it gave was already the one kept): the marker is the monitor's reading.
+/// Waits until the monitor has heard job `job` of `id` end (its `health_changed` was told, or
+/// the dot it gave was already the one kept): the agent channel's `job_finished` is published
+/// and the monitor has applied every event of that stream.
 async fn monitor_read(plane: &Plane, id: i64, job: i64) {
-    let store = capstan_store::Store::connect(plane.database.url(), "monitor", 1)
-        .await
-        .unwrap();
-    wait_for(
-        "the monitor to read the check",
-        Duration::from_secs(30),
-        || {
-            let store = store.clone();
-            async move {
-                let read: Option<i64> = sqlx::query_scalar(
-                    "SELECT job_id FROM readings WHERE node_id = $1 AND primitive = 'check_status'",
-                )
-                .bind(id)
-                .fetch_optional(store.pool())
-                .await
-                .unwrap();
-                (read == Some(job)).then_some(())
-            }
-        },
+    heard::<JobFinished>(
+        &plane.bus,
+        Domain::Monitor,
+        "the monitor to read the job",
+        |finished| (finished.node_id, finished.job_id) == (id, job),
     )
     .await;
-    store.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -138,28 +125,7 @@ async fn mo_07_the_health_dot_follows_the_latest_check() {
         json!({"docker": "absent"}),
     )
     .await;
-    wait_for(
-        "the monitor to read the report",
-        Duration::from_secs(30),
-        || {
-            let url = plane.database.url().to_string();
-            async move {
-                let store = capstan_store::Store::connect(&url, "monitor", 1)
-                    .await
-                    .unwrap();
-                let read: Option<i64> = sqlx::query_scalar(
-                    "SELECT job_id FROM readings WHERE node_id = $1 AND primitive = 'host_report'",
-                )
-                .bind(id)
-                .fetch_optional(store.pool())
-                .await
-                .unwrap();
-                store.close().await;
-                (read == Some(report)).then_some(())
-            }
-        },
-    )
-    .await;
+    monitor_read(&plane, id, report).await;
     monitor_read(&plane, id, fine_job).await;
     let view = node(&plane, id).await;
     assert_eq!(view["health"]["dot"], "green");
@@ -185,29 +151,19 @@ async fn mo_07_the_health_dot_follows_the_latest_check() {
     assert_eq!(status, StatusCode::OK);
     // The monitor has heard the withdrawal (its job is finished there) and kept the failed
     // check as the reading: the dot stays red.
-    let store = capstan_store::Store::connect(plane.database.url(), "monitor", 1)
-        .await
-        .unwrap();
-    wait_for(
+    let heard_withdrawn = heard::<JobFinished>(
+        &plane.bus,
+        Domain::Monitor,
         "the monitor to hear the withdrawal",
-        Duration::from_secs(30),
-        || {
-            let store = store.clone();
-            async move {
-                let outcome: Option<String> =
-                    sqlx::query_scalar("SELECT outcome FROM status_jobs WHERE job_id = $1")
-                        .bind(withdrawn)
-                        .fetch_optional(store.pool())
-                        .await
-                        .unwrap()
-                        .flatten();
-                (outcome.as_deref() == Some("withdrawn")).then_some(())
-            }
-        },
+        |finished| finished.job_id == withdrawn,
     )
     .await;
-    store.close().await;
-    assert_eq!(node(&plane, id).await["health"]["dot"], "red");
+    assert_eq!(heard_withdrawn.data.outcome, JobOutcome::Withdrawn);
+    assert_eq!(
+        node(&plane, id).await["health"],
+        json!({"dot": "red", "reasons": ["the last check failed"]}),
+        "the withdrawn check is not the reading"
+    );
     plane.stop().await;
 }
 
@@ -227,14 +183,9 @@ async fn pv_15_docker_hosts_carry_their_containers_and_everything_else_is_a_mach
         json!({"docker": "absent", "boot_id": "boot-box-1"}),
     )
     .await;
-    // The test agent joins with no container; name one for the site node as its agent would.
-    let database = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
-    sqlx::query("UPDATE agent_channel.nodes SET container = 'shop' WHERE id = $1")
-        .bind(site)
-        .execute(&database)
-        .await
-        .unwrap();
-    database.close().await;
+    // The test agent joins with no container; its claim names one, as a site's agent does.
+    let (status, answer) = site_agent.claim(&json!({"container": "shop"})).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
 
     let placements = |nodes: &Value| -> Vec<(i64, Value)> {
         nodes["nodes"]
@@ -293,15 +244,20 @@ async fn a_quiet_claim_only_stamps_a_heartbeat_that_is_due() {
     let (status, _) = agent.claim(&json!({})).await;
     assert_eq!(status, StatusCode::OK);
     let database = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
-    let seen = |database: sqlx::PgPool| async move {
-        sqlx::query_as::<_, (chrono::DateTime<chrono::Utc>, String)>(
-            "SELECT last_seen_at, agent_version FROM agent_channel.nodes WHERE id = $1",
+    // What the operator API shows of the node: when it was last heard, and its version.
+    let shown = &plane;
+    let seen = move || async move {
+        let view = node(shown, id).await;
+        let at = view["last_seen_at"].as_str().unwrap();
+        (
+            chrono::DateTime::parse_from_rfc3339(at)
+                .unwrap()
+                .with_timezone(&chrono::Utc),
+            view["agent_version"].as_str().unwrap().to_string(),
         )
-        .bind(id)
-        .fetch_one(&database)
-        .await
-        .unwrap()
     };
+    // (No API moves the node's clock: the agent channel's own row is set back, as time passing
+    // would leave it.)
     // Heard from 20 s ago: fresh, so a quiet claim writes nothing.
     let twenty_ago: chrono::DateTime<chrono::Utc> = sqlx::query_scalar(
         "UPDATE agent_channel.nodes SET last_seen_at = now() - interval '20 seconds' \
@@ -312,9 +268,9 @@ async fn a_quiet_claim_only_stamps_a_heartbeat_that_is_due() {
     .await
     .unwrap();
     agent.claim(&json!({})).await;
-    assert_eq!(seen(database.clone()).await.0, twenty_ago);
+    assert_eq!(seen().await.0, twenty_ago);
     // Heard from a minute ago: due, so the quiet claim stamps it, and nothing else changes.
-    let (_, version) = seen(database.clone()).await;
+    let (_, version) = seen().await;
     sqlx::query(
         "UPDATE agent_channel.nodes SET last_seen_at = now() - interval '1 minute' WHERE id = $1",
     )
@@ -326,7 +282,7 @@ async fn a_quiet_claim_only_stamps_a_heartbeat_that_is_due() {
     let (status, answer) = agent.claim(&json!({})).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(answer["job"], Value::Null);
-    let (stamped, still) = seen(database.clone()).await;
+    let (stamped, still) = seen().await;
     assert!(
         stamped >= before - chrono::Duration::seconds(1),
         "{stamped} not after {before}"

@@ -130,7 +130,8 @@ async fn jobs_are_lost_by_an_idle_claim_by_budget_and_by_an_operator_never_resen
     );
     assert!(lost["reason"].as_str().unwrap().contains("unknown"));
 
-    // AC-29: the claim budget runs out (time moved on by setting the claim an hour back).
+    // AC-29: the claim budget runs out (time moved on by setting the claim an hour back, in the
+    // agent channel's own table: no API moves a clock).
     let stale = plane.queue(node, "host_report", json!({})).await;
     agent.claim(&json!({})).await;
     let pool = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
@@ -291,7 +292,8 @@ async fn jobs_are_refused_for_missing_words_low_levels_bad_params_and_oversize()
     agent
         .result(created["id"].as_i64().unwrap(), "completed", "")
         .await;
-    // (apply_update, the word with free text, is the rollouts service's since issue 27.)
+    // (apply_update, the word with free text, is the rollouts service's since issue 27.) Every
+    // door refuses params this large, so the agent channel's own row is grown in place.
     let big = plane
         .queue(node, "restart_unit", json!({"unit": "nginx"}))
         .await;

@@ -3,7 +3,7 @@
 use super::PairedAgent;
 use super::{Plane, TestAgent};
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{json, Value};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_join_is_approved_by_an_operator_and_the_agent_learns_it_from_join_status() {
@@ -305,13 +305,19 @@ async fn a_renewal_racing_an_approval_sees_the_node_it_made() {
     assert_eq!(renewed, StatusCode::CONFLICT, "{renewal}");
     assert_eq!(renewal["error"]["code"], "already_joined");
 
-    let requests: Vec<(String,)> =
-        sqlx::query_as("SELECT state FROM agent_channel.joins WHERE fingerprint = $1")
-            .bind(agent.fingerprint())
-            .fetch_all(&pool)
-            .await
-            .unwrap();
-    assert_eq!(requests, [("approved".to_string(),)]);
+    // The join requests of the key, as the operator API lists them (a day's worth, any state).
+    let (status, joins) = plane
+        .api(&plane.admin, "GET", "/api/v1/joins?state=all", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{joins}");
+    let requests: Vec<&Value> = joins["joins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|join| join["fingerprint"] == agent.fingerprint().as_str())
+        .map(|join| &join["state"])
+        .collect();
+    assert_eq!(requests, [&json!("approved")], "{joins}");
     pool.close().await;
     plane.stop().await;
 }

@@ -153,15 +153,12 @@ async fn a_claim_with_work_waiting_is_answered_before_a_backlog_of_plain_renewal
     )
     .await;
     for (job, node) in [(woken_job, parked_node), (late_job, late_node)] {
-        let claimed: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM agent_channel.jobs WHERE id = $1 AND node_id = $2 AND state = 'running'",
-        )
-        .bind(job)
-        .bind(node)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-        assert_eq!(claimed, 1, "job {job} handed out once, to its node");
+        let view = plane.job(job).await;
+        assert_eq!(
+            (view["state"].as_str(), view["node_id"].as_i64()),
+            (Some("running"), Some(node)),
+            "job {job} handed out once, to its node: {view}"
+        );
     }
     pool.close().await;
     // A stop answers the parked renewals at once, each with no job.

@@ -21,6 +21,10 @@ async fn running(
     primitive: &str,
     params: Value,
 ) -> i64 {
+    // Its agent offers the backups' words first, as a real one does on every claim.
+    let (status, offered) = agent.claim(&json!({"vocabulary": vocabulary()})).await;
+    assert_eq!(status, StatusCode::OK, "{offered}");
+    assert_eq!(offered["job"], Value::Null, "{offered}");
     let job = queue_as_backups(plane, node, primitive, params).await;
     claimed(agent, job).await
 }

@@ -9,8 +9,14 @@ pub(crate) mod schedule;
 mod storage;
 mod targets;
 
+use capstan_bus::Outgoing;
+use capstan_e2e::heard::published;
 use capstan_e2e::plane::Plane;
 use capstan_e2e::s3::S3Server;
+use capstan_events::{
+    agent_channel::{JobQueued, RequestJob},
+    Domain, Envelope,
+};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -52,11 +58,13 @@ pub(crate) fn target_body(s3: &S3Server, secret: &str) -> Value {
     })
 }
 
-/// Queues a job of `primitive` for `node` as the backups service would have asked for it
-/// (issue 27: the broker serves only those): the agent channel's row and the backups service's
-/// own row share a correlation id, as its `request_job` would have made them, written in one
-/// statement so no agent claims the job before the backups service holds it. The machine key
-/// is the job's own, so one test's jobs never wait on each other. Its id.
+/// Queues a job of `primitive` for `node` as the backups service asks for one (issue 27: the
+/// broker serves only those): its own row holds the request, then its `request_job` goes to the
+/// agent channel over the bus with the row's correlation id, as its dispatch sends it. The
+/// machine key is the job's own, so one test's jobs never wait on each other. The row is written
+/// into the backups service's own table (the service under test): no API asks it for a run of
+/// the test's choosing. The node must offer the word already. The agent channel's job id, from
+/// its `job_queued`.
 pub(crate) async fn queue_as_backups(
     plane: &Plane,
     node: i64,
@@ -64,24 +72,39 @@ pub(crate) async fn queue_as_backups(
     params: Value,
 ) -> i64 {
     let pool = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
-    let (id,): (i64,) = sqlx::query_as(
-        "WITH job AS (
-             INSERT INTO agent_channel.jobs (node_id, primitive, class, params, state,
-                 requested_by, budget_s, correlation_id)
-             VALUES ($1, $2, 'change', $3, 'pending', 'test', 300, gen_random_uuid())
-             RETURNING id, node_id, primitive, params, correlation_id)
-         INSERT INTO backups.jobs (idempotency_key, correlation_id, job_id, node_id, machine,
-             primitive, params, seq, requested_by, dispatched_at)
-         SELECT 'test/job-' || id, correlation_id, id, node_id, 'test/job-' || id, primitive,
-                params, (params ->> 'seq')::bigint, 'test', now()
-         FROM job RETURNING job_id",
+    let (key, correlation): (String, sqlx::types::Uuid) = sqlx::query_as(
+        "INSERT INTO backups.jobs (idempotency_key, correlation_id, node_id, machine, primitive,
+             params, seq, requested_by, dispatched_at)
+         SELECT key, gen_random_uuid(), $1, key, $2, $3, ($3 ->> 'seq')::bigint, 'test', now()
+         FROM (SELECT 'test/job-' || gen_random_uuid() AS key) AS made
+         RETURNING idempotency_key, correlation_id",
     )
     .bind(node)
     .bind(primitive)
-    .bind(params)
+    .bind(&params)
     .fetch_one(&pool)
     .await
     .unwrap();
     pool.close().await;
-    id
+    let request = RequestJob {
+        idempotency_key: key,
+        node_id: node,
+        primitive: primitive.to_string(),
+        params,
+        requested_by: "test".to_string(),
+    };
+    plane
+        .bus
+        .publish(Outgoing::command_from(
+            Domain::Backups,
+            Envelope::new(request, Some(format!("node/{node}"))).correlated(Some(correlation)),
+        ))
+        .await
+        .unwrap();
+    published::<JobQueued>(&plane.bus, "the backups service's job", |queued| {
+        queued.correlation_id == Some(correlation)
+    })
+    .await
+    .data
+    .job_id
 }

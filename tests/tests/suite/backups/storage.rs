@@ -356,6 +356,9 @@ async fn bk_17_bk_21_a_claimed_success_storage_does_not_hold_raises_backups_stop
     // test agent's report of its words; then its agent offers backup_run (what a claim's
     // vocabulary would say). Written before the report is applied, the report would put the
     // test agent's words back and leave the node unscheduled (CI met this once, 2026-12-03).
+    // (Written into the backups service's own projection, the service under test: a claim
+    // offering backup_run would also have the agent channel queue the runs the service then
+    // asks for, which this test's agent never takes.)
     wait_for(
         "the backups service to know the node and its reported words",
         Duration::from_secs(60),
@@ -415,7 +418,8 @@ async fn bk_17_bk_21_a_claimed_success_storage_does_not_hold_raises_backups_stop
         request = request.header(name, value);
     }
     assert!(request.send().await.unwrap().status().is_success());
-    // Started a second on (whatever the store's clock resolution), landed after that.
+    // Started a second on (whatever the store's clock resolution), landed after that. (A run
+    // the backups service recorded as landed, in its own table: no agent lies so on cue.)
     sqlx::query(
         "INSERT INTO backups.runs (node_id, seq, space_id, job_id, kind, full_seq, started_at,
              finished_at, bytes, landed_at)
@@ -446,6 +450,7 @@ async fn bk_17_bk_21_a_claimed_success_storage_does_not_hold_raises_backups_stop
             .starts_with("Backups are not landing"),
         "{incident}"
     );
+    // The shelf check's stamp, from the backups service's own table (no API shows when it ran).
     let stamped: Option<DateTime<Utc>> =
         sqlx::query_scalar("SELECT checked_at FROM backups.shelf WHERE node_id = $1")
             .bind(node)

@@ -64,7 +64,8 @@ async fn bk_04_targets_are_level_10_tried_with_their_keys_and_never_show_them() 
         assert!(!shown.contains(&s3.secret_key), "{shown}");
         assert!(!shown.contains(&s3.access_key), "{shown}");
     }
-    // Sealed at rest: the row holds neither key in the clear.
+    // Sealed at rest: the row holds neither key in the clear (read from the backups service's
+    // own table, the service under test: no API shows the stored bytes, by design).
     let pool = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
     let (sealed,): (Vec<u8>,) = sqlx::query_as("SELECT sealed_credentials FROM backups.targets")
         .fetch_one(&pool)

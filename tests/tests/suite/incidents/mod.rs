@@ -184,7 +184,8 @@ async fn ac_47_a_case_becomes_an_incident_its_close_settles_it_and_a_new_case_re
     assert_eq!(reopened["detail"], "the site filesystem has 2% free");
 
     // A lower id than the newest case held is refused (AC-47): recorded, and no incident
-    // changes.
+    // changes. (The refusal is read from the incidents service's own table: no API shows a
+    // refused case.)
     claim(
         &agent,
         carrying("disk_headroom", open_case(6, "an older case arriving late")),

@@ -3,15 +3,18 @@
 //! each per window however many passes run. "Not twice" is proved against the monitor's own
 //! pass counter (the marker), never a sleep.
 
+use capstan_e2e::heard::heard;
 use capstan_e2e::plane::Plane;
 use capstan_e2e::wait_for;
+use capstan_events::{agent_channel::JobFinished, Domain};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::agent_channel::{PairedAgent, TestAgent};
 use crate::incidents::PATIENCE;
 
-/// The monitor's status passes so far.
+/// The monitor's status passes so far: its own counter, in its own schema (no API shows how
+/// many passes ran, and nothing else marks "a pass ran and asked nothing").
 async fn passes(plane: &Plane) -> i64 {
     let store = capstan_store::Store::connect(plane.database.url(), "monitor", 1)
         .await
@@ -107,24 +110,15 @@ async fn mo_05_a_stale_node_gets_one_check_status_per_window_however_many_passes
     ran.sort_unstable();
     assert_eq!(ran, ids);
     // Completed inside the window is cover: three more passes after the monitor heard both.
-    let store = capstan_store::Store::connect(plane.database.url(), "monitor", 1)
-        .await
-        .unwrap();
-    wait_for("the monitor to hear the jobs ended", PATIENCE, || {
-        let (store, ids) = (store.clone(), ids.clone());
-        async move {
-            let finished: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM status_jobs WHERE job_id = ANY($1) AND state = 'finished'",
-            )
-            .bind(&ids)
-            .fetch_one(store.pool())
-            .await
-            .unwrap();
-            (finished == 2).then_some(())
-        }
-    })
-    .await;
-    store.close().await;
+    for job in &ids {
+        heard::<JobFinished>(
+            &plane.bus,
+            Domain::Monitor,
+            "the monitor to hear the jobs ended",
+            |finished| finished.job_id == *job,
+        )
+        .await;
+    }
     more_passes(&plane, 3).await;
     let jobs = asked(&plane, node).await;
     assert_eq!(of(&jobs, "check_status").len(), 1, "{jobs:?}");
@@ -135,7 +129,7 @@ async fn mo_05_a_stale_node_gets_one_check_status_per_window_however_many_passes
     plane.stop().await;
 }
 
-/// When the monitor's latest status pass ran.
+/// When the monitor's latest status pass ran (its own schema: no API shows it).
 async fn last_pass_at(plane: &Plane) -> Option<chrono::DateTime<chrono::Utc>> {
     let store = capstan_store::Store::connect(plane.database.url(), "monitor", 1)
         .await
@@ -243,26 +237,20 @@ async fn mo_06_a_data_root_being_encrypted_is_reported_on_the_short_window_then_
     run_next(&agent, "host_report", report("none")).await;
     let done = chrono::Utc::now();
     // The monitor heard the last report before a pass well past the short window.
-    let store = capstan_store::Store::connect(plane.database.url(), "monitor", 1)
-        .await
-        .unwrap();
-    wait_for("the monitor to read the last report", PATIENCE, || {
-        let store = store.clone();
-        async move {
-            let run: Option<String> = sqlx::query_scalar(
-                "SELECT result->'data_root'->>'run' FROM readings
-                 WHERE node_id = $1 AND primitive = 'host_report'",
-            )
-            .bind(node)
-            .fetch_optional(store.pool())
-            .await
-            .unwrap()
-            .flatten();
-            (run.as_deref() == Some("none")).then_some(())
-        }
-    })
+    heard::<JobFinished>(
+        &plane.bus,
+        Domain::Monitor,
+        "the monitor to read the last report",
+        |finished| {
+            finished.node_id == node
+                && finished.primitive == "host_report"
+                && finished
+                    .result
+                    .as_ref()
+                    .is_some_and(|result| result["data_root"]["run"] == "none")
+        },
+    )
     .await;
-    store.close().await;
     a_pass_after(&plane, done + chrono::Duration::seconds(6)).await;
     let jobs = asked(&plane, node).await;
     assert_eq!(of(&jobs, "host_report").len(), 3, "{jobs:?}");

@@ -51,19 +51,24 @@ async fn ended(plane: &Replicas) -> usize {
         .count()
 }
 
-/// The longest pause between two consecutive finished jobs, in seconds.
+/// The longest pause between two consecutive finished jobs, in seconds, from the operator API.
 async fn longest_pause(plane: &Replicas) -> f64 {
-    let pool = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
-    let pause: Option<f64> = sqlx::query_scalar(
-        "SELECT max(extract(epoch FROM gap))::float8 FROM (
-           SELECT finished_at - lag(finished_at) OVER (ORDER BY finished_at) AS gap
-           FROM agent_channel.jobs WHERE finished_at IS NOT NULL) gaps",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    pool.close().await;
-    pause.unwrap_or(0.0)
+    let mut finished: Vec<chrono::DateTime<chrono::Utc>> = plane
+        .jobs()
+        .await
+        .iter()
+        .filter_map(|job| job["finished_at"].as_str())
+        .map(|at| {
+            chrono::DateTime::parse_from_rfc3339(at)
+                .unwrap()
+                .with_timezone(&chrono::Utc)
+        })
+        .collect();
+    finished.sort();
+    finished
+        .windows(2)
+        .map(|pair| (pair[1] - pair[0]).num_microseconds().unwrap_or(0) as f64 / 1e6)
+        .fold(0.0, f64::max)
 }
 
 async fn under_load(fault: Fault) {

@@ -342,15 +342,38 @@ impl Replicas {
         agent
     }
 
-    /// The state of every job, read from the database.
+    /// The state of every job, as the operator API lists them (through whichever replica's
+    /// gateway answers first).
     pub async fn job_states(&self) -> HashMap<i64, String> {
-        let pool = sqlx::PgPool::connect(self.database.url()).await.unwrap();
-        let rows: Vec<(i64, String)> = sqlx::query_as("SELECT id, state FROM agent_channel.jobs")
-            .fetch_all(&pool)
+        self.jobs()
             .await
-            .unwrap();
-        pool.close().await;
-        rows.into_iter().collect()
+            .iter()
+            .map(|job| {
+                (
+                    job["id"].as_i64().unwrap(),
+                    job["state"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    }
+
+    /// Every job, as the operator API lists them (at most one listing's 1,000).
+    pub async fn jobs(&self) -> Vec<Value> {
+        // A replica's base is its gateway only where it runs one (`all`, `gateway`).
+        let gateways: Vec<String> = self
+            .replicas
+            .iter()
+            .filter(|replica| replica.name.ends_with("-all") || replica.name.ends_with("-gateway"))
+            .map(|replica| replica.base.clone())
+            .collect();
+        let (status, jobs) = self
+            .operator
+            .api_any(&gateways, "GET", "/api/v1/jobs?limit=1000", None)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{jobs}");
+        let jobs = jobs["jobs"].as_array().cloned().unwrap_or_default();
+        assert!(jobs.len() < 1000, "more jobs than one listing shows");
+        jobs
     }
 
     /// Waits until every job in `jobs` has ended; how many ended in each state.

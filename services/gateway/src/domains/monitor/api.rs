@@ -1,0 +1,249 @@
+//! `/api/v1/uptime`, `/api/v1/nodes/{id}/uptime`, `/api/v1/nodes/{id}/certificate`,
+//! `/api/v1/fleet/security`, `/api/v1/nodes/{id}/edge-probe(s)` and `/api/v1/edge-probes/{id}`:
+//! the monitor service's API (levels in the rows).
+
+use crate::route::schema;
+use axum::{
+    extract::State,
+    http::{StatusCode, Uri},
+    response::{IntoResponse, Response},
+    routing::on,
+    Json,
+};
+use capstan_events::monitor::rpc::{
+    ops, CertificateView, EdgeProbeStarted, EdgeProbeView, EdgeProbes, FleetSecurity,
+    GetCertificate, GetEdgeProbe, GetFleetSecurity, GetUptime, ListEdgeProbes, ListUptime,
+    SetUptime, StartEdgeProbe, UptimeCheck, UptimeChecks, UptimeDetail,
+};
+use capstan_events::Domain;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    ask::ask_of,
+    error::ApiError,
+    identity::Operator,
+    input::{JsonBody, NodeId, PathId, QueryParams},
+    route::{Handler, Method, Route},
+    AppState,
+};
+
+use capstan_events::rpc::Level::{Change, Read};
+
+const fn row(
+    method: Method,
+    path: &'static str,
+    level: capstan_events::rpc::Level,
+    handler: Handler,
+    action: Option<&'static str>,
+) -> Route {
+    Route::operator(method, path, level, handler, action)
+}
+
+/// This domain's rows of the route table.
+pub const ROUTES: &[Route] = &[
+    row(
+        Method::Get,
+        "/api/v1/uptime",
+        Read,
+        |filter| on(filter, list_uptime),
+        None,
+    )
+    .answer(schema::<capstan_events::monitor::rpc::UptimeChecks>),
+    row(
+        Method::Get,
+        "/api/v1/nodes/{id}/uptime",
+        Read,
+        |filter| on(filter, get_uptime),
+        None,
+    )
+    .answer(schema::<capstan_events::monitor::rpc::UptimeDetail>),
+    row(
+        Method::Put,
+        "/api/v1/nodes/{id}/uptime",
+        Change,
+        |filter| on(filter, set_uptime),
+        Some("set_uptime"),
+    )
+    .body(schema::<UptimeBody>)
+    .answer(schema::<capstan_events::monitor::rpc::UptimeCheck>),
+    row(
+        Method::Get,
+        "/api/v1/nodes/{id}/certificate",
+        Read,
+        |filter| on(filter, get_certificate),
+        None,
+    )
+    .answer(schema::<capstan_events::monitor::rpc::CertificateView>),
+    row(
+        Method::Get,
+        "/api/v1/fleet/security",
+        Read,
+        |filter| on(filter, fleet_security),
+        None,
+    )
+    .answer(schema::<capstan_events::monitor::rpc::FleetSecurity>),
+    // MO-11: a look that changes nothing on the node (level 7), recorded as an act.
+    row(
+        Method::Post,
+        "/api/v1/nodes/{id}/edge-probe",
+        Read,
+        |filter| on(filter, start_edge_probe),
+        Some("edge_probe"),
+    )
+    .answer(schema::<capstan_events::monitor::rpc::EdgeProbeStarted>),
+    row(
+        Method::Get,
+        "/api/v1/nodes/{id}/edge-probes",
+        Read,
+        |filter| on(filter, list_edge_probes),
+        None,
+    )
+    .answer(schema::<capstan_events::monitor::rpc::EdgeProbes>),
+    row(
+        Method::Get,
+        "/api/v1/edge-probes/{id}",
+        Read,
+        |filter| on(filter, get_edge_probe),
+        None,
+    )
+    .answer(schema::<capstan_events::monitor::rpc::EdgeProbeView>),
+];
+
+async fn ask<Req: Serialize, Resp: serde::de::DeserializeOwned>(
+    state: &AppState,
+    op: &str,
+    request: &Req,
+) -> Result<Resp, ApiError> {
+    ask_of(state, Domain::Monitor, op, request).await
+}
+
+pub async fn list_uptime(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    uri: Uri,
+) -> Result<Json<UptimeChecks>, ApiError> {
+    let query = QueryParams::parse(&uri, &["status"])?;
+    let request = ListUptime {
+        actor,
+        status: query.get::<String>("status", "up, down or unknown")?,
+    };
+    Ok(Json(ask(&state, ops::LIST_UPTIME, &request).await?))
+}
+
+pub async fn get_uptime(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+) -> Result<Json<UptimeDetail>, ApiError> {
+    Ok(Json(
+        ask(&state, ops::GET_UPTIME, &GetUptime { actor, node_id }).await?,
+    ))
+}
+
+/// `PUT /api/v1/nodes/{id}/uptime`: the node's whole check setting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UptimeBody {
+    pub enabled: bool,
+    /// `http_status` (the default), `keyword`, `tls_certificate` or `api`.
+    #[serde(default = "http_status")]
+    pub kind: String,
+    /// `http://` or `https://`; none (or empty) checks nothing.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// For `keyword`: the text the page must contain.
+    #[serde(default)]
+    pub keyword: Option<String>,
+    /// Seconds between checks; 60 when absent.
+    #[serde(default)]
+    pub interval_secs: Option<u32>,
+}
+
+fn http_status() -> String {
+    "http_status".to_string()
+}
+
+pub async fn set_uptime(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+    JsonBody(body): JsonBody<UptimeBody>,
+) -> Result<Json<UptimeCheck>, ApiError> {
+    let request = SetUptime {
+        actor,
+        node_id,
+        enabled: body.enabled,
+        kind: body.kind,
+        url: body.url,
+        keyword: body.keyword,
+        interval_secs: body.interval_secs,
+    };
+    Ok(Json(ask(&state, ops::SET_UPTIME, &request).await?))
+}
+
+pub async fn get_certificate(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+) -> Result<Json<CertificateView>, ApiError> {
+    Ok(Json(
+        ask(
+            &state,
+            ops::GET_CERTIFICATE,
+            &GetCertificate { actor, node_id },
+        )
+        .await?,
+    ))
+}
+
+/// `GET /api/v1/fleet/security`: one row per machine from its host report, red first
+/// (MO-16, MO-17).
+pub async fn fleet_security(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+) -> Result<Json<FleetSecurity>, ApiError> {
+    Ok(Json(
+        ask(&state, ops::FLEET_SECURITY, &GetFleetSecurity { actor }).await?,
+    ))
+}
+
+/// `POST /api/v1/nodes/{id}/edge-probe`: `202 {"id"}`; the run goes on in the monitor.
+pub async fn start_edge_probe(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+) -> Result<Response, ApiError> {
+    let started: EdgeProbeStarted = ask(
+        &state,
+        ops::START_EDGE_PROBE,
+        &StartEdgeProbe { actor, node_id },
+    )
+    .await?;
+    Ok((StatusCode::ACCEPTED, Json(started)).into_response())
+}
+
+pub async fn get_edge_probe(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    PathId(id): PathId,
+) -> Result<Json<EdgeProbeView>, ApiError> {
+    Ok(Json(
+        ask(&state, ops::GET_EDGE_PROBE, &GetEdgeProbe { actor, id }).await?,
+    ))
+}
+
+pub async fn list_edge_probes(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    NodeId(node_id): NodeId,
+) -> Result<Json<EdgeProbes>, ApiError> {
+    Ok(Json(
+        ask(
+            &state,
+            ops::LIST_EDGE_PROBES,
+            &ListEdgeProbes { actor, node_id },
+        )
+        .await?,
+    ))
+}
