@@ -71,6 +71,9 @@ pub fn unmanageable(facts: &Map<String, Value>) -> Option<String> {
     }
 }
 
+/// A condition's judge: its evidence from the node's facts while it holds.
+type Judge = fn(&Map<String, Value>) -> Option<String>;
+
 /// The conditions whose judgement differs between the node's facts `before` and `after` a
 /// claim at `at` (nothing when the claim changed neither).
 pub fn changed(
@@ -79,7 +82,7 @@ pub fn changed(
     after: &Map<String, Value>,
     at: DateTime<Utc>,
 ) -> Vec<ConditionChanged> {
-    let judges: [(&ConditionKind, fn(&Map<String, Value>) -> Option<String>); 2] = [
+    let judges: [(&ConditionKind, Judge); 2] = [
         (&AGENT_UPDATE_REFUSED, update_refused),
         (&UNMANAGEABLE, unmanageable),
     ];
