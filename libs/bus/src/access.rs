@@ -14,7 +14,8 @@
 //! * publish to its own event, command and dead-letter subjects, and to the command subjects
 //!   of the domains its reach names that name it as the sender
 //!   (`capstan.cmd.<domain>.<name>.<own>`), never another sender's;
-//! * create and update its own streams and the shared dead-letter stream, consume its own
+//! * publish its own conditions, `capstan.conditions.<own>.>` (incidents alone reads them);
+//! * create and update its own streams and the shared dead-letter and conditions streams, consume its own
 //!   commands and the events its reach names, through durable consumers of those names only;
 //! * read its own replies, under `_INBOX.<own>.>` only: no user reads another's answers.
 //!
@@ -26,7 +27,7 @@
 
 use std::collections::BTreeSet;
 
-use capstan_events::{Domain, DEAD_LETTER_STREAM, SUBJECT_ROOT};
+use capstan_events::{conditions, Domain, DEAD_LETTER_STREAM, SUBJECT_ROOT};
 
 use crate::bodies::BODY_BUCKET;
 
@@ -123,7 +124,8 @@ impl Subscriber {
                         .consumes
                         .iter()
                         .any(|subscription| subscription.durable == name)
-            });
+            })
+            || name == conditions::DURABLE;
         if taken {
             return Err(format!(
                 "subscriber {name:?}: is the name of a plane user or consumer; choose another"
@@ -159,13 +161,17 @@ impl Subscriber {
     pub fn permissions(&self) -> Permissions {
         let name = &self.name;
         let mut publish = BTreeSet::new();
-        for domain in Domain::ALL {
-            let stream = domain.events_stream();
+        let streams = Domain::ALL
+            .into_iter()
+            .map(Domain::events_stream)
+            .chain([conditions::STREAM.to_string()]);
+        for stream in streams {
             consume(&mut publish, &stream, name);
             publish.insert(js_api(&format!("CONSUMER.DURABLE.CREATE.{stream}.{name}")));
         }
         let subscribe = BTreeSet::from([
             format!("{SUBJECT_ROOT}.events.>"),
+            conditions::SUBJECTS.to_string(),
             format!("{}.>", self.inbox_prefix()),
         ]);
         Permissions { publish, subscribe }
@@ -291,8 +297,10 @@ fn service_permissions(domain: Domain) -> Permissions {
         }
     }
 
-    // Its own messages: events, commands to itself, dead letters; commands to its reach.
+    // Its own messages: events, conditions, commands to itself, dead letters; commands to its
+    // reach.
     publish.insert(domain.events_subjects());
+    publish.insert(conditions::subjects_of(domain));
     publish.insert(domain.commands_subjects());
     publish.insert(format!("{SUBJECT_ROOT}.dlq.{own}.>"));
     for commanded in reach.commands {
@@ -304,6 +312,7 @@ fn service_permissions(domain: Domain) -> Permissions {
         domain.events_stream(),
         domain.commands_stream(),
         DEAD_LETTER_STREAM.to_string(),
+        conditions::STREAM.to_string(),
     ] {
         for action in ["CREATE", "UPDATE", "INFO"] {
             publish.insert(js_api(&format!("STREAM.{action}.{stream}")));
@@ -319,6 +328,10 @@ fn service_permissions(domain: Domain) -> Permissions {
             &subscription.from.events_stream(),
             subscription.durable,
         );
+    }
+    // Every domain's conditions, for the one domain that reads them.
+    if domain == conditions::READER {
+        consume(&mut publish, conditions::STREAM, conditions::DURABLE);
     }
 
     // The claim check of large rpc bodies: any service may ask or answer with one. Putting an

@@ -173,7 +173,7 @@ impl Bus {
     }
 
     /// Creates or updates the event stream and command stream of `domain`, and the shared
-    /// dead-letter stream. Idempotent: every replica runs it at start.
+    /// conditions and dead-letter streams. Idempotent: every replica runs it at start.
     pub async fn ensure_streams(&self, domain: Domain) -> Result<(), BusError> {
         self.ensure_stream(stream::Config {
             name: domain.events_stream(),
@@ -195,6 +195,18 @@ impl Bus {
             duplicate_window: DUPLICATE_WINDOW,
             max_message_size: MAX_MESSAGE_BYTES as i32,
             description: Some(format!("requests for the {domain} service to act")),
+            ..Default::default()
+        })
+        .await?;
+        self.ensure_stream(stream::Config {
+            name: capstan_events::conditions::STREAM.to_string(),
+            subjects: vec![capstan_events::conditions::SUBJECTS.to_string()],
+            storage: stream::StorageType::File,
+            retention: stream::RetentionPolicy::Limits,
+            max_age: EVENT_RETENTION,
+            duplicate_window: DUPLICATE_WINDOW,
+            max_message_size: MAX_MESSAGE_BYTES as i32,
+            description: Some("conditions every service judges, read by incidents".into()),
             ..Default::default()
         })
         .await?;

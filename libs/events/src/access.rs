@@ -85,15 +85,14 @@ impl Domain {
                 asks: &Domain::ALL,
                 every_replica: &[],
             },
-            // The node facts and cases it projects, and who a signal tells.
+            // The node facts and cases it projects, and who a signal tells; and every
+            // domain's conditions (`crate::conditions`, its own stream and consumer).
             Domain::Incidents => Reach {
                 consumes: &[
                     from!(Domain::AgentChannel, "incidents_agent_channel"),
                     from!(Domain::Gateway, "incidents_gateway"),
-                    // The monitor's judgements: plane:site_down and plane:cert_problem.
-                    from!(Domain::Monitor, "incidents_monitor"),
-                    // The backups service's judgements: plane:backup_* (BK-21).
-                    from!(Domain::Backups, "incidents_backups"),
+                    // Every other service's conditions come on a stream of their own, read
+                    // through `conditions::DURABLE`; no row here per producer.
                 ],
                 commands: &[],
                 asks: &[],

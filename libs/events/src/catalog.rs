@@ -1,7 +1,25 @@
 //! Every message the plane publishes, with the JSON Schema of its `data`. The docs under
 //! `docs/events/` are generated from this list by a test that fails when they drift.
 
+use crate::conditions::ConditionKind;
 use crate::{agent_channel, gateway, incidents, monitor, rollouts, Kind, Message};
+
+/// Every condition the plane's services judge (`conditions.rs`), each declared in its domain's
+/// contract module. A new producer adds its kinds here, as it adds its messages below.
+pub const CONDITIONS: &[ConditionKind] = &[
+    monitor::SITE_DOWN,
+    monitor::CERT_PROBLEM,
+    crate::backups::BACKUP_FAILED,
+    crate::backups::BACKUPS_STOPPED,
+    crate::backups::BACKUP_UNVERIFIED,
+    agent_channel::AGENT_UPDATE_REFUSED,
+    agent_channel::UNMANAGEABLE,
+];
+
+/// The declared condition named `name`, if any.
+pub fn condition_kind(name: &str) -> Option<&'static ConditionKind> {
+    CONDITIONS.iter().find(|kind| kind.name == name)
+}
 
 /// One message in the catalog.
 #[derive(Debug, Clone)]
@@ -25,6 +43,21 @@ impl Entry {
             dataversion: M::VERSION,
             schema: serde_json::to_value(schemars::schema_for!(M))
                 .expect("a schema serialises to JSON"),
+        }
+    }
+
+    /// Conditions (`conditions.rs`): one type on every domain's `capstan.conditions.<domain>.<name>`.
+    fn condition() -> Entry {
+        Entry {
+            subject: format!("{}.conditions.<domain>.<name>", crate::SUBJECT_ROOT),
+            event_type: crate::conditions::EVENT_TYPE.to_string(),
+            kind: Kind::Event,
+            stream: crate::conditions::STREAM.to_string(),
+            dataversion: crate::conditions::VERSION,
+            schema: serde_json::to_value(schemars::schema_for!(
+                crate::conditions::ConditionChanged
+            ))
+            .expect("a schema serialises to JSON"),
         }
     }
 
@@ -70,6 +103,7 @@ pub fn entries() -> Vec<Entry> {
         Entry::of::<crate::backups::Verified>(),
         Entry::of::<crate::backups::Pruned>(),
         Entry::of::<crate::backups::HealthChanged>(),
+        Entry::condition(),
     ];
     entries.sort_by_key(|entry| (entry.kind == Kind::Command, entry.subject.clone()));
     entries
@@ -114,6 +148,24 @@ pub fn render_docs() -> Vec<(String, String)> {
             serde_json::to_string_pretty(&entry.schema).expect("a schema serialises to JSON");
         schema.push('\n');
         files.push((entry.schema_file(), schema));
+    }
+    page.push_str(
+        "\n## Conditions\n\n\
+         A service judges its own conditions and publishes each change as \
+         `capstan.conditions.changed` on `capstan.conditions.<domain>.<name>` (stream \
+         `CAPSTAN_CONDITIONS`; a domain may publish only its own). Incidents reads them all \
+         through one durable consumer and shows each as `plane:<name>`.\n\n\
+         | source | published by | severity | title |\n\
+         | --- | --- | --- | --- |\n",
+    );
+    for kind in CONDITIONS {
+        page.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            kind.source(),
+            kind.domain.as_str(),
+            kind.severity.as_str(),
+            kind.title,
+        ));
     }
     files.push(("README.md".to_string(), page));
     files

@@ -8,6 +8,7 @@ pub mod access;
 pub mod agent_channel;
 pub mod backups;
 pub mod catalog;
+pub mod conditions;
 mod domain;
 mod envelope;
 pub mod gateway;

@@ -56,12 +56,21 @@ pub fn read_as<M: capstan_events::Message, T>(
 }
 
 /// The durable consumers `domain` keeps on other domains' event streams: one a row of
-/// `Domain::reach().consumes`, the table the bus's permissions are made from too.
+/// `Domain::reach().consumes`, the table the bus's permissions are made from too; and, for the
+/// reader of conditions (incidents), one over the whole conditions stream.
 pub fn event_consumer_specs(
     domain: capstan_events::Domain,
     max_deliver: u32,
     ack_wait: std::time::Duration,
 ) -> Vec<ConsumerSpec> {
+    let conditions = (domain == capstan_events::conditions::READER).then(|| ConsumerSpec {
+        domain,
+        stream: capstan_events::conditions::STREAM.to_string(),
+        durable: capstan_events::conditions::DURABLE.to_string(),
+        filter_subject: capstan_events::conditions::SUBJECTS.to_string(),
+        max_deliver,
+        ack_wait,
+    });
     domain
         .reach()
         .consumes
@@ -74,6 +83,7 @@ pub fn event_consumer_specs(
             max_deliver,
             ack_wait,
         })
+        .chain(conditions)
         .collect()
 }
 

@@ -54,6 +54,16 @@ pub async fn push_command_from<M: Command>(
     push_raw(connection, &subject, &envelope.into_raw()).await
 }
 
+/// Writes a condition the service judged (`capstan_events::conditions`) within the caller's
+/// transaction, on its subject `capstan.conditions.<domain>.<name>`.
+pub async fn push_condition(
+    connection: &mut PgConnection,
+    condition: capstan_events::conditions::ConditionChanged,
+) -> Result<(), StoreError> {
+    let subject = condition.subject();
+    push_raw(connection, &subject, &condition.envelope()).await
+}
+
 /// Writes an envelope already in JSON form; the current span's trace goes with it.
 pub async fn push_raw(
     connection: &mut PgConnection,

@@ -1,16 +1,16 @@
 //! What this service hears from others, each message applied once through the inbox: the agent
-//! channel's node events (pairing, reports with their cases and self-update verdict, check-ins,
-//! placement), the gateway's operator changes, the monitor's judgements (site down or up,
-//! certificate problems) and the backups service's judgement of a node's backup health. Node facts and operators are projections; a claim's `cases` go through
-//! the intake (AC-47) and become incidents (IN-11) in the same transaction.
+//! channel's node events (pairing, reports with their cases, check-ins, placement), the
+//! gateway's operator changes, and every service's conditions (`capstan_events::conditions`:
+//! the monitor's `site_down`, backups' `backup_failed`...). Node facts, operators and
+//! conditions are projections; a claim's `cases` go through the intake (AC-47) and become
+//! incidents (IN-11) in the same transaction.
 
 use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
 use capstan_events::agent_channel::{
     NodeApproved, NodeDisconnected, NodeLeft, NodeReported, NodesSeen, PlacementChanged,
 };
-use capstan_events::backups::HealthChanged as BackupHealthChanged;
+use capstan_events::conditions::ConditionChanged;
 use capstan_events::gateway::OperatorChanged;
-use capstan_events::monitor::{CertProblemChanged, SiteDown, SiteUp};
 use capstan_events::{Domain, Envelope};
 use capstan_runtime::{read_as, retry, Apply};
 use capstan_store::{PgConnection, StoreError};
@@ -20,15 +20,15 @@ use serde_json::Value;
 use std::time::Duration;
 use tracing::info;
 
-use crate::domain::agent_update::UpdateFacts;
 use crate::domain::cases::incidents::case_effects;
 use crate::domain::cases::{intake, parse_cases, CaseOutcome};
 use crate::domain::grouping::host_critical_kinds;
 use crate::domain::reconcile::NodeContext;
-use crate::domain::script_trust::ScriptTrustFacts;
-use crate::store::{self, backups, monitor, projections, Audience};
+use crate::domain::sources::NodeFacts;
+use crate::store::{self, conditions, projections, Audience};
 
-/// The durable consumers of this service: one per stream it reads.
+/// The durable consumers of this service: one per stream it reads (the conditions stream
+/// included).
 pub fn specs(max_deliver: u32, ack_wait: Duration) -> Vec<ConsumerSpec> {
     capstan_runtime::event_consumer_specs(Domain::Incidents, max_deliver, ack_wait)
 }
@@ -61,10 +61,8 @@ pub(crate) enum Heard {
     NodeReported(Envelope<NodeReported>),
     PlacementChanged(Envelope<PlacementChanged>),
     OperatorChanged(Envelope<OperatorChanged>),
-    SiteDown(Envelope<SiteDown>),
-    SiteUp(Envelope<SiteUp>),
-    CertProblemChanged(Envelope<CertProblemChanged>),
-    BackupHealthChanged(Envelope<BackupHealthChanged>),
+    /// Any service's condition (`capstan.conditions.<domain>.<name>`).
+    Condition(ConditionChanged),
 }
 
 impl Apply for Events {
@@ -78,10 +76,7 @@ impl Apply for Events {
             .or_else(|| read_as(delivery, Heard::NodeReported))
             .or_else(|| read_as(delivery, Heard::PlacementChanged))
             .or_else(|| read_as(delivery, Heard::OperatorChanged))
-            .or_else(|| read_as(delivery, Heard::SiteDown))
-            .or_else(|| read_as(delivery, Heard::SiteUp))
-            .or_else(|| read_as(delivery, Heard::CertProblemChanged))
-            .or_else(|| read_as(delivery, Heard::BackupHealthChanged))
+            .or_else(|| read_condition(delivery))
     }
 
     fn apply<'c>(
@@ -132,24 +127,9 @@ impl Apply for Events {
                 Heard::OperatorChanged(changed) => projections::operator(connection, &changed.data)
                     .await
                     .map_err(retry),
-                Heard::SiteDown(down) => {
-                    monitor::site_down(connection, &down.data, down.data.checked_at)
-                        .await
-                        .map_err(retry)
-                }
-                Heard::SiteUp(up) => monitor::site_up(connection, &up.data, up.data.up_at)
+                Heard::Condition(condition) => conditions::record(connection, &condition)
                     .await
                     .map_err(retry),
-                Heard::CertProblemChanged(changed) => {
-                    monitor::cert_problem(connection, &changed.data)
-                        .await
-                        .map_err(retry)
-                }
-                Heard::BackupHealthChanged(changed) => {
-                    backups::health_changed(connection, &changed.data)
-                        .await
-                        .map_err(retry)
-                }
             }
         })
     }
@@ -165,41 +145,27 @@ fn recipe_names(recipes: &Value) -> Option<Vec<String>> {
     )
 }
 
-/// A claim's self-update report, when it carries an `update_state` (the agent channel checked
-/// the fields against the closed set and their sizes before storing them).
-fn update_facts(facts: &Value) -> Option<UpdateFacts> {
-    let text = |field: &str| facts.get(field)?.as_str().map(str::to_string);
-    Some(UpdateFacts {
-        state: Some(text("update_state")?),
-        offered: text("update_offered"),
-        reason: text("update_reason"),
-        since: None,
-    })
-}
-
-/// A claim's script trust report, when it carries a `script_trust` (checked against the closed
-/// set and bounds by the agent channel). A report without the list keeps an empty one.
-fn script_trust_facts(facts: &Value) -> Option<ScriptTrustFacts> {
-    let state = facts.get("script_trust")?.as_str()?.to_string();
-    let files = facts
-        .get("script_trust_files")
-        .and_then(Value::as_array)
-        .map(|files| {
-            files
-                .iter()
-                .filter_map(|file| file.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    Some(ScriptTrustFacts {
-        state: Some(state),
-        files,
-        reason: facts
-            .get("script_trust_reason")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        since: None,
-    })
+/// A condition off the conditions stream, refused (dead-lettered) when its data breaks its
+/// shape or it came on a subject other than its own: the subject is what the bus lets only the
+/// judging domain publish, so it proves who judged.
+fn read_condition(delivery: &Delivery) -> Option<Result<Heard, HandlerError>> {
+    let condition = match ConditionChanged::read(&delivery.envelope)? {
+        Ok(condition) => condition,
+        Err(error) => return Some(Err(HandlerError::Reject(error.to_string()))),
+    };
+    if let Err(invalid) = condition.check() {
+        return Some(Err(HandlerError::Reject(format!(
+            "condition {}: {invalid}",
+            condition.subject()
+        ))));
+    }
+    if delivery.subject != condition.subject() {
+        return Some(Err(HandlerError::Reject(format!(
+            "a condition of {} came on {}, not its own subject",
+            condition.domain, delivery.subject
+        ))));
+    }
+    Some(Ok(Heard::Condition(condition)))
 }
 
 /// A claim changed what the plane knows of a node: its recipes and container, and its cases.
@@ -215,19 +181,6 @@ async fn node_reported(
     projections::node_reported(connection, node_id, recipes.as_deref(), container)
         .await
         .map_err(retry)?;
-    // The agent reports its self-update verdict only once a check has concluded (AG-31); an
-    // absent report leaves the last one standing (AC-43). The pass judges it.
-    if let Some(update) = update_facts(&reported.facts) {
-        projections::update_reported(connection, node_id, &update, at)
-            .await
-            .map_err(retry)?;
-    }
-    // AG-39: the agent's look at its script tree; an absent report leaves the last standing.
-    if let Some(trust) = script_trust_facts(&reported.facts) {
-        projections::script_trust_reported(connection, node_id, &trust, at)
-            .await
-            .map_err(retry)?;
-    }
     let Some(cases) = reported.facts.get("cases") else {
         return Ok(());
     };
@@ -263,37 +216,90 @@ async fn node_reported(
     if !node.install_state.is_operational() {
         return Ok(());
     }
-    let held = store::held(connection, Some(node_id))
+    cases_to_incidents(connection, &node, &outcomes, at, mail_enabled)
         .await
-        .map_err(retry)?;
-    let silences = store::active_silences(connection, at)
-        .await
-        .map_err(retry)?;
+        .map_err(retry)
+}
+
+/// What the intake's `outcomes` do to the node's incidents (IN-11), written with their signals.
+async fn cases_to_incidents(
+    connection: &mut PgConnection,
+    node: &NodeFacts,
+    outcomes: &[CaseOutcome],
+    at: DateTime<Utc>,
+    mail_enabled: bool,
+) -> Result<(), StoreError> {
+    let held = store::held(connection, Some(node.node_id)).await?;
+    let silences = store::active_silences(connection, at).await?;
     let host_critical = match node.docker_host {
         Some(host) => {
-            let host_held = store::held(connection, Some(host)).await.map_err(retry)?;
+            let host_held = store::held(connection, Some(host)).await?;
             host_critical_kinds(&host_held, &[])
         }
         None => Vec::new(),
     };
     let context = NodeContext {
-        node: &node,
+        node,
         silences: &silences,
         host_critical: &host_critical,
     };
-    let effects = case_effects(&context, &outcomes, &held, at);
+    let effects = case_effects(&context, outcomes, &held, at);
     if effects.is_empty() {
         return Ok(());
     }
-    let recipients = store::recipients(connection, mail_enabled)
-        .await
-        .map_err(retry)?;
-    let webhooks = store::webhook_targets(connection).await.map_err(retry)?;
+    let recipients = store::recipients(connection, mail_enabled).await?;
+    let webhooks = store::webhook_targets(connection).await?;
     let audience = Audience {
         recipients: &recipients,
         webhooks: &webhooks,
     };
-    store::apply(connection, &effects, audience, at)
-        .await
-        .map_err(retry)
+    store::apply(connection, &effects, audience, at).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capstan_events::backups::BACKUP_FAILED;
+    use capstan_events::monitor::SITE_DOWN;
+
+    fn delivery(condition: &ConditionChanged, subject: &str) -> Delivery {
+        Delivery {
+            envelope: condition.clone().envelope(),
+            subject: subject.to_string(),
+            delivered: 1,
+        }
+    }
+
+    #[test]
+    fn a_condition_on_its_own_subject_is_heard() {
+        let down = SITE_DOWN.happening(3, "HTTP 500", Utc::now(), Utc::now());
+        match read_condition(&delivery(&down, &down.subject())) {
+            Some(Ok(Heard::Condition(heard))) => assert_eq!(heard, down),
+            _ => panic!("a well-formed condition on its own subject is heard"),
+        }
+    }
+
+    #[test]
+    fn a_condition_on_another_domains_subject_or_out_of_shape_is_refused_and_other_events_are_not_conditions(
+    ) {
+        // the backups user may publish only capstan.conditions.backups.>: a condition claiming
+        // to be the monitor's that came on it is not the monitor's
+        let forged = SITE_DOWN.happening(3, "HTTP 500", Utc::now(), Utc::now());
+        let subject = BACKUP_FAILED.subject();
+        assert!(matches!(
+            read_condition(&delivery(&forged, &subject)),
+            Some(Err(HandlerError::Reject(reason))) if reason.contains("not its own subject")
+        ));
+        let bad = ConditionChanged {
+            title: String::new(),
+            ..forged.clone()
+        };
+        assert!(matches!(
+            read_condition(&delivery(&bad, &bad.subject())),
+            Some(Err(HandlerError::Reject(reason))) if reason.contains("title")
+        ));
+        let mut other = delivery(&forged, &forged.subject());
+        other.envelope.event_type = "capstan.monitor.site_down".into();
+        assert!(read_condition(&other).is_none());
+    }
 }

@@ -1,5 +1,5 @@
 //! The incidents service: incident records, timelines, triage and notifications; intake of
-//! agent cases and of other services' detector events.
+//! agent cases and of the conditions other services judge and publish.
 //!
 //! Its rooms, as in every service: `domain/` (pure rules), `store/` (its SQL), `rpc.rs` (the
 //! gateway's questions), `consumers.rs` (the agent channel's and the gateway's events),
@@ -23,12 +23,8 @@ use sqlx::migrate::Migrator;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-use crate::domain::agent_update::AgentUpdateRefused;
-use crate::domain::backups::{BackupFailed, BackupUnverified, BackupsStopped};
 use crate::domain::delivery::{Backoff, GIVE_UP_AFTER, LONGEST_RETRY_GAP};
-use crate::domain::monitor::{CertProblemSource, SiteDown};
-use crate::domain::script_trust::Unmanageable;
-use crate::domain::sources::{AgentSilent, PlaneSource, Registry};
+use crate::domain::sources::{AgentSilent, Registry};
 use crate::drivers::{mail::Smtp, webhook::Http, Drivers, Mailer};
 use crate::settings::IncidentsSettings;
 
@@ -37,8 +33,8 @@ pub const DOMAIN: Domain = Domain::Incidents;
 /// The migrations of the `incidents` schema, embedded from `migrations/incidents/`.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/incidents");
 
-/// The plane's sources, registered once (IN-12): the extension point other services' issues add
-/// their detectors to.
+/// This plane's own sources, registered once (IN-12): `plane:agent_silent`. Other services'
+/// conditions are judged by them and heard on the conditions stream (`consumers.rs`).
 pub fn registry(incidents: &IncidentsSettings) -> anyhow::Result<Registry> {
     let mut registry = Registry::default();
     registry
@@ -47,21 +43,6 @@ pub fn registry(incidents: &IncidentsSettings) -> anyhow::Result<Registry> {
                 .map_err(|error| anyhow::anyhow!("incidents.{error}"))?,
         ))
         .map_err(|error| anyhow::anyhow!("{error}"))?;
-    // The monitor's judgements (MO-04, MO-09), and the agent's self-update refusals (AC-43).
-    for source in [
-        Box::new(SiteDown) as Box<dyn PlaneSource>,
-        Box::new(CertProblemSource),
-        Box::new(AgentUpdateRefused),
-        Box::new(Unmanageable),
-        // The backups service's judgements (BK-21).
-        Box::new(BackupFailed),
-        Box::new(BackupsStopped),
-        Box::new(BackupUnverified),
-    ] {
-        registry
-            .register(source)
-            .map_err(|error| anyhow::anyhow!("{error}"))?;
-    }
     Ok(registry)
 }
 

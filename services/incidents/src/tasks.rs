@@ -53,8 +53,8 @@ pub async fn reconcile(
     .await
 }
 
-/// One pass at `now`, if no other replica is passing: every node's conditions from the
-/// registry's sources against the incidents held, hosts before their containers (so a
+/// One pass at `now`, if no other replica is passing: every node's conditions (the registry's
+/// sources, and what other services reported happening) against the incidents held, hosts before their containers (so a
 /// container's incident can be folded under its host's), written in one transaction.
 pub async fn pass(
     store: &Store,
@@ -76,6 +76,7 @@ pub async fn pass(
     for incident in store::held(&mut transaction, None).await? {
         held.entry(incident.node_id).or_default().push(incident);
     }
+    let reported = store::conditions::happening(&mut transaction).await?;
     let silences = store::active_silences(&mut transaction, now).await?;
     let recipients = store::recipients(&mut transaction, mail_enabled).await?;
     let webhooks = store::webhook_targets(&mut transaction).await?;
@@ -87,7 +88,8 @@ pub async fn pass(
     let mut effects_written = 0;
     let empty = Vec::new();
     for node in &nodes {
-        let conditions = registry.conditions(node, now);
+        let node_reported = reported.get(&node.node_id).map_or(&[][..], Vec::as_slice);
+        let conditions = registry.conditions(node, node_reported, now);
         let node_held = held.get(&node.node_id).unwrap_or(&empty);
         if node.docker_host.is_none() {
             host_critical.insert(node.node_id, host_critical_kinds(node_held, &conditions));

@@ -13,6 +13,7 @@ use capstan_store::{outbox, PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
+use crate::domain::conditions;
 use crate::domain::uptime::{Live, Setting, Up};
 use crate::domain::NodeId;
 
@@ -344,21 +345,27 @@ fn about(node: NodeId) -> Option<String> {
     Some(format!("node/{node}"))
 }
 
+/// The site went down: the public event and the `plane:site_down` condition, together.
 pub async fn site_down(connection: &mut PgConnection, event: SiteDown) -> Result<()> {
     let node = event.node_id;
+    outbox::push_condition(connection, conditions::site_down(&event)).await?;
     outbox::push(connection, Envelope::new(event, about(node))).await
 }
 
+/// The site is up again (or no longer checked): the event, and `plane:site_down` cleared.
 pub async fn site_up(connection: &mut PgConnection, event: SiteUp) -> Result<()> {
     let node = event.node_id;
+    outbox::push_condition(connection, conditions::site_up(&event)).await?;
     outbox::push(connection, Envelope::new(event, about(node))).await
 }
 
+/// The served certificate's problem changed: the event and the `plane:cert_problem` condition.
 pub async fn cert_problem_changed(
     connection: &mut PgConnection,
     event: CertProblemChanged,
 ) -> Result<()> {
     let node = event.node_id;
+    outbox::push_condition(connection, conditions::cert_problem(&event)).await?;
     outbox::push(connection, Envelope::new(event, about(node))).await
 }
 

@@ -9,6 +9,25 @@ pub mod wait;
 
 pub use events::*;
 
+use crate::conditions::ConditionKind;
+use crate::incidents::Severity;
+use crate::Domain;
+
+/// `plane:agent_update_refused` (AC-43): the node's agent refused the release on offer.
+pub const AGENT_UPDATE_REFUSED: ConditionKind = ConditionKind {
+    domain: Domain::AgentChannel,
+    name: "agent_update_refused",
+    severity: Severity::Warning,
+    title: "The agent refused to update itself",
+};
+/// `plane:unmanageable` (AC-49, AG-39): the node cannot verify the scripts it would run.
+pub const UNMANAGEABLE: ConditionKind = ConditionKind {
+    domain: Domain::AgentChannel,
+    name: "unmanageable",
+    severity: Severity::Critical,
+    title: "The node cannot verify its own scripts",
+};
+
 /// RO-12, BK-09: a node's machine — the Docker host its container sits on (container sites on
 /// one host are one machine), else the node itself. Rollouts take turns by it, and so do
 /// backups, verifies and restores.

@@ -86,8 +86,8 @@ pub struct BackupHealth {
 }
 
 /// A node's backup health changed (BK-21): the whole judgement each time, sent in the
-/// transaction that stored it. The incidents service's `plane:backup_*` sources are fed by it;
-/// one older (by `judged_at`) than the newest applied changes nothing.
+/// transaction that stored it, with a condition (`capstan.conditions.backups.*`) for each of
+/// the three judgements that changed, which incidents turns into `plane:backup_*` incidents.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HealthChanged {
     pub node_id: i64,

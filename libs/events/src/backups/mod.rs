@@ -7,6 +7,32 @@ pub mod rpc;
 
 pub use events::*;
 
+use crate::conditions::ConditionKind;
+use crate::incidents::Severity;
+use crate::Domain;
+
+/// `plane:backup_failed` (BK-21): the node's last backup run failed.
+pub const BACKUP_FAILED: ConditionKind = ConditionKind {
+    domain: Domain::Backups,
+    name: "backup_failed",
+    severity: Severity::Critical,
+    title: "The last backup failed",
+};
+/// `plane:backups_stopped` (BK-21): backups are not happening.
+pub const BACKUPS_STOPPED: ConditionKind = ConditionKind {
+    domain: Domain::Backups,
+    name: "backups_stopped",
+    severity: Severity::Critical,
+    title: "Backups are not happening",
+};
+/// `plane:backup_unverified` (BK-21): a backup was taken but is not proven whole.
+pub const BACKUP_UNVERIFIED: ConditionKind = ConditionKind {
+    domain: Domain::Backups,
+    name: "backup_unverified",
+    severity: Severity::Warning,
+    title: "A backup is not proven whole",
+};
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

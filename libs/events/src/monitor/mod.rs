@@ -7,6 +7,26 @@ pub mod rpc;
 
 pub use events::*;
 
+use crate::conditions::ConditionKind;
+use crate::incidents::Severity;
+use crate::Domain;
+
+/// `plane:site_down` (MO-04): the uptime check failed twice in a row and the site has not
+/// answered since.
+pub const SITE_DOWN: ConditionKind = ConditionKind {
+    domain: Domain::Monitor,
+    name: "site_down",
+    severity: Severity::Critical,
+    title: "The site is down",
+};
+/// `plane:cert_problem` (MO-09): the certificate the origin serves has one of its problems.
+pub const CERT_PROBLEM: ConditionKind = ConditionKind {
+    domain: Domain::Monitor,
+    name: "cert_problem",
+    severity: Severity::Warning,
+    title: "The served certificate has a problem",
+};
+
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod claims;
+pub mod conditions;
 pub mod fleet;
 pub mod jobs;
 pub mod joins;

@@ -7,7 +7,7 @@ use capstan_events::agent_channel::{
     rpc::{AgentRequest, JobState},
     wait, JobOutcome, NodeReported,
 };
-use capstan_store::PgConnection;
+use capstan_store::{outbox, PgConnection};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -19,6 +19,7 @@ use crate::{
     domain::{
         auth::AgentError,
         claims::{self, lane, Asking, Claim, Glimpse, Needs, NodeFacts},
+        conditions,
         jobs::{self, lost},
     },
     store::{self, Glance, NodeRow},
@@ -317,6 +318,11 @@ async fn take_claim(
             emit(connection, reported, format!("node/{}", node.id))
                 .await
                 .map_err(AgentError::unavailable)?;
+            for condition in conditions::changed(node.id, &facts.facts, &next.facts, now) {
+                outbox::push_condition(connection, condition)
+                    .await
+                    .map_err(AgentError::unavailable)?;
+            }
             actions::claim_placed(connection, node, &next.facts)
                 .await
                 .map_err(AgentError::unavailable)?;

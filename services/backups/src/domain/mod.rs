@@ -5,10 +5,11 @@
 //! fleet policy and each node's position (`policy`), what is due and whose turn it is
 //! (`schedule`), whether a run's manifest is the node's own (`manifest`), what a listing of a
 //! node's folder holds (`survey`), and a node's backup health, the three judgements behind its
-//! incidents (`health`, BK-21), which run objects no run claims (`orphans`), and the Targets
+//! incidents (`health`, BK-21) and the conditions published from them (`conditions`), which run objects no run claims (`orphans`), and the Targets
 //! page's fleet coverage (`coverage`).
 
 pub mod broker;
+pub mod conditions;
 pub mod coverage;
 pub mod health;
 pub mod keys;

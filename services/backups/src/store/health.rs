@@ -1,6 +1,7 @@
 //! What BK-21 judges from, read from the loop's rows (runs, jobs, verifies, nodes) and the
 //! storage pass's (shelf), and the judgement as last sent: a changed judgement is stored and
-//! `backups.health_changed` pushed in one transaction. BK-22's recovery key columns are
+//! `backups.health_changed` pushed in one transaction, with the conditions of the judgements
+//! that changed (`domain/conditions.rs`). BK-22's recovery key columns are
 //! written only from a node's own check_status.
 
 use capstan_events::backups::{BackupHealth, HealthChanged};
@@ -10,6 +11,7 @@ use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
 use super::Result;
+use crate::domain::conditions;
 
 /// `recovery_state, recovery_fingerprint, recovery_reported_at`.
 type KeyRow = (Option<String>, Option<String>, Option<DateTime<Utc>>);
@@ -220,6 +222,10 @@ pub async fn judged(
     .bind(at)
     .execute(&mut *connection)
     .await?;
+    let before = held.map(|held| held.0).unwrap_or_default();
+    for condition in conditions::changed(node, &before, health, at) {
+        outbox::push_condition(connection, condition).await?;
+    }
     let event = HealthChanged {
         node_id: node,
         health: health.clone(),

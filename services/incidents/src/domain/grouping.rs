@@ -112,10 +112,9 @@ mod tests {
     use super::*;
     use crate::domain::record::tests::{at, incident};
     use crate::domain::sources::tests::node;
-    use crate::domain::sources::PlaneSourceName;
 
     fn silent_kind() -> SourceName {
-        SourceName::Plane(PlaneSourceName::AgentSilent)
+        SourceName::agent_silent()
     }
 
     fn container(node_id: NodeId, host: NodeId) -> NodeFacts {
@@ -152,6 +151,7 @@ mod tests {
     fn a_host_opening_in_the_same_pass_as_its_container_still_groups_it() {
         let condition = Condition {
             source: silent_kind(),
+            title: silent_kind().title(),
             severity: Severity::Critical,
             detail: String::new(),
             since: at(0),

@@ -5,16 +5,10 @@
 //!   severity, and what is derived on read: the five views and "needs you" (IN-01, IN-02, IN-07).
 //! * `timeline.rs` — the entries a change writes (IN-09); never one per tick.
 //! * `triage.rs` — a person's acts: the `do` values, snooze choices, notes (IN-06, IN-18, IN-19).
-//! * `sources.rs` — `agent:<recipe>` and `plane:<name>`, the registry of plane detectors with
-//!   `plane:agent_silent`, a node's facts, install states and alerts setting (IN-12, IN-13, IN-15).
-//! * `monitor.rs` — the monitor service's sources, `plane:site_down` and `plane:cert_problem`,
-//!   and the facts they judge from.
-//! * `agent_update.rs` — `plane:agent_update_refused`, from the agent's reported `update_state`
-//!   (AC-43), and the update facts it judges from.
-//! * `script_trust.rs` — `plane:unmanageable`, from the agent's reported `script_trust`
-//!   (AC-49, AG-39), and the facts it judges from.
-//! * `backups.rs` — the backups service's sources, `plane:backup_failed`,
-//!   `plane:backups_stopped` and `plane:backup_unverified` (BK-21), from its judgement.
+//! * `sources.rs` — `agent:<recipe>` and `plane:<name>`, the registry of this plane's own
+//!   detector `plane:agent_silent`, a node's facts, install states and alerts setting (IN-12,
+//!   IN-13, IN-15). Other services' conditions (`plane:site_down`, `plane:backup_failed`...)
+//!   are judged by those services and arrive as conditions (`capstan_events::conditions`).
 //! * `reconcile/` — the pass as a function: held incidents and the conditions that hold now in,
 //!   effects out (open, refresh, clear, settle, reopen, unproven; IN-03..IN-07, IN-14).
 //! * `cases/` — intake of an agent's cases from the claim's `cases` field (AC-46, AC-47), and
@@ -28,17 +22,13 @@
 //!
 //! Every number the spec leaves unvalued is a named constant in the file of its rule.
 
-pub mod agent_update;
-pub mod backups;
 pub mod cases;
 pub mod delivery;
 pub mod grouping;
 pub mod header;
 pub mod mail;
-pub mod monitor;
 pub mod reconcile;
 pub mod record;
-pub mod script_trust;
 pub mod signals;
 pub mod sources;
 pub mod timeline;

@@ -194,7 +194,7 @@ pub(crate) mod tests {
     use chrono::{Duration, TimeZone};
 
     use super::*;
-    use crate::domain::sources::{PlaneSourceName, SourceName};
+    use crate::domain::sources::SourceName;
 
     pub(crate) fn at(minutes: i64) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 12, 1, 9, 0, 0).unwrap() + Duration::minutes(minutes)
@@ -205,7 +205,7 @@ pub(crate) mod tests {
         Incident {
             id,
             node_id: 1,
-            source: SourceName::Plane(PlaneSourceName::AgentSilent),
+            source: SourceName::agent_silent(),
             severity: Severity::Warning,
             status: Status::Open,
             triage: Triage::New,

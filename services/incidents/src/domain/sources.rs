@@ -1,16 +1,19 @@
 //! Sources (IN-11, IN-12, IN-13): who may say a condition holds on a node. `agent:<recipe>` is a
-//! node's own agent (its cases, see `cases.rs`); `plane:<name>` is one of this plane's
-//! detectors, registered in a [`Registry`] and judging only from the facts this service holds
-//! about the node (projections of other services' events), never probing. A node whose install
-//! state is not operational opens nothing (IN-13). Other services' judgements (`site_down`,
-//! `cert_problem`, `agent_update_refused`, `backup_*`, `unmanageable`) are added here as new
-//! [`PlaneSourceName`]s and [`PlaneSource`]s, not as new code paths.
+//! node's own agent (its cases, see `cases.rs`); `plane:<name>` is either this service's own
+//! detector (`plane:agent_silent`, registered in a [`Registry`] and judging only from the facts
+//! this service holds about the node, never probing) or a condition another service judged and
+//! published (`capstan_events::conditions`: the monitor's `site_down`, backups'
+//! `backup_failed`...), held in the `conditions` projection and passed in as reported. A new
+//! producer's conditions need no change here. A node whose install state is not operational
+//! opens nothing (IN-13).
 
 use std::fmt;
 
 use chrono::{DateTime, Duration, Utc};
 
-use super::record::Severity;
+use capstan_events::incidents::Severity;
+use capstan_events::{catalog, conditions};
+
 use super::{InvalidInput, NodeId};
 
 /// The agent channel stamps a node's last check-in at most this often (its
@@ -46,50 +49,34 @@ impl RecipeName {
     }
 }
 
-/// This plane's own detectors. Each is a variant here and a [`PlaneSource`] in the registry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum PlaneSourceName {
-    /// A paired node whose agent has not checked in for the configured silence (critical).
-    AgentSilent,
-    /// The monitor's uptime check says the node's site is down (critical; `monitor.rs`).
-    SiteDown,
-    /// The certificate the node's origin serves has a problem (warning; `monitor.rs`).
-    CertProblem,
-    /// The node's agent refused the release on offer (warning; `agent_update.rs`).
-    AgentUpdateRefused,
-    /// The node cannot verify the scripts it would run (critical; `script_trust.rs`).
-    Unmanageable,
-    /// The node's last backup run failed (critical; `backups.rs`, BK-21).
-    BackupFailed,
-    /// The node's backups are not happening (critical; `backups.rs`, BK-21).
-    BackupsStopped,
-    /// A backup was taken but is not proven whole (warning; `backups.rs`, BK-21).
-    BackupUnverified,
-}
+/// The name of a `plane:<name>` source: this service's own detector `agent_silent`, or a
+/// condition another service judges and publishes (`capstan_events::conditions`), such as
+/// `site_down`. Incidents holds no list of them: a new producer's conditions need no change
+/// here.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PlaneName(String);
 
-impl PlaneSourceName {
-    pub const ALL: [PlaneSourceName; 8] = [
-        PlaneSourceName::AgentSilent,
-        PlaneSourceName::SiteDown,
-        PlaneSourceName::CertProblem,
-        PlaneSourceName::AgentUpdateRefused,
-        PlaneSourceName::Unmanageable,
-        PlaneSourceName::BackupFailed,
-        PlaneSourceName::BackupsStopped,
-        PlaneSourceName::BackupUnverified,
-    ];
+impl PlaneName {
+    /// This service's own detector (`plane:agent_silent`).
+    pub const AGENT_SILENT: &'static str = "agent_silent";
 
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            PlaneSourceName::AgentSilent => "agent_silent",
-            PlaneSourceName::SiteDown => "site_down",
-            PlaneSourceName::CertProblem => "cert_problem",
-            PlaneSourceName::AgentUpdateRefused => "agent_update_refused",
-            PlaneSourceName::Unmanageable => "unmanageable",
-            PlaneSourceName::BackupFailed => "backup_failed",
-            PlaneSourceName::BackupsStopped => "backups_stopped",
-            PlaneSourceName::BackupUnverified => "backup_unverified",
+    pub fn agent_silent() -> PlaneName {
+        PlaneName(PlaneName::AGENT_SILENT.to_string())
+    }
+
+    /// Any name shaped as a condition's (what a producer publishes, what a row holds).
+    pub fn read(text: &str) -> Result<PlaneName, InvalidInput> {
+        if !conditions::is_condition_name(text) {
+            return Err(InvalidInput::new(
+                "source",
+                "a plane source's name is 1 to 64 lowercase letters, digits and underscores",
+            ));
         }
+        Ok(PlaneName(text.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
     }
 }
 
@@ -98,23 +85,41 @@ impl PlaneSourceName {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SourceName {
     Agent(RecipeName),
-    Plane(PlaneSourceName),
+    Plane(PlaneName),
 }
 
 impl SourceName {
-    /// Reads `agent:<recipe>` or `plane:<name>`; anything else is refused.
+    /// `plane:agent_silent`.
+    pub fn agent_silent() -> SourceName {
+        SourceName::Plane(PlaneName::agent_silent())
+    }
+
+    /// Reads `agent:<recipe>` or `plane:<name>` as a person asks for it: the plane's name must
+    /// be this service's detector or a condition the contract declares; anything else is
+    /// refused.
     pub fn parse(text: &str) -> Result<SourceName, InvalidInput> {
+        let source = SourceName::read(text)?;
+        if let SourceName::Plane(name) = &source {
+            if name.as_str() != PlaneName::AGENT_SILENT
+                && catalog::condition_kind(name.as_str()).is_none()
+            {
+                return Err(InvalidInput::new(
+                    "source",
+                    format!("no plane source is named {:?}", name.as_str()),
+                ));
+            }
+        }
+        Ok(source)
+    }
+
+    /// Reads `agent:<recipe>` or any well-shaped `plane:<name>` (a stored row, a condition
+    /// heard from a producer newer than this list of declared ones).
+    pub fn read(text: &str) -> Result<SourceName, InvalidInput> {
         if let Some(recipe) = text.strip_prefix("agent:") {
             return Ok(SourceName::Agent(RecipeName::parse(recipe)?));
         }
         if let Some(name) = text.strip_prefix("plane:") {
-            return PlaneSourceName::ALL
-                .into_iter()
-                .find(|known| known.as_str() == name)
-                .map(SourceName::Plane)
-                .ok_or_else(|| {
-                    InvalidInput::new("source", format!("no plane source is named {name:?}"))
-                });
+            return Ok(SourceName::Plane(PlaneName::read(name)?));
         }
         Err(InvalidInput::new(
             "source",
@@ -123,7 +128,8 @@ impl SourceName {
     }
 
     /// The plane's own words for the condition (IN-10/IN-11's `IncidentTitles`); the source's
-    /// detail is shown beneath it.
+    /// detail is shown beneath it. Another service's condition brings its own title with it;
+    /// this is the declared one, for a name the contract knows.
     pub fn title(&self) -> String {
         match self {
             SourceName::Agent(recipe) => match recipe.as_str() {
@@ -132,28 +138,13 @@ impl SourceName {
                 "agent_supervision" => "Nothing would restart the agent if it stopped".to_string(),
                 other => format!("The agent's {other} check failed and could not be repaired"),
             },
-            SourceName::Plane(PlaneSourceName::AgentSilent) => {
+            SourceName::Plane(name) if name.as_str() == PlaneName::AGENT_SILENT => {
                 "The agent has stopped checking in".to_string()
             }
-            SourceName::Plane(PlaneSourceName::SiteDown) => "The site is down".to_string(),
-            SourceName::Plane(PlaneSourceName::CertProblem) => {
-                "The served certificate has a problem".to_string()
-            }
-            SourceName::Plane(PlaneSourceName::AgentUpdateRefused) => {
-                "The agent refused to update itself".to_string()
-            }
-            SourceName::Plane(PlaneSourceName::Unmanageable) => {
-                "The node cannot verify its own scripts".to_string()
-            }
-            SourceName::Plane(PlaneSourceName::BackupFailed) => {
-                "The last backup failed".to_string()
-            }
-            SourceName::Plane(PlaneSourceName::BackupsStopped) => {
-                "Backups are not happening".to_string()
-            }
-            SourceName::Plane(PlaneSourceName::BackupUnverified) => {
-                "A backup is not proven whole".to_string()
-            }
+            SourceName::Plane(name) => catalog::condition_kind(name.as_str()).map_or_else(
+                || format!("The plane's {} condition holds", name.as_str()),
+                |kind| kind.title.to_string(),
+            ),
         }
     }
 }
@@ -220,7 +211,9 @@ impl Alerts {
     }
 }
 
-/// What this service holds about a node, built from other services' events.
+/// What this service holds about a node, built from the agent channel's and the gateway's
+/// events. Other services' conditions are not facts of the node: they arrive judged
+/// ([`Condition`]s read from the `conditions` projection).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeFacts {
     pub node_id: NodeId,
@@ -239,14 +232,6 @@ pub struct NodeFacts {
     pub in_test_account: bool,
     /// The Docker host's node, for a node that is one of its containers.
     pub docker_host: Option<NodeId>,
-    /// What the monitor service last said about it (`monitor.rs`).
-    pub monitor: super::monitor::MonitorFacts,
-    /// What its agent last said about its self-update (`agent_update.rs`).
-    pub update: super::agent_update::UpdateFacts,
-    /// What its agent last said about its script tree (`script_trust.rs`).
-    pub script_trust: super::script_trust::ScriptTrustFacts,
-    /// The backups service's newest judgement of its backup health (`backups.rs`).
-    pub backups: super::backups::BackupFacts,
 }
 
 /// A condition a source says holds on a node now.
@@ -254,6 +239,8 @@ pub struct NodeFacts {
 pub struct Condition {
     pub source: SourceName,
     pub severity: Severity,
+    /// The plane's own words for it (the incident's title).
+    pub title: String,
     /// What the source saw, in its words (shown beneath the plane's title).
     pub detail: String,
     /// When the source says it started.
@@ -262,7 +249,7 @@ pub struct Condition {
 
 /// One of this plane's detectors: judges a node from the facts held, never probing.
 pub trait PlaneSource: Send + Sync {
-    fn name(&self) -> PlaneSourceName;
+    fn name(&self) -> PlaneName;
     /// The condition this source sees on `node` at `now`, if any.
     fn judge(&self, node: &NodeFacts, now: DateTime<Utc>) -> Option<Condition>;
 }
@@ -292,8 +279,8 @@ impl AgentSilent {
 }
 
 impl PlaneSource for AgentSilent {
-    fn name(&self) -> PlaneSourceName {
-        PlaneSourceName::AgentSilent
+    fn name(&self) -> PlaneName {
+        PlaneName::agent_silent()
     }
 
     /// The stamp is taken at most every [`HEARTBEAT_RESOLUTION`], so a check-in up to that long
@@ -310,8 +297,10 @@ impl PlaneSource for AgentSilent {
         if now - latest_possible_checkin <= self.silence {
             return None;
         }
+        let source = SourceName::agent_silent();
         Some(Condition {
-            source: SourceName::Plane(PlaneSourceName::AgentSilent),
+            title: source.title(),
+            source,
             severity: Severity::Critical,
             detail: format!(
                 "Last check-in recorded at {}",
@@ -348,15 +337,22 @@ impl Registry {
             .collect()
     }
 
-    /// The conditions every registered source sees on `node` at `now`; none for a node that is
-    /// not operational (IN-13).
-    pub fn conditions(&self, node: &NodeFacts, now: DateTime<Utc>) -> Vec<Condition> {
+    /// The conditions that hold on `node` at `now`: what every registered source sees, and
+    /// what other services `reported` happening on it; none for a node that is not
+    /// operational (IN-13).
+    pub fn conditions(
+        &self,
+        node: &NodeFacts,
+        reported: &[Condition],
+        now: DateTime<Utc>,
+    ) -> Vec<Condition> {
         if !node.install_state.is_operational() {
             return Vec::new();
         }
         self.sources
             .iter()
             .filter_map(|source| source.judge(node, now))
+            .chain(reported.iter().cloned())
             .collect()
     }
 }
@@ -377,10 +373,6 @@ pub(crate) mod tests {
             alerts: Alerts::Automatic,
             in_test_account: false,
             docker_host: None,
-            monitor: Default::default(),
-            update: Default::default(),
-            script_trust: Default::default(),
-            backups: Default::default(),
         }
     }
 
@@ -488,7 +480,7 @@ pub(crate) mod tests {
             .unwrap();
         let mut node = node(1);
         let silent = at(60);
-        assert_eq!(registry.conditions(&node, silent).len(), 1);
+        assert_eq!(registry.conditions(&node, &[], silent).len(), 1);
         for state in [
             Some("installing"),
             Some("install_failed"),
@@ -498,7 +490,47 @@ pub(crate) mod tests {
             Some("something_new"),
         ] {
             node.install_state = InstallState::from_reported(state);
-            assert!(registry.conditions(&node, silent).is_empty(), "{state:?}");
+            assert!(
+                registry.conditions(&node, &[], silent).is_empty(),
+                "{state:?}"
+            );
+        }
+    }
+
+    fn reported(name: &str) -> Condition {
+        let source = SourceName::read(&format!("plane:{name}")).unwrap();
+        Condition {
+            title: source.title(),
+            source,
+            severity: Severity::Critical,
+            detail: "HTTP 500".into(),
+            since: at(-60),
+        }
+    }
+
+    #[test]
+    fn in_13_another_services_conditions_hold_on_an_operational_node_only() {
+        let registry = Registry::default();
+        let mut node = node(1);
+        let down = [reported("site_down")];
+        let held = registry.conditions(&node, &down, at(0));
+        assert_eq!(held, down.to_vec());
+        assert_eq!(held[0].title, "The site is down");
+        node.install_state = InstallState::Installing;
+        assert!(registry.conditions(&node, &down, at(0)).is_empty());
+    }
+
+    #[test]
+    fn in_12_a_new_producers_condition_is_read_without_a_change_here_but_not_asked_for_by_name() {
+        let source = SourceName::read("plane:zone_expiring").unwrap();
+        assert_eq!(source.to_string(), "plane:zone_expiring");
+        assert!(source.title().contains("zone_expiring"));
+        assert_eq!(
+            SourceName::parse("plane:zone_expiring").unwrap_err().field,
+            "source"
+        );
+        for bad in ["plane:Zone", "plane:", "plane:a-b"] {
+            assert_eq!(SourceName::read(bad).unwrap_err().field, "source", "{bad}");
         }
     }
 

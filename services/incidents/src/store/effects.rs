@@ -3,7 +3,7 @@
 //! reopening or unproven fix — its one signal with a delivery per bell, mail and webhook.
 
 use capstan_events::incidents::{
-    IncidentCleared, IncidentOpened, IncidentReopened, IncidentTriaged, Triage,
+    IncidentCleared, IncidentOpened, IncidentReopened, IncidentTriaged, Severity, Triage,
 };
 use capstan_events::{Envelope, Message};
 use capstan_store::{outbox, PgConnection, StoreError};
@@ -179,38 +179,8 @@ async fn change_existing(
             last_seen_at,
             detail,
             severity,
-        } => {
-            sqlx::query(
-                "UPDATE incidents SET last_seen_at = $2, detail = $3, severity = $4 WHERE id = $1",
-            )
-            .bind(id)
-            .bind(last_seen_at)
-            .bind(detail)
-            .bind(severity.as_str())
-            .execute(&mut *connection)
-            .await?;
-            Ok(())
-        }
-        Change::Clear { at } => {
-            let row = touched(
-                sqlx::query_as(
-                    "UPDATE incidents SET status = 'closed', closed_at = $2 WHERE id = $1
-                     RETURNING node_id, source",
-                )
-                .bind(id)
-                .bind(at),
-                connection,
-                id,
-            )
-            .await?;
-            let cleared = IncidentCleared {
-                incident_id: id,
-                node_id: row.node_id,
-                source: row.source,
-                at: *at,
-            };
-            emit(connection, cleared, id).await
-        }
+        } => refresh(connection, id, *last_seen_at, detail, *severity).await,
+        Change::Clear { at } => clear(connection, id, *at).await,
         Change::Reopen {
             at,
             detail,
@@ -254,6 +224,46 @@ async fn change_existing(
             by_reconciler(connection, id, Triage::New, UNPROVEN_NOTE, *at).await
         }
     }
+}
+
+/// The condition still holds: when it was last seen, its newest detail and severity.
+async fn refresh(
+    connection: &mut PgConnection,
+    id: i64,
+    last_seen_at: DateTime<Utc>,
+    detail: &str,
+    severity: Severity,
+) -> Result<()> {
+    sqlx::query("UPDATE incidents SET last_seen_at = $2, detail = $3, severity = $4 WHERE id = $1")
+        .bind(id)
+        .bind(last_seen_at)
+        .bind(detail)
+        .bind(severity.as_str())
+        .execute(&mut *connection)
+        .await?;
+    Ok(())
+}
+
+/// The condition no longer holds: the incident closes and `incidents.cleared` is sent.
+async fn clear(connection: &mut PgConnection, id: i64, at: DateTime<Utc>) -> Result<()> {
+    let row = touched(
+        sqlx::query_as(
+            "UPDATE incidents SET status = 'closed', closed_at = $2 WHERE id = $1
+             RETURNING node_id, source",
+        )
+        .bind(id)
+        .bind(at),
+        connection,
+        id,
+    )
+    .await?;
+    let cleared = IncidentCleared {
+        incident_id: id,
+        node_id: row.node_id,
+        source: row.source,
+        at,
+    };
+    emit(connection, cleared, id).await
 }
 
 /// The reconciler sets the triage (IN-03 settled, IN-07 unproven).

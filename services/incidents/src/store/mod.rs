@@ -16,9 +16,8 @@ use crate::domain::sources::{Alerts, InstallState, NodeFacts, RecipeName, Source
 use crate::domain::NodeId;
 
 pub mod acts;
-pub mod backups;
+pub mod conditions;
 mod effects;
-pub mod monitor;
 pub mod projections;
 pub mod signals;
 
@@ -44,7 +43,7 @@ pub fn severity(text: &str) -> Result<Severity> {
 }
 
 pub fn source(text: &str) -> Result<SourceName> {
-    SourceName::parse(text).map_err(|_| unknown("source", text))
+    SourceName::read(text).map_err(|_| unknown("source", text))
 }
 
 /// The columns of an incident row, in [`IncidentRow`]'s order.
@@ -212,18 +211,6 @@ struct NodeRow {
     docker_host: Option<i64>,
     in_test_account: bool,
     alerts: String,
-    site_down_since: Option<DateTime<Utc>>,
-    site_down_reason: Option<String>,
-    cert_problem: Option<Json<capstan_events::monitor::CertProblem>>,
-    update_state: Option<String>,
-    update_offered: Option<String>,
-    update_reason: Option<String>,
-    update_since: Option<DateTime<Utc>>,
-    script_trust: Option<String>,
-    script_trust_files: Json<Vec<String>>,
-    script_trust_reason: Option<String>,
-    script_trust_since: Option<DateTime<Utc>>,
-    backup_health: Option<Json<capstan_events::backups::BackupHealth>>,
 }
 
 pub fn alerts(text: &str) -> Result<Alerts> {
@@ -255,40 +242,14 @@ impl NodeRow {
             alerts: alerts(&self.alerts)?,
             in_test_account: self.in_test_account,
             docker_host: self.docker_host,
-            monitor: crate::domain::monitor::MonitorFacts {
-                site_down_since: self.site_down_since,
-                site_down_reason: self.site_down_reason,
-                cert_problem: self.cert_problem.map(|problem| problem.0),
-            },
-            update: crate::domain::agent_update::UpdateFacts {
-                state: self.update_state,
-                offered: self.update_offered,
-                reason: self.update_reason,
-                since: self.update_since,
-            },
-            script_trust: crate::domain::script_trust::ScriptTrustFacts {
-                state: self.script_trust,
-                files: self.script_trust_files.0,
-                reason: self.script_trust_reason,
-                since: self.script_trust_since,
-            },
-            backups: self
-                .backup_health
-                .map(|health| health.0)
-                .unwrap_or_default(),
         })
     }
 }
 
 const NODE_COLUMNS: &str =
-    "node_id, paired_at, last_checkin_at, install_state, recipes, docker_host, in_test_account, alerts, \
-     site_down_since, site_down_reason, cert_problem, update_state, update_offered, update_reason, \
-     update_since, script_trust, script_trust_files, script_trust_reason, script_trust_since, \
-     backup_health";
-/// The nodes with what the monitor and the backups service said of them (`monitor_facts`,
-/// `backup_facts`, fed by their events).
-const NODE_FROM: &str =
-    "nodes LEFT JOIN monitor_facts USING (node_id) LEFT JOIN backup_facts USING (node_id)";
+    "node_id, paired_at, last_checkin_at, install_state, recipes, docker_host, in_test_account, alerts";
+/// The nodes (other services' conditions are apart, in `conditions.rs`).
+const NODE_FROM: &str = "nodes";
 
 /// How far the agent channel's reports of check-ins run.
 pub async fn checkins_as_of(connection: &mut PgConnection) -> Result<Option<DateTime<Utc>>> {

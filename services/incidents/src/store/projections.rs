@@ -1,5 +1,5 @@
 //! The facts of other services this one keeps, written from their events through the inbox:
-//! nodes (the agent channel's, with their placement and self-update report), check-ins (its `nodes_seen` reports), operators (the
+//! nodes (the agent channel's, with their placement), check-ins (its `nodes_seen` reports), operators (the
 //! gateway's); and the agent cases the claims carry. A projection is rebuilt by replaying the
 //! stream into an empty table (docs/incidents.md says how).
 
@@ -10,9 +10,7 @@ use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
 use super::{case_state_word, Result};
-use crate::domain::agent_update::UpdateFacts;
-use crate::domain::cases::CaseOutcome;
-use crate::domain::script_trust::ScriptTrustFacts;
+use crate::domain::cases::{CaseOutcome, StoredCase};
 use crate::domain::NodeId;
 
 /// A node was paired (approved): it is known by `name` from `at`.
@@ -64,70 +62,6 @@ pub async fn node_reported(
     .bind(recipes.map(|names| Json(names.to_vec())))
     .bind(container.is_some())
     .bind(container.flatten())
-    .execute(&mut *connection)
-    .await?;
-    Ok(())
-}
-
-/// A claim's self-update report (`update_state`, `update_offered`, `update_reason`) as of the
-/// event's time `at`. `update_since` moves only when the state changes; a report older than the
-/// newest applied changes nothing, so a late redelivery cannot bring back an ended refusal.
-pub async fn update_reported(
-    connection: &mut PgConnection,
-    node: NodeId,
-    update: &UpdateFacts,
-    at: DateTime<Utc>,
-) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO nodes (node_id, update_state, update_offered, update_reason, update_since,
-            update_as_of)
-         VALUES ($1, $2, $3, $4, $5, $5)
-         ON CONFLICT (node_id) DO UPDATE
-         SET update_since = CASE WHEN nodes.update_state IS DISTINCT FROM EXCLUDED.update_state
-                                 THEN EXCLUDED.update_since ELSE nodes.update_since END,
-             update_state = EXCLUDED.update_state, update_offered = EXCLUDED.update_offered,
-             update_reason = EXCLUDED.update_reason, update_as_of = EXCLUDED.update_as_of
-         WHERE nodes.update_as_of IS NULL OR nodes.update_as_of <= EXCLUDED.update_as_of",
-    )
-    .bind(node)
-    .bind(update.state.as_deref())
-    .bind(update.offered.as_deref())
-    .bind(update.reason.as_deref())
-    .bind(at)
-    .execute(&mut *connection)
-    .await?;
-    Ok(())
-}
-
-/// A claim's script trust report (`script_trust`, `script_trust_files`,
-/// `script_trust_reason`) as of the event's time `at`; like [`update_reported`], `since`
-/// moves only when the state changes and a late, older report changes nothing.
-pub async fn script_trust_reported(
-    connection: &mut PgConnection,
-    node: NodeId,
-    trust: &ScriptTrustFacts,
-    at: DateTime<Utc>,
-) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO nodes (node_id, script_trust, script_trust_files, script_trust_reason,
-            script_trust_since, script_trust_as_of)
-         VALUES ($1, $2, $3, $4, $5, $5)
-         ON CONFLICT (node_id) DO UPDATE
-         SET script_trust_since = CASE
-                 WHEN nodes.script_trust IS DISTINCT FROM EXCLUDED.script_trust
-                 THEN EXCLUDED.script_trust_since ELSE nodes.script_trust_since END,
-             script_trust = EXCLUDED.script_trust,
-             script_trust_files = EXCLUDED.script_trust_files,
-             script_trust_reason = EXCLUDED.script_trust_reason,
-             script_trust_as_of = EXCLUDED.script_trust_as_of
-         WHERE nodes.script_trust_as_of IS NULL
-            OR nodes.script_trust_as_of <= EXCLUDED.script_trust_as_of",
-    )
-    .bind(node)
-    .bind(trust.state.as_deref())
-    .bind(Json(&trust.files))
-    .bind(trust.reason.as_deref())
-    .bind(at)
     .execute(&mut *connection)
     .await?;
     Ok(())
@@ -202,6 +136,29 @@ pub async fn operator(connection: &mut PgConnection, changed: &OperatorChanged) 
     Ok(())
 }
 
+/// A case the intake took for the first time.
+async fn stored_case(connection: &mut PgConnection, node: NodeId, case: &StoredCase) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO cases (node_id, source, id, state, opened_at, closed_at, summary,
+            notes, last_note, body, last_seen_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    )
+    .bind(node)
+    .bind(case.source.as_str())
+    .bind(case.id)
+    .bind(case_state_word(case.state))
+    .bind(case.opened_at)
+    .bind(case.closed_at)
+    .bind(&case.summary)
+    .bind(i32::try_from(case.notes).unwrap_or(i32::MAX))
+    .bind(case.last_note.as_deref())
+    .bind(case.body.as_deref())
+    .bind(case.last_seen_at)
+    .execute(&mut *connection)
+    .await?;
+    Ok(())
+}
+
 /// Writes what one claim's case intake decided for `node` (AC-47).
 pub async fn case_outcomes(
     connection: &mut PgConnection,
@@ -211,26 +168,7 @@ pub async fn case_outcomes(
 ) -> Result<()> {
     for outcome in outcomes {
         match outcome {
-            CaseOutcome::Stored(case) => {
-                sqlx::query(
-                    "INSERT INTO cases (node_id, source, id, state, opened_at, closed_at, summary,
-                        notes, last_note, body, last_seen_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-                )
-                .bind(node)
-                .bind(case.source.as_str())
-                .bind(case.id)
-                .bind(case_state_word(case.state))
-                .bind(case.opened_at)
-                .bind(case.closed_at)
-                .bind(&case.summary)
-                .bind(i32::try_from(case.notes).unwrap_or(i32::MAX))
-                .bind(case.last_note.as_deref())
-                .bind(case.body.as_deref())
-                .bind(case.last_seen_at)
-                .execute(&mut *connection)
-                .await?;
-            }
+            CaseOutcome::Stored(case) => stored_case(connection, node, case).await?,
             CaseOutcome::Updated {
                 source,
                 id,

@@ -7,6 +7,8 @@
 //!   public name (MO-03).
 //! * `certificates.rs` — reading a served certificate and the first of its five problems
 //!   (MO-08..MO-10).
+//! * `conditions.rs` — the conditions it publishes for incidents: `plane:site_down` and
+//!   `plane:cert_problem` (MO-04, MO-09).
 //! * `cadence.rs` — which nodes a status pass asks for `check_status` and `host_report`, by the
 //!   job table's cover rule (MO-05, MO-06).
 //! * `health.rs` — a node's health dot from its latest `check_status` (MO-07).
@@ -18,6 +20,7 @@
 
 pub mod cadence;
 pub mod certificates;
+pub mod conditions;
 pub mod edge;
 pub mod health;
 pub mod pinning;

@@ -19,8 +19,10 @@ use crate::domain::timeline::{EntryKind, TimelineEntry, CLOSE_NOT_HEARD_NOTE};
 pub const CASE_SEVERITY: Severity = Severity::Warning;
 
 fn condition(case: &StoredCase) -> Condition {
+    let source = SourceName::Agent(case.source.clone());
     Condition {
-        source: SourceName::Agent(case.source.clone()),
+        title: source.title(),
+        source,
         severity: CASE_SEVERITY,
         detail: case.summary.clone(),
         since: case.opened_at,

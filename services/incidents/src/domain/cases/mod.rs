@@ -282,20 +282,25 @@ pub fn intake(
             });
         }
         open_count = open_after_close + usize::from(case.state == CaseState::Open);
-        outcomes.push(CaseOutcome::Stored(StoredCase {
-            source: recipe,
-            id: case.id,
-            state: case.state,
-            opened_at: case.opened_at,
-            closed_at: case.closed_at,
-            summary: case.summary,
-            notes: case.notes,
-            last_note: case.last_note,
-            body: case.body,
-            last_seen_at: now,
-        }));
+        outcomes.push(CaseOutcome::Stored(first_heard(recipe, case, now)));
     }
     outcomes
+}
+
+/// A case heard for the first time, as it is kept.
+fn first_heard(source: RecipeName, case: ReportedCase, now: DateTime<Utc>) -> StoredCase {
+    StoredCase {
+        source,
+        id: case.id,
+        state: case.state,
+        opened_at: case.opened_at,
+        closed_at: case.closed_at,
+        summary: case.summary,
+        notes: case.notes,
+        last_note: case.last_note,
+        body: case.body,
+        last_seen_at: now,
+    }
 }
 
 /// A known open case reported again. A note is taken when the node's count is higher or its

@@ -204,7 +204,7 @@ pub fn start(
                 node_id: context.node.node_id,
                 source: condition.source.clone(),
                 severity: condition.severity,
-                title: condition.source.title(),
+                title: condition.title.clone(),
                 detail: condition.detail.clone(),
                 opened_at: condition.since,
                 last_seen_at: now,
@@ -296,7 +296,7 @@ fn latest_per_source(held: &[Incident]) -> Vec<&Incident> {
 }
 
 /// One node's pass. `held` holds at least the latest incident of each source on the node;
-/// `conditions` are what the registry's sources see now (`Registry::conditions`). A node that
+/// `conditions` are what hold now (`Registry::conditions`: the registry's sources and the conditions other services reported). A node that
 /// is not operational is skipped by the sources (IN-13): its incidents are neither opened nor
 /// cleared, only settled.
 pub fn reconcile_node(

@@ -8,15 +8,16 @@ use crate::domain::record::tests::at;
 use crate::domain::record::View;
 use crate::domain::signals::Quiet;
 use crate::domain::sources::tests::node;
-use crate::domain::sources::{Alerts, InstallState, PlaneSourceName};
+use crate::domain::sources::{Alerts, InstallState};
 
 pub(crate) fn silent_source() -> SourceName {
-    SourceName::Plane(PlaneSourceName::AgentSilent)
+    SourceName::agent_silent()
 }
 
 pub(crate) fn condition(severity: Severity, since: DateTime<Utc>) -> Condition {
     Condition {
         source: silent_source(),
+        title: silent_source().title(),
         severity,
         detail: "Last check-in recorded long ago".into(),
         since,
