@@ -172,16 +172,7 @@ impl Plane {
                 Duration::from_secs(60),
                 || {
                     let bus = bus.clone();
-                    async move {
-                        bus.request::<_, Value>(
-                            domain,
-                            capstan_events::rpc::HEALTH,
-                            &json!({}),
-                            Duration::from_millis(500),
-                        )
-                        .await
-                        .ok()
-                    }
+                    async move { bus.health(domain, Duration::from_millis(500)).await.ok() }
                 },
             )
             .await;

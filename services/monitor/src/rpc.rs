@@ -6,9 +6,9 @@
 
 use capstan_bus::RpcServer;
 use capstan_events::monitor::rpc::{
-    ops, CertProblemView, CertificateView, EdgeProbeStarted, EdgeProbeView, EdgeProbes,
-    GetCertificate, GetEdgeProbe, GetUptime, GetUptimeSummary, HistoryPoint, ListEdgeProbes,
-    ListUptime, SetUptime, StartEdgeProbe, UptimeCheck, UptimeChecks, UptimeDetail, UptimeSummary,
+    CertProblemView, CertificateView, EdgeProbeStarted, EdgeProbeView, EdgeProbes, GetCertificate,
+    GetEdgeProbe, GetUptime, GetUptimeSummary, HistoryPoint, ListEdgeProbes, ListUptime, SetUptime,
+    StartEdgeProbe, UptimeCheck, UptimeChecks, UptimeDetail, UptimeSummary,
 };
 use capstan_events::monitor::{CertProblemChanged, SiteUp, UptimeStatus};
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
@@ -40,15 +40,15 @@ pub struct State {
 /// Adds the monitor service's questions to `server`.
 pub fn routes(server: RpcServer, state: State) -> RpcServer {
     server
-        .route_with_state(ops::LIST_UPTIME, &state, list_uptime)
-        .route_with_state(ops::GET_UPTIME, &state, get_uptime)
-        .route_with_state(ops::SET_UPTIME, &state, set_uptime)
-        .route_with_state(ops::GET_CERTIFICATE, &state, get_certificate)
-        .route_with_state(ops::START_EDGE_PROBE, &state, start_edge_probe)
-        .route_with_state(ops::GET_EDGE_PROBE, &state, get_edge_probe)
-        .route_with_state(ops::LIST_EDGE_PROBES, &state, list_edge_probes)
-        .route_with_state(ops::UPTIME_SUMMARY, &state, uptime_summary)
-        .route_with_state(ops::FLEET_SECURITY, &state, fleet_security)
+        .route_with_state(&state, list_uptime)
+        .route_with_state(&state, get_uptime)
+        .route_with_state(&state, set_uptime)
+        .route_with_state(&state, get_certificate)
+        .route_with_state(&state, start_edge_probe)
+        .route_with_state(&state, get_edge_probe)
+        .route_with_state(&state, list_edge_probes)
+        .route_with_state(&state, uptime_summary)
+        .route_with_state(&state, fleet_security)
 }
 
 /// The most down checks the summary lists.

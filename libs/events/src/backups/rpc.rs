@@ -12,34 +12,34 @@ use serde::{Deserialize, Serialize};
 use super::Provider;
 use crate::rpc::Actor;
 
-/// The rpc names under `capstan.rpc.backups.`.
-pub mod ops {
-    pub const LIST_TARGETS: &str = "list_targets";
-    pub const CREATE_TARGET: &str = "create_target";
-    pub const SET_DEFAULT_TARGET: &str = "set_default_target";
-    /// The broker: presigned URLs for a node's running backup job (the agent channel asks).
-    pub const BACKUP_URLS: &str = "backup_urls";
-    /// `GET /api/v1/backups/policy` (level 7).
-    pub const GET_POLICY: &str = "get_policy";
-    /// `PUT /api/v1/backups/policy` (level 10, audited).
-    pub const SET_POLICY: &str = "set_policy";
-    /// `GET /api/v1/nodes/{id}/backups/policy` (level 7).
-    pub const GET_NODE_POLICY: &str = "get_node_policy";
-    /// `PUT /api/v1/nodes/{id}/backups/policy` (level 10, audited).
-    pub const SET_NODE_POLICY: &str = "set_node_policy";
-    /// `GET /api/v1/nodes/{id}/backups` (level 7).
-    pub const NODE_BACKUPS: &str = "node_backups";
-    /// `POST /api/v1/nodes/{id}/backups/run` (level 8).
-    pub const RUN_NOW: &str = "run_now";
-    /// `POST /api/v1/nodes/{id}/backups/verify` (level 8).
-    pub const VERIFY: &str = "verify";
-    /// `POST /api/v1/nodes/{id}/backups/restore` (level 10).
-    pub const RESTORE: &str = "restore";
-    /// `POST /api/v1/nodes/{id}/backups/move` (level 10).
-    pub const MOVE: &str = "move";
-    /// `GET /api/v1/backups/coverage` (level 10): how many nodes back up to each target, and
-    /// which are not backed up and why (the Targets page's fleet coverage, BK-04, BK-22).
-    pub const FLEET_COVERAGE: &str = "fleet_coverage";
+// The rpcs under `capstan.rpc.backups.`: each op's name, request and answer, declared once.
+crate::rpc! { crate::Domain::Backups;
+    "list_targets": ListTargets => Targets,
+    "create_target": CreateTarget => TargetView,
+    "set_default_target": SetDefaultTarget => TargetView,
+    // The broker: presigned URLs for a node's running backup job (the agent channel asks).
+    "backup_urls": BackupUrls => BackupUrlsAnswer,
+    // `GET /api/v1/backups/policy` (level 7).
+    "get_policy": GetPolicy => FleetPolicyView,
+    // `PUT /api/v1/backups/policy` (level 10, audited).
+    "set_policy": SetPolicy => FleetPolicyView,
+    // `GET /api/v1/nodes/{id}/backups/policy` (level 7).
+    "get_node_policy": GetNodePolicy => NodePolicyView,
+    // `PUT /api/v1/nodes/{id}/backups/policy` (level 10, audited).
+    "set_node_policy": SetNodePolicy => NodePolicyView,
+    // `GET /api/v1/nodes/{id}/backups` (level 7).
+    "node_backups": NodeBackupsRequest => NodeBackups,
+    // `POST /api/v1/nodes/{id}/backups/run` (level 8).
+    "run_now": RunNow => Dispatched,
+    // `POST /api/v1/nodes/{id}/backups/verify` (level 8).
+    "verify": VerifyRequest => Dispatched,
+    // `POST /api/v1/nodes/{id}/backups/restore` (level 10).
+    "restore": RestoreRequest => Dispatched,
+    // `POST /api/v1/nodes/{id}/backups/move` (level 10).
+    "move": MoveRequest => Dispatched,
+    // `GET /api/v1/backups/coverage` (level 10): how many nodes back up to each target, and
+    // which are not backed up and why (the Targets page's fleet coverage, BK-04, BK-22).
+    "fleet_coverage": FleetCoverageRequest => FleetCoverage,
 }
 
 /// `GET /api/v1/backups/targets` (level 10).

@@ -12,17 +12,17 @@ use serde::{Deserialize, Serialize};
 use super::{CertReason, CheckKind, UptimeStatus};
 use crate::rpc::Actor;
 
-/// The rpc names under `capstan.rpc.monitor.`.
-pub mod ops {
-    pub const LIST_UPTIME: &str = "list_uptime";
-    pub const GET_UPTIME: &str = "get_uptime";
-    pub const SET_UPTIME: &str = "set_uptime";
-    pub const GET_CERTIFICATE: &str = "get_certificate";
-    pub const START_EDGE_PROBE: &str = "start_edge_probe";
-    pub const GET_EDGE_PROBE: &str = "get_edge_probe";
-    pub const LIST_EDGE_PROBES: &str = "list_edge_probes";
-    pub const UPTIME_SUMMARY: &str = "uptime_summary";
-    pub const FLEET_SECURITY: &str = "fleet_security";
+// The rpcs under `capstan.rpc.monitor.`: each op's name, request and answer, declared once.
+crate::rpc! { crate::Domain::Monitor;
+    "list_uptime": ListUptime => UptimeChecks,
+    "get_uptime": GetUptime => UptimeDetail,
+    "set_uptime": SetUptime => UptimeCheck,
+    "get_certificate": GetCertificate => CertificateView,
+    "start_edge_probe": StartEdgeProbe => EdgeProbeStarted,
+    "get_edge_probe": GetEdgeProbe => EdgeProbeView,
+    "list_edge_probes": ListEdgeProbes => EdgeProbes,
+    "uptime_summary": GetUptimeSummary => UptimeSummary,
+    "fleet_security": GetFleetSecurity => FleetSecurity,
 }
 
 /// `GET /api/v1/uptime?status=up|down|unknown` (level 7); the service reads `status`.

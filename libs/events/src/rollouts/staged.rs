@@ -9,12 +9,12 @@ use serde::{Deserialize, Serialize};
 use crate::rpc::Actor;
 use crate::Domain;
 
-/// The rpc names under `capstan.rpc.rollouts.`.
-pub mod ops {
-    pub const START_ROLLOUT: &str = "start_rollout";
-    pub const LIST_ROLLOUTS: &str = "list_rollouts";
-    pub const GET_ROLLOUT: &str = "get_rollout";
-    pub const ACT_ON_ROLLOUT: &str = "act_on_rollout";
+// The rpcs under `capstan.rpc.rollouts.`: each op's name, request and answer, declared once.
+crate::rpc! { crate::Domain::Rollouts;
+    "start_rollout": StartRollout => RolloutView,
+    "list_rollouts": ListRollouts => Rollouts,
+    "get_rollout": GetRollout => RolloutView,
+    "act_on_rollout": ActOnRollout => RolloutView,
 }
 
 /// A rollout began.

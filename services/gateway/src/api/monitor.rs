@@ -10,16 +10,15 @@ use axum::{
     Json,
 };
 use capstan_events::monitor::rpc::{
-    ops, CertificateView, EdgeProbeStarted, EdgeProbeView, EdgeProbes, FleetSecurity,
-    GetCertificate, GetEdgeProbe, GetFleetSecurity, GetUptime, ListEdgeProbes, ListUptime,
-    SetUptime, StartEdgeProbe, UptimeCheck, UptimeChecks, UptimeDetail,
+    CertificateView, EdgeProbeStarted, EdgeProbeView, EdgeProbes, FleetSecurity, GetCertificate,
+    GetEdgeProbe, GetFleetSecurity, GetUptime, ListEdgeProbes, ListUptime, SetUptime,
+    StartEdgeProbe, UptimeCheck, UptimeChecks, UptimeDetail,
 };
-use capstan_events::Domain;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    ask::ask_of,
+    ask::ask,
     error::ApiError,
     identity::Operator,
     input::{JsonBody, NodeId, PathId, QueryParams},
@@ -133,14 +132,6 @@ pub fn handler(filter: MethodFilter, op: MonitorOp) -> MethodRouter<AppState> {
     }
 }
 
-async fn ask<Req: Serialize, Resp: serde::de::DeserializeOwned>(
-    state: &AppState,
-    op: &str,
-    request: &Req,
-) -> Result<Resp, ApiError> {
-    ask_of(state, Domain::Monitor, op, request).await
-}
-
 pub async fn list_uptime(
     State(state): State<AppState>,
     Operator(actor): Operator,
@@ -151,7 +142,7 @@ pub async fn list_uptime(
         actor,
         status: query.get::<String>("status", "up, down or unknown")?,
     };
-    Ok(Json(ask(&state, ops::LIST_UPTIME, &request).await?))
+    Ok(Json(ask(&state, &request).await?))
 }
 
 pub async fn get_uptime(
@@ -159,9 +150,7 @@ pub async fn get_uptime(
     Operator(actor): Operator,
     NodeId(node_id): NodeId,
 ) -> Result<Json<UptimeDetail>, ApiError> {
-    Ok(Json(
-        ask(&state, ops::GET_UPTIME, &GetUptime { actor, node_id }).await?,
-    ))
+    Ok(Json(ask(&state, &GetUptime { actor, node_id }).await?))
 }
 
 /// `PUT /api/v1/nodes/{id}/uptime`: the node's whole check setting.
@@ -202,7 +191,7 @@ pub async fn set_uptime(
         keyword: body.keyword,
         interval_secs: body.interval_secs,
     };
-    Ok(Json(ask(&state, ops::SET_UPTIME, &request).await?))
+    Ok(Json(ask(&state, &request).await?))
 }
 
 pub async fn get_certificate(
@@ -210,14 +199,7 @@ pub async fn get_certificate(
     Operator(actor): Operator,
     NodeId(node_id): NodeId,
 ) -> Result<Json<CertificateView>, ApiError> {
-    Ok(Json(
-        ask(
-            &state,
-            ops::GET_CERTIFICATE,
-            &GetCertificate { actor, node_id },
-        )
-        .await?,
-    ))
+    Ok(Json(ask(&state, &GetCertificate { actor, node_id }).await?))
 }
 
 /// `GET /api/v1/fleet/security`: one row per machine from its host report, red first
@@ -226,9 +208,7 @@ pub async fn fleet_security(
     State(state): State<AppState>,
     Operator(actor): Operator,
 ) -> Result<Json<FleetSecurity>, ApiError> {
-    Ok(Json(
-        ask(&state, ops::FLEET_SECURITY, &GetFleetSecurity { actor }).await?,
-    ))
+    Ok(Json(ask(&state, &GetFleetSecurity { actor }).await?))
 }
 
 /// `POST /api/v1/nodes/{id}/edge-probe`: `202 {"id"}`; the run goes on in the monitor.
@@ -237,12 +217,7 @@ pub async fn start_edge_probe(
     Operator(actor): Operator,
     NodeId(node_id): NodeId,
 ) -> Result<Response, ApiError> {
-    let started: EdgeProbeStarted = ask(
-        &state,
-        ops::START_EDGE_PROBE,
-        &StartEdgeProbe { actor, node_id },
-    )
-    .await?;
+    let started: EdgeProbeStarted = ask(&state, &StartEdgeProbe { actor, node_id }).await?;
     Ok((StatusCode::ACCEPTED, Json(started)).into_response())
 }
 
@@ -251,9 +226,7 @@ pub async fn get_edge_probe(
     Operator(actor): Operator,
     PathId(id): PathId,
 ) -> Result<Json<EdgeProbeView>, ApiError> {
-    Ok(Json(
-        ask(&state, ops::GET_EDGE_PROBE, &GetEdgeProbe { actor, id }).await?,
-    ))
+    Ok(Json(ask(&state, &GetEdgeProbe { actor, id }).await?))
 }
 
 pub async fn list_edge_probes(
@@ -261,12 +234,5 @@ pub async fn list_edge_probes(
     Operator(actor): Operator,
     NodeId(node_id): NodeId,
 ) -> Result<Json<EdgeProbes>, ApiError> {
-    Ok(Json(
-        ask(
-            &state,
-            ops::LIST_EDGE_PROBES,
-            &ListEdgeProbes { actor, node_id },
-        )
-        .await?,
-    ))
+    Ok(Json(ask(&state, &ListEdgeProbes { actor, node_id }).await?))
 }

@@ -19,13 +19,11 @@ use axum::{
     response::Response,
     routing::{on, MethodFilter, MethodRouter},
 };
-use capstan_events::monitor::rpc::{
-    ops, ContainerRow, FleetSecurity, GetFleetSecurity, SecurityRow,
-};
-use capstan_events::{rpc::Level, Domain};
+use capstan_events::monitor::rpc::{ContainerRow, GetFleetSecurity, SecurityRow};
+use capstan_events::rpc::Level;
 
 use crate::{
-    ask::ask_of,
+    ask::ask,
     route::{Route, UiOp},
     state::AppState,
     ui::{
@@ -135,10 +133,8 @@ pub async fn page(
     session: UiSession,
     headers: HeaderMap,
 ) -> Result<Response, UiError> {
-    let (machines, problem) = match ask_of::<_, FleetSecurity>(
+    let (machines, problem) = match ask(
         &state,
-        Domain::Monitor,
-        ops::FLEET_SECURITY,
         &GetFleetSecurity {
             actor: session.actor(),
         },

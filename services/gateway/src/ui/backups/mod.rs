@@ -37,12 +37,10 @@ mod targets;
 pub use node_tab::{node_tab, BackupsTab};
 
 use axum::routing::{on, MethodFilter, MethodRouter};
-use capstan_events::{rpc::Level, Domain};
-use serde::{de::DeserializeOwned, Serialize};
+use capstan_events::rpc::Level;
 
 use crate::{
-    ask::ask_of,
-    error::ApiError,
+    ask::ask,
     route::{Route, UiOp},
     state::AppState,
 };
@@ -134,13 +132,4 @@ pub fn handler(filter: MethodFilter, op: BackupsPage) -> MethodRouter<AppState> 
         P::Move => on(filter, node_tab::move_node),
         P::SetNodePolicy => on(filter, node_tab::set_position),
     }
-}
-
-/// Asks the backups service `op`.
-async fn ask<Req: Serialize, Resp: DeserializeOwned>(
-    state: &AppState,
-    op: &str,
-    request: &Req,
-) -> Result<Resp, ApiError> {
-    ask_of(state, Domain::Backups, op, request).await
 }

@@ -6,9 +6,9 @@
 use axum::{extract::State, response::Response};
 use capstan_events::{
     backups::rpc::{
-        ops, ChainView, Dispatched, GetNodePolicy, ListTargets, MoveRequest, NodeBackups,
+        ChainView, Dispatched, GetNodePolicy, ListTargets, MoveRequest, NodeBackups,
         NodeBackupsRequest, NodePolicyBody, NodePolicyView, OrphansView, Position, RestoreRequest,
-        RestoreWhat, RunNow, RunView, SetNodePolicy, Targets, VerifyRequest, VerifyView,
+        RestoreWhat, RunNow, RunView, SetNodePolicy, VerifyRequest, VerifyView,
     },
     rpc::Level,
 };
@@ -228,7 +228,7 @@ pub async fn node_tab(state: &AppState, session: &UiSession, node_id: i64) -> Ba
         actor: session.actor(),
         node_id,
     };
-    let answer: Result<NodeBackups, ApiError> = ask(state, ops::NODE_BACKUPS, &request).await;
+    let answer: Result<NodeBackups, ApiError> = ask(state, &request).await;
     let mut tab = BackupsTab {
         problem: None,
         chains: Vec::new(),
@@ -289,7 +289,7 @@ pub async fn node_tab(state: &AppState, session: &UiSession, node_id: i64) -> Ba
         actor: session.actor(),
         node_id,
     };
-    match ask::<_, NodePolicyView>(state, ops::GET_NODE_POLICY, &request).await {
+    match ask(state, &request).await {
         Ok(view) => {
             tab.position = view.position.as_str().to_string();
             tab.schedule = schedule_words(&view);
@@ -305,7 +305,7 @@ pub async fn node_tab(state: &AppState, session: &UiSession, node_id: i64) -> Ba
         let request = ListTargets {
             actor: session.actor(),
         };
-        match ask::<_, Targets>(state, ops::LIST_TARGETS, &request).await {
+        match ask(state, &request).await {
             Ok(listed) => {
                 tab.targets = listed
                     .targets
@@ -366,7 +366,7 @@ pub async fn run_now(
         actor: session.actor(),
         node_id,
     };
-    let answer = ask(&state, ops::RUN_NOW, &request).await;
+    let answer = ask(&state, &request).await;
     dispatched(node_id, answer, "Backup asked for", serde_json::json!({}))
 }
 
@@ -401,7 +401,7 @@ pub async fn verify(
         level,
         seq,
     };
-    let answer = ask(&state, ops::VERIFY, &request).await;
+    let answer = ask(&state, &request).await;
     dispatched(
         node_id,
         answer,
@@ -448,7 +448,7 @@ pub async fn restore(
         seq,
         what,
     };
-    let answer = ask(&state, ops::RESTORE, &request).await;
+    let answer = ask(&state, &request).await;
     let words = match what {
         RestoreWhat::Database => "database",
         RestoreWhat::Project => "project",
@@ -476,7 +476,7 @@ pub async fn move_node(
         node_id,
         target_id,
     };
-    let answer = ask(&state, ops::MOVE, &request).await;
+    let answer = ask(&state, &request).await;
     dispatched(
         node_id,
         answer,
@@ -511,8 +511,7 @@ pub async fn set_position(
             ..NodePolicyBody::default()
         },
     };
-    let answer: Result<NodePolicyView, ApiError> =
-        ask(&state, ops::SET_NODE_POLICY, &request).await;
+    let answer: Result<NodePolicyView, ApiError> = ask(&state, &request).await;
     let mut response = acted(
         &back(node_id),
         answer.map(|view| format!("Saved. {}", schedule_words(&view))),

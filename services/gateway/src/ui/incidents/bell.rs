@@ -9,7 +9,7 @@ use axum::{
     http::{HeaderMap, StatusCode},
     response::Response,
 };
-use capstan_events::incidents::rpc::{ops, Bell, NotificationsRequest};
+use capstan_events::incidents::rpc::{Bell, NotificationsRequest};
 
 use super::{ask, node_label};
 use crate::{
@@ -45,9 +45,12 @@ pub async fn page(
         actor: session.actor(),
         operator_id: session.operator_id,
     };
-    let bell: Bell = ask(&state, ops::BELL, &request)
-        .await
-        .map_err(|refusal| UiError::from_refusal(&refusal, &session))?;
+    let bell: Bell = ask(
+        &state,
+        &capstan_events::incidents::rpc::BellRequest(request),
+    )
+    .await
+    .map_err(|refusal| UiError::from_refusal(&refusal, &session))?;
     let items = bell
         .items
         .iter()

@@ -39,13 +39,11 @@ pub use node_card::{node_card, NodeCard};
 pub use notifications::{notifications_section, NotificationsSection};
 
 use axum::routing::{on, MethodFilter, MethodRouter};
-use capstan_events::{incidents::Severity, rpc::Level, Domain};
-use serde::{de::DeserializeOwned, Serialize};
+use capstan_events::{incidents::Severity, rpc::Level};
 
 use super::UiSession;
 use crate::{
-    ask::ask_of,
-    error::ApiError,
+    ask::ask,
     route::{Route, UiOp},
     state::AppState,
 };
@@ -139,15 +137,6 @@ pub fn handler(filter: MethodFilter, op: IncidentsPage) -> MethodRouter<AppState
         P::Bell => on(filter, bell::page),
         P::SetNotifications => on(filter, notifications::save),
     }
-}
-
-/// Asks the incidents service `op`.
-async fn ask<Req: Serialize, Resp: DeserializeOwned>(
-    state: &AppState,
-    op: &str,
-    request: &Req,
-) -> Result<Resp, ApiError> {
-    ask_of(state, Domain::Incidents, op, request).await
 }
 
 /// One attempt of a delivery (a bell, a mail, a webhook) as the delivery logs show it: what

@@ -27,13 +27,11 @@ use axum::{
     routing::{on, MethodFilter, MethodRouter},
 };
 use capstan_events::monitor::rpc::{
-    ops, CertificateView, EdgeProbeStarted, EdgeProbeStatus, EdgeProbeView, EdgeProbes,
-    GetCertificate, GetEdgeProbe, GetUptime, GetUptimeSummary, ListEdgeProbes, StartEdgeProbe,
-    UptimeCheck, UptimeDetail, UptimeSummary,
+    EdgeProbeStatus, EdgeProbeView, GetCertificate, GetEdgeProbe, GetUptime, GetUptimeSummary,
+    ListEdgeProbes, StartEdgeProbe, UptimeCheck,
 };
 use capstan_events::monitor::UptimeStatus;
-use capstan_events::{rpc::Level, Domain};
-use serde::{de::DeserializeOwned, Serialize};
+use capstan_events::rpc::Level;
 
 use super::{
     acted,
@@ -42,8 +40,7 @@ use super::{
     refusal_sentence, render, Chrome, UiError, UiSession,
 };
 use crate::{
-    ask::ask_of,
-    error::ApiError,
+    ask::ask,
     identity::AuditDetail,
     route::{Route, UiOp},
     state::AppState,
@@ -85,14 +82,6 @@ pub fn handler(filter: MethodFilter, op: MonitorPage) -> MethodRouter<AppState> 
     }
 }
 
-async fn ask<Req: Serialize, Resp: DeserializeOwned>(
-    state: &AppState,
-    op: &str,
-    request: &Req,
-) -> Result<Resp, ApiError> {
-    ask_of(state, Domain::Monitor, op, request).await
-}
-
 fn status_word(check: &UptimeCheck) -> &'static str {
     if !check.enabled || check.url.is_none() {
         return "off";
@@ -129,7 +118,7 @@ pub async fn sites_card(state: &AppState, session: &UiSession) -> SitesCard {
         actor: session.actor(),
         limit: SITES_DOWN_LISTED,
     };
-    match ask::<_, UptimeSummary>(state, ops::UPTIME_SUMMARY, &request).await {
+    match ask(state, &request).await {
         Ok(summary) => SitesCard {
             up: summary.up,
             down: summary.down,
@@ -223,9 +212,9 @@ pub async fn uptime_card(state: &AppState, session: &UiSession, node_id: i64) ->
     };
     let probes_request = ListEdgeProbes { actor, node_id };
     let (uptime, certificate, probes) = tokio::join!(
-        ask::<_, UptimeDetail>(state, ops::GET_UPTIME, &uptime_request),
-        ask::<_, CertificateView>(state, ops::GET_CERTIFICATE, &certificate_request),
-        ask::<_, EdgeProbes>(state, ops::LIST_EDGE_PROBES, &probes_request),
+        ask(state, &uptime_request),
+        ask(state, &certificate_request),
+        ask(state, &probes_request),
     );
     let mut card = UptimeCard {
         node_id,
@@ -302,7 +291,7 @@ pub async fn start_probe(
         actor: session.actor(),
         node_id,
     };
-    match ask::<_, EdgeProbeStarted>(&state, ops::START_EDGE_PROBE, &request).await {
+    match ask(&state, &request).await {
         Ok(started) => {
             let mut response = acted(
                 &format!("/ui/edge-probes/{}", started.id),
@@ -365,7 +354,6 @@ pub async fn probe_page(
 ) -> Result<Response, UiError> {
     let view: EdgeProbeView = ask(
         &state,
-        ops::GET_EDGE_PROBE,
         &GetEdgeProbe {
             actor: session.actor(),
             id,

@@ -17,12 +17,10 @@ mod releases;
 mod rollout;
 
 use axum::routing::{on, MethodFilter, MethodRouter};
-use capstan_events::{rpc::Level, Domain};
-use serde::{de::DeserializeOwned, Serialize};
+use capstan_events::rpc::Level;
 
 use crate::{
-    ask::ask_of,
-    error::ApiError,
+    ask::ask,
     route::{Route, UiOp},
     state::AppState,
 };
@@ -68,15 +66,6 @@ pub fn handler(filter: MethodFilter, op: RolloutsPage) -> MethodRouter<AppState>
         P::Act => on(filter, rollout::act),
         P::Releases => on(filter, releases::page),
     }
-}
-
-/// Asks the rollouts service `op`.
-async fn ask<Req: Serialize, Resp: DeserializeOwned>(
-    state: &AppState,
-    op: &str,
-    request: &Req,
-) -> Result<Resp, ApiError> {
-    ask_of(state, Domain::Rollouts, op, request).await
 }
 
 /// A state, for a person.

@@ -9,7 +9,7 @@ use axum::{
     response::Response,
 };
 use capstan_events::rollouts::staged::{
-    ops, ActOnRollout, GetRollout, ProbeAnswer, RolloutView, StageView,
+    ActOnRollout, GetRollout, ProbeAnswer, RolloutView, StageView,
 };
 
 use super::{ask, state_words, under_way};
@@ -201,7 +201,7 @@ pub async fn page(
         actor: session.actor(),
         rollout_id: id,
     };
-    let view: RolloutView = ask(&state, ops::GET_ROLLOUT, &request)
+    let view: RolloutView = ask(&state, &request)
         .await
         .map_err(|refusal| UiError::from_refusal(&refusal, &session))?;
     let page = page_of(&session, &headers, view);
@@ -222,7 +222,7 @@ pub async fn act(
         rollout_id: id,
         act: act.clone(),
     };
-    let answer: Result<RolloutView, ApiError> = ask(&state, ops::ACT_ON_ROLLOUT, &request).await;
+    let answer: Result<RolloutView, ApiError> = ask(&state, &request).await;
     let outcome = answer.map(|view| {
         format!(
             "Rollout {id} is {}.",
