@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::wait_for;
+use capstan_events::Word as _;
 
 /// The seal key of every test plane's backups service (64 hex digits).
 pub const TEST_SEAL_KEY: &str = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed";

@@ -29,6 +29,7 @@ use std::collections::BTreeSet;
 use capstan_events::{Domain, DEAD_LETTER_STREAM, SUBJECT_ROOT};
 
 use crate::bodies::BODY_BUCKET;
+use capstan_events::Word as _;
 
 /// The user of `capstan all`: every service's permissions together.
 pub const ALL_IN_ONE_USER: &str = "all";

@@ -19,6 +19,7 @@ use tracing::{info_span, warn, Instrument};
 
 pub use crate::bodies::META_HEADER;
 use crate::{bodies::META_OBJECT_HEADER, Bus, BusError};
+use capstan_events::Word as _;
 
 /// How long a stopping server waits for NATS to take its last words.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);

@@ -7,6 +7,8 @@
 
 use crate::Domain;
 
+use crate::words::Word;
+
 /// A durable consumer one service keeps on another's event stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EventSubscription {

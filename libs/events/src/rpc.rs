@@ -65,8 +65,23 @@ macro_rules! rpc {
 }
 
 /// What went wrong, as every layer names it. The gateway maps each to one HTTP status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ErrorCode {
     InvalidRequest,
     NotFound,
@@ -83,24 +98,6 @@ pub enum ErrorCode {
     NotPaired,
     /// Asked too often: the message says the limit and when the next may be asked.
     RateLimited,
-}
-
-impl ErrorCode {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::InvalidRequest => "invalid_request",
-            ErrorCode::NotFound => "not_found",
-            ErrorCode::AlreadyExists => "already_exists",
-            ErrorCode::Conflict => "conflict",
-            ErrorCode::Refused => "refused",
-            ErrorCode::Forbidden => "forbidden",
-            ErrorCode::Unavailable => "unavailable",
-            ErrorCode::Internal => "internal",
-            ErrorCode::NeedsNewerAgent => "needs_newer_agent",
-            ErrorCode::NotPaired => "not_paired",
-            ErrorCode::RateLimited => "rate_limited",
-        }
-    }
 }
 
 /// The error half of a reply: a code and words for a person.

@@ -2,6 +2,7 @@
 
 use anyhow::Context;
 use capstan_bus::{Bus, ConnectOptions, Credentials, Outgoing, RpcServer, SecretString};
+use capstan_events::Word as _;
 use capstan_events::{
     rpc::{ErrorCode, Health, RpcError},
     Domain,

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use crate::domain::manifest;
 use crate::store::schedule::{self as store, JobRow, VerifyEnd};
+use capstan_events::Word as _;
 
 /// The durable consumers of this service (from `Domain::reach`).
 pub fn specs(max_deliver: u32, ack_wait: Duration) -> Vec<ConsumerSpec> {

@@ -217,6 +217,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
 mod tests {
     use super::*;
     use crate::ui::agent_channel::AgentChannelPage;
+    use capstan_events::Word as _;
 
     #[test]
     fn each_method_and_path_appears_once() {

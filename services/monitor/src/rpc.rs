@@ -21,6 +21,7 @@ use crate::domain::uptime::{self, first_due, Live, Setting, HISTORY_KEPT};
 use crate::domain::InvalidInput;
 use crate::drivers::Prober;
 use crate::store::{self, CheckRow};
+use capstan_events::Word as _;
 
 type Answer<T> = Result<T, RpcError>;
 

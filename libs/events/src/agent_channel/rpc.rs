@@ -10,12 +10,30 @@ use uuid::Uuid;
 use super::{JobOutcome, PrimitiveClass};
 use crate::rpc::Actor;
 
+use crate::words::Word;
+
 /// A node's health dot is the monitor's judgement (MO-07); the node views carry it.
 pub use crate::monitor::{Health, HealthDot};
 
 /// The agent routes under `/api/v1/agent/`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum AgentEndpoint {
     Join,
     JoinStatus,
@@ -39,20 +57,6 @@ impl AgentEndpoint {
         AgentEndpoint::Artifact,
         AgentEndpoint::BackupUrls,
     ];
-
-    /// The last segment of the route: `join_status`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            AgentEndpoint::Join => "join",
-            AgentEndpoint::JoinStatus => "join_status",
-            AgentEndpoint::Claim => "claim",
-            AgentEndpoint::Result => "result",
-            AgentEndpoint::JobStatus => "job_status",
-            AgentEndpoint::Leave => "leave",
-            AgentEndpoint::Artifact => "artifact",
-            AgentEndpoint::BackupUrls => "backup_urls",
-        }
-    }
 
     /// The body cap (PROTOCOL.md "Limits"): join and join_status 16 KiB, claim 256 KiB,
     /// result 4 MiB, others 16 KiB. A larger body is `413 too_large` before it is read whole.
@@ -389,22 +393,27 @@ pub struct DecideJoin {
 }
 
 /// Where a node sits, without the host: the placement filter of [`ListNodes`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum PlacementKind {
     Machine,
     Host,
     Container,
-}
-
-impl PlacementKind {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            PlacementKind::Machine => "machine",
-            PlacementKind::Host => "host",
-            PlacementKind::Container => "container",
-        }
-    }
 }
 
 impl Placement {
@@ -604,8 +613,23 @@ pub struct CreateJob {
     pub params: serde_json::Value,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum JobState {
     Pending,
     Running,
@@ -629,26 +653,6 @@ impl JobState {
 
     pub fn is_terminal(self) -> bool {
         !matches!(self, JobState::Pending | JobState::Running)
-    }
-
-    /// The state as the wire and the tables spell it.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            JobState::Pending => "pending",
-            JobState::Running => "running",
-            JobState::Completed => "completed",
-            JobState::Failed => "failed",
-            JobState::Refused => "refused",
-            JobState::Lost => "lost",
-            JobState::Withdrawn => "withdrawn",
-        }
-    }
-
-    /// The state spelled `text`, if it is one.
-    pub fn parse(text: &str) -> Option<JobState> {
-        JobState::ALL
-            .into_iter()
-            .find(|state| state.as_str() == text)
     }
 
     /// How a job in this state ended, if it has.

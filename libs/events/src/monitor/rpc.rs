@@ -133,8 +133,24 @@ pub struct GetFleetSecurity {
 }
 
 /// A fleet security row's colour (MO-17).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum SecurityColour {
     /// Old code serving, a critical fix waiting, or a critical fix left half done.
     Red,
@@ -145,17 +161,6 @@ pub enum SecurityColour {
     Grey,
     /// Patched.
     Green,
-}
-
-impl SecurityColour {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            SecurityColour::Red => "red",
-            SecurityColour::Amber => "amber",
-            SecurityColour::Grey => "grey",
-            SecurityColour::Green => "green",
-        }
-    }
 }
 
 /// One machine's row (MO-16), from its latest `host_report`; a fact it could not measure is
@@ -245,8 +250,24 @@ pub struct ListEdgeProbes {
 }
 
 /// Where an edge probe run stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum EdgeProbeStatus {
     /// Taken, not yet started.
     Queued,
@@ -255,28 +276,6 @@ pub enum EdgeProbeStatus {
     Done,
     /// It could not run, or the monitor stopped while it ran; `error` says which.
     Failed,
-}
-
-impl EdgeProbeStatus {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            EdgeProbeStatus::Queued => "queued",
-            EdgeProbeStatus::Running => "running",
-            EdgeProbeStatus::Done => "done",
-            EdgeProbeStatus::Failed => "failed",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<EdgeProbeStatus> {
-        [
-            EdgeProbeStatus::Queued,
-            EdgeProbeStatus::Running,
-            EdgeProbeStatus::Done,
-            EdgeProbeStatus::Failed,
-        ]
-        .into_iter()
-        .find(|status| status.as_str() == text)
-    }
 }
 
 /// MO-12: the one verdict line, in the spec's words.

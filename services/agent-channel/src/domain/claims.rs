@@ -12,6 +12,7 @@ use capstan_events::agent_channel::{
 };
 
 use super::{auth::AgentError, DEFAULT_CLAIM_BYTES, LAST_SEEN_RESOLUTION};
+use capstan_events::Word as _;
 
 /// Largest job a node may ask for in one claim answer.
 pub const MAX_CLAIM_BYTES: u64 = 4 * 1024 * 1024;

@@ -26,6 +26,7 @@ use crate::{
     },
     store::{self, NodeRow},
 };
+use capstan_events::Word as _;
 
 type Answer = Result<(u16, Value), AgentError>;
 

@@ -28,6 +28,7 @@ use crate::{
     },
     store::{self, Binding},
 };
+use capstan_events::Word as _;
 
 type Answer<T> = Result<T, RpcError>;
 

@@ -21,6 +21,7 @@ use uuid::Uuid;
 use crate::domain::policy::{self, check_fields, effective};
 use crate::domain::schedule::{self, next_run, LastVerify};
 use crate::store::schedule::{self as store, Dispatch, JobRow, NodeRow};
+use capstan_events::Word as _;
 
 type Answer<T> = Result<T, RpcError>;
 

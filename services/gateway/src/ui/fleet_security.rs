@@ -31,6 +31,7 @@ use crate::{
         render, Chrome, UiError, UiSession,
     },
 };
+use capstan_events::Word as _;
 
 /// This page's row of the route table.
 pub const ROUTES: &[Route] = &[Route::page(

@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 use capstan_bus::{testsuite::NatsServer, Bus, RpcServer};
+use capstan_events::Word as _;
 use capstan_events::{
     agent_channel::{
         rpc::{

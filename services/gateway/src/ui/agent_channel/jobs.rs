@@ -23,6 +23,7 @@ use crate::ui::{
     render, Chrome, UiError, UiSession,
 };
 use crate::{ask::ask, input::QueryParams, state::AppState};
+use capstan_events::Word as _;
 
 #[derive(Template)]
 #[template(path = "job.html")]

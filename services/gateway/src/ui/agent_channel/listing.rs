@@ -27,6 +27,7 @@ use crate::{
     operator::{join_listing, node_listing, JOIN_LISTING, NODE_LISTING},
     AppState,
 };
+use capstan_events::Word as _;
 
 /// Rows on one page of the UI's lists.
 pub const UI_PAGE: u32 = 50;

@@ -25,6 +25,7 @@ use crate::{
         refusal_sentence, UiSession,
     },
 };
+use capstan_events::Word as _;
 
 pub struct RunRow {
     pub seq: i64,

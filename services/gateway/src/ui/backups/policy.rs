@@ -25,6 +25,7 @@ use crate::{
         redirect_with, refusal_sentence, render, Chrome, Flash, UiError, UiSession,
     },
 };
+use capstan_events::Word as _;
 
 /// One number of the form.
 struct NumberField {

@@ -27,6 +27,7 @@ use crate::{
         refusal_sentence, render, Chrome, UiError, UiSession,
     },
 };
+use capstan_events::Word as _;
 
 struct Line {
     id: i64,

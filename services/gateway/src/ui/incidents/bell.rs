@@ -19,6 +19,7 @@ use crate::{
         render, Chrome, UiError, UiSession,
     },
 };
+use capstan_events::Word as _;
 
 struct Item {
     when: Ago,

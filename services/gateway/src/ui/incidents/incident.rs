@@ -29,6 +29,7 @@ use crate::{
         render, Chrome, UiError, UiSession,
     },
 };
+use capstan_events::Word as _;
 
 /// The longest note a person may write (the incidents service checks it again).
 const MAX_NOTE: usize = 4000;

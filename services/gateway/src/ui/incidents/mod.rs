@@ -74,6 +74,7 @@ const fn form(path: &'static str, level: Level, op: IncidentsPage, action: &'sta
     Route::form(path, level, UiOp::Incidents(op), action)
 }
 
+use capstan_events::Word as _;
 use IncidentsPage as P;
 use Level::{Admin, Change, Read};
 

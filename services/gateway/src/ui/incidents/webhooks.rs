@@ -29,6 +29,7 @@ use crate::{
         refusal_sentence, render, Chrome, UiError, UiSession,
     },
 };
+use capstan_events::Word as _;
 
 /// The longest URL a webhook may have.
 const MAX_URL: usize = 2000;

@@ -45,6 +45,7 @@ use crate::{
     route::{Route, UiOp},
     state::AppState,
 };
+use capstan_events::Word as _;
 
 /// The down sites the dashboard lists, the longest down first.
 pub const SITES_DOWN_LISTED: u32 = 10;
