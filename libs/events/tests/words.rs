@@ -16,6 +16,7 @@ use capstan_events::{
         rpc::{EdgeProbeStatus, SecurityColour},
         CertReason, CheckKind, HealthDot, UptimeStatus,
     },
+    rollouts::staged::{RolloutKind, RolloutState},
     rpc::ErrorCode,
     Domain, Word,
 };
@@ -76,6 +77,8 @@ fn every_word_is_named_as_serde_names_it_and_reads_back() {
         spelled_once::<SecurityColour>(),
         spelled_once::<EdgeProbeStatus>(),
         spelled_once::<ErrorCode>(),
+        spelled_once::<RolloutKind>(),
+        spelled_once::<RolloutState>(),
     ];
     assert!(counted.iter().all(|variants| *variants >= 2), "{counted:?}");
 }

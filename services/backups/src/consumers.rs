@@ -66,7 +66,8 @@ impl Apply for Events {
                 Heard::JobFinished(decoded) => {
                     let at = decoded.time;
                     let finished = decoded.data;
-                    if finished.primitive == "check_status" {
+                    if finished.primitive == capstan_events::agent_channel::primitives::CHECK_STATUS
+                    {
                         return recovery_key(connection, &finished, at).await.map_err(retry);
                     }
                     let Some(correlation) = finished.correlation_id else {

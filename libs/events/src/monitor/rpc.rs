@@ -90,8 +90,7 @@ pub struct SetUptime {
     pub actor: Actor,
     pub node_id: i64,
     pub enabled: bool,
-    /// One of `http_status`, `keyword`, `tls_certificate`, `api`.
-    pub kind: String,
+    pub kind: CheckKind,
     pub url: Option<String>,
     pub keyword: Option<String>,
     /// Seconds between checks; the default (60) when absent.

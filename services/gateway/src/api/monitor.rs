@@ -14,6 +14,7 @@ use capstan_events::monitor::rpc::{
     GetEdgeProbe, GetFleetSecurity, GetUptime, ListEdgeProbes, ListUptime, SetUptime,
     StartEdgeProbe, UptimeCheck, UptimeChecks, UptimeDetail,
 };
+use capstan_events::{monitor::CheckKind, Word as _};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -186,7 +187,12 @@ pub async fn set_uptime(
         actor,
         node_id,
         enabled: body.enabled,
-        kind: body.kind,
+        kind: CheckKind::parse(&body.kind).ok_or_else(|| {
+            ApiError::invalid(
+                "kind",
+                "must be http_status, keyword, tls_certificate or api",
+            )
+        })?,
         url: body.url,
         keyword: body.keyword,
         interval_secs: body.interval_secs,

@@ -375,9 +375,9 @@ fn fake_rollouts(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
 pub fn rollout_view() -> capstan_events::rollouts::staged::RolloutView {
     capstan_events::rollouts::staged::RolloutView {
         id: 1,
-        kind: "release".into(),
+        kind: capstan_events::rollouts::staged::RolloutKind::Release,
         version: "2.1.0".into(),
-        state: "running".into(),
+        state: capstan_events::rollouts::staged::RolloutState::Running,
         stage: 0,
         stages: vec![],
         pages: vec![],

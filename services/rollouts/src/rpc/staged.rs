@@ -18,6 +18,7 @@ use crate::domain::input;
 use crate::domain::plan::{self, Candidate, LeftOut};
 use crate::domain::verdict;
 use crate::store::staged::{self as store, NewRollout};
+use capstan_events::Word as _;
 
 type Answer<T> = Result<T, RpcError>;
 

@@ -25,6 +25,7 @@ use crate::domain::engine::{
 };
 use crate::domain::plan::{machine_key, Candidate, LeftOut};
 use crate::domain::verdict::{Finished, Outcome, Probe, ProbePage, Viewer};
+use capstan_events::Word as _;
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -945,9 +946,9 @@ pub async fn view(
     };
     Ok(Some(RolloutView {
         id,
-        kind: rollout.kind.as_str().into(),
+        kind: rollout.kind,
         version: rollout.version.clone(),
-        state: rollout.state.as_str().into(),
+        state: rollout.state,
         stage: rollout.stage as u32,
         stages: rollout
             .stages

@@ -44,10 +44,10 @@ pub struct Row {
 fn row(view: &RolloutView) -> Row {
     Row {
         id: view.id,
-        kind: view.kind.clone(),
+        kind: view.kind.to_string(),
         version: view.version.clone(),
-        state: view.state.clone(),
-        state_words: state_words(&view.state),
+        state: view.state.to_string(),
+        state_words: state_words(view.state),
         passed: view.passed,
         failed: view.failed,
         skipped: view.skipped,

@@ -17,7 +17,7 @@ mod releases;
 mod rollout;
 
 use axum::routing::{on, MethodFilter, MethodRouter};
-use capstan_events::rpc::Level;
+use capstan_events::{rollouts::staged::RolloutState, rpc::Level};
 
 use crate::{
     ask::ask,
@@ -69,19 +69,18 @@ pub fn handler(filter: MethodFilter, op: RolloutsPage) -> MethodRouter<AppState>
 }
 
 /// A state, for a person.
-fn state_words(state: &str) -> &'static str {
+fn state_words(state: RolloutState) -> &'static str {
     match state {
-        "running" => "Running",
-        "paused" => "Paused",
-        "halting" => "Halting (applies under way are still judged)",
-        "halted" => "Halted",
-        "stopped" => "Stopped",
-        "finished" => "Finished",
-        _ => "Unknown",
+        RolloutState::Running => "Running",
+        RolloutState::Paused => "Paused",
+        RolloutState::Halting => "Halting (applies under way are still judged)",
+        RolloutState::Halted => "Halted",
+        RolloutState::Stopped => "Stopped",
+        RolloutState::Finished => "Finished",
     }
 }
 
 /// Whether a rollout in `state` is still moving (its page refreshes itself).
-fn under_way(state: &str) -> bool {
-    matches!(state, "running" | "paused" | "halting")
+fn under_way(state: RolloutState) -> bool {
+    state.active()
 }

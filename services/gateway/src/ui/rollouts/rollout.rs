@@ -161,12 +161,12 @@ fn page_of(session: &UiSession, headers: &HeaderMap, view: RolloutView) -> Rollo
     RolloutPage {
         chrome: Chrome::signed_in(session, headers, format!("Rollout {}", view.id), "rollouts"),
         id: view.id,
-        kind: view.kind.clone(),
+        kind: view.kind.to_string(),
         version: view.version.clone(),
-        state_words: state_words(&view.state),
-        live: under_way(&view.state),
+        state_words: state_words(view.state),
+        live: under_way(view.state),
         refresh_secs: REFRESH_SECS,
-        state: view.state.clone(),
+        state: view.state.to_string(),
         halted_at: view.halted_at_node,
         halt_reason: view.halt_reason.clone().unwrap_or_default(),
         stage: view.stage + 1,
@@ -226,7 +226,7 @@ pub async fn act(
     let outcome = answer.map(|view| {
         format!(
             "Rollout {id} is {}.",
-            state_words(&view.state).to_lowercase()
+            state_words(view.state).to_lowercase()
         )
     });
     let mut response = acted(&back, outcome);
