@@ -131,14 +131,8 @@ pub async fn wait_replicas(bus: &capstan_bus::Bus, domain: Domain, replicas: usi
             tokio::time::Instant::now() < deadline,
             "gave up waiting for {replicas} replica(s) of {domain} to answer after {limit:?}"
         );
-        let asked: Result<capstan_events::rpc::Health, _> = bus
-            .request(
-                domain,
-                capstan_events::rpc::HEALTH,
-                &serde_json::json!({}),
-                Duration::from_millis(500),
-            )
-            .await;
+        let asked: Result<capstan_events::rpc::Health, _> =
+            bus.health(domain, Duration::from_millis(500)).await;
         match asked.ok().and_then(|health| health.replica) {
             Some(replica) => {
                 seen.insert(replica);

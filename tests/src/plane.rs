@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::wait_for;
+use capstan_events::Word as _;
 
 /// The seal key of every test plane's backups service (64 hex digits).
 pub const TEST_SEAL_KEY: &str = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed";
@@ -192,16 +193,7 @@ impl Plane {
                 Duration::from_secs(60),
                 || {
                     let bus = bus.clone();
-                    async move {
-                        bus.request::<_, Value>(
-                            domain,
-                            capstan_events::rpc::HEALTH,
-                            &json!({}),
-                            Duration::from_millis(500),
-                        )
-                        .await
-                        .ok()
-                    }
+                    async move { bus.health(domain, Duration::from_millis(500)).await.ok() }
                 },
             )
             .await;

@@ -5,7 +5,7 @@
 use std::{path::PathBuf, process::Stdio, time::Duration};
 
 use capstan_events::Domain;
-use serde_json::{json, Value};
+
 use tokio::process::{Child, Command};
 
 use crate::{plane::Plane, wait_for};
@@ -67,16 +67,7 @@ impl ServiceProcess {
             Duration::from_secs(60),
             || {
                 let bus = plane.bus.clone();
-                async move {
-                    bus.request::<_, Value>(
-                        domain,
-                        capstan_events::rpc::HEALTH,
-                        &json!({}),
-                        Duration::from_millis(500),
-                    )
-                    .await
-                    .ok()
-                }
+                async move { bus.health(domain, Duration::from_millis(500)).await.ok() }
             },
         )
         .await;

@@ -30,6 +30,7 @@ use std::collections::BTreeSet;
 use capstan_events::{conditions, Domain, DEAD_LETTER_STREAM, SUBJECT_ROOT};
 
 use crate::bodies::BODY_BUCKET;
+use capstan_events::Word as _;
 
 /// The user of `capstan all`: every service's permissions together.
 pub const ALL_IN_ONE_USER: &str = "all";
@@ -432,7 +433,11 @@ pub fn authorization_with(auth: Auth, subscribers: &[Subscriber]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use capstan_events::{agent_channel::rpc::ops, rpc_subject};
+    use capstan_events::{
+        agent_channel::rpc::{AgentRequest, ApproveJoin},
+        rollouts::rpc::{ArtifactRequest, ListReleases, PublishRelease},
+        rpc::Rpc,
+    };
 
     fn user(domain: Domain) -> Permissions {
         BusUser::Service(domain).permissions()
@@ -440,7 +445,7 @@ mod tests {
 
     #[test]
     fn only_the_gateway_may_ask_an_operator_rpc() {
-        let approve = rpc_subject(Domain::AgentChannel, ops::APPROVE_JOIN);
+        let approve = ApproveJoin::subject();
         assert!(user(Domain::Gateway).may_publish(&approve));
         for domain in Domain::ALL {
             if domain != Domain::Gateway {
@@ -451,18 +456,16 @@ mod tests {
 
     #[test]
     fn the_agent_channel_may_ask_rollouts_for_an_artifact_and_nothing_else_of_it() {
-        use capstan_events::rollouts::rpc::ops as rollouts;
         let channel = user(Domain::AgentChannel);
-        assert!(channel.may_publish(&rpc_subject(Domain::Rollouts, rollouts::ARTIFACT)));
-        assert!(!channel.may_publish(&rpc_subject(Domain::Rollouts, rollouts::PUBLISH_RELEASE)));
-        assert!(!channel.may_publish(&rpc_subject(Domain::Rollouts, rollouts::LIST_RELEASES)));
-        assert!(!user(Domain::Incidents)
-            .may_publish(&rpc_subject(Domain::Rollouts, rollouts::ARTIFACT)));
+        assert!(channel.may_publish(&ArtifactRequest::subject()));
+        assert!(!channel.may_publish(&PublishRelease::subject()));
+        assert!(!channel.may_publish(&ListReleases::subject()));
+        assert!(!user(Domain::Incidents).may_publish(&ArtifactRequest::subject()));
     }
 
     #[test]
     fn only_the_owner_may_serve_its_rpc_and_only_as_its_queue_group() {
-        let claim = rpc_subject(Domain::AgentChannel, ops::AGENT_REQUEST);
+        let claim = AgentRequest::subject();
         let owner = user(Domain::AgentChannel);
         assert!(owner.may_subscribe(&claim, Some("agent_channel")));
         assert!(!owner.may_subscribe(&claim, None));

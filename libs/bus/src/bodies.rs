@@ -5,8 +5,8 @@
 //! [`BODY_OBJECT_HEADER`] with an empty payload, and the receiver fetches the object, deletes
 //! it and hands the bytes on. The JSON half ([`META_HEADER`]) travels the same way when it is
 //! too large for a header. Objects nobody collects (an asker that gave up) expire after
-//! [`BODY_MAX_AGE`]. Callers never see any of this: `request_with_body` and `route_with_body`
-//! take and give plain bytes. A plain JSON question or answer (`Bus::request`, `route`) too
+//! [`BODY_MAX_AGE`]. Callers never see any of this: `ask_with_body` and `route_with_body`
+//! take and give plain bytes. A plain JSON question or answer (`Bus::ask`, `route`) too
 //! large for a message takes the same path.
 
 use async_nats::{
@@ -22,10 +22,12 @@ use futures::future::BoxFuture;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
-use crate::{rpc::META_HEADER, Bus};
+use crate::Bus;
 
 /// The object store bucket that holds bodies too large for a message.
 pub const BODY_BUCKET: &str = "CAPSTAN_RPC_BODIES";
+/// The header that carries the JSON half of a request or reply whose payload is a raw body.
+pub const META_HEADER: &str = "Capstan-Meta";
 /// Names the object that holds a message's body; the payload is then empty.
 pub const BODY_OBJECT_HEADER: &str = "Capstan-Body-Object";
 /// Names the object that holds a message's JSON half, when it is too large for a header.

@@ -7,7 +7,7 @@
 use async_nats::HeaderMap;
 use bytes::Bytes;
 use capstan_events::{
-    rpc::{ErrorCode, Reply, RpcError},
+    rpc::{BodyRpc, ErrorCode, Health, JsonRpc, Reply, RpcError, HEALTH},
     rpc_subject, Domain, SUBJECT_ROOT,
 };
 use capstan_telemetry::propagation::{current_traceparent, set_parent, TRACEPARENT};
@@ -17,13 +17,12 @@ use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::{info_span, warn, Instrument};
 
+pub use crate::bodies::META_HEADER;
 use crate::{bodies::META_OBJECT_HEADER, Bus, BusError};
+use capstan_events::Word as _;
 
 /// How long a stopping server waits for NATS to take its last words.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
-
-/// The header that carries the JSON half of a request or reply whose payload is a raw body.
-pub const META_HEADER: &str = "Capstan-Meta";
 
 /// A route's answer: the JSON reply, and a raw body when the route has one.
 type Answer = Result<(serde_json::Value, Option<Bytes>), RpcError>;
@@ -37,9 +36,24 @@ enum Question {
 }
 
 impl Bus {
-    /// Asks `domain` the question `op` and waits up to `timeout` for the answer. No replica
-    /// listening, or none answering in time, is `unavailable`.
-    pub async fn request<Req, Resp>(
+    /// Asks the question `request` declares ([`Rpc`]: its domain and op) and waits up to
+    /// `timeout` for its answer, of the type the declaration names. No replica listening, or
+    /// none answering in time, is `unavailable`.
+    pub async fn ask<R: JsonRpc>(
+        &self,
+        request: &R,
+        timeout: Duration,
+    ) -> Result<R::Reply, RpcError> {
+        self.request(R::DOMAIN, R::OP, request, timeout).await
+    }
+
+    /// Asks `domain` whether it is up (every service answers `health`).
+    pub async fn health(&self, domain: Domain, timeout: Duration) -> Result<Health, RpcError> {
+        self.request(domain, HEALTH, &serde_json::json!({}), timeout)
+            .await
+    }
+
+    async fn request<Req, Resp>(
         &self,
         domain: Domain,
         op: &str,
@@ -57,24 +71,20 @@ impl Bus {
         read_reply(domain, op, &payload)
     }
 
-    /// Asks `op` with a JSON `meta` and a raw `body` carried byte for byte (an agent's request,
-    /// whose digest covers its exact bytes); the answer is JSON and a raw body likewise. A body
-    /// too large for one message goes through the object store both ways (see [`crate::bodies`]).
+    /// Asks the question `meta` declares with a raw `body` carried byte for byte beside it (an
+    /// agent's request, whose digest covers its exact bytes); the answer is the declared reply
+    /// and a raw body likewise. A body too large for one message goes through the object store
+    /// both ways (see [`crate::bodies`]).
     ///
     /// `meta` is written out before this returns, so the caller need not keep it while the
     /// answer is awaited (a long poll's seconds).
-    pub fn request_with_body<'a, Meta, Resp>(
+    pub fn ask_with_body<'a, R: BodyRpc>(
         &'a self,
-        domain: Domain,
-        op: &'a str,
-        meta: &Meta,
+        meta: &R,
         body: Bytes,
         timeout: Duration,
-    ) -> impl Future<Output = Result<(Resp, Bytes), RpcError>> + 'a
-    where
-        Meta: Serialize + ?Sized + 'a,
-        Resp: DeserializeOwned + 'a,
-    {
+    ) -> impl Future<Output = Result<(R::Reply, Bytes), RpcError>> + 'a {
+        let (domain, op) = (R::DOMAIN, R::OP);
         let meta = serde_json::to_string(meta).map_err(|error| unwritable(domain, op, error));
         async move {
             let question = Question::WithBody { meta: meta?, body };
@@ -199,53 +209,67 @@ impl RpcServer {
     /// request gets its own clone of `state` (what every service's handlers need, written once).
     /// The handler may fail with any [`IntoRpcError`] (an `RpcError`, or a service's error
     /// type), answered in the rpc's words.
-    pub fn route_with_state<S, Req, Resp, E, F, Fut>(
-        self,
-        op: &str,
-        state: &S,
-        handler: F,
-    ) -> RpcServer
+    pub fn route_with_state<R, S, E, F, Fut>(self, state: &S, handler: F) -> RpcServer
     where
+        R: JsonRpc,
         S: Clone + Send + Sync + 'static,
-        Req: DeserializeOwned + Send + 'static,
-        Resp: Serialize + Send + 'static,
         E: IntoRpcError + Send + 'static,
-        F: Fn(S, Req) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Resp, E>> + Send + 'static,
+        F: Fn(S, R) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R::Reply, E>> + Send + 'static,
     {
         let state = state.clone();
         let domain = self.domain;
-        self.route(op, move |request: Req| {
+        self.route(move |request: R| {
             let answer = handler(state.clone(), request);
             async move { answer.await.map_err(|error| error.into_rpc_error(domain)) }
         })
     }
 
-    /// Answers `op` as [`RpcServer::route`] does, but on every replica rather than one: for a
+    /// Answers `R` as [`RpcServer::route`] does, but on every replica rather than one: for a
     /// question about what each replica holds in memory (a stopping gateway's long polls).
-    pub fn route_on_every_replica<Req, Resp, F, Fut>(mut self, op: &str, handler: F) -> RpcServer
+    pub fn route_on_every_replica<R, F, Fut>(mut self, handler: F) -> RpcServer
     where
-        Req: DeserializeOwned + Send + 'static,
-        Resp: Serialize + Send + 'static,
-        F: Fn(Req) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Resp, RpcError>> + Send + 'static,
+        R: JsonRpc,
+        F: Fn(R) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R::Reply, RpcError>> + Send + 'static,
     {
-        self = self.route(op, handler);
-        if let Some(route) = self.routes.remove(op) {
-            self.everyone.insert(op.to_string(), route);
+        self = self.route(handler);
+        if let Some(route) = self.routes.remove(R::OP) {
+            self.everyone.insert(R::OP.to_string(), route);
         }
         self
     }
 
-    /// Answers `capstan.rpc.<domain>.<op>` with `handler`. A request that does not parse as
-    /// `Req` is answered `invalid_request` without reaching it.
-    pub fn route<Req, Resp, F, Fut>(mut self, op: &str, handler: F) -> RpcServer
+    /// Answers the question `R` declares (`capstan.rpc.<domain>.<op>`) with `handler`, whose
+    /// answer must be the declared reply. A request that does not parse as `R` is answered
+    /// `invalid_request` without reaching it.
+    pub fn route<R, F, Fut>(self, handler: F) -> RpcServer
+    where
+        R: JsonRpc,
+        F: Fn(R) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R::Reply, RpcError>> + Send + 'static,
+    {
+        self.route_json(R::DOMAIN, R::OP, handler)
+    }
+
+    /// Answers `health`, the question every service answers the same way.
+    pub fn route_health<F, Fut>(self, handler: F) -> RpcServer
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Health, RpcError>> + Send + 'static,
+    {
+        let domain = self.domain;
+        self.route_json(domain, HEALTH, move |_: serde_json::Value| handler())
+    }
+
+    fn route_json<Req, Resp, F, Fut>(mut self, domain: Domain, op: &str, handler: F) -> RpcServer
     where
         Req: DeserializeOwned + Send + 'static,
         Resp: Serialize + Send + 'static,
         F: Fn(Req) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Resp, RpcError>> + Send + 'static,
     {
+        self.check_domain(domain, op);
         let handler = Arc::new(handler);
         let op_name = op.to_string();
         let route: Route = Arc::new(move |_meta: Option<String>, payload: Bytes| {
@@ -261,17 +285,17 @@ impl RpcServer {
         self
     }
 
-    /// Answers `op` for [`Bus::request_with_body`]: `handler` gets the JSON meta and the raw
-    /// body, and answers JSON and a raw body.
-    pub fn route_with_body<Meta, Resp, F, Fut>(mut self, op: &str, handler: F) -> RpcServer
+    /// Answers `R` for [`Bus::ask_with_body`]: `handler` gets the JSON meta and the raw body,
+    /// and answers the declared reply and a raw body.
+    pub fn route_with_body<R, F, Fut>(mut self, handler: F) -> RpcServer
     where
-        Meta: DeserializeOwned + Send + 'static,
-        Resp: Serialize + Send + 'static,
-        F: Fn(Meta, Bytes) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(Resp, Bytes), RpcError>> + Send + 'static,
+        R: BodyRpc,
+        F: Fn(R, Bytes) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(R::Reply, Bytes), RpcError>> + Send + 'static,
     {
+        self.check_domain(R::DOMAIN, R::OP);
         let handler = Arc::new(handler);
-        let op_name = op.to_string();
+        let op_name = R::OP.to_string();
         let route: Route = Arc::new(move |meta: Option<String>, payload: Bytes| {
             let handler = handler.clone();
             let op_name = op_name.clone();
@@ -282,13 +306,23 @@ impl RpcServer {
                         format!("request for {op_name} has no {META_HEADER} header"),
                     )
                 })?;
-                let meta: Meta = parse(&op_name, meta.as_bytes())?;
+                let meta: R = parse(&op_name, meta.as_bytes())?;
                 let (response, body) = handler(meta, payload).await?;
                 Ok((to_value(&op_name, response)?, Some(body)))
             })
         });
-        self.routes.insert(op.to_string(), route);
+        self.routes.insert(R::OP.to_string(), route);
         self
+    }
+
+    /// A route of another domain's question would never be asked here: a wiring mistake, made
+    /// when the server is put together, so it stops the service at its start.
+    fn check_domain(&self, domain: Domain, op: &str) {
+        assert_eq!(
+            domain, self.domain,
+            "{op} is a question for {domain}, not for {}",
+            self.domain
+        );
     }
 
     /// Serves until `shutdown`, then stops taking questions and finishes the ones in hand.
@@ -492,6 +526,10 @@ mod tests {
     use super::*;
     use std::mem::size_of_val;
 
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Probe(serde_json::Value);
+    capstan_events::rpc! { Domain::AgentChannel; "op" [body]: Probe => serde_json::Value }
+
     /// A bus whose client connects in the background, to a port nobody listens on: enough to
     /// build futures and measure them.
     async fn unconnected() -> Bus {
@@ -508,13 +546,7 @@ mod tests {
     async fn a_question_and_its_answer_hold_little_while_they_wait() {
         let bus = unconnected().await;
         let meta = serde_json::json!({});
-        let asking = bus.request_with_body::<_, serde_json::Value>(
-            Domain::AgentChannel,
-            "op",
-            &meta,
-            Bytes::new(),
-            Duration::from_secs(30),
-        );
+        let asking = bus.ask_with_body(&Probe(meta), Bytes::new(), Duration::from_secs(30));
         assert!(
             size_of_val(&asking) <= 2048,
             "{} bytes",

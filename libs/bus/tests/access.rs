@@ -9,13 +9,22 @@ use capstan_bus::{
     access::BusUser, testsuite::NatsServer, Bus, ConnectOptions, ConsumerSpec, Credentials,
     Delivery, HandlerError, Outgoing, RpcServer,
 };
-use capstan_events::{agent_channel::rpc::ops, rpc_subject, Domain, RawEnvelope};
+use capstan_events::{
+    agent_channel::rpc::{ApproveJoin, Approved},
+    rpc::{Actor, JsonRpc, Level, Rpc},
+    rpc_subject, Domain, RawEnvelope,
+};
 use futures::StreamExt;
 use serde_json::{json, Value};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(10);
+
+/// A question of the agent channel's that answers its JSON and body as they came.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Echo(Value);
+capstan_events::rpc! { Domain::AgentChannel; "echo" [body]: Echo => Value }
 
 /// A plain client of `user`, for what the `Bus` never does (subscribing where it should not).
 async fn raw(server: &NatsServer, user: BusUser) -> async_nats::Client {
@@ -54,7 +63,7 @@ async fn a_connection_without_credentials_is_refused() {
 #[tokio::test]
 async fn the_agent_channel_user_cannot_publish_an_operator_rpc() {
     let server = NatsServer::start_secured();
-    let approve = rpc_subject(Domain::AgentChannel, ops::APPROVE_JOIN);
+    let approve = ApproveJoin::subject();
     // The real service's user listens as its queue group.
     let listener = raw(&server, BusUser::Service(Domain::AgentChannel)).await;
     let mut questions = listener
@@ -109,21 +118,30 @@ async fn the_gateway_user_can_ask_an_operator_rpc() {
     let shutdown = CancellationToken::new();
     let serving = tokio::spawn(
         RpcServer::new(agent_channel, Domain::AgentChannel)
-            .route(ops::APPROVE_JOIN, |request: Value| async move {
-                Ok(json!({ "approved": request["join"] }))
+            .route(|request: ApproveJoin| async move {
+                Ok(Approved {
+                    node_id: request.node_id.unwrap_or_default(),
+                })
             })
             .serve(shutdown.clone()),
     );
     let gateway = server.connect_as(BusUser::Service(Domain::Gateway)).await;
-    let answer: Value = wait_for_answer(&gateway, ops::APPROVE_JOIN, json!({"join": 7})).await;
-    assert_eq!(answer, json!({"approved": 7}));
+    let approve = ApproveJoin {
+        actor: Actor {
+            name: "ada".into(),
+            level: Level::Admin,
+            address: None,
+        },
+        join_id: uuid::Uuid::nil(),
+        node_id: Some(7),
+    };
+    let answer = wait_for_answer(&gateway, &approve).await;
+    assert_eq!(answer, Approved { node_id: 7 });
     // The service asking its own health (what `capstan health` runs with its credentials).
     let own = server
         .connect_as(BusUser::Service(Domain::AgentChannel))
         .await;
-    let health = own
-        .request::<_, Value>(Domain::AgentChannel, "health", &json!({}), WAIT)
-        .await;
+    let health = own.health(Domain::AgentChannel, WAIT).await;
     assert!(
         matches!(&health, Err(error) if error.message.contains("no rpc named")),
         "{health:?}"
@@ -135,13 +153,10 @@ async fn the_gateway_user_can_ask_an_operator_rpc() {
 
 /// Asks until the server's subscription is in place (a fresh server answers `no responders`
 /// for a moment), then returns the answer.
-async fn wait_for_answer(bus: &Bus, op: &str, request: Value) -> Value {
-    let deadline = tokio::time::Instant::now() + WAIT;
+async fn wait_for_answer<R: JsonRpc>(bus: &Bus, request: &R) -> R::Reply {
+    let (deadline, op) = (tokio::time::Instant::now() + WAIT, R::OP);
     loop {
-        match bus
-            .request::<_, Value>(Domain::AgentChannel, op, &request, Duration::from_secs(2))
-            .await
-        {
+        match bus.ask(request, Duration::from_secs(2)).await {
             Ok(answer) => return answer,
             Err(error) if tokio::time::Instant::now() < deadline => {
                 let _ = error;
@@ -158,12 +173,7 @@ async fn wait_until_served(bus: &Bus) {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let asked = bus
-            .request::<_, Value>(
-                Domain::AgentChannel,
-                "health",
-                &json!({}),
-                Duration::from_secs(2),
-            )
+            .health(Domain::AgentChannel, Duration::from_secs(2))
             .await;
         match asked {
             Err(error) if error.code == capstan_events::rpc::ErrorCode::Unavailable => {
@@ -219,16 +229,14 @@ async fn a_service_serves_its_rpc_publishes_its_events_and_consumes_its_commands
     let shutdown = CancellationToken::new();
     let serving = tokio::spawn(
         RpcServer::new(service.clone(), domain)
-            .route_with_body("echo", |meta: Value, body: Bytes| async move {
-                Ok((meta, body))
-            })
+            .route_with_body(|meta: Echo, body: Bytes| async move { Ok((meta.0, body)) })
             .serve(shutdown.clone()),
     );
     let gateway = server.connect_as(BusUser::Service(Domain::Gateway)).await;
     wait_until_served(&gateway).await;
     let large = Bytes::from(vec![7u8; 2 * 1024 * 1024]);
     let (meta, body): (Value, Bytes) = gateway
-        .request_with_body(domain, "echo", &json!({"n": 1}), large.clone(), WAIT)
+        .ask_with_body(&Echo(json!({"n": 1})), large.clone(), WAIT)
         .await
         .unwrap();
     assert_eq!(meta, json!({"n": 1}));

@@ -7,6 +7,8 @@
 
 use crate::Domain;
 
+use crate::words::Word;
+
 /// A durable consumer one service keeps on another's event stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EventSubscription {
@@ -52,12 +54,12 @@ pub const SERVICE_QUESTIONS: &[(Domain, Domain, &str)] = &[
     (
         Domain::AgentChannel,
         Domain::Rollouts,
-        crate::rollouts::rpc::ops::ARTIFACT,
+        <crate::rollouts::rpc::ArtifactRequest as crate::rpc::Rpc>::OP,
     ),
     (
         Domain::AgentChannel,
         Domain::Backups,
-        crate::backups::rpc::ops::BACKUP_URLS,
+        <crate::backups::rpc::BackupUrls as crate::rpc::Rpc>::OP,
     ),
 ];
 
@@ -102,8 +104,8 @@ impl Domain {
             Domain::AgentChannel => Reach {
                 consumes: &[from!(Domain::Monitor, "agent_channel_monitor")],
                 every_replica: &[
-                    crate::agent_channel::rpc::ops::RELEASE_CLAIMS,
-                    crate::agent_channel::rpc::ops::RELEASE_POLL,
+                    <crate::agent_channel::rpc::ReleaseClaims as crate::rpc::Rpc>::OP,
+                    <crate::agent_channel::rpc::ReleasePoll as crate::rpc::Rpc>::OP,
                 ],
                 ..Reach::OWN_ONLY
             },

@@ -2,6 +2,7 @@
 //! `docs/events/` are generated from this list by a test that fails when they drift.
 
 use crate::conditions::ConditionKind;
+use crate::Word as _;
 use crate::{agent_channel, gateway, incidents, monitor, rollouts, Kind, Message};
 
 /// Every condition the plane's services judge (`conditions.rs`), each declared in its domain's

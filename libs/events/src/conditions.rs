@@ -11,6 +11,7 @@
 //! judged. A new producing service declares its [`ConditionKind`]s in its contract module and
 //! lists them in `catalog::CONDITIONS` (with its messages); nothing in incidents changes.
 
+use crate::Word as _;
 use chrono::{DateTime, SubsecRound, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

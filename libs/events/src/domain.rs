@@ -4,10 +4,29 @@
 use serde::{Deserialize, Serialize};
 use std::{fmt, str::FromStr};
 
+use crate::words::Word;
+
+/// The root every Capstan subject hangs from.
+pub const SUBJECT_ROOT: &str = "capstan";
+
 /// A service's domain. Its `as_str` is the schema name, the subject segment and the rpc queue
 /// group; the stream names are its upper-case form.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Domain {
     Gateway,
     AgentChannel,
@@ -35,21 +54,6 @@ impl Domain {
         Domain::Gateway,
     ];
 
-    /// `agent_channel`: the schema name, subject segment and rpc queue group.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Domain::Gateway => "gateway",
-            Domain::AgentChannel => "agent_channel",
-            Domain::Incidents => "incidents",
-            Domain::Monitor => "monitor",
-            Domain::Backups => "backups",
-            Domain::Rollouts => "rollouts",
-            Domain::Provisioning => "provisioning",
-            Domain::Dns => "dns",
-            Domain::Billing => "billing",
-        }
-    }
-
     /// The name a person types: `agent-channel` (the crate, binary and CLI word).
     pub fn service_name(self) -> String {
         self.as_str().replace('_', "-")
@@ -67,12 +71,12 @@ impl Domain {
 
     /// `capstan.events.agent_channel.>`
     pub fn events_subjects(self) -> String {
-        format!("{}.events.{}.>", crate::SUBJECT_ROOT, self.as_str())
+        format!("{}.events.{}.>", SUBJECT_ROOT, self.as_str())
     }
 
     /// `capstan.cmd.agent_channel.>`
     pub fn commands_subjects(self) -> String {
-        format!("{}.cmd.{}.>", crate::SUBJECT_ROOT, self.as_str())
+        format!("{}.cmd.{}.>", SUBJECT_ROOT, self.as_str())
     }
 
     /// `capstan.cmd.agent_channel.*.monitor`: the commands of this domain `sender` may publish,
@@ -80,7 +84,7 @@ impl Domain {
     pub fn commands_subjects_from(self, sender: Domain) -> String {
         format!(
             "{}.cmd.{}.*.{}",
-            crate::SUBJECT_ROOT,
+            SUBJECT_ROOT,
             self.as_str(),
             sender.as_str()
         )

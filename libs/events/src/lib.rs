@@ -16,9 +16,11 @@ pub mod incidents;
 pub mod monitor;
 pub mod rollouts;
 pub mod rpc;
+mod words;
 
-pub use domain::{Domain, UnknownDomain};
+pub use domain::{Domain, UnknownDomain, SUBJECT_ROOT};
 pub use envelope::{Envelope, EnvelopeError, RawEnvelope, MAX_MESSAGE_BYTES, SPEC_VERSION};
+pub use words::Word;
 
 use schemars::JsonSchema;
 use serde::{de::DeserializeOwned, Serialize};
@@ -61,9 +63,6 @@ pub trait Message: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'st
         }
     }
 }
-
-/// The root every Capstan subject hangs from.
-pub const SUBJECT_ROOT: &str = "capstan";
 
 /// `capstan.events.<domain>.<name>` or `capstan.cmd.<domain>.<name>`.
 pub fn subject_for(kind: Kind, domain: Domain, name: &str) -> String {

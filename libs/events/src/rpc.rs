@@ -2,11 +2,86 @@
 //! small closed set of error codes every layer maps once.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+use crate::Domain;
+
+/// A question one service answers over `capstan.rpc.<domain>.<op>`: the request type names its
+/// domain, its op and the type of its answer, so neither an asker nor a server can pair a
+/// request with the wrong answer. Declared with [`rpc!`](crate::rpc!) beside the types; the op
+/// name is written nowhere else.
+pub trait Rpc: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The service that answers.
+    const DOMAIN: Domain;
+    /// The last segment of the subject, `snake_case`.
+    const OP: &'static str;
+    /// What a successful answer carries.
+    type Reply: Serialize + DeserializeOwned + Send + 'static;
+
+    /// `capstan.rpc.<domain>.<op>`.
+    fn subject() -> String {
+        crate::rpc_subject(Self::DOMAIN, Self::OP)
+    }
+}
+
+/// An rpc whose request and answer are JSON alone.
+pub trait JsonRpc: Rpc {}
+
+/// An rpc whose request and answer are each a JSON half beside a raw body carried byte for byte
+/// (an agent's request, whose digest covers its exact bytes; a release's artifacts).
+pub trait BodyRpc: Rpc {}
+
+/// Declares the rpcs of one domain: each op's name, request type and answer type, once.
+///
+/// ```ignore
+/// rpc! { Domain::Monitor;
+///     "set_uptime": SetUptime => UptimeCheck,
+///     "publish_release" [body]: PublishRelease => ReleaseView,
+/// }
+/// ```
+///
+/// `[body]` marks an rpc that carries a raw body beside its JSON both ways ([`BodyRpc`]); the
+/// others are [`JsonRpc`].
+#[macro_export]
+macro_rules! rpc {
+    ($domain:expr; $($op:literal $([$body:ident])?: $request:ty => $reply:ty),+ $(,)?) => {
+        $( $crate::rpc!(@one $domain, $op, $request, $reply $(, $body)?); )+
+    };
+    (@one $domain:expr, $op:literal, $request:ty, $reply:ty) => {
+        $crate::rpc!(@rpc $domain, $op, $request, $reply);
+        impl $crate::rpc::JsonRpc for $request {}
+    };
+    (@one $domain:expr, $op:literal, $request:ty, $reply:ty, body) => {
+        $crate::rpc!(@rpc $domain, $op, $request, $reply);
+        impl $crate::rpc::BodyRpc for $request {}
+    };
+    (@rpc $domain:expr, $op:literal, $request:ty, $reply:ty) => {
+        impl $crate::rpc::Rpc for $request {
+            const DOMAIN: $crate::Domain = $domain;
+            const OP: &'static str = $op;
+            type Reply = $reply;
+        }
+    };
+}
 
 /// What went wrong, as every layer names it. The gateway maps each to one HTTP status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ErrorCode {
     InvalidRequest,
     NotFound,
@@ -23,24 +98,6 @@ pub enum ErrorCode {
     NotPaired,
     /// Asked too often: the message says the limit and when the next may be asked.
     RateLimited,
-}
-
-impl ErrorCode {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::InvalidRequest => "invalid_request",
-            ErrorCode::NotFound => "not_found",
-            ErrorCode::AlreadyExists => "already_exists",
-            ErrorCode::Conflict => "conflict",
-            ErrorCode::Refused => "refused",
-            ErrorCode::Forbidden => "forbidden",
-            ErrorCode::Unavailable => "unavailable",
-            ErrorCode::Internal => "internal",
-            ErrorCode::NeedsNewerAgent => "needs_newer_agent",
-            ErrorCode::NotPaired => "not_paired",
-            ErrorCode::RateLimited => "rate_limited",
-        }
-    }
 }
 
 /// The error half of a reply: a code and words for a person.

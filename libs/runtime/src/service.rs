@@ -2,8 +2,9 @@
 
 use anyhow::Context;
 use capstan_bus::{Bus, ConnectOptions, Credentials, Outgoing, RpcServer, SecretString};
+use capstan_events::Word as _;
 use capstan_events::{
-    rpc::{ErrorCode, Health, RpcError, HEALTH},
+    rpc::{ErrorCode, Health, RpcError},
     Domain,
 };
 use capstan_settings::{NatsCredentials, Settings};
@@ -115,7 +116,7 @@ impl Service {
         let store = self.store.clone();
         let domain = self.domain;
         let replica = uuid::Uuid::now_v7();
-        RpcServer::new(self.bus.clone(), self.domain).route(HEALTH, move |_: serde_json::Value| {
+        RpcServer::new(self.bus.clone(), self.domain).route_health(move || {
             let store = store.clone();
             async move {
                 store.ping().await.map_err(|error| {

@@ -67,6 +67,16 @@ pub fn verify_content_digest(header_value: &str, body: &[u8]) -> Result<(), Dige
     Ok(())
 }
 
+/// Lowercase hex SHA-256 of `bytes` (a release's and a manifest's file digests).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut text = String::with_capacity(64);
+    for byte in digest {
+        text.push_str(&format!("{byte:02x}"));
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

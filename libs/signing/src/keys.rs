@@ -229,6 +229,15 @@ impl AsRef<str> for Fingerprint {
     }
 }
 
+/// One signature by a key (over a release's signed part, or a file manifest): the signing
+/// key's fingerprint and the signature.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeySignature {
+    pub keyid: String,
+    pub sig: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

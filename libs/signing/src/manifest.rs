@@ -20,10 +20,7 @@ use std::{collections::BTreeMap, fmt, io::Read as _};
 use base64::{engine::general_purpose::STANDARD, Engine as _};
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    release::{sha256_hex, KeySignature},
-    NodeKey, PublicKey, SIGNATURE_LENGTH,
-};
+use crate::{digest::sha256_hex, keys::KeySignature, NodeKey, PublicKey, SIGNATURE_LENGTH};
 
 /// The manifest beside the tree it describes (a site root, the bundle's tree).
 pub const MANIFEST_FILE: &str = "RELEASE_MANIFEST";

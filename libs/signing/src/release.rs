@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 
 use base64::{engine::general_purpose::STANDARD, Engine as _};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest as _, Sha256};
 
+pub use crate::{digest::sha256_hex, keys::KeySignature};
 use crate::{manifest::FileManifest, NodeKey, PublicKey, SIGNATURE_LENGTH};
 
 /// What a metadata signature covers, before the canonical bytes: a signature made for
@@ -102,30 +102,12 @@ pub struct Release {
     pub next_key: Option<String>,
 }
 
-/// One signature over the signed part: the signing key's fingerprint and the signature.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KeySignature {
-    pub keyid: String,
-    pub sig: String,
-}
-
 /// A release and its signatures, as published.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SignedRelease {
     pub signed: Release,
     pub signatures: Vec<KeySignature>,
-}
-
-/// Lowercase hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut text = String::with_capacity(64);
-    for byte in digest {
-        text.push_str(&format!("{byte:02x}"));
-    }
-    text
 }
 
 /// A version: 1 to 64 characters of letters, digits, `.`, `-` and `+`, starting with a digit.

@@ -27,6 +27,7 @@ use crate::{
     },
     store::{self, JobRow, JoinRow, NodeRow, ReadingRow},
 };
+use capstan_events::Word as _;
 
 /// A store failure as an rpc answer; the details go to the log, not to the asker.
 pub fn unavailable(error: StoreError) -> RpcError {

@@ -26,6 +26,7 @@ use crate::{
     domain::jobs::{self, Door},
     store,
 };
+use capstan_events::Word as _;
 
 /// The durable consumer of this service's command stream.
 pub fn spec(max_deliver: u32, ack_wait: Duration) -> ConsumerSpec {

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use crate::domain::manifest;
 use crate::store::schedule::{self as store, JobRow, VerifyEnd};
+use capstan_events::Word as _;
 
 /// The durable consumers of this service (from `Domain::reach`).
 pub fn specs(max_deliver: u32, ack_wait: Duration) -> Vec<ConsumerSpec> {
@@ -82,7 +83,7 @@ async fn job_finished(
     finished: JobFinished,
     at: chrono::DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    if finished.primitive == "check_status" {
+    if finished.primitive == capstan_events::agent_channel::primitives::CHECK_STATUS {
         return recovery_key(connection, &finished, at).await;
     }
     let Some(correlation) = finished.correlation_id else {

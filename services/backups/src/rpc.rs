@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use capstan_bus::RpcServer;
 use capstan_events::backups::rpc::{
-    ops, BackupUrls, BackupUrlsAnswer, CreateTarget, FleetCoverage, FleetCoverageRequest,
-    ListTargets, PresignedUrl, SetDefaultTarget, TargetView, Targets, COVERAGE_UNCOVERED_LISTED,
+    BackupUrls, BackupUrlsAnswer, CreateTarget, FleetCoverage, FleetCoverageRequest, ListTargets,
+    PresignedUrl, SetDefaultTarget, TargetView, Targets, COVERAGE_UNCOVERED_LISTED,
 };
 use capstan_events::backups::{TargetChanged, UrlOp};
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
@@ -43,11 +43,11 @@ pub struct State {
 /// Adds the backups service's questions to `server`.
 pub fn routes(server: RpcServer, state: State) -> RpcServer {
     server
-        .route_with_state(ops::LIST_TARGETS, &state, list_targets)
-        .route_with_state(ops::CREATE_TARGET, &state, create_target)
-        .route_with_state(ops::SET_DEFAULT_TARGET, &state, set_default_target)
-        .route_with_state(ops::BACKUP_URLS, &state, backup_urls)
-        .route_with_state(ops::FLEET_COVERAGE, &state, fleet_coverage)
+        .route_with_state(&state, list_targets)
+        .route_with_state(&state, create_target)
+        .route_with_state(&state, set_default_target)
+        .route_with_state(&state, backup_urls)
+        .route_with_state(&state, fleet_coverage)
 }
 
 fn sealing(error: SealError) -> RpcError {

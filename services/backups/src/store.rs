@@ -3,6 +3,7 @@
 
 use capstan_events::backups::{Provider, TargetChanged};
 use capstan_events::Envelope;
+use capstan_events::Word as _;
 use capstan_store::{outbox, PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 

@@ -20,6 +20,7 @@ use crate::domain::schedule::{
     self, backup_due, excluded, next_run, verify_due, NodeFacts, BACKUP_RUN,
 };
 use crate::store::schedule::{self as store, Dispatch, NodeRow, REQUESTED_BY};
+use capstan_events::Word as _;
 
 /// The lock that makes one replica run the schedule each tick.
 pub const SCHEDULE_LOCK: &str = "capstan-backups-schedule";

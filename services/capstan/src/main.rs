@@ -304,12 +304,7 @@ async fn health(settings: Settings, domain: Domain) -> anyhow::Result<()> {
         .await
         .context("connecting to NATS")?;
     let health: capstan_events::rpc::Health = bus
-        .request(
-            domain,
-            capstan_events::rpc::HEALTH,
-            &serde_json::json!({}),
-            settings.bus.rpc_timeout(),
-        )
+        .health(domain, settings.bus.rpc_timeout())
         .await
         .with_context(|| format!("asking {domain} for its health"))?;
     anyhow::ensure!(health.ready, "{domain} answers but is not ready");

@@ -15,6 +15,7 @@ use crate::{
     store::{self, AuditEntry},
     DOMAIN, MIGRATOR,
 };
+use capstan_events::Word as _;
 
 /// Who a `capstan admin` act is recorded as.
 pub const CLI_ACTOR: &str = "capstan admin";

@@ -7,6 +7,7 @@ use axum::{
     Json,
 };
 use capstan_events::rpc::{ErrorCode, RpcError};
+use capstan_events::Word as _;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

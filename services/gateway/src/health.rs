@@ -39,8 +39,7 @@ pub async fn healthz(State(state): State<AppState>, request: Request) -> (Status
     let answers = join_all(Domain::ALL.into_iter().map(|domain| {
         let bus = state.bus.clone();
         async move {
-            let answer: Result<Health, _> =
-                bus.request(domain, "health", &json!({}), timeout).await;
+            let answer: Result<Health, _> = bus.health(domain, timeout).await;
             (domain, answer)
         }
     }))

@@ -135,6 +135,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
 mod tests {
     use super::*;
     use capstan_events::agent_channel::rpc::AgentEndpoint;
+    use capstan_events::Word as _;
 
     /// The row of `method path`.
     fn row(method: Method, path: &str) -> &'static Route {

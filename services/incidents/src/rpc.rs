@@ -7,11 +7,12 @@ use std::collections::HashMap;
 
 use capstan_bus::RpcServer;
 use capstan_events::incidents::rpc::{
-    ops, AddNote, AttemptView, Bell, BellItem, CreateSilence, CreateWebhook, DeleteRequest, Done,
-    GetIncident, Header, HeaderRequest, IncidentDetail, IncidentView, Incidents, ListIncidents,
-    ListRequest, MailPreferences as MailView, NotificationsRequest, SetAlerts, SetNotifications,
-    SignalView, SilenceView, Silences, TimelineView, TriageIncident, Triaged, WebhookCreated,
-    WebhookDeliveries, WebhookDeliveriesRequest, WebhookDelivery, WebhookView, Webhooks,
+    AddNote, AttemptView, Bell, BellItem, BellRequest, CreateSilence, CreateWebhook, DeleteSilence,
+    DeleteWebhook, Done, GetIncident, GetNotifications, Header, HeaderRequest, IncidentDetail,
+    IncidentView, Incidents, ListIncidents, ListSilences, ListWebhooks,
+    MailPreferences as MailView, SetAlerts, SetNotifications, SignalView, SilenceView, Silences,
+    TimelineView, TriageIncident, Triaged, WebhookCreated, WebhookDeliveries,
+    WebhookDeliveriesRequest, WebhookDelivery, WebhookView, Webhooks,
 };
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
 use capstan_store::{Store, StoreError};
@@ -42,22 +43,22 @@ pub struct State {
 /// Adds the incidents service's questions to `server`.
 pub fn routes(server: RpcServer, state: State) -> RpcServer {
     server
-        .route_with_state(ops::LIST, &state, list)
-        .route_with_state(ops::GET, &state, get)
-        .route_with_state(ops::TRIAGE, &state, triage_incident)
-        .route_with_state(ops::NOTE, &state, note)
-        .route_with_state(ops::HEADER, &state, header)
-        .route_with_state(ops::LIST_SILENCES, &state, list_silences)
-        .route_with_state(ops::CREATE_SILENCE, &state, create_silence)
-        .route_with_state(ops::DELETE_SILENCE, &state, delete_silence)
-        .route_with_state(ops::LIST_WEBHOOKS, &state, list_webhooks)
-        .route_with_state(ops::CREATE_WEBHOOK, &state, create_webhook)
-        .route_with_state(ops::DELETE_WEBHOOK, &state, delete_webhook)
-        .route_with_state(ops::GET_NOTIFICATIONS, &state, get_notifications)
-        .route_with_state(ops::SET_NOTIFICATIONS, &state, set_notifications)
-        .route_with_state(ops::BELL, &state, bell)
-        .route_with_state(ops::SET_ALERTS, &state, set_alerts)
-        .route_with_state(ops::WEBHOOK_DELIVERIES, &state, webhook_deliveries)
+        .route_with_state(&state, list)
+        .route_with_state(&state, get)
+        .route_with_state(&state, triage_incident)
+        .route_with_state(&state, note)
+        .route_with_state(&state, header)
+        .route_with_state(&state, list_silences)
+        .route_with_state(&state, create_silence)
+        .route_with_state(&state, delete_silence)
+        .route_with_state(&state, list_webhooks)
+        .route_with_state(&state, create_webhook)
+        .route_with_state(&state, delete_webhook)
+        .route_with_state(&state, get_notifications)
+        .route_with_state(&state, set_notifications)
+        .route_with_state(&state, bell)
+        .route_with_state(&state, set_alerts)
+        .route_with_state(&state, webhook_deliveries)
 }
 
 fn unavailable(error: StoreError) -> RpcError {
@@ -386,7 +387,7 @@ fn silence_view(row: acts::SilenceRow, now: DateTime<Utc>) -> SilenceView {
     }
 }
 
-pub async fn list_silences(state: State, request: ListRequest) -> Answer<Silences> {
+pub async fn list_silences(state: State, ListSilences(request): ListSilences) -> Answer<Silences> {
     request.actor.require(Level::Change, "listing silences")?;
     let mut connection = connection(&state).await?;
     let now = Utc::now();
@@ -421,7 +422,7 @@ pub async fn create_silence(state: State, request: CreateSilence) -> Answer<Sile
     Ok(silence_view(row, now))
 }
 
-pub async fn delete_silence(state: State, request: DeleteRequest) -> Answer<Done> {
+pub async fn delete_silence(state: State, DeleteSilence(request): DeleteSilence) -> Answer<Done> {
     request.actor.require(Level::Change, "ending a silence")?;
     let mut connection = connection(&state).await?;
     if !acts::delete_silence(&mut connection, request.id, Utc::now())
@@ -444,7 +445,7 @@ fn webhook_view(row: acts::WebhookRow) -> Answer<WebhookView> {
     })
 }
 
-pub async fn list_webhooks(state: State, request: ListRequest) -> Answer<Webhooks> {
+pub async fn list_webhooks(state: State, ListWebhooks(request): ListWebhooks) -> Answer<Webhooks> {
     request.actor.require(Level::Admin, "listing webhooks")?;
     let mut connection = connection(&state).await?;
     let rows = acts::webhooks(&mut connection).await.map_err(unavailable)?;
@@ -492,7 +493,7 @@ pub async fn create_webhook(state: State, request: CreateWebhook) -> Answer<Webh
     })
 }
 
-pub async fn delete_webhook(state: State, request: DeleteRequest) -> Answer<Done> {
+pub async fn delete_webhook(state: State, DeleteWebhook(request): DeleteWebhook) -> Answer<Done> {
     request.actor.require(Level::Admin, "deleting a webhook")?;
     let mut connection = connection(&state).await?;
     if !acts::delete_webhook(&mut connection, request.id, Utc::now())
@@ -504,7 +505,10 @@ pub async fn delete_webhook(state: State, request: DeleteRequest) -> Answer<Done
     Ok(Done {})
 }
 
-pub async fn get_notifications(state: State, request: NotificationsRequest) -> Answer<MailView> {
+pub async fn get_notifications(
+    state: State,
+    GetNotifications(request): GetNotifications,
+) -> Answer<MailView> {
     request
         .actor
         .require(Level::Read, "reading mail preferences")?;
@@ -536,7 +540,7 @@ pub async fn set_notifications(state: State, request: SetNotifications) -> Answe
 /// The most bell items one answer holds.
 pub const BELL_LIMIT: i64 = 50;
 
-pub async fn bell(state: State, request: NotificationsRequest) -> Answer<Bell> {
+pub async fn bell(state: State, BellRequest(request): BellRequest) -> Answer<Bell> {
     request.actor.require(Level::Read, "reading the bell")?;
     let mut connection = connection(&state).await?;
     let rows = signals::bell(&mut connection, request.operator_id, BELL_LIMIT)

@@ -124,7 +124,7 @@ async fn job_finished(
         at,
     )
     .await?;
-    if !newest || finished.primitive != "check_status" {
+    if !newest || finished.primitive != capstan_events::agent_channel::primitives::CHECK_STATUS {
         return Ok(());
     }
     let judged = health::health(Some((finished.outcome, finished.result.as_ref())));

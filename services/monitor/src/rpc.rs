@@ -6,9 +6,9 @@
 
 use capstan_bus::RpcServer;
 use capstan_events::monitor::rpc::{
-    ops, CertProblemView, CertificateView, EdgeProbeStarted, EdgeProbeView, EdgeProbes,
-    GetCertificate, GetEdgeProbe, GetUptime, GetUptimeSummary, HistoryPoint, ListEdgeProbes,
-    ListUptime, SetUptime, StartEdgeProbe, UptimeCheck, UptimeChecks, UptimeDetail, UptimeSummary,
+    CertProblemView, CertificateView, EdgeProbeStarted, EdgeProbeView, EdgeProbes, GetCertificate,
+    GetEdgeProbe, GetUptime, GetUptimeSummary, HistoryPoint, ListEdgeProbes, ListUptime, SetUptime,
+    StartEdgeProbe, UptimeCheck, UptimeChecks, UptimeDetail, UptimeSummary,
 };
 use capstan_events::monitor::UptimeStatus;
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
@@ -23,6 +23,7 @@ use crate::domain::uptime::{self, HISTORY_KEPT};
 use crate::domain::InvalidInput;
 use crate::drivers::Prober;
 use crate::store::{self, CheckRow};
+use capstan_events::Word as _;
 
 /// A handler's answer: store and bus failures go up with `?` (answered `unavailable`).
 type Answer<T> = Result<T, ServiceError>;
@@ -42,15 +43,15 @@ pub struct State {
 /// Adds the monitor service's questions to `server`.
 pub fn routes(server: RpcServer, state: State) -> RpcServer {
     server
-        .route_with_state(ops::LIST_UPTIME, &state, list_uptime)
-        .route_with_state(ops::GET_UPTIME, &state, get_uptime)
-        .route_with_state(ops::SET_UPTIME, &state, set_uptime)
-        .route_with_state(ops::GET_CERTIFICATE, &state, get_certificate)
-        .route_with_state(ops::START_EDGE_PROBE, &state, start_edge_probe)
-        .route_with_state(ops::GET_EDGE_PROBE, &state, get_edge_probe)
-        .route_with_state(ops::LIST_EDGE_PROBES, &state, list_edge_probes)
-        .route_with_state(ops::UPTIME_SUMMARY, &state, uptime_summary)
-        .route_with_state(ops::FLEET_SECURITY, &state, fleet_security)
+        .route_with_state(&state, list_uptime)
+        .route_with_state(&state, get_uptime)
+        .route_with_state(&state, set_uptime)
+        .route_with_state(&state, get_certificate)
+        .route_with_state(&state, start_edge_probe)
+        .route_with_state(&state, get_edge_probe)
+        .route_with_state(&state, list_edge_probes)
+        .route_with_state(&state, uptime_summary)
+        .route_with_state(&state, fleet_security)
 }
 
 /// The most down checks the summary lists.
@@ -126,7 +127,7 @@ pub async fn set_uptime(state: State, request: SetUptime) -> Answer<UptimeCheck>
         .require(Level::Change, "changing a node's uptime check")?;
     let setting = uptime::setting(
         request.enabled,
-        &request.kind,
+        request.kind.as_str(),
         request.url.as_deref(),
         request.keyword.as_deref(),
         request.interval_secs,

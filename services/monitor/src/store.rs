@@ -16,6 +16,7 @@ use sqlx::types::Json;
 use crate::domain::conditions;
 use crate::domain::uptime::{Live, Setting, Up};
 use crate::domain::NodeId;
+use capstan_events::Word as _;
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 

@@ -22,6 +22,7 @@ use crate::domain::uptime::{self, next_due, Outcome, Transition, HISTORY_KEPT};
 use crate::drivers::http::{Checked, Target};
 use crate::drivers::{ProbeError, Prober};
 use crate::store::{self, Due, DueCertificate};
+use capstan_events::Word as _;
 
 /// The status pass (MO-05, MO-06).
 pub mod status;

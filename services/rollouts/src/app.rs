@@ -3,6 +3,7 @@
 
 use capstan_events::rollouts::staged::RolloutView;
 use capstan_events::rpc::{ErrorCode, RpcError};
+use capstan_events::Word as _;
 use capstan_store::{Store, StoreError};
 use chrono::Utc;
 

@@ -15,6 +15,7 @@ use futures::future::BoxFuture;
 use std::time::Duration;
 
 use crate::store::staged::{self as store, REQUESTED_BY};
+use capstan_events::Word as _;
 
 /// The durable consumers of this service: one per stream it reads (from `Domain::reach`).
 pub fn specs(max_deliver: u32, ack_wait: Duration) -> Vec<ConsumerSpec> {

@@ -8,7 +8,7 @@ pub mod staged;
 use capstan_bus::RpcServer;
 use capstan_events::rollouts::{
     rpc::{
-        ops, ArtifactFound, ArtifactRequest, ListReleases, ListSiteReleases, PublishRelease,
+        ArtifactFound, ArtifactRequest, ListReleases, ListSiteReleases, PublishRelease,
         PublishSiteRelease, ReleaseView, Releases,
     },
     ReleasePublished,
@@ -36,33 +36,23 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
     let publishing_site = state.clone();
     let listing_site = state.clone();
     server
-        .route_with_body(
-            ops::PUBLISH_RELEASE,
-            move |request: PublishRelease, body: Bytes| {
-                let state = publishing.clone();
-                async move { Ok((publish(&state, request, &body).await?, Bytes::new())) }
-            },
-        )
-        .route_with_state(ops::LIST_RELEASES, &state, list)
-        .route_with_body(
-            ops::ARTIFACT,
-            move |request: ArtifactRequest, _body: Bytes| {
-                let state = serving.clone();
-                async move { artifact(&state, request).await }
-            },
-        )
-        .route_with_body(
-            ops::PUBLISH_SITE_RELEASE,
-            move |request: PublishSiteRelease, body: Bytes| {
-                let state = publishing_site.clone();
-                async move {
-                    let view = site_releases::publish(&state.store, request, body).await?;
-                    Ok((view, Bytes::new()))
-                }
-            },
-        )
+        .route_with_body(move |request: PublishRelease, body: Bytes| {
+            let state = publishing.clone();
+            async move { Ok((publish(&state, request, &body).await?, Bytes::new())) }
+        })
+        .route_with_state(&state, list)
+        .route_with_body(move |request: ArtifactRequest, _body: Bytes| {
+            let state = serving.clone();
+            async move { artifact(&state, request).await }
+        })
+        .route_with_body(move |request: PublishSiteRelease, body: Bytes| {
+            let state = publishing_site.clone();
+            async move {
+                let view = site_releases::publish(&state.store, request, body).await?;
+                Ok((view, Bytes::new()))
+            }
+        })
         .route_with_state(
-            ops::LIST_SITE_RELEASES,
             &listing_site,
             |state: State, request: ListSiteReleases| async move {
                 site_releases::list(&state.store, request).await

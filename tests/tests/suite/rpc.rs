@@ -4,12 +4,11 @@
 use capstan_bus::testsuite::NatsServer;
 use capstan_e2e::{service, settings};
 use capstan_events::{
-    rpc::{ErrorCode, Health, RpcError, HEALTH},
+    rpc::{ErrorCode, Health, RpcError},
     Domain,
 };
 use capstan_store::testsuite::TestDatabase;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -19,6 +18,27 @@ struct Add {
     right: i64,
 }
 
+/// The same question with a left side that is no number: what a careless caller might send.
+#[derive(Serialize, Deserialize)]
+struct AddWords {
+    left: String,
+}
+
+/// A question billing does not answer.
+#[derive(Serialize, Deserialize)]
+struct Subtract {}
+
+/// Waits the given seconds, then answers them.
+#[derive(Serialize, Deserialize)]
+struct Slow(u64);
+
+capstan_events::rpc! { Domain::Billing;
+    "add": Add => i64,
+    "add": AddWords => i64,
+    "subtract": Subtract => i64,
+    "slow": Slow => u64,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_service_answers_its_questions_and_refuses_bad_ones_by_code() {
     let nats = NatsServer::start();
@@ -26,7 +46,7 @@ async fn a_service_answers_its_questions_and_refuses_bad_ones_by_code() {
     let settings = settings(&database, &nats, &[]);
     let service = service(&settings, Domain::Billing).await;
     let bus = service.bus.clone();
-    let rpc = service.rpc().route("add", |add: Add| async move {
+    let rpc = service.rpc().route(|add: Add| async move {
         add.left
             .checked_add(add.right)
             .ok_or_else(|| RpcError::new(ErrorCode::InvalidRequest, "the sum overflows"))
@@ -37,25 +57,16 @@ async fn a_service_answers_its_questions_and_refuses_bad_ones_by_code() {
 
     let health: Health = capstan_e2e::wait_for("billing to answer", timeout, || {
         let bus = bus.clone();
-        async move {
-            bus.request(Domain::Billing, HEALTH, &json!({}), timeout)
-                .await
-                .ok()
-        }
+        async move { bus.health(Domain::Billing, timeout).await.ok() }
     })
     .await;
     assert_eq!((health.service.as_str(), health.ready), ("billing", true));
 
-    let sum: i64 = bus
-        .request(Domain::Billing, "add", &Add { left: 2, right: 40 }, timeout)
-        .await
-        .unwrap();
+    let sum: i64 = bus.ask(&Add { left: 2, right: 40 }, timeout).await.unwrap();
     assert_eq!(sum, 42);
 
     let overflow = bus
-        .request::<_, i64>(
-            Domain::Billing,
-            "add",
+        .ask(
             &Add {
                 left: i64::MAX,
                 right: 1,
@@ -68,20 +79,17 @@ async fn a_service_answers_its_questions_and_refuses_bad_ones_by_code() {
     assert_eq!(overflow.message, "the sum overflows");
 
     let malformed = bus
-        .request::<_, i64>(Domain::Billing, "add", &json!({"left": "two"}), timeout)
+        .ask(&AddWords { left: "two".into() }, timeout)
         .await
         .unwrap_err();
     assert_eq!(malformed.code, ErrorCode::InvalidRequest);
     assert!(malformed.message.contains("add"), "{}", malformed.message);
 
-    let unknown = bus
-        .request::<_, i64>(Domain::Billing, "subtract", &json!({}), timeout)
-        .await
-        .unwrap_err();
+    let unknown = bus.ask(&Subtract {}, timeout).await.unwrap_err();
     assert_eq!(unknown.code, ErrorCode::NotFound);
 
     let nobody = bus
-        .request::<_, Health>(Domain::Dns, HEALTH, &json!({}), Duration::from_millis(500))
+        .health(Domain::Dns, Duration::from_millis(500))
         .await
         .unwrap_err();
     assert_eq!(nobody.code, ErrorCode::Unavailable);
@@ -99,22 +107,16 @@ async fn a_slow_answer_arrives_within_the_callers_own_deadline() {
     let settings = settings(&database, &nats, &[]);
     let service = service(&settings, Domain::Billing).await;
     let bus = service.bus.clone();
-    let rpc = service.rpc().route("slow", |seconds: u64| async move {
+    let rpc = service.rpc().route(|Slow(seconds): Slow| async move {
         tokio::time::sleep(Duration::from_secs(seconds)).await;
         Ok::<_, RpcError>(seconds)
     });
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(service.run(rpc, Vec::new(), shutdown.clone()));
     capstan_e2e::wait_replicas(&bus, Domain::Billing, 1).await;
-    let waited: u64 = bus
-        .request(Domain::Billing, "slow", &11u64, Duration::from_secs(20))
-        .await
-        .unwrap();
+    let waited: u64 = bus.ask(&Slow(11), Duration::from_secs(20)).await.unwrap();
     assert_eq!(waited, 11);
-    let cut = bus
-        .request::<_, u64>(Domain::Billing, "slow", &3u64, Duration::from_secs(1))
-        .await
-        .unwrap_err();
+    let cut = bus.ask(&Slow(3), Duration::from_secs(1)).await.unwrap_err();
     assert_eq!(
         cut.code,
         ErrorCode::Unavailable,

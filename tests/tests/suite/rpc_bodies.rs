@@ -11,8 +11,8 @@ use capstan_bus::{
     Bus, RpcServer,
 };
 use capstan_events::{
-    rpc::{ErrorCode, RpcError},
-    rpc_subject, Domain,
+    rpc::{ErrorCode, Rpc, RpcError},
+    Domain,
 };
 use rand::RngCore;
 use serde_json::{json, Value};
@@ -21,6 +21,27 @@ use std::{
     time::Duration,
 };
 use tokio_util::sync::CancellationToken;
+
+/// Billing's `store` in these tests: keeps the body it got.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+struct Store(Value);
+
+/// Billing's `echo` in these tests: answers the JSON it got.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+struct Echo(Value);
+
+/// A question nobody routes.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+struct Nonesuch(Value);
+
+capstan_events::rpc! { Domain::Billing;
+    "store" [body]: Store => Value,
+    "echo": Echo => Value,
+    "nonesuch" [body]: Nonesuch => Value,
+}
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 const SPY_WAIT: Duration = Duration::from_secs(5);
@@ -39,8 +60,7 @@ async fn serve_store(
     let received = Arc::new(Mutex::new(None));
     let keep = received.clone();
     let server = RpcServer::new(bus.clone(), Domain::Billing).route_with_body(
-        "store",
-        move |meta: Value, body: Bytes| {
+        move |Store(meta): Store, body: Bytes| {
             let keep = keep.clone();
             let answer = answer.clone();
             async move {
@@ -56,10 +76,8 @@ async fn serve_store(
     capstan_e2e::wait_for("the test server to answer", TIMEOUT, || {
         let bus = bus.clone();
         async move {
-            bus.request_with_body::<_, Value>(
-                Domain::Billing,
-                "store",
-                &json!({"warm": true}),
+            bus.ask_with_body(
+                &Store(json!({"warm": true})),
                 Bytes::new(),
                 Duration::from_millis(500),
             )
@@ -90,18 +108,12 @@ async fn a_four_mebibyte_body_round_trips_byte_exact_both_ways_through_the_objec
     let bus = Bus::connect(&nats.url(), "rpc-bodies-test").await.unwrap();
     let reply_body = random_body(4 * 1024 * 1024);
     let (received, stop) = serve_store(&bus, reply_body.clone()).await;
-    let mut requests = spy(&bus, &rpc_subject(Domain::Billing, "store")).await;
+    let mut requests = spy(&bus, &Store::subject()).await;
     let mut replies = spy(&bus, "_INBOX.>").await;
 
     let request_body = random_body(4 * 1024 * 1024);
     let (answer, body): (Value, Bytes) = bus
-        .request_with_body(
-            Domain::Billing,
-            "store",
-            &json!({"job_id": 42}),
-            request_body.clone(),
-            TIMEOUT,
-        )
+        .ask_with_body(&Store(json!({"job_id": 42})), request_body.clone(), TIMEOUT)
         .await
         .unwrap();
 
@@ -157,7 +169,7 @@ async fn a_body_up_to_512_kib_stays_in_the_message_and_one_byte_more_goes_throug
     let nats = NatsServer::start();
     let bus = Bus::connect(&nats.url(), "rpc-bodies-test").await.unwrap();
     let (received, stop) = serve_store(&bus, Bytes::from_static(b"small answer")).await;
-    let mut requests = spy(&bus, &rpc_subject(Domain::Billing, "store")).await;
+    let mut requests = spy(&bus, &Store::subject()).await;
     let mut replies = spy(&bus, "_INBOX.>").await;
 
     for (length, inline) in [
@@ -167,13 +179,7 @@ async fn a_body_up_to_512_kib_stays_in_the_message_and_one_byte_more_goes_throug
     ] {
         let request_body = random_body(length);
         let (_, body): (Value, Bytes) = bus
-            .request_with_body(
-                Domain::Billing,
-                "store",
-                &json!({}),
-                request_body.clone(),
-                TIMEOUT,
-            )
+            .ask_with_body(&Store(json!({})), request_body.clone(), TIMEOUT)
             .await
             .unwrap();
         assert_eq!(body, Bytes::from_static(b"small answer"));
@@ -209,18 +215,12 @@ async fn a_large_json_half_goes_through_the_store_and_an_unanswerable_question_l
     let nats = NatsServer::start();
     let bus = Bus::connect(&nats.url(), "rpc-bodies-test").await.unwrap();
     let (received, stop) = serve_store(&bus, Bytes::new()).await;
-    let mut requests = spy(&bus, &rpc_subject(Domain::Billing, "store")).await;
+    let mut requests = spy(&bus, &Store::subject()).await;
 
     // A JSON half too large for a header (a claim answer carrying a large job).
     let params = "x".repeat(300 * 1024);
     let _: (Value, Bytes) = bus
-        .request_with_body(
-            Domain::Billing,
-            "store",
-            &json!({"params": params}),
-            Bytes::new(),
-            TIMEOUT,
-        )
+        .ask_with_body(&Store(json!({"params": params})), Bytes::new(), TIMEOUT)
         .await
         .unwrap();
     let (meta, _) = received.lock().unwrap().take().unwrap();
@@ -235,13 +235,7 @@ async fn a_large_json_half_goes_through_the_store_and_an_unanswerable_question_l
 
     // An op nobody routes: the server still collects the body it was sent.
     let refused = bus
-        .request_with_body::<_, Value>(
-            Domain::Billing,
-            "nonesuch",
-            &json!({}),
-            random_body(1024 * 1024),
-            TIMEOUT,
-        )
+        .ask_with_body(&Nonesuch(json!({})), random_body(1024 * 1024), TIMEOUT)
         .await
         .unwrap_err();
     assert_eq!(refused.code, ErrorCode::NotFound);
@@ -253,35 +247,25 @@ async fn a_large_json_half_goes_through_the_store_and_an_unanswerable_question_l
 async fn a_plain_json_question_and_answer_too_large_for_a_message_go_through_the_store_too() {
     let nats = NatsServer::start();
     let bus = Bus::connect(&nats.url(), "rpc-bodies-test").await.unwrap();
-    let server =
-        RpcServer::new(bus.clone(), Domain::Billing).route("echo", |value: Value| async move {
-            Ok::<_, RpcError>(value)
-        });
+    let server = RpcServer::new(bus.clone(), Domain::Billing)
+        .route(|Echo(value): Echo| async move { Ok::<_, RpcError>(value) });
     let stop = CancellationToken::new();
     tokio::spawn(server.serve(stop.clone()));
     capstan_e2e::wait_for("the echo server", TIMEOUT, || {
         let bus = bus.clone();
         async move {
-            bus.request::<_, Value>(
-                Domain::Billing,
-                "echo",
-                &json!(1),
-                Duration::from_millis(500),
-            )
-            .await
-            .ok()
+            bus.ask(&Echo(json!(1)), Duration::from_millis(500))
+                .await
+                .ok()
         }
     })
     .await;
-    let mut requests = spy(&bus, &rpc_subject(Domain::Billing, "echo")).await;
+    let mut requests = spy(&bus, &Echo::subject()).await;
     let mut replies = spy(&bus, "_INBOX.>").await;
 
     // A listing of many nodes, or a job's megabyte of output, as JSON.
     let large = json!({"output": "é".repeat(1024 * 1024)});
-    let echoed: Value = bus
-        .request(Domain::Billing, "echo", &large, TIMEOUT)
-        .await
-        .unwrap();
+    let echoed: Value = bus.ask(&Echo(large.clone()), TIMEOUT).await.unwrap();
     assert!(echoed == large, "the answer arrives whole");
     let asked = requests.next(SPY_WAIT).await.unwrap();
     assert!(asked.headers.contains_key(BODY_OBJECT_HEADER));

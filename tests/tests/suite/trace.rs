@@ -45,6 +45,12 @@ fn attribute(span: &SpanData, key: &str) -> Option<String> {
         .map(|attribute| attribute.value.to_string())
 }
 
+/// The test service's `record`: writes the tick to its outbox.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+struct Record(Tick);
+capstan_events::rpc! { Domain::Incidents; "record": Record => serde_json::Value }
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_trace_runs_from_the_gateway_through_an_rpc_and_an_event_into_its_consumer() {
     let exporter = InMemorySpanExporter::default();
@@ -68,7 +74,7 @@ async fn one_trace_runs_from_the_gateway_through_an_rpc_and_an_event_into_its_co
 
     // The service: `record` writes a tick to its outbox; its consumer takes ticks.
     let store = service.store.clone();
-    let rpc = service.rpc().route("record", move |tick: Tick| {
+    let rpc = service.rpc().route(move |Record(tick): Record| {
         let store = store.clone();
         async move {
             let mut transaction = store.begin().await.unwrap();
@@ -133,12 +139,7 @@ async fn one_trace_runs_from_the_gateway_through_an_rpc_and_an_event_into_its_co
     let request = info_span!("operator_request");
     propagation::set_parent(&request, Some(TRACEPARENT));
     let _: serde_json::Value = bus
-        .request(
-            Domain::Incidents,
-            "record",
-            &Tick { sequence: 1 },
-            Duration::from_secs(5),
-        )
+        .ask(&Record(Tick { sequence: 1 }), Duration::from_secs(5))
         .instrument(request)
         .await
         .unwrap();

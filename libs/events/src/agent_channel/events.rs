@@ -9,9 +9,26 @@ use uuid::Uuid;
 
 use crate::Domain;
 
+use crate::words::Word;
+
 /// The class of a primitive, which the node's policy accepts, asks about or refuses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum PrimitiveClass {
     Read,
     Change,
@@ -24,22 +41,6 @@ impl PrimitiveClass {
         PrimitiveClass::Change,
         PrimitiveClass::Destructive,
     ];
-
-    /// The class as the wire, the tables and the node's policy file spell it.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            PrimitiveClass::Read => "read",
-            PrimitiveClass::Change => "change",
-            PrimitiveClass::Destructive => "destructive",
-        }
-    }
-
-    /// The class spelled `text`, if it is one.
-    pub fn parse(text: &str) -> Option<PrimitiveClass> {
-        PrimitiveClass::ALL
-            .into_iter()
-            .find(|class| class.as_str() == text)
-    }
 
     /// The operator level a word of this class needs (decision 6.2-3, GW-02): read words at
     /// 7, change at 8, destructive at 10. The agent channel enforces it; the UI offers only
@@ -54,8 +55,23 @@ impl PrimitiveClass {
 }
 
 /// How a job ended, in the plane's words.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum JobOutcome {
     Completed,
     Failed,
@@ -74,24 +90,6 @@ impl JobOutcome {
         JobOutcome::Lost,
         JobOutcome::Withdrawn,
     ];
-
-    /// The outcome as the wire and the tables spell it.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            JobOutcome::Completed => "completed",
-            JobOutcome::Failed => "failed",
-            JobOutcome::Refused => "refused",
-            JobOutcome::Lost => "lost",
-            JobOutcome::Withdrawn => "withdrawn",
-        }
-    }
-
-    /// The outcome spelled `text`, if it is one.
-    pub fn parse(text: &str) -> Option<JobOutcome> {
-        JobOutcome::ALL
-            .into_iter()
-            .find(|outcome| outcome.as_str() == text)
-    }
 }
 
 /// A state or outcome read from a row that is none of the contract's: the row is wrong, and
@@ -297,6 +295,7 @@ crate::message!(Domain::AgentChannel, Command, CancelJob, "cancel_job");
 mod class_tests {
     use super::PrimitiveClass;
     use crate::rpc::Level;
+    use crate::words::Word;
 
     #[test]
     fn decision_6_2_3_classes_need_7_8_and_10() {

@@ -11,7 +11,12 @@ pub use super::PrimitiveClass;
 use crate::Domain;
 
 /// The only word a node below the version floor is offered (AC-20): how it gets back above.
+/// Also the word a rollout applies a site release with.
 pub const UPDATE: &str = "apply_update";
+/// The monitor's status job (MO-05), whose result other services read too.
+pub const CHECK_STATUS: &str = "check_status";
+/// The monitor's host job (MO-06).
+pub const HOST_REPORT: &str = "host_report";
 
 /// The default claim budget (spec: "15 minutes, or the primitive's own budget").
 pub const DEFAULT_CLAIM_BUDGET: Duration = Duration::from_secs(15 * 60);
@@ -123,7 +128,7 @@ const fn budget(minutes: u64) -> Duration {
 /// Every word the plane knows, by name.
 pub const CATALOG: &[Primitive] = &[
     Primitive {
-        name: "check_status",
+        name: CHECK_STATUS,
         class: PrimitiveClass::Read,
         claim_budget: budget(5),
         run_budget: DEFAULT_RUN_BUDGET,
@@ -132,7 +137,7 @@ pub const CATALOG: &[Primitive] = &[
         issuer: OPERATORS_AND_MONITOR,
     },
     Primitive {
-        name: "host_report",
+        name: HOST_REPORT,
         class: PrimitiveClass::Read,
         claim_budget: budget(5),
         run_budget: DEFAULT_RUN_BUDGET,
@@ -249,7 +254,7 @@ pub const CATALOG: &[Primitive] = &[
         issuer: OPERATORS,
     },
     Primitive {
-        name: "apply_update",
+        name: UPDATE,
         class: PrimitiveClass::Change,
         claim_budget: budget(30),
         run_budget: DEFAULT_RUN_BUDGET,

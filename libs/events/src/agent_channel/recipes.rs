@@ -8,8 +8,23 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// How a recipe runs on a node (AC-45's closed set).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum RecipeMode {
     /// Checks, and repairs when a check keeps failing.
     Armed,
@@ -25,26 +40,27 @@ impl RecipeMode {
         RecipeMode::ReportOnly,
         RecipeMode::NotApplicable,
     ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            RecipeMode::Armed => "armed",
-            RecipeMode::ReportOnly => "report-only",
-            RecipeMode::NotApplicable => "not-applicable",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<RecipeMode> {
-        RecipeMode::ALL
-            .into_iter()
-            .find(|mode| mode.as_str() == text)
-    }
 }
 
 /// A recipe's hold marker (AG-45) as the agent last found it: `hold/<recipe>` in its state
 /// directory stops the recipe's repairs while its check goes on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum RecipeHold {
     /// No marker: the recipe repairs as its mode allows.
     None,
@@ -60,20 +76,6 @@ pub const MAX_HOLD_REASON_BYTES: usize = 512;
 
 impl RecipeHold {
     pub const ALL: [RecipeHold; 3] = [RecipeHold::None, RecipeHold::Held, RecipeHold::Ignored];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            RecipeHold::None => "none",
-            RecipeHold::Held => "held",
-            RecipeHold::Ignored => "ignored",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<RecipeHold> {
-        RecipeHold::ALL
-            .into_iter()
-            .find(|hold| hold.as_str() == text)
-    }
 }
 
 /// One entry of a claim's `recipes`, as the plane keeps it in a node's `facts.recipes` (the
@@ -128,6 +130,7 @@ pub struct ReportedCase {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::words::Word;
 
     #[test]
     fn each_mode_and_hold_reads_back_from_its_one_word() {

@@ -10,12 +10,30 @@ use uuid::Uuid;
 use super::{JobOutcome, PrimitiveClass};
 use crate::rpc::Actor;
 
+use crate::words::Word;
+
 /// A node's health dot is the monitor's judgement (MO-07); the node views carry it.
 pub use crate::monitor::{Health, HealthDot};
 
 /// The agent routes under `/api/v1/agent/`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum AgentEndpoint {
     Join,
     JoinStatus,
@@ -39,20 +57,6 @@ impl AgentEndpoint {
         AgentEndpoint::Artifact,
         AgentEndpoint::BackupUrls,
     ];
-
-    /// The last segment of the route: `join_status`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            AgentEndpoint::Join => "join",
-            AgentEndpoint::JoinStatus => "join_status",
-            AgentEndpoint::Claim => "claim",
-            AgentEndpoint::Result => "result",
-            AgentEndpoint::JobStatus => "job_status",
-            AgentEndpoint::Leave => "leave",
-            AgentEndpoint::Artifact => "artifact",
-            AgentEndpoint::BackupUrls => "backup_urls",
-        }
-    }
 
     /// The body cap (PROTOCOL.md "Limits"): join and join_status 16 KiB, claim 256 KiB,
     /// result 4 MiB, others 16 KiB. A larger body is `413 too_large` before it is read whole.
@@ -80,12 +84,12 @@ pub struct AgentRequest {
     /// The address the gateway can vouch for.
     pub source_address: String,
     /// The gateway process holding the request: when it stops it releases its long polls
-    /// together ([`ops::RELEASE_CLAIMS`]). Absent from an older gateway.
+    /// together ([`ReleaseClaims`]). Absent from an older gateway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<Uuid>,
     /// This one claim, as the gateway holding it knows it: when its agent hangs up, or the
     /// gateway gives up waiting for its answer, the gateway releases it alone
-    /// ([`ops::RELEASE_POLL`]). Absent from an older gateway.
+    /// ([`ReleasePoll`]). Absent from an older gateway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll: Option<Uuid>,
 }
@@ -158,32 +162,67 @@ pub struct AgentResponse {
     pub retry_after: Option<u64>,
 }
 
-/// The rpc op names, in one place.
-pub mod ops {
-    pub const AGENT_REQUEST: &str = "agent_request";
-    /// Answered by every replica: see [`super::ReleaseClaims`].
-    pub const RELEASE_CLAIMS: &str = "release_claims";
-    /// Answered by every replica: see [`super::ReleasePoll`].
-    pub const RELEASE_POLL: &str = "release_poll";
-    pub const HAND_BACK: &str = "hand_back";
-    pub const VET_AGENT_REQUEST: &str = "vet_agent_request";
-    pub const LIST_JOINS: &str = "list_joins";
-    pub const APPROVE_JOIN: &str = "approve_join";
-    pub const REJECT_JOIN: &str = "reject_join";
-    pub const REOPEN_JOIN: &str = "reopen_join";
-    pub const LIST_NODES: &str = "list_nodes";
-    /// The fleet's spread across agent versions and each node's update verdict (issue 15).
-    pub const FLEET_VERSIONS: &str = "fleet_versions";
-    pub const GET_NODE: &str = "get_node";
-    pub const DISCONNECT_NODE: &str = "disconnect_node";
-    pub const CREATE_JOB: &str = "create_job";
-    pub const LIST_JOBS: &str = "list_jobs";
-    pub const GET_JOB: &str = "get_job";
-    pub const JOB_OUTPUT: &str = "job_output";
-    pub const CANCEL_JOB: &str = "cancel_job";
-    pub const MARK_JOB_FAILED: &str = "mark_job_failed";
-    pub const REFUSAL_COUNT: &str = "refusal_count";
+// The rpcs under `capstan.rpc.agent_channel.`: each op's name, request and answer, declared once.
+crate::rpc! { crate::Domain::AgentChannel;
+    "agent_request" [body]: AgentRequest => AgentResponse,
+    // Answered by every replica: see [`ReleaseClaims`].
+    "release_claims": ReleaseClaims => ClaimsReleased,
+    // Answered by every replica: see [`ReleasePoll`].
+    "release_poll": ReleasePoll => ClaimsReleased,
+    "hand_back": HandBack => HandedBack,
+    "vet_agent_request": VetAgentRequest => Vetted,
+    "list_joins": ListJoins => Joins,
+    "approve_join": ApproveJoin => Approved,
+    "reject_join": RejectJoin => Done,
+    "reopen_join": ReopenJoin => Done,
+    "list_nodes": ListNodes => Nodes,
+    // The fleet's spread across agent versions and each node's update verdict (issue 15).
+    "fleet_versions": FleetVersionsRequest => FleetVersions,
+    "get_node": GetNode => NodeView,
+    "disconnect_node": DisconnectNode => Done,
+    "create_job": CreateJob => JobCreated,
+    "list_jobs": ListJobs => Jobs,
+    "get_job": GetJob => JobView,
+    "job_output": JobOutputRequest => JobOutput,
+    "cancel_job": CancelJobRequest => Done,
+    "mark_job_failed": MarkJobFailed => Done,
+    "refusal_count": RefusalCountRequest => RefusalCount,
 }
+
+/// `reject_join`: the join to reject.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct RejectJoin(pub DecideJoin);
+
+/// `reopen_join`: the rejected join to reopen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct ReopenJoin(pub DecideJoin);
+
+/// `get_node`: the node to read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct GetNode(pub NodeRef);
+
+/// `disconnect_node`: the node to disconnect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct DisconnectNode(pub NodeRef);
+
+/// `get_job`: the job to read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct GetJob(pub JobRef);
+
+/// `cancel_job`: the job to cancel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct CancelJobRequest(pub JobRef);
+
+/// `mark_job_failed`: the job to mark failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct MarkJobFailed(pub JobRef);
 
 /// Which joins to list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
@@ -354,22 +393,27 @@ pub struct DecideJoin {
 }
 
 /// Where a node sits, without the host: the placement filter of [`ListNodes`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum PlacementKind {
     Machine,
     Host,
     Container,
-}
-
-impl PlacementKind {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            PlacementKind::Machine => "machine",
-            PlacementKind::Host => "host",
-            PlacementKind::Container => "container",
-        }
-    }
 }
 
 impl Placement {
@@ -569,8 +613,23 @@ pub struct CreateJob {
     pub params: serde_json::Value,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum JobState {
     Pending,
     Running,
@@ -594,26 +653,6 @@ impl JobState {
 
     pub fn is_terminal(self) -> bool {
         !matches!(self, JobState::Pending | JobState::Running)
-    }
-
-    /// The state as the wire and the tables spell it.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            JobState::Pending => "pending",
-            JobState::Running => "running",
-            JobState::Completed => "completed",
-            JobState::Failed => "failed",
-            JobState::Refused => "refused",
-            JobState::Lost => "lost",
-            JobState::Withdrawn => "withdrawn",
-        }
-    }
-
-    /// The state spelled `text`, if it is one.
-    pub fn parse(text: &str) -> Option<JobState> {
-        JobState::ALL
-            .into_iter()
-            .find(|state| state.as_str() == text)
     }
 
     /// How a job in this state ended, if it has.

@@ -37,8 +37,24 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Where a target's objects live (BK-04): every provider speaks S3 with SigV4.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Provider {
     Backblaze,
     AmazonS3,
@@ -62,48 +78,30 @@ impl Provider {
         Provider::Hetzner,
         Provider::GenericS3,
     ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Provider::Backblaze => "backblaze",
-            Provider::AmazonS3 => "amazon_s3",
-            Provider::Linode => "linode",
-            Provider::CloudflareR2 => "cloudflare_r2",
-            Provider::Wasabi => "wasabi",
-            Provider::DigitaloceanSpaces => "digitalocean_spaces",
-            Provider::Hetzner => "hetzner",
-            Provider::GenericS3 => "generic_s3",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Provider> {
-        Provider::ALL
-            .into_iter()
-            .find(|provider| provider.as_str() == text)
-    }
 }
 
 /// What a node asks the broker for (`POST /api/v1/agent/backup_urls`, `op`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum UrlOp {
     /// Presigned PUTs, only for a running `backup_run`, only new keys under its own seq.
     Put,
     /// Presigned GETs, for a running `verify_backup`, `restore_*` or `backup_run`.
     Get,
-}
-
-impl UrlOp {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            UrlOp::Put => "put",
-            UrlOp::Get => "get",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<UrlOp> {
-        [UrlOp::Put, UrlOp::Get]
-            .into_iter()
-            .find(|op| op.as_str() == text)
-    }
 }

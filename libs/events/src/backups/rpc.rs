@@ -12,34 +12,34 @@ use serde::{Deserialize, Serialize};
 use super::Provider;
 use crate::rpc::Actor;
 
-/// The rpc names under `capstan.rpc.backups.`.
-pub mod ops {
-    pub const LIST_TARGETS: &str = "list_targets";
-    pub const CREATE_TARGET: &str = "create_target";
-    pub const SET_DEFAULT_TARGET: &str = "set_default_target";
-    /// The broker: presigned URLs for a node's running backup job (the agent channel asks).
-    pub const BACKUP_URLS: &str = "backup_urls";
-    /// `GET /api/v1/backups/policy` (level 7).
-    pub const GET_POLICY: &str = "get_policy";
-    /// `PUT /api/v1/backups/policy` (level 10, audited).
-    pub const SET_POLICY: &str = "set_policy";
-    /// `GET /api/v1/nodes/{id}/backups/policy` (level 7).
-    pub const GET_NODE_POLICY: &str = "get_node_policy";
-    /// `PUT /api/v1/nodes/{id}/backups/policy` (level 10, audited).
-    pub const SET_NODE_POLICY: &str = "set_node_policy";
-    /// `GET /api/v1/nodes/{id}/backups` (level 7).
-    pub const NODE_BACKUPS: &str = "node_backups";
-    /// `POST /api/v1/nodes/{id}/backups/run` (level 8).
-    pub const RUN_NOW: &str = "run_now";
-    /// `POST /api/v1/nodes/{id}/backups/verify` (level 8).
-    pub const VERIFY: &str = "verify";
-    /// `POST /api/v1/nodes/{id}/backups/restore` (level 10).
-    pub const RESTORE: &str = "restore";
-    /// `POST /api/v1/nodes/{id}/backups/move` (level 10).
-    pub const MOVE: &str = "move";
-    /// `GET /api/v1/backups/coverage` (level 10): how many nodes back up to each target, and
-    /// which are not backed up and why (the Targets page's fleet coverage, BK-04, BK-22).
-    pub const FLEET_COVERAGE: &str = "fleet_coverage";
+// The rpcs under `capstan.rpc.backups.`: each op's name, request and answer, declared once.
+crate::rpc! { crate::Domain::Backups;
+    "list_targets": ListTargets => Targets,
+    "create_target": CreateTarget => TargetView,
+    "set_default_target": SetDefaultTarget => TargetView,
+    // The broker: presigned URLs for a node's running backup job (the agent channel asks).
+    "backup_urls": BackupUrls => BackupUrlsAnswer,
+    // `GET /api/v1/backups/policy` (level 7).
+    "get_policy": GetPolicy => FleetPolicyView,
+    // `PUT /api/v1/backups/policy` (level 10, audited).
+    "set_policy": SetPolicy => FleetPolicyView,
+    // `GET /api/v1/nodes/{id}/backups/policy` (level 7).
+    "get_node_policy": GetNodePolicy => NodePolicyView,
+    // `PUT /api/v1/nodes/{id}/backups/policy` (level 10, audited).
+    "set_node_policy": SetNodePolicy => NodePolicyView,
+    // `GET /api/v1/nodes/{id}/backups` (level 7).
+    "node_backups": NodeBackupsRequest => NodeBackups,
+    // `POST /api/v1/nodes/{id}/backups/run` (level 8).
+    "run_now": RunNow => Dispatched,
+    // `POST /api/v1/nodes/{id}/backups/verify` (level 8).
+    "verify": VerifyRequest => Dispatched,
+    // `POST /api/v1/nodes/{id}/backups/restore` (level 10).
+    "restore": RestoreRequest => Dispatched,
+    // `POST /api/v1/nodes/{id}/backups/move` (level 10).
+    "move": MoveRequest => Dispatched,
+    // `GET /api/v1/backups/coverage` (level 10): how many nodes back up to each target, and
+    // which are not backed up and why (the Targets page's fleet coverage, BK-04, BK-22).
+    "fleet_coverage": FleetCoverageRequest => FleetCoverage,
 }
 
 /// `GET /api/v1/backups/targets` (level 10).
@@ -168,28 +168,29 @@ pub struct BackupUrlsAnswer {
 // ---- policy (BK-05..BK-09) ----------------------------------------------------------------
 
 /// How a node's chain is built.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum BackupMode {
     /// A full, then incrementals of what changed until the full interval has passed.
     Chain,
     /// Every run a full.
     FullOnly,
-}
-
-impl BackupMode {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            BackupMode::Chain => "chain",
-            BackupMode::FullOnly => "full_only",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<BackupMode> {
-        [BackupMode::Chain, BackupMode::FullOnly]
-            .into_iter()
-            .find(|mode| mode.as_str() == text)
-    }
 }
 
 /// The field set a schedule is made of (BK-08: frequency, window, mode, retention, full
@@ -255,8 +256,24 @@ pub struct SetPolicy {
 }
 
 /// A node's position (BK-08).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Position {
     /// Stores nothing: follows the fleet policy, including its future changes.
     Fleet,
@@ -264,22 +281,6 @@ pub enum Position {
     Own,
     /// Off, stored as a decision.
     Off,
-}
-
-impl Position {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Position::Fleet => "fleet",
-            Position::Own => "own",
-            Position::Off => "off",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Position> {
-        [Position::Fleet, Position::Own, Position::Off]
-            .into_iter()
-            .find(|position| position.as_str() == text)
-    }
 }
 
 /// The body of `PUT /api/v1/nodes/{id}/backups/policy`: `{"position", ...the frozen fields}`.
@@ -342,26 +343,27 @@ pub struct NodePolicyView {
 // ---- a node's backups (BK-20, BK-25) ------------------------------------------------------
 
 /// Whether a run is a full or extends the chain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum RunKind {
     Full,
     Incremental,
-}
-
-impl RunKind {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            RunKind::Full => "full",
-            RunKind::Incremental => "incremental",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<RunKind> {
-        [RunKind::Full, RunKind::Incremental]
-            .into_iter()
-            .find(|kind| kind.as_str() == text)
-    }
 }
 
 /// `GET /api/v1/nodes/{id}/backups` (level 7).
@@ -584,8 +586,24 @@ pub struct TargetCoverage {
 }
 
 /// Why a node is not backed up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Uncovered {
     /// Switched off: the node's own decision, or the fleet's (BK-08).
     Off,
@@ -593,16 +611,6 @@ pub enum Uncovered {
     NoRecoveryKey,
     /// No target is chosen as where new backups go, and the node has no space yet.
     NoTarget,
-}
-
-impl Uncovered {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Uncovered::Off => "off",
-            Uncovered::NoRecoveryKey => "no_recovery_key",
-            Uncovered::NoTarget => "no_target",
-        }
-    }
 }
 
 /// A node that is not backed up.

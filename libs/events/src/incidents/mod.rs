@@ -11,8 +11,24 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Is the condition still there? Owned by the source; nothing a person does changes it (IN-01).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Status {
     Open,
     Closed,
@@ -20,25 +36,28 @@ pub enum Status {
 
 impl Status {
     pub const ALL: [Status; 2] = [Status::Open, Status::Closed];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Status::Open => "open",
-            Status::Closed => "closed",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Status> {
-        Status::ALL
-            .into_iter()
-            .find(|status| status.as_str() == text)
-    }
 }
 
 /// What is being done about it? Owned by a person (IN-01); the reconciler writes it only to
 /// settle an incident that cleared before anyone looked and to send an unproven fix back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Triage {
     New,
     /// Until the incident's `snooze_until`.
@@ -54,29 +73,30 @@ impl Triage {
         Triage::Resolved,
         Triage::Ignored,
     ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Triage::New => "new",
-            Triage::Snoozed => "snoozed",
-            Triage::Resolved => "resolved",
-            Triage::Ignored => "ignored",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Triage> {
-        Triage::ALL
-            .into_iter()
-            .find(|triage| triage.as_str() == text)
-    }
 }
 
 /// IN-08: critical when visitors or data are at risk now, warning otherwise. Ordered, so a
 /// webhook's minimum severity is a comparison.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
 )]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Severity {
     Warning,
     Critical,
@@ -84,24 +104,12 @@ pub enum Severity {
 
 impl Severity {
     pub const ALL: [Severity; 2] = [Severity::Warning, Severity::Critical];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Severity::Warning => "warning",
-            Severity::Critical => "critical",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Severity> {
-        Severity::ALL
-            .into_iter()
-            .find(|severity| severity.as_str() == text)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::words::Word;
 
     #[test]
     fn every_word_reads_back_as_it_is_spelled_on_the_wire_and_nothing_else_is_one() {

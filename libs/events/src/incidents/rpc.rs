@@ -10,25 +10,55 @@ use serde::{Deserialize, Serialize};
 use super::{Severity, Status, Triage};
 use crate::rpc::Actor;
 
-/// The rpc names under `capstan.rpc.incidents.`.
-pub mod ops {
-    pub const LIST: &str = "list";
-    pub const GET: &str = "get";
-    pub const TRIAGE: &str = "triage";
-    pub const NOTE: &str = "note";
-    pub const HEADER: &str = "header";
-    pub const LIST_SILENCES: &str = "list_silences";
-    pub const CREATE_SILENCE: &str = "create_silence";
-    pub const DELETE_SILENCE: &str = "delete_silence";
-    pub const LIST_WEBHOOKS: &str = "list_webhooks";
-    pub const CREATE_WEBHOOK: &str = "create_webhook";
-    pub const DELETE_WEBHOOK: &str = "delete_webhook";
-    pub const GET_NOTIFICATIONS: &str = "get_notifications";
-    pub const SET_NOTIFICATIONS: &str = "set_notifications";
-    pub const BELL: &str = "bell";
-    pub const SET_ALERTS: &str = "set_alerts";
-    pub const WEBHOOK_DELIVERIES: &str = "webhook_deliveries";
+// The rpcs under `capstan.rpc.incidents.`: each op's name, request and answer, declared once.
+crate::rpc! { crate::Domain::Incidents;
+    "list": ListIncidents => Incidents,
+    "get": GetIncident => IncidentDetail,
+    "triage": TriageIncident => Triaged,
+    "note": AddNote => Done,
+    "header": HeaderRequest => Header,
+    "list_silences": ListSilences => Silences,
+    "create_silence": CreateSilence => SilenceView,
+    "delete_silence": DeleteSilence => Done,
+    "list_webhooks": ListWebhooks => Webhooks,
+    "create_webhook": CreateWebhook => WebhookCreated,
+    "delete_webhook": DeleteWebhook => Done,
+    "get_notifications": GetNotifications => MailPreferences,
+    "set_notifications": SetNotifications => MailPreferences,
+    "bell": BellRequest => Bell,
+    "set_alerts": SetAlerts => Done,
+    "webhook_deliveries": WebhookDeliveriesRequest => WebhookDeliveries,
 }
+
+/// `list_silences`: every silence the actor may see.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct ListSilences(pub ListRequest);
+
+/// `list_webhooks`: every webhook.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct ListWebhooks(pub ListRequest);
+
+/// `delete_silence`: the silence to end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct DeleteSilence(pub DeleteRequest);
+
+/// `delete_webhook`: the webhook to delete.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct DeleteWebhook(pub DeleteRequest);
+
+/// `get_notifications`: an operator's mail preferences.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct GetNotifications(pub NotificationsRequest);
+
+/// `bell`: an operator's bell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct BellRequest(pub NotificationsRequest);
 
 /// `GET /api/v1/incidents?view=&node_id=&source=&happening=` (level 7). `view` is read by the
 /// service (needs_you when absent; an unknown one is refused naming the values).

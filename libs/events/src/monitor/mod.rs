@@ -32,8 +32,24 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// How a node's uptime is checked (MO-02, decision 6.1-9).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum CheckKind {
     /// The default: the URL answers 2xx or 3xx.
     HttpStatus,
@@ -52,26 +68,27 @@ impl CheckKind {
         CheckKind::TlsCertificate,
         CheckKind::Api,
     ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            CheckKind::HttpStatus => "http_status",
-            CheckKind::Keyword => "keyword",
-            CheckKind::TlsCertificate => "tls_certificate",
-            CheckKind::Api => "api",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<CheckKind> {
-        CheckKind::ALL
-            .into_iter()
-            .find(|kind| kind.as_str() == text)
-    }
 }
 
 /// A node's uptime as last judged: `unknown` until its first check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum UptimeStatus {
     Up,
     Down,
@@ -81,25 +98,27 @@ pub enum UptimeStatus {
 impl UptimeStatus {
     pub const ALL: [UptimeStatus; 3] =
         [UptimeStatus::Up, UptimeStatus::Down, UptimeStatus::Unknown];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            UptimeStatus::Up => "up",
-            UptimeStatus::Down => "down",
-            UptimeStatus::Unknown => "unknown",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<UptimeStatus> {
-        UptimeStatus::ALL
-            .into_iter()
-            .find(|status| status.as_str() == text)
-    }
 }
 
 /// The five reasons a served certificate is a problem (MO-09), in the order they are judged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum CertReason {
     /// Two thirds of its life and a day more have passed and the same certificate is served.
     RenewalOverdue,
@@ -121,22 +140,6 @@ impl CertReason {
         CertReason::OriginUncovered,
         CertReason::Placeholder,
     ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            CertReason::RenewalOverdue => "renewal_overdue",
-            CertReason::ExpiryApproaching => "expiry_approaching",
-            CertReason::WwwUncovered => "www_uncovered",
-            CertReason::OriginUncovered => "origin_uncovered",
-            CertReason::Placeholder => "placeholder",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<CertReason> {
-        CertReason::ALL
-            .into_iter()
-            .find(|reason| reason.as_str() == text)
-    }
 }
 
 /// A served certificate's current problem (`mgn_cert_problem`): the incident's evidence.
@@ -159,8 +162,25 @@ pub struct CertProblem {
 /// node's latest `check_status`: red when the last check failed, the disk is over 90 % full or
 /// PostgreSQL does not accept connections; yellow when the disk is over 80 % or the load
 /// average over 5; green when all is well; gray when never checked or it reported no data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum HealthDot {
     Green,
     Yellow,
@@ -176,19 +196,6 @@ impl HealthDot {
         HealthDot::Red,
         HealthDot::Gray,
     ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            HealthDot::Green => "green",
-            HealthDot::Yellow => "yellow",
-            HealthDot::Red => "red",
-            HealthDot::Gray => "gray",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<HealthDot> {
-        HealthDot::ALL.into_iter().find(|dot| dot.as_str() == text)
-    }
 }
 
 /// The dot and, for any colour but green, the sentences that made it so.

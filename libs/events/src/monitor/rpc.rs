@@ -12,17 +12,17 @@ use serde::{Deserialize, Serialize};
 use super::{CertReason, CheckKind, UptimeStatus};
 use crate::rpc::Actor;
 
-/// The rpc names under `capstan.rpc.monitor.`.
-pub mod ops {
-    pub const LIST_UPTIME: &str = "list_uptime";
-    pub const GET_UPTIME: &str = "get_uptime";
-    pub const SET_UPTIME: &str = "set_uptime";
-    pub const GET_CERTIFICATE: &str = "get_certificate";
-    pub const START_EDGE_PROBE: &str = "start_edge_probe";
-    pub const GET_EDGE_PROBE: &str = "get_edge_probe";
-    pub const LIST_EDGE_PROBES: &str = "list_edge_probes";
-    pub const UPTIME_SUMMARY: &str = "uptime_summary";
-    pub const FLEET_SECURITY: &str = "fleet_security";
+// The rpcs under `capstan.rpc.monitor.`: each op's name, request and answer, declared once.
+crate::rpc! { crate::Domain::Monitor;
+    "list_uptime": ListUptime => UptimeChecks,
+    "get_uptime": GetUptime => UptimeDetail,
+    "set_uptime": SetUptime => UptimeCheck,
+    "get_certificate": GetCertificate => CertificateView,
+    "start_edge_probe": StartEdgeProbe => EdgeProbeStarted,
+    "get_edge_probe": GetEdgeProbe => EdgeProbeView,
+    "list_edge_probes": ListEdgeProbes => EdgeProbes,
+    "uptime_summary": GetUptimeSummary => UptimeSummary,
+    "fleet_security": GetFleetSecurity => FleetSecurity,
 }
 
 /// `GET /api/v1/uptime?status=up|down|unknown` (level 7); the service reads `status`.
@@ -90,8 +90,7 @@ pub struct SetUptime {
     pub actor: Actor,
     pub node_id: i64,
     pub enabled: bool,
-    /// One of `http_status`, `keyword`, `tls_certificate`, `api`.
-    pub kind: String,
+    pub kind: CheckKind,
     pub url: Option<String>,
     pub keyword: Option<String>,
     /// Seconds between checks; the default (60) when absent.
@@ -133,8 +132,24 @@ pub struct GetFleetSecurity {
 }
 
 /// A fleet security row's colour (MO-17).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum SecurityColour {
     /// Old code serving, a critical fix waiting, or a critical fix left half done.
     Red,
@@ -145,17 +160,6 @@ pub enum SecurityColour {
     Grey,
     /// Patched.
     Green,
-}
-
-impl SecurityColour {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            SecurityColour::Red => "red",
-            SecurityColour::Amber => "amber",
-            SecurityColour::Grey => "grey",
-            SecurityColour::Green => "green",
-        }
-    }
 }
 
 /// One machine's row (MO-16), from its latest `host_report`; a fact it could not measure is
@@ -245,8 +249,24 @@ pub struct ListEdgeProbes {
 }
 
 /// Where an edge probe run stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum EdgeProbeStatus {
     /// Taken, not yet started.
     Queued,
@@ -255,28 +275,6 @@ pub enum EdgeProbeStatus {
     Done,
     /// It could not run, or the monitor stopped while it ran; `error` says which.
     Failed,
-}
-
-impl EdgeProbeStatus {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            EdgeProbeStatus::Queued => "queued",
-            EdgeProbeStatus::Running => "running",
-            EdgeProbeStatus::Done => "done",
-            EdgeProbeStatus::Failed => "failed",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<EdgeProbeStatus> {
-        [
-            EdgeProbeStatus::Queued,
-            EdgeProbeStatus::Running,
-            EdgeProbeStatus::Done,
-            EdgeProbeStatus::Failed,
-        ]
-        .into_iter()
-        .find(|status| status.as_str() == text)
-    }
 }
 
 /// MO-12: the one verdict line, in the spec's words.

@@ -8,16 +8,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::rpc::Actor;
 
-/// The rpc names under `capstan.rpc.rollouts.`.
-pub mod ops {
-    /// With a body: the artifacts the metadata names.
-    pub const PUBLISH_RELEASE: &str = "publish_release";
-    pub const LIST_RELEASES: &str = "list_releases";
-    /// The agent channel's question; answered with a body (the bytes) or the metadata.
-    pub const ARTIFACT: &str = "artifact";
-    /// With a body: the site release's archive (issue 16).
-    pub const PUBLISH_SITE_RELEASE: &str = "publish_site_release";
-    pub const LIST_SITE_RELEASES: &str = "list_site_releases";
+// The rpcs under `capstan.rpc.rollouts.`: each op's name, request and answer, declared once.
+crate::rpc! { crate::Domain::Rollouts;
+    // With a body: the artifacts the metadata names.
+    "publish_release" [body]: PublishRelease => ReleaseView,
+    "list_releases": ListReleases => Releases,
+    // The agent channel's question; answered with a body (the bytes) or the metadata.
+    "artifact" [body]: ArtifactRequest => ArtifactFound,
+    // With a body: the site release's archive (issue 16).
+    "publish_site_release" [body]: PublishSiteRelease => SiteReleaseView,
+    "list_site_releases": ListSiteReleases => SiteReleases,
 }
 
 /// `POST /api/v1/releases` (level 10). The body beside it holds the artifacts the metadata

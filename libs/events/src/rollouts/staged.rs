@@ -9,12 +9,12 @@ use serde::{Deserialize, Serialize};
 use crate::rpc::Actor;
 use crate::Domain;
 
-/// The rpc names under `capstan.rpc.rollouts.`.
-pub mod ops {
-    pub const START_ROLLOUT: &str = "start_rollout";
-    pub const LIST_ROLLOUTS: &str = "list_rollouts";
-    pub const GET_ROLLOUT: &str = "get_rollout";
-    pub const ACT_ON_ROLLOUT: &str = "act_on_rollout";
+// The rpcs under `capstan.rpc.rollouts.`: each op's name, request and answer, declared once.
+crate::rpc! { crate::Domain::Rollouts;
+    "start_rollout": StartRollout => RolloutView,
+    "list_rollouts": ListRollouts => Rollouts,
+    "get_rollout": GetRollout => RolloutView,
+    "act_on_rollout": ActOnRollout => RolloutView,
 }
 
 /// A rollout began.
@@ -176,14 +176,81 @@ pub struct StageView {
     pub soak_secs: u32,
 }
 
+/// What a rollout rolls out.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::Display,
+    strum::EnumString,
+    strum::EnumIter,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum RolloutKind {
+    /// A site release, applied with `apply_update` (staged rollouts and deploy-to-all).
+    Release,
+    /// A patch run: `install_security_updates` on each machine, one at a time (RO-25).
+    Patch,
+}
+
+/// Where a rollout is.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::Display,
+    strum::EnumString,
+    strum::EnumIter,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum RolloutState {
+    Running,
+    /// No step starts; steps already applying are still judged.
+    Paused,
+    /// RO-14: a node missed past its stage's budget; applies under way are still judged.
+    Halting,
+    Halted,
+    /// RO-15: ended at once by an operator.
+    Stopped,
+    Finished,
+}
+
+impl RolloutState {
+    /// RO-16: a rollout in this state holds the one turn a plane has (and its page refreshes
+    /// itself: it is still moving).
+    pub fn active(self) -> bool {
+        matches!(
+            self,
+            RolloutState::Running | RolloutState::Paused | RolloutState::Halting
+        )
+    }
+}
+
 /// A rollout as the API shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RolloutView {
     pub id: i64,
-    pub kind: String,
+    pub kind: RolloutKind,
     pub version: String,
-    /// `running`, `paused`, `halting`, `halted`, `stopped` or `finished`.
-    pub state: String,
+    pub state: RolloutState,
     pub stage: u32,
     pub stages: Vec<StageView>,
     pub pages: Vec<String>,

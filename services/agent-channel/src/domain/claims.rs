@@ -12,6 +12,7 @@ use capstan_events::agent_channel::{
 };
 
 use super::{auth::AgentError, DEFAULT_CLAIM_BYTES, LAST_SEEN_RESOLUTION};
+use capstan_events::Word as _;
 
 mod facts;
 mod lanes;

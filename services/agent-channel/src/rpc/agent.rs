@@ -7,12 +7,7 @@ use capstan_events::agent_channel::{
     rpc::{AgentEndpoint, AgentRequest, AgentResponse, JobState, JoinState},
     JoinRequested,
 };
-use capstan_events::{
-    backups::rpc::{ops as backups_ops, BackupUrls, BackupUrlsAnswer},
-    rollouts::rpc::{ops as rollouts_ops, ArtifactFound, ArtifactRequest},
-    rpc::ErrorCode,
-    Domain,
-};
+use capstan_events::{backups::rpc::BackupUrls, rollouts::rpc::ArtifactRequest, rpc::ErrorCode};
 use capstan_signing::{ParsedSignature, PublicKey};
 use capstan_store::PgConnection;
 use chrono::{DateTime, Utc};
@@ -34,6 +29,7 @@ use crate::{
     },
     store::{self, NodeRow},
 };
+use capstan_events::Word as _;
 
 type Answer = Result<(u16, Value), AgentError>;
 
@@ -566,13 +562,7 @@ async fn artifact(bus: &capstan_bus::Bus, body: &[u8], bytes: &mut Bytes) -> Ans
         version,
     };
     let answer = bus
-        .request_with_body::<_, ArtifactFound>(
-            Domain::Rollouts,
-            rollouts_ops::ARTIFACT,
-            &question,
-            Bytes::new(),
-            ARTIFACT_TIMEOUT,
-        )
+        .ask_with_body(&question, Bytes::new(), ARTIFACT_TIMEOUT)
         .await;
     match answer {
         Ok((found, artifact)) => match found.metadata {
@@ -633,14 +623,7 @@ async fn backup_urls(state: &State, bus: &capstan_bus::Bus, node: &NodeRow, body
         keys: asked.keys,
         correlation_id: job.correlation_id,
     };
-    let answer = bus
-        .request::<_, BackupUrlsAnswer>(
-            Domain::Backups,
-            backups_ops::BACKUP_URLS,
-            &question,
-            BACKUP_URLS_TIMEOUT,
-        )
-        .await;
+    let answer = bus.ask(&question, BACKUP_URLS_TIMEOUT).await;
     match answer {
         Ok(answer) => Ok((200, json!({"urls": answer.urls}))),
         Err(error) => Err(match error.code {

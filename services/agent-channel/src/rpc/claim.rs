@@ -24,6 +24,7 @@ use crate::{
     },
     store::{self, Glance, NodeRow},
 };
+use capstan_events::Word as _;
 
 type Answer = Result<(u16, Value), AgentError>;
 

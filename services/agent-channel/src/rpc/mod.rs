@@ -9,7 +9,7 @@ mod operator;
 use bytes::Bytes;
 use capstan_bus::RpcServer;
 use capstan_events::agent_channel::rpc::{
-    ops, AgentRequest, AgentResponse, ClaimsReleased, ReleaseClaims,
+    AgentRequest, AgentResponse, ClaimsReleased, ReleaseClaims,
 };
 use capstan_store::Store;
 use std::{sync::Arc, sync::Mutex};
@@ -361,9 +361,7 @@ impl State {
 pub fn routes(server: RpcServer, state: State, bus: capstan_bus::Bus) -> RpcServer {
     let agent_state = state.clone();
     server
-        .route_with_body(
-            ops::AGENT_REQUEST,
-            move |request: AgentRequest, body: Bytes| {
+        .route_with_body(move |request: AgentRequest, body: Bytes| {
                 let state = agent_state.clone();
                 let bus = bus.clone();
                 async move {
@@ -373,7 +371,7 @@ pub fn routes(server: RpcServer, state: State, bus: capstan_bus::Bus) -> RpcServ
                 }
             },
         )
-        .route_on_every_replica(ops::RELEASE_CLAIMS, {
+        .route_on_every_replica({
             let wake = state.wake.clone();
             move |request: ReleaseClaims| {
                 let released = wake.release(request.gateway);
@@ -383,29 +381,29 @@ pub fn routes(server: RpcServer, state: State, bus: capstan_bus::Bus) -> RpcServ
                 async move { Ok(ClaimsReleased { released }) }
             }
         })
-        .route_on_every_replica(ops::RELEASE_POLL, {
+        .route_on_every_replica({
             let state = state.clone();
             move |request: capstan_events::agent_channel::rpc::ReleasePoll| {
                 edge::release_poll(state.clone(), request)
             }
         })
-        .route_with_state(ops::HAND_BACK, &state, edge::hand_back)
-        .route_with_state(ops::VET_AGENT_REQUEST, &state, edge::vet)
-        .route_with_state(ops::LIST_JOINS, &state, operator::list_joins)
-        .route_with_state(ops::APPROVE_JOIN, &state, operator::approve_join)
-        .route_with_state(ops::REJECT_JOIN, &state, operator::reject_join)
-        .route_with_state(ops::REOPEN_JOIN, &state, operator::reopen_join)
-        .route_with_state(ops::LIST_NODES, &state, operator::list_nodes)
-        .route_with_state(ops::FLEET_VERSIONS, &state, operator::fleet_versions)
-        .route_with_state(ops::GET_NODE, &state, operator::get_node)
-        .route_with_state(ops::DISCONNECT_NODE, &state, operator::disconnect_node)
-        .route_with_state(ops::CREATE_JOB, &state, operator::create_job)
-        .route_with_state(ops::LIST_JOBS, &state, operator::list_jobs)
-        .route_with_state(ops::GET_JOB, &state, operator::get_job)
-        .route_with_state(ops::JOB_OUTPUT, &state, operator::job_output)
-        .route_with_state(ops::CANCEL_JOB, &state, operator::cancel_job)
-        .route_with_state(ops::MARK_JOB_FAILED, &state, operator::mark_job_failed)
-        .route_with_state(ops::REFUSAL_COUNT, &state, operator::refusal_count)
+        .route_with_state(&state, edge::hand_back)
+        .route_with_state(&state, edge::vet)
+        .route_with_state(&state, operator::list_joins)
+        .route_with_state(&state, operator::approve_join)
+        .route_with_state(&state, operator::reject_join)
+        .route_with_state(&state, operator::reopen_join)
+        .route_with_state(&state, operator::list_nodes)
+        .route_with_state(&state, operator::fleet_versions)
+        .route_with_state(&state, operator::get_node)
+        .route_with_state(&state, operator::disconnect_node)
+        .route_with_state(&state, operator::create_job)
+        .route_with_state(&state, operator::list_jobs)
+        .route_with_state(&state, operator::get_job)
+        .route_with_state(&state, operator::job_output)
+        .route_with_state(&state, operator::cancel_job)
+        .route_with_state(&state, operator::mark_job_failed)
+        .route_with_state(&state, operator::refusal_count)
 }
 
 #[cfg(test)]

@@ -4,10 +4,10 @@
 use capstan_events::{
     agent_channel::{
         rpc::{
-            check_search, ApproveJoin, Approved, CreateJob, DecideJoin, Done, JobCreated,
-            JobOutput, JobOutputRequest, JobRef, JobState, JobView, Jobs, Joins, ListJobs,
-            ListJoins, ListNodes, NodeRef, NodeView, Nodes, Page, PageInfo, RefusalCount,
-            RefusalCountRequest, PAGE_LIMIT_MAX,
+            check_search, ApproveJoin, Approved, CancelJobRequest, CreateJob, DisconnectNode, Done,
+            GetJob, GetNode, JobCreated, JobOutput, JobOutputRequest, JobRef, JobState, JobView,
+            Jobs, Joins, ListJobs, ListJoins, ListNodes, MarkJobFailed, NodeView, Nodes, Page,
+            PageInfo, RefusalCount, RefusalCountRequest, RejectJoin, ReopenJoin, PAGE_LIMIT_MAX,
         },
         JobOutcome, JoinRejected, NodeApproved,
     },
@@ -28,6 +28,7 @@ use crate::{
     },
     store::{self, Binding, JoinRow},
 };
+use capstan_events::Word as _;
 
 type Answer<T> = Result<T, RpcError>;
 
@@ -171,7 +172,7 @@ pub async fn approve_join(state: State, request: ApproveJoin) -> Answer<Approved
     Ok(Approved { node_id })
 }
 
-pub async fn reject_join(state: State, request: DecideJoin) -> Answer<Done> {
+pub async fn reject_join(state: State, RejectJoin(request): RejectJoin) -> Answer<Done> {
     request.actor.require(Level::Admin, "rejecting a join")?;
     let mut transaction = state.store.begin().await.map_err(unavailable)?;
     let join = found(
@@ -208,7 +209,7 @@ pub async fn reject_join(state: State, request: DecideJoin) -> Answer<Done> {
 
 /// AC-07: a join rejected within the last day becomes pending again (the node still asks with
 /// the same key, so the fingerprint was already compared).
-pub async fn reopen_join(state: State, request: DecideJoin) -> Answer<Done> {
+pub async fn reopen_join(state: State, ReopenJoin(request): ReopenJoin) -> Answer<Done> {
     request.actor.require(Level::Admin, "reopening a join")?;
     let mut transaction = state.store.begin().await.map_err(unavailable)?;
     let join = found(
@@ -294,7 +295,7 @@ pub async fn fleet_versions(
     Ok(crate::domain::updates::fleet_versions(rows))
 }
 
-pub async fn get_node(state: State, request: NodeRef) -> Answer<NodeView> {
+pub async fn get_node(state: State, GetNode(request): GetNode) -> Answer<NodeView> {
     request.actor.require(Level::Read, "reading a node")?;
     let mut connection = connection(&state).await?;
     let node = found(
@@ -320,7 +321,10 @@ pub async fn get_node(state: State, request: NodeRef) -> Answer<NodeView> {
         .ok_or_else(|| not_found(format!("no node {}", request.node_id)))
 }
 
-pub async fn disconnect_node(state: State, request: NodeRef) -> Answer<Done> {
+pub async fn disconnect_node(
+    state: State,
+    DisconnectNode(request): DisconnectNode,
+) -> Answer<Done> {
     request
         .actor
         .require(Level::Admin, "disconnecting a node")?;
@@ -392,7 +396,7 @@ pub async fn list_jobs(state: State, request: ListJobs) -> Answer<Jobs> {
     })
 }
 
-pub async fn get_job(state: State, request: JobRef) -> Answer<JobView> {
+pub async fn get_job(state: State, GetJob(request): GetJob) -> Answer<JobView> {
     request.actor.require(Level::Read, "reading a job")?;
     let mut connection = connection(&state).await?;
     let job = found(
@@ -425,7 +429,7 @@ pub async fn job_output(state: State, request: JobOutputRequest) -> Answer<JobOu
 
 /// Withdraws a pending job, or a running one the node holds waiting for its own approval
 /// (it learns so from job_status and ends it as refused).
-pub async fn cancel_job(state: State, request: JobRef) -> Answer<Done> {
+pub async fn cancel_job(state: State, CancelJobRequest(request): CancelJobRequest) -> Answer<Done> {
     request.actor.require(Level::Change, "cancelling a job")?;
     let reason = format!("withdrawn by {}", request.actor.name);
     end_job(
@@ -440,7 +444,7 @@ pub async fn cancel_job(state: State, request: JobRef) -> Answer<Done> {
 
 /// AC-30: an operator marks a running job failed; it is recorded as lost, by whom, and the
 /// node is free for its next job.
-pub async fn mark_job_failed(state: State, request: JobRef) -> Answer<Done> {
+pub async fn mark_job_failed(state: State, MarkJobFailed(request): MarkJobFailed) -> Answer<Done> {
     request
         .actor
         .require(Level::Change, "marking a job as failed")?;

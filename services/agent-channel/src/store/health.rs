@@ -8,6 +8,7 @@ use sqlx::types::Json;
 use std::collections::HashMap;
 
 use super::Result;
+use capstan_events::Word as _;
 
 /// The dot of a node the monitor has not judged.
 pub fn never_checked() -> Health {

@@ -8,6 +8,7 @@ use sqlx::types::Json;
 use uuid::Uuid;
 
 use super::{Result, Spelled};
+use capstan_events::Word as _;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct JobRow {

@@ -13,6 +13,7 @@ use sqlx::{Postgres, QueryBuilder};
 
 use super::{JoinRow, NodeRow, Result, NODE_COLUMNS};
 use crate::domain::{joins::JoinRecordState, ONLINE_WINDOW, REJECTED_REOPENABLE_FOR};
+use capstan_events::Word as _;
 
 /// The latest finished reading of `word` for node `n` (withdrawn jobs say nothing about it),
 /// found through the `jobs_latest_reading` index.

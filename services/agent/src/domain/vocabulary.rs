@@ -14,6 +14,7 @@ use serde_json::Value;
 use std::{sync::LazyLock, time::Duration};
 
 use super::policy::{Acceptance, PolicyState};
+use capstan_events::Word as _;
 
 /// The refusal the spec words for the log words and `file_head` while the owner's switch is
 /// off (AG-63).

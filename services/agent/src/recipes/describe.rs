@@ -1,6 +1,7 @@
 //! `capstan-agent recipes`: each recipe as its ledger tells it, for a person at the machine.
 
 use capstan_events::agent_channel::recipes::{RecipeHold, RecipeMode};
+use capstan_events::Word as _;
 
 use super::{applies, files::Ledgers, placement};
 use crate::{

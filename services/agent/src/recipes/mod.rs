@@ -34,6 +34,7 @@ use crate::{
     words,
 };
 use capstan_events::agent_channel::recipes::RecipeMode;
+use capstan_events::Word as _;
 use files::Ledgers;
 
 /// After a repair, the check is asked again this many times, this far apart, before the

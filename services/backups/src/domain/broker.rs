@@ -8,6 +8,7 @@ use capstan_events::rpc::InvalidInput;
 use serde_json::Value;
 
 use super::keys::{parse_node_key, NodeKey, MAX_SEQ};
+use capstan_events::Word as _;
 
 /// The most keys one request may name.
 pub const MAX_KEYS: usize = 64;

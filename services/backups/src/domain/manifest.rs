@@ -5,6 +5,7 @@
 
 use base64::{engine::general_purpose::STANDARD, Engine as _};
 use capstan_events::backups::rpc::RunKind;
+use capstan_events::Word as _;
 use capstan_signing::PublicKey;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;

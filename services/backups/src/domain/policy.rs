@@ -8,6 +8,7 @@ use capstan_events::backups::rpc::{
 use capstan_events::rpc::InvalidInput;
 
 use super::retention::Tiers;
+use capstan_events::Word as _;
 
 /// The built-in fleet policy, in force until an operator saves one (BK-05: on).
 pub fn default_fleet() -> FleetPolicy {

@@ -4,6 +4,7 @@
 
 use capstan_events::backups::Provider;
 use capstan_events::rpc::InvalidInput;
+use capstan_events::Word as _;
 use url::Url;
 
 /// A target's fields, checked.

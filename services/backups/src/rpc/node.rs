@@ -9,10 +9,9 @@ use std::time::Duration;
 use capstan_bus::RpcServer;
 use capstan_events::agent_channel::machine_key;
 use capstan_events::backups::rpc::{
-    ops, ChainView, Dispatched, FleetPolicyView, GetNodePolicy, GetPolicy, MoveRequest,
-    NodeBackups, NodeBackupsRequest, NodePolicyView, OrphansView, RestoreRequest, RestoreWhat,
-    RunKind, RunNow, RunView, SetNodePolicy, SetPolicy, TurnView, VerifyRequest, VerifyState,
-    VerifyView,
+    ChainView, Dispatched, FleetPolicyView, GetNodePolicy, GetPolicy, MoveRequest, NodeBackups,
+    NodeBackupsRequest, NodePolicyView, OrphansView, RestoreRequest, RestoreWhat, RunKind, RunNow,
+    RunView, SetNodePolicy, SetPolicy, TurnView, VerifyRequest, VerifyState, VerifyView,
 };
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
 use capstan_runtime::ServiceError;
@@ -23,6 +22,7 @@ use uuid::Uuid;
 use crate::domain::policy::{self, check_fields, effective};
 use crate::domain::schedule::{self, next_run, LastVerify};
 use crate::store::schedule::{self as store, Dispatch, JobRow, LandedRow, NodeRow, VerifyRow};
+use capstan_events::Word as _;
 
 /// A handler's answer: store and bus failures go up with `?` (answered `unavailable`).
 type Answer<T> = Result<T, ServiceError>;
@@ -38,15 +38,15 @@ pub struct State {
 /// Adds the policy and node questions to `server`.
 pub fn routes(server: RpcServer, state: State) -> RpcServer {
     server
-        .route_with_state(ops::GET_POLICY, &state, get_policy)
-        .route_with_state(ops::SET_POLICY, &state, set_policy)
-        .route_with_state(ops::GET_NODE_POLICY, &state, get_node_policy)
-        .route_with_state(ops::SET_NODE_POLICY, &state, set_node_policy)
-        .route_with_state(ops::NODE_BACKUPS, &state, node_backups)
-        .route_with_state(ops::RUN_NOW, &state, run_now)
-        .route_with_state(ops::VERIFY, &state, verify)
-        .route_with_state(ops::RESTORE, &state, restore)
-        .route_with_state(ops::MOVE, &state, move_node)
+        .route_with_state(&state, get_policy)
+        .route_with_state(&state, set_policy)
+        .route_with_state(&state, get_node_policy)
+        .route_with_state(&state, set_node_policy)
+        .route_with_state(&state, node_backups)
+        .route_with_state(&state, run_now)
+        .route_with_state(&state, verify)
+        .route_with_state(&state, restore)
+        .route_with_state(&state, move_node)
 }
 
 async fn connection(state: &State) -> Answer<sqlx::pool::PoolConnection<sqlx::Postgres>> {

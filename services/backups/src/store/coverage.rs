@@ -7,6 +7,7 @@ use capstan_store::{PgConnection, StoreError};
 use super::Result;
 use crate::domain::coverage::NodeFacts;
 use crate::domain::health::RecoveryKey;
+use capstan_events::Word as _;
 
 #[derive(sqlx::FromRow)]
 struct Row {

@@ -14,6 +14,7 @@ use uuid::Uuid;
 use crate::domain::manifest::Trusted;
 use crate::domain::policy::{default_fleet, Stored};
 use crate::domain::schedule::Landed;
+use capstan_events::Word as _;
 
 type Result<T> = std::result::Result<T, StoreError>;
 

@@ -39,7 +39,7 @@ const LARGE_ANSWER: usize = 12 * 1024 * 1024;
 
 async fn plane_with(limits: ConnectionLimits) -> Plane {
     use capstan_events::{
-        agent_channel::rpc::{ops, AgentRequest, AgentResponse, VetAgentRequest, Vetted},
+        agent_channel::rpc::{AgentRequest, AgentResponse, VetAgentRequest, Vetted},
         Domain,
     };
     let nats = capstan_bus::testsuite::NatsServer::start();
@@ -52,43 +52,44 @@ async fn plane_with(limits: ConnectionLimits) -> Plane {
         .unwrap();
     let stop = CancellationToken::new();
     let fake = capstan_bus::RpcServer::new(bus.clone(), Domain::AgentChannel)
-        .route_with_body(
-            ops::AGENT_REQUEST,
-            |request: AgentRequest, body: Bytes| async move {
-                if request.endpoint == AgentEndpoint::Leave {
-                    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-                }
-                let body = serde_json::json!({
-                    "from": request.source_address,
-                    "body": String::from_utf8_lossy(&body),
-                });
-                let answer = AgentResponse {
-                    status: 200,
-                    body,
-                    retry_after: None,
-                };
-                let bytes = if request.endpoint == AgentEndpoint::Artifact {
-                    Bytes::from(vec![b'a'; LARGE_ANSWER])
-                } else {
-                    Bytes::new()
-                };
-                Ok::<_, capstan_events::rpc::RpcError>((answer, bytes))
-            },
-        )
+        .route_with_body(|request: AgentRequest, body: Bytes| async move {
+            if request.endpoint == AgentEndpoint::Leave {
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            }
+            let body = serde_json::json!({
+                "from": request.source_address,
+                "body": String::from_utf8_lossy(&body),
+            });
+            let answer = AgentResponse {
+                status: 200,
+                body,
+                retry_after: None,
+            };
+            let bytes = if request.endpoint == AgentEndpoint::Artifact {
+                Bytes::from(vec![b'a'; LARGE_ANSWER])
+            } else {
+                Bytes::new()
+            };
+            Ok::<_, capstan_events::rpc::RpcError>((answer, bytes))
+        })
         // Every head is let through (a signed agent's, as far as this fake knows).
-        .route(ops::VET_AGENT_REQUEST, |_: VetAgentRequest| async {
+        .route(|_: VetAgentRequest| async {
             Ok::<_, capstan_events::rpc::RpcError>(Vetted { refusal: None })
         });
     tokio::spawn(fake.serve(stop.clone()));
-    let meta = serde_json::json!({"endpoint": "claim"});
+    let meta = AgentRequest {
+        endpoint: AgentEndpoint::Claim,
+        path: "/api/v1/agent/claim".into(),
+        query: None,
+        content_digest: None,
+        signature_input: None,
+        signature: None,
+        source_address: "127.0.0.1".into(),
+        gateway: None,
+        poll: None,
+    };
     while bus
-        .request_with_body::<_, serde_json::Value>(
-            Domain::AgentChannel,
-            ops::AGENT_REQUEST,
-            &meta,
-            Bytes::new(),
-            std::time::Duration::from_millis(200),
-        )
+        .ask_with_body(&meta, Bytes::new(), std::time::Duration::from_millis(200))
         .await
         .is_err_and(|error| error.code == capstan_events::rpc::ErrorCode::Unavailable)
     {

@@ -134,6 +134,7 @@ fn decimal(value: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use capstan_events::Word as _;
 
     const CLAIM: &str = "POST /api/v1/agent/claim?wait=0 HTTP/1.1\r\nhost: plane\r\n\
                          content-type: application/json\r\nsignature: sig=:AA==:\r\n";

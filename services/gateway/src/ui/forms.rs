@@ -3,6 +3,7 @@
 //! length), and the form's fields read back into the word's parameters. The agent checks the
 //! parameters again on the node; this only keeps an operator from sending what cannot pass.
 
+use capstan_events::Word as _;
 use capstan_events::{
     agent_channel::{
         primitives::{self, ParamKind, Primitive, CATALOG},

@@ -241,17 +241,13 @@ pub fn redirect_with(to: &str, flash: Flash) -> Response {
     response
 }
 
-/// Asks the agent channel for an act that answers `Done` (`op` with `request`) and sends the
-/// browser back to `to` saying `done`, or why it was refused.
-pub async fn act_done<Req: serde::Serialize>(
-    state: &AppState,
-    op: &str,
-    request: &Req,
-    to: &str,
-    done: &str,
-) -> Response {
-    let answer: Result<capstan_events::agent_channel::rpc::Done, ApiError> =
-        crate::ask::ask(state, op, request).await;
+/// Asks the agent channel for an act that answers `Done` (`request`) and sends the browser
+/// back to `to` saying `done`, or why it was refused.
+pub async fn act_done<R>(state: &AppState, request: &R, to: &str, done: &str) -> Response
+where
+    R: capstan_events::rpc::JsonRpc<Reply = capstan_events::agent_channel::rpc::Done>,
+{
+    let answer = crate::ask::ask(state, request).await;
     acted(to, answer.map(|_| done.to_string()))
 }
 

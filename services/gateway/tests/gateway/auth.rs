@@ -2,7 +2,8 @@
 //! and the audit record of every act.
 
 use capstan_events::{
-    agent_channel::rpc::ops,
+    agent_channel::rpc as ops,
+    rpc::Rpc,
     rpc::{ErrorCode, Level, RpcError},
 };
 use capstan_gateway::{
@@ -64,7 +65,7 @@ async fn no_token_a_wrong_one_and_a_revoked_one_are_401_and_a_live_one_passes() 
     assert!(!message.contains(&token));
     assert_eq!(
         gateway.asked_ops(),
-        vec![ops::LIST_NODES],
+        vec![ops::ListNodes::OP],
         "only the live token reached the service"
     );
 }

@@ -9,7 +9,7 @@ use capstan_events::backups::rpc::{
     self as backups, ChainView, FleetCoverage, NodeBackups, RunKind, RunView, TargetCoverage,
     Uncovered, UncoveredNode, VerifyState, VerifyStateKind, VerifyView,
 };
-use capstan_events::rpc::{ErrorCode, Level, RpcError};
+use capstan_events::rpc::{ErrorCode, Level, Rpc, RpcError};
 use chrono::{Duration, Utc};
 use serde_json::{json, Value};
 
@@ -129,7 +129,7 @@ async fn the_backups_tab_draws_the_chains_newest_first_with_the_verify_state_in_
     let body = &page.body;
     assert!(page.has(r#"data-test="tab-backups" aria-current="page""#));
     // Asked once, as the operator, for this node.
-    let requests = asked(&gateway, backups::ops::NODE_BACKUPS);
+    let requests = asked(&gateway, backups::NodeBackupsRequest::OP);
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0]["node_id"], 17);
     assert_eq!(requests[0]["actor"]["name"], reader.name.as_str());
@@ -213,7 +213,7 @@ async fn a_node_with_no_backups_says_so_and_other_tabs_do_not_ask_the_backups_se
     gateway.script.lock().unwrap().asked.clear();
     let overview = reader.get("/ui/nodes/17").await;
     assert_eq!(overview.status, 200);
-    assert!(asked(&gateway, backups::ops::NODE_BACKUPS).is_empty());
+    assert!(asked(&gateway, backups::NodeBackupsRequest::OP).is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -237,14 +237,14 @@ async fn each_act_asks_the_backups_service_as_the_operator_and_only_at_its_level
         let refused = changer.submit(path, &fields).await;
         assert_eq!(refused.status, 403, "{path}");
     }
-    assert!(asked(&gateway, backups::ops::RUN_NOW).is_empty());
-    assert!(asked(&gateway, backups::ops::RESTORE).is_empty());
-    assert!(asked(&gateway, backups::ops::MOVE).is_empty());
+    assert!(asked(&gateway, backups::RunNow::OP).is_empty());
+    assert!(asked(&gateway, backups::RestoreRequest::OP).is_empty());
+    assert!(asked(&gateway, backups::MoveRequest::OP).is_empty());
 
     let ran = changer.submit("/ui/nodes/17/backups/run", &[]).await;
     assert_eq!(ran.status, 303);
     assert_eq!(ran.location.as_deref(), Some("/ui/nodes/17?tab=backups"));
-    let requests = asked(&gateway, backups::ops::RUN_NOW);
+    let requests = asked(&gateway, backups::RunNow::OP);
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0]["node_id"], 17);
     assert_eq!(requests[0]["actor"]["level"], 8);
@@ -258,7 +258,7 @@ async fn each_act_asks_the_backups_service_as_the_operator_and_only_at_its_level
         )
         .await;
     assert_eq!(verified.status, 303);
-    let requests = asked(&gateway, backups::ops::VERIFY);
+    let requests = asked(&gateway, backups::VerifyRequest::OP);
     assert_eq!(
         (requests[0]["level"].as_u64(), requests[0]["seq"].as_i64()),
         (Some(3), Some(3))
@@ -273,7 +273,7 @@ async fn each_act_asks_the_backups_service_as_the_operator_and_only_at_its_level
     assert_eq!(bad.status, 303);
     let after = changer.get("/ui/nodes/17?tab=backups").await;
     assert!(after.has("level: must be 2"), "{}", after.body);
-    assert_eq!(asked(&gateway, backups::ops::VERIFY).len(), 1);
+    assert_eq!(asked(&gateway, backups::VerifyRequest::OP).len(), 1);
 
     // A restore needs its box ticked.
     let unticked = admin
@@ -283,7 +283,7 @@ async fn each_act_asks_the_backups_service_as_the_operator_and_only_at_its_level
         )
         .await;
     assert_eq!(unticked.status, 303);
-    assert!(asked(&gateway, backups::ops::RESTORE).is_empty());
+    assert!(asked(&gateway, backups::RestoreRequest::OP).is_empty());
     let after = admin.get("/ui/nodes/17?tab=backups").await;
     assert!(after.has("confirm: tick the box"), "{}", after.body);
     let restored = admin
@@ -293,7 +293,7 @@ async fn each_act_asks_the_backups_service_as_the_operator_and_only_at_its_level
         )
         .await;
     assert_eq!(restored.status, 303);
-    let requests = asked(&gateway, backups::ops::RESTORE);
+    let requests = asked(&gateway, backups::RestoreRequest::OP);
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0]["what"], "project");
     assert_eq!(requests[0]["seq"], 3);
@@ -301,7 +301,7 @@ async fn each_act_asks_the_backups_service_as_the_operator_and_only_at_its_level
         .submit("/ui/nodes/17/backups/move", &[("target_id", "1")])
         .await;
     assert_eq!(moved.status, 303);
-    assert_eq!(asked(&gateway, backups::ops::MOVE)[0]["target_id"], 1);
+    assert_eq!(asked(&gateway, backups::MoveRequest::OP)[0]["target_id"], 1);
     // Each act is in the audit log with its job.
     let acts: Vec<(String, String)> = sqlx::query_as(
         "SELECT action, outcome FROM audit_log
@@ -354,7 +354,7 @@ async fn the_policy_page_reads_at_7_saves_at_10_and_names_a_bad_field() {
     // A level-7 operator cannot post an edit: 403 at the door, nothing asked.
     let refused = reader.submit("/ui/backups/policy", &good).await;
     assert_eq!(refused.status, 403);
-    assert!(asked(&gateway, backups::ops::SET_POLICY).is_empty());
+    assert!(asked(&gateway, backups::SetPolicy::OP).is_empty());
 
     let admin = gateway.signed_in(Level::Admin).await;
     let page = admin.get("/ui/backups/policy").await;
@@ -377,11 +377,11 @@ async fn the_policy_page_reads_at_7_saves_at_10_and_names_a_bad_field() {
         page.body
     );
     assert!(!page.has(r#"data-test="field-error-every_minutes""#));
-    assert!(asked(&gateway, backups::ops::SET_POLICY).is_empty());
+    assert!(asked(&gateway, backups::SetPolicy::OP).is_empty());
     // A good one is asked for as the operator, and said.
     let saved = admin.submit("/ui/backups/policy", &good).await;
     assert_eq!(saved.status, 303, "{}", saved.body);
-    let requests = asked(&gateway, backups::ops::SET_POLICY);
+    let requests = asked(&gateway, backups::SetPolicy::OP);
     assert_eq!(requests.len(), 1);
     let policy = &requests[0]["policy"];
     assert_eq!(policy["mode"], "full_only");
@@ -462,14 +462,14 @@ async fn the_targets_page_is_level_10_with_where_new_backups_go_and_the_fleets_c
     assert!(page.has(r#"id="uncovered-9""#));
     assert!(page.has(r#"data-reason="no_recovery_key""#));
     assert_eq!(
-        asked(&gateway, backups::ops::FLEET_COVERAGE)[0]["actor"]["level"],
+        asked(&gateway, backups::FleetCoverageRequest::OP)[0]["actor"]["level"],
         10
     );
 
     let chosen = admin.submit("/ui/backups/targets/1/default", &[]).await;
     assert_eq!(chosen.status, 303);
     assert_eq!(
-        asked(&gateway, backups::ops::SET_DEFAULT_TARGET)[0]["target_id"],
+        asked(&gateway, backups::SetDefaultTarget::OP)[0]["target_id"],
         1
     );
     let after = admin.get("/ui/backups/targets").await;
@@ -529,7 +529,7 @@ async fn the_tab_states_the_nodes_position_and_level_10_sets_it() {
         .submit("/ui/nodes/17/backups/policy", &[("position", "off")])
         .await;
     assert_eq!(refused.status, 403);
-    assert!(asked(&gateway, backups::ops::SET_NODE_POLICY).is_empty());
+    assert!(asked(&gateway, backups::SetNodePolicy::OP).is_empty());
 
     let admin = gateway.signed_in(Level::Admin).await;
     let page = admin.get("/ui/nodes/17?tab=backups").await;
@@ -538,7 +538,7 @@ async fn the_tab_states_the_nodes_position_and_level_10_sets_it() {
         .submit("/ui/nodes/17/backups/policy", &[("position", "sometimes")])
         .await;
     assert_eq!(bad.status, 303);
-    assert!(asked(&gateway, backups::ops::SET_NODE_POLICY).is_empty());
+    assert!(asked(&gateway, backups::SetNodePolicy::OP).is_empty());
     let after = admin.get("/ui/nodes/17?tab=backups").await;
     assert!(
         after.has("position: must be fleet, own or off"),
@@ -550,7 +550,7 @@ async fn the_tab_states_the_nodes_position_and_level_10_sets_it() {
         .await;
     assert_eq!(saved.status, 303);
     assert_eq!(saved.location.as_deref(), Some("/ui/nodes/17?tab=backups"));
-    let requests = asked(&gateway, backups::ops::SET_NODE_POLICY);
+    let requests = asked(&gateway, backups::SetNodePolicy::OP);
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0]["node_id"], 17);
     assert_eq!(requests[0]["body"], serde_json::json!({"position": "off"}));

@@ -5,6 +5,7 @@ use capstan_events::rpc::{ErrorCode, Level, RpcError};
 use serde_json::{json, Value};
 
 use crate::harness::{error_of, Gateway};
+use capstan_events::Word as _;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_rpc_error_code_is_answered_with_its_status_and_the_services_words() {

@@ -3,22 +3,23 @@
 
 use bytes::Bytes;
 use capstan_bus::{testsuite::NatsServer, Bus, RpcServer};
+use capstan_events::Word as _;
 use capstan_events::{
     agent_channel::{
         rpc::{
-            ops, AgentEndpoint, AgentRequest, AgentResponse, ApproveJoin, Approved, CreateJob,
-            DecideJoin, Done, JobCreated, JobOutput, JobOutputRequest, JobRef, JobState, JobView,
-            Jobs, JoinFilter, JoinState, JoinView, Joins, ListJobs, ListJoins, ListNodes, NodeRef,
-            NodeView, Nodes, RefusalCount, RefusalCountRequest,
+            AgentEndpoint, AgentRequest, AgentResponse, ApproveJoin, Approved, CancelJobRequest,
+            CreateJob, DisconnectNode, Done, GetJob, GetNode, JobCreated, JobOutput,
+            JobOutputRequest, JobState, JobView, Jobs, JoinFilter, JoinState, JoinView, Joins,
+            ListJobs, ListJoins, ListNodes, MarkJobFailed, NodeView, Nodes, RefusalCount,
+            RefusalCountRequest, RejectJoin, ReopenJoin,
         },
         PrimitiveClass,
     },
-    rpc::{Level, RpcError},
+    rpc::{JsonRpc, Level, Rpc, RpcError},
     Domain,
 };
 use capstan_gateway::AppState;
 use capstan_store::{testsuite::TestDatabase, Store};
-use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{json, Value};
 use std::{
     sync::{
@@ -146,7 +147,6 @@ impl Gateway {
         let script = self.script.clone();
         let agent_script = self.script.clone();
         let server = RpcServer::new(self.bus.clone(), Domain::AgentChannel).route_with_body(
-            ops::AGENT_REQUEST,
             move |request: AgentRequest, body: Bytes| {
                 let script = agent_script.clone();
                 async move {
@@ -166,106 +166,74 @@ impl Gateway {
         // Every agent request's head is let through to be read (a signed agent's, as far as
         // this fake knows).
         let server = server.route(
-            ops::VET_AGENT_REQUEST,
             |_: capstan_events::agent_channel::rpc::VetAgentRequest| async {
                 Ok::<_, RpcError>(capstan_events::agent_channel::rpc::Vetted { refusal: None })
             },
         );
+        let server = fake(server, &script, |script, request: ListJoins| {
+            let joins = match request.state {
+                JoinFilter::Rejected => script.rejected.clone(),
+                _ => script.joins.clone().unwrap_or_else(|| vec![join_view()]),
+            };
+            Joins {
+                page: capstan_events::agent_channel::rpc::PageInfo::of(
+                    request.page,
+                    joins.len() as u64,
+                ),
+                joins,
+            }
+        });
+        let server = fake(server, &script, |_, request: ApproveJoin| Approved {
+            node_id: request.node_id.unwrap_or(17),
+        });
+        let server = fake(server, &script, |_, _: RejectJoin| Done {});
+        let server = fake(server, &script, |_, _: ReopenJoin| Done {});
+        let server = fake(server, &script, |script, request: ListNodes| {
+            let nodes = script.nodes.clone().unwrap_or_else(|| vec![node_view(17)]);
+            Nodes {
+                page: capstan_events::agent_channel::rpc::PageInfo::of(
+                    request.page,
+                    nodes.len() as u64,
+                ),
+                nodes,
+            }
+        });
+        let server = fake(server, &script, |script, GetNode(request): GetNode| {
+            script
+                .nodes
+                .iter()
+                .flatten()
+                .find(|node| node.id == request.node_id)
+                .cloned()
+                .unwrap_or_else(|| node_view(request.node_id))
+        });
         let server = fake(
             server,
             &script,
-            ops::LIST_JOINS,
-            |script, request: ListJoins| {
-                let joins = match request.state {
-                    JoinFilter::Rejected => script.rejected.clone(),
-                    _ => script.joins.clone().unwrap_or_else(|| vec![join_view()]),
-                };
-                Joins {
-                    page: capstan_events::agent_channel::rpc::PageInfo::of(
-                        request.page,
-                        joins.len() as u64,
-                    ),
-                    joins,
+            |_, _: capstan_events::agent_channel::rpc::FleetVersionsRequest| {
+                capstan_events::agent_channel::rpc::FleetVersions {
+                    versions: vec![capstan_events::agent_channel::rpc::VersionCount {
+                        version: Some("1.2.0".into()),
+                        nodes: 1,
+                        on_trial: vec![],
+                        refusals: vec![],
+                    }],
+                    nodes: vec![],
                 }
             },
         );
-        let server = fake(
-            server,
-            &script,
-            ops::APPROVE_JOIN,
-            |_, request: ApproveJoin| Approved {
-                node_id: request.node_id.unwrap_or(17),
-            },
-        );
-        let server = fake(
-            server,
-            &script,
-            ops::REJECT_JOIN,
-            |_, _: DecideJoin| Done {},
-        );
-        let server = fake(
-            server,
-            &script,
-            ops::REOPEN_JOIN,
-            |_, _: DecideJoin| Done {},
-        );
-        let server = fake(
-            server,
-            &script,
-            ops::LIST_NODES,
-            |script, request: ListNodes| {
-                let nodes = script.nodes.clone().unwrap_or_else(|| vec![node_view(17)]);
-                Nodes {
-                    page: capstan_events::agent_channel::rpc::PageInfo::of(
-                        request.page,
-                        nodes.len() as u64,
-                    ),
-                    nodes,
-                }
-            },
-        );
-        let server = fake(
-            server,
-            &script,
-            ops::GET_NODE,
-            |script, request: NodeRef| {
-                script
-                    .nodes
-                    .iter()
-                    .flatten()
-                    .find(|node| node.id == request.node_id)
-                    .cloned()
-                    .unwrap_or_else(|| node_view(request.node_id))
-            },
-        );
-        let server = fake(server, &script, ops::FLEET_VERSIONS, |_, _: Value| {
-            capstan_events::agent_channel::rpc::FleetVersions {
-                versions: vec![capstan_events::agent_channel::rpc::VersionCount {
-                    version: Some("1.2.0".into()),
-                    nodes: 1,
-                    on_trial: vec![],
-                    refusals: vec![],
-                }],
-                nodes: vec![],
-            }
+        let server = fake(server, &script, |_, _: DisconnectNode| Done {});
+        let server = fake(server, &script, |_, _: CreateJob| JobCreated {
+            id: 42,
+            state: JobState::Pending,
         });
-        let server = fake(server, &script, ops::DISCONNECT_NODE, |_, _: NodeRef| {
-            Done {}
-        });
-        let server = fake(server, &script, ops::CREATE_JOB, |_, _: CreateJob| {
-            JobCreated {
-                id: 42,
-                state: JobState::Pending,
-            }
-        });
-        let server = fake(server, &script, ops::LIST_JOBS, |_, _: ListJobs| Jobs {
+        let server = fake(server, &script, |_, _: ListJobs| Jobs {
             jobs: vec![job_view(42)],
         });
         let server = fake(
             server,
             &script,
-            ops::GET_JOB,
-            |script, request: JobRef| match &script.job {
+            |script, GetJob(request): GetJob| match &script.job {
                 Some(job) => JobView {
                     id: request.job_id,
                     ..job.clone()
@@ -273,32 +241,19 @@ impl Gateway {
                 None => job_view(request.job_id),
             },
         );
-        let server = fake(
-            server,
-            &script,
-            ops::JOB_OUTPUT,
-            |_, request: JobOutputRequest| JobOutput {
-                state: JobState::Running,
-                new_output: "hello".into(),
-                offset: request.offset + 5,
-            },
-        );
-        let server = fake(server, &script, ops::CANCEL_JOB, |_, _: JobRef| Done {});
-        let server = fake(
-            server,
-            &script,
-            ops::MARK_JOB_FAILED,
-            |_, _: JobRef| Done {},
-        );
-        let server = fake(
-            server,
-            &script,
-            ops::REFUSAL_COUNT,
-            |_, request: RefusalCountRequest| RefusalCount {
+        let server = fake(server, &script, |_, request: JobOutputRequest| JobOutput {
+            state: JobState::Running,
+            new_output: "hello".into(),
+            offset: request.offset + 5,
+        });
+        let server = fake(server, &script, |_, _: CancelJobRequest| Done {});
+        let server = fake(server, &script, |_, _: MarkJobFailed| Done {});
+        let server = fake(server, &script, |_, request: RefusalCountRequest| {
+            RefusalCount {
                 node_id: request.node_id,
                 refused: 3,
-            },
-        );
+            }
+        });
         tokio::spawn(server.serve(self.stop.clone()));
         tokio::spawn(fake_incidents(self.bus.clone(), &self.script).serve(self.stop.clone()));
         tokio::spawn(fake_monitor(self.bus.clone(), &self.script).serve(self.stop.clone()));
@@ -307,15 +262,9 @@ impl Gateway {
         // Ready once it answers (the subscription is made asynchronously).
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
-            let answer: Result<Nodes, _> = self
-                .bus
-                .request(
-                    Domain::AgentChannel,
-                    ops::LIST_NODES,
-                    &json!({"actor": {"name": "t", "level": 7}}),
-                    Duration::from_millis(500),
-                )
-                .await;
+            let listing: ListNodes =
+                serde_json::from_value(json!({"actor": {"name": "t", "level": 7}})).unwrap();
+            let answer = self.bus.ask(&listing, Duration::from_millis(500)).await;
             if answer.is_ok() {
                 break;
             }
@@ -377,78 +326,58 @@ impl Gateway {
 fn fake_rollouts(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
     use capstan_events::rollouts::rpc as rollouts;
     let server = RpcServer::new(bus, Domain::Rollouts);
-    let server = fake(
-        server,
-        script,
-        rollouts::ops::LIST_RELEASES,
-        |_, _: Value| rollouts::Releases {
+    let server = fake(server, script, |_, _: rollouts::ListReleases| {
+        rollouts::Releases {
             releases: vec![release_view()],
-        },
-    );
+        }
+    });
     use capstan_events::rollouts::staged;
-    let server = fake(server, script, staged::ops::LIST_ROLLOUTS, |_, _: Value| {
+    let server = fake(server, script, |_, _: staged::ListRollouts| {
         staged::Rollouts {
             rollouts: vec![rollout_view()],
         }
     });
-    let server = fake(server, script, staged::ops::START_ROLLOUT, |_, _: Value| {
-        rollout_view()
-    });
-    let server = fake(server, script, staged::ops::GET_ROLLOUT, |_, _: Value| {
-        rollout_view()
-    });
-    let server = fake(
-        server,
-        script,
-        staged::ops::ACT_ON_ROLLOUT,
-        |_, _: Value| rollout_view(),
-    );
-    let server = fake(
-        server,
-        script,
-        rollouts::ops::LIST_SITE_RELEASES,
-        |_, _: Value| rollouts::SiteReleases {
+    let server = fake(server, script, |_, _: staged::StartRollout| rollout_view());
+    let server = fake(server, script, |_, _: staged::GetRollout| rollout_view());
+    let server = fake(server, script, |_, _: staged::ActOnRollout| rollout_view());
+    let server = fake(server, script, |_, _: rollouts::ListSiteReleases| {
+        rollouts::SiteReleases {
             releases: vec![site_release_view()],
-        },
-    );
+        }
+    });
     let publishing_site = script.clone();
-    let server = server.route_with_body(
-        rollouts::ops::PUBLISH_SITE_RELEASE,
-        move |request: rollouts::PublishSiteRelease, body: Bytes| {
+    let server =
+        server.route_with_body(move |request: rollouts::PublishSiteRelease, body: Bytes| {
             let script = publishing_site.clone();
             async move {
                 let mut script = script.lock().unwrap();
                 script.asked.push((
-                    rollouts::ops::PUBLISH_SITE_RELEASE.to_string(),
+                    <rollouts::PublishSiteRelease as Rpc>::OP.to_string(),
                     json!({"version": request.version, "archive_bytes": body.to_vec()}),
                 ));
                 Ok((site_release_view(), Bytes::new()))
             }
-        },
-    );
+        });
     let script = script.clone();
-    server.route_with_body(
-        rollouts::ops::PUBLISH_RELEASE,
-        move |request: rollouts::PublishRelease, body: Bytes| {
-            let script = script.clone();
-            async move {
-                let mut script = script.lock().unwrap();
-                script.asked.push((
-                    rollouts::ops::PUBLISH_RELEASE.to_string(),
-                    json!({"metadata": request.metadata, "artifact_bytes": body.to_vec()}),
-                ));
-                Ok((release_view(), Bytes::new()))
-            }
-        },
-    )
+    server.route_with_body(move |request: rollouts::PublishRelease, body: Bytes| {
+        let script = script.clone();
+        async move {
+            let mut script = script.lock().unwrap();
+            script.asked.push((
+                <rollouts::PublishRelease as Rpc>::OP.to_string(),
+                json!({"metadata": request.metadata, "artifact_bytes": body.to_vec()}),
+            ));
+            Ok((release_view(), Bytes::new()))
+        }
+    })
 }
 
 pub fn rollout_view() -> capstan_events::rollouts::staged::RolloutView {
     capstan_events::rollouts::staged::RolloutView {
         id: 1,
-        kind: "release".into(),
+        kind: capstan_events::rollouts::staged::RolloutKind::Release,
         version: "2.1.0".into(),
-        state: "running".into(),
+        state: capstan_events::rollouts::staged::RolloutState::Running,
         stage: 0,
         stages: vec![],
         pages: vec![],
@@ -502,13 +431,13 @@ pub fn release_view() -> capstan_events::rollouts::rpc::ReleaseView {
 fn fake_incidents(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
     use capstan_events::incidents::rpc as incidents;
     let server = RpcServer::new(bus, Domain::Incidents);
-    let server = fake(server, script, incidents::ops::LIST, |_, _: Value| {
+    let server = fake(server, script, |_, _: incidents::ListIncidents| {
         incidents::Incidents {
             incidents: vec![],
             counts: Default::default(),
         }
     });
-    let server = fake(server, script, incidents::ops::GET, |_, _: Value| {
+    let server = fake(server, script, |_, _: incidents::GetIncident| {
         incidents::IncidentDetail {
             incident: incident_view(5),
             timeline: vec![],
@@ -516,14 +445,18 @@ fn fake_incidents(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
             grouped: vec![],
         }
     });
-    let server = fake(server, script, incidents::ops::TRIAGE, |_, _: Value| {
+    let server = fake(server, script, |_, _: incidents::TriageIncident| {
         incidents::Triaged {
             incident: incident_view(5),
             recorded: true,
         }
     });
-    let server = fake(server, script, incidents::ops::NOTE, |_, _: Value| Done {});
-    let server = fake(server, script, incidents::ops::HEADER, |_, _: Value| {
+    let server = fake(
+        server,
+        script,
+        |_, _: incidents::AddNote| incidents::Done {},
+    );
+    let server = fake(server, script, |_, _: incidents::HeaderRequest| {
         incidents::Header {
             needs_you: 0,
             happening: 0,
@@ -531,17 +464,11 @@ fn fake_incidents(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
             words: String::new(),
         }
     });
-    let server = fake(
-        server,
-        script,
-        incidents::ops::LIST_SILENCES,
-        |_, _: Value| incidents::Silences { silences: vec![] },
-    );
-    let server = fake(
-        server,
-        script,
-        incidents::ops::CREATE_SILENCE,
-        |_, _: Value| incidents::SilenceView {
+    let server = fake(server, script, |_, _: incidents::ListSilences| {
+        incidents::Silences { silences: vec![] }
+    });
+    let server = fake(server, script, |_, _: incidents::CreateSilence| {
+        incidents::SilenceView {
             id: 1,
             node_id: 5,
             node_name: None,
@@ -550,25 +477,16 @@ fn fake_incidents(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
             created_at: chrono::Utc::now(),
             ends_at: chrono::Utc::now(),
             active: true,
-        },
-    );
-    let server = fake(
-        server,
-        script,
-        incidents::ops::DELETE_SILENCE,
-        |_, _: Value| Done {},
-    );
-    let server = fake(
-        server,
-        script,
-        incidents::ops::LIST_WEBHOOKS,
-        |_, _: Value| incidents::Webhooks { webhooks: vec![] },
-    );
-    let server = fake(
-        server,
-        script,
-        incidents::ops::CREATE_WEBHOOK,
-        |_, _: Value| incidents::WebhookCreated {
+        }
+    });
+    let server = fake(server, script, |_, _: incidents::DeleteSilence| {
+        incidents::Done {}
+    });
+    let server = fake(server, script, |_, _: incidents::ListWebhooks| {
+        incidents::Webhooks { webhooks: vec![] }
+    });
+    let server = fake(server, script, |_, _: incidents::CreateWebhook| {
+        incidents::WebhookCreated {
             webhook: incidents::WebhookView {
                 id: 1,
                 url: "https://hooks.example/x".into(),
@@ -578,41 +496,35 @@ fn fake_incidents(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
                 created_at: chrono::Utc::now(),
             },
             secret: "whsec_x".into(),
-        },
-    );
-    let server = fake(
-        server,
-        script,
-        incidents::ops::DELETE_WEBHOOK,
-        |_, _: Value| Done {},
-    );
-    let preferences = |_: &Script, _: Value| incidents::MailPreferences {
-        email_warning: false,
-        email_critical: true,
-    };
-    let server = fake(
-        server,
-        script,
-        incidents::ops::GET_NOTIFICATIONS,
-        preferences,
-    );
-    let server = fake(
-        server,
-        script,
-        incidents::ops::SET_NOTIFICATIONS,
-        preferences,
-    );
-    let server = fake(server, script, incidents::ops::BELL, |_, _: Value| {
+        }
+    });
+    let server = fake(server, script, |_, _: incidents::DeleteWebhook| {
+        incidents::Done {}
+    });
+    fn preferences() -> incidents::MailPreferences {
+        incidents::MailPreferences {
+            email_warning: false,
+            email_critical: true,
+        }
+    }
+    let server = fake(server, script, |_, _: incidents::GetNotifications| {
+        preferences()
+    });
+    let server = fake(server, script, |_, _: incidents::SetNotifications| {
+        preferences()
+    });
+    let server = fake(server, script, |_, _: incidents::BellRequest| {
         incidents::Bell { items: vec![] }
     });
     let server = fake(
         server,
         script,
-        incidents::ops::WEBHOOK_DELIVERIES,
-        |_, _: Value| incidents::WebhookDeliveries { deliveries: vec![] },
+        |_, _: incidents::WebhookDeliveriesRequest| incidents::WebhookDeliveries {
+            deliveries: vec![],
+        },
     );
-    fake(server, script, incidents::ops::SET_ALERTS, |_, _: Value| {
-        Done {}
+    fake(server, script, |_, _: incidents::SetAlerts| {
+        incidents::Done {}
     })
 }
 
@@ -667,9 +579,9 @@ fn fleet_policy() -> capstan_events::backups::rpc::FleetPolicy {
     }
 }
 
-fn node_policy(request: Value) -> capstan_events::backups::rpc::NodePolicyView {
+fn node_policy(node_id: i64) -> capstan_events::backups::rpc::NodePolicyView {
     capstan_events::backups::rpc::NodePolicyView {
-        node_id: request["node_id"].as_i64().unwrap_or(5),
+        node_id,
         position: capstan_events::backups::rpc::Position::Fleet,
         scheduled: true,
         fields: fleet_policy().fields,
@@ -681,11 +593,8 @@ fn node_policy(request: Value) -> capstan_events::backups::rpc::NodePolicyView {
 fn fake_backups(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
     use capstan_events::backups::rpc as backups;
     let server = RpcServer::new(bus, Domain::Backups);
-    let server = fake(
-        server,
-        script,
-        backups::ops::LIST_TARGETS,
-        |script, _: Value| backups::Targets {
+    let server = fake(server, script, |script, _: backups::ListTargets| {
+        backups::Targets {
             targets: vec![target_view(1)],
             seal_key: script
                 .seal_key
@@ -694,70 +603,50 @@ fn fake_backups(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
                     set: true,
                     file: Some("/var/lib/capstan/backups-seal.key".into()),
                 }),
-        },
-    );
-    let server = fake(
-        server,
-        script,
-        backups::ops::CREATE_TARGET,
-        |_, _: Value| target_view(2),
-    );
-    let server = fake(
-        server,
-        script,
-        backups::ops::SET_DEFAULT_TARGET,
-        |_, request: Value| backups::TargetView {
+        }
+    });
+    let server = fake(server, script, |_, _: backups::CreateTarget| target_view(2));
+    let server = fake(server, script, |_, request: backups::SetDefaultTarget| {
+        backups::TargetView {
             is_default: true,
-            ..target_view(request["target_id"].as_i64().unwrap_or(1))
-        },
-    );
-    let server = fake(server, script, backups::ops::GET_POLICY, |_, _: Value| {
+            ..target_view(request.target_id)
+        }
+    });
+    let server = fake(server, script, |_, _: backups::GetPolicy| {
         backups::FleetPolicyView {
             policy: fleet_policy(),
             changed_by: None,
             changed_at: None,
         }
     });
-    let server = fake(
-        server,
-        script,
-        backups::ops::SET_POLICY,
-        |_, request: Value| backups::FleetPolicyView {
-            policy: serde_json::from_value(request["policy"].clone())
-                .unwrap_or_else(|_| fleet_policy()),
+    let server = fake(server, script, |_, request: backups::SetPolicy| {
+        backups::FleetPolicyView {
+            policy: request.policy,
             changed_by: Some("ada".into()),
             changed_at: Some(chrono::Utc::now()),
-        },
-    );
+        }
+    });
+    let server = fake(server, script, |_, request: backups::GetNodePolicy| {
+        node_policy(request.node_id)
+    });
+    let server = fake(server, script, |_, request: backups::SetNodePolicy| {
+        node_policy(request.node_id)
+    });
     let server = fake(
         server,
         script,
-        backups::ops::GET_NODE_POLICY,
-        |_, request: Value| node_policy(request),
-    );
-    let server = fake(
-        server,
-        script,
-        backups::ops::SET_NODE_POLICY,
-        |_, request: Value| node_policy(request),
-    );
-    let server = fake(
-        server,
-        script,
-        backups::ops::NODE_BACKUPS,
-        |script, request: Value| match &script.node_backups {
+        |script, request: backups::NodeBackupsRequest| match &script.node_backups {
             Some(answer) => backups::NodeBackups {
-                node_id: request["node_id"].as_i64().unwrap_or(5),
+                node_id: request.node_id,
                 ..answer.clone()
             },
-            None => no_backups(request["node_id"].as_i64().unwrap_or(5)),
+            None => no_backups(request.node_id),
         },
     );
     let server = fake(
         server,
         script,
-        backups::ops::FLEET_COVERAGE,
-        |script, _: Value| {
+        |script, _: backups::FleetCoverageRequest| {
             script
                 .coverage
                 .clone()
@@ -777,18 +666,13 @@ fn fake_backups(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
                 })
         },
     );
-    let mut server = server;
-    for op in [
-        backups::ops::RUN_NOW,
-        backups::ops::VERIFY,
-        backups::ops::RESTORE,
-        backups::ops::MOVE,
-    ] {
-        server = fake(server, script, op, |_, _: Value| backups::Dispatched {
-            job_id: 77,
-        });
+    fn dispatched() -> backups::Dispatched {
+        backups::Dispatched { job_id: 77 }
     }
-    server
+    let server = fake(server, script, |_, _: backups::RunNow| dispatched());
+    let server = fake(server, script, |_, _: backups::VerifyRequest| dispatched());
+    let server = fake(server, script, |_, _: backups::RestoreRequest| dispatched());
+    fake(server, script, |_, _: backups::MoveRequest| dispatched())
 }
 
 /// A node with no backup yet, as the backups service states it.
@@ -817,69 +701,47 @@ pub fn no_backups(node_id: i64) -> capstan_events::backups::rpc::NodeBackups {
 fn fake_monitor(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
     use capstan_events::monitor::rpc as monitor;
     let server = RpcServer::new(bus, Domain::Monitor);
-    let server = fake(server, script, monitor::ops::LIST_UPTIME, |_, _: Value| {
+    let server = fake(server, script, |_, _: monitor::ListUptime| {
         monitor::UptimeChecks {
             checks: vec![uptime_check(5)],
         }
     });
-    let server = fake(server, script, monitor::ops::GET_UPTIME, |_, _: Value| {
+    let server = fake(server, script, |_, _: monitor::GetUptime| {
         monitor::UptimeDetail {
             check: uptime_check(5),
             history: vec![],
         }
     });
-    let server = fake(server, script, monitor::ops::SET_UPTIME, |_, _: Value| {
-        uptime_check(5)
-    });
-    let server = fake(
-        server,
-        script,
-        monitor::ops::GET_CERTIFICATE,
-        |_, _: Value| monitor::CertificateView {
+    let server = fake(server, script, |_, _: monitor::SetUptime| uptime_check(5));
+    let server = fake(server, script, |_, _: monitor::GetCertificate| {
+        monitor::CertificateView {
             problem: None,
             expires_at: None,
             names: vec![],
             checked_at: None,
-        },
-    );
-    let server = fake(
-        server,
-        script,
-        monitor::ops::FLEET_SECURITY,
-        |_, _: Value| monitor::FleetSecurity { machines: vec![] },
-    );
-    let server = fake(
-        server,
-        script,
-        monitor::ops::START_EDGE_PROBE,
-        |_, _: Value| monitor::EdgeProbeStarted { id: 3 },
-    );
-    let server = fake(
-        server,
-        script,
-        monitor::ops::GET_EDGE_PROBE,
-        |_, _: Value| edge_probe(3),
-    );
-    let server = fake(
-        server,
-        script,
-        monitor::ops::LIST_EDGE_PROBES,
-        |_, _: Value| monitor::EdgeProbes {
+        }
+    });
+    let server = fake(server, script, |_, _: monitor::GetFleetSecurity| {
+        monitor::FleetSecurity { machines: vec![] }
+    });
+    let server = fake(server, script, |_, _: monitor::StartEdgeProbe| {
+        monitor::EdgeProbeStarted { id: 3 }
+    });
+    let server = fake(server, script, |_, _: monitor::GetEdgeProbe| edge_probe(3));
+    let server = fake(server, script, |_, _: monitor::ListEdgeProbes| {
+        monitor::EdgeProbes {
             probes: vec![edge_probe(3)],
-        },
-    );
-    fake(
-        server,
-        script,
-        monitor::ops::UPTIME_SUMMARY,
-        |_, _: Value| monitor::UptimeSummary {
+        }
+    });
+    fake(server, script, |_, _: monitor::GetUptimeSummary| {
+        monitor::UptimeSummary {
             up: 1,
             down: 0,
             unknown: 0,
             off: 0,
             down_checks: vec![],
-        },
-    )
+        }
+    })
 }
 
 fn edge_probe(id: i64) -> capstan_events::monitor::rpc::EdgeProbeView {
@@ -900,20 +762,15 @@ fn edge_probe(id: i64) -> capstan_events::monitor::rpc::EdgeProbeView {
     }
 }
 
-/// Registers a fake op that records its request and answers `answer(request)`, or the
-/// scripted failure.
-fn fake<Req, Resp>(
+/// Registers a fake of the question `R` that records its request and answers
+/// `answer(request)`, or the scripted failure.
+fn fake<R: JsonRpc>(
     server: RpcServer,
     script: &Arc<Mutex<Script>>,
-    op: &'static str,
-    answer: fn(&Script, Req) -> Resp,
-) -> RpcServer
-where
-    Req: DeserializeOwned + Serialize + Send + 'static,
-    Resp: Serialize + Send + 'static,
-{
-    let script = script.clone();
-    server.route(op, move |request: Req| {
+    answer: fn(&Script, R) -> R::Reply,
+) -> RpcServer {
+    let (script, op) = (script.clone(), R::OP);
+    server.route(move |request: R| {
         let script = script.clone();
         async move {
             let mut script = script.lock().unwrap();

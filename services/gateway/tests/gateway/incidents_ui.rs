@@ -2,7 +2,10 @@
 //! selected incident as the operator and is audited as one act; bad input is refused naming
 //! what was wrong and asks nothing (IN-17, IN-19).
 
-use capstan_events::{incidents::rpc::ops, rpc::Level};
+use capstan_events::{
+    incidents::rpc as ops,
+    rpc::{Level, Rpc},
+};
 
 use crate::harness::Gateway;
 
@@ -14,7 +17,7 @@ fn triages(gateway: &Gateway) -> Vec<serde_json::Value> {
         .unwrap()
         .asked
         .iter()
-        .filter(|(op, _)| op == ops::TRIAGE)
+        .filter(|(op, _)| op == ops::TriageIncident::OP)
         .map(|(_, request)| request.clone())
         .collect()
 }

@@ -3,7 +3,7 @@
 //! `400` naming it before anything is asked, and the UI's list pages carry what a person typed
 //! only escaped, in the form and in the pager's links.
 
-use capstan_events::{agent_channel::rpc::ops, rpc::Level};
+use capstan_events::{agent_channel::rpc as ops, rpc::Level, rpc::Rpc};
 use serde_json::Value;
 
 use crate::harness::{error_of, node_view, Gateway};
@@ -39,7 +39,7 @@ async fn the_listings_take_paging_search_and_filters_and_refuse_bad_ones_naming_
         answer["page"],
         serde_json::json!({"offset": 0, "limit": 100, "total": 1, "next_offset": null})
     );
-    let request = asked(&gateway, ops::LIST_NODES).pop().unwrap();
+    let request = asked(&gateway, ops::ListNodes::OP).pop().unwrap();
     assert_eq!(
         request["page"],
         serde_json::json!({"offset": 0, "limit": 100})
@@ -55,7 +55,7 @@ async fn the_listings_take_paging_search_and_filters_and_refuse_bad_ones_naming_
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
-    let request = asked(&gateway, ops::LIST_NODES).pop().unwrap();
+    let request = asked(&gateway, ops::ListNodes::OP).pop().unwrap();
     assert_eq!(request["search"], "web 1");
     assert_eq!(request["health"], "red");
     assert_eq!(request["online"], false);
@@ -80,7 +80,7 @@ async fn the_listings_take_paging_search_and_filters_and_refuse_bad_ones_naming_
         body["joins"].is_array() && body["page"]["limit"] == 5,
         "{body}"
     );
-    let request = asked(&gateway, ops::LIST_JOINS).pop().unwrap();
+    let request = asked(&gateway, ops::ListJoins::OP).pop().unwrap();
     assert_eq!(request["state"], "rejected");
     assert_eq!(request["search"], "asker");
     assert_eq!(
@@ -88,7 +88,8 @@ async fn the_listings_take_paging_search_and_filters_and_refuse_bad_ones_naming_
         serde_json::json!({"offset": 10, "limit": 5})
     );
 
-    let before = asked(&gateway, ops::LIST_NODES).len() + asked(&gateway, ops::LIST_JOINS).len();
+    let before =
+        asked(&gateway, ops::ListNodes::OP).len() + asked(&gateway, ops::ListJoins::OP).len();
     let long = "x".repeat(201);
     for (path, parameter) in [
         ("/api/v1/nodes?limit=0".to_string(), "limit"),
@@ -116,7 +117,8 @@ async fn the_listings_take_paging_search_and_filters_and_refuse_bad_ones_naming_
             "{path}: {message}"
         );
     }
-    let after = asked(&gateway, ops::LIST_NODES).len() + asked(&gateway, ops::LIST_JOINS).len();
+    let after =
+        asked(&gateway, ops::ListNodes::OP).len() + asked(&gateway, ops::ListJoins::OP).len();
     assert_eq!(before, after, "nothing bad was asked of the agent channel");
 }
 
@@ -155,7 +157,7 @@ async fn the_list_pages_escape_what_was_typed_and_keep_it_in_their_links() {
         !next.contains('<') && next.contains("%3Cscript%3E"),
         "{next}"
     );
-    let request = asked(&gateway, ops::LIST_NODES).pop().unwrap();
+    let request = asked(&gateway, ops::ListNodes::OP).pop().unwrap();
     assert_eq!(request["search"], typed);
     assert_eq!(request["page"]["limit"], 50);
 
@@ -196,7 +198,7 @@ async fn the_list_pages_escape_what_was_typed_and_keep_it_in_their_links() {
     let page = reader.get("/ui/joins?state=rejected").await;
     assert_eq!(page.status, 200);
     assert_eq!(
-        asked(&gateway, ops::LIST_JOINS).pop().unwrap()["state"],
+        asked(&gateway, ops::ListJoins::OP).pop().unwrap()["state"],
         "rejected"
     );
     // The bind page is level 10's.
@@ -206,7 +208,7 @@ async fn the_list_pages_escape_what_was_typed_and_keep_it_in_their_links() {
     let page = admin.get(bind).await;
     assert_eq!(page.status, 200, "{}", page.body);
     assert!(page.has("data-test=\"bind-to\""), "{}", page.body);
-    let request = asked(&gateway, ops::LIST_NODES).pop().unwrap();
+    let request = asked(&gateway, ops::ListNodes::OP).pop().unwrap();
     assert_eq!(
         request["paired"], false,
         "only unpaired nodes can take a key"

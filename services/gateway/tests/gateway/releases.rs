@@ -2,8 +2,8 @@
 //! the order it reads them, and bad input is refused naming the field before anything is asked.
 
 use base64::{engine::general_purpose::STANDARD, Engine as _};
-use capstan_events::rollouts::rpc::ops;
 use capstan_events::rpc::Level;
+use capstan_events::{rollouts::rpc as ops, rpc::Rpc};
 use serde_json::json;
 
 use crate::harness::{error_of, Gateway};
@@ -27,7 +27,7 @@ async fn an_upload_reaches_rollouts_as_the_metadata_and_the_artifacts_in_order()
     assert_eq!(response.status(), 201);
     let asked = gateway.script.lock().unwrap().asked.clone();
     let (op, question) = asked.last().unwrap();
-    assert_eq!(op, ops::PUBLISH_RELEASE);
+    assert_eq!(op, ops::PublishRelease::OP);
     assert_eq!(question["metadata"], "{\"signed\": {}}");
     assert_eq!(
         question["artifact_bytes"],
@@ -53,7 +53,7 @@ async fn an_upload_with_an_artifact_that_is_not_base64_is_refused_naming_it() {
     assert!(message.contains("binaries.linux-amd64"), "{message}");
     let asked = gateway.script.lock().unwrap().asked.clone();
     assert!(
-        asked.iter().all(|(op, _)| op != ops::PUBLISH_RELEASE),
+        asked.iter().all(|(op, _)| op != ops::PublishRelease::OP),
         "nothing was asked"
     );
 }
@@ -76,7 +76,7 @@ async fn a_site_release_upload_reaches_rollouts_with_its_archive_as_raw_bytes() 
     assert_eq!(response.status(), 201);
     let asked = gateway.script.lock().unwrap().asked.clone();
     let (op, question) = asked.last().unwrap();
-    assert_eq!(op, ops::PUBLISH_SITE_RELEASE);
+    assert_eq!(op, ops::PublishSiteRelease::OP);
     assert_eq!(question["version"], "2.1.0");
     assert_eq!(question["archive_bytes"], json!(b"TAR".to_vec()));
     // An archive that is not base64 is refused naming it, and nothing is asked.

@@ -3,7 +3,8 @@
 //! tokens, levels, the audit record of UI acts, and escaping what nodes say.
 
 use capstan_events::{
-    agent_channel::rpc::{ops, HealthDot, Placement},
+    agent_channel::rpc::{self as ops, HealthDot, Placement},
+    rpc::Rpc,
     rpc::{ErrorCode, Level, RpcError},
 };
 use serde_json::Value;
@@ -468,9 +469,12 @@ async fn level_7_sees_no_trust_buttons_and_its_posts_are_403_and_audited() {
     }
     assert_eq!(reader.get("/ui/audit").await.status, 403);
     assert!(
-        !gateway.asked_ops().iter().any(|op| op == ops::APPROVE_JOIN
-            || op == ops::DISCONNECT_NODE
-            || op == ops::CANCEL_JOB),
+        !gateway
+            .asked_ops()
+            .iter()
+            .any(|op| op == ops::ApproveJoin::OP
+                || op == ops::DisconnectNode::OP
+                || op == ops::CancelJobRequest::OP),
         "{:?}",
         gateway.asked_ops()
     );
@@ -516,7 +520,7 @@ async fn ui_acts_are_asked_as_the_operator_audited_and_refusals_read_as_sentence
         .last()
         .cloned()
         .unwrap();
-    assert_eq!(op, ops::APPROVE_JOIN);
+    assert_eq!(op, ops::ApproveJoin::OP);
     assert_eq!(asked["node_id"], 9);
     assert_eq!(asked["actor"]["name"], admin.name.as_str());
     assert_eq!(asked["actor"]["level"], 10);

@@ -14,6 +14,7 @@ use crate::domain::signals::MailPreferences;
 use crate::domain::sources::Alerts;
 use crate::domain::timeline::{EntryKind, TimelineEntry};
 use crate::domain::triage::TriageChange;
+use capstan_events::Word as _;
 
 async fn emit<M: Message>(connection: &mut PgConnection, data: M, incident: i64) -> Result<()> {
     outbox::push(

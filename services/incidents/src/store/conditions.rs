@@ -5,6 +5,7 @@
 //! condition goes on, it keeps the start it was first reported with.
 
 use capstan_events::conditions::ConditionChanged;
+use capstan_events::Word as _;
 use capstan_store::PgConnection;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;

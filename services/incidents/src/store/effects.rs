@@ -16,6 +16,7 @@ use crate::domain::signals::{
     deliveries, Announce, Delivery, Quiet, Recipient, SignalReason, WebhookTarget,
 };
 use crate::domain::timeline::{EntryKind, TimelineEntry, SETTLED_NOTE, UNPROVEN_NOTE};
+use capstan_events::Word as _;
 
 /// Who a signal written now tells.
 #[derive(Debug, Clone, Copy)]

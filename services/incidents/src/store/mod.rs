@@ -14,6 +14,7 @@ use crate::domain::record::{Actor, Incident};
 use crate::domain::signals::{MailPreferences, Recipient, WebhookTarget};
 use crate::domain::sources::{Alerts, InstallState, NodeFacts, RecipeName, SourceName};
 use crate::domain::NodeId;
+use capstan_events::Word as _;
 
 pub mod acts;
 pub mod conditions;

@@ -11,9 +11,10 @@
 use chrono::{DateTime, Duration, Utc};
 
 use super::NodeId;
+use capstan_events::agent_channel::primitives;
 
 /// The words kept current, in the order a pass asks for them.
-pub const WORDS: [&str; 2] = ["check_status", "host_report"];
+pub const WORDS: [&str; 2] = [primitives::CHECK_STATUS, primitives::HOST_REPORT];
 
 /// `STATUS_REFRESH_SECONDS`: the window of both words (MO-05, MO-06), one hour.
 pub const STATUS_REFRESH_SECS: u32 = 3600;

@@ -12,6 +12,7 @@ use chrono::{DateTime, Duration, Utc};
 use url::Url;
 
 use super::InvalidInput;
+use capstan_events::Word as _;
 
 /// Decision 6.1-9: a node is down after this many consecutive failing checks.
 pub const DOWN_AFTER: u32 = 2;

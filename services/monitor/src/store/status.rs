@@ -12,6 +12,7 @@ use sqlx::types::Json;
 use super::{unknown, Result};
 use crate::domain::cadence::{DATA_ROOT_WORDS, REBOOT_WORDS, WORDS};
 use crate::domain::NodeId;
+use capstan_events::Word as _;
 
 /// Whether the monitor keeps `primitive`'s jobs.
 pub fn kept(primitive: &str) -> bool {

@@ -63,28 +63,29 @@ pub async fn pass(
             completed_at: row.completed_at,
             requested_at: row.requested_at,
         };
-        let (due, window, since) = if row.word == "host_report" {
-            let facts = HostFacts {
-                data_root_run: row.data_root_run.clone(),
-                boot_id: row.boot_id.clone(),
-                reported_at: row.reported_at,
-                reboot_asked: row
-                    .reboot_asked_at
-                    .map(|at| (at, row.reboot_boot_id.clone())),
-                // No escrow holder runs in this plane yet, so no node tells it its data root
-                // opened (the rule is in `HostFacts::opened_since_report`).
-                data_root_opened_at: None,
-                data_root_job_ended_at: row.data_root_job_ended_at,
+        let (due, window, since) =
+            if row.word == capstan_events::agent_channel::primitives::HOST_REPORT {
+                let facts = HostFacts {
+                    data_root_run: row.data_root_run.clone(),
+                    boot_id: row.boot_id.clone(),
+                    reported_at: row.reported_at,
+                    reboot_asked: row
+                        .reboot_asked_at
+                        .map(|at| (at, row.reboot_boot_id.clone())),
+                    // No escrow holder runs in this plane yet, so no node tells it its data root
+                    // opened (the rule is in `HostFacts::opened_since_report`).
+                    data_root_opened_at: None,
+                    data_root_job_ended_at: row.data_root_job_ended_at,
+                };
+                (
+                    cadence::host_report_due(&node, &cover, &facts, now, windows),
+                    facts.window(windows),
+                    facts.data_root_job_ended_at,
+                )
+            } else {
+                let due = cadence::due(&node, &row.word, &cover, now, windows.hourly);
+                (due, windows.hourly, None)
             };
-            (
-                cadence::host_report_due(&node, &cover, &facts, now, windows),
-                facts.window(windows),
-                facts.data_root_job_ended_at,
-            )
-        } else {
-            let due = cadence::due(&node, &row.word, &cover, now, windows.hourly);
-            (due, windows.hourly, None)
-        };
         if !due {
             continue;
         }

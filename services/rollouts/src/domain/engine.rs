@@ -39,78 +39,12 @@ pub const PROBE_ROUND_TIMEOUT: Duration = Duration::minutes(15);
 /// The words a rollout asks for.
 pub const PREFLIGHT_WORD: &str = "upgrade_preflight";
 pub const PROBE_WORD: &str = "page_probe";
-pub const APPLY_WORD: &str = "apply_update";
+pub const APPLY_WORD: &str = capstan_events::agent_channel::primitives::UPDATE;
 pub const PATCH_WORD: &str = "install_security_updates";
 
-/// What a rollout rolls out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// A site release, applied with `apply_update` (staged rollouts and deploy-to-all).
-    Release,
-    /// A patch run: `install_security_updates` on each machine, one at a time (RO-25).
-    Patch,
-}
-
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Release => "release",
-            Kind::Patch => "patch",
-        }
-    }
-
-    pub fn parse(word: &str) -> Option<Kind> {
-        match word {
-            "release" => Some(Kind::Release),
-            "patch" => Some(Kind::Patch),
-            _ => None,
-        }
-    }
-}
-
-/// Where a rollout is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum State {
-    Running,
-    /// No step starts; steps already applying are still judged.
-    Paused,
-    /// RO-14: a node missed past its stage's budget; applies under way are still judged.
-    Halting,
-    Halted,
-    /// RO-15: ended at once by an operator.
-    Stopped,
-    Finished,
-}
-
-impl State {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Running => "running",
-            State::Paused => "paused",
-            State::Halting => "halting",
-            State::Halted => "halted",
-            State::Stopped => "stopped",
-            State::Finished => "finished",
-        }
-    }
-
-    pub fn parse(word: &str) -> Option<State> {
-        Some(match word {
-            "running" => State::Running,
-            "paused" => State::Paused,
-            "halting" => State::Halting,
-            "halted" => State::Halted,
-            "stopped" => State::Stopped,
-            "finished" => State::Finished,
-            _ => return None,
-        })
-    }
-
-    /// RO-16: a rollout in this state holds the one turn a plane has.
-    pub fn active(self) -> bool {
-        matches!(self, State::Running | State::Paused | State::Halting)
-    }
-}
+/// What a rollout rolls out, and where it is: the contract's words (`RolloutKind`,
+/// `RolloutState`), which the API and the pages show as they are.
+pub use capstan_events::rollouts::staged::{RolloutKind as Kind, RolloutState as State};
 
 /// Where a step is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

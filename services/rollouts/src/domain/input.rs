@@ -3,6 +3,7 @@
 //! hawkBit's error threshold, Argo's pause between steps). Each refusal says what was wrong;
 //! the rpc names the field.
 
+use capstan_events::Word as _;
 use std::collections::HashSet;
 
 use capstan_events::rollouts::staged::{StageRequest, StartRollout};

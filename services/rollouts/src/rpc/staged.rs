@@ -5,7 +5,7 @@
 
 use capstan_bus::RpcServer;
 use capstan_events::rollouts::staged::{
-    ops, ActOnRollout, GetRollout, ListRollouts, RolloutView, Rollouts, StartRollout,
+    ActOnRollout, GetRollout, ListRollouts, RolloutView, Rollouts, StartRollout,
 };
 use capstan_events::rpc::{ErrorCode, InvalidInput, Level, RpcError};
 use capstan_store::{Store, StoreError};
@@ -30,10 +30,10 @@ pub struct State {
 /// Adds the staged-rollout questions to `server`.
 pub fn routes(server: RpcServer, state: State) -> RpcServer {
     server
-        .route_with_state(ops::START_ROLLOUT, &state, start)
-        .route_with_state(ops::LIST_ROLLOUTS, &state, list)
-        .route_with_state(ops::GET_ROLLOUT, &state, get)
-        .route_with_state(ops::ACT_ON_ROLLOUT, &state, act)
+        .route_with_state(&state, start)
+        .route_with_state(&state, list)
+        .route_with_state(&state, get)
+        .route_with_state(&state, act)
 }
 
 fn unavailable(error: StoreError) -> RpcError {

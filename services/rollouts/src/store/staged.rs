@@ -26,6 +26,7 @@ use crate::domain::engine::{
 };
 use crate::domain::plan::{machine_key, Candidate, LeftOut};
 use crate::domain::verdict::{Finished, Outcome, Probe, ProbePage, Viewer};
+use capstan_events::Word as _;
 
 mod read;
 mod run;

@@ -11,7 +11,7 @@ use capstan_bus::{
 use capstan_e2e::wait_for;
 use capstan_events::{
     agent_channel::{
-        rpc::{ops, CreateJob, JobCreated},
+        rpc::{CreateJob, JobCreated},
         RequestJob,
     },
     rpc::{Actor, ErrorCode, Level, RpcError},
@@ -60,15 +60,8 @@ async fn ask_agent_channel(plane: &Plane, node: i64, primitive: &str, params: Va
         primitive: primitive.into(),
         params,
     };
-    let answer: Result<JobCreated, RpcError> = plane
-        .bus
-        .request(
-            Domain::AgentChannel,
-            ops::CREATE_JOB,
-            &request,
-            Duration::from_secs(10),
-        )
-        .await;
+    let answer: Result<JobCreated, RpcError> =
+        plane.bus.ask(&request, Duration::from_secs(10)).await;
     answer.expect_err("the agent channel refuses a service's word to an operator")
 }
 

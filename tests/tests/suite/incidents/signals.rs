@@ -3,6 +3,7 @@
 //! tells nobody; a receiver that fails is retried until it takes the signal, once, and the
 //! delivery log shows every attempt.
 
+use capstan_events::incidents::rpc::WebhookDeliveriesRequest;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -438,29 +439,17 @@ async fn a_webhook_that_fails_three_times_then_succeeds_gets_the_signal_once_and
     );
     // The Webhooks page's delivery log (rpc `webhook_deliveries`, level 10) shows the same.
     let actor = json!({"name": "ada", "level": 10});
-    let deliveries: Value = plane
-        .bus
-        .request(
-            capstan_events::Domain::Incidents,
-            capstan_events::incidents::rpc::ops::WEBHOOK_DELIVERIES,
-            &json!({"actor": actor, "limit": 50}),
-            PATIENCE,
-        )
-        .await
-        .unwrap();
+    let asked: WebhookDeliveriesRequest =
+        serde_json::from_value(json!({"actor": actor, "limit": 50})).unwrap();
+    let deliveries = serde_json::to_value(plane.bus.ask(&asked, PATIENCE).await.unwrap()).unwrap();
     let logged = &deliveries["deliveries"][0];
     assert_eq!(logged["incident_id"], id, "{deliveries}");
     assert_eq!(logged["state"], "delivered");
     assert_eq!(logged["log"], delivered["log"], "{deliveries}");
-    let refused: Result<Value, _> = plane
-        .bus
-        .request(
-            capstan_events::Domain::Incidents,
-            capstan_events::incidents::rpc::ops::WEBHOOK_DELIVERIES,
-            &json!({"actor": {"name": "chris", "level": 8}, "limit": 50}),
-            PATIENCE,
-        )
-        .await;
+    let asked: WebhookDeliveriesRequest =
+        serde_json::from_value(json!({"actor": {"name": "chris", "level": 8}, "limit": 50}))
+            .unwrap();
+    let refused = plane.bus.ask(&asked, PATIENCE).await;
     assert!(refused.is_err(), "level 8 may not read the delivery log");
     plane.stop().await;
 }

@@ -226,10 +226,8 @@ impl Replicas {
             || {
                 let bus = plane._bus.clone();
                 async move {
-                    bus.request::<_, Value>(
+                    bus.health(
                         capstan_events::Domain::AgentChannel,
-                        capstan_events::rpc::HEALTH,
-                        &json!({}),
                         Duration::from_millis(500),
                     )
                     .await

@@ -5,6 +5,7 @@
 
 use capstan_bus::testsuite::{spy, NatsServer};
 use capstan_e2e::{service, settings, wait_for, Tick};
+use capstan_events::Word as _;
 use capstan_events::{Domain, Envelope, Message};
 use capstan_runtime::BusPublisher;
 use capstan_store::{outbox, testsuite::TestDatabase, OutboxRelay, Store};

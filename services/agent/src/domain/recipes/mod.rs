@@ -15,6 +15,7 @@ pub mod registry;
 pub mod supervision;
 pub mod tick;
 
+use capstan_events::Word as _;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use capstan_events::{
     agent_channel::{
         rpc::{
-            ops, AgentEndpoint, AgentRequest, AgentResponse, ClaimsReleased, HandBack, HandedBack,
+            AgentEndpoint, AgentRequest, AgentResponse, ClaimsReleased, HandBack, HandedBack,
             ReleaseClaims, ReleasePoll, VetAgentRequest, Vetted,
         },
         wait,
@@ -111,13 +111,9 @@ async fn ask(
     let long_poll =
         endpoint == AgentEndpoint::Claim && wait::wait_of(meta.query.as_deref()) != Ok(0);
     let poll = meta.poll;
-    let asked = state.bus.request_with_body::<_, AgentResponse>(
-        Domain::AgentChannel,
-        ops::AGENT_REQUEST,
-        &meta,
-        body,
-        timeout + GIVE_UP_SLACK,
-    );
+    let asked = state
+        .bus
+        .ask_with_body(&meta, body, timeout + GIVE_UP_SLACK);
     // Written out already: a long poll waits without it.
     drop(meta);
     // The gateway's own deadline, so it knows when it gave up on a claim (the bus's is a
@@ -174,7 +170,7 @@ async fn give_up(
         format!(
             "{} did not answer {} within {timeout:?}",
             Domain::AgentChannel,
-            ops::AGENT_REQUEST
+            <AgentRequest as capstan_events::rpc::Rpc>::OP
         ),
     ))
 }
@@ -201,9 +197,7 @@ pub async fn release(state: &AppState) {
     long_polls.stopping.cancel();
     let asked: Result<ClaimsReleased, _> = state
         .bus
-        .request(
-            Domain::AgentChannel,
-            ops::RELEASE_CLAIMS,
+        .ask(
             &ReleaseClaims {
                 gateway: long_polls.gateway,
             },
@@ -270,15 +264,7 @@ pub(crate) async fn vet(
             poll: None,
         },
     };
-    let asked: Result<Vetted, _> = state
-        .bus
-        .request(
-            Domain::AgentChannel,
-            ops::VET_AGENT_REQUEST,
-            &question,
-            state.rpc_timeout,
-        )
-        .await;
+    let asked: Result<Vetted, _> = state.bus.ask(&question, state.rpc_timeout).await;
     match asked {
         Ok(Vetted { refusal: None }) => None,
         Ok(Vetted {
@@ -295,15 +281,8 @@ pub(crate) async fn vet(
 /// without a job, and a job it had handed out already goes back to `pending` there. Whether the
 /// agent channel took the release.
 pub(crate) async fn release_poll(state: &AppState, poll: uuid::Uuid) -> bool {
-    let asked: Result<ClaimsReleased, _> = state
-        .bus
-        .request(
-            Domain::AgentChannel,
-            ops::RELEASE_POLL,
-            &ReleasePoll { poll },
-            RELEASE_TIMEOUT,
-        )
-        .await;
+    let asked: Result<ClaimsReleased, _> =
+        state.bus.ask(&ReleasePoll { poll }, RELEASE_TIMEOUT).await;
     if let Err(error) = &asked {
         tracing::warn!(%error, %poll, "the agent channel did not take the release of a claim");
     }
@@ -325,15 +304,7 @@ pub(crate) async fn hand_back_unwritten(state: &AppState, response: Response) {
     else {
         return;
     };
-    let asked: Result<HandedBack, _> = state
-        .bus
-        .request(
-            Domain::AgentChannel,
-            ops::HAND_BACK,
-            &HandBack { job_id },
-            state.rpc_timeout,
-        )
-        .await;
+    let asked: Result<HandedBack, _> = state.bus.ask(&HandBack { job_id }, state.rpc_timeout).await;
     match asked {
         Ok(HandedBack { returned }) => {
             tracing::info!(job_id, returned, "a claim's answer never reached its agent")

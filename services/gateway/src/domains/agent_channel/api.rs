@@ -12,7 +12,7 @@ use axum::{
 };
 use capstan_events::agent_channel::primitives::{self, Primitive};
 use capstan_events::agent_channel::rpc::{
-    check_search, ops, ApproveJoin, Approved, CreateJob, DecideJoin, Done, JobCreated, JobOutput,
+    check_search, ApproveJoin, Approved, CreateJob, DecideJoin, Done, JobCreated, JobOutput,
     JobOutputRequest, JobRef, JobState, JobView, Jobs, Joins, ListJobs, ListJoins, ListNodes,
     NodeRef, NodeView, Nodes, Page, RefusalCount, RefusalCountRequest, PAGE_LIMIT_DEFAULT,
     PAGE_LIMIT_MAX,
@@ -272,7 +272,7 @@ pub async fn list_joins(
 ) -> Result<Json<Joins>, ApiError> {
     let query = QueryParams::parse(&uri, JOIN_LISTING)?;
     let request = join_listing(&query, actor, PAGE_LIMIT_DEFAULT)?;
-    Ok(Json(ask(&state, ops::LIST_JOINS, &request).await?))
+    Ok(Json(ask(&state, &request).await?))
 }
 
 pub async fn approve_join(
@@ -292,7 +292,7 @@ pub async fn approve_join(
         join_id,
         node_id: body.node_id,
     };
-    let approved: Approved = ask(&state, ops::APPROVE_JOIN, &request).await?;
+    let approved: Approved = ask(&state, &request).await?;
     let detail = json!({"requested_node_id": body.node_id, "node_id": approved.node_id});
     Ok(acted(StatusCode::OK, approved, detail))
 }
@@ -303,7 +303,13 @@ pub async fn reject_join(
     JoinId(join_id): JoinId,
 ) -> Result<Json<Done>, ApiError> {
     let request = DecideJoin { actor, join_id };
-    Ok(Json(ask(&state, ops::REJECT_JOIN, &request).await?))
+    Ok(Json(
+        ask(
+            &state,
+            &capstan_events::agent_channel::rpc::RejectJoin(request),
+        )
+        .await?,
+    ))
 }
 
 pub async fn reopen_join(
@@ -312,7 +318,13 @@ pub async fn reopen_join(
     JoinId(join_id): JoinId,
 ) -> Result<Json<Done>, ApiError> {
     let request = DecideJoin { actor, join_id };
-    Ok(Json(ask(&state, ops::REOPEN_JOIN, &request).await?))
+    Ok(Json(
+        ask(
+            &state,
+            &capstan_events::agent_channel::rpc::ReopenJoin(request),
+        )
+        .await?,
+    ))
 }
 
 pub async fn list_nodes(
@@ -322,7 +334,7 @@ pub async fn list_nodes(
 ) -> Result<Json<Nodes>, ApiError> {
     let query = QueryParams::parse(&uri, NODE_LISTING)?;
     let request = node_listing(&query, actor, PAGE_LIMIT_DEFAULT)?;
-    Ok(Json(ask(&state, ops::LIST_NODES, &request).await?))
+    Ok(Json(ask(&state, &request).await?))
 }
 
 pub async fn get_node(
@@ -331,7 +343,13 @@ pub async fn get_node(
     NodeId(node_id): NodeId,
 ) -> Result<Json<NodeView>, ApiError> {
     let request = NodeRef { actor, node_id };
-    Ok(Json(ask(&state, ops::GET_NODE, &request).await?))
+    Ok(Json(
+        ask(
+            &state,
+            &capstan_events::agent_channel::rpc::GetNode(request),
+        )
+        .await?,
+    ))
 }
 
 pub async fn disconnect_node(
@@ -340,7 +358,13 @@ pub async fn disconnect_node(
     NodeId(node_id): NodeId,
 ) -> Result<Json<Done>, ApiError> {
     let request = NodeRef { actor, node_id };
-    Ok(Json(ask(&state, ops::DISCONNECT_NODE, &request).await?))
+    Ok(Json(
+        ask(
+            &state,
+            &capstan_events::agent_channel::rpc::DisconnectNode(request),
+        )
+        .await?,
+    ))
 }
 
 pub async fn create_job(
@@ -364,7 +388,7 @@ pub async fn create_job(
         primitive: body.primitive.clone(),
         params: body.params.clone(),
     };
-    let created: JobCreated = ask(&state, ops::CREATE_JOB, &request).await?;
+    let created: JobCreated = ask(&state, &request).await?;
     let detail = json!({"primitive": body.primitive, "params": body.params, "job_id": created.id});
     Ok(acted(StatusCode::CREATED, created, detail))
 }
@@ -397,7 +421,7 @@ pub async fn list_jobs(
         state: job_state,
         limit,
     };
-    Ok(Json(ask(&state, ops::LIST_JOBS, &request).await?))
+    Ok(Json(ask(&state, &request).await?))
 }
 
 pub async fn get_job(
@@ -406,7 +430,9 @@ pub async fn get_job(
     JobId(job_id): JobId,
 ) -> Result<Json<JobView>, ApiError> {
     let request = JobRef { actor, job_id };
-    Ok(Json(ask(&state, ops::GET_JOB, &request).await?))
+    Ok(Json(
+        ask(&state, &capstan_events::agent_channel::rpc::GetJob(request)).await?,
+    ))
 }
 
 pub async fn job_output(
@@ -424,7 +450,7 @@ pub async fn job_output(
         job_id,
         offset,
     };
-    Ok(Json(ask(&state, ops::JOB_OUTPUT, &request).await?))
+    Ok(Json(ask(&state, &request).await?))
 }
 
 pub async fn cancel_job(
@@ -433,7 +459,13 @@ pub async fn cancel_job(
     JobId(job_id): JobId,
 ) -> Result<Json<Done>, ApiError> {
     let request = JobRef { actor, job_id };
-    Ok(Json(ask(&state, ops::CANCEL_JOB, &request).await?))
+    Ok(Json(
+        ask(
+            &state,
+            &capstan_events::agent_channel::rpc::CancelJobRequest(request),
+        )
+        .await?,
+    ))
 }
 
 pub async fn mark_job_failed(
@@ -442,7 +474,13 @@ pub async fn mark_job_failed(
     JobId(job_id): JobId,
 ) -> Result<Json<Done>, ApiError> {
     let request = JobRef { actor, job_id };
-    Ok(Json(ask(&state, ops::MARK_JOB_FAILED, &request).await?))
+    Ok(Json(
+        ask(
+            &state,
+            &capstan_events::agent_channel::rpc::MarkJobFailed(request),
+        )
+        .await?,
+    ))
 }
 
 pub async fn refusal_count(
@@ -466,5 +504,5 @@ pub async fn refusal_count(
         node_id,
         window_secs,
     };
-    Ok(Json(ask(&state, ops::REFUSAL_COUNT, &request).await?))
+    Ok(Json(ask(&state, &request).await?))
 }

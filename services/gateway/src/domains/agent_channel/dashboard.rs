@@ -12,8 +12,8 @@ use axum::{
     response::Response,
 };
 use capstan_events::agent_channel::rpc::{
-    ops, ApproveJoin, Approved, DecideJoin, HealthDot, JobView, Jobs, JoinFilter, JoinView, Joins,
-    ListJobs, ListJoins, ListNodes, NodeView, Nodes, Page, Placement,
+    ApproveJoin, Approved, DecideJoin, HealthDot, JobView, JoinFilter, JoinView, Joins, ListJobs,
+    ListJoins, ListNodes, NodeView, Nodes, Page, Placement,
 };
 use capstan_events::rpc::{Actor, Level};
 use std::collections::HashMap;
@@ -142,7 +142,7 @@ pub async fn names_of(state: &AppState, actor: &Actor, jobs: &[JobView]) -> Hash
         },
         ..counting(actor)
     };
-    match ask::<_, Nodes>(state, ops::LIST_NODES, &request).await {
+    match ask(state, &request).await {
         Ok(nodes) => nodes
             .nodes
             .into_iter()
@@ -260,11 +260,11 @@ pub async fn page(
     let actor = session.actor();
     let (first, online, red, pending, recent) = questions(&actor);
     let (nodes, online, red, pending, jobs) = tokio::join!(
-        ask::<_, Nodes>(&state, ops::LIST_NODES, &first),
-        ask::<_, Nodes>(&state, ops::LIST_NODES, &online),
-        ask::<_, Nodes>(&state, ops::LIST_NODES, &red),
-        ask::<_, Joins>(&state, ops::LIST_JOINS, &pending),
-        ask::<_, Jobs>(&state, ops::LIST_JOBS, &recent),
+        ask(&state, &first),
+        ask(&state, &online),
+        ask(&state, &red),
+        ask(&state, &pending),
+        ask(&state, &recent),
     );
     let problem = |refusal: &ApiError| Some(refusal_sentence(refusal));
     let (nodes, nodes_problem) = match nodes {
@@ -357,7 +357,7 @@ pub async fn approve_join(
         join_id,
         node_id,
     };
-    let answer: Result<Approved, ApiError> = ask(&state, ops::APPROVE_JOIN, &request).await;
+    let answer: Result<Approved, ApiError> = ask(&state, &request).await;
     let detail = answer.as_ref().ok().map(
         |approved| serde_json::json!({"requested_node_id": node_id, "node_id": approved.node_id}),
     );
@@ -388,8 +388,7 @@ pub async fn reject_join(
     };
     act_done(
         &state,
-        ops::REJECT_JOIN,
-        &request,
+        &capstan_events::agent_channel::rpc::RejectJoin(request),
         back_of(&fields),
         "Rejected. It can be reopened for a day.",
     )
@@ -408,8 +407,7 @@ pub async fn reopen_join(
     };
     act_done(
         &state,
-        ops::REOPEN_JOIN,
-        &request,
+        &capstan_events::agent_channel::rpc::ReopenJoin(request),
         back_of(&fields),
         "Reopened: it is waiting again; compare the fingerprint before approving.",
     )

@@ -11,9 +11,7 @@ use axum::{
     Json,
 };
 use capstan_events::{
-    agent_channel::rpc::{
-        ops, JobOutput, JobOutputRequest, JobRef, JobState, JobView, NodeRef, NodeView,
-    },
+    agent_channel::rpc::{GetNode, JobOutputRequest, JobRef, JobState, JobView, NodeRef},
     rpc::Level,
 };
 
@@ -25,6 +23,7 @@ use crate::ui::{
     render, Chrome, UiError, UiSession,
 };
 use crate::{ask::ask, input::QueryParams, state::AppState};
+use capstan_events::Word as _;
 
 #[derive(Template)]
 #[template(path = "job.html")]
@@ -57,7 +56,7 @@ async fn job(state: &AppState, session: &UiSession, job_id: i64) -> Result<JobVi
         actor: session.actor(),
         job_id,
     };
-    ask(state, ops::GET_JOB, &request)
+    ask(state, &capstan_events::agent_channel::rpc::GetJob(request))
         .await
         .map_err(|refusal| UiError::from_refusal(&refusal, session))
 }
@@ -73,19 +72,16 @@ pub async fn page(
     PathId(job_id): PathId,
 ) -> Result<Response, UiError> {
     let job = job(&state, &session, job_id).await?;
-    let node_request = NodeRef {
+    let node_request = GetNode(NodeRef {
         actor: session.actor(),
         node_id: job.node_id,
-    };
+    });
     let output_request = JobOutputRequest {
         actor: session.actor(),
         job_id,
         offset: 0,
     };
-    let (node, output) = tokio::join!(
-        ask::<_, NodeView>(&state, ops::GET_NODE, &node_request),
-        ask::<_, JobOutput>(&state, ops::JOB_OUTPUT, &output_request),
-    );
+    let (node, output) = tokio::join!(ask(&state, &node_request), ask(&state, &output_request),);
     let (output, offset, output_problem) = match output {
         Ok(output) => (output.new_output, output.offset, None),
         Err(refusal) => (
@@ -146,7 +142,7 @@ pub async fn output(
         job_id,
         offset,
     };
-    match ask::<_, JobOutput>(&state, ops::JOB_OUTPUT, &request).await {
+    match ask(&state, &request).await {
         Ok(output) => Json(output).into_response(),
         Err(refusal) => refusal.into_response(),
     }
@@ -163,8 +159,7 @@ pub async fn cancel(
     };
     act_done(
         &state,
-        ops::CANCEL_JOB,
-        &request,
+        &capstan_events::agent_channel::rpc::CancelJobRequest(request),
         &format!("/ui/jobs/{job_id}"),
         "Cancelled: no node will be handed this job.",
     )
@@ -203,8 +198,7 @@ pub async fn mark_failed(
     };
     act_done(
         &state,
-        ops::MARK_JOB_FAILED,
-        &request,
+        &capstan_events::agent_channel::rpc::MarkJobFailed(request),
         &format!("/ui/jobs/{job_id}"),
         "Marked as failed.",
     )

@@ -14,7 +14,7 @@ use axum::{
     response::Response,
 };
 use capstan_events::{
-    agent_channel::rpc::{ops, JoinFilter, Joins, ListNodes, Nodes, Page, PageInfo},
+    agent_channel::rpc::{JoinFilter, Joins, ListNodes, Nodes, Page, PageInfo},
     rpc::Level,
 };
 
@@ -27,6 +27,7 @@ use crate::{
     input::QueryParams,
     AppState,
 };
+use capstan_events::Word as _;
 
 /// Rows on one page of the UI's lists.
 pub const UI_PAGE: u32 = 50;
@@ -138,7 +139,7 @@ pub async fn nodes_page(
     let query = QueryParams::parse(&uri, NODE_LISTING)
         .and_then(|query| node_listing(&query, session.actor(), UI_PAGE).map(|r| (query, r)));
     let (query, request) = query.map_err(|refusal| bad_query(&refusal, &session))?;
-    let answer: Nodes = ask(&state, ops::LIST_NODES, &request)
+    let answer: Nodes = ask(&state, &request)
         .await
         .map_err(|refusal| UiError::from_refusal(&refusal, &session))?;
     let kept_value = |name: &str| query.value(name).unwrap_or_default().trim().to_string();
@@ -215,7 +216,7 @@ pub async fn joins_page(
         request.state = JoinFilter::Pending;
     }
     let rejected = request.state == JoinFilter::Rejected;
-    let answer: Joins = ask(&state, ops::LIST_JOINS, &request)
+    let answer: Joins = ask(&state, &request)
         .await
         .map_err(|refusal| UiError::from_refusal(&refusal, &session))?;
     let q = query.value("q").unwrap_or_default().trim().to_string();
@@ -274,7 +275,7 @@ pub async fn bind_page(
             limit: 1,
         },
     };
-    let joins: Joins = ask(&state, ops::LIST_JOINS, &joins)
+    let joins: Joins = ask(&state, &joins)
         .await
         .map_err(|refusal| UiError::from_refusal(&refusal, &session))?;
     let Some(join) = joins.joins.first() else {
@@ -294,7 +295,7 @@ pub async fn bind_page(
             paired: Some(false),
             ..listing
         };
-        let answer: Nodes = ask(&state, ops::LIST_NODES, &request)
+        let answer: Nodes = ask(&state, &request)
             .await
             .map_err(|refusal| UiError::from_refusal(&refusal, &session))?;
         (answer.nodes, answer.page)

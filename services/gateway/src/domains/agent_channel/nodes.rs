@@ -13,7 +13,7 @@ use axum::{
     response::Response,
 };
 use capstan_events::{
-    agent_channel::rpc::{ops, CreateJob, JobCreated, Jobs, ListJobs, NodeRef, NodeView},
+    agent_channel::rpc::{CreateJob, JobCreated, ListJobs, NodeRef, NodeView},
     rpc::Level,
 };
 use std::collections::HashMap;
@@ -231,7 +231,7 @@ async fn node(state: &AppState, session: &UiSession, node_id: i64) -> Result<Nod
         actor: session.actor(),
         node_id,
     };
-    ask(state, ops::GET_NODE, &request)
+    ask(state, &capstan_events::agent_channel::rpc::GetNode(request))
         .await
         .map_err(|refusal| UiError::from_refusal(&refusal, session))
 }
@@ -252,7 +252,7 @@ pub async fn page(
             state: None,
             limit: Some(NODE_JOBS),
         };
-        match ask::<_, Jobs>(&state, ops::LIST_JOBS, &request).await {
+        match ask(&state, &request).await {
             Ok(jobs) => {
                 let names = HashMap::from([(node.id, node.name.clone())]);
                 (
@@ -346,8 +346,7 @@ pub async fn disconnect(
     };
     act_done(
         &state,
-        ops::DISCONNECT_NODE,
-        &request,
+        &capstan_events::agent_channel::rpc::DisconnectNode(request),
         &format!("/ui/nodes/{node_id}?tab=agent"),
         "Disconnected: the plane has forgotten this node's key.",
     )
@@ -371,7 +370,7 @@ pub async fn create_job(
         primitive: primitive.name.to_string(),
         params: params.clone(),
     };
-    let answer: Result<JobCreated, ApiError> = ask(&state, ops::CREATE_JOB, &request).await;
+    let answer: Result<JobCreated, ApiError> = ask(&state, &request).await;
     match answer {
         Ok(created) => {
             let mut response = acted(

@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::ui::format::{ago, clip, Ago};
+use capstan_events::Word as _;
 
 /// One recipe's line.
 pub struct RecipeRow {

@@ -14,17 +14,16 @@ use axum::{
     Json,
 };
 use capstan_events::backups::rpc::{
-    ops, BackupMode, CreateTarget, Dispatched, FleetCoverage, FleetCoverageRequest, FleetPolicy,
+    BackupMode, CreateTarget, Dispatched, FleetCoverage, FleetCoverageRequest, FleetPolicy,
     FleetPolicyView, GetNodePolicy, GetPolicy, ListTargets, MoveRequest, NodeBackups,
     NodeBackupsRequest, NodePolicyBody, NodePolicyView, PolicyFields, RestoreRequest, RestoreWhat,
     RunNow, SetDefaultTarget, SetNodePolicy, SetPolicy, TargetView, Targets, VerifyRequest,
 };
-use capstan_events::Domain;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    ask::ask_of,
+    ask::ask,
     error::ApiError,
     identity::Operator,
     input::{JsonBody, NodeId, PathId},
@@ -158,21 +157,11 @@ pub const ROUTES: &[Route] = &[
     .answer(schema::<capstan_events::backups::rpc::Dispatched>),
 ];
 
-async fn ask<Req: Serialize, Resp: serde::de::DeserializeOwned>(
-    state: &AppState,
-    op: &str,
-    request: &Req,
-) -> Result<Resp, ApiError> {
-    ask_of(state, Domain::Backups, op, request).await
-}
-
 pub async fn list_targets(
     State(state): State<AppState>,
     Operator(actor): Operator,
 ) -> Result<Json<Targets>, ApiError> {
-    Ok(Json(
-        ask(&state, ops::LIST_TARGETS, &ListTargets { actor }).await?,
-    ))
+    Ok(Json(ask(&state, &ListTargets { actor }).await?))
 }
 
 /// `GET /api/v1/backups/coverage`: how many nodes back up to each target, and which nodes are
@@ -181,9 +170,7 @@ pub async fn coverage(
     State(state): State<AppState>,
     Operator(actor): Operator,
 ) -> Result<Json<FleetCoverage>, ApiError> {
-    Ok(Json(
-        ask(&state, ops::FLEET_COVERAGE, &FleetCoverageRequest { actor }).await?,
-    ))
+    Ok(Json(ask(&state, &FleetCoverageRequest { actor }).await?))
 }
 
 /// `POST /api/v1/backups/targets`: a new target. The keys are sealed at rest by the backups
@@ -233,7 +220,7 @@ pub async fn create_target(
         access_key: body.access_key,
         secret_key: body.secret_key,
     };
-    let created: TargetView = ask(&state, ops::CREATE_TARGET, &request).await?;
+    let created: TargetView = ask(&state, &request).await?;
     Ok((StatusCode::CREATED, Json(created)).into_response())
 }
 
@@ -243,12 +230,7 @@ pub async fn set_default_target(
     PathId(target_id): PathId,
 ) -> Result<Json<TargetView>, ApiError> {
     Ok(Json(
-        ask(
-            &state,
-            ops::SET_DEFAULT_TARGET,
-            &SetDefaultTarget { actor, target_id },
-        )
-        .await?,
+        ask(&state, &SetDefaultTarget { actor, target_id }).await?,
     ))
 }
 
@@ -256,9 +238,7 @@ pub async fn get_policy(
     State(state): State<AppState>,
     Operator(actor): Operator,
 ) -> Result<Json<FleetPolicyView>, ApiError> {
-    Ok(Json(
-        ask(&state, ops::GET_POLICY, &GetPolicy { actor }).await?,
-    ))
+    Ok(Json(ask(&state, &GetPolicy { actor }).await?))
 }
 
 /// The body of `PUT /api/v1/backups/policy` ([`FleetPolicy`]'s shape), read flat: serde's
@@ -310,9 +290,7 @@ pub async fn set_policy(
     JsonBody(body): JsonBody<FleetPolicyBody>,
 ) -> Result<Json<FleetPolicyView>, ApiError> {
     let policy = FleetPolicy::from(body);
-    Ok(Json(
-        ask(&state, ops::SET_POLICY, &SetPolicy { actor, policy }).await?,
-    ))
+    Ok(Json(ask(&state, &SetPolicy { actor, policy }).await?))
 }
 
 pub async fn get_node_policy(
@@ -320,14 +298,7 @@ pub async fn get_node_policy(
     Operator(actor): Operator,
     NodeId(node_id): NodeId,
 ) -> Result<Json<NodePolicyView>, ApiError> {
-    Ok(Json(
-        ask(
-            &state,
-            ops::GET_NODE_POLICY,
-            &GetNodePolicy { actor, node_id },
-        )
-        .await?,
-    ))
+    Ok(Json(ask(&state, &GetNodePolicy { actor, node_id }).await?))
 }
 
 /// `PUT /api/v1/nodes/{id}/backups/policy`: `{"position": "fleet" | "own" | "off", ...}`.
@@ -340,7 +311,6 @@ pub async fn set_node_policy(
     Ok(Json(
         ask(
             &state,
-            ops::SET_NODE_POLICY,
             &SetNodePolicy {
                 actor,
                 node_id,
@@ -357,12 +327,7 @@ pub async fn node_backups(
     NodeId(node_id): NodeId,
 ) -> Result<Json<NodeBackups>, ApiError> {
     Ok(Json(
-        ask(
-            &state,
-            ops::NODE_BACKUPS,
-            &NodeBackupsRequest { actor, node_id },
-        )
-        .await?,
+        ask(&state, &NodeBackupsRequest { actor, node_id }).await?,
     ))
 }
 
@@ -375,7 +340,7 @@ pub async fn run_now(
     Operator(actor): Operator,
     NodeId(node_id): NodeId,
 ) -> Result<Response, ApiError> {
-    let dispatched = ask(&state, ops::RUN_NOW, &RunNow { actor, node_id }).await?;
+    let dispatched = ask(&state, &RunNow { actor, node_id }).await?;
     Ok(accepted(dispatched))
 }
 
@@ -401,7 +366,7 @@ pub async fn verify(
         level: body.level,
         seq: body.seq,
     };
-    Ok(accepted(ask(&state, ops::VERIFY, &request).await?))
+    Ok(accepted(ask(&state, &request).await?))
 }
 
 /// `POST /api/v1/nodes/{id}/backups/restore` (level 10).
@@ -426,7 +391,7 @@ pub async fn restore(
         seq: body.seq,
         what: body.what,
     };
-    Ok(accepted(ask(&state, ops::RESTORE, &request).await?))
+    Ok(accepted(ask(&state, &request).await?))
 }
 
 /// `POST /api/v1/nodes/{id}/backups/move` (level 10).
@@ -448,5 +413,5 @@ pub async fn move_node(
         node_id,
         target_id: body.target_id,
     };
-    Ok(accepted(ask(&state, ops::MOVE, &request).await?))
+    Ok(accepted(ask(&state, &request).await?))
 }

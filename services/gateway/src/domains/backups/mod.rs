@@ -38,14 +38,11 @@ mod targets;
 pub use node_tab::{node_tab, BackupsTab};
 
 use axum::routing::on;
-use capstan_events::{rpc::Level, Domain};
-use serde::{de::DeserializeOwned, Serialize};
+use capstan_events::rpc::Level;
 
 use crate::{
-    ask::ask_of,
-    error::ApiError,
+    ask::ask,
     route::{Handler, Route},
-    state::AppState,
 };
 
 const fn page(path: &'static str, level: Level, handler: Handler) -> Route {
@@ -114,13 +111,4 @@ const PAGES: &[Route] = &[
 /// This folder's rows of the route table: its API and its pages.
 pub fn routes() -> Vec<Route> {
     [api::ROUTES, PAGES].concat()
-}
-
-/// Asks the backups service `op`.
-async fn ask<Req: Serialize, Resp: DeserializeOwned>(
-    state: &AppState,
-    op: &str,
-    request: &Req,
-) -> Result<Resp, ApiError> {
-    ask_of(state, Domain::Backups, op, request).await
 }

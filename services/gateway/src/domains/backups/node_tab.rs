@@ -6,9 +6,9 @@
 use axum::{extract::State, response::Response};
 use capstan_events::{
     backups::rpc::{
-        ops, ChainView, Dispatched, GetNodePolicy, ListTargets, MoveRequest, NodeBackups,
+        ChainView, Dispatched, GetNodePolicy, ListTargets, MoveRequest, NodeBackups,
         NodeBackupsRequest, NodePolicyBody, NodePolicyView, OrphansView, Position, RestoreRequest,
-        RestoreWhat, RunNow, RunView, SetNodePolicy, Targets, VerifyRequest, VerifyView,
+        RestoreWhat, RunNow, RunView, SetNodePolicy, VerifyRequest, VerifyView,
     },
     rpc::Level,
 };
@@ -25,6 +25,7 @@ use crate::{
         refusal_sentence, UiSession,
     },
 };
+use capstan_events::Word as _;
 
 pub struct RunRow {
     pub seq: i64,
@@ -228,7 +229,7 @@ pub async fn node_tab(state: &AppState, session: &UiSession, node_id: i64) -> Ba
         actor: session.actor(),
         node_id,
     };
-    let answer: Result<NodeBackups, ApiError> = ask(state, ops::NODE_BACKUPS, &request).await;
+    let answer: Result<NodeBackups, ApiError> = ask(state, &request).await;
     let mut tab = BackupsTab::empty(can_act, can_admin);
     let answer = match answer {
         Ok(answer) => answer,
@@ -242,7 +243,7 @@ pub async fn node_tab(state: &AppState, session: &UiSession, node_id: i64) -> Ba
         actor: session.actor(),
         node_id,
     };
-    match ask::<_, NodePolicyView>(state, ops::GET_NODE_POLICY, &request).await {
+    match ask(state, &request).await {
         Ok(view) => {
             tab.position = view.position.as_str().to_string();
             tab.schedule = schedule_words(&view);
@@ -269,7 +270,7 @@ async fn move_choices(
     let request = ListTargets {
         actor: session.actor(),
     };
-    match ask::<_, Targets>(state, ops::LIST_TARGETS, &request).await {
+    match ask(state, &request).await {
         Ok(listed) => (
             listed
                 .targets
@@ -389,7 +390,7 @@ pub async fn run_now(
         actor: session.actor(),
         node_id,
     };
-    let answer = ask(&state, ops::RUN_NOW, &request).await;
+    let answer = ask(&state, &request).await;
     dispatched(node_id, answer, "Backup asked for", serde_json::json!({}))
 }
 
@@ -424,7 +425,7 @@ pub async fn verify(
         level,
         seq,
     };
-    let answer = ask(&state, ops::VERIFY, &request).await;
+    let answer = ask(&state, &request).await;
     dispatched(
         node_id,
         answer,
@@ -471,7 +472,7 @@ pub async fn restore(
         seq,
         what,
     };
-    let answer = ask(&state, ops::RESTORE, &request).await;
+    let answer = ask(&state, &request).await;
     let words = match what {
         RestoreWhat::Database => "database",
         RestoreWhat::Project => "project",
@@ -499,7 +500,7 @@ pub async fn move_node(
         node_id,
         target_id,
     };
-    let answer = ask(&state, ops::MOVE, &request).await;
+    let answer = ask(&state, &request).await;
     dispatched(
         node_id,
         answer,
@@ -534,8 +535,7 @@ pub async fn set_position(
             ..NodePolicyBody::default()
         },
     };
-    let answer: Result<NodePolicyView, ApiError> =
-        ask(&state, ops::SET_NODE_POLICY, &request).await;
+    let answer: Result<NodePolicyView, ApiError> = ask(&state, &request).await;
     let mut response = acted(
         &back(node_id),
         answer.map(|view| format!("Saved. {}", schedule_words(&view))),

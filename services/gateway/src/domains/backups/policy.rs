@@ -10,9 +10,7 @@ use axum::{
     response::Response,
 };
 use capstan_events::{
-    backups::rpc::{
-        ops, BackupMode, FleetPolicy, FleetPolicyView, GetPolicy, PolicyFields, SetPolicy,
-    },
+    backups::rpc::{BackupMode, FleetPolicy, FleetPolicyView, GetPolicy, PolicyFields, SetPolicy},
     rpc::Level,
 };
 
@@ -27,6 +25,7 @@ use crate::{
         redirect_with, refusal_sentence, render, Chrome, Flash, UiError, UiSession,
     },
 };
+use capstan_events::Word as _;
 
 /// One number of the form.
 struct NumberField {
@@ -157,7 +156,6 @@ fn numbers(
 async fn current(state: &AppState, session: &UiSession) -> Result<FleetPolicyView, ApiError> {
     ask(
         state,
-        ops::GET_POLICY,
         &GetPolicy {
             actor: session.actor(),
         },
@@ -255,9 +253,7 @@ pub async fn save(
                 actor: session.actor(),
                 policy: policy.clone(),
             };
-            ask::<_, FleetPolicyView>(&state, ops::SET_POLICY, &request)
-                .await
-                .map(|view| (view, policy))
+            ask(&state, &request).await.map(|view| (view, policy))
         }
         Err(refusal) => Err(refusal),
     };

@@ -11,8 +11,8 @@ use axum::{
     response::Response,
 };
 use capstan_events::backups::rpc::{
-    ops, FleetCoverage, FleetCoverageRequest, ListTargets, SealKeyView, SetDefaultTarget,
-    TargetView, Targets,
+    FleetCoverage, FleetCoverageRequest, ListTargets, SealKeyView, SetDefaultTarget, TargetView,
+    Targets,
 };
 
 use super::ask;
@@ -27,6 +27,7 @@ use crate::{
         refusal_sentence, render, Chrome, UiError, UiSession,
     },
 };
+use capstan_events::Word as _;
 
 struct Line {
     id: i64,
@@ -99,7 +100,6 @@ pub async fn page(
 ) -> Result<Response, UiError> {
     let listed: Targets = ask(
         &state,
-        ops::LIST_TARGETS,
         &ListTargets {
             actor: session.actor(),
         },
@@ -109,11 +109,10 @@ pub async fn page(
     let request = FleetCoverageRequest {
         actor: session.actor(),
     };
-    let (coverage, problem) =
-        match ask::<_, FleetCoverage>(&state, ops::FLEET_COVERAGE, &request).await {
-            Ok(coverage) => (Some(coverage), None),
-            Err(refusal) => (None, Some(refusal_sentence(&refusal))),
-        };
+    let (coverage, problem) = match ask(&state, &request).await {
+        Ok(coverage) => (Some(coverage), None),
+        Err(refusal) => (None, Some(refusal_sentence(&refusal))),
+    };
     let page = TargetsPage {
         chrome: Chrome::signed_in(&session, &headers, "Backup targets", "backup-targets"),
         targets: listed
@@ -155,7 +154,7 @@ pub async fn set_default(
         actor: session.actor(),
         target_id,
     };
-    let answer: Result<TargetView, ApiError> = ask(&state, ops::SET_DEFAULT_TARGET, &request).await;
+    let answer: Result<TargetView, ApiError> = ask(&state, &request).await;
     let mut response = acted(
         "/ui/backups/targets",
         answer.map(|target| format!("New backups go to {} now.", clip(&target.name, 100))),

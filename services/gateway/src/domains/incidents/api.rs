@@ -10,20 +10,19 @@ use axum::{
     Json,
 };
 use capstan_events::incidents::rpc::{
-    ops, AddNote, Bell, CreateSilence, CreateWebhook, DeleteRequest, Done, GetIncident, Header,
+    AddNote, Bell, CreateSilence, CreateWebhook, DeleteRequest, Done, GetIncident, Header,
     HeaderRequest, IncidentDetail, Incidents, ListIncidents, ListRequest, MailPreferences,
     NotificationsRequest, SetAlerts, SetNotifications, SilenceView, Silences, TriageIncident,
     Triaged, WebhookCreated, Webhooks,
 };
 use capstan_events::incidents::Severity;
 use capstan_events::rpc::Actor;
-use capstan_events::Domain;
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    ask::ask_of,
+    ask::ask,
     domain::email::Email,
     error::ApiError,
     identity::Operator,
@@ -175,14 +174,6 @@ pub const ROUTES: &[Route] = &[
     .answer(schema::<capstan_events::agent_channel::rpc::Done>),
 ];
 
-async fn ask<Req: Serialize, Resp: serde::de::DeserializeOwned>(
-    state: &AppState,
-    op: &str,
-    request: &Req,
-) -> Result<Resp, ApiError> {
-    ask_of(state, Domain::Incidents, op, request).await
-}
-
 pub async fn list(
     State(state): State<AppState>,
     Operator(actor): Operator,
@@ -203,7 +194,7 @@ pub async fn list(
         source: query.get::<String>("source", "agent:<recipe> or plane:<name>")?,
         happening: query.get::<bool>("happening", "true or false")?,
     };
-    Ok(Json(ask(&state, ops::LIST, &request).await?))
+    Ok(Json(ask(&state, &request).await?))
 }
 
 pub async fn get(
@@ -211,9 +202,7 @@ pub async fn get(
     Operator(actor): Operator,
     PathId(id): PathId,
 ) -> Result<Json<IncidentDetail>, ApiError> {
-    Ok(Json(
-        ask(&state, ops::GET, &GetIncident { actor, id }).await?,
-    ))
+    Ok(Json(ask(&state, &GetIncident { actor, id }).await?))
 }
 
 /// `POST /api/v1/incidents/{id}/triage`.
@@ -239,7 +228,7 @@ pub async fn triage(
         act: body.act,
         note: body.note,
     };
-    Ok(Json(ask(&state, ops::TRIAGE, &request).await?))
+    Ok(Json(ask(&state, &request).await?))
 }
 
 /// `POST /api/v1/incidents/{id}/notes`.
@@ -260,7 +249,7 @@ pub async fn note(
         id,
         note: body.note,
     };
-    let done: Done = ask(&state, ops::NOTE, &request).await?;
+    let done: Done = ask(&state, &request).await?;
     Ok((StatusCode::CREATED, Json(done)).into_response())
 }
 
@@ -268,9 +257,7 @@ pub async fn header(
     State(state): State<AppState>,
     Operator(actor): Operator,
 ) -> Result<Json<Header>, ApiError> {
-    Ok(Json(
-        ask(&state, ops::HEADER, &HeaderRequest { actor }).await?,
-    ))
+    Ok(Json(ask(&state, &HeaderRequest { actor }).await?))
 }
 
 pub async fn list_silences(
@@ -278,7 +265,11 @@ pub async fn list_silences(
     Operator(actor): Operator,
 ) -> Result<Json<Silences>, ApiError> {
     Ok(Json(
-        ask(&state, ops::LIST_SILENCES, &ListRequest { actor }).await?,
+        ask(
+            &state,
+            &capstan_events::incidents::rpc::ListSilences(ListRequest { actor }),
+        )
+        .await?,
     ))
 }
 
@@ -308,7 +299,7 @@ pub async fn create_silence(
         ends_at: body.ends_at,
         reason: body.reason,
     };
-    let silence: SilenceView = ask(&state, ops::CREATE_SILENCE, &request).await?;
+    let silence: SilenceView = ask(&state, &request).await?;
     Ok((StatusCode::CREATED, Json(silence)).into_response())
 }
 
@@ -318,7 +309,11 @@ pub async fn delete_silence(
     PathId(id): PathId,
 ) -> Result<Json<Done>, ApiError> {
     Ok(Json(
-        ask(&state, ops::DELETE_SILENCE, &DeleteRequest { actor, id }).await?,
+        ask(
+            &state,
+            &capstan_events::incidents::rpc::DeleteSilence(DeleteRequest { actor, id }),
+        )
+        .await?,
     ))
 }
 
@@ -327,7 +322,11 @@ pub async fn list_webhooks(
     Operator(actor): Operator,
 ) -> Result<Json<Webhooks>, ApiError> {
     Ok(Json(
-        ask(&state, ops::LIST_WEBHOOKS, &ListRequest { actor }).await?,
+        ask(
+            &state,
+            &capstan_events::incidents::rpc::ListWebhooks(ListRequest { actor }),
+        )
+        .await?,
     ))
 }
 
@@ -352,7 +351,7 @@ pub async fn create_webhook(
         kind: body.kind,
         min_severity: body.min_severity,
     };
-    let created: WebhookCreated = ask(&state, ops::CREATE_WEBHOOK, &request).await?;
+    let created: WebhookCreated = ask(&state, &request).await?;
     Ok((StatusCode::CREATED, Json(created)).into_response())
 }
 
@@ -362,7 +361,11 @@ pub async fn delete_webhook(
     PathId(id): PathId,
 ) -> Result<Json<Done>, ApiError> {
     Ok(Json(
-        ask(&state, ops::DELETE_WEBHOOK, &DeleteRequest { actor, id }).await?,
+        ask(
+            &state,
+            &capstan_events::incidents::rpc::DeleteWebhook(DeleteRequest { actor, id }),
+        )
+        .await?,
     ))
 }
 
@@ -404,8 +407,10 @@ pub async fn notifications_of(state: &AppState, actor: Actor) -> Result<Notifica
     let (operator_id, email) = me(state, &actor.name).await?;
     let preferences: MailPreferences = ask(
         state,
-        ops::GET_NOTIFICATIONS,
-        &NotificationsRequest { actor, operator_id },
+        &capstan_events::incidents::rpc::GetNotifications(NotificationsRequest {
+            actor,
+            operator_id,
+        }),
     )
     .await?;
     Ok(Notifications {
@@ -436,7 +441,7 @@ pub async fn save_notifications(
         operator_id,
         preferences,
     };
-    let _: MailPreferences = ask(state, ops::SET_NOTIFICATIONS, &request).await?;
+    let _: MailPreferences = ask(state, &request).await?;
     store::set_email(&state.store, &actor.name, email.as_ref().map(Email::as_str))
         .await
         .map_err(|error| ApiError::unavailable(format!("gateway: {error}")))?;
@@ -454,8 +459,10 @@ pub async fn bell(
     Ok(Json(
         ask(
             &state,
-            ops::BELL,
-            &NotificationsRequest { actor, operator_id },
+            &capstan_events::incidents::rpc::BellRequest(NotificationsRequest {
+                actor,
+                operator_id,
+            }),
         )
         .await?,
     ))
@@ -479,5 +486,5 @@ pub async fn set_alerts(
         node_id,
         alerts: body.alerts,
     };
-    Ok(Json(ask(&state, ops::SET_ALERTS, &request).await?))
+    Ok(Json(ask(&state, &request).await?))
 }

@@ -9,7 +9,7 @@ use axum::{
     http::{HeaderMap, StatusCode},
     response::Response,
 };
-use capstan_events::incidents::rpc::{ops, Bell, NotificationsRequest};
+use capstan_events::incidents::rpc::{Bell, NotificationsRequest};
 
 use super::{ask, node_label};
 use crate::{
@@ -19,6 +19,7 @@ use crate::{
         render, Chrome, UiError, UiSession,
     },
 };
+use capstan_events::Word as _;
 
 struct Item {
     when: Ago,
@@ -45,9 +46,12 @@ pub async fn page(
         actor: session.actor(),
         operator_id: session.operator_id,
     };
-    let bell: Bell = ask(&state, ops::BELL, &request)
-        .await
-        .map_err(|refusal| UiError::from_refusal(&refusal, &session))?;
+    let bell: Bell = ask(
+        &state,
+        &capstan_events::incidents::rpc::BellRequest(request),
+    )
+    .await
+    .map_err(|refusal| UiError::from_refusal(&refusal, &session))?;
     let items = bell
         .items
         .iter()

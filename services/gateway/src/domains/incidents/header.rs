@@ -5,9 +5,8 @@
 //! short wait: a page never waits long for it, and without an answer the line is left out.
 
 use capstan_events::{
-    incidents::rpc::{ops, Header, HeaderRequest},
+    incidents::rpc::{Header, HeaderRequest},
     rpc::Actor,
-    Domain,
 };
 use std::time::Duration;
 
@@ -45,14 +44,9 @@ pub async fn line(state: &AppState, actor: &Actor) -> Option<HeaderLine> {
     let request = HeaderRequest {
         actor: actor.clone(),
     };
-    let answer: Result<Header, _> = state
+    let answer = state
         .bus
-        .request(
-            Domain::Incidents,
-            ops::HEADER,
-            &request,
-            HEADER_WAIT.min(state.rpc_timeout),
-        )
+        .ask(&request, HEADER_WAIT.min(state.rpc_timeout))
         .await;
     match answer {
         Ok(header) => line_of(header),

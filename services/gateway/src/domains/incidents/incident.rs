@@ -10,8 +10,7 @@ use axum::{
     response::Response,
 };
 use capstan_events::incidents::rpc::{
-    ops, AddNote, Done, GetIncident, IncidentDetail, SignalView, TimelineView, TriageIncident,
-    Triaged,
+    AddNote, Done, GetIncident, IncidentDetail, SignalView, TimelineView, TriageIncident, Triaged,
 };
 
 use super::{
@@ -30,6 +29,7 @@ use crate::{
         render, Chrome, UiError, UiSession,
     },
 };
+use capstan_events::Word as _;
 
 /// The longest note a person may write (the incidents service checks it again).
 const MAX_NOTE: usize = 4000;
@@ -123,7 +123,7 @@ pub async fn page(
         actor: session.actor(),
         id,
     };
-    let detail: IncidentDetail = ask(&state, ops::GET, &request)
+    let detail: IncidentDetail = ask(&state, &request)
         .await
         .map_err(|refusal| UiError::from_refusal(&refusal, &session))?;
     let incident = &detail.incident;
@@ -194,7 +194,7 @@ pub async fn triage(
         act: act.clone(),
         note,
     };
-    let answer: Result<Triaged, ApiError> = ask(&state, ops::TRIAGE, &request).await;
+    let answer: Result<Triaged, ApiError> = ask(&state, &request).await;
     let recorded = answer.as_ref().is_ok_and(|triaged| triaged.recorded);
     let outcome = answer.map(|triaged| {
         if triaged.recorded {
@@ -236,7 +236,7 @@ pub async fn note(
         id,
         note,
     };
-    let answer: Result<Done, ApiError> = ask(&state, ops::NOTE, &request).await;
+    let answer: Result<Done, ApiError> = ask(&state, &request).await;
     acted(
         &back,
         answer.map(|_| "Your note is on the timeline.".to_string()),

@@ -9,7 +9,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use capstan_events::incidents::rpc::{
-    ops, IncidentView, Incidents, ListIncidents, TriageIncident, Triaged, ViewCounts,
+    IncidentView, Incidents, ListIncidents, TriageIncident, ViewCounts,
 };
 use std::collections::BTreeMap;
 
@@ -206,7 +206,7 @@ pub async fn page(
         source: filter.source.clone(),
         happening: filter.happening.then_some(true),
     };
-    let listed: Incidents = ask(&state, ops::LIST, &request)
+    let listed: Incidents = ask(&state, &request)
         .await
         .map_err(|refusal| UiError::from_refusal(&refusal, &session))?;
     let views = VIEWS
@@ -369,7 +369,7 @@ pub async fn bulk_triage(
             act: act.clone(),
             note: None,
         };
-        match ask::<_, Triaged>(&state, ops::TRIAGE, &request).await {
+        match ask(&state, &request).await {
             Ok(triaged) if triaged.recorded => recorded += 1,
             Ok(_) => unchanged += 1,
             Err(refusal) => refused.push((*id, refusal)),

@@ -40,15 +40,13 @@ pub use node_card::{node_card, NodeCard};
 pub use notifications::{notifications_section, NotificationsSection};
 
 use axum::routing::on;
-use capstan_events::{incidents::Severity, rpc::Level, Domain};
-use serde::{de::DeserializeOwned, Serialize};
+use capstan_events::Word as _;
+use capstan_events::{incidents::Severity, rpc::Level};
 
 use crate::ui::UiSession;
 use crate::{
-    ask::ask_of,
-    error::ApiError,
+    ask::ask,
     route::{Handler, Route},
-    state::AppState,
 };
 
 const fn page(path: &'static str, level: Level, handler: Handler) -> Route {
@@ -124,15 +122,6 @@ const PAGES: &[Route] = &[
 /// This folder's rows of the route table: its API and its pages.
 pub fn routes() -> Vec<Route> {
     [api::ROUTES, PAGES].concat()
-}
-
-/// Asks the incidents service `op`.
-async fn ask<Req: Serialize, Resp: DeserializeOwned>(
-    state: &AppState,
-    op: &str,
-    request: &Req,
-) -> Result<Resp, ApiError> {
-    ask_of(state, Domain::Incidents, op, request).await
 }
 
 /// One attempt of a delivery (a bell, a mail, a webhook) as the delivery logs show it: what

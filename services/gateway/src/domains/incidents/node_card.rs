@@ -2,7 +2,7 @@
 //! gives for the fleet, the node's incidents that need you or are still happening, and the
 //! ways on (all of its incidents, a silence for it).
 
-use capstan_events::incidents::rpc::{ops, Incidents, ListIncidents};
+use capstan_events::incidents::rpc::ListIncidents;
 
 use super::{
     ask, can_triage,
@@ -49,7 +49,7 @@ pub async fn node_card(state: &AppState, session: &UiSession, node_id: i64) -> N
         silence_link: can_triage(session).then(|| format!("/ui/silences?node_id={node_id}")),
         problem: None,
     };
-    match ask::<_, Incidents>(state, ops::LIST, &request).await {
+    match ask(state, &request).await {
         Ok(listed) => {
             let current: Vec<Row> = listed
                 .incidents

@@ -9,7 +9,7 @@ use axum::{
     response::Response,
 };
 use capstan_events::incidents::rpc::{
-    ops, CreateSilence, DeleteRequest, Done, ListRequest, SilenceView, Silences,
+    CreateSilence, DeleteRequest, Done, ListRequest, SilenceView,
 };
 use chrono::{DateTime, Duration, NaiveDateTime, Utc};
 
@@ -79,12 +79,11 @@ pub async fn page(
         .filter(|id| *id > 0)
         .map(|id| id.to_string())
         .unwrap_or_default();
-    let (silences, problem) = match ask::<_, Silences>(
+    let (silences, problem) = match ask(
         &state,
-        ops::LIST_SILENCES,
-        &ListRequest {
+        &capstan_events::incidents::rpc::ListSilences(ListRequest {
             actor: session.actor(),
-        },
+        }),
     )
     .await
     {
@@ -155,7 +154,7 @@ pub async fn create(
         ends_at,
         reason,
     };
-    let answer: Result<SilenceView, ApiError> = ask(&state, ops::CREATE_SILENCE, &request).await;
+    let answer: Result<SilenceView, ApiError> = ask(&state, &request).await;
     let detail = answer.as_ref().ok().map(|silence| silence.id);
     let mut response = acted(
         "/ui/silences",
@@ -182,7 +181,11 @@ pub async fn end(
         actor: session.actor(),
         id,
     };
-    let answer: Result<Done, ApiError> = ask(&state, ops::DELETE_SILENCE, &request).await;
+    let answer: Result<Done, ApiError> = ask(
+        &state,
+        &capstan_events::incidents::rpc::DeleteSilence(request),
+    )
+    .await;
     acted(
         "/ui/silences",
         answer.map(|_| format!("Silence {id} has ended.")),

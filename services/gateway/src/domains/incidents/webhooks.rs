@@ -12,8 +12,7 @@ use axum::{
 };
 use capstan_events::incidents::{
     rpc::{
-        ops, CreateWebhook, DeleteRequest, Done, ListRequest, WebhookCreated, WebhookDeliveries,
-        WebhookDeliveriesRequest, WebhookDelivery, Webhooks,
+        CreateWebhook, DeleteRequest, Done, ListRequest, WebhookDeliveriesRequest, WebhookDelivery,
     },
     Severity,
 };
@@ -30,6 +29,7 @@ use crate::{
         refusal_sentence, render, Chrome, UiError, UiSession,
     },
 };
+use capstan_events::Word as _;
 
 /// The longest URL a webhook may have.
 const MAX_URL: usize = 2000;
@@ -95,34 +95,37 @@ async fn webhooks_page(
     let request = ListRequest {
         actor: session.actor(),
     };
-    let (webhooks, listing_problem) =
-        match ask::<_, Webhooks>(state, ops::LIST_WEBHOOKS, &request).await {
-            Ok(listed) => (
-                listed
-                    .webhooks
-                    .into_iter()
-                    .map(|webhook| Line {
-                        id: webhook.id,
-                        url: webhook.url,
-                        kind: webhook.kind,
-                        min_severity: webhook.min_severity.as_str(),
-                        by: webhook.created_by,
-                        created: ago(webhook.created_at),
-                    })
-                    .collect(),
-                None,
-            ),
-            Err(refusal) => (Vec::new(), Some(refusal_sentence(&refusal))),
-        };
+    let (webhooks, listing_problem) = match ask(
+        state,
+        &capstan_events::incidents::rpc::ListWebhooks(request),
+    )
+    .await
+    {
+        Ok(listed) => (
+            listed
+                .webhooks
+                .into_iter()
+                .map(|webhook| Line {
+                    id: webhook.id,
+                    url: webhook.url,
+                    kind: webhook.kind,
+                    min_severity: webhook.min_severity.as_str(),
+                    by: webhook.created_by,
+                    created: ago(webhook.created_at),
+                })
+                .collect(),
+            None,
+        ),
+        Err(refusal) => (Vec::new(), Some(refusal_sentence(&refusal))),
+    };
     let request = WebhookDeliveriesRequest {
         actor: session.actor(),
         limit: LOG_ROWS,
     };
-    let (deliveries, log_problem) =
-        match ask::<_, WebhookDeliveries>(state, ops::WEBHOOK_DELIVERIES, &request).await {
-            Ok(log) => (log.deliveries.into_iter().map(delivery).collect(), None),
-            Err(refusal) => (Vec::new(), Some(refusal_sentence(&refusal))),
-        };
+    let (deliveries, log_problem) = match ask(state, &request).await {
+        Ok(log) => (log.deliveries.into_iter().map(delivery).collect(), None),
+        Err(refusal) => (Vec::new(), Some(refusal_sentence(&refusal))),
+    };
     let page = WebhooksPage {
         chrome: Chrome::signed_in(session, headers, "Webhooks", "webhooks"),
         webhooks,
@@ -176,7 +179,7 @@ pub async fn create(
                 kind,
                 min_severity,
             };
-            ask::<_, WebhookCreated>(&state, ops::CREATE_WEBHOOK, &request).await
+            ask(&state, &request).await
         }
         Err(refusal) => Err(refusal),
     };
@@ -233,7 +236,11 @@ pub async fn delete(
         actor: session.actor(),
         id,
     };
-    let answer: Result<Done, ApiError> = ask(&state, ops::DELETE_WEBHOOK, &request).await;
+    let answer: Result<Done, ApiError> = ask(
+        &state,
+        &capstan_events::incidents::rpc::DeleteWebhook(request),
+    )
+    .await;
     acted(
         "/ui/webhooks",
         answer.map(|_| format!("Webhook {id} is deleted; it is told nothing more.")),

@@ -11,16 +11,16 @@ use axum::{
     Json,
 };
 use capstan_events::monitor::rpc::{
-    ops, CertificateView, EdgeProbeStarted, EdgeProbeView, EdgeProbes, FleetSecurity,
-    GetCertificate, GetEdgeProbe, GetFleetSecurity, GetUptime, ListEdgeProbes, ListUptime,
-    SetUptime, StartEdgeProbe, UptimeCheck, UptimeChecks, UptimeDetail,
+    CertificateView, EdgeProbeStarted, EdgeProbeView, EdgeProbes, FleetSecurity, GetCertificate,
+    GetEdgeProbe, GetFleetSecurity, GetUptime, ListEdgeProbes, ListUptime, SetUptime,
+    StartEdgeProbe, UptimeCheck, UptimeChecks, UptimeDetail,
 };
-use capstan_events::Domain;
+use capstan_events::{monitor::CheckKind, Word as _};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    ask::ask_of,
+    ask::ask,
     error::ApiError,
     identity::Operator,
     input::{JsonBody, NodeId, PathId, QueryParams},
@@ -110,14 +110,6 @@ pub const ROUTES: &[Route] = &[
     .answer(schema::<capstan_events::monitor::rpc::EdgeProbeView>),
 ];
 
-async fn ask<Req: Serialize, Resp: serde::de::DeserializeOwned>(
-    state: &AppState,
-    op: &str,
-    request: &Req,
-) -> Result<Resp, ApiError> {
-    ask_of(state, Domain::Monitor, op, request).await
-}
-
 pub async fn list_uptime(
     State(state): State<AppState>,
     Operator(actor): Operator,
@@ -128,7 +120,7 @@ pub async fn list_uptime(
         actor,
         status: query.get::<String>("status", "up, down or unknown")?,
     };
-    Ok(Json(ask(&state, ops::LIST_UPTIME, &request).await?))
+    Ok(Json(ask(&state, &request).await?))
 }
 
 pub async fn get_uptime(
@@ -136,9 +128,7 @@ pub async fn get_uptime(
     Operator(actor): Operator,
     NodeId(node_id): NodeId,
 ) -> Result<Json<UptimeDetail>, ApiError> {
-    Ok(Json(
-        ask(&state, ops::GET_UPTIME, &GetUptime { actor, node_id }).await?,
-    ))
+    Ok(Json(ask(&state, &GetUptime { actor, node_id }).await?))
 }
 
 /// `PUT /api/v1/nodes/{id}/uptime`: the node's whole check setting.
@@ -174,12 +164,17 @@ pub async fn set_uptime(
         actor,
         node_id,
         enabled: body.enabled,
-        kind: body.kind,
+        kind: CheckKind::parse(&body.kind).ok_or_else(|| {
+            ApiError::invalid(
+                "kind",
+                "must be http_status, keyword, tls_certificate or api",
+            )
+        })?,
         url: body.url,
         keyword: body.keyword,
         interval_secs: body.interval_secs,
     };
-    Ok(Json(ask(&state, ops::SET_UPTIME, &request).await?))
+    Ok(Json(ask(&state, &request).await?))
 }
 
 pub async fn get_certificate(
@@ -187,14 +182,7 @@ pub async fn get_certificate(
     Operator(actor): Operator,
     NodeId(node_id): NodeId,
 ) -> Result<Json<CertificateView>, ApiError> {
-    Ok(Json(
-        ask(
-            &state,
-            ops::GET_CERTIFICATE,
-            &GetCertificate { actor, node_id },
-        )
-        .await?,
-    ))
+    Ok(Json(ask(&state, &GetCertificate { actor, node_id }).await?))
 }
 
 /// `GET /api/v1/fleet/security`: one row per machine from its host report, red first
@@ -203,9 +191,7 @@ pub async fn fleet_security(
     State(state): State<AppState>,
     Operator(actor): Operator,
 ) -> Result<Json<FleetSecurity>, ApiError> {
-    Ok(Json(
-        ask(&state, ops::FLEET_SECURITY, &GetFleetSecurity { actor }).await?,
-    ))
+    Ok(Json(ask(&state, &GetFleetSecurity { actor }).await?))
 }
 
 /// `POST /api/v1/nodes/{id}/edge-probe`: `202 {"id"}`; the run goes on in the monitor.
@@ -214,12 +200,7 @@ pub async fn start_edge_probe(
     Operator(actor): Operator,
     NodeId(node_id): NodeId,
 ) -> Result<Response, ApiError> {
-    let started: EdgeProbeStarted = ask(
-        &state,
-        ops::START_EDGE_PROBE,
-        &StartEdgeProbe { actor, node_id },
-    )
-    .await?;
+    let started: EdgeProbeStarted = ask(&state, &StartEdgeProbe { actor, node_id }).await?;
     Ok((StatusCode::ACCEPTED, Json(started)).into_response())
 }
 
@@ -228,9 +209,7 @@ pub async fn get_edge_probe(
     Operator(actor): Operator,
     PathId(id): PathId,
 ) -> Result<Json<EdgeProbeView>, ApiError> {
-    Ok(Json(
-        ask(&state, ops::GET_EDGE_PROBE, &GetEdgeProbe { actor, id }).await?,
-    ))
+    Ok(Json(ask(&state, &GetEdgeProbe { actor, id }).await?))
 }
 
 pub async fn list_edge_probes(
@@ -238,12 +217,5 @@ pub async fn list_edge_probes(
     Operator(actor): Operator,
     NodeId(node_id): NodeId,
 ) -> Result<Json<EdgeProbes>, ApiError> {
-    Ok(Json(
-        ask(
-            &state,
-            ops::LIST_EDGE_PROBES,
-            &ListEdgeProbes { actor, node_id },
-        )
-        .await?,
-    ))
+    Ok(Json(ask(&state, &ListEdgeProbes { actor, node_id }).await?))
 }

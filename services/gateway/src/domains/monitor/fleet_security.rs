@@ -19,13 +19,11 @@ use axum::{
     response::Response,
     routing::on,
 };
-use capstan_events::monitor::rpc::{
-    ops, ContainerRow, FleetSecurity, GetFleetSecurity, SecurityRow,
-};
-use capstan_events::{rpc::Level, Domain};
+use capstan_events::monitor::rpc::{ContainerRow, GetFleetSecurity, SecurityRow};
+use capstan_events::rpc::Level;
 
 use crate::{
-    ask::ask_of,
+    ask::ask,
     route::Route,
     state::AppState,
     ui::{
@@ -33,6 +31,7 @@ use crate::{
         render, Chrome, UiError, UiSession,
     },
 };
+use capstan_events::Word as _;
 
 /// This page's row of the route table.
 pub const ROUTES: &[Route] = &[Route::page("/ui/fleet/security", Level::Read, |filter| {
@@ -129,10 +128,8 @@ pub async fn page(
     session: UiSession,
     headers: HeaderMap,
 ) -> Result<Response, UiError> {
-    let (machines, problem) = match ask_of::<_, FleetSecurity>(
+    let (machines, problem) = match ask(
         &state,
-        Domain::Monitor,
-        ops::FLEET_SECURITY,
         &GetFleetSecurity {
             actor: session.actor(),
         },

@@ -29,13 +29,12 @@ use axum::{
     routing::on,
 };
 use capstan_events::monitor::rpc::{
-    ops, CertificateView, EdgeProbeStarted, EdgeProbeStatus, EdgeProbeView, EdgeProbes,
-    GetCertificate, GetEdgeProbe, GetUptime, GetUptimeSummary, ListEdgeProbes, StartEdgeProbe,
-    UptimeCheck, UptimeDetail, UptimeSummary,
+    EdgeProbeStatus, EdgeProbeView, GetCertificate, GetEdgeProbe, GetUptime, GetUptimeSummary,
+    ListEdgeProbes, StartEdgeProbe, UptimeCheck,
 };
 use capstan_events::monitor::UptimeStatus;
-use capstan_events::{rpc::Level, Domain};
-use serde::{de::DeserializeOwned, Serialize};
+use capstan_events::rpc::Level;
+use capstan_events::Word as _;
 
 use crate::ui::{
     acted,
@@ -43,7 +42,7 @@ use crate::ui::{
     guard::PathId,
     refusal_sentence, render, Chrome, UiError, UiSession,
 };
-use crate::{ask::ask_of, error::ApiError, identity::AuditDetail, route::Route, state::AppState};
+use crate::{ask::ask, identity::AuditDetail, route::Route, state::AppState};
 
 /// The down sites the dashboard lists, the longest down first.
 pub const SITES_DOWN_LISTED: u32 = 10;
@@ -67,14 +66,6 @@ const PAGES: &[Route] = &[
 /// This folder's rows of the route table: its API and its pages.
 pub fn routes() -> Vec<Route> {
     [api::ROUTES, fleet_security::ROUTES, PAGES].concat()
-}
-
-async fn ask<Req: Serialize, Resp: DeserializeOwned>(
-    state: &AppState,
-    op: &str,
-    request: &Req,
-) -> Result<Resp, ApiError> {
-    ask_of(state, Domain::Monitor, op, request).await
 }
 
 fn status_word(check: &UptimeCheck) -> &'static str {
@@ -113,7 +104,7 @@ pub async fn sites_card(state: &AppState, session: &UiSession) -> SitesCard {
         actor: session.actor(),
         limit: SITES_DOWN_LISTED,
     };
-    match ask::<_, UptimeSummary>(state, ops::UPTIME_SUMMARY, &request).await {
+    match ask(state, &request).await {
         Ok(summary) => SitesCard {
             up: summary.up,
             down: summary.down,
@@ -207,9 +198,9 @@ pub async fn uptime_card(state: &AppState, session: &UiSession, node_id: i64) ->
     };
     let probes_request = ListEdgeProbes { actor, node_id };
     let (uptime, certificate, probes) = tokio::join!(
-        ask::<_, UptimeDetail>(state, ops::GET_UPTIME, &uptime_request),
-        ask::<_, CertificateView>(state, ops::GET_CERTIFICATE, &certificate_request),
-        ask::<_, EdgeProbes>(state, ops::LIST_EDGE_PROBES, &probes_request),
+        ask(state, &uptime_request),
+        ask(state, &certificate_request),
+        ask(state, &probes_request),
     );
     let mut card = UptimeCard {
         node_id,
@@ -286,7 +277,7 @@ pub async fn start_probe(
         actor: session.actor(),
         node_id,
     };
-    match ask::<_, EdgeProbeStarted>(&state, ops::START_EDGE_PROBE, &request).await {
+    match ask(&state, &request).await {
         Ok(started) => {
             let mut response = acted(
                 &format!("/ui/edge-probes/{}", started.id),
@@ -349,7 +340,6 @@ pub async fn probe_page(
 ) -> Result<Response, UiError> {
     let view: EdgeProbeView = ask(
         &state,
-        ops::GET_EDGE_PROBE,
         &GetEdgeProbe {
             actor: session.actor(),
             id,

@@ -5,14 +5,13 @@
 use crate::route::schema;
 use axum::{extract::State, routing::on, Json};
 use capstan_events::rollouts::staged::{
-    ops, ActOnRollout, GetRollout, ListRollouts, RolloutView, Rollouts, StageRequest, StartRollout,
+    ActOnRollout, GetRollout, ListRollouts, RolloutView, Rollouts, StageRequest, StartRollout,
 };
-use capstan_events::Domain;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    ask::ask_of,
+    ask::ask,
     error::ApiError,
     identity::Operator,
     input::{JsonBody, PathId},
@@ -118,15 +117,7 @@ pub async fn list(
     State(state): State<AppState>,
     Operator(actor): Operator,
 ) -> Result<Json<Rollouts>, ApiError> {
-    Ok(Json(
-        ask_of(
-            &state,
-            Domain::Rollouts,
-            ops::LIST_ROLLOUTS,
-            &ListRollouts { actor },
-        )
-        .await?,
-    ))
+    Ok(Json(ask(&state, &ListRollouts { actor }).await?))
 }
 
 pub async fn start(
@@ -142,9 +133,7 @@ pub async fn start(
         all: body.all,
         pages: body.pages,
     };
-    Ok(Json(
-        ask_of(&state, Domain::Rollouts, ops::START_ROLLOUT, &request).await?,
-    ))
+    Ok(Json(ask(&state, &request).await?))
 }
 
 pub async fn get(
@@ -152,15 +141,7 @@ pub async fn get(
     Operator(actor): Operator,
     PathId(rollout_id): PathId,
 ) -> Result<Json<RolloutView>, ApiError> {
-    Ok(Json(
-        ask_of(
-            &state,
-            Domain::Rollouts,
-            ops::GET_ROLLOUT,
-            &GetRollout { actor, rollout_id },
-        )
-        .await?,
-    ))
+    Ok(Json(ask(&state, &GetRollout { actor, rollout_id }).await?))
 }
 
 async fn act(
@@ -174,7 +155,5 @@ async fn act(
         rollout_id,
         act: act.to_string(),
     };
-    Ok(Json(
-        ask_of(&state, Domain::Rollouts, ops::ACT_ON_ROLLOUT, &request).await?,
-    ))
+    Ok(Json(ask(&state, &request).await?))
 }

@@ -9,7 +9,7 @@ use axum::{
     response::Response,
 };
 use capstan_events::rollouts::staged::{
-    ops, ListRollouts, RolloutView, Rollouts, StageRequest, StartRollout,
+    ListRollouts, RolloutView, Rollouts, StageRequest, StartRollout,
 };
 
 use super::{ask, state_words};
@@ -44,10 +44,10 @@ pub struct Row {
 fn row(view: &RolloutView) -> Row {
     Row {
         id: view.id,
-        kind: view.kind.clone(),
+        kind: view.kind.to_string(),
         version: view.version.clone(),
-        state: view.state.clone(),
-        state_words: state_words(&view.state),
+        state: view.state.to_string(),
+        state_words: state_words(view.state),
         passed: view.passed,
         failed: view.failed,
         skipped: view.skipped,
@@ -72,7 +72,6 @@ pub async fn page(
 ) -> Result<Response, UiError> {
     let answer: Rollouts = ask(
         &state,
-        ops::LIST_ROLLOUTS,
         &ListRollouts {
             actor: session.actor(),
         },
@@ -162,7 +161,7 @@ pub async fn start(
         all: fields.get("all") == Some("on"),
         pages: fields.get("pages").map(str::to_string),
     };
-    let answer: Result<RolloutView, ApiError> = ask(&state, ops::START_ROLLOUT, &request).await;
+    let answer: Result<RolloutView, ApiError> = ask(&state, &request).await;
     match answer {
         Ok(view) => acted(
             &format!("/ui/rollouts/{}", view.id),

@@ -19,14 +19,11 @@ pub mod releases_api;
 mod rollout;
 
 use axum::routing::on;
-use capstan_events::{rpc::Level, Domain};
-use serde::{de::DeserializeOwned, Serialize};
+use capstan_events::{rollouts::staged::RolloutState, rpc::Level};
 
 use crate::{
-    ask::ask_of,
-    error::ApiError,
+    ask::ask,
     route::{Handler, Route},
-    state::AppState,
 };
 
 const fn page(path: &'static str, level: Level, handler: Handler) -> Route {
@@ -66,29 +63,19 @@ pub fn routes() -> Vec<Route> {
     [releases_api::ROUTES, api::ROUTES, PAGES].concat()
 }
 
-/// Asks the rollouts service `op`.
-async fn ask<Req: Serialize, Resp: DeserializeOwned>(
-    state: &AppState,
-    op: &str,
-    request: &Req,
-) -> Result<Resp, ApiError> {
-    ask_of(state, Domain::Rollouts, op, request).await
-}
-
 /// A state, for a person.
-fn state_words(state: &str) -> &'static str {
+fn state_words(state: RolloutState) -> &'static str {
     match state {
-        "running" => "Running",
-        "paused" => "Paused",
-        "halting" => "Halting (applies under way are still judged)",
-        "halted" => "Halted",
-        "stopped" => "Stopped",
-        "finished" => "Finished",
-        _ => "Unknown",
+        RolloutState::Running => "Running",
+        RolloutState::Paused => "Paused",
+        RolloutState::Halting => "Halting (applies under way are still judged)",
+        RolloutState::Halted => "Halted",
+        RolloutState::Stopped => "Stopped",
+        RolloutState::Finished => "Finished",
     }
 }
 
 /// Whether a rollout in `state` is still moving (its page refreshes itself).
-fn under_way(state: &str) -> bool {
-    matches!(state, "running" | "paused" | "halting")
+fn under_way(state: RolloutState) -> bool {
+    state.active()
 }

@@ -17,14 +17,13 @@ use axum::{
     response::Response,
 };
 use capstan_events::{
-    agent_channel::rpc::{ops as channel_ops, FleetVersions, FleetVersionsRequest},
-    rollouts::rpc::{ops, ListReleases, ReleaseView, Releases},
-    Domain,
+    agent_channel::rpc::{FleetVersions, FleetVersionsRequest},
+    rollouts::rpc::{ListReleases, ReleaseView, Releases},
 };
 use chrono::{DateTime, Utc};
 
 use crate::{
-    ask::ask_of,
+    ask::ask,
     state::AppState,
     ui::{
         format::{ago, clip, Ago},
@@ -146,20 +145,16 @@ pub async fn page(
     headers: HeaderMap,
 ) -> Result<Response, UiError> {
     let refused = |refusal| UiError::from_refusal(&refusal, &session);
-    let releases: Releases = ask_of(
+    let releases: Releases = ask(
         &state,
-        Domain::Rollouts,
-        ops::LIST_RELEASES,
         &ListReleases {
             actor: session.actor(),
         },
     )
     .await
     .map_err(refused)?;
-    let fleet: FleetVersions = ask_of(
+    let fleet: FleetVersions = ask(
         &state,
-        Domain::AgentChannel,
-        channel_ops::FLEET_VERSIONS,
         &FleetVersionsRequest {
             actor: session.actor(),
         },

@@ -17,17 +17,16 @@ use axum::{
 };
 use base64::{engine::general_purpose::STANDARD, Engine as _};
 use bytes::{Bytes, BytesMut};
-use capstan_events::agent_channel::rpc::{ops as channel_ops, FleetVersions, FleetVersionsRequest};
+use capstan_events::agent_channel::rpc::{FleetVersions, FleetVersionsRequest};
 use capstan_events::rollouts::rpc::{
-    ops, ListReleases, ListSiteReleases, PublishRelease, PublishSiteRelease, ReleaseView, Releases,
+    ListReleases, ListSiteReleases, PublishRelease, PublishSiteRelease, ReleaseView, Releases,
     SiteReleaseView, SiteReleases,
 };
-use capstan_events::Domain;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    ask::ask_of,
+    ask::ask,
     error::ApiError,
     identity::Operator,
     input::{parse_json, read_limited},
@@ -102,30 +101,14 @@ pub async fn list(
     State(state): State<AppState>,
     Operator(actor): Operator,
 ) -> Result<Json<Releases>, ApiError> {
-    Ok(Json(
-        ask_of(
-            &state,
-            Domain::Rollouts,
-            ops::LIST_RELEASES,
-            &ListReleases { actor },
-        )
-        .await?,
-    ))
+    Ok(Json(ask(&state, &ListReleases { actor }).await?))
 }
 
 pub async fn fleet_versions(
     State(state): State<AppState>,
     Operator(actor): Operator,
 ) -> Result<Json<FleetVersions>, ApiError> {
-    Ok(Json(
-        ask_of(
-            &state,
-            Domain::AgentChannel,
-            channel_ops::FLEET_VERSIONS,
-            &FleetVersionsRequest { actor },
-        )
-        .await?,
-    ))
+    Ok(Json(ask(&state, &FleetVersionsRequest { actor }).await?))
 }
 
 /// `POST /api/v1/releases`: what `capstan release upload` sends.
@@ -179,13 +162,7 @@ pub async fn publish(
     };
     let (view, _): (ReleaseView, Bytes) = state
         .bus
-        .request_with_body(
-            Domain::Rollouts,
-            ops::PUBLISH_RELEASE,
-            &request,
-            artifacts,
-            PUBLISH_TIMEOUT.max(state.rpc_timeout),
-        )
+        .ask_with_body(&request, artifacts, PUBLISH_TIMEOUT.max(state.rpc_timeout))
         .await?;
     Ok((StatusCode::CREATED, Json(view)).into_response())
 }
@@ -210,15 +187,7 @@ pub async fn list_site(
     State(state): State<AppState>,
     Operator(actor): Operator,
 ) -> Result<Json<SiteReleases>, ApiError> {
-    Ok(Json(
-        ask_of(
-            &state,
-            Domain::Rollouts,
-            ops::LIST_SITE_RELEASES,
-            &ListSiteReleases { actor },
-        )
-        .await?,
-    ))
+    Ok(Json(ask(&state, &ListSiteReleases { actor }).await?))
 }
 
 pub async fn publish_site(
@@ -244,13 +213,7 @@ pub async fn publish_site(
     };
     let (view, _): (SiteReleaseView, Bytes) = state
         .bus
-        .request_with_body(
-            Domain::Rollouts,
-            ops::PUBLISH_SITE_RELEASE,
-            &request,
-            archive,
-            PUBLISH_TIMEOUT.max(state.rpc_timeout),
-        )
+        .ask_with_body(&request, archive, PUBLISH_TIMEOUT.max(state.rpc_timeout))
         .await?;
     Ok((StatusCode::CREATED, Json(view)).into_response())
 }

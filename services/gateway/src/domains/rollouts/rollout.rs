@@ -9,7 +9,7 @@ use axum::{
     response::Response,
 };
 use capstan_events::rollouts::staged::{
-    ops, ActOnRollout, GetRollout, ProbeAnswer, RolloutView, StageView,
+    ActOnRollout, GetRollout, ProbeAnswer, RolloutView, StageView,
 };
 
 use super::{ask, state_words, under_way};
@@ -161,12 +161,12 @@ fn page_of(session: &UiSession, headers: &HeaderMap, view: RolloutView) -> Rollo
     RolloutPage {
         chrome: Chrome::signed_in(session, headers, format!("Rollout {}", view.id), "rollouts"),
         id: view.id,
-        kind: view.kind.clone(),
+        kind: view.kind.to_string(),
         version: view.version.clone(),
-        state_words: state_words(&view.state),
-        live: under_way(&view.state),
+        state_words: state_words(view.state),
+        live: under_way(view.state),
         refresh_secs: REFRESH_SECS,
-        state: view.state.clone(),
+        state: view.state.to_string(),
         halted_at: view.halted_at_node,
         halt_reason: view.halt_reason.clone().unwrap_or_default(),
         stage: view.stage + 1,
@@ -201,7 +201,7 @@ pub async fn page(
         actor: session.actor(),
         rollout_id: id,
     };
-    let view: RolloutView = ask(&state, ops::GET_ROLLOUT, &request)
+    let view: RolloutView = ask(&state, &request)
         .await
         .map_err(|refusal| UiError::from_refusal(&refusal, &session))?;
     let page = page_of(&session, &headers, view);
@@ -222,11 +222,11 @@ pub async fn act(
         rollout_id: id,
         act: act.clone(),
     };
-    let answer: Result<RolloutView, ApiError> = ask(&state, ops::ACT_ON_ROLLOUT, &request).await;
+    let answer: Result<RolloutView, ApiError> = ask(&state, &request).await;
     let outcome = answer.map(|view| {
         format!(
             "Rollout {id} is {}.",
-            state_words(&view.state).to_lowercase()
+            state_words(view.state).to_lowercase()
         )
     });
     let mut response = acted(&back, outcome);

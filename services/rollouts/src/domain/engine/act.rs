@@ -1,5 +1,6 @@
 //! [`act`]: an operator's stop, pause, resume or retry (RO-15 and beyond the spec).
 
+use capstan_events::Word as _;
 use chrono::{DateTime, Utc};
 
 use super::phases::finish;

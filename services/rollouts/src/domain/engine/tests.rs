@@ -1,5 +1,6 @@
 use super::*;
 use crate::domain::verdict::{Judgement, Outcome, Viewer};
+use capstan_events::Word as _;
 use chrono::TimeZone;
 use serde_json::json;
 

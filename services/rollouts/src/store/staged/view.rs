@@ -120,9 +120,9 @@ pub async fn view(
     };
     Ok(Some(RolloutView {
         id,
-        kind: rollout.kind.as_str().into(),
+        kind: rollout.kind,
         version: rollout.version.clone(),
-        state: rollout.state.as_str().into(),
+        state: rollout.state,
         stage: rollout.stage as u32,
         stages: rollout
             .stages

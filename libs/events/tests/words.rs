@@ -1,0 +1,96 @@
+//! Every closed word of the contract is spelled once: the name `strum` derives (`as_str`,
+//! `Display`, `FromStr`) is exactly the name serde writes, for every variant.
+
+use capstan_events::{
+    agent_channel::{
+        recipes::{RecipeHold, RecipeMode},
+        rpc::{AgentEndpoint, JobState, PlacementKind},
+        JobOutcome, PrimitiveClass,
+    },
+    backups::{
+        rpc::{BackupMode, Position, RunKind, Uncovered},
+        Provider, UrlOp,
+    },
+    incidents::{Severity, Status, Triage},
+    monitor::{
+        rpc::{EdgeProbeStatus, SecurityColour},
+        CertReason, CheckKind, HealthDot, UptimeStatus,
+    },
+    rollouts::staged::{RolloutKind, RolloutState},
+    rpc::ErrorCode,
+    Domain, Word,
+};
+use serde::{de::DeserializeOwned, Serialize};
+use std::fmt::{Debug, Display};
+use strum::IntoEnumIterator;
+
+/// Each variant of `W`: serde's name is `as_str`, `Display` says it too, and both `parse` and
+/// serde read it back to the same variant.
+fn spelled_once<W>() -> usize
+where
+    W: Word + IntoEnumIterator + Serialize + DeserializeOwned + Display + Debug + PartialEq,
+{
+    let mut variants = 0;
+    for word in W::iter() {
+        let name = word.as_str();
+        assert_eq!(
+            serde_json::to_value(word).unwrap(),
+            serde_json::Value::String(name.into()),
+            "{word:?}"
+        );
+        assert_eq!(word.to_string(), name, "{word:?}");
+        assert_eq!(W::parse(name), Some(word), "{word:?}");
+        assert_eq!(
+            serde_json::from_value::<W>(serde_json::Value::String(name.into())).unwrap(),
+            word
+        );
+        variants += 1;
+    }
+    assert!(W::parse("no such word").is_none());
+    variants
+}
+
+#[test]
+fn every_word_is_named_as_serde_names_it_and_reads_back() {
+    let counted = [
+        spelled_once::<PrimitiveClass>(),
+        spelled_once::<JobOutcome>(),
+        spelled_once::<RecipeMode>(),
+        spelled_once::<RecipeHold>(),
+        spelled_once::<AgentEndpoint>(),
+        spelled_once::<PlacementKind>(),
+        spelled_once::<JobState>(),
+        spelled_once::<Provider>(),
+        spelled_once::<UrlOp>(),
+        spelled_once::<BackupMode>(),
+        spelled_once::<Position>(),
+        spelled_once::<RunKind>(),
+        spelled_once::<Uncovered>(),
+        spelled_once::<Domain>(),
+        spelled_once::<Status>(),
+        spelled_once::<Triage>(),
+        spelled_once::<Severity>(),
+        spelled_once::<CheckKind>(),
+        spelled_once::<UptimeStatus>(),
+        spelled_once::<CertReason>(),
+        spelled_once::<HealthDot>(),
+        spelled_once::<SecurityColour>(),
+        spelled_once::<EdgeProbeStatus>(),
+        spelled_once::<ErrorCode>(),
+        spelled_once::<RolloutKind>(),
+        spelled_once::<RolloutState>(),
+    ];
+    assert!(counted.iter().all(|variants| *variants >= 2), "{counted:?}");
+}
+
+#[test]
+fn a_words_kebab_and_lowercase_names_follow_its_serde_case() {
+    assert_eq!(RecipeMode::ReportOnly.as_str(), "report-only");
+    assert_eq!(
+        RecipeMode::parse("not-applicable"),
+        Some(RecipeMode::NotApplicable)
+    );
+    assert_eq!(RecipeMode::parse("not_applicable"), None);
+    assert_eq!(Domain::AgentChannel.as_str(), "agent_channel");
+    assert_eq!(ErrorCode::NeedsNewerAgent.to_string(), "needs_newer_agent");
+}
