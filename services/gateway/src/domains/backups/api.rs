@@ -27,25 +27,15 @@ use crate::{
     error::ApiError,
     identity::Operator,
     input::{JsonBody, NodeId, PathId},
-    route::{Handler, Method, Route},
+    route::{Method, Route},
     AppState,
 };
 
 use capstan_events::rpc::Level::{Admin, Change, Read};
 
-const fn row(
-    method: Method,
-    path: &'static str,
-    level: capstan_events::rpc::Level,
-    handler: Handler,
-    action: Option<&'static str>,
-) -> Route {
-    Route::operator(method, path, level, handler, action)
-}
-
 /// This domain's rows of the route table.
 pub const ROUTES: &[Route] = &[
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/backups/targets",
         Admin,
@@ -53,7 +43,7 @@ pub const ROUTES: &[Route] = &[
         None,
     )
     .answer(schema::<capstan_events::backups::rpc::Targets>),
-    row(
+    Route::operator(
         Method::Post,
         "/api/v1/backups/targets",
         Admin,
@@ -62,7 +52,7 @@ pub const ROUTES: &[Route] = &[
     )
     .body(schema::<TargetBody>)
     .answer(schema::<capstan_events::backups::rpc::TargetView>),
-    row(
+    Route::operator(
         Method::Post,
         "/api/v1/backups/targets/{id}/default",
         Admin,
@@ -70,7 +60,7 @@ pub const ROUTES: &[Route] = &[
         Some("set_default_backup_target"),
     )
     .answer(schema::<capstan_events::backups::rpc::TargetView>),
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/backups/coverage",
         Admin,
@@ -78,7 +68,7 @@ pub const ROUTES: &[Route] = &[
         None,
     )
     .answer(schema::<capstan_events::backups::rpc::FleetCoverage>),
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/backups/policy",
         Read,
@@ -86,7 +76,7 @@ pub const ROUTES: &[Route] = &[
         None,
     )
     .answer(schema::<capstan_events::backups::rpc::FleetPolicyView>),
-    row(
+    Route::operator(
         Method::Put,
         "/api/v1/backups/policy",
         Admin,
@@ -95,7 +85,7 @@ pub const ROUTES: &[Route] = &[
     )
     .body(schema::<capstan_events::backups::rpc::FleetPolicy>)
     .answer(schema::<capstan_events::backups::rpc::FleetPolicyView>),
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/nodes/{id}/backups/policy",
         Read,
@@ -103,7 +93,7 @@ pub const ROUTES: &[Route] = &[
         None,
     )
     .answer(schema::<capstan_events::backups::rpc::NodePolicyView>),
-    row(
+    Route::operator(
         Method::Put,
         "/api/v1/nodes/{id}/backups/policy",
         Admin,
@@ -112,7 +102,7 @@ pub const ROUTES: &[Route] = &[
     )
     .body(schema::<capstan_events::backups::rpc::NodePolicyBody>)
     .answer(schema::<capstan_events::backups::rpc::NodePolicyView>),
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/nodes/{id}/backups",
         Read,
@@ -120,7 +110,7 @@ pub const ROUTES: &[Route] = &[
         None,
     )
     .answer(schema::<capstan_events::backups::rpc::NodeBackups>),
-    row(
+    Route::operator(
         Method::Post,
         "/api/v1/nodes/{id}/backups/run",
         Change,
@@ -128,7 +118,7 @@ pub const ROUTES: &[Route] = &[
         Some("run_backup"),
     )
     .answer(schema::<capstan_events::backups::rpc::Dispatched>),
-    row(
+    Route::operator(
         Method::Post,
         "/api/v1/nodes/{id}/backups/verify",
         Change,
@@ -137,7 +127,7 @@ pub const ROUTES: &[Route] = &[
     )
     .body(schema::<VerifyBody>)
     .answer(schema::<capstan_events::backups::rpc::Dispatched>),
-    row(
+    Route::operator(
         Method::Post,
         "/api/v1/nodes/{id}/backups/restore",
         Admin,
@@ -146,7 +136,7 @@ pub const ROUTES: &[Route] = &[
     )
     .body(schema::<RestoreBody>)
     .answer(schema::<capstan_events::backups::rpc::Dispatched>),
-    row(
+    Route::operator(
         Method::Post,
         "/api/v1/nodes/{id}/backups/move",
         Admin,

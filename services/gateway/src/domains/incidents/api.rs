@@ -27,26 +27,16 @@ use crate::{
     error::ApiError,
     identity::Operator,
     input::{JsonBody, NodeId, PathId, QueryParams},
-    route::{Handler, Method, Route},
+    route::{Method, Route},
     state::AppState,
     store,
 };
 
 use capstan_events::rpc::Level::{Admin, Change, Read};
 
-const fn row(
-    method: Method,
-    path: &'static str,
-    level: capstan_events::rpc::Level,
-    handler: Handler,
-    action: Option<&'static str>,
-) -> Route {
-    Route::operator(method, path, level, handler, action)
-}
-
 /// This domain's rows of the route table.
 pub const ROUTES: &[Route] = &[
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/incidents",
         Read,
@@ -54,7 +44,7 @@ pub const ROUTES: &[Route] = &[
         None,
     )
     .answer(schema::<capstan_events::incidents::rpc::Incidents>),
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/incidents/header",
         Read,
@@ -62,7 +52,7 @@ pub const ROUTES: &[Route] = &[
         None,
     )
     .answer(schema::<capstan_events::incidents::rpc::Header>),
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/incidents/{id}",
         Read,
@@ -70,7 +60,7 @@ pub const ROUTES: &[Route] = &[
         None,
     )
     .answer(schema::<capstan_events::incidents::rpc::IncidentDetail>),
-    row(
+    Route::operator(
         Method::Post,
         "/api/v1/incidents/{id}/triage",
         Change,
@@ -79,7 +69,7 @@ pub const ROUTES: &[Route] = &[
     )
     .body(schema::<TriageBody>)
     .answer(schema::<capstan_events::incidents::rpc::Triaged>),
-    row(
+    Route::operator(
         Method::Post,
         "/api/v1/incidents/{id}/notes",
         Change,
@@ -88,7 +78,7 @@ pub const ROUTES: &[Route] = &[
     )
     .body(schema::<NoteBody>)
     .answer(schema::<capstan_events::agent_channel::rpc::Done>),
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/silences",
         Change,
@@ -96,7 +86,7 @@ pub const ROUTES: &[Route] = &[
         None,
     )
     .answer(schema::<capstan_events::incidents::rpc::Silences>),
-    row(
+    Route::operator(
         Method::Post,
         "/api/v1/silences",
         Change,
@@ -105,7 +95,7 @@ pub const ROUTES: &[Route] = &[
     )
     .body(schema::<SilenceBody>)
     .answer(schema::<capstan_events::incidents::rpc::SilenceView>),
-    row(
+    Route::operator(
         Method::Delete,
         "/api/v1/silences/{id}",
         Change,
@@ -113,7 +103,7 @@ pub const ROUTES: &[Route] = &[
         Some("delete_silence"),
     )
     .answer(schema::<capstan_events::agent_channel::rpc::Done>),
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/webhooks",
         Admin,
@@ -121,7 +111,7 @@ pub const ROUTES: &[Route] = &[
         None,
     )
     .answer(schema::<capstan_events::incidents::rpc::Webhooks>),
-    row(
+    Route::operator(
         Method::Post,
         "/api/v1/webhooks",
         Admin,
@@ -130,7 +120,7 @@ pub const ROUTES: &[Route] = &[
     )
     .body(schema::<WebhookBody>)
     .answer(schema::<capstan_events::incidents::rpc::WebhookCreated>),
-    row(
+    Route::operator(
         Method::Delete,
         "/api/v1/webhooks/{id}",
         Admin,
@@ -138,7 +128,7 @@ pub const ROUTES: &[Route] = &[
         Some("delete_webhook"),
     )
     .answer(schema::<capstan_events::agent_channel::rpc::Done>),
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/me/notifications",
         Read,
@@ -146,7 +136,7 @@ pub const ROUTES: &[Route] = &[
         None,
     )
     .answer(schema::<Notifications>),
-    row(
+    Route::operator(
         Method::Put,
         "/api/v1/me/notifications",
         Read,
@@ -155,7 +145,7 @@ pub const ROUTES: &[Route] = &[
     )
     // It takes the JSON it answers with; the document gives both the answer's schema.
     .answer(schema::<Notifications>),
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/me/bell",
         Read,
@@ -163,7 +153,7 @@ pub const ROUTES: &[Route] = &[
         None,
     )
     .answer(schema::<capstan_events::incidents::rpc::Bell>),
-    row(
+    Route::operator(
         Method::Put,
         "/api/v1/nodes/{id}/alerts",
         Change,

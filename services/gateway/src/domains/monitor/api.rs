@@ -24,25 +24,15 @@ use crate::{
     error::ApiError,
     identity::Operator,
     input::{JsonBody, NodeId, PathId, QueryParams},
-    route::{Handler, Method, Route},
+    route::{Method, Route},
     AppState,
 };
 
 use capstan_events::rpc::Level::{Change, Read};
 
-const fn row(
-    method: Method,
-    path: &'static str,
-    level: capstan_events::rpc::Level,
-    handler: Handler,
-    action: Option<&'static str>,
-) -> Route {
-    Route::operator(method, path, level, handler, action)
-}
-
 /// This domain's rows of the route table.
 pub const ROUTES: &[Route] = &[
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/uptime",
         Read,
@@ -50,7 +40,7 @@ pub const ROUTES: &[Route] = &[
         None,
     )
     .answer(schema::<capstan_events::monitor::rpc::UptimeChecks>),
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/nodes/{id}/uptime",
         Read,
@@ -58,7 +48,7 @@ pub const ROUTES: &[Route] = &[
         None,
     )
     .answer(schema::<capstan_events::monitor::rpc::UptimeDetail>),
-    row(
+    Route::operator(
         Method::Put,
         "/api/v1/nodes/{id}/uptime",
         Change,
@@ -67,7 +57,7 @@ pub const ROUTES: &[Route] = &[
     )
     .body(schema::<UptimeBody>)
     .answer(schema::<capstan_events::monitor::rpc::UptimeCheck>),
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/nodes/{id}/certificate",
         Read,
@@ -75,7 +65,7 @@ pub const ROUTES: &[Route] = &[
         None,
     )
     .answer(schema::<capstan_events::monitor::rpc::CertificateView>),
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/fleet/security",
         Read,
@@ -84,7 +74,7 @@ pub const ROUTES: &[Route] = &[
     )
     .answer(schema::<capstan_events::monitor::rpc::FleetSecurity>),
     // MO-11: a look that changes nothing on the node (level 7), recorded as an act.
-    row(
+    Route::operator(
         Method::Post,
         "/api/v1/nodes/{id}/edge-probe",
         Read,
@@ -92,7 +82,7 @@ pub const ROUTES: &[Route] = &[
         Some("edge_probe"),
     )
     .answer(schema::<capstan_events::monitor::rpc::EdgeProbeStarted>),
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/nodes/{id}/edge-probes",
         Read,
@@ -100,7 +90,7 @@ pub const ROUTES: &[Route] = &[
         None,
     )
     .answer(schema::<capstan_events::monitor::rpc::EdgeProbes>),
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/edge-probes/{id}",
         Read,

@@ -15,25 +15,15 @@ use crate::{
     error::ApiError,
     identity::Operator,
     input::{JsonBody, PathId},
-    route::{Handler, Method, Route},
+    route::{Method, Route},
     AppState,
 };
 
 use capstan_events::rpc::Level::{Change, Read};
 
-const fn row(
-    method: Method,
-    path: &'static str,
-    level: capstan_events::rpc::Level,
-    handler: Handler,
-    action: Option<&'static str>,
-) -> Route {
-    Route::operator(method, path, level, handler, action)
-}
-
 /// This domain's rows of the route table.
 pub const ROUTES: &[Route] = &[
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/rollouts",
         Read,
@@ -41,7 +31,7 @@ pub const ROUTES: &[Route] = &[
         None,
     )
     .answer(schema::<capstan_events::rollouts::staged::Rollouts>),
-    row(
+    Route::operator(
         Method::Post,
         "/api/v1/rollouts",
         Change,
@@ -50,7 +40,7 @@ pub const ROUTES: &[Route] = &[
     )
     .body(schema::<RolloutBody>)
     .answer(schema::<capstan_events::rollouts::staged::RolloutView>),
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/rollouts/{id}",
         Read,
@@ -58,7 +48,7 @@ pub const ROUTES: &[Route] = &[
         None,
     )
     .answer(schema::<capstan_events::rollouts::staged::RolloutView>),
-    row(
+    Route::operator(
         Method::Post,
         "/api/v1/rollouts/{id}/stop",
         Change,
@@ -66,7 +56,7 @@ pub const ROUTES: &[Route] = &[
         Some("stop_rollout"),
     )
     .answer(schema::<capstan_events::rollouts::staged::RolloutView>),
-    row(
+    Route::operator(
         Method::Post,
         "/api/v1/rollouts/{id}/pause",
         Change,
@@ -74,7 +64,7 @@ pub const ROUTES: &[Route] = &[
         Some("pause_rollout"),
     )
     .answer(schema::<capstan_events::rollouts::staged::RolloutView>),
-    row(
+    Route::operator(
         Method::Post,
         "/api/v1/rollouts/{id}/resume",
         Change,
@@ -82,7 +72,7 @@ pub const ROUTES: &[Route] = &[
         Some("resume_rollout"),
     )
     .answer(schema::<capstan_events::rollouts::staged::RolloutView>),
-    row(
+    Route::operator(
         Method::Post,
         "/api/v1/rollouts/{id}/retry",
         Change,

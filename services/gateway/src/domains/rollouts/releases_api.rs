@@ -30,7 +30,7 @@ use crate::{
     error::ApiError,
     identity::Operator,
     input::{parse_json, read_limited},
-    route::{Handler, Method, Route},
+    route::{Method, Route},
     AppState,
 };
 
@@ -41,19 +41,9 @@ const PUBLISH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120)
 
 use capstan_events::rpc::Level::{Admin, Read};
 
-const fn row(
-    method: Method,
-    path: &'static str,
-    level: capstan_events::rpc::Level,
-    handler: Handler,
-    action: Option<&'static str>,
-) -> Route {
-    Route::operator(method, path, level, handler, action)
-}
-
 /// This domain's rows of the route table.
 pub const ROUTES: &[Route] = &[
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/releases",
         Read,
@@ -61,7 +51,7 @@ pub const ROUTES: &[Route] = &[
         None,
     )
     .answer(schema::<capstan_events::rollouts::rpc::Releases>),
-    row(
+    Route::operator(
         Method::Post,
         "/api/v1/releases",
         Admin,
@@ -70,7 +60,7 @@ pub const ROUTES: &[Route] = &[
     )
     .body(schema::<ReleaseBody>)
     .answer(schema::<capstan_events::rollouts::rpc::ReleaseView>),
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/fleet/versions",
         Read,
@@ -78,7 +68,7 @@ pub const ROUTES: &[Route] = &[
         None,
     )
     .answer(schema::<capstan_events::agent_channel::rpc::FleetVersions>),
-    row(
+    Route::operator(
         Method::Get,
         "/api/v1/site-releases",
         Read,
@@ -86,7 +76,7 @@ pub const ROUTES: &[Route] = &[
         None,
     )
     .answer(schema::<capstan_events::rollouts::rpc::SiteReleases>),
-    row(
+    Route::operator(
         Method::Post,
         "/api/v1/site-releases",
         Admin,
