@@ -69,3 +69,59 @@ pub async fn happening(connection: &mut PgConnection) -> Result<HashMap<NodeId, 
     }
     Ok(by_node)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capstan_events::monitor::SITE_DOWN;
+    use capstan_store::{testsuite::TestDatabase, Store};
+    use chrono::{Duration, TimeZone};
+
+    async fn store() -> (TestDatabase, Store) {
+        let database = TestDatabase::create().await;
+        let store = Store::connect(database.url(), "incidents", 2)
+            .await
+            .unwrap();
+        store.migrate(&crate::MIGRATOR).await.unwrap();
+        (database, store)
+    }
+
+    fn at(minute: i64) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 12, 7, 12, 0, 0).unwrap() + Duration::minutes(minute)
+    }
+
+    #[tokio::test]
+    async fn a_late_older_judgement_never_brings_back_a_condition_that_ended() {
+        let (_database, store) = store().await;
+        let mut connection = store.pool().acquire().await.unwrap();
+        let down = SITE_DOWN.happening(7, "503 twice", at(0), at(1));
+        let up = SITE_DOWN.not_happening(7, at(5));
+        record(&mut connection, &down).await.unwrap();
+        assert_eq!(happening(&mut connection).await.unwrap()[&7].len(), 1);
+        record(&mut connection, &up).await.unwrap();
+        // The "down" redelivered after the "up": older, so nothing changes.
+        record(&mut connection, &down).await.unwrap();
+        assert!(happening(&mut connection).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_condition_that_goes_on_keeps_the_start_it_was_first_reported_with() {
+        let (_database, store) = store().await;
+        let mut connection = store.pool().acquire().await.unwrap();
+        record(
+            &mut connection,
+            &SITE_DOWN.happening(7, "503", at(0), at(1)),
+        )
+        .await
+        .unwrap();
+        record(
+            &mut connection,
+            &SITE_DOWN.happening(7, "timeout", at(4), at(4)),
+        )
+        .await
+        .unwrap();
+        let held = &happening(&mut connection).await.unwrap()[&7][0];
+        assert_eq!(held.since, at(0));
+        assert_eq!(held.detail, "timeout");
+    }
+}
