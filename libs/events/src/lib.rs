@@ -15,6 +15,7 @@ pub mod gateway;
 pub mod incidents;
 pub mod monitor;
 mod node_id;
+pub mod provisioning;
 pub mod rollouts;
 pub mod rpc;
 mod words;
