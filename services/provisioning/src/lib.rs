@@ -4,6 +4,8 @@
 //! `consumers.rs`, `tasks.rs`, `drivers/`; each appears with its first content.
 #![forbid(unsafe_code)]
 
+pub mod domain;
+
 use capstan_events::Domain;
 use capstan_runtime::Service;
 use capstan_settings::Settings;
