@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod domain;
+pub mod drivers;
 
 use capstan_events::Domain;
 use capstan_runtime::Service;
