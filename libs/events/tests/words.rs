@@ -12,11 +12,11 @@ use capstan_events::{
         Provider, UrlOp,
     },
     incidents::{Severity, Status, Triage},
-    provisioning::{AccountFlag, CloudProvider, InstallKind, InstallState, ProvisionStep},
     monitor::{
         rpc::{EdgeProbeStatus, SecurityColour},
         CertReason, CheckKind, HealthDot, UptimeStatus,
     },
+    provisioning::{AccountFlag, CloudProvider, InstallKind, InstallState, ProvisionStep},
     rollouts::staged::{RolloutKind, RolloutState},
     rpc::ErrorCode,
     Domain, Word,

@@ -6,6 +6,8 @@
 
 pub mod domain;
 pub mod drivers;
+#[cfg(feature = "testsuite")]
+pub mod standin;
 
 use capstan_events::Domain;
 use capstan_runtime::Service;

@@ -47,11 +47,17 @@ pub struct Provision {
 /// What the provider says about the provision's instance now (AC-08 (4)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProviderReport {
-    Running { addresses: Vec<IpAddr> },
-    NotRunning { status: String },
+    Running {
+        addresses: Vec<IpAddr>,
+    },
+    NotRunning {
+        status: String,
+    },
     Gone,
     /// The provider could not be asked (a timeout, a refusal): nothing is approved on silence.
-    Unanswered { why: String },
+    Unanswered {
+        why: String,
+    },
 }
 
 /// A node as the plane knows it.
@@ -105,14 +111,18 @@ impl fmt::Display for Reason {
                 formatter,
                 "the provider reports the instance {status}, not running"
             ),
-            Reason::ProviderElsewhere => formatter
-                .write_str("the provider reports the instance running at other addresses"),
+            Reason::ProviderElsewhere => {
+                formatter.write_str("the provider reports the instance running at other addresses")
+            }
             Reason::ProviderGone => formatter.write_str("the provider has no such instance"),
             Reason::ProviderUnanswered { why } => {
                 write!(formatter, "the provider could not be asked: {why}")
             }
             Reason::AlreadyHasAgent { node } => {
-                write!(formatter, "node {node} already has an agent on this machine")
+                write!(
+                    formatter,
+                    "node {node} already has an agent on this machine"
+                )
             }
         }
     }
@@ -317,7 +327,10 @@ mod tests {
                 reasons,
                 key_differs,
                 provision_id: 5,
-            } => (reasons.iter().map(ToString::to_string).collect(), key_differs),
+            } => (
+                reasons.iter().map(ToString::to_string).collect(),
+                key_differs,
+            ),
             other => panic!("not pending: {other:?}"),
         }
     }

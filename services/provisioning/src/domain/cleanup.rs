@@ -64,7 +64,8 @@ pub struct Plan {
 }
 
 fn kept(tags: &[String]) -> bool {
-    tags.iter().any(|tag| tag.trim().eq_ignore_ascii_case(KEEP_TAG))
+    tags.iter()
+        .any(|tag| tag.trim().eq_ignore_ascii_case(KEEP_TAG))
 }
 
 /// The account may be cleaned at all.
@@ -174,7 +175,10 @@ mod tests {
                 "{near:?}"
             );
         }
-        assert_eq!(account_disposable(AccountFlag::Test, DISPOSABLE_MARKER), Ok(()));
+        assert_eq!(
+            account_disposable(AccountFlag::Test, DISPOSABLE_MARKER),
+            Ok(())
+        );
         let refused = plan(
             AccountFlag::Test,
             "Acme Ltd",

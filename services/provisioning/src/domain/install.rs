@@ -160,7 +160,13 @@ mod tests {
     #[test]
     fn pv_01_only_null_is_operational_and_an_unknown_state_is_not() {
         assert!(NodeInstall::read(None).is_operational());
-        for word in ["installing", "install_failed", "copy", "switching", "retired"] {
+        for word in [
+            "installing",
+            "install_failed",
+            "copy",
+            "switching",
+            "retired",
+        ] {
             let read = NodeInstall::read(Some(word));
             assert!(matches!(read, NodeInstall::State(_)), "{word}");
             assert!(!read.is_operational(), "{word}");

@@ -293,7 +293,10 @@ mod tests {
 
     #[test]
     fn pv_52_the_host_address_beats_the_join_address() {
-        let servers = [server("at-join", 1, "203.0.113.6"), server("at-host", 2, "203.0.113.5")];
+        let servers = [
+            server("at-join", 1, "203.0.113.6"),
+            server("at-host", 2, "203.0.113.5"),
+        ];
         assert_eq!(
             adopt(&node(), &servers, "at-host", &[]).map(|s| s.instance_id.as_str()),
             Ok("at-host")
@@ -363,7 +366,11 @@ mod tests {
         let nodes = [managed(1, "203.0.113.1"), container];
         let mut test = server("t", 3, "203.0.113.9");
         test.flag = AccountFlag::Test;
-        let servers = [server("has-node", 1, "203.0.113.1"), server("loose", 1, "203.0.113.2"), test];
+        let servers = [
+            server("has-node", 1, "203.0.113.1"),
+            server("loose", 1, "203.0.113.2"),
+            test,
+        ];
         let listed = inventory(&nodes, &servers);
         assert_eq!(listed.len(), 2);
         assert_eq!(listed[0], Machine::Managed(&nodes[0]));
@@ -377,7 +384,10 @@ mod tests {
             ..managed(1, "203.0.113.1")
         };
         assert_eq!(colour(&Machine::Managed(&old), now()), Colour::Red);
-        assert!(!ubuntu_unsupported("Debian GNU/Linux 12", now().date_naive()));
+        assert!(!ubuntu_unsupported(
+            "Debian GNU/Linux 12",
+            now().date_naive()
+        ));
         let retiring = ManagedNode {
             note: Some(Note {
                 serves: "mail".into(),
@@ -424,7 +434,10 @@ mod tests {
             }),
             ..agentless
         };
-        assert_eq!(colour(&Machine::Managed(&serves_nothing), now()), Colour::Amber);
+        assert_eq!(
+            colour(&Machine::Managed(&serves_nothing), now()),
+            Colour::Amber
+        );
         for state in [InstallState::InstallFailed, InstallState::Retired] {
             let node = ManagedNode {
                 install: NodeInstall::State(state),

@@ -38,7 +38,9 @@ pub enum PlacementRefusal {
     HasContainers { host: i64, count: usize },
     #[error("host {host}'s own agent node {node} is live")]
     HostNodeLive { host: i64, node: NodeId },
-    #[error("host {host} is already linked to live node {linked}; a live link is never re-pointed")]
+    #[error(
+        "host {host} is already linked to live node {linked}; a live link is never re-pointed"
+    )]
     LiveLink { host: i64, linked: NodeId },
     #[error("node {0} names no host")]
     NotPlaced(NodeId),
@@ -107,10 +109,7 @@ pub fn delete(host: &Host, nodes: &[PlacedNode]) -> Result<Host, PlacementRefusa
 }
 
 /// PV-17: the node whose agent runs host-scope work for `container`.
-pub fn route_host_work(
-    container: &PlacedNode,
-    hosts: &[Host],
-) -> Result<NodeId, PlacementRefusal> {
+pub fn route_host_work(container: &PlacedNode, hosts: &[Host]) -> Result<NodeId, PlacementRefusal> {
     let host_id = container
         .host
         .ok_or(PlacementRefusal::NotPlaced(container.id))?;
@@ -152,7 +151,11 @@ mod tests {
         let nodes = [placed(30, Some(3), true), placed(31, Some(3), true)];
         assert_eq!(containers(&host(), &nodes), 1);
         assert!(has_room(&host(), &nodes));
-        let full = [nodes[0].clone(), nodes[1].clone(), placed(32, Some(3), true)];
+        let full = [
+            nodes[0].clone(),
+            nodes[1].clone(),
+            placed(32, Some(3), true),
+        ];
         assert!(!has_room(&host(), &full));
         let closed = Host {
             provisioning_enabled: false,
@@ -196,7 +199,10 @@ mod tests {
                 node: NodeId(30)
             })
         );
-        let gone = delete(&host(), &[placed(30, Some(3), false), placed(31, Some(3), false)]);
+        let gone = delete(
+            &host(),
+            &[placed(30, Some(3), false), placed(31, Some(3), false)],
+        );
         assert!(gone.unwrap().deleted);
     }
 

@@ -153,9 +153,10 @@ impl Api {
     ) -> Result<Value, ProviderError> {
         let url = self.url(path)?;
         let payload = match body {
-            Some(body) => Bytes::from(serde_json::to_vec(body).map_err(|error| {
-                ProviderError::Unusable(format!("request body: {error}"))
-            })?),
+            Some(body) => Bytes::from(
+                serde_json::to_vec(body)
+                    .map_err(|error| ProviderError::Unusable(format!("request body: {error}")))?,
+            ),
             None => Bytes::new(),
         };
         let request = Request::builder()
@@ -240,7 +241,12 @@ impl Api {
     }
 
     /// The wait before try `failures + 1`, or `None` when the error is not retried.
-    pub fn wait_after(&self, error: &ProviderError, failures: u32, retry: Retry) -> Option<Duration> {
+    pub fn wait_after(
+        &self,
+        error: &ProviderError,
+        failures: u32,
+        retry: Retry,
+    ) -> Option<Duration> {
         if failures >= self.limits.attempts {
             return None;
         }
@@ -248,7 +254,11 @@ impl Api {
             (ProviderError::RateLimited { retry_after, .. }, _) => match retry_after {
                 Some(after) if *after > self.limits.longest_wait => None,
                 Some(after) => Some(*after),
-                None => Some(doubling(self.limits.first_wait, failures, self.limits.longest_wait)),
+                None => Some(doubling(
+                    self.limits.first_wait,
+                    failures,
+                    self.limits.longest_wait,
+                )),
             },
             (_, Retry::OnlyRateLimited) => None,
             (error, Retry::Always) if error.is_transient() => Some(doubling(
@@ -332,10 +342,20 @@ mod tests {
             status: 500,
             message: String::new(),
         };
-        assert_eq!(api.wait_after(&limited, 1, Retry::OnlyRateLimited), Some(Duration::from_secs(2)));
+        assert_eq!(
+            api.wait_after(&limited, 1, Retry::OnlyRateLimited),
+            Some(Duration::from_secs(2))
+        );
         assert_eq!(api.wait_after(&server, 1, Retry::OnlyRateLimited), None);
-        assert_eq!(api.wait_after(&server, 2, Retry::Always), Some(Duration::from_secs(1)));
-        assert_eq!(api.wait_after(&server, 5, Retry::Always), None, "five tries at most");
+        assert_eq!(
+            api.wait_after(&server, 2, Retry::Always),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(
+            api.wait_after(&server, 5, Retry::Always),
+            None,
+            "five tries at most"
+        );
         let refused = ProviderError::Refused {
             status: 401,
             message: String::new(),

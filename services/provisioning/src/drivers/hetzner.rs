@@ -21,8 +21,8 @@ use serde_json::{json, Map, Value};
 
 use super::api::{Api, Http, Limits, Retry};
 use super::{
-    address, create_once, shown, text, CloudProvider, CreateInstance, Created, Firewall,
-    Instance, Power, ProviderError, Status, Volume, MAX_PAGES,
+    address, create_once, shown, text, CloudProvider, CreateInstance, Created, Firewall, Instance,
+    Power, ProviderError, Status, Volume, MAX_PAGES,
 };
 
 /// The published base URL.
@@ -92,7 +92,10 @@ pub fn server(value: &Value) -> Result<Instance, ProviderError> {
         ipv6,
         region: text(&value["datacenter"]["location"], "name")?,
         size: text(&value["server_type"], "name")?,
-        image: value["image"]["name"].as_str().unwrap_or_default().to_string(),
+        image: value["image"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
         tags: labels(&value["labels"]),
         created_at: created_at(value)?,
     })
@@ -133,7 +136,12 @@ fn password(answer: &Value) -> Result<SecretString, ProviderError> {
 }
 
 impl Hetzner {
-    pub fn new(base: &str, token: SecretString, http: Http, limits: Limits) -> Result<Hetzner, ProviderError> {
+    pub fn new(
+        base: &str,
+        token: SecretString,
+        http: Http,
+        limits: Limits,
+    ) -> Result<Hetzner, ProviderError> {
         Ok(Hetzner {
             api: Api::new("hetzner", base, token, http, limits, error_words)?,
         })
@@ -167,7 +175,11 @@ impl Hetzner {
     }
 
     async fn servers(&self) -> Result<Vec<Instance>, ProviderError> {
-        self.all("servers", "servers").await?.iter().map(server).collect()
+        self.all("servers", "servers")
+            .await?
+            .iter()
+            .map(server)
+            .collect()
     }
 
     /// The primary IPv4's id of a server (for the swap).
@@ -207,14 +219,19 @@ impl CloudProvider for Hetzner {
                 },
                 || {
                     async move {
-                        let found = self.all(&format!("servers?name={label}"), "servers").await?;
+                        let found = self
+                            .all(&format!("servers?name={label}"), "servers")
+                            .await?;
                         let Some(made) = found.first() else {
                             return Ok(None);
                         };
                         let instance = server(made)?;
                         // The password went with the lost answer: a new one is asked for.
                         let reset = self
-                            .action(&format!("servers/{}/actions/reset_password", instance.id), json!({}))
+                            .action(
+                                &format!("servers/{}/actions/reset_password", instance.id),
+                                json!({}),
+                            )
                             .await?;
                         Ok(Some(Created {
                             instance,
@@ -257,9 +274,11 @@ impl CloudProvider for Hetzner {
                 let mut sizes = Vec::new();
                 for size in &types {
                     let deprecated = !size["deprecation"].is_null() || size["deprecated"] == true;
-                    let priced_here = size["prices"]
-                        .as_array()
-                        .is_some_and(|prices| prices.iter().any(|price| price["location"] == name.as_str()));
+                    let priced_here = size["prices"].as_array().is_some_and(|prices| {
+                        prices
+                            .iter()
+                            .any(|price| price["location"] == name.as_str())
+                    });
                     if deprecated || !priced_here {
                         continue;
                     }
@@ -427,7 +446,10 @@ mod tests {
             tags: vec!["capstan".into()],
             root_password: SecretString::from("unused"),
         };
-        assert!(matches!(create_body(&request), Err(ProviderError::Unusable(_))));
+        assert!(matches!(
+            create_body(&request),
+            Err(ProviderError::Unusable(_))
+        ));
         let swap = CreateInstance {
             disk_encryption: Some(false),
             swap_mb: Some(512),

@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 
 use super::api::{Api, Http, Limits, Retry};
 use super::{
-    address, by_label, create_once, shown, text, CloudProvider, CreateInstance, Created,
-    Firewall, Instance, Power, ProviderError, Status, Volume, MAX_PAGES,
+    address, by_label, create_once, shown, text, CloudProvider, CreateInstance, Created, Firewall,
+    Instance, Power, ProviderError, Status, Volume, MAX_PAGES,
 };
 
 /// The published base URL.
@@ -46,7 +46,12 @@ pub struct Linode {
 }
 
 impl Linode {
-    pub fn new(base: &str, token: SecretString, http: Http, limits: Limits) -> Result<Linode, ProviderError> {
+    pub fn new(
+        base: &str,
+        token: SecretString,
+        http: Http,
+        limits: Limits,
+    ) -> Result<Linode, ProviderError> {
         Ok(Linode {
             api: Api::new("linode", base, token, http, limits, error_words)?,
         })
@@ -163,7 +168,12 @@ impl CloudProvider for Linode {
                     async move {
                         let answer = self
                             .api
-                            .call(Method::POST, "linode/instances", Some(body), Retry::OnlyRateLimited)
+                            .call(
+                                Method::POST,
+                                "linode/instances",
+                                Some(body),
+                                Retry::OnlyRateLimited,
+                            )
                             .await?;
                         Ok(Created {
                             instance: instance(&answer)?,
@@ -224,7 +234,10 @@ impl CloudProvider for Linode {
             };
             let mut offer = Vec::new();
             for region in &regions {
-                if region["status"].as_str().is_some_and(|status| status != "ok") {
+                if region["status"]
+                    .as_str()
+                    .is_some_and(|status| status != "ok")
+                {
                     continue;
                 }
                 let id = text(region, "id")?;
@@ -392,10 +405,16 @@ mod tests {
         assert_eq!(read.id, "123");
         assert_eq!(read.status, Status::Running);
         assert_eq!(read.ipv4.len(), 2);
-        assert_eq!(read.ipv6, vec!["2001:db8::f03c:91ff:fe24:3a2f".parse::<IpAddr>().unwrap()]);
+        assert_eq!(
+            read.ipv6,
+            vec!["2001:db8::f03c:91ff:fe24:3a2f".parse::<IpAddr>().unwrap()]
+        );
         assert_eq!(read.created_at.to_rfc3339(), "2026-12-01T10:00:00+00:00");
         let broken = json!({"id": 1, "status": "running"});
-        assert!(matches!(instance(&broken), Err(ProviderError::BadAnswer(_))));
+        assert!(matches!(
+            instance(&broken),
+            Err(ProviderError::BadAnswer(_))
+        ));
     }
 
     #[test]
@@ -426,7 +445,10 @@ mod tests {
         request.disk_encryption = Some(false);
         request.swap_mb = Some(0);
         let body = create_body(&request);
-        assert_eq!((body["disk_encryption"].as_str(), body["swap_size"].as_u64()), (Some("disabled"), Some(0)));
+        assert_eq!(
+            (body["disk_encryption"].as_str(), body["swap_size"].as_u64()),
+            (Some("disabled"), Some(0))
+        );
         assert!(!format!("{request:?}").contains("pw-123"));
     }
 }

@@ -153,7 +153,9 @@ impl std::fmt::Debug for CreateInstance {
     }
 }
 
-/// A made instance and the root password it has (the one given, or the provider's).
+/// A made instance and the root password it has (the one given, or the provider's); its
+/// `Debug` never shows the password (`SecretString`'s own).
+#[derive(Debug)]
 pub struct Created {
     pub instance: Instance,
     pub root_password: SecretString,
@@ -190,11 +192,8 @@ pub trait CloudProvider: Send + Sync {
     fn firewalls(&self) -> BoxFuture<'_, Result<Vec<Firewall>, ProviderError>>;
     /// Declared for the copy work (PV-36): the public IPv4 addresses of two instances in one
     /// region swapped, both at once.
-    fn swap_addresses(
-        &self,
-        first: &str,
-        second: &str,
-    ) -> BoxFuture<'_, Result<(), ProviderError>>;
+    fn swap_addresses(&self, first: &str, second: &str)
+        -> BoxFuture<'_, Result<(), ProviderError>>;
 }
 
 /// The most pages one listing reads (a provider that never says "last page" is cut off).
@@ -212,7 +211,10 @@ pub fn text(value: &serde_json::Value, field: &str) -> Result<String, ProviderEr
     match &value[field] {
         serde_json::Value::String(text) => Ok(text.clone()),
         serde_json::Value::Number(number) => Ok(number.to_string()),
-        _ => Err(ProviderError::BadAnswer(format!("no {field:?} in {}", shown(value)))),
+        _ => Err(ProviderError::BadAnswer(format!(
+            "no {field:?} in {}",
+            shown(value)
+        ))),
     }
 }
 

@@ -107,8 +107,15 @@ mod tests {
         let mut damaged = sealed.clone();
         let last = damaged.len() - 1;
         damaged[last] ^= 1;
-        assert_eq!(sealer.open(3, &damaged).unwrap_err(), SealError::DoesNotOpen);
-        assert_ne!(sealer.seal(3, &token).unwrap(), sealed, "a fresh nonce each time");
+        assert_eq!(
+            sealer.open(3, &damaged).unwrap_err(),
+            SealError::DoesNotOpen
+        );
+        assert_ne!(
+            sealer.seal(3, &token).unwrap(),
+            sealed,
+            "a fresh nonce each time"
+        );
         assert_eq!(Sealer::new(None).seal(3, &token), Err(SealError::NoKey));
         assert!(!format!("{sealer:?}").contains('7'));
     }
