@@ -35,8 +35,6 @@ pub struct AccountView {
     pub provider: CloudProvider,
     pub label: String,
     pub flag: AccountFlag,
-    /// The token's last four characters, for telling two accounts apart; never more.
-    pub token_hint: String,
     pub created_at: DateTime<Utc>,
     pub created_by: String,
 }

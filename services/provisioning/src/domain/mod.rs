@@ -1,6 +1,7 @@
 //! The provisioning service's rules, without I/O: time is passed in, nothing here reads a
 //! clock, a database, a provider or the bus. What lives where:
 //!
+//! * `accounts.rs` — a cloud account as an operator adds it (PV-12, PV-58).
 //! * `install.rs` — a node's install state and whether it is operational (PV-01); a
 //!   provision's steps and their transitions, `install_failed` with its reason and Retry (PV-02).
 //! * `offer.rs` — a size not sold in the region is refused before anything is made, naming the
@@ -14,6 +15,7 @@
 //!
 //! Every number the spec leaves unvalued is a named constant in the file of its rule.
 
+pub mod accounts;
 pub mod approval;
 pub mod cleanup;
 pub mod install;

@@ -266,3 +266,49 @@ pub async fn create_once<'a>(
 pub fn by_label<'a>(instances: &'a [Instance], label: &str) -> Option<&'a Instance> {
     instances.iter().find(|instance| instance.label == label)
 }
+
+/// Makes the driver of an account: its provider's base URL (a setting), the shared client and
+/// the calls' bounds.
+#[derive(Clone)]
+pub struct Providers {
+    pub linode_base_url: String,
+    pub hetzner_base_url: String,
+    pub limits: api::Limits,
+    pub http: api::Http,
+}
+
+impl std::fmt::Debug for Providers {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Providers")
+            .field("linode_base_url", &self.linode_base_url)
+            .field("hetzner_base_url", &self.hetzner_base_url)
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+impl Providers {
+    /// The driver of one account, with its opened token.
+    pub fn driver(
+        &self,
+        provider: capstan_events::provisioning::CloudProvider,
+        token: SecretString,
+    ) -> Result<Box<dyn CloudProvider>, ProviderError> {
+        use capstan_events::provisioning::CloudProvider as Which;
+        Ok(match provider {
+            Which::Linode => Box::new(linode::Linode::new(
+                &self.linode_base_url,
+                token,
+                self.http.clone(),
+                self.limits,
+            )?),
+            Which::Hetzner => Box::new(hetzner::Hetzner::new(
+                &self.hetzner_base_url,
+                token,
+                self.http.clone(),
+                self.limits,
+            )?),
+        })
+    }
+}
