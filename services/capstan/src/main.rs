@@ -133,8 +133,8 @@ fn runner(domain: Domain) -> Run {
         Domain::Monitor => |s, own, t| Box::pin(capstan_monitor::run(s, own.monitor.clone(), t)),
         Domain::Backups => |s, own, t| Box::pin(capstan_backups::run(s, own.backups.clone(), t)),
         Domain::Rollouts => |s, _, t| Box::pin(capstan_rollouts::run(s, t)),
-        Domain::Provisioning => |s, own, t| {
-            Box::pin(capstan_provisioning::run(s, own.provisioning.clone(), t))
+        Domain::Provisioning => {
+            |s, own, t| Box::pin(capstan_provisioning::run(s, own.provisioning.clone(), t))
         }
         Domain::Dns => |s, _, t| Box::pin(capstan_dns::run(s, t)),
         Domain::Billing => |s, _, t| Box::pin(capstan_billing::run(s, t)),
