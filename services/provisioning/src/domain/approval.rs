@@ -401,7 +401,7 @@ mod tests {
             ..join()
         };
         assert_eq!(
-            verdict(&host_join, &[host.clone()], &running(), &[]),
+            verdict(&host_join, std::slice::from_ref(&host), &running(), &[]),
             Verdict::Approve { provision_id: 5 }
         );
         assert!(matches!(

@@ -146,6 +146,7 @@ fn with_server(
     }
 }
 
+/// The servers, or the account's other answers.
 pub fn answer(asked: &Asked, world: &mut World) -> Answer {
     let segments = asked.segments();
     let id = |index: usize| -> Option<u64> { segments.get(index)?.parse().ok() };
@@ -204,6 +205,15 @@ pub fn answer(asked: &Asked, world: &mut World) -> Answer {
                 _ => not_found(),
             })
         }
+        _ => account(asked, world),
+    }
+}
+
+/// The account's other answers: the locations, server types, volumes and firewalls.
+fn account(asked: &Asked, world: &mut World) -> Answer {
+    let segments = asked.segments();
+    let id = |index: usize| -> Option<u64> { segments.get(index)?.parse().ok() };
+    match (asked.method.as_str(), segments.as_slice()) {
         ("GET", ["locations"]) => {
             let rows = world
                 .regions

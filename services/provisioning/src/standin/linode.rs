@@ -103,6 +103,7 @@ fn create(asked: &Asked, world: &mut World) -> Answer {
     (200, instance(&server, false))
 }
 
+/// The instances, or the account's other answers.
 pub fn answer(asked: &Asked, world: &mut World) -> Answer {
     let segments = asked.segments();
     let id = |index: usize| -> Option<u64> { segments.get(index)?.parse().ok() };
@@ -146,6 +147,14 @@ pub fn answer(asked: &Asked, world: &mut World) -> Answer {
                 None => not_found(),
             }
         }
+        _ => account(asked, world),
+    }
+}
+
+/// The regions and the sizes each sells, or the account's other answers.
+fn account(asked: &Asked, world: &mut World) -> Answer {
+    let segments = asked.segments();
+    match (asked.method.as_str(), segments.as_slice()) {
         ("GET", ["regions"]) => {
             let rows = world.regions.iter().map(|(name, _)| json!({"id": name, "status": "ok", "capabilities": ["Linodes", "Disk Encryption"]})).collect();
             paged(asked, world, rows)
@@ -177,6 +186,15 @@ pub fn answer(asked: &Asked, world: &mut World) -> Answer {
             let rows = names.iter().map(|name| json!({"id": name, "vcpus": 1, "memory": 1024, "disk": 25600, "class": "standard"})).collect();
             paged(asked, world, rows)
         }
+        _ => networking(asked, world),
+    }
+}
+
+/// Addresses, the account, volumes and firewalls.
+fn networking(asked: &Asked, world: &mut World) -> Answer {
+    let segments = asked.segments();
+    let id = |index: usize| -> Option<u64> { segments.get(index)?.parse().ok() };
+    match (asked.method.as_str(), segments.as_slice()) {
         ("PUT", ["networking", "ips", address]) => {
             let rdns = asked.body["rdns"].as_str().map(str::to_string);
             match world.servers.iter_mut().find(|server| {
