@@ -1,14 +1,13 @@
 //! Request meters (PROTOCOL.md "Limits") on `governor`, and the network a source address is
 //! counted as. The clock is passed in, so the rules are tested without waiting.
 
-use governor::clock::{Clock, MonotonicClock};
+use governor::clock::{Clock, MonotonicClock, Reference};
 use governor::middleware::NoOpMiddleware;
 use governor::nanos::Nanos;
-use governor::state::keyed::ShrinkableKeyedStateStore;
 use governor::state::StateStore;
 use governor::{Quota, RateLimiter};
 use std::num::NonZeroU32;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::{collections::HashMap, hash::Hash, net::IpAddr, time::Duration};
 
 /// The network a request from `address` is counted against: an IPv4 address alone, an IPv6
@@ -34,7 +33,12 @@ pub fn source_network(address: &str) -> String {
 /// with governor's `FakeRelativeClock` without waiting.
 pub struct Meters<K: Hash + Eq + Clone, C: Clock = MonotonicClock> {
     limiter: RateLimiter<Asked<K>, Arrivals<K>, C, NoOpMiddleware<C::Instant>>,
+    /// The limiter's map, for pruning and counting.
+    arrivals: Arrivals<K>,
     clock: C,
+    /// The clock when the meters were made: governor's times are counted from then (read just
+    /// before the limiter reads its own, so at most a few nanoseconds early).
+    start: C::Instant,
 }
 
 /// A key as the meters are asked about it: to count a request, or only to look.
@@ -44,12 +48,12 @@ struct Asked<K> {
     counts: bool,
 }
 
-/// Governor's state per key (its "theoretical arrival time"), written only when a request is
-/// counted: a look runs the same decision on the stored state and leaves it as it was.
+/// Governor's state per key (its "theoretical arrival time", counted from the meters'
+/// start), written only when a request is counted: a look runs the same decision on the stored
+/// state and leaves it as it was.
+#[derive(Clone)]
 struct Arrivals<K> {
-    arrivals: Mutex<HashMap<K, Nanos>>,
-    /// One request's share of the minute: a key whose next arrival is not after `now` is full.
-    interval: Nanos,
+    arrivals: Arc<Mutex<HashMap<K, Nanos>>>,
 }
 
 impl<K> Arrivals<K> {
@@ -75,23 +79,6 @@ impl<K: Hash + Eq + Clone> StateStore for Arrivals<K> {
     }
 }
 
-impl<K: Hash + Eq + Clone> ShrinkableKeyedStateStore<Asked<K>> for Arrivals<K> {
-    /// Governor asks to drop what is older than one interval before now; a meter is already
-    /// full (as good as forgotten) once its next arrival is not after now, so that is the rule.
-    fn retain_recent(&self, drop_below: Nanos) {
-        let now = drop_below + self.interval;
-        self.map().retain(|_, next| *next > now);
-    }
-
-    fn len(&self) -> usize {
-        self.map().len()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.map().is_empty()
-    }
-}
-
 impl<K: Hash + Eq + Clone> Meters<K> {
     /// Meters on the monotonic clock. `per_minute` 0, which the settings refuse, counts as 1.
     pub fn new(per_minute: u32) -> Meters<K> {
@@ -103,12 +90,14 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> Meters<K, C> {
     pub fn with_clock(per_minute: u32, clock: C) -> Meters<K, C> {
         let quota = Quota::per_minute(NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN));
         let arrivals = Arrivals {
-            arrivals: Mutex::new(HashMap::new()),
-            interval: quota.replenish_interval().into(),
+            arrivals: Arc::new(Mutex::new(HashMap::new())),
         };
+        let start = clock.now();
         Meters {
-            limiter: RateLimiter::new(quota, arrivals, clock.clone()),
+            limiter: RateLimiter::new(quota, arrivals.clone(), clock.clone()),
+            arrivals,
             clock,
+            start,
         }
     }
 
@@ -136,15 +125,19 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> Meters<K, C> {
         self.ask(key, true)
     }
 
-    /// Forgets meters that are full again, so the map does not grow forever.
+    /// Forgets meters that are full again (the next arrival is not after now: as good as never
+    /// counted), so the map does not grow forever. Governor's own `retain_recent` keeps a key
+    /// one interval longer than that.
     pub fn prune(&self) {
-        self.limiter.retain_recent();
-        self.limiter.shrink_to_fit();
+        let now = self.clock.now().duration_since(self.start);
+        let mut arrivals = self.arrivals.map();
+        arrivals.retain(|_, next| *next > now);
+        arrivals.shrink_to_fit();
     }
 
     /// How many keys have a meter that is not full (or was not when last pruned).
     pub fn tracked(&self) -> usize {
-        self.limiter.len()
+        self.arrivals.map().len()
     }
 }
 
