@@ -368,7 +368,13 @@ pub fn routes(server: RpcServer, state: State, bus: capstan_bus::Bus) -> RpcServ
         .route_on_every_replica({
             let state = state.clone();
             move |request: capstan_events::agent_channel::rpc::ReleasePoll| {
-                edge::release_poll(state.clone(), request)
+                let answer = edge::release_poll(state.clone(), request);
+                async move {
+                    use capstan_bus::IntoRpcError as _;
+                    answer
+                        .await
+                        .map_err(|error| error.into_rpc_error(crate::DOMAIN))
+                }
             }
         })
         .route_with_state(&state, edge::hand_back)
