@@ -6,13 +6,11 @@
 //! incidents (IN-11) in the same transaction.
 
 use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
-use capstan_events::agent_channel::{
-    NodeApproved, NodeDisconnected, NodeLeft, NodeReported, NodesSeen, PlacementChanged,
-};
+use capstan_events::agent_channel::{NodeReported, NodesSeen};
 use capstan_events::conditions::ConditionChanged;
 use capstan_events::gateway::OperatorChanged;
 use capstan_events::{Domain, Envelope};
-use capstan_runtime::{read_as, retry, Apply};
+use capstan_runtime::{read_as, retry, Apply, NodeEvent};
 use capstan_store::{PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
@@ -54,12 +52,10 @@ pub(crate) struct Events {
 
 /// The events this service reads (jobs and joins are not this service's).
 pub(crate) enum Heard {
-    NodeApproved(Envelope<NodeApproved>),
-    NodeLeft(Envelope<NodeLeft>),
-    NodeDisconnected(Envelope<NodeDisconnected>),
+    /// The kit's node projection (approved, reported, placed, left, disconnected), to which
+    /// this service adds its own facts.
+    Node(NodeEvent),
     NodesSeen(Envelope<NodesSeen>),
-    NodeReported(Envelope<NodeReported>),
-    PlacementChanged(Envelope<PlacementChanged>),
     OperatorChanged(Envelope<OperatorChanged>),
     /// Any service's condition (`capstan.conditions.<domain>.<name>`).
     Condition(ConditionChanged),
@@ -69,12 +65,8 @@ impl Apply for Events {
     type Message = Heard;
 
     fn read(&self, delivery: &Delivery) -> Option<Result<Heard, HandlerError>> {
-        read_as(delivery, Heard::NodeApproved)
-            .or_else(|| read_as(delivery, Heard::NodeLeft))
-            .or_else(|| read_as(delivery, Heard::NodeDisconnected))
+        NodeEvent::read(delivery, Heard::Node)
             .or_else(|| read_as(delivery, Heard::NodesSeen))
-            .or_else(|| read_as(delivery, Heard::NodeReported))
-            .or_else(|| read_as(delivery, Heard::PlacementChanged))
             .or_else(|| read_as(delivery, Heard::OperatorChanged))
             .or_else(|| read_condition(delivery))
     }
@@ -87,43 +79,15 @@ impl Apply for Events {
     ) -> BoxFuture<'c, Result<(), HandlerError>> {
         Box::pin(async move {
             match heard {
-                Heard::NodeApproved(approved) => {
-                    let data = &approved.data;
-                    projections::node_paired(
-                        connection,
-                        data.node_id,
-                        &data.name,
-                        data.container.as_deref(),
-                        approved.time,
-                    )
-                    .await
-                    .map_err(retry)
-                }
-                Heard::NodeLeft(left) => projections::node_unpaired(connection, left.data.node_id)
-                    .await
-                    .map_err(retry),
-                Heard::NodeDisconnected(disconnected) => {
-                    projections::node_unpaired(connection, disconnected.data.node_id)
-                        .await
-                        .map_err(retry)
+                Heard::Node(event) => {
+                    event.apply(connection).await.map_err(retry)?;
+                    node_event(connection, &event, self.mail_enabled).await
                 }
                 Heard::NodesSeen(seen) => {
                     projections::checkins(connection, seen.data.as_of, &seen.data.seen)
                         .await
                         .map_err(retry)
                 }
-                Heard::NodeReported(reported) => {
-                    node_reported(connection, &reported.data, reported.time, self.mail_enabled)
-                        .await
-                }
-                Heard::PlacementChanged(changed) => projections::placed(
-                    connection,
-                    changed.data.node_id,
-                    changed.data.host_node_id,
-                    changed.time,
-                )
-                .await
-                .map_err(retry),
                 Heard::OperatorChanged(changed) => projections::operator(connection, &changed.data)
                     .await
                     .map_err(retry),
@@ -132,6 +96,40 @@ impl Apply for Events {
                     .map_err(retry),
             }
         })
+    }
+}
+
+/// What this service adds to the kit's node projection for `event` (already applied).
+async fn node_event(
+    connection: &mut PgConnection,
+    event: &NodeEvent,
+    mail_enabled: bool,
+) -> Result<(), HandlerError> {
+    match event {
+        NodeEvent::Approved(approved) => {
+            projections::node_paired(connection, approved.data.node_id, approved.time)
+                .await
+                .map_err(retry)
+        }
+        NodeEvent::Left(left) => projections::node_unpaired(connection, left.data.node_id)
+            .await
+            .map_err(retry),
+        NodeEvent::Disconnected(disconnected) => {
+            projections::node_unpaired(connection, disconnected.data.node_id)
+                .await
+                .map_err(retry)
+        }
+        NodeEvent::Reported(reported) => {
+            node_reported(connection, &reported.data, reported.time, mail_enabled).await
+        }
+        NodeEvent::Placed(placed) => projections::placed_unknown(
+            connection,
+            placed.data.node_id,
+            placed.data.host_node_id,
+            placed.time,
+        )
+        .await
+        .map_err(retry),
     }
 }
 
