@@ -300,4 +300,112 @@ mod tests {
         other.envelope.event_type = "capstan.monitor.site_down".into();
         assert!(read_condition(&other).is_none());
     }
+
+    /// The agent channel's `event` as the consumer hears it, applied in one transaction.
+    async fn hear<M: capstan_events::Message>(store: &capstan_store::Store, event: Envelope<M>) {
+        let delivery = Delivery {
+            envelope: event.into_raw(),
+            subject: format!("capstan.events.agent_channel.{}", M::event_type()),
+            delivered: 1,
+        };
+        let events = Events {
+            mail_enabled: false,
+        };
+        let heard = events.read(&delivery).expect("heard").expect("read");
+        let mut transaction = store.begin().await.unwrap();
+        events
+            .apply(&mut transaction, heard, &delivery)
+            .await
+            .unwrap();
+        transaction.commit().await.unwrap();
+    }
+
+    fn approved(node: i64) -> capstan_events::agent_channel::NodeApproved {
+        capstan_events::agent_channel::NodeApproved {
+            request_id: uuid::Uuid::now_v7(),
+            node_id: node,
+            name: format!("web-{node}"),
+            fingerprint: format!("SHA256:{node}"),
+            addresses: vec!["203.0.113.7".into()],
+            site_root: None,
+            container: Some(format!("site-{node}")),
+            approved_by: "ops".into(),
+        }
+    }
+
+    // Incidents on the kit's node projection: an approval pairs the node in the kit's words and
+    // starts its pairing time here; a report of a node never heard approved, and a placement
+    // heard first, still make its row (recipes, Docker host), as before the kit; leaving ends
+    // the pairing (agent_silent has nothing to count from) and keeps the row and its name.
+    #[tokio::test]
+    async fn node_events_write_the_kits_projection_and_what_incidents_adds() {
+        use capstan_events::agent_channel::{NodeLeft, PlacementChanged};
+        let database = capstan_store::testsuite::TestDatabase::create().await;
+        let store = capstan_store::Store::connect(database.url(), "incidents", 2)
+            .await
+            .unwrap();
+        store.migrate(&crate::MIGRATOR).await.unwrap();
+
+        let mut approval = Envelope::new(approved(7), None);
+        // A time the database keeps exactly (it keeps microseconds).
+        let paired_at = chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 12, 7, 12, 0, 0).unwrap();
+        approval.time = paired_at;
+        hear(&store, approval).await;
+        let mut connection = store.acquire().await.unwrap();
+        let kit = capstan_store::nodes::node(&mut connection, 7)
+            .await
+            .unwrap()
+            .expect("the kit's row");
+        assert!(kit.paired);
+        assert_eq!(kit.name, "web-7");
+        assert_eq!(kit.fingerprint, "SHA256:7");
+        let facts = store::node(&mut connection, 7).await.unwrap().unwrap();
+        assert_eq!(facts.paired_at, Some(paired_at));
+        assert_eq!(store::node_names(&mut connection).await.unwrap()[&7], "web-7");
+
+        let report = NodeReported {
+            node_id: 9,
+            agent_version: "1.4.0".into(),
+            vocabulary: vec!["check_status".into()],
+            facts: serde_json::json!({"recipes": [{"name": "fail2ban"}]}),
+            site_root: None,
+        };
+        hear(&store, Envelope::new(report, None)).await;
+        let facts = store::node(&mut connection, 9)
+            .await
+            .unwrap()
+            .expect("a report makes the row");
+        assert_eq!(facts.recipes, vec!["fail2ban"]);
+        assert_eq!(facts.paired_at, None);
+
+        let placed = PlacementChanged {
+            node_id: 11,
+            host_node_id: Some(7),
+        };
+        hear(&store, Envelope::new(placed, None)).await;
+        let facts = store::node(&mut connection, 11)
+            .await
+            .unwrap()
+            .expect("a placement makes the row");
+        assert_eq!(facts.docker_host, Some(7));
+        assert_eq!(
+            capstan_store::nodes::placed_on(&mut connection, 7)
+                .await
+                .unwrap(),
+            vec![11]
+        );
+
+        let left = NodeLeft {
+            node_id: 7,
+            fingerprint: "SHA256:7".into(),
+            left_at: Utc::now(),
+        };
+        hear(&store, Envelope::new(left, None)).await;
+        assert!(!capstan_store::nodes::is_paired(&mut connection, 7)
+            .await
+            .unwrap());
+        let facts = store::node(&mut connection, 7).await.unwrap().unwrap();
+        assert_eq!(facts.paired_at, None, "no agent to be silent");
+        assert_eq!(store::node_names(&mut connection).await.unwrap()[&7], "web-7");
+    }
 }
