@@ -333,9 +333,7 @@ pub async fn create_job(
     asker: &Asker<'_>,
 ) -> Result<JobRow, ServiceError> {
     if let Some(key) = asker.idempotency_key {
-        if let Some(existing) = store::job_by_key(connection, key)
-            .await?
-        {
+        if let Some(existing) = store::job_by_key(connection, key).await? {
             return Ok(existing);
         }
     }
@@ -357,9 +355,7 @@ pub async fn create_job(
         state: JobState::Pending,
         reason: None,
     };
-    let job = match store::insert_job(connection, &new)
-        .await?
-    {
+    let job = match store::insert_job(connection, &new).await? {
         Some(job) => job,
         // Another transaction made it with the same key a moment ago.
         None => store::job_by_key(connection, asker.idempotency_key.unwrap_or_default())
@@ -375,8 +371,7 @@ pub async fn create_job(
         requested_by: job.requested_by.clone(),
         correlation_id: job.correlation_id,
     };
-    emit(connection, queued, format!("job/{}", job.id))
-        .await?;
+    emit(connection, queued, format!("job/{}", job.id)).await?;
     metrics::counter!("capstan_agent_jobs_queued_total").increment(1);
     Ok(job)
 }

@@ -361,7 +361,10 @@ mod tests {
         assert_eq!(kit.fingerprint, "SHA256:7");
         let facts = store::node(&mut connection, 7).await.unwrap().unwrap();
         assert_eq!(facts.paired_at, Some(paired_at));
-        assert_eq!(store::node_names(&mut connection).await.unwrap()[&7], "web-7");
+        assert_eq!(
+            store::node_names(&mut connection).await.unwrap()[&7],
+            "web-7"
+        );
 
         let report = NodeReported {
             node_id: 9,
@@ -406,6 +409,9 @@ mod tests {
             .unwrap());
         let facts = store::node(&mut connection, 7).await.unwrap().unwrap();
         assert_eq!(facts.paired_at, None, "no agent to be silent");
-        assert_eq!(store::node_names(&mut connection).await.unwrap()[&7], "web-7");
+        assert_eq!(
+            store::node_names(&mut connection).await.unwrap()[&7],
+            "web-7"
+        );
     }
 }

@@ -126,11 +126,8 @@ pub async fn list(state: State, request: ListIncidents) -> Answer<Incidents> {
         request.source.as_deref(),
         request.happening,
     )
-    .await
-    ?;
-    let names = store::node_names(&mut connection)
-        .await
-        ?;
+    .await?;
+    let names = store::node_names(&mut connection).await?;
     let all_counts = view_counts(stored.iter().map(|stored| &stored.incident), now);
     let mut incidents = Vec::new();
     for one in stored
@@ -153,8 +150,7 @@ async fn found(
     lock: bool,
 ) -> Answer<StoredIncident> {
     store::incident(connection, id, lock)
-        .await
-        ?
+        .await?
         .ok_or_else(|| not_found(format!("no incident {id}")))
 }
 
@@ -164,26 +160,19 @@ async fn detail(connection: &mut PoolConnection<Postgres>, id: i64) -> Answer<In
     let names = store::node_names(connection).await?;
     let group = group_id(connection, &stored).await?;
     let timeline = acts::timeline(connection, id)
-        .await
-        ?
+        .await?
         .into_iter()
         .map(|(at, kind, by, triage, note)| {
             Ok(TimelineView {
                 at,
                 kind,
                 by: by.unwrap_or_else(|| "reconciler".to_string()),
-                triage: triage
-                    .as_deref()
-                    .map(store::triage)
-                    .transpose()
-                    ?,
+                triage: triage.as_deref().map(store::triage).transpose()?,
                 note,
             })
         })
         .collect::<Answer<Vec<_>>>()?;
-    let rows = signals::of_incident(connection, id)
-        .await
-        ?;
+    let rows = signals::of_incident(connection, id).await?;
     let ids: Vec<i64> = rows.iter().map(|row| row.id).filter(|id| *id > 0).collect();
     let mut log = attempt_log(connection, &ids).await?;
     let signals = rows
@@ -216,8 +205,7 @@ async fn detail(connection: &mut PoolConnection<Postgres>, id: i64) -> Answer<In
             stored.incident.node_id,
             &stored.incident.source.to_string(),
         )
-        .await
-        ?
+        .await?
         .iter()
         .map(|inner| view(inner, &names, Some(id), now))
         .collect()
@@ -238,10 +226,7 @@ async fn attempt_log(
     deliveries: &[i64],
 ) -> Answer<HashMap<i64, Vec<AttemptView>>> {
     let mut log: HashMap<i64, Vec<AttemptView>> = HashMap::new();
-    for (delivery, at, ok, said) in signals::attempts(connection, deliveries)
-        .await
-        ?
-    {
+    for (delivery, at, ok, said) in signals::attempts(connection, deliveries).await? {
         log.entry(delivery).or_default().push(AttemptView {
             at,
             ok,
@@ -286,9 +271,7 @@ pub async fn triage_incident(state: State, request: TriageIncident) -> Answer<Tr
         .await?;
     let mut connection = connection(&state).await?;
     let after = found(&mut connection, request.id, false).await?;
-    let names = store::node_names(&mut connection)
-        .await
-        ?;
+    let names = store::node_names(&mut connection).await?;
     let group = group_id(&mut connection, &after).await?;
     Ok(Triaged {
         incident: view(&after, &names, group, Utc::now()),
@@ -325,9 +308,7 @@ pub async fn header(state: State, request: HeaderRequest) -> Answer<Header> {
         .actor
         .require(Level::Read, "reading the header line")?;
     let mut connection = connection(&state).await?;
-    let stored = store::listed(&mut connection, None, None, None)
-        .await
-        ?;
+    let stored = store::listed(&mut connection, None, None, None).await?;
     let now = Utc::now();
     let line = header_line(stored.iter().map(|stored| &stored.incident), 0, now);
     Ok(match line {
@@ -389,25 +370,19 @@ pub async fn create_silence(state: State, request: CreateSilence) -> Answer<Sile
     .map_err(RpcError::from)?;
     let mut connection = connection(&state).await?;
     if store::node(&mut connection, request.node_id)
-        .await
-        ?
+        .await?
         .is_none()
     {
         return Err(not_found(format!("no node {}", request.node_id)));
     }
-    let row = acts::create_silence(&mut connection, &silence, now)
-        .await
-        ?;
+    let row = acts::create_silence(&mut connection, &silence, now).await?;
     Ok(silence_view(row, now))
 }
 
 pub async fn delete_silence(state: State, DeleteSilence(request): DeleteSilence) -> Answer<Done> {
     request.actor.require(Level::Change, "ending a silence")?;
     let mut connection = connection(&state).await?;
-    if !acts::delete_silence(&mut connection, request.id, Utc::now())
-        .await
-        ?
-    {
+    if !acts::delete_silence(&mut connection, request.id, Utc::now()).await? {
         return Err(not_found(format!("no silence {}", request.id)));
     }
     Ok(Done {})
@@ -464,8 +439,7 @@ pub async fn create_webhook(state: State, request: CreateWebhook) -> Answer<Webh
         &request.actor.name,
         Utc::now(),
     )
-    .await
-    ?;
+    .await?;
     Ok(WebhookCreated {
         webhook: webhook_view(row)?,
         secret: secret.reveal(),
@@ -475,10 +449,7 @@ pub async fn create_webhook(state: State, request: CreateWebhook) -> Answer<Webh
 pub async fn delete_webhook(state: State, DeleteWebhook(request): DeleteWebhook) -> Answer<Done> {
     request.actor.require(Level::Admin, "deleting a webhook")?;
     let mut connection = connection(&state).await?;
-    if !acts::delete_webhook(&mut connection, request.id, Utc::now())
-        .await
-        ?
-    {
+    if !acts::delete_webhook(&mut connection, request.id, Utc::now()).await? {
         return Err(not_found(format!("no webhook {}", request.id)));
     }
     Ok(Done {})
@@ -492,9 +463,7 @@ pub async fn get_notifications(
         .actor
         .require(Level::Read, "reading mail preferences")?;
     let mut connection = connection(&state).await?;
-    let preferences = acts::mail_preferences(&mut connection, request.operator_id)
-        .await
-        ?;
+    let preferences = acts::mail_preferences(&mut connection, request.operator_id).await?;
     Ok(MailView {
         email_warning: preferences.email_warning,
         email_critical: preferences.email_critical,
@@ -510,9 +479,7 @@ pub async fn set_notifications(state: State, request: SetNotifications) -> Answe
         email_warning: request.preferences.email_warning,
         email_critical: request.preferences.email_critical,
     };
-    acts::set_mail_preferences(&mut connection, request.operator_id, preferences)
-        .await
-        ?;
+    acts::set_mail_preferences(&mut connection, request.operator_id, preferences).await?;
     Ok(request.preferences)
 }
 
@@ -522,9 +489,7 @@ pub const BELL_LIMIT: i64 = 50;
 pub async fn bell(state: State, BellRequest(request): BellRequest) -> Answer<Bell> {
     request.actor.require(Level::Read, "reading the bell")?;
     let mut connection = connection(&state).await?;
-    let rows = signals::bell(&mut connection, request.operator_id, BELL_LIMIT)
-        .await
-        ?;
+    let rows = signals::bell(&mut connection, request.operator_id, BELL_LIMIT).await?;
     let items = rows
         .into_iter()
         .map(|row| {
@@ -558,10 +523,7 @@ pub async fn set_alerts(state: State, request: SetAlerts) -> Answer<Done> {
         }
     };
     let mut connection = connection(&state).await?;
-    if !acts::set_alerts(&mut connection, request.node_id, alerts)
-        .await
-        ?
-    {
+    if !acts::set_alerts(&mut connection, request.node_id, alerts).await? {
         return Err(not_found(format!("no node {}", request.node_id)));
     }
     Ok(Done {})
@@ -583,8 +545,7 @@ pub async fn webhook_deliveries(
         &mut connection,
         i64::from(request.limit.clamp(1, DELIVERY_LOG_LIMIT)),
     )
-    .await
-    ?;
+    .await?;
     let ids: Vec<i64> = rows.iter().map(|row| row.id).collect();
     let mut log = attempt_log(&mut connection, &ids).await?;
     Ok(WebhookDeliveries {

@@ -46,7 +46,12 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
     server
         .route_with_body(move |request: PublishRelease, body: Bytes| {
             let state = publishing.clone();
-            async move { Ok((answered(publish(&state, request, &body).await)?, Bytes::new())) }
+            async move {
+                Ok((
+                    answered(publish(&state, request, &body).await)?,
+                    Bytes::new(),
+                ))
+            }
         })
         .route_with_state(&state, list)
         .route_with_body(move |request: ArtifactRequest, _body: Bytes| {
@@ -164,7 +169,9 @@ async fn publish(state: &State, request: PublishRelease, body: &[u8]) -> Answer<
         .iter()
         .find(|row| row.version == version)
         .map(|row| view(row, Some(row.sequence) == highest))
-        .ok_or_else(|| RpcError::new(ErrorCode::Internal, "the release just stored is not there"))?)
+        .ok_or_else(|| {
+            RpcError::new(ErrorCode::Internal, "the release just stored is not there")
+        })?)
 }
 
 async fn list(state: State, request: ListReleases) -> Answer<Releases> {

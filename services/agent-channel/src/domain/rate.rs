@@ -171,7 +171,11 @@ mod tests {
         }
         let wait = buckets.check(&"10.0.0.1").unwrap_err();
         assert_eq!(wait, Duration::from_secs(1), "two tokens a second refill");
-        assert_eq!(buckets.take(&"10.0.0.1"), Err(wait), "a refused take counts nothing");
+        assert_eq!(
+            buckets.take(&"10.0.0.1"),
+            Err(wait),
+            "a refused take counts nothing"
+        );
         clock.advance(Duration::from_millis(600));
         assert!(buckets.check(&"10.0.0.1").is_ok());
     }

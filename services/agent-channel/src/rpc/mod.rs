@@ -78,17 +78,13 @@ impl Limits {
     /// Whether a request proving the key `fingerprint` would be refused for its node's rate,
     /// without counting it.
     pub fn check_node(&self, fingerprint: &str) -> Result<(), AgentError> {
-        self.nodes
-            .check(&fingerprint.to_string())
-            .map_err(limited)
+        self.nodes.check(&fingerprint.to_string()).map_err(limited)
     }
 
     /// Counts a request whose signature proved the key `fingerprint`; refuses when its node is
     /// out of requests.
     pub fn take_node(&self, fingerprint: &str) -> Result<(), AgentError> {
-        self.nodes
-            .take(&fingerprint.to_string())
-            .map_err(limited)
+        self.nodes.take(&fingerprint.to_string()).map_err(limited)
     }
 
     pub fn prune(&self) {

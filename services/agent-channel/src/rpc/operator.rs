@@ -66,8 +66,7 @@ pub async fn list_joins(state: State, request: ListJoins) -> Answer<Joins> {
     request.actor.require(Level::Read, "listing joins")?;
     check_listing(&request.page, &request.search)?;
     let mut connection = connection(&state).await?;
-    let (rows, total) = store::list_joins_page(&mut connection, &request)
-        .await?;
+    let (rows, total) = store::list_joins_page(&mut connection, &request).await?;
     let now = Utc::now();
     Ok(Joins {
         joins: rows
@@ -100,9 +99,7 @@ async fn bind_node(
         store::lock_node(connection, node_id).await,
         format!("node {node_id}"),
     )?;
-    if !store::bind_key(connection, node_id, &binding)
-        .await?
-    {
+    if !store::bind_key(connection, node_id, &binding).await? {
         return Err(conflict(format!(
             "node {node_id} already has a paired agent; disconnect it first"
         )));
@@ -246,8 +243,7 @@ pub async fn list_nodes(state: State, request: ListNodes) -> Answer<Nodes> {
     }
     let now = Utc::now();
     let mut connection = connection(&state).await?;
-    let (nodes, total) = store::list_nodes_page(&mut connection, &request, now)
-        .await?;
+    let (nodes, total) = store::list_nodes_page(&mut connection, &request, now).await?;
     // The page's nodes, and the hosts its containers may sit on (placement reads their
     // reports; no view is made of them).
     let mut ids: Vec<i64> = nodes.iter().map(|node| node.id).collect();
@@ -255,17 +251,12 @@ pub async fn list_nodes(state: State, request: ListNodes) -> Answer<Nodes> {
         .iter()
         .filter_map(|node| node.container.clone())
         .collect();
-    ids.extend(
-        store::hosts_listing_any_container(&mut connection, &containers)
-            .await?,
-    );
+    ids.extend(store::hosts_listing_any_container(&mut connection, &containers).await?);
     ids.sort_unstable();
     ids.dedup();
-    let readings = store::latest_readings(&mut connection, &ids)
-        .await?;
+    let readings = store::latest_readings(&mut connection, &ids).await?;
     let page_ids: Vec<i64> = nodes.iter().map(|node| node.id).collect();
-    let healths = store::health::of(&mut connection, &page_ids)
-        .await?;
+    let healths = store::health::of(&mut connection, &page_ids).await?;
     Ok(Nodes {
         nodes: actions::node_views(&nodes, &readings, &healths, now),
         page: PageInfo::of(request.page, total),
@@ -281,8 +272,7 @@ pub async fn fleet_versions(
         .actor
         .require(Level::Read, "reading the fleet's versions")?;
     let mut connection = connection(&state).await?;
-    let rows = store::node_updates(&mut connection)
-        .await?;
+    let rows = store::node_updates(&mut connection).await?;
     Ok(crate::domain::updates::fleet_versions(rows))
 }
 
@@ -295,15 +285,10 @@ pub async fn get_node(state: State, GetNode(request): GetNode) -> Answer<NodeVie
     )?;
     let mut ids = vec![node.id];
     if let Some(container) = node.container_name() {
-        ids.extend(
-            store::hosts_listing_container(&mut connection, container)
-                .await?,
-        );
+        ids.extend(store::hosts_listing_container(&mut connection, container).await?);
     }
-    let readings = store::latest_readings(&mut connection, &ids)
-        .await?;
-    let healths = store::health::of(&mut connection, &[node.id])
-        .await?;
+    let readings = store::latest_readings(&mut connection, &ids).await?;
+    let healths = store::health::of(&mut connection, &[node.id]).await?;
     actions::node_views(std::slice::from_ref(&node), &readings, &healths, Utc::now())
         .pop()
         .ok_or_else(|| not_found(format!("no node {}", request.node_id)))
@@ -376,8 +361,7 @@ pub async fn list_jobs(state: State, request: ListJobs) -> Answer<Jobs> {
     request.actor.require(Level::Read, "listing jobs")?;
     let limit = i64::from(request.limit.unwrap_or(50).clamp(1, 500));
     let mut connection = connection(&state).await?;
-    let rows = store::list_jobs(&mut connection, request.node_id, request.state, limit)
-        .await?;
+    let rows = store::list_jobs(&mut connection, request.node_id, request.state, limit).await?;
     Ok(Jobs {
         jobs: rows.iter().map(actions::job_view).collect(),
     })
@@ -436,7 +420,14 @@ pub async fn mark_job_failed(state: State, MarkJobFailed(request): MarkJobFailed
         .actor
         .require(Level::Change, "marking a job as failed")?;
     let reason = lost::marked(&request.actor.name);
-    end_job(&state, request, &[JobState::Running], JobOutcome::Lost, reason).await
+    end_job(
+        &state,
+        request,
+        &[JobState::Running],
+        JobOutcome::Lost,
+        reason,
+    )
+    .await
 }
 
 /// Ends a job an operator names, if it is in one of `from`, as `to` with `reason` and the
@@ -481,8 +472,7 @@ pub async fn refusal_count(state: State, request: RefusalCountRequest) -> Answer
     request.actor.require(Level::Read, "reading refusals")?;
     let mut connection = connection(&state).await?;
     let refused =
-        store::refusal_count(&mut connection, request.node_id, request.window_secs as f64)
-            .await?;
+        store::refusal_count(&mut connection, request.node_id, request.window_secs as f64).await?;
     Ok(RefusalCount {
         node_id: request.node_id,
         refused,

@@ -3,11 +3,11 @@
 //! `release_archive` artifacts, and RO-23's deploy to every node a publish may ask for.
 
 use bytes::Bytes;
+use capstan_bus::IntoRpcError;
 use capstan_events::rollouts::{
     rpc::{ListSiteReleases, PublishSiteRelease, SiteReleaseView, SiteReleases},
     staged::StartRollout,
 };
-use capstan_bus::IntoRpcError;
 use capstan_events::rpc::{Actor, ErrorCode, InvalidInput, Level, RpcError};
 use capstan_runtime::ServiceError;
 use capstan_store::{Store, StoreError};
@@ -85,7 +85,9 @@ pub async fn publish(
     Ok(store::get(&mut connection, &version)
         .await?
         .map(view)
-        .ok_or_else(|| RpcError::new(ErrorCode::Internal, "the release just stored is not there"))?)
+        .ok_or_else(|| {
+            RpcError::new(ErrorCode::Internal, "the release just stored is not there")
+        })?)
 }
 
 pub async fn list(store: &Store, request: ListSiteReleases) -> Answer<SiteReleases> {
