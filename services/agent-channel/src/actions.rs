@@ -12,6 +12,7 @@ use capstan_events::{
     rpc::{ErrorCode, Level, RpcError},
     Envelope, Message,
 };
+use capstan_runtime::ServiceError;
 use capstan_store::{outbox, PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -28,11 +29,6 @@ use crate::{
     store::{self, JobRow, JoinRow, NodeRow, ReadingRow},
 };
 use capstan_events::Word as _;
-
-/// A store failure as an rpc answer; the details go to the log, not to the asker.
-pub fn unavailable(error: StoreError) -> RpcError {
-    capstan_runtime::unavailable(crate::DOMAIN, error)
-}
 
 pub async fn emit<M: Message>(
     connection: &mut PgConnection,
@@ -335,12 +331,9 @@ pub async fn create_job(
     primitive: &str,
     params: &Value,
     asker: &Asker<'_>,
-) -> Result<JobRow, RpcError> {
+) -> Result<JobRow, ServiceError> {
     if let Some(key) = asker.idempotency_key {
-        if let Some(existing) = store::job_by_key(connection, key)
-            .await
-            .map_err(unavailable)?
-        {
+        if let Some(existing) = store::job_by_key(connection, key).await? {
             return Ok(existing);
         }
     }
@@ -362,15 +355,11 @@ pub async fn create_job(
         state: JobState::Pending,
         reason: None,
     };
-    let job = match store::insert_job(connection, &new)
-        .await
-        .map_err(unavailable)?
-    {
+    let job = match store::insert_job(connection, &new).await? {
         Some(job) => job,
         // Another transaction made it with the same key a moment ago.
         None => store::job_by_key(connection, asker.idempotency_key.unwrap_or_default())
-            .await
-            .map_err(unavailable)?
+            .await?
             .ok_or_else(|| {
                 RpcError::new(ErrorCode::Conflict, "the job was made and then removed")
             })?,
@@ -382,9 +371,7 @@ pub async fn create_job(
         requested_by: job.requested_by.clone(),
         correlation_id: job.correlation_id,
     };
-    emit(connection, queued, format!("job/{}", job.id))
-        .await
-        .map_err(unavailable)?;
+    emit(connection, queued, format!("job/{}", job.id)).await?;
     metrics::counter!("capstan_agent_jobs_queued_total").increment(1);
     Ok(job)
 }

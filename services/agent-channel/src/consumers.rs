@@ -13,10 +13,10 @@ use capstan_events::monitor::HealthChanged;
 use capstan_events::{
     agent_channel::{primitives, rpc::JobState, CancelJob, JobOutcome, RequestJob},
     command_sender,
-    rpc::{ErrorCode, Level},
+    rpc::Level,
     Command as BusCommand, Domain, Envelope, Message,
 };
-use capstan_runtime::{read_as, retry, Apply};
+use capstan_runtime::{read_as, retry, Apply, ServiceError};
 use capstan_store::PgConnection;
 use futures::future::BoxFuture;
 use std::time::Duration;
@@ -171,10 +171,11 @@ async fn request_job(
     .await
     {
         Ok(_) => Ok(()),
-        Err(error) if error.code == ErrorCode::Unavailable => {
-            Err(HandlerError::Retry(error.message))
+        // The store (or the bus) failed: the command is tried again.
+        Err(failed @ (ServiceError::Store(_) | ServiceError::Bus(_))) => {
+            Err(HandlerError::Retry(failed.to_string()))
         }
-        Err(error) => {
+        Err(ServiceError::Refused(error)) => {
             let class =
                 primitives::find(&request.primitive).map_or("read", |word| word.class.as_str());
             let refused = store::NewJob {

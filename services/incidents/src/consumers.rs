@@ -6,13 +6,11 @@
 //! incidents (IN-11) in the same transaction.
 
 use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
-use capstan_events::agent_channel::{
-    NodeApproved, NodeDisconnected, NodeLeft, NodeReported, NodesSeen, PlacementChanged,
-};
+use capstan_events::agent_channel::{NodeReported, NodesSeen};
 use capstan_events::conditions::ConditionChanged;
 use capstan_events::gateway::OperatorChanged;
 use capstan_events::{Domain, Envelope};
-use capstan_runtime::{read_as, retry, Apply};
+use capstan_runtime::{read_as, retry, Apply, NodeEvent};
 use capstan_store::{PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
@@ -54,12 +52,10 @@ pub(crate) struct Events {
 
 /// The events this service reads (jobs and joins are not this service's).
 pub(crate) enum Heard {
-    NodeApproved(Envelope<NodeApproved>),
-    NodeLeft(Envelope<NodeLeft>),
-    NodeDisconnected(Envelope<NodeDisconnected>),
+    /// The kit's node projection (approved, reported, placed, left, disconnected), to which
+    /// this service adds its own facts.
+    Node(NodeEvent),
     NodesSeen(Envelope<NodesSeen>),
-    NodeReported(Envelope<NodeReported>),
-    PlacementChanged(Envelope<PlacementChanged>),
     OperatorChanged(Envelope<OperatorChanged>),
     /// Any service's condition (`capstan.conditions.<domain>.<name>`).
     Condition(ConditionChanged),
@@ -69,12 +65,8 @@ impl Apply for Events {
     type Message = Heard;
 
     fn read(&self, delivery: &Delivery) -> Option<Result<Heard, HandlerError>> {
-        read_as(delivery, Heard::NodeApproved)
-            .or_else(|| read_as(delivery, Heard::NodeLeft))
-            .or_else(|| read_as(delivery, Heard::NodeDisconnected))
+        NodeEvent::read(delivery, Heard::Node)
             .or_else(|| read_as(delivery, Heard::NodesSeen))
-            .or_else(|| read_as(delivery, Heard::NodeReported))
-            .or_else(|| read_as(delivery, Heard::PlacementChanged))
             .or_else(|| read_as(delivery, Heard::OperatorChanged))
             .or_else(|| read_condition(delivery))
     }
@@ -87,43 +79,15 @@ impl Apply for Events {
     ) -> BoxFuture<'c, Result<(), HandlerError>> {
         Box::pin(async move {
             match heard {
-                Heard::NodeApproved(approved) => {
-                    let data = &approved.data;
-                    projections::node_paired(
-                        connection,
-                        data.node_id,
-                        &data.name,
-                        data.container.as_deref(),
-                        approved.time,
-                    )
-                    .await
-                    .map_err(retry)
-                }
-                Heard::NodeLeft(left) => projections::node_unpaired(connection, left.data.node_id)
-                    .await
-                    .map_err(retry),
-                Heard::NodeDisconnected(disconnected) => {
-                    projections::node_unpaired(connection, disconnected.data.node_id)
-                        .await
-                        .map_err(retry)
+                Heard::Node(event) => {
+                    event.apply(connection).await.map_err(retry)?;
+                    node_event(connection, &event, self.mail_enabled).await
                 }
                 Heard::NodesSeen(seen) => {
                     projections::checkins(connection, seen.data.as_of, &seen.data.seen)
                         .await
                         .map_err(retry)
                 }
-                Heard::NodeReported(reported) => {
-                    node_reported(connection, &reported.data, reported.time, self.mail_enabled)
-                        .await
-                }
-                Heard::PlacementChanged(changed) => projections::placed(
-                    connection,
-                    changed.data.node_id,
-                    changed.data.host_node_id,
-                    changed.time,
-                )
-                .await
-                .map_err(retry),
                 Heard::OperatorChanged(changed) => projections::operator(connection, &changed.data)
                     .await
                     .map_err(retry),
@@ -132,6 +96,40 @@ impl Apply for Events {
                     .map_err(retry),
             }
         })
+    }
+}
+
+/// What this service adds to the kit's node projection for `event` (already applied).
+async fn node_event(
+    connection: &mut PgConnection,
+    event: &NodeEvent,
+    mail_enabled: bool,
+) -> Result<(), HandlerError> {
+    match event {
+        NodeEvent::Approved(approved) => {
+            projections::node_paired(connection, approved.data.node_id, approved.time)
+                .await
+                .map_err(retry)
+        }
+        NodeEvent::Left(left) => projections::node_unpaired(connection, left.data.node_id)
+            .await
+            .map_err(retry),
+        NodeEvent::Disconnected(disconnected) => {
+            projections::node_unpaired(connection, disconnected.data.node_id)
+                .await
+                .map_err(retry)
+        }
+        NodeEvent::Reported(reported) => {
+            node_reported(connection, &reported.data, reported.time, mail_enabled).await
+        }
+        NodeEvent::Placed(placed) => projections::placed_unknown(
+            connection,
+            placed.data.node_id,
+            placed.data.host_node_id,
+            placed.time,
+        )
+        .await
+        .map_err(retry),
     }
 }
 
@@ -301,5 +299,119 @@ mod tests {
         let mut other = delivery(&forged, &forged.subject());
         other.envelope.event_type = "capstan.monitor.site_down".into();
         assert!(read_condition(&other).is_none());
+    }
+
+    /// The agent channel's `event` as the consumer hears it, applied in one transaction.
+    async fn hear<M: capstan_events::Message>(store: &capstan_store::Store, event: Envelope<M>) {
+        let delivery = Delivery {
+            envelope: event.into_raw(),
+            subject: format!("capstan.events.agent_channel.{}", M::event_type()),
+            delivered: 1,
+        };
+        let events = Events {
+            mail_enabled: false,
+        };
+        let heard = events.read(&delivery).expect("heard").expect("read");
+        let mut transaction = store.begin().await.unwrap();
+        events
+            .apply(&mut transaction, heard, &delivery)
+            .await
+            .unwrap();
+        transaction.commit().await.unwrap();
+    }
+
+    fn approved(node: i64) -> capstan_events::agent_channel::NodeApproved {
+        capstan_events::agent_channel::NodeApproved {
+            request_id: uuid::Uuid::now_v7(),
+            node_id: node,
+            name: format!("web-{node}"),
+            fingerprint: format!("SHA256:{node}"),
+            addresses: vec!["203.0.113.7".into()],
+            site_root: None,
+            container: Some(format!("site-{node}")),
+            approved_by: "ops".into(),
+        }
+    }
+
+    // Incidents on the kit's node projection: an approval pairs the node in the kit's words and
+    // starts its pairing time here; a report of a node never heard approved, and a placement
+    // heard first, still make its row (recipes, Docker host), as before the kit; leaving ends
+    // the pairing (agent_silent has nothing to count from) and keeps the row and its name.
+    #[tokio::test]
+    async fn node_events_write_the_kits_projection_and_what_incidents_adds() {
+        use capstan_events::agent_channel::{NodeLeft, PlacementChanged};
+        let database = capstan_store::testsuite::TestDatabase::create().await;
+        let store = capstan_store::Store::connect(database.url(), "incidents", 2)
+            .await
+            .unwrap();
+        store.migrate(&crate::MIGRATOR).await.unwrap();
+
+        let mut approval = Envelope::new(approved(7), None);
+        // A time the database keeps exactly (it keeps microseconds).
+        let paired_at = chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 12, 7, 12, 0, 0).unwrap();
+        approval.time = paired_at;
+        hear(&store, approval).await;
+        let mut connection = store.acquire().await.unwrap();
+        let kit = capstan_store::nodes::node(&mut connection, 7)
+            .await
+            .unwrap()
+            .expect("the kit's row");
+        assert!(kit.paired);
+        assert_eq!(kit.name, "web-7");
+        assert_eq!(kit.fingerprint, "SHA256:7");
+        let facts = store::node(&mut connection, 7).await.unwrap().unwrap();
+        assert_eq!(facts.paired_at, Some(paired_at));
+        assert_eq!(
+            store::node_names(&mut connection).await.unwrap()[&7],
+            "web-7"
+        );
+
+        let report = NodeReported {
+            node_id: 9,
+            agent_version: "1.4.0".into(),
+            vocabulary: vec!["check_status".into()],
+            facts: serde_json::json!({"recipes": [{"name": "fail2ban"}]}),
+            site_root: None,
+        };
+        hear(&store, Envelope::new(report, None)).await;
+        let facts = store::node(&mut connection, 9)
+            .await
+            .unwrap()
+            .expect("a report makes the row");
+        assert_eq!(facts.recipes, vec!["fail2ban"]);
+        assert_eq!(facts.paired_at, None);
+
+        let placed = PlacementChanged {
+            node_id: 11,
+            host_node_id: Some(7),
+        };
+        hear(&store, Envelope::new(placed, None)).await;
+        let facts = store::node(&mut connection, 11)
+            .await
+            .unwrap()
+            .expect("a placement makes the row");
+        assert_eq!(facts.docker_host, Some(7));
+        assert_eq!(
+            capstan_store::nodes::placed_on(&mut connection, 7)
+                .await
+                .unwrap(),
+            vec![11]
+        );
+
+        let left = NodeLeft {
+            node_id: 7,
+            fingerprint: "SHA256:7".into(),
+            left_at: Utc::now(),
+        };
+        hear(&store, Envelope::new(left, None)).await;
+        assert!(!capstan_store::nodes::is_paired(&mut connection, 7)
+            .await
+            .unwrap());
+        let facts = store::node(&mut connection, 7).await.unwrap().unwrap();
+        assert_eq!(facts.paired_at, None, "no agent to be silent");
+        assert_eq!(
+            store::node_names(&mut connection).await.unwrap()[&7],
+            "web-7"
+        );
     }
 }

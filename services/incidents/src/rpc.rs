@@ -15,7 +15,8 @@ use capstan_events::incidents::rpc::{
     WebhookDeliveriesRequest, WebhookDelivery, WebhookView, Webhooks,
 };
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
-use capstan_store::{Store, StoreError};
+use capstan_runtime::ServiceError;
+use capstan_store::Store;
 use chrono::{DateTime, Utc};
 use sqlx::{pool::PoolConnection, Postgres};
 
@@ -30,7 +31,8 @@ use crate::domain::webhooks::WebhookSecret;
 use crate::domain::InvalidInput;
 use crate::store::{self, acts, signals, StoredIncident};
 
-type Answer<T> = Result<T, RpcError>;
+/// A handler's answer: store failures go up with `?` (answered `unavailable`, logged once).
+type Answer<T> = Result<T, ServiceError>;
 
 /// What every handler reaches.
 #[derive(Clone)]
@@ -61,21 +63,12 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
         .route_with_state(&state, webhook_deliveries)
 }
 
-fn unavailable(error: StoreError) -> RpcError {
-    capstan_runtime::unavailable(crate::DOMAIN, error)
-}
-
-fn not_found(what: String) -> RpcError {
-    RpcError::new(ErrorCode::NotFound, what)
+fn not_found(what: String) -> ServiceError {
+    RpcError::new(ErrorCode::NotFound, what).into()
 }
 
 async fn connection(state: &State) -> Answer<PoolConnection<Postgres>> {
-    state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|error| unavailable(error.into()))
+    Ok(state.store.acquire().await?)
 }
 
 /// An incident in the API's words at `now`.
@@ -113,9 +106,7 @@ async fn group_id(
     let Some(host) = stored.grouped_under else {
         return Ok(None);
     };
-    store::host_incident(connection, host, &stored.incident.source.to_string())
-        .await
-        .map_err(unavailable)
+    Ok(store::host_incident(connection, host, &stored.incident.source.to_string()).await?)
 }
 
 /// The most incidents one list answers with (the counts cover them all).
@@ -135,11 +126,8 @@ pub async fn list(state: State, request: ListIncidents) -> Answer<Incidents> {
         request.source.as_deref(),
         request.happening,
     )
-    .await
-    .map_err(unavailable)?;
-    let names = store::node_names(&mut connection)
-        .await
-        .map_err(unavailable)?;
+    .await?;
+    let names = store::node_names(&mut connection).await?;
     let all_counts = view_counts(stored.iter().map(|stored| &stored.incident), now);
     let mut incidents = Vec::new();
     for one in stored
@@ -162,37 +150,29 @@ async fn found(
     lock: bool,
 ) -> Answer<StoredIncident> {
     store::incident(connection, id, lock)
-        .await
-        .map_err(unavailable)?
+        .await?
         .ok_or_else(|| not_found(format!("no incident {id}")))
 }
 
 async fn detail(connection: &mut PoolConnection<Postgres>, id: i64) -> Answer<IncidentDetail> {
     let now = Utc::now();
     let stored = found(connection, id, false).await?;
-    let names = store::node_names(connection).await.map_err(unavailable)?;
+    let names = store::node_names(connection).await?;
     let group = group_id(connection, &stored).await?;
     let timeline = acts::timeline(connection, id)
-        .await
-        .map_err(unavailable)?
+        .await?
         .into_iter()
         .map(|(at, kind, by, triage, note)| {
             Ok(TimelineView {
                 at,
                 kind,
                 by: by.unwrap_or_else(|| "reconciler".to_string()),
-                triage: triage
-                    .as_deref()
-                    .map(store::triage)
-                    .transpose()
-                    .map_err(unavailable)?,
+                triage: triage.as_deref().map(store::triage).transpose()?,
                 note,
             })
         })
         .collect::<Answer<Vec<_>>>()?;
-    let rows = signals::of_incident(connection, id)
-        .await
-        .map_err(unavailable)?;
+    let rows = signals::of_incident(connection, id).await?;
     let ids: Vec<i64> = rows.iter().map(|row| row.id).filter(|id| *id > 0).collect();
     let mut log = attempt_log(connection, &ids).await?;
     let signals = rows
@@ -225,8 +205,7 @@ async fn detail(connection: &mut PoolConnection<Postgres>, id: i64) -> Answer<In
             stored.incident.node_id,
             &stored.incident.source.to_string(),
         )
-        .await
-        .map_err(unavailable)?
+        .await?
         .iter()
         .map(|inner| view(inner, &names, Some(id), now))
         .collect()
@@ -247,10 +226,7 @@ async fn attempt_log(
     deliveries: &[i64],
 ) -> Answer<HashMap<i64, Vec<AttemptView>>> {
     let mut log: HashMap<i64, Vec<AttemptView>> = HashMap::new();
-    for (delivery, at, ok, said) in signals::attempts(connection, deliveries)
-        .await
-        .map_err(unavailable)?
-    {
+    for (delivery, at, ok, said) in signals::attempts(connection, deliveries).await? {
         log.entry(delivery).or_default().push(AttemptView {
             at,
             ok,
@@ -273,39 +249,29 @@ pub async fn triage_incident(state: State, request: TriageIncident) -> Answer<Tr
         .require(Level::Change, "triaging an incident")?;
     let act = TriageAct::parse(&request.act).map_err(RpcError::from)?;
     let now = Utc::now();
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    share_writes(&mut transaction).await.map_err(unavailable)?;
-    let stored = store::incident(&mut transaction, request.id, true)
-        .await
-        .map_err(unavailable)?
-        .ok_or_else(|| not_found(format!("no incident {}", request.id)))?;
-    let change = triage(
-        &stored.incident,
-        act,
-        &request.actor.name,
-        request.note.as_deref(),
-        now,
-    )
-    .map_err(RpcError::from)?;
-    if let Some(change) = &change {
-        acts::triage(
-            &mut transaction,
-            request.id,
-            stored.incident.node_id,
-            change,
-        )
-        .await
-        .map_err(unavailable)?;
-    }
-    transaction
-        .commit()
-        .await
-        .map_err(|error| unavailable(error.into()))?;
+    let id = request.id;
+    let by = request.actor.name.clone();
+    let note = request.note.clone();
+    let change = state
+        .store
+        .in_transaction(move |transaction| {
+            Box::pin(async move {
+                share_writes(transaction).await?;
+                let stored = store::incident(transaction, id, true)
+                    .await?
+                    .ok_or_else(|| not_found(format!("no incident {id}")))?;
+                let change = triage(&stored.incident, act, &by, note.as_deref(), now)
+                    .map_err(RpcError::from)?;
+                if let Some(change) = &change {
+                    acts::triage(transaction, id, stored.incident.node_id, change).await?;
+                }
+                Ok::<_, ServiceError>(change)
+            })
+        })
+        .await?;
     let mut connection = connection(&state).await?;
     let after = found(&mut connection, request.id, false).await?;
-    let names = store::node_names(&mut connection)
-        .await
-        .map_err(unavailable)?;
+    let names = store::node_names(&mut connection).await?;
     let group = group_id(&mut connection, &after).await?;
     Ok(Triaged {
         incident: view(&after, &names, group, Utc::now()),
@@ -318,25 +284,21 @@ pub async fn note(state: State, request: AddNote) -> Answer<Done> {
         .actor
         .require(Level::Change, "writing a note on an incident")?;
     let text = check_note("note", &request.note).map_err(RpcError::from)?;
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    share_writes(&mut transaction).await.map_err(unavailable)?;
-    store::incident(&mut transaction, request.id, true)
-        .await
-        .map_err(unavailable)?
-        .ok_or_else(|| not_found(format!("no incident {}", request.id)))?;
-    acts::note(
-        &mut transaction,
-        request.id,
-        &request.actor.name,
-        &text,
-        Utc::now(),
-    )
-    .await
-    .map_err(unavailable)?;
-    transaction
-        .commit()
-        .await
-        .map_err(|error| unavailable(error.into()))?;
+    let id = request.id;
+    let by = request.actor.name;
+    state
+        .store
+        .in_transaction(move |transaction| {
+            Box::pin(async move {
+                share_writes(transaction).await?;
+                store::incident(transaction, id, true)
+                    .await?
+                    .ok_or_else(|| not_found(format!("no incident {id}")))?;
+                acts::note(transaction, id, &by, &text, Utc::now()).await?;
+                Ok::<_, ServiceError>(())
+            })
+        })
+        .await?;
     Ok(Done {})
 }
 
@@ -346,9 +308,7 @@ pub async fn header(state: State, request: HeaderRequest) -> Answer<Header> {
         .actor
         .require(Level::Read, "reading the header line")?;
     let mut connection = connection(&state).await?;
-    let stored = store::listed(&mut connection, None, None, None)
-        .await
-        .map_err(unavailable)?;
+    let stored = store::listed(&mut connection, None, None, None).await?;
     let now = Utc::now();
     let line = header_line(stored.iter().map(|stored| &stored.incident), 0, now);
     Ok(match line {
@@ -391,7 +351,7 @@ pub async fn list_silences(state: State, ListSilences(request): ListSilences) ->
     request.actor.require(Level::Change, "listing silences")?;
     let mut connection = connection(&state).await?;
     let now = Utc::now();
-    let rows = acts::silences(&mut connection).await.map_err(unavailable)?;
+    let rows = acts::silences(&mut connection).await?;
     Ok(Silences {
         silences: rows.into_iter().map(|row| silence_view(row, now)).collect(),
     })
@@ -410,25 +370,19 @@ pub async fn create_silence(state: State, request: CreateSilence) -> Answer<Sile
     .map_err(RpcError::from)?;
     let mut connection = connection(&state).await?;
     if store::node(&mut connection, request.node_id)
-        .await
-        .map_err(unavailable)?
+        .await?
         .is_none()
     {
         return Err(not_found(format!("no node {}", request.node_id)));
     }
-    let row = acts::create_silence(&mut connection, &silence, now)
-        .await
-        .map_err(unavailable)?;
+    let row = acts::create_silence(&mut connection, &silence, now).await?;
     Ok(silence_view(row, now))
 }
 
 pub async fn delete_silence(state: State, DeleteSilence(request): DeleteSilence) -> Answer<Done> {
     request.actor.require(Level::Change, "ending a silence")?;
     let mut connection = connection(&state).await?;
-    if !acts::delete_silence(&mut connection, request.id, Utc::now())
-        .await
-        .map_err(unavailable)?
-    {
+    if !acts::delete_silence(&mut connection, request.id, Utc::now()).await? {
         return Err(not_found(format!("no silence {}", request.id)));
     }
     Ok(Done {})
@@ -439,7 +393,7 @@ fn webhook_view(row: acts::WebhookRow) -> Answer<WebhookView> {
         id: row.id,
         url: row.url,
         kind: row.kind,
-        min_severity: store::severity(&row.min_severity).map_err(unavailable)?,
+        min_severity: store::severity(&row.min_severity)?,
         created_by: row.created_by,
         created_at: row.created_at,
     })
@@ -448,7 +402,7 @@ fn webhook_view(row: acts::WebhookRow) -> Answer<WebhookView> {
 pub async fn list_webhooks(state: State, ListWebhooks(request): ListWebhooks) -> Answer<Webhooks> {
     request.actor.require(Level::Admin, "listing webhooks")?;
     let mut connection = connection(&state).await?;
-    let rows = acts::webhooks(&mut connection).await.map_err(unavailable)?;
+    let rows = acts::webhooks(&mut connection).await?;
     Ok(Webhooks {
         webhooks: rows.into_iter().map(webhook_view).collect::<Answer<_>>()?,
     })
@@ -460,13 +414,13 @@ pub const MAX_WEBHOOK_URL: usize = 2048;
 pub async fn create_webhook(state: State, request: CreateWebhook) -> Answer<WebhookCreated> {
     request.actor.require(Level::Admin, "creating a webhook")?;
     if !matches!(request.kind.as_str(), "standard" | "slack") {
-        return Err(RpcError::from(InvalidInput::new(
+        return Err(ServiceError::from(InvalidInput::new(
             "kind",
             "must be standard or slack",
         )));
     }
     if request.url.len() > MAX_WEBHOOK_URL {
-        return Err(RpcError::from(InvalidInput::new(
+        return Err(ServiceError::from(InvalidInput::new(
             "url",
             "must be at most 2048 characters",
         )));
@@ -485,8 +439,7 @@ pub async fn create_webhook(state: State, request: CreateWebhook) -> Answer<Webh
         &request.actor.name,
         Utc::now(),
     )
-    .await
-    .map_err(unavailable)?;
+    .await?;
     Ok(WebhookCreated {
         webhook: webhook_view(row)?,
         secret: secret.reveal(),
@@ -496,10 +449,7 @@ pub async fn create_webhook(state: State, request: CreateWebhook) -> Answer<Webh
 pub async fn delete_webhook(state: State, DeleteWebhook(request): DeleteWebhook) -> Answer<Done> {
     request.actor.require(Level::Admin, "deleting a webhook")?;
     let mut connection = connection(&state).await?;
-    if !acts::delete_webhook(&mut connection, request.id, Utc::now())
-        .await
-        .map_err(unavailable)?
-    {
+    if !acts::delete_webhook(&mut connection, request.id, Utc::now()).await? {
         return Err(not_found(format!("no webhook {}", request.id)));
     }
     Ok(Done {})
@@ -513,9 +463,7 @@ pub async fn get_notifications(
         .actor
         .require(Level::Read, "reading mail preferences")?;
     let mut connection = connection(&state).await?;
-    let preferences = acts::mail_preferences(&mut connection, request.operator_id)
-        .await
-        .map_err(unavailable)?;
+    let preferences = acts::mail_preferences(&mut connection, request.operator_id).await?;
     Ok(MailView {
         email_warning: preferences.email_warning,
         email_critical: preferences.email_critical,
@@ -531,9 +479,7 @@ pub async fn set_notifications(state: State, request: SetNotifications) -> Answe
         email_warning: request.preferences.email_warning,
         email_critical: request.preferences.email_critical,
     };
-    acts::set_mail_preferences(&mut connection, request.operator_id, preferences)
-        .await
-        .map_err(unavailable)?;
+    acts::set_mail_preferences(&mut connection, request.operator_id, preferences).await?;
     Ok(request.preferences)
 }
 
@@ -543,9 +489,7 @@ pub const BELL_LIMIT: i64 = 50;
 pub async fn bell(state: State, BellRequest(request): BellRequest) -> Answer<Bell> {
     request.actor.require(Level::Read, "reading the bell")?;
     let mut connection = connection(&state).await?;
-    let rows = signals::bell(&mut connection, request.operator_id, BELL_LIMIT)
-        .await
-        .map_err(unavailable)?;
+    let rows = signals::bell(&mut connection, request.operator_id, BELL_LIMIT).await?;
     let items = rows
         .into_iter()
         .map(|row| {
@@ -555,7 +499,7 @@ pub async fn bell(state: State, BellRequest(request): BellRequest) -> Answer<Bel
                 node_id: row.node_id,
                 node_name: row.node_name,
                 title: row.title,
-                severity: store::severity(&row.severity).map_err(unavailable)?,
+                severity: store::severity(&row.severity)?,
                 reason: row.reason,
             })
         })
@@ -572,17 +516,14 @@ pub async fn set_alerts(state: State, request: SetAlerts) -> Answer<Done> {
         "on" => Alerts::On,
         "off" => Alerts::Off,
         _ => {
-            return Err(RpcError::from(InvalidInput::new(
+            return Err(ServiceError::from(InvalidInput::new(
                 "alerts",
                 "must be automatic, on or off",
             )))
         }
     };
     let mut connection = connection(&state).await?;
-    if !acts::set_alerts(&mut connection, request.node_id, alerts)
-        .await
-        .map_err(unavailable)?
-    {
+    if !acts::set_alerts(&mut connection, request.node_id, alerts).await? {
         return Err(not_found(format!("no node {}", request.node_id)));
     }
     Ok(Done {})
@@ -604,8 +545,7 @@ pub async fn webhook_deliveries(
         &mut connection,
         i64::from(request.limit.clamp(1, DELIVERY_LOG_LIMIT)),
     )
-    .await
-    .map_err(unavailable)?;
+    .await?;
     let ids: Vec<i64> = rows.iter().map(|row| row.id).collect();
     let mut log = attempt_log(&mut connection, &ids).await?;
     Ok(WebhookDeliveries {

@@ -4,6 +4,7 @@
 use capstan_events::rollouts::staged::RolloutView;
 use capstan_events::rpc::{ErrorCode, RpcError};
 use capstan_events::Word as _;
+use capstan_runtime::ServiceError;
 use capstan_store::{Store, StoreError};
 use chrono::Utc;
 
@@ -12,11 +13,9 @@ use crate::domain::input::StartAsk;
 use crate::domain::plan::{self, LeftOut, Unplannable};
 use crate::store::staged::{self as store, NewRollout};
 
-type Answer<T> = Result<T, RpcError>;
-
-fn unavailable(error: StoreError) -> RpcError {
-    capstan_runtime::unavailable(crate::DOMAIN, error)
-}
+/// A use case's answer: a refusal in the rpc's words, or a store failure (answered
+/// `unavailable`, logged once).
+type Answer<T> = Result<T, ServiceError>;
 
 fn refused(left_out: &[LeftOut]) -> String {
     let names: Vec<String> = left_out
@@ -48,70 +47,70 @@ fn unplannable(why: Unplannable) -> RpcError {
 /// transaction.
 pub async fn start_rollout(store: &Store, ask: StartAsk, started_by: &str) -> Answer<RolloutView> {
     let now = Utc::now();
-    let mut transaction = store.begin().await.map_err(unavailable)?;
-    if let Some(id) = store::one_under_way(&mut transaction)
-        .await
-        .map_err(unavailable)?
-    {
-        return Err(RpcError::new(
-            ErrorCode::Conflict,
-            format!(
-                "rollout {id} is under way; one rollout runs at a time (stop it or let it end first)"
-            ),
-        ));
-    }
-    // A release the plane never published: every node's apply would fail fetching it, so
-    // the start is refused before anything is asked of a node.
-    if ask.kind == Kind::Release
-        && crate::store::site_releases::get(&mut transaction, &ask.version)
-            .await
-            .map_err(unavailable)?
-            .is_none()
-    {
-        return Err(RpcError::new(
-            ErrorCode::Conflict,
-            format!(
-                "site release {} was never published: publish it (capstan release site) before rolling it out",
-                ask.version
-            ),
-        ));
-    }
-    let chosen = ask.chosen();
-    let known = store::candidates(&mut transaction, (!ask.all).then_some(chosen.as_slice()))
-        .await
-        .map_err(unavailable)?;
-    let (plan, policies) = plan::for_start(&ask, &known).map_err(unplannable)?;
-    let new = NewRollout {
-        kind: ask.kind,
-        version: &ask.version,
-        pages: &ask.pages,
-        policies: &policies,
-        stages: &plan.stages,
-        left_out: &plan.left_out,
-        started_by,
-    };
-    let id = match store::insert(&mut transaction, &new, now).await {
-        Ok(id) => id,
-        // Two starts raced: the index that keeps one rollout under way refused the second.
-        Err(StoreError::AlreadyExists(_)) => {
-            return Err(RpcError::new(
-                ErrorCode::Conflict,
-                "another rollout started at the same moment; one rollout runs at a time",
-            ))
-        }
-        Err(error) => return Err(unavailable(error)),
-    };
-    store::advance(&mut transaction, id, now)
-        .await
-        .map_err(unavailable)?;
-    let view = store::view(&mut transaction, id, true)
-        .await
-        .map_err(unavailable)?
-        .ok_or_else(|| RpcError::new(ErrorCode::NotFound, format!("no rollout {id}")))?;
-    transaction
-        .commit()
-        .await
-        .map_err(|error| unavailable(error.into()))?;
-    tracing::info!(rollout = id, kind = ask.kind.as_str(), version = %ask.version, by = %started_by, "rollout started");
+    let by = started_by.to_string();
+    let (kind, version) = (ask.kind, ask.version.clone());
+    let (id, view) = store
+        .in_transaction(move |transaction| {
+            Box::pin(async move {
+                if let Some(id) = store::one_under_way(transaction).await? {
+                    return Err(RpcError::new(
+                        ErrorCode::Conflict,
+                        format!(
+                            "rollout {id} is under way; one rollout runs at a time (stop it or let it end first)"
+                        ),
+                    )
+                    .into());
+                }
+                // A release the plane never published: every node's apply would fail fetching
+                // it, so the start is refused before anything is asked of a node.
+                if ask.kind == Kind::Release
+                    && crate::store::site_releases::get(transaction, &ask.version)
+                        .await?
+                        .is_none()
+                {
+                    return Err(RpcError::new(
+                        ErrorCode::Conflict,
+                        format!(
+                            "site release {} was never published: publish it (capstan release site) before rolling it out",
+                            ask.version
+                        ),
+                    )
+                    .into());
+                }
+                let chosen = ask.chosen();
+                let known =
+                    store::candidates(transaction, (!ask.all).then_some(chosen.as_slice())).await?;
+                let (plan, policies) = plan::for_start(&ask, &known).map_err(unplannable)?;
+                let new = NewRollout {
+                    kind: ask.kind,
+                    version: &ask.version,
+                    pages: &ask.pages,
+                    policies: &policies,
+                    stages: &plan.stages,
+                    left_out: &plan.left_out,
+                    started_by: &by,
+                };
+                let id = match store::insert(transaction, &new, now).await {
+                    Ok(id) => id,
+                    // Two starts raced: the index that keeps one rollout under way refused the
+                    // second.
+                    Err(StoreError::AlreadyExists(_)) => {
+                        return Err(RpcError::new(
+                            ErrorCode::Conflict,
+                            "another rollout started at the same moment; one rollout runs at a time",
+                        )
+                        .into())
+                    }
+                    Err(error) => return Err(error.into()),
+                };
+                store::advance(transaction, id, now).await?;
+                let view = store::view(transaction, id, true)
+                    .await?
+                    .ok_or_else(|| RpcError::new(ErrorCode::NotFound, format!("no rollout {id}")))?;
+                Ok::<_, ServiceError>((id, view))
+            })
+        })
+        .await?;
+    tracing::info!(rollout = id, kind = kind.as_str(), version = %version, by = %started_by, "rollout started");
     Ok(view)
 }

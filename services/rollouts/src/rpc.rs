@@ -5,7 +5,7 @@ use bytes::Bytes;
 pub mod site_releases;
 pub mod staged;
 
-use capstan_bus::RpcServer;
+use capstan_bus::{IntoRpcError, RpcServer};
 use capstan_events::rollouts::{
     rpc::{
         ArtifactFound, ArtifactRequest, ListReleases, ListSiteReleases, PublishRelease,
@@ -14,14 +14,22 @@ use capstan_events::rollouts::{
     ReleasePublished,
 };
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
+use capstan_runtime::ServiceError;
 use capstan_signing::release::SignedRelease;
-use capstan_store::{Store, StoreError};
+use capstan_store::Store;
 use chrono::Utc;
 
 use crate::domain::releases::{self, ArtifactKind, Asked, Decision, Refusal};
 use crate::store::{self, ReleaseRow};
 
-type Answer<T> = Result<T, RpcError>;
+/// A handler's answer: store failures go up with `?` (answered `unavailable`, logged once).
+type Answer<T> = Result<T, ServiceError>;
+
+/// A handler's answer in the rpc's words, for the routes that carry a body (whose handlers
+/// answer an `RpcError`).
+fn answered<T>(answer: Answer<T>) -> Result<T, RpcError> {
+    answer.map_err(|error| error.into_rpc_error(crate::DOMAIN))
+}
 
 /// What every handler reaches.
 #[derive(Clone)]
@@ -38,17 +46,22 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
     server
         .route_with_body(move |request: PublishRelease, body: Bytes| {
             let state = publishing.clone();
-            async move { Ok((publish(&state, request, &body).await?, Bytes::new())) }
+            async move {
+                Ok((
+                    answered(publish(&state, request, &body).await)?,
+                    Bytes::new(),
+                ))
+            }
         })
         .route_with_state(&state, list)
         .route_with_body(move |request: ArtifactRequest, _body: Bytes| {
             let state = serving.clone();
-            async move { artifact(&state, request).await }
+            async move { answered(artifact(&state, request).await) }
         })
         .route_with_body(move |request: PublishSiteRelease, body: Bytes| {
             let state = publishing_site.clone();
             async move {
-                let view = site_releases::publish(&state.store, request, body).await?;
+                let view = answered(site_releases::publish(&state.store, request, body).await)?;
                 Ok((view, Bytes::new()))
             }
         })
@@ -58,14 +71,6 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
                 site_releases::list(&state.store, request).await
             },
         )
-}
-
-fn unavailable(error: StoreError) -> RpcError {
-    capstan_runtime::unavailable(crate::DOMAIN, error)
-}
-
-fn sql(error: sqlx::Error) -> RpcError {
-    unavailable(error.into())
 }
 
 fn view(row: &ReleaseRow, on_offer: bool) -> ReleaseView {
@@ -111,63 +116,68 @@ async fn publish(state: &State, request: PublishRelease, body: &[u8]) -> Answer<
         now,
     )
     .map_err(|refusal| RpcError::new(ErrorCode::InvalidRequest, refusal.to_string()))?;
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    store::lock(&mut transaction).await.map_err(unavailable)?;
-    let published = store::published(&mut transaction)
-        .await
-        .map_err(unavailable)?;
-    match releases::decide(&upload, &published) {
-        Ok(Decision::AlreadyPublished) => {}
-        Ok(Decision::Statement) => {
-            let statement = upload
-                .statement
-                .as_ref()
-                .expect("a statement decision has a statement");
-            store::set_statement(&mut transaction, upload.version(), &statement.bytes)
-                .await
-                .map_err(unavailable)?;
-            tracing::info!(version = upload.version(), by = %request.actor.name, "release statement stored");
-        }
-        Ok(Decision::Store) => {
-            let event = ReleasePublished {
-                version: upload.version().to_string(),
-                sequence: upload.sequence(),
-                expires_at: upload.expires_at,
-                arches: upload.document.signed.binaries.keys().cloned().collect(),
-                signed_by: upload
-                    .document
-                    .signatures
-                    .iter()
-                    .map(|signature| signature.keyid.clone())
-                    .collect(),
-                published_by: request.actor.name.clone(),
-            };
-            store::insert(&mut transaction, &upload, event, now)
-                .await
-                .map_err(unavailable)?;
-            tracing::info!(version = upload.version(), sequence = upload.sequence(), by = %request.actor.name, "release published");
-        }
-        Err(refusal) => {
-            let code = match refusal {
-                Refusal::Invalid(_) => ErrorCode::InvalidRequest,
-                _ => ErrorCode::Conflict,
-            };
-            return Err(RpcError::new(code, refusal.to_string()));
-        }
-    }
-    let rows = store::list(&mut transaction).await.map_err(unavailable)?;
-    transaction.commit().await.map_err(sql)?;
+    let by = request.actor.name;
+    let (rows, version) = state
+        .store
+        .in_transaction(move |transaction| {
+            Box::pin(async move {
+                store::lock(transaction).await?;
+                let published = store::published(transaction).await?;
+                match releases::decide(&upload, &published) {
+                    Ok(Decision::AlreadyPublished) => {}
+                    Ok(Decision::Statement) => {
+                        let statement = upload
+                            .statement
+                            .as_ref()
+                            .expect("a statement decision has a statement");
+                        store::set_statement(transaction, upload.version(), &statement.bytes)
+                            .await?;
+                        tracing::info!(version = upload.version(), by = %by, "release statement stored");
+                    }
+                    Ok(Decision::Store) => {
+                        let event = ReleasePublished {
+                            version: upload.version().to_string(),
+                            sequence: upload.sequence(),
+                            expires_at: upload.expires_at,
+                            arches: upload.document.signed.binaries.keys().cloned().collect(),
+                            signed_by: upload
+                                .document
+                                .signatures
+                                .iter()
+                                .map(|signature| signature.keyid.clone())
+                                .collect(),
+                            published_by: by.clone(),
+                        };
+                        store::insert(transaction, &upload, event, now).await?;
+                        tracing::info!(version = upload.version(), sequence = upload.sequence(), by = %by, "release published");
+                    }
+                    Err(refusal) => {
+                        let code = match refusal {
+                            Refusal::Invalid(_) => ErrorCode::InvalidRequest,
+                            _ => ErrorCode::Conflict,
+                        };
+                        return Err(RpcError::new(code, refusal.to_string()).into());
+                    }
+                }
+                let rows = store::list(transaction).await?;
+                Ok::<_, ServiceError>((rows, upload.version().to_string()))
+            })
+        })
+        .await?;
     let highest = rows.first().map(|row| row.sequence);
-    rows.iter()
-        .find(|row| row.version == upload.version())
+    Ok(rows
+        .iter()
+        .find(|row| row.version == version)
         .map(|row| view(row, Some(row.sequence) == highest))
-        .ok_or_else(|| RpcError::new(ErrorCode::Internal, "the release just stored is not there"))
+        .ok_or_else(|| {
+            RpcError::new(ErrorCode::Internal, "the release just stored is not there")
+        })?)
 }
 
 async fn list(state: State, request: ListReleases) -> Answer<Releases> {
     request.actor.require(Level::Read, "listing releases")?;
-    let mut connection = state.store.pool().acquire().await.map_err(sql)?;
-    let rows = store::list(&mut connection).await.map_err(unavailable)?;
+    let mut connection = state.store.acquire().await?;
+    let rows = store::list(&mut connection).await?;
     Ok(Releases {
         releases: rows
             .iter()
@@ -177,8 +187,8 @@ async fn list(state: State, request: ListReleases) -> Answer<Releases> {
     })
 }
 
-fn not_found(message: String) -> RpcError {
-    RpcError::new(ErrorCode::NotFound, message)
+fn not_found(message: String) -> ServiceError {
+    RpcError::new(ErrorCode::NotFound, message).into()
 }
 
 /// An authenticated agent's `artifact` request: the release on offer's metadata as JSON, or
@@ -201,12 +211,11 @@ async fn artifact(state: &State, request: ArtifactRequest) -> Answer<(ArtifactFo
         request.version.as_deref(),
     )
     .map_err(|bad| RpcError::new(ErrorCode::InvalidRequest, bad.to_string()))?;
-    let mut connection = state.store.pool().acquire().await.map_err(sql)?;
+    let mut connection = state.store.acquire().await?;
     let (kind, arch, version) = match asked {
         Asked::Manifest => {
             let row = store::on_offer(&mut connection)
-                .await
-                .map_err(unavailable)?
+                .await?
                 .ok_or_else(|| not_found("no release has been published to this plane".into()))?;
             let metadata: serde_json::Value =
                 serde_json::from_slice(&row.metadata).map_err(|error| {
@@ -226,8 +235,7 @@ async fn artifact(state: &State, request: ArtifactRequest) -> Answer<(ArtifactFo
         Asked::SupportBundle { version } => (ArtifactKind::SupportBundle, String::new(), version),
         Asked::Statement { version } => {
             let bytes = store::statement(&mut connection, version.as_deref())
-                .await
-                .map_err(unavailable)?
+                .await?
                 .ok_or_else(|| {
                     not_found(match &version {
                         Some(version) => format!("release {version} has no release statement"),
@@ -241,8 +249,7 @@ async fn artifact(state: &State, request: ArtifactRequest) -> Answer<(ArtifactFo
         }
     };
     let bytes = store::artifact(&mut connection, kind, &arch, version.as_deref())
-        .await
-        .map_err(unavailable)?
+        .await?
         .ok_or_else(|| {
             not_found(match &version {
                 Some(version) => format!("release {version} has no {} {arch}", kind.as_str()),

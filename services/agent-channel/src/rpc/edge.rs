@@ -13,9 +13,10 @@ use capstan_events::{
 };
 use chrono::Utc;
 
+use capstan_runtime::ServiceError;
+
 use super::State;
 use crate::{
-    actions::unavailable,
     domain::auth::{check_head, check_signature, AgentError},
     store,
 };
@@ -95,10 +96,8 @@ fn refused(error: AgentError) -> AgentResponse {
 /// Puts back to `pending` a job whose claim's answer the gateway could not write at all (its
 /// agent had hung up): the node never had it, so it is not lost. A job that moved on (a result
 /// came, it was lost or handed out long ago) stays as it is.
-pub async fn hand_back(state: State, request: HandBack) -> Result<HandedBack, RpcError> {
-    let returned = give_back(&state, request.job_id, "its answer never reached the agent")
-        .await
-        .map_err(unavailable)?;
+pub async fn hand_back(state: State, request: HandBack) -> Result<HandedBack, ServiceError> {
+    let returned = give_back(&state, request.job_id, "its answer never reached the agent").await?;
     Ok(HandedBack { returned })
 }
 
@@ -106,12 +105,13 @@ pub async fn hand_back(state: State, request: HandBack) -> Result<HandedBack, Rp
 /// waiting for its answer and answered the agent itself. The replica holding the claim ends it
 /// without a job; a job the claim had handed out already reached nobody and goes back to
 /// `pending` here, on the replica that remembers the hand-out.
-pub async fn release_poll(state: State, request: ReleasePoll) -> Result<ClaimsReleased, RpcError> {
+pub async fn release_poll(
+    state: State,
+    request: ReleasePoll,
+) -> Result<ClaimsReleased, ServiceError> {
     let (released, handed) = state.wake.release_poll(request.poll);
     if let Some(job_id) = handed {
-        give_back(&state, job_id, "its claim was released after the hand-out")
-            .await
-            .map_err(unavailable)?;
+        give_back(&state, job_id, "its claim was released after the hand-out").await?;
     }
     Ok(ClaimsReleased { released })
 }

@@ -12,14 +12,13 @@ use capstan_events::agent_channel::rpc::{
     AgentRequest, AgentResponse, ClaimsReleased, ReleaseClaims,
 };
 use capstan_store::Store;
-use std::{sync::Arc, sync::Mutex};
-use tokio::time::Instant;
+use std::sync::{Arc, Mutex};
 
 use crate::{
     domain::{
         auth::AgentError,
         claims::{self, Asking, Intake, Lane},
-        rate::{source_network, Buckets},
+        rate::{source_network, Meters},
         NETWORK_REQUESTS_PER_MINUTE, NODE_REQUESTS_PER_MINUTE,
     },
     wake::Wake,
@@ -29,8 +28,8 @@ use crate::{
 /// fingerprint) for every request whose signature proves one. Kept in each replica's memory
 /// (coarse by design: N replicas allow up to N times as much).
 pub struct Limits {
-    networks: Mutex<Buckets<String>>,
-    nodes: Mutex<Buckets<String>>,
+    networks: Meters<String>,
+    nodes: Meters<String>,
 }
 
 impl Default for Limits {
@@ -45,19 +44,11 @@ fn limited(wait: std::time::Duration) -> AgentError {
     }
 }
 
-fn take(buckets: &Mutex<Buckets<String>>, key: String) -> Result<(), AgentError> {
-    let mut buckets = buckets.lock().expect("limits are never poisoned");
-    let now = Instant::now();
-    buckets.check(&key, now).map_err(limited)?;
-    buckets.take(&key, now);
-    Ok(())
-}
-
 impl Limits {
     pub fn new(network_per_minute: u32, node_per_minute: u32) -> Limits {
         Limits {
-            networks: Mutex::new(Buckets::new(network_per_minute)),
-            nodes: Mutex::new(Buckets::new(node_per_minute)),
+            networks: Meters::new(network_per_minute),
+            nodes: Meters::new(node_per_minute),
         }
     }
 
@@ -71,45 +62,34 @@ impl Limits {
     /// Counts a request that proves no node against its source network ([`source_network`]);
     /// refuses when the network is out of requests.
     pub fn take_network(&self, address: &str) -> Result<(), AgentError> {
-        take(&self.networks, source_network(address))
+        self.networks
+            .take(&source_network(address))
+            .map_err(limited)
     }
 
     /// Whether a request that proves no node would be refused for its network's rate, without
     /// counting it.
     pub fn check_network(&self, address: &str) -> Result<(), AgentError> {
         self.networks
-            .lock()
-            .expect("limits are never poisoned")
-            .check(&source_network(address), Instant::now())
+            .check(&source_network(address))
             .map_err(limited)
     }
 
     /// Whether a request proving the key `fingerprint` would be refused for its node's rate,
     /// without counting it.
     pub fn check_node(&self, fingerprint: &str) -> Result<(), AgentError> {
-        self.nodes
-            .lock()
-            .expect("limits are never poisoned")
-            .check(&fingerprint.to_string(), Instant::now())
-            .map_err(limited)
+        self.nodes.check(&fingerprint.to_string()).map_err(limited)
     }
 
     /// Counts a request whose signature proved the key `fingerprint`; refuses when its node is
     /// out of requests.
     pub fn take_node(&self, fingerprint: &str) -> Result<(), AgentError> {
-        take(&self.nodes, fingerprint.to_string())
+        self.nodes.take(&fingerprint.to_string()).map_err(limited)
     }
 
     pub fn prune(&self) {
-        let now = Instant::now();
-        self.networks
-            .lock()
-            .expect("limits are never poisoned")
-            .prune(now);
-        self.nodes
-            .lock()
-            .expect("limits are never poisoned")
-            .prune(now);
+        self.networks.prune();
+        self.nodes.prune();
     }
 }
 
@@ -384,7 +364,13 @@ pub fn routes(server: RpcServer, state: State, bus: capstan_bus::Bus) -> RpcServ
         .route_on_every_replica({
             let state = state.clone();
             move |request: capstan_events::agent_channel::rpc::ReleasePoll| {
-                edge::release_poll(state.clone(), request)
+                let answer = edge::release_poll(state.clone(), request);
+                async move {
+                    use capstan_bus::IntoRpcError as _;
+                    answer
+                        .await
+                        .map_err(|error| error.into_rpc_error(crate::DOMAIN))
+                }
             }
         })
         .route_with_state(&state, edge::hand_back)

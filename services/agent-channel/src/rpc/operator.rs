@@ -13,13 +13,14 @@ use capstan_events::{
     },
     rpc::{ErrorCode, Level, RpcError},
 };
+use capstan_runtime::ServiceError;
 use capstan_store::{PgConnection, StoreError};
 use chrono::Utc;
 use sqlx::{pool::PoolConnection, Postgres};
 
 use super::State;
 use crate::{
-    actions::{self, emit, unavailable, Asker, PairingEnd},
+    actions::{self, emit, Asker, PairingEnd},
     domain::{
         fleet,
         jobs::{lost, Door},
@@ -30,26 +31,26 @@ use crate::{
 };
 use capstan_events::Word as _;
 
-type Answer<T> = Result<T, RpcError>;
+/// A handler's answer: store failures go up with `?` (answered `unavailable`, logged once).
+type Answer<T> = Result<T, ServiceError>;
 
-fn not_found(what: String) -> RpcError {
-    RpcError::new(ErrorCode::NotFound, what)
+fn not_found(what: String) -> ServiceError {
+    RpcError::new(ErrorCode::NotFound, what).into()
 }
 
 /// A connection from the pool, or `unavailable`.
-async fn connection(state: &State) -> Result<PoolConnection<Postgres>, RpcError> {
-    state.connection().await.map_err(unavailable)
+async fn connection(state: &State) -> Answer<PoolConnection<Postgres>> {
+    Ok(state.connection().await?)
 }
 
 /// The row a look-up found, `not_found` naming `what` (`node 7`) when it found none, or
 /// `unavailable` when the store failed.
-fn found<T>(row: Result<Option<T>, StoreError>, what: String) -> Result<T, RpcError> {
-    row.map_err(unavailable)?
-        .ok_or_else(|| not_found(format!("no {what}")))
+fn found<T>(row: Result<Option<T>, StoreError>, what: String) -> Answer<T> {
+    row?.ok_or_else(|| not_found(format!("no {what}")))
 }
 
-fn conflict(what: impl Into<String>) -> RpcError {
-    RpcError::new(ErrorCode::Conflict, what)
+fn conflict(what: impl Into<String>) -> ServiceError {
+    RpcError::new(ErrorCode::Conflict, what).into()
 }
 
 /// A listing's page and search checked: `invalid_request` naming the parameter.
@@ -65,9 +66,7 @@ pub async fn list_joins(state: State, request: ListJoins) -> Answer<Joins> {
     request.actor.require(Level::Read, "listing joins")?;
     check_listing(&request.page, &request.search)?;
     let mut connection = connection(&state).await?;
-    let (rows, total) = store::list_joins_page(&mut connection, &request)
-        .await
-        .map_err(unavailable)?;
+    let (rows, total) = store::list_joins_page(&mut connection, &request).await?;
     let now = Utc::now();
     Ok(Joins {
         joins: rows
@@ -94,18 +93,13 @@ async fn bind_node(
         agent_version: &join.agent_version,
     };
     let Some(node_id) = named else {
-        return store::insert_node(connection, &join.name, &binding)
-            .await
-            .map_err(unavailable);
+        return Ok(store::insert_node(connection, &join.name, &binding).await?);
     };
     found(
         store::lock_node(connection, node_id).await,
         format!("node {node_id}"),
     )?;
-    if !store::bind_key(connection, node_id, &binding)
-        .await
-        .map_err(unavailable)?
-    {
+    if !store::bind_key(connection, node_id, &binding).await? {
         return Err(conflict(format!(
             "node {node_id} already has a paired agent; disconnect it first"
         )));
@@ -116,94 +110,91 @@ async fn bind_node(
 /// AC-06: binds the join's key to a new node, or to the unpaired node the operator names.
 pub async fn approve_join(state: State, request: ApproveJoin) -> Answer<Approved> {
     request.actor.require(Level::Admin, "approving a join")?;
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    let join = found(
-        store::join_by_id(&mut transaction, request.join_id).await,
-        format!("join request {}", request.join_id),
-    )?;
-    if join.state != JoinRecordState::Pending || join.expires_at <= Utc::now() {
-        return Err(conflict(format!("join request {} is not pending", join.id)));
-    }
-    if store::node_by_fingerprint(&mut transaction, &join.fingerprint)
-        .await
-        .map_err(unavailable)?
-        .is_some()
-    {
-        return Err(conflict("this key is already paired with a node"));
-    }
-    let node_id = bind_node(&mut transaction, &join, request.node_id).await?;
-    store::decide_join(
-        &mut transaction,
-        join.id,
-        JoinRecordState::Approved,
-        &request.actor.name,
-        Some(node_id),
-    )
-    .await
-    .map_err(unavailable)?;
-    let node = found(
-        store::node_by_id(&mut transaction, node_id).await,
-        format!("node {node_id}"),
-    )?;
-    let approved = NodeApproved {
-        request_id: join.id,
-        node_id,
-        name: node.name.clone(),
-        fingerprint: join.fingerprint.clone(),
-        addresses: join.addresses.0.clone(),
-        site_root: node.site_root.clone(),
-        container: node.container.clone(),
-        approved_by: request.actor.name.clone(),
-    };
-    emit(&mut transaction, approved, format!("node/{node_id}"))
-        .await
-        .map_err(unavailable)?;
-    let new_machine = request.node_id.is_none()
-        && !fleet::approval_can_move_placements(node.container.as_deref());
-    if !new_machine {
-        actions::settle_placements(&mut transaction, &[node_id])
-            .await
-            .map_err(unavailable)?;
-    }
-    transaction
-        .commit()
-        .await
-        .map_err(|error| unavailable(error.into()))?;
+    let node_id = state
+        .store
+        .in_transaction(move |transaction| {
+            Box::pin(async move {
+                let join = found(
+                    store::join_by_id(transaction, request.join_id).await,
+                    format!("join request {}", request.join_id),
+                )?;
+                if join.state != JoinRecordState::Pending || join.expires_at <= Utc::now() {
+                    return Err(conflict(format!("join request {} is not pending", join.id)));
+                }
+                if store::node_by_fingerprint(transaction, &join.fingerprint)
+                    .await?
+                    .is_some()
+                {
+                    return Err(conflict("this key is already paired with a node"));
+                }
+                let node_id = bind_node(transaction, &join, request.node_id).await?;
+                store::decide_join(
+                    transaction,
+                    join.id,
+                    JoinRecordState::Approved,
+                    &request.actor.name,
+                    Some(node_id),
+                )
+                .await?;
+                let node = found(
+                    store::node_by_id(transaction, node_id).await,
+                    format!("node {node_id}"),
+                )?;
+                let approved = NodeApproved {
+                    request_id: join.id,
+                    node_id,
+                    name: node.name.clone(),
+                    fingerprint: join.fingerprint.clone(),
+                    addresses: join.addresses.0.clone(),
+                    site_root: node.site_root.clone(),
+                    container: node.container.clone(),
+                    approved_by: request.actor.name.clone(),
+                };
+                emit(transaction, approved, format!("node/{node_id}")).await?;
+                let new_machine = request.node_id.is_none()
+                    && !fleet::approval_can_move_placements(node.container.as_deref());
+                if !new_machine {
+                    actions::settle_placements(transaction, &[node_id]).await?;
+                }
+                Ok(node_id)
+            })
+        })
+        .await?;
     Ok(Approved { node_id })
 }
 
 pub async fn reject_join(state: State, RejectJoin(request): RejectJoin) -> Answer<Done> {
     request.actor.require(Level::Admin, "rejecting a join")?;
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    let join = found(
-        store::join_by_id(&mut transaction, request.join_id).await,
-        format!("join request {}", request.join_id),
-    )?;
-    if join.state != JoinRecordState::Pending {
-        return Err(conflict(format!("join request {} is not pending", join.id)));
-    }
-    store::decide_join(
-        &mut transaction,
-        join.id,
-        JoinRecordState::Rejected,
-        &request.actor.name,
-        None,
-    )
-    .await
-    .map_err(unavailable)?;
-    let rejected = JoinRejected {
-        request_id: join.id,
-        name: join.name.clone(),
-        fingerprint: join.fingerprint.clone(),
-        rejected_by: request.actor.name.clone(),
-    };
-    emit(&mut transaction, rejected, format!("join/{}", join.id))
-        .await
-        .map_err(unavailable)?;
-    transaction
-        .commit()
-        .await
-        .map_err(|error| unavailable(error.into()))?;
+    state
+        .store
+        .in_transaction(move |transaction| {
+            Box::pin(async move {
+                let join = found(
+                    store::join_by_id(transaction, request.join_id).await,
+                    format!("join request {}", request.join_id),
+                )?;
+                if join.state != JoinRecordState::Pending {
+                    return Err(conflict(format!("join request {} is not pending", join.id)));
+                }
+                store::decide_join(
+                    transaction,
+                    join.id,
+                    JoinRecordState::Rejected,
+                    &request.actor.name,
+                    None,
+                )
+                .await?;
+                let rejected = JoinRejected {
+                    request_id: join.id,
+                    name: join.name.clone(),
+                    fingerprint: join.fingerprint.clone(),
+                    rejected_by: request.actor.name.clone(),
+                };
+                emit(transaction, rejected, format!("join/{}", join.id)).await?;
+                Ok(())
+            })
+        })
+        .await?;
     Ok(Done {})
 }
 
@@ -211,27 +202,28 @@ pub async fn reject_join(state: State, RejectJoin(request): RejectJoin) -> Answe
 /// the same key, so the fingerprint was already compared).
 pub async fn reopen_join(state: State, ReopenJoin(request): ReopenJoin) -> Answer<Done> {
     request.actor.require(Level::Admin, "reopening a join")?;
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    let join = found(
-        store::join_by_id(&mut transaction, request.join_id).await,
-        format!("join request {}", request.join_id),
-    )?;
-    let now = Utc::now();
-    let rejected_at = join.decided_at.unwrap_or(join.requested_at);
-    if join.state != JoinRecordState::Rejected || !reopenable(rejected_at, now) {
-        return Err(conflict(format!(
-            "join request {} was not rejected within the last day",
-            join.id
-        )));
-    }
-    let expires_at = now + chrono::Duration::from_std(JOIN_TTL).expect("an hour fits");
-    store::reopen_join(&mut transaction, join.id, expires_at)
-        .await
-        .map_err(unavailable)?;
-    transaction
-        .commit()
-        .await
-        .map_err(|error| unavailable(error.into()))?;
+    state
+        .store
+        .in_transaction(move |transaction| {
+            Box::pin(async move {
+                let join = found(
+                    store::join_by_id(transaction, request.join_id).await,
+                    format!("join request {}", request.join_id),
+                )?;
+                let now = Utc::now();
+                let rejected_at = join.decided_at.unwrap_or(join.requested_at);
+                if join.state != JoinRecordState::Rejected || !reopenable(rejected_at, now) {
+                    return Err(conflict(format!(
+                        "join request {} was not rejected within the last day",
+                        join.id
+                    )));
+                }
+                let expires_at = now + chrono::Duration::from_std(JOIN_TTL).expect("an hour fits");
+                store::reopen_join(transaction, join.id, expires_at).await?;
+                Ok(())
+            })
+        })
+        .await?;
     Ok(Done {})
 }
 
@@ -246,13 +238,12 @@ pub async fn list_nodes(state: State, request: ListNodes) -> Answer<Nodes> {
         return Err(RpcError::new(
             ErrorCode::InvalidRequest,
             format!("ids: more than {PAGE_LIMIT_MAX}"),
-        ));
+        )
+        .into());
     }
     let now = Utc::now();
     let mut connection = connection(&state).await?;
-    let (nodes, total) = store::list_nodes_page(&mut connection, &request, now)
-        .await
-        .map_err(unavailable)?;
+    let (nodes, total) = store::list_nodes_page(&mut connection, &request, now).await?;
     // The page's nodes, and the hosts its containers may sit on (placement reads their
     // reports; no view is made of them).
     let mut ids: Vec<i64> = nodes.iter().map(|node| node.id).collect();
@@ -260,20 +251,12 @@ pub async fn list_nodes(state: State, request: ListNodes) -> Answer<Nodes> {
         .iter()
         .filter_map(|node| node.container.clone())
         .collect();
-    ids.extend(
-        store::hosts_listing_any_container(&mut connection, &containers)
-            .await
-            .map_err(unavailable)?,
-    );
+    ids.extend(store::hosts_listing_any_container(&mut connection, &containers).await?);
     ids.sort_unstable();
     ids.dedup();
-    let readings = store::latest_readings(&mut connection, &ids)
-        .await
-        .map_err(unavailable)?;
+    let readings = store::latest_readings(&mut connection, &ids).await?;
     let page_ids: Vec<i64> = nodes.iter().map(|node| node.id).collect();
-    let healths = store::health::of(&mut connection, &page_ids)
-        .await
-        .map_err(unavailable)?;
+    let healths = store::health::of(&mut connection, &page_ids).await?;
     Ok(Nodes {
         nodes: actions::node_views(&nodes, &readings, &healths, now),
         page: PageInfo::of(request.page, total),
@@ -289,9 +272,7 @@ pub async fn fleet_versions(
         .actor
         .require(Level::Read, "reading the fleet's versions")?;
     let mut connection = connection(&state).await?;
-    let rows = store::node_updates(&mut connection)
-        .await
-        .map_err(unavailable)?;
+    let rows = store::node_updates(&mut connection).await?;
     Ok(crate::domain::updates::fleet_versions(rows))
 }
 
@@ -304,18 +285,10 @@ pub async fn get_node(state: State, GetNode(request): GetNode) -> Answer<NodeVie
     )?;
     let mut ids = vec![node.id];
     if let Some(container) = node.container_name() {
-        ids.extend(
-            store::hosts_listing_container(&mut connection, container)
-                .await
-                .map_err(unavailable)?,
-        );
+        ids.extend(store::hosts_listing_container(&mut connection, container).await?);
     }
-    let readings = store::latest_readings(&mut connection, &ids)
-        .await
-        .map_err(unavailable)?;
-    let healths = store::health::of(&mut connection, &[node.id])
-        .await
-        .map_err(unavailable)?;
+    let readings = store::latest_readings(&mut connection, &ids).await?;
+    let healths = store::health::of(&mut connection, &[node.id]).await?;
     actions::node_views(std::slice::from_ref(&node), &readings, &healths, Utc::now())
         .pop()
         .ok_or_else(|| not_found(format!("no node {}", request.node_id)))
@@ -328,56 +301,56 @@ pub async fn disconnect_node(
     request
         .actor
         .require(Level::Admin, "disconnecting a node")?;
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    let node = found(
-        store::lock_node(&mut transaction, request.node_id).await,
-        format!("node {}", request.node_id),
-    )?;
-    if node.fingerprint.is_none() {
-        return Err(conflict(format!("node {} has no paired agent", node.id)));
-    }
-    actions::forget_agent(
-        &mut transaction,
-        &node,
-        PairingEnd::Disconnected {
-            by: &request.actor.name,
-        },
-    )
-    .await
-    .map_err(unavailable)?;
-    transaction
-        .commit()
-        .await
-        .map_err(|error| unavailable(error.into()))?;
+    state
+        .store
+        .in_transaction(move |transaction| {
+            Box::pin(async move {
+                let node = found(
+                    store::lock_node(transaction, request.node_id).await,
+                    format!("node {}", request.node_id),
+                )?;
+                if node.fingerprint.is_none() {
+                    return Err(conflict(format!("node {} has no paired agent", node.id)));
+                }
+                let by = PairingEnd::Disconnected {
+                    by: &request.actor.name,
+                };
+                actions::forget_agent(transaction, &node, by).await?;
+                Ok(())
+            })
+        })
+        .await?;
     Ok(Done {})
 }
 
 pub async fn create_job(state: State, request: CreateJob) -> Answer<JobCreated> {
     request.actor.require(Level::Read, "running a job")?;
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    let node = found(
-        store::node_by_id(&mut transaction, request.node_id).await,
-        format!("node {}", request.node_id),
-    )?;
-    let asker = Asker {
-        name: &request.actor.name,
-        level: request.actor.level,
-        door: Door::Operator,
-        idempotency_key: None,
-        correlation_id: None,
-    };
-    let job = actions::create_job(
-        &mut transaction,
-        &node,
-        &request.primitive,
-        &request.params,
-        &asker,
-    )
-    .await?;
-    transaction
-        .commit()
-        .await
-        .map_err(|error| unavailable(error.into()))?;
+    let job = state
+        .store
+        .in_transaction(move |transaction| {
+            Box::pin(async move {
+                let node = found(
+                    store::node_by_id(transaction, request.node_id).await,
+                    format!("node {}", request.node_id),
+                )?;
+                let asker = Asker {
+                    name: &request.actor.name,
+                    level: request.actor.level,
+                    door: Door::Operator,
+                    idempotency_key: None,
+                    correlation_id: None,
+                };
+                actions::create_job(
+                    transaction,
+                    &node,
+                    &request.primitive,
+                    &request.params,
+                    &asker,
+                )
+                .await
+            })
+        })
+        .await?;
     Ok(JobCreated {
         id: job.id,
         state: JobState::Pending,
@@ -388,9 +361,7 @@ pub async fn list_jobs(state: State, request: ListJobs) -> Answer<Jobs> {
     request.actor.require(Level::Read, "listing jobs")?;
     let limit = i64::from(request.limit.unwrap_or(50).clamp(1, 500));
     let mut connection = connection(&state).await?;
-    let rows = store::list_jobs(&mut connection, request.node_id, request.state, limit)
-        .await
-        .map_err(unavailable)?;
+    let rows = store::list_jobs(&mut connection, request.node_id, request.state, limit).await?;
     Ok(Jobs {
         jobs: rows.iter().map(actions::job_view).collect(),
     })
@@ -434,10 +405,10 @@ pub async fn cancel_job(state: State, CancelJobRequest(request): CancelJobReques
     let reason = format!("withdrawn by {}", request.actor.name);
     end_job(
         &state,
-        &request,
+        request,
         &[JobState::Pending, JobState::Running],
         JobOutcome::Withdrawn,
-        &reason,
+        reason,
     )
     .await
 }
@@ -451,10 +422,10 @@ pub async fn mark_job_failed(state: State, MarkJobFailed(request): MarkJobFailed
     let reason = lost::marked(&request.actor.name);
     end_job(
         &state,
-        &request,
+        request,
         &[JobState::Running],
         JobOutcome::Lost,
-        &reason,
+        reason,
     )
     .await
 }
@@ -463,36 +434,37 @@ pub async fn mark_job_failed(state: State, MarkJobFailed(request): MarkJobFailed
 /// operator's name, and announces it.
 async fn end_job(
     state: &State,
-    request: &JobRef,
-    from: &[JobState],
+    request: JobRef,
+    from: &'static [JobState],
     to: JobOutcome,
-    reason: &str,
+    reason: String,
 ) -> Answer<Done> {
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    let job = found(
-        store::job_by_id(&mut transaction, request.job_id).await,
-        format!("job {}", request.job_id),
-    )?;
-    if !from.contains(&job.state) {
-        let from: Vec<&str> = from.iter().map(|state| state.as_str()).collect();
-        return Err(conflict(format!(
-            "job {} is {}, not {}",
-            job.id,
-            job.state.as_str(),
-            from.join(" or ")
-        )));
-    }
-    let by = Some(request.actor.name.as_str());
-    let ended = store::finish_job(&mut transaction, job.id, to, Some(reason), None, None, by)
-        .await
-        .map_err(unavailable)?;
-    actions::announce_all_finished(&mut transaction, ended.as_slice())
-        .await
-        .map_err(unavailable)?;
-    transaction
-        .commit()
-        .await
-        .map_err(|error| unavailable(error.into()))?;
+    state
+        .store
+        .in_transaction(move |transaction| {
+            Box::pin(async move {
+                let job = found(
+                    store::job_by_id(transaction, request.job_id).await,
+                    format!("job {}", request.job_id),
+                )?;
+                if !from.contains(&job.state) {
+                    let from: Vec<&str> = from.iter().map(|state| state.as_str()).collect();
+                    return Err(conflict(format!(
+                        "job {} is {}, not {}",
+                        job.id,
+                        job.state.as_str(),
+                        from.join(" or ")
+                    )));
+                }
+                let by = Some(request.actor.name.as_str());
+                let ended =
+                    store::finish_job(transaction, job.id, to, Some(&reason), None, None, by)
+                        .await?;
+                actions::announce_all_finished(transaction, ended.as_slice()).await?;
+                Ok(())
+            })
+        })
+        .await?;
     Ok(Done {})
 }
 
@@ -500,9 +472,7 @@ pub async fn refusal_count(state: State, request: RefusalCountRequest) -> Answer
     request.actor.require(Level::Read, "reading refusals")?;
     let mut connection = connection(&state).await?;
     let refused =
-        store::refusal_count(&mut connection, request.node_id, request.window_secs as f64)
-            .await
-            .map_err(unavailable)?;
+        store::refusal_count(&mut connection, request.node_id, request.window_secs as f64).await?;
     Ok(RefusalCount {
         node_id: request.node_id,
         refused,

@@ -248,7 +248,8 @@ impl NodeRow {
 }
 
 const NODE_COLUMNS: &str =
-    "node_id, paired_at, last_checkin_at, install_state, recipes, docker_host, in_test_account, alerts";
+    "node_id, paired_at, last_checkin_at, install_state, recipes, host_node_id AS docker_host, \
+     in_test_account, alerts";
 /// The nodes (other services' conditions are apart, in `conditions.rs`).
 const NODE_FROM: &str = "nodes";
 

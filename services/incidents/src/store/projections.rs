@@ -1,5 +1,7 @@
 //! The facts of other services this one keeps, written from their events through the inbox:
-//! nodes (the agent channel's, with their placement), check-ins (its `nodes_seen` reports), operators (the
+//! what incidents adds to the kit's node projection (`capstan_store::nodes`: its pairing
+//! time, recipes and container from reports, a row for a node first heard of by a report or a
+//! placement), check-ins (its `nodes_seen` reports), operators (the
 //! gateway's); and the agent cases the claims carry. A projection is rebuilt by replaying the
 //! stream into an empty table (docs/incidents.md says how).
 
@@ -13,26 +15,18 @@ use super::{case_state_word, Result};
 use crate::domain::cases::{CaseOutcome, StoredCase};
 use crate::domain::NodeId;
 
-/// A node was paired (approved): it is known by `name` from `at`.
+/// A node was paired (approved) at `at`, after the kit's projection wrote the approval
+/// ([`capstan_runtime::NodeEvent`]): its latest pairing starts now, with no check-in heard.
 pub async fn node_paired(
     connection: &mut PgConnection,
     node: NodeId,
-    name: &str,
-    container: Option<&str>,
     at: DateTime<Utc>,
 ) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO nodes (node_id, name, paired_at, container) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (node_id) DO UPDATE
-         SET name = EXCLUDED.name, paired_at = EXCLUDED.paired_at,
-             container = EXCLUDED.container, last_checkin_at = NULL",
-    )
-    .bind(node)
-    .bind(name)
-    .bind(at)
-    .bind(container)
-    .execute(&mut *connection)
-    .await?;
+    sqlx::query("UPDATE nodes SET paired_at = $2, last_checkin_at = NULL WHERE node_id = $1")
+        .bind(node)
+        .bind(at)
+        .execute(&mut *connection)
+        .await?;
     Ok(())
 }
 
@@ -95,22 +89,22 @@ pub async fn checkins(
     Ok(())
 }
 
-/// A node's Docker host, as the agent channel placed it at `at`. An announcement older than
-/// the one applied changes nothing, so a late redelivery cannot undo a newer placement.
-pub async fn placed(
+/// A node's Docker host, as the agent channel placed it at `at`, for a node this service has
+/// no row of yet: the kit's projection updated a known node (an announcement older than the
+/// one applied changing nothing); here a placement heard first still makes the row, as a
+/// report does, so grouping under the host holds from the start.
+pub async fn placed_unknown(
     connection: &mut PgConnection,
     node: NodeId,
-    docker_host: Option<NodeId>,
+    host: Option<NodeId>,
     at: DateTime<Utc>,
 ) -> Result<()> {
     sqlx::query(
-        "INSERT INTO nodes (node_id, docker_host, placed_at) VALUES ($1, $2, $3)
-         ON CONFLICT (node_id) DO UPDATE
-         SET docker_host = EXCLUDED.docker_host, placed_at = EXCLUDED.placed_at
-         WHERE nodes.placed_at IS NULL OR nodes.placed_at <= EXCLUDED.placed_at",
+        "INSERT INTO nodes (node_id, host_node_id, placed_at) VALUES ($1, $2, $3)
+         ON CONFLICT (node_id) DO NOTHING",
     )
     .bind(node)
-    .bind(docker_host)
+    .bind(host)
     .bind(at)
     .execute(&mut *connection)
     .await?;

@@ -3,11 +3,13 @@
 //! `release_archive` artifacts, and RO-23's deploy to every node a publish may ask for.
 
 use bytes::Bytes;
+use capstan_bus::IntoRpcError;
 use capstan_events::rollouts::{
     rpc::{ListSiteReleases, PublishSiteRelease, SiteReleaseView, SiteReleases},
     staged::StartRollout,
 };
 use capstan_events::rpc::{Actor, ErrorCode, InvalidInput, Level, RpcError};
+use capstan_runtime::ServiceError;
 use capstan_store::{Store, StoreError};
 use chrono::{DateTime, Utc};
 use serde_json::json;
@@ -16,15 +18,8 @@ use crate::domain::plan::{deploy_all_decision, DeployAll};
 use crate::domain::site_releases::{self, file_by_hash};
 use crate::store::site_releases::{self as store, SiteReleaseRow};
 
-type Answer<T> = Result<T, RpcError>;
-
-fn unavailable(error: StoreError) -> RpcError {
-    capstan_runtime::unavailable(crate::DOMAIN, error)
-}
-
-fn sql(error: sqlx::Error) -> RpcError {
-    unavailable(error.into())
-}
+/// A handler's answer: store failures go up with `?` (answered `unavailable`, logged once).
+type Answer<T> = Result<T, ServiceError>;
 
 fn view(row: SiteReleaseRow) -> SiteReleaseView {
     SiteReleaseView {
@@ -61,44 +56,46 @@ pub async fn publish(
     )
     .map_err(|(field, reason)| RpcError::from(InvalidInput::new(field, reason)))?;
     let now = Utc::now();
-    let mut transaction = store.begin().await.map_err(unavailable)?;
-    let stored = store::insert(
-        &mut transaction,
-        &upload,
-        request.deploy_all,
-        &request.actor.name,
-        now,
-    )
-    .await
-    .map_err(unavailable)?;
-    if !stored {
-        return Err(RpcError::new(
-            ErrorCode::Conflict,
-            format!(
-                "site release {} is already published; a version is published once (publish a new version)",
-                upload.version
-            ),
-        ));
+    let version = upload.version.clone();
+    let deploy_all = request.deploy_all;
+    let by = request.actor.name;
+    let publisher = by.clone();
+    store
+        .in_transaction(move |transaction| {
+            Box::pin(async move {
+                if !store::insert(transaction, &upload, deploy_all, &publisher, now).await? {
+                    return Err(RpcError::new(
+                        ErrorCode::Conflict,
+                        format!(
+                            "site release {} is already published; a version is published once (publish a new version)",
+                            upload.version
+                        ),
+                    )
+                    .into());
+                }
+                Ok::<_, ServiceError>(())
+            })
+        })
+        .await?;
+    tracing::info!(%version, %by, deploy_all, "site release published");
+    if deploy_all {
+        decide_deploy_all(store, now).await?;
     }
-    transaction.commit().await.map_err(sql)?;
-    tracing::info!(version = %upload.version, by = %request.actor.name, deploy_all = request.deploy_all, "site release published");
-    if request.deploy_all {
-        decide_deploy_all(store, now).await.map_err(unavailable)?;
-    }
-    let mut connection = store.pool().acquire().await.map_err(sql)?;
-    store::get(&mut connection, &upload.version)
-        .await
-        .map_err(unavailable)?
+    let mut connection = store.acquire().await?;
+    Ok(store::get(&mut connection, &version)
+        .await?
         .map(view)
-        .ok_or_else(|| RpcError::new(ErrorCode::Internal, "the release just stored is not there"))
+        .ok_or_else(|| {
+            RpcError::new(ErrorCode::Internal, "the release just stored is not there")
+        })?)
 }
 
 pub async fn list(store: &Store, request: ListSiteReleases) -> Answer<SiteReleases> {
     request
         .actor
         .require(Level::Read, "listing site releases")?;
-    let mut connection = store.pool().acquire().await.map_err(sql)?;
-    let rows = store::list(&mut connection).await.map_err(unavailable)?;
+    let mut connection = store.acquire().await?;
+    let rows = store::list(&mut connection).await?;
     Ok(SiteReleases {
         releases: rows.into_iter().map(view).collect(),
     })
@@ -155,7 +152,9 @@ pub async fn decide_deploy_all(store: &Store, now: DateTime<Utc>) -> Result<(), 
                         pages: None,
                     },
                 )
-                .await;
+                .await
+                // Read in the rpc's words (a store failure logged once, as `unavailable`).
+                .map_err(|error| error.into_rpc_error(crate::DOMAIN));
                 match started {
                     Ok(rollout) => {
                         tracing::info!(%version, rollout = rollout.id, "deploy to all started");
@@ -191,8 +190,8 @@ pub async fn decide_deploy_all(store: &Store, now: DateTime<Utc>) -> Result<(), 
     Ok(())
 }
 
-fn not_found(message: String) -> RpcError {
-    RpcError::new(ErrorCode::NotFound, message)
+fn not_found(message: String) -> ServiceError {
+    RpcError::new(ErrorCode::NotFound, message).into()
 }
 
 fn need_version(version: Option<&str>, kind: &str) -> Answer<String> {
@@ -201,11 +200,13 @@ fn need_version(version: Option<&str>, kind: &str) -> Answer<String> {
         Some(_) => Err(RpcError::new(
             ErrorCode::InvalidRequest,
             format!("{kind}: version is not a site release version"),
-        )),
+        )
+        .into()),
         None => Err(RpcError::new(
             ErrorCode::InvalidRequest,
             format!("{kind} names the version"),
-        )),
+        )
+        .into()),
     }
 }
 
@@ -220,13 +221,12 @@ pub async fn artifact(
     sha256: Option<&str>,
 ) -> Option<Answer<(Option<serde_json::Value>, Bytes)>> {
     let answer = async {
-        let mut connection = store.pool().acquire().await.map_err(sql)?;
+        let mut connection = store.acquire().await?;
         match kind {
             "release_manifest" => {
                 let version = need_version(version, kind)?;
                 let (manifest, signatures) = store::manifest(&mut connection, &version)
-                    .await
-                    .map_err(unavailable)?
+                    .await?
                     .ok_or_else(|| not_found(format!("no site release {version}")))?;
                 Ok((
                     Some(json!({
@@ -240,8 +240,7 @@ pub async fn artifact(
             "release_archive" => {
                 let version = need_version(version, kind)?;
                 let archive = store::archive(&mut connection, &version)
-                    .await
-                    .map_err(unavailable)?
+                    .await?
                     .ok_or_else(|| not_found(format!("no site release {version}")))?;
                 Ok((None, Bytes::from(archive)))
             }
@@ -253,8 +252,7 @@ pub async fn artifact(
                     need_version(Some(version), kind)?;
                 }
                 let archive = store::archive_holding(&mut connection, sha256, version)
-                    .await
-                    .map_err(unavailable)?
+                    .await?
                     .ok_or_else(|| not_found(format!("no site release lists a file {sha256}")))?;
                 let bytes = file_by_hash(&archive, sha256)
                     .map_err(|error| {

@@ -8,7 +8,8 @@ use capstan_events::rollouts::staged::{
     ActOnRollout, GetRollout, ListRollouts, RolloutView, Rollouts, StartRollout,
 };
 use capstan_events::rpc::{ErrorCode, InvalidInput, Level, RpcError};
-use capstan_store::{Store, StoreError};
+use capstan_runtime::ServiceError;
+use capstan_store::Store;
 use chrono::Utc;
 
 use crate::app;
@@ -16,7 +17,8 @@ use crate::domain::engine::Act;
 use crate::domain::input;
 use crate::store::staged as store;
 
-type Answer<T> = Result<T, RpcError>;
+/// A handler's answer: store failures go up with `?` (answered `unavailable`, logged once).
+type Answer<T> = Result<T, ServiceError>;
 
 /// How many rollouts a list shows.
 pub const LIST_LIMIT: i64 = 200;
@@ -34,10 +36,6 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
         .route_with_state(&state, list)
         .route_with_state(&state, get)
         .route_with_state(&state, act)
-}
-
-fn unavailable(error: StoreError) -> RpcError {
-    capstan_runtime::unavailable(crate::DOMAIN, error)
 }
 
 fn no_rollout(id: i64) -> RpcError {
@@ -67,31 +65,18 @@ pub async fn start(state: State, request: StartRollout) -> Answer<RolloutView> {
 
 pub async fn list(state: State, request: ListRollouts) -> Answer<Rollouts> {
     request.actor.require(Level::Read, "reading rollouts")?;
-    let mut connection = state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|error| unavailable(error.into()))?;
+    let mut connection = state.store.acquire().await?;
     Ok(Rollouts {
-        rollouts: store::list(&mut connection, LIST_LIMIT)
-            .await
-            .map_err(unavailable)?,
+        rollouts: store::list(&mut connection, LIST_LIMIT).await?,
     })
 }
 
 pub async fn get(state: State, request: GetRollout) -> Answer<RolloutView> {
     request.actor.require(Level::Read, "reading a rollout")?;
-    let mut connection = state
-        .store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|error| unavailable(error.into()))?;
-    store::view(&mut connection, request.rollout_id, true)
-        .await
-        .map_err(unavailable)?
-        .ok_or_else(|| no_rollout(request.rollout_id))
+    let mut connection = state.store.acquire().await?;
+    Ok(store::view(&mut connection, request.rollout_id, true)
+        .await?
+        .ok_or_else(|| no_rollout(request.rollout_id))?)
 }
 
 pub async fn act(state: State, request: ActOnRollout) -> Answer<RolloutView> {
@@ -101,33 +86,32 @@ pub async fn act(state: State, request: ActOnRollout) -> Answer<RolloutView> {
         .actor
         .require(Level::Change, &format!("{} a rollout", act.as_str()))?;
     let now = Utc::now();
-    let mut transaction = state.store.begin().await.map_err(unavailable)?;
-    if act == Act::Retry || act == Act::Resume {
-        if let Some(id) = store::one_under_way(&mut transaction)
-            .await
-            .map_err(unavailable)?
-        {
-            if id != request.rollout_id {
-                return Err(under_way(id));
-            }
-        }
-    }
-    match store::act(&mut transaction, request.rollout_id, act, now)
-        .await
-        .map_err(unavailable)?
-    {
-        Ok(()) => {}
-        Err(None) => return Err(no_rollout(request.rollout_id)),
-        Err(Some(reason)) => return Err(RpcError::new(ErrorCode::Conflict, reason)),
-    }
-    let view = store::view(&mut transaction, request.rollout_id, true)
-        .await
-        .map_err(unavailable)?
-        .ok_or_else(|| no_rollout(request.rollout_id))?;
-    transaction
-        .commit()
-        .await
-        .map_err(|error| unavailable(error.into()))?;
-    tracing::info!(rollout = request.rollout_id, act = act.as_str(), by = %request.actor.name, "rollout acted on");
+    let rollout = request.rollout_id;
+    let view = state
+        .store
+        .in_transaction(move |transaction| {
+            Box::pin(async move {
+                if act == Act::Retry || act == Act::Resume {
+                    if let Some(id) = store::one_under_way(transaction).await? {
+                        if id != rollout {
+                            return Err(under_way(id).into());
+                        }
+                    }
+                }
+                match store::act(transaction, rollout, act, now).await? {
+                    Ok(()) => {}
+                    Err(None) => return Err(no_rollout(rollout).into()),
+                    Err(Some(reason)) => {
+                        return Err(RpcError::new(ErrorCode::Conflict, reason).into())
+                    }
+                }
+                let view = store::view(transaction, rollout, true)
+                    .await?
+                    .ok_or_else(|| no_rollout(rollout))?;
+                Ok::<_, ServiceError>(view)
+            })
+        })
+        .await?;
+    tracing::info!(rollout, act = act.as_str(), by = %request.actor.name, "rollout acted on");
     Ok(view)
 }

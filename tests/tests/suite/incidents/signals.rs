@@ -467,7 +467,7 @@ async fn wait_placed(plane: &Plane, node: i64, host: i64) {
                     .await
                     .ok()?;
                 sqlx::query_scalar::<_, Option<i64>>(
-                    "SELECT docker_host FROM incidents.nodes WHERE node_id = $1",
+                    "SELECT host_node_id FROM incidents.nodes WHERE node_id = $1",
                 )
                 .bind(node)
                 .fetch_optional(&mut connection)
