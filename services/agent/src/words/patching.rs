@@ -145,7 +145,7 @@ pub async fn install_from(root: &AptRoot, work: &Path) -> Result<Finished, Faile
         .collect::<Vec<_>>()
         .join("\n");
     let mut result = json!({
-        "outcome": outcome.as_str(),
+        "outcome": outcome.word(),
         "sources": sources.iter().map(Source::describe).collect::<Vec<_>>(),
         "held_back": held_back,
     });
