@@ -59,11 +59,13 @@ const MAX_HOOK_OUTPUT: usize = 16 * 1024;
 /// The most of the error log read after a probe.
 const MAX_ERROR_LOG_READ: u64 = 1024 * 1024;
 
+mod error;
 pub mod keep;
 mod preflight;
 mod probe;
 pub mod recover;
 
+pub use error::{Artifact, CredentialError, FetchError, ProbeError, SiteError};
 pub use preflight::preflight;
 pub use probe::probe;
 pub use recover::ManifestClock;
@@ -85,12 +87,12 @@ pub trait ReleaseSource {
     fn manifest(
         &self,
         version: &str,
-    ) -> impl std::future::Future<Output = Result<(Vec<u8>, Vec<u8>), String>> + Send;
+    ) -> impl std::future::Future<Output = Result<(Vec<u8>, Vec<u8>), FetchError>> + Send;
     /// The release's archive.
     fn archive(
         &self,
         version: &str,
-    ) -> impl std::future::Future<Output = Result<Vec<u8>, String>> + Send;
+    ) -> impl std::future::Future<Output = Result<Vec<u8>, FetchError>> + Send;
 }
 
 /// The plane's `artifact` endpoint: `release_manifest` and `release_archive`.
@@ -140,7 +142,7 @@ where
 }
 
 impl ReleaseSource for PlaneSource<'_> {
-    async fn manifest(&self, version: &str) -> Result<(Vec<u8>, Vec<u8>), String> {
+    async fn manifest(&self, version: &str) -> Result<(Vec<u8>, Vec<u8>), FetchError> {
         let asked = json!({"kind": "release_manifest", "version": version});
         let answer = patiently(self.patient, || {
             self.plane.send(
@@ -153,20 +155,25 @@ impl ReleaseSource for PlaneSource<'_> {
             )
         })
         .await
-        .map_err(|error| {
-            format!("the release manifest of {version} could not be fetched: {error}")
+        .map_err(|source| FetchError::Plane {
+            artifact: Artifact::Manifest,
+            version: version.to_string(),
+            source,
         })?;
-        let text = |field: &str| {
+        let text = |field: &'static str| {
             answer
                 .get(field)
                 .and_then(Value::as_str)
                 .map(|text| text.as_bytes().to_vec())
-                .ok_or_else(|| format!("the plane's release manifest of {version} has no {field}"))
+                .ok_or_else(|| FetchError::Incomplete {
+                    version: version.to_string(),
+                    field,
+                })
         };
         Ok((text("manifest")?, text("signatures")?))
     }
 
-    async fn archive(&self, version: &str) -> Result<Vec<u8>, String> {
+    async fn archive(&self, version: &str) -> Result<Vec<u8>, FetchError> {
         let asked = json!({"kind": "release_archive", "version": version});
         patiently(self.patient, || {
             self.plane.send_for_bytes(
@@ -179,7 +186,11 @@ impl ReleaseSource for PlaneSource<'_> {
             )
         })
         .await
-        .map_err(|error| format!("the release archive of {version} could not be fetched: {error}"))
+        .map_err(|source| FetchError::Plane {
+            artifact: Artifact::Archive,
+            version: version.to_string(),
+            source,
+        })
     }
 }
 
@@ -221,7 +232,7 @@ fn blocking_failed(error: tokio::task::JoinError) -> Failed {
 /// The site lock, held (flock) for as long as this value lives.
 struct SiteLock(#[allow(dead_code)] OwnedFd);
 
-fn take_lock(root: &Path) -> Result<SiteLock, String> {
+fn take_lock(root: &Path) -> Result<SiteLock, SiteError> {
     let file = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -229,41 +240,42 @@ fn take_lock(root: &Path) -> Result<SiteLock, String> {
         .mode(0o600)
         .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(root.join(LOCK_FILE))
-        .map_err(|error| format!("the site lock {LOCK_FILE} cannot be opened: {error}"))?;
+        .map_err(SiteError::disk(format!(
+            "the site lock {LOCK_FILE} cannot be opened"
+        )))?;
     let fd = OwnedFd::from(file);
-    rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(|_| {
-        format!("the site lock {LOCK_FILE} is held by another process: another deploy is running")
-    })?;
+    rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+        .map_err(|_| SiteError::LockHeld)?;
     Ok(SiteLock(fd))
 }
 
 /// The version `current` points at, if any.
-fn current_version(root: &Path) -> Result<Option<String>, String> {
+fn current_version(root: &Path) -> Result<Option<String>, SiteError> {
     match fs::read_link(root.join(CURRENT_LINK)) {
-        Ok(target) => version_of_link(&target)
-            .map(Some)
-            .map_err(|refused| refused.0),
+        Ok(target) => Ok(Some(version_of_link(&target)?)),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(error) => Err(format!("current cannot be read: {error}")),
+        Err(error) => Err(SiteError::disk("current cannot be read")(error)),
     }
 }
 
 /// Points `current` at `version` by renaming a new link over it (atomic: a reader sees the old
 /// release or the new one, never neither).
-fn switch_current(root: &Path, version: Option<&str>) -> Result<(), String> {
+fn switch_current(root: &Path, version: Option<&str>) -> Result<(), SiteError> {
     let Some(version) = version else {
         return match fs::remove_file(root.join(CURRENT_LINK)) {
             Ok(()) => Ok(()),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(error) => Err(format!("current cannot be removed: {error}")),
+            Err(error) => Err(SiteError::disk("current cannot be removed")(error)),
         };
     };
     let fresh = root.join(format!(".current.new-{:016x}", rand::random::<u64>()));
     std::os::unix::fs::symlink(link_target(version), &fresh)
-        .map_err(|error| format!("a new current link cannot be made: {error}"))?;
+        .map_err(SiteError::disk("a new current link cannot be made"))?;
     if let Err(error) = fs::rename(&fresh, root.join(CURRENT_LINK)) {
         let _ = fs::remove_file(&fresh);
-        return Err(format!("current cannot be switched to {version}: {error}"));
+        return Err(SiteError::disk(format!(
+            "current cannot be switched to {version}"
+        ))(error));
     }
     if let Ok(dir) = fs::File::open(root) {
         let _ = dir.sync_all();
@@ -311,14 +323,14 @@ fn stage(
             "the release archive of {version} is refused: {error}"
         ))
     })?;
-    let previous = current_version(root).map_err(failed)?;
+    let previous = current_version(root).map_err(|error| failed(error.to_string()))?;
     let releases = root.join(RELEASES_DIR);
     let shared = root.join(SHARED_DIR);
     for dir in [&releases, &shared] {
         fs::create_dir_all(dir)
             .map_err(|error| failed(format!("{} cannot be made: {error}", dir.display())))?;
     }
-    let shared_names = shared_entries(&shared).map_err(failed)?;
+    let shared_names = shared_entries(&shared).map_err(|error| failed(error.to_string()))?;
     for name in &shared_names {
         let prefix = format!("{name}/");
         if let Some(clash) = files
@@ -375,10 +387,10 @@ fn stage(
 }
 
 /// The top-level entries of `shared/` (each linked into every release), by name.
-fn shared_entries(shared: &Path) -> Result<Vec<String>, String> {
+fn shared_entries(shared: &Path) -> Result<Vec<String>, SiteError> {
     let mut names = Vec::new();
-    for entry in fs::read_dir(shared).map_err(|error| format!("shared/ cannot be read: {error}"))? {
-        let entry = entry.map_err(|error| format!("shared/ cannot be read: {error}"))?;
+    for entry in fs::read_dir(shared).map_err(SiteError::disk("shared/ cannot be read"))? {
+        let entry = entry.map_err(SiteError::disk("shared/ cannot be read"))?;
         let name = entry.file_name().to_string_lossy().into_owned();
         if !manifest::valid_path(&name) || name.contains('/') {
             continue;

@@ -63,7 +63,7 @@ fn preflight_checks(root: &Path, trusted: &[PublicKey]) -> (Vec<Value>, Option<S
     ));
     // The site lock, read from /proc/locks and never taken (AG-39).
     checks.push(match super::keep::site_lock_held(root) {
-        Err(why) => check("lock", false, why),
+        Err(why) => check("lock", false, why.to_string()),
         Ok(true) => check(
             "lock",
             false,
@@ -77,7 +77,7 @@ fn preflight_checks(root: &Path, trusted: &[PublicKey]) -> (Vec<Value>, Option<S
             check("version", true, format!("{version} is current")),
         ),
         Ok(None) => (None, check("version", true, "no release is installed yet")),
-        Err(why) => (None, check("version", false, why)),
+        Err(why) => (None, check("version", false, why.to_string())),
     };
     let mut size = 0;
     match &version {

@@ -4,50 +4,30 @@ use super::*;
 
 /// The viewer's header line from its root-owned file: (name, value). The value is a credential:
 /// it never reaches a result or a log line.
-fn viewer_header(path: &Path) -> Result<(String, String), String> {
-    let metadata = fs::symlink_metadata(path).map_err(|error| {
-        format!(
-            "the viewer's credential {} cannot be read: {error}",
-            path.display()
-        )
-    })?;
+fn viewer_header(path: &Path) -> Result<(String, String), CredentialError> {
+    let path_buf = || path.to_path_buf();
+    let unreadable = |source| CredentialError::Unreadable {
+        path: path_buf(),
+        source,
+    };
+    let metadata = fs::symlink_metadata(path).map_err(unreadable)?;
     if !metadata.is_file() {
-        return Err(format!(
-            "the viewer's credential {} is not a regular file",
-            path.display()
-        ));
+        return Err(CredentialError::NotAFile { path: path_buf() });
     }
     if metadata.uid() != rustix::process::geteuid().as_raw() || metadata.mode() & 0o077 != 0 {
-        return Err(format!(
-            "the viewer's credential {} must be this agent's own and readable by no one else (mode 0600)",
-            path.display()
-        ));
+        return Err(CredentialError::Exposed { path: path_buf() });
     }
     if metadata.len() > 8 * 1024 {
-        return Err(format!(
-            "the viewer's credential {} is too large",
-            path.display()
-        ));
+        return Err(CredentialError::TooLarge { path: path_buf() });
     }
-    let text = fs::read_to_string(path).map_err(|error| {
-        format!(
-            "the viewer's credential {} cannot be read: {error}",
-            path.display()
-        )
-    })?;
+    let text = fs::read_to_string(path).map_err(unreadable)?;
     let line = text.lines().next().unwrap_or_default();
-    let (name, value) = line.split_once(':').ok_or_else(|| {
-        format!(
-            "the viewer's credential {} must be one header line, Cookie: ... or Authorization: ...",
-            path.display()
-        )
-    })?;
+    let (name, value) = line
+        .split_once(':')
+        .ok_or_else(|| CredentialError::NotOneHeader { path: path_buf() })?;
     let name = name.trim().to_ascii_lowercase();
     if name != "cookie" && name != "authorization" {
-        return Err(format!(
-            "the viewer's credential {} must be a Cookie or Authorization header",
-            path.display()
-        ));
+        return Err(CredentialError::WrongHeader { path: path_buf() });
     }
     Ok((name, value.trim().to_string()))
 }
@@ -63,20 +43,15 @@ async fn get(
     url: &url::Url,
     header: Option<&(String, String)>,
     limit: usize,
-) -> Result<(u16, Vec<u8>), String> {
+) -> Result<(u16, Vec<u8>), ProbeError> {
     let mut request =
         hyper::Request::get(url.as_str()).header("user-agent", "capstan-agent page_probe");
     if let Some((name, value)) = header {
         request = request.header(name.as_str(), value.as_str());
     }
-    let request = request
-        .body(Full::new(Bytes::new()))
-        .map_err(|error| format!("the request cannot be made: {error}"))?;
+    let request = request.body(Full::new(Bytes::new()))?;
     let exchange = async {
-        let response = client
-            .request(request)
-            .await
-            .map_err(|error| format!("no answer: {error}"))?;
+        let response = client.request(request).await?;
         let status = response.status().as_u16();
         let mut body = response.into_body();
         let mut bytes = Vec::new();
@@ -90,11 +65,11 @@ async fn get(
                 }
             }
         }
-        Ok::<_, String>((status, bytes))
+        Ok::<_, ProbeError>((status, bytes))
     };
     tokio::time::timeout(Duration::from_secs(PROBE_TIMEOUT_SECS), exchange)
         .await
-        .map_err(|_| format!("no answer within {PROBE_TIMEOUT_SECS} seconds"))?
+        .map_err(|_| ProbeError::Timeout)?
 }
 
 fn log_length(path: &Path) -> u64 {
