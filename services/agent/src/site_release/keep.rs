@@ -6,7 +6,7 @@
 //! site lock is held, and only bytes whose SHA-256 is the one the manifest lists. The rules are
 //! `domain::release_files`'.
 
-use std::os::unix::fs::DirBuilderExt as _;
+use std::{ops::ControlFlow, os::unix::fs::DirBuilderExt as _};
 
 use capstan_signing::manifest::{ManifestError, Seen};
 
@@ -244,21 +244,51 @@ pub fn settle(root: &Path, state_dir: &Path, trusted: &[PublicKey]) -> Settled {
             return settled;
         }
     };
-    for (path, entry) in deployment_files(&manifest) {
-        let seen = match on_disk(&release, path) {
+    if settle_files(
+        root,
+        &version,
+        &release,
+        &manifest,
+        dir.as_ref(),
+        &mut settled,
+    )
+    .is_break()
+    {
+        return settled;
+    }
+    match keep_matching(state_dir, &version, &release, &manifest) {
+        Ok(kept) => settled.kept = kept,
+        Err(why) => settled.left.push(why.to_string()),
+    }
+    prune_kept(root, state_dir);
+    settled
+}
+
+/// Each deployment file of the installed release judged against its manifest and, where the
+/// rule says so, written back from its kept copy (AG-37); `Break` when a deploy began meanwhile
+/// and the rest is left to the next tick.
+fn settle_files(
+    root: &Path,
+    version: &str,
+    release: &OwnedFd,
+    manifest: &FileManifest,
+    dir: Option<&OwnedFd>,
+    settled: &mut Settled,
+) -> ControlFlow<()> {
+    for (path, entry) in deployment_files(manifest) {
+        let seen = match on_disk(release, path) {
             Ok(seen) => seen,
             Err(why) => {
                 settled.left.push(why.to_string());
                 continue;
             }
         };
-        let kept = dir.as_ref().and_then(|dir| read_kept(dir, &entry.sha256));
+        let kept = dir.and_then(|dir| read_kept(dir, &entry.sha256));
         let decision = files_rules::settle(
-            &version,
+            version,
             entry,
             seen.as_ref(),
-            kept.as_ref()
-                .map(|(_, sha256)| (version.as_str(), sha256.as_str())),
+            kept.as_ref().map(|(_, sha256)| (version, sha256.as_str())),
         );
         match decision {
             Settle::Matches => {}
@@ -268,15 +298,15 @@ pub fn settle(root: &Path, state_dir: &Path, trusted: &[PublicKey]) -> Settled {
             Settle::WriteBack => {
                 // Looked at again just before the write: an apply may have begun meanwhile.
                 if site_lock_held(root).unwrap_or(true)
-                    || current_version(root).ok().flatten().as_deref() != Some(version.as_str())
+                    || current_version(root).ok().flatten().as_deref() != Some(version)
                 {
                     settled.skipped = Some(
                         "a deploy began while settling; the rest is left to the next tick".into(),
                     );
-                    return settled;
+                    return ControlFlow::Break(());
                 }
                 let Some((bytes, _)) = kept else { continue };
-                match tree::replace_file(&release, path, &bytes, entry.mode, None) {
+                match tree::replace_file(release, path, &bytes, entry.mode, None) {
                     Ok(()) => {
                         info!(%version, path, "a deployment file that no longer matched the signed release was written back from its kept copy");
                         settled.written_back.push(path.to_string());
@@ -288,12 +318,7 @@ pub fn settle(root: &Path, state_dir: &Path, trusted: &[PublicKey]) -> Settled {
             }
         }
     }
-    match keep_matching(state_dir, &version, &release, &manifest) {
-        Ok(kept) => settled.kept = kept,
-        Err(why) => settled.left.push(why.to_string()),
-    }
-    prune_kept(root, state_dir);
-    settled
+    ControlFlow::Continue(())
 }
 
 /// Removes the copies kept for releases no longer on disk.

@@ -60,12 +60,14 @@ const MAX_HOOK_OUTPUT: usize = 16 * 1024;
 const MAX_ERROR_LOG_READ: u64 = 1024 * 1024;
 
 mod error;
+mod hook;
 pub mod keep;
 mod preflight;
 mod probe;
 pub mod recover;
 
 pub use error::{Artifact, CredentialError, FetchError, ProbeError, SiteError};
+use hook::run_hook;
 pub use preflight::preflight;
 pub use probe::probe;
 pub use recover::ManifestClock;
@@ -331,18 +333,7 @@ fn stage(
             .map_err(|error| failed(format!("{} cannot be made: {error}", dir.display())))?;
     }
     let shared_names = shared_entries(&shared).map_err(|error| failed(error.to_string()))?;
-    for name in &shared_names {
-        let prefix = format!("{name}/");
-        if let Some(clash) = files
-            .iter()
-            .find(|file| file.path == *name || file.path.starts_with(&prefix))
-        {
-            return Err(failed(format!(
-                "the release holds {}, where shared/{name} is linked in; a release must not ship what shared/ keeps",
-                clash.path
-            )));
-        }
-    }
+    refuse_shared_clash(&files, &shared_names)?;
     if previous.as_deref() == Some(version) {
         return Err(failed(format!(
             "{version} is already the current release; it is not laid out again over itself"
@@ -365,17 +356,7 @@ fn stage(
         linked.push(name.clone());
     }
     let hook = if manifest.files.contains_key(HOOK) {
-        match verify_in(&release_dir, trusted, HOOK) {
-            Ok(verified) => Some(verified.bytes),
-            Err(refusal) => {
-                let _ = tree::open_root(&releases)
-                    .and_then(|parent| tree::remove_tree(&parent, version));
-                return Err(NotStaged::Untrusted {
-                    reason: format!("script_trust: {refusal}"),
-                    files: vec![HOOK.to_string()],
-                });
-            }
-        }
+        Some(verified_hook(&releases, trusted, version)?)
     } else {
         None
     };
@@ -384,6 +365,47 @@ fn stage(
         hook,
         linked,
     })
+}
+
+/// Refuses a release that ships a path `shared/` links in ("a release must not ship what
+/// shared/ keeps").
+fn refuse_shared_clash(
+    files: &[manifest::ArchivedFile],
+    shared_names: &[String],
+) -> Result<(), NotStaged> {
+    for name in shared_names {
+        let prefix = format!("{name}/");
+        if let Some(clash) = files
+            .iter()
+            .find(|file| file.path == *name || file.path.starts_with(&prefix))
+        {
+            return Err(NotStaged::Failed(format!(
+                "the release holds {}, where shared/{name} is linked in; a release must not ship what shared/ keeps",
+                clash.path
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The landed release's hook, verified against its signed manifest (AG-33); a hook that does
+/// not verify removes the release again and refuses it.
+fn verified_hook(
+    releases: &Path,
+    trusted: &[PublicKey],
+    version: &str,
+) -> Result<Vec<u8>, NotStaged> {
+    match verify_in(&releases.join(version), trusted, HOOK) {
+        Ok(verified) => Ok(verified.bytes),
+        Err(refusal) => {
+            let _ =
+                tree::open_root(releases).and_then(|parent| tree::remove_tree(&parent, version));
+            Err(NotStaged::Untrusted {
+                reason: format!("script_trust: {refusal}"),
+                files: vec![HOOK.to_string()],
+            })
+        }
+    }
 }
 
 /// The top-level entries of `shared/` (each linked into every release), by name.
@@ -399,102 +421,6 @@ fn shared_entries(shared: &Path) -> Result<Vec<String>, SiteError> {
     }
     names.sort();
     Ok(names)
-}
-
-/// How the deploy hook ran.
-struct HookRun {
-    exit_code: Option<i32>,
-    output: String,
-}
-
-/// Runs the verified hook bytes (never the file again by its path): written afresh into a
-/// directory only root reaches, run from the release directory with a fixed environment,
-/// stopped after [`HOOK_TIMEOUT_SECS`].
-async fn run_hook(
-    state_dir: &Path,
-    bytes: &[u8],
-    root: &Path,
-    version: &str,
-    previous: Option<&str>,
-) -> HookRun {
-    let path = state_dir.join(format!("deploy-hook-{:016x}", rand::random::<u64>()));
-    let written = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o700)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(&path)
-        .and_then(|mut file| {
-            file.write_all(bytes)?;
-            file.set_permissions(fs::Permissions::from_mode(0o700))?;
-            file.sync_all()
-        });
-    if let Err(error) = written {
-        let _ = fs::remove_file(&path);
-        return HookRun {
-            exit_code: None,
-            output: format!("the deploy hook could not be put in place to run: {error}"),
-        };
-    }
-    let release_dir = root.join(RELEASES_DIR).join(version);
-    let spawned = tokio::process::Command::new(&path)
-        .current_dir(&release_dir)
-        .env_clear()
-        .env(
-            "PATH",
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        )
-        .env("LANG", "C.UTF-8")
-        .env("CAPSTAN_RELEASE_VERSION", version)
-        .env("CAPSTAN_RELEASE_DIR", &release_dir)
-        .env("CAPSTAN_SITE_ROOT", root)
-        .env("CAPSTAN_SHARED_DIR", root.join(SHARED_DIR))
-        .env("CAPSTAN_PREVIOUS_VERSION", previous.unwrap_or_default())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn();
-    let ran = match spawned {
-        Err(error) => HookRun {
-            exit_code: None,
-            output: format!("the deploy hook could not start: {error}"),
-        },
-        Ok(child) => match tokio::time::timeout(
-            Duration::from_secs(HOOK_TIMEOUT_SECS),
-            child.wait_with_output(),
-        )
-        .await
-        {
-            Err(_) => HookRun {
-                exit_code: None,
-                output: format!(
-                    "the deploy hook ran longer than {HOOK_TIMEOUT_SECS} seconds and was stopped"
-                ),
-            },
-            Ok(Err(error)) => HookRun {
-                exit_code: None,
-                output: format!("the deploy hook could not be waited for: {error}"),
-            },
-            Ok(Ok(output)) => {
-                let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
-                text.push_str(&String::from_utf8_lossy(&output.stderr));
-                if text.len() > MAX_HOOK_OUTPUT {
-                    let mut cut = text.len() - MAX_HOOK_OUTPUT;
-                    while !text.is_char_boundary(cut) {
-                        cut += 1;
-                    }
-                    text = text[cut..].to_string();
-                }
-                HookRun {
-                    exit_code: output.status.code(),
-                    output: text,
-                }
-            }
-        },
-    };
-    let _ = fs::remove_file(&path);
-    ran
 }
 
 /// Keep-N: removes the oldest releases beyond `keep`, never the current one or the one before.
@@ -604,20 +530,18 @@ pub async fn apply(
     }
 }
 
-/// The apply itself, under the site lock (let go when this returns).
-async fn apply_locked(
-    site: &Site,
+/// Stages the release on the blocking pool; a release that cannot be staged fails with what
+/// `current` still is, or is refused when its hook does not verify.
+async fn stage_in_turn(
+    root: &Path,
     trusted: &[PublicKey],
-    state_dir: &Path,
-    source: &impl ReleaseSource,
     version: &str,
-    lock: SiteLock,
-) -> Result<Finished, Failed> {
-    let root = site.root.clone();
-    let (manifest_bytes, signature_bytes) = source.manifest(version).await.map_err(Failed::new)?;
-    let archive = source.archive(version).await.map_err(Failed::new)?;
+    manifest_bytes: Vec<u8>,
+    signature_bytes: Vec<u8>,
+    archive: Vec<u8>,
+) -> Result<Staged, Failed> {
     let staged = {
-        let root = root.clone();
+        let root = root.to_path_buf();
         let trusted = trusted.to_vec();
         let version = version.to_string();
         tokio::task::spawn_blocking(move || {
@@ -633,21 +557,103 @@ async fn apply_locked(
         .await
         .map_err(blocking_failed)?
     };
-    let staged = match staged {
-        Ok(staged) => staged,
-        Err(NotStaged::Failed(why)) => {
-            return Err(Failed {
-                reason: why,
-                output: String::new(),
-                result: json!({"completed": false, "deploy_tier_passed": false,
-                    "version": current_version(&root).ok().flatten(), "rolled_back": false}),
-                refused: false,
-            })
-        }
+    match staged {
+        Ok(staged) => Ok(staged),
+        Err(NotStaged::Failed(why)) => Err(Failed {
+            reason: why,
+            output: String::new(),
+            result: json!({"completed": false, "deploy_tier_passed": false,
+                "version": current_version(root).ok().flatten(), "rolled_back": false}),
+            refused: false,
+        }),
         Err(NotStaged::Untrusted { reason, files }) => {
-            return Err(Failed::refused(reason, json!({"files": files})));
+            Err(Failed::refused(reason, json!({"files": files})))
         }
-    };
+    }
+}
+
+/// The release `current` was just switched to, and the one before.
+struct Switched<'a> {
+    root: &'a Path,
+    version: &'a str,
+    previous: Option<&'a str>,
+}
+
+/// The deploy tier: runs the verified hook and adds what it printed to `output`; a hook that
+/// fails puts `current` back on the previous release (RO-11) and fails the apply.
+async fn deploy_tier(
+    state_dir: &Path,
+    bytes: &[u8],
+    switched: &Switched<'_>,
+    output: &mut Vec<String>,
+) -> Result<Value, Failed> {
+    let Switched {
+        root,
+        version,
+        previous,
+    } = *switched;
+    let ran = run_hook(state_dir, bytes, root, version, previous).await;
+    output.push(format!(
+        "{HOOK} exited {}",
+        ran.exit_code
+            .map(|code| code.to_string())
+            .unwrap_or_else(|| "without a code".into())
+    ));
+    if !ran.output.trim().is_empty() {
+        output.push(ran.output.clone());
+    }
+    if hook_passed(ran.exit_code) {
+        return Ok(json!({"ran": true, "exit_code": ran.exit_code}));
+    }
+    let back = switch_current(root, previous);
+    let reported = current_version(root).ok().flatten();
+    let reason =
+        match &back {
+            Ok(()) => format!(
+            "the deploy hook of {version} failed (exit {}); current is back on {} (rolled back)",
+            ran.exit_code.map(|code| code.to_string()).unwrap_or_else(|| "none".into()),
+            previous.unwrap_or("no release")
+        ),
+            Err(why) => format!(
+                "the deploy hook of {version} failed and current could not be put back: {why}"
+            ),
+        };
+    Err(Failed {
+        reason,
+        output: output.join("\n"),
+        result: json!({
+            "completed": false,
+            "deploy_tier_passed": false,
+            "version": reported,
+            "rolled_back": back.is_ok(),
+            "previous_version": previous,
+            "hook": {"ran": true, "exit_code": ran.exit_code},
+        }),
+        refused: false,
+    })
+}
+
+/// The apply itself, under the site lock (let go when this returns).
+async fn apply_locked(
+    site: &Site,
+    trusted: &[PublicKey],
+    state_dir: &Path,
+    source: &impl ReleaseSource,
+    version: &str,
+    lock: SiteLock,
+) -> Result<Finished, Failed> {
+    let root = site.root.clone();
+    let (manifest_bytes, signature_bytes) = source.manifest(version).await.map_err(Failed::new)?;
+    let archive = source.archive(version).await.map_err(Failed::new)?;
+    let staged = stage_in_turn(
+        &root,
+        trusted,
+        version,
+        manifest_bytes,
+        signature_bytes,
+        archive,
+    )
+    .await?;
     let previous = staged.previous.clone();
     switch_current(&root, Some(version)).map_err(Failed::new)?;
     info!(version, previous = ?previous, "site release switched in");
@@ -663,45 +669,12 @@ async fn apply_locked(
             json!({"ran": false})
         }
         Some(bytes) => {
-            let ran = run_hook(state_dir, bytes, &root, version, previous.as_deref()).await;
-            output.push(format!(
-                "{HOOK} exited {}",
-                ran.exit_code
-                    .map(|code| code.to_string())
-                    .unwrap_or_else(|| "without a code".into())
-            ));
-            if !ran.output.trim().is_empty() {
-                output.push(ran.output.clone());
-            }
-            if !hook_passed(ran.exit_code) {
-                let back = switch_current(&root, previous.as_deref());
-                let reported = current_version(&root).ok().flatten();
-                let reason = match &back {
-                    Ok(()) => format!(
-                        "the deploy hook of {version} failed (exit {}); current is back on {} (rolled back)",
-                        ran.exit_code.map(|code| code.to_string()).unwrap_or_else(|| "none".into()),
-                        previous.as_deref().unwrap_or("no release")
-                    ),
-                    Err(why) => format!(
-                        "the deploy hook of {version} failed and current could not be put back: {why}"
-                    ),
-                };
-                drop(lock);
-                return Err(Failed {
-                    reason,
-                    output: output.join("\n"),
-                    result: json!({
-                        "completed": false,
-                        "deploy_tier_passed": false,
-                        "version": reported,
-                        "rolled_back": back.is_ok(),
-                        "previous_version": previous,
-                        "hook": {"ran": true, "exit_code": ran.exit_code},
-                    }),
-                    refused: false,
-                });
-            }
-            json!({"ran": true, "exit_code": ran.exit_code})
+            let switched = Switched {
+                root: &root,
+                version,
+                previous: previous.as_deref(),
+            };
+            deploy_tier(state_dir, bytes, &switched, &mut output).await?
         }
     };
     let reported = current_version(&root).map_err(Failed::new)?;

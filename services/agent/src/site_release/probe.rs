@@ -92,6 +92,53 @@ fn log_tail(path: &Path, from: u64) -> Vec<u8> {
     bytes
 }
 
+/// The header the page is fetched with: none for `anonymous`, the viewer's credential for
+/// `admin`.
+fn viewer_of(site: &Site, viewer: &str) -> Result<Option<(String, String)>, Failed> {
+    match viewer {
+        "anonymous" => Ok(None),
+        "admin" => {
+            let file = site.release.viewer_header_file.as_deref().ok_or_else(|| {
+                Failed::new("site.json names no release.viewer_header_file, so no page can be fetched as admin")
+            })?;
+            Ok(Some(viewer_header(file).map_err(Failed::new)?))
+        }
+        other => Err(Failed::refused(
+            format!("viewer must be anonymous or admin, not {other:?}"),
+            Value::Null,
+        )),
+    }
+}
+
+/// Fetches each of the page's assets; the ones that failed (an error status or no answer),
+/// each also written to `lines` (RO-22).
+async fn failed_assets(
+    client: &ProbeClient,
+    assets: &[url::Url],
+    header: Option<&(String, String)>,
+    lines: &mut Vec<String>,
+) -> Vec<String> {
+    let mut failed = Vec::new();
+    for asset in assets {
+        let shown = match asset.query() {
+            Some(query) => format!("{}?{query}", asset.path()),
+            None => asset.path().to_string(),
+        };
+        match get(client, asset, header, MAX_ASSET_BYTES).await {
+            Ok((asset_status, _)) if asset_status < 400 => {}
+            Ok((asset_status, _)) => {
+                lines.push(format!("asset {shown}: {asset_status}"));
+                failed.push(shown);
+            }
+            Err(why) => {
+                lines.push(format!("asset {shown}: {why}"));
+                failed.push(shown);
+            }
+        }
+    }
+    failed
+}
+
 /// `page_probe {path, viewer}`: the page from the site's own address, as anonymous or as the
 /// configured viewer: its status (none when it did not answer), the error lines the site's error
 /// log gained meanwhile, and the same-origin assets that failed to load (RO-21, RO-22).
@@ -113,21 +160,7 @@ pub async fn probe(site: &Site, params: &Value) -> Result<Finished, Failed> {
     let base = site.release.base_url.clone().ok_or_else(|| {
         Failed::new("site.json names no release.base_url, so the site's pages cannot be fetched")
     })?;
-    let header = match viewer {
-        "anonymous" => None,
-        "admin" => {
-            let file = site.release.viewer_header_file.as_deref().ok_or_else(|| {
-                Failed::new("site.json names no release.viewer_header_file, so no page can be fetched as admin")
-            })?;
-            Some(viewer_header(file).map_err(Failed::new)?)
-        }
-        other => {
-            return Err(Failed::refused(
-                format!("viewer must be anonymous or admin, not {other:?}"),
-                Value::Null,
-            ))
-        }
-    };
+    let header = viewer_of(site, viewer)?;
     let url = base
         .join(path)
         .map_err(|error| Failed::refused(format!("path {path:?}: {error}"), Value::Null))?;
@@ -150,29 +183,12 @@ pub async fn probe(site: &Site, params: &Value) -> Result<Finished, Failed> {
         }
         Ok((status, body)) => {
             lines.push(format!("{path}: {status}"));
-            let mut failed = Vec::new();
             let assets = if status < 400 {
                 page_assets(&String::from_utf8_lossy(&body), &url)
             } else {
                 Vec::new()
             };
-            for asset in &assets {
-                let shown = match asset.query() {
-                    Some(query) => format!("{}?{query}", asset.path()),
-                    None => asset.path().to_string(),
-                };
-                match get(&client, asset, header.as_ref(), MAX_ASSET_BYTES).await {
-                    Ok((asset_status, _)) if asset_status < 400 => {}
-                    Ok((asset_status, _)) => {
-                        lines.push(format!("asset {shown}: {asset_status}"));
-                        failed.push(shown);
-                    }
-                    Err(why) => {
-                        lines.push(format!("asset {shown}: {why}"));
-                        failed.push(shown);
-                    }
-                }
-            }
+            let failed = failed_assets(&client, &assets, header.as_ref(), &mut lines).await;
             (Some(status), failed, assets.len())
         }
     };
