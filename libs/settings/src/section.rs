@@ -71,6 +71,7 @@ pub const SERVICE_SECTIONS: &[&str] = &[
     "incidents",
     "monitor",
     "backups",
+    "provisioning",
 ];
 
 /// Defaults < `file` < `CAPSTAN__*` environment, read section by section; problems are kept

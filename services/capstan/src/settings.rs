@@ -6,9 +6,10 @@ use capstan_backups::settings::BackupsSettings;
 use capstan_gateway::settings::GatewaySettings;
 use capstan_incidents::settings::IncidentsSettings;
 use capstan_monitor::settings::MonitorSettings;
+use capstan_provisioning::settings::ProvisioningSettings;
 use capstan_settings::{Loader, Sections};
 
-/// Every service's section; the services without one (rollouts, provisioning, dns, billing)
+/// Every service's section; the services without one (rollouts, dns, billing)
 /// read only the shared sections.
 #[derive(Debug, Clone)]
 pub struct AllSections {
@@ -18,6 +19,7 @@ pub struct AllSections {
     pub incidents: IncidentsSettings,
     pub monitor: MonitorSettings,
     pub backups: BackupsSettings,
+    pub provisioning: ProvisioningSettings,
 }
 
 impl Sections for AllSections {
@@ -28,6 +30,7 @@ impl Sections for AllSections {
             incidents: loader.section(),
             monitor: loader.section(),
             backups: loader.section(),
+            provisioning: loader.section(),
         }
     }
 }
@@ -53,6 +56,7 @@ mod tests {
         assert_eq!(all.incidents.pass_secs, 60);
         assert_eq!(all.monitor.tick_ms, 1000);
         assert_eq!(all.backups.schedule_secs, 60);
+        assert_eq!(all.provisioning.ssh_user, "root");
     }
 
     // Issue 28: validate reports every problem at once, each naming its key, not the first.
