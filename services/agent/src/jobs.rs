@@ -181,37 +181,10 @@ pub async fn handle(context: &JobContext<'_>, raw: &Value) -> Option<Report> {
             return Some(Report::refused(job.id, reason));
         }
         Verdict::Run(word) => word,
-        Verdict::Ask(word) => {
-            let approval = await_approval(context, &job, word).await;
-            // The wait is logged as ended before `status` stops showing it, so whoever watches
-            // the node sees why it ended once the line is gone.
-            let forget = || {
-                let _ = context.state.remove(&state::awaiting(job.id));
-                let _ = context.state.remove(&state::decision(job.id));
-            };
-            let refusal = match approval {
-                Approval::Approved => None,
-                Approval::Denied => Some("denied on the node by its operator"),
-                Approval::Withdrawn => Some(
-                    "withdrawn on the management node while it waited for approval on the node",
-                ),
-                Approval::Stopped => {
-                    Some("the agent was stopped while the job waited for approval on the node")
-                }
-                Approval::GaveUp(why) => {
-                    info!(job_id = job.id, %why, "stopped waiting for approval");
-                    forget();
-                    return None;
-                }
-            };
-            if let Some(reason) = refusal {
-                info!(job_id = job.id, primitive = %job.primitive, reason, "job refused");
-                forget();
-                return Some(Report::refused(job.id, reason));
-            }
-            forget();
-            word
-        }
+        Verdict::Ask(word) => match approved(context, &job, word).await {
+            Ok(()) => word,
+            Err(report) => return report,
+        },
     };
     let budget = run_budget(word, job.budget, claimed_at.elapsed());
     if budget.is_zero() {
@@ -245,25 +218,70 @@ pub async fn handle(context: &JobContext<'_>, raw: &Value) -> Option<Report> {
                 budget.as_secs()
             ),
         ),
-        Ok(Ok(finished)) => Report::ran(
-            job.id,
+        Ok(ran) => report_of(job.id, ran),
+    };
+    info!(job_id = job.id, outcome = report.outcome, "job ended");
+    Some(report)
+}
+
+/// The report of a word that ran to its end: completed, failed or refused.
+fn report_of(job_id: i64, ran: Result<words::Finished, words::Failed>) -> Report {
+    match ran {
+        Ok(finished) => Report::ran(
+            job_id,
             "completed",
             &finished.output,
             finished.result,
             None,
             finished.redaction,
         ),
-        Ok(Err(failed)) => Report::ran(
-            job.id,
+        Err(failed) => Report::ran(
+            job_id,
             if failed.refused { "refused" } else { "failed" },
             &failed.output,
             failed.result,
             Some(failed.reason.as_str()),
             Redaction::Text,
         ),
+    }
+}
+
+/// A word the policy asks about (AG-02), held until a person on the node decides: `Ok` when
+/// approved; otherwise what to report (a refusal, or nothing when the wait was given up).
+async fn approved(
+    context: &JobContext<'_>,
+    job: &ClaimedJob,
+    word: &Word,
+) -> Result<(), Option<Report>> {
+    let approval = await_approval(context, job, word).await;
+    // The wait is logged as ended before `status` stops showing it, so whoever watches
+    // the node sees why it ended once the line is gone.
+    let forget = || {
+        let _ = context.state.remove(&state::awaiting(job.id));
+        let _ = context.state.remove(&state::decision(job.id));
     };
-    info!(job_id = job.id, outcome = report.outcome, "job ended");
-    Some(report)
+    let refusal = match approval {
+        Approval::Approved => None,
+        Approval::Denied => Some("denied on the node by its operator"),
+        Approval::Withdrawn => {
+            Some("withdrawn on the management node while it waited for approval on the node")
+        }
+        Approval::Stopped => {
+            Some("the agent was stopped while the job waited for approval on the node")
+        }
+        Approval::GaveUp(why) => {
+            info!(job_id = job.id, %why, "stopped waiting for approval");
+            forget();
+            return Err(None);
+        }
+    };
+    if let Some(reason) = refusal {
+        info!(job_id = job.id, primitive = %job.primitive, reason, "job refused");
+        forget();
+        return Err(Some(Report::refused(job.id, reason)));
+    }
+    forget();
+    Ok(())
 }
 
 /// Runs a word: the backup words with the job's broker, state and key; the rest as words.

@@ -2,6 +2,7 @@
 //! `/api/v1/agent/`, and every answer is read only up to the size it may have (AG-19).
 
 use bytes::Bytes;
+use capstan_events::Word as _;
 use capstan_signing::{sign_request, NodeKey};
 use capstan_telemetry::tls::HttpsConnector;
 use http_body_util::{BodyExt as _, Full};
@@ -260,19 +261,11 @@ pub struct SignedUrl {
 }
 
 /// What the broker is asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString)]
+#[strum(serialize_all = "lowercase")]
 pub enum UrlOp {
     Put,
     Get,
-}
-
-impl UrlOp {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            UrlOp::Put => "put",
-            UrlOp::Get => "get",
-        }
-    }
 }
 
 /// Reads the broker's answer: one URL for each key asked, each checked (a URL that is not

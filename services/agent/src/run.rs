@@ -5,8 +5,9 @@
 //! and lets go of a claim within seconds of a `leave`.
 
 use anyhow::{bail, Context as _};
+use capstan_signing::NodeKey;
 use chrono::Utc;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::time::Duration;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
@@ -21,7 +22,7 @@ use crate::{
     jobs::{self, JobContext, Undelivered},
     join::{self, JoinError},
     plane::{Plane, PlaneError},
-    recipes,
+    recipes::{self, Carried},
     state::{self, Identity, LockGuard, RunStatus, StateDir},
     update::{self, AtStart, Updater},
 };
@@ -39,23 +40,7 @@ pub async fn run(
     config: Config,
     settings: update::Settings,
 ) -> anyhow::Result<()> {
-    // `status` holds the run lock for an instant to see whether an agent runs; try a while.
-    let mut run_lock = None;
-    for _ in 0..30 {
-        run_lock = state
-            .try_lock(state::RUN_LOCK)
-            .context("taking the run lock")?;
-        if run_lock.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    if run_lock.is_none() {
-        bail!(
-            "another capstan-agent is already running with {}",
-            state.path().display()
-        );
-    }
+    let _run_lock = take_run_lock(&state).await?;
     // AG-29: a swap on trial is counted, or rolled back, before anything else.
     let paths = update::Paths::current()?;
     let on_trial = match update::at_start(&paths)? {
@@ -64,13 +49,7 @@ pub async fn run(
             "version {version} died during its trial: the previous agent is back in place; exiting for the supervisor to start it"
         ),
     };
-    let (stop, shutdown) = watch::channel(false);
-    tokio::spawn(async move {
-        wait_for_signal().await;
-        let _ = stop.send(true);
-        // Keep the sender alive so receivers see `true`, not a closed channel.
-        std::future::pending::<()>().await;
-    });
+    let shutdown = watch_for_signal();
     let shared = recipes::Shared::default();
     // AG-41: the recipe loop runs on every agent, paired or not, on its own clock.
     let recipe_loop = recipes::Loop::start(state.clone(), config.clone(), shared.clone());
@@ -117,6 +96,36 @@ pub async fn run(
     agent.save_status();
     info!("agent stopped");
     Ok(())
+}
+
+/// The run lock, held while the agent runs. `status` holds it for an instant to see whether an
+/// agent runs, so it is tried for a while (three seconds) before another agent is assumed.
+async fn take_run_lock(state: &StateDir) -> anyhow::Result<LockGuard> {
+    for _ in 0..30 {
+        if let Some(lock) = state
+            .try_lock(state::RUN_LOCK)
+            .context("taking the run lock")?
+        {
+            return Ok(lock);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!(
+        "another capstan-agent is already running with {}",
+        state.path().display()
+    )
+}
+
+/// A receiver that turns `true` at SIGTERM or SIGINT.
+fn watch_for_signal() -> watch::Receiver<bool> {
+    let (stop, shutdown) = watch::channel(false);
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        let _ = stop.send(true);
+        // Keep the sender alive so receivers see `true`, not a closed channel.
+        std::future::pending::<()>().await;
+    });
+    shutdown
 }
 
 async fn wait_for_signal() {
@@ -367,6 +376,63 @@ impl Agent {
                 return STATE_TROUBLE_WAIT;
             }
         };
+        let (body, carried) = self.claim_body();
+        drop(lock);
+        // What `status` shows must not wait for the long poll to end.
+        self.save_status();
+        let wait = claim_wait(rand::random::<f64>());
+        let query = format!("?wait={wait}");
+        let claim = plane.send(
+            &key,
+            "claim",
+            &query,
+            &body,
+            CLAIM_BYTES,
+            Duration::from_secs(wait),
+        );
+        let mut shutdown = self.shutdown.clone();
+        let answer = tokio::select! {
+            answer = claim => answer,
+            why = watch_for_change(&self.state, &identity.fingerprint) => {
+                debug!(why, "claim let go");
+                return Duration::ZERO;
+            }
+            _ = shutdown.wait_for(|stop| *stop) => return Duration::ZERO,
+        };
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(error) => return self.claim_failed(identity, error),
+        };
+        self.failures = 0;
+        // AG-60: the bodies this claim carried ride no more.
+        self.recipes.delivered(&carried);
+        self.set("connected", None);
+        self.status.last_claim_at = Some(Utc::now());
+        if let Some(ignored) = answer["ignored_fields"]
+            .as_array()
+            .filter(|fields| !fields.is_empty())
+        {
+            debug!(?ignored, "the plane set claim fields aside");
+        }
+        let job = match answer.get("job") {
+            Some(job) if !job.is_null() => job.clone(),
+            _ => {
+                self.status.last_claim = Some("no job".into());
+                return Duration::ZERO;
+            }
+        };
+        self.status.last_claim = Some(format!(
+            "job {} {}",
+            job["id"],
+            job["primitive"].as_str().unwrap_or("?")
+        ));
+        self.save_status();
+        self.run_claimed(identity, plane, &key, &job).await
+    }
+
+    /// What a claim says of this node (AG-16, AG-60, issue 27), and the recipe bodies it
+    /// carries.
+    fn claim_body(&mut self) -> (Value, Carried) {
         let (log_access, note) = self.state.log_access();
         self.status.notes = note.into_iter().collect();
         // The agent claims only while it runs nothing and owes no result, so every claim says
@@ -393,55 +459,37 @@ impl Agent {
         if let (Some(fields), Some(body)) = (self.updater.claim_fields(), body.as_object_mut()) {
             body.extend(fields);
         }
-        drop(lock);
-        // What `status` shows must not wait for the long poll to end.
-        self.save_status();
-        let wait = claim_wait(rand::random::<f64>());
-        let query = format!("?wait={wait}");
-        let claim = plane.send(
-            &key,
-            "claim",
-            &query,
-            &body,
-            CLAIM_BYTES,
-            Duration::from_secs(wait),
-        );
-        let mut shutdown = self.shutdown.clone();
-        let answer = tokio::select! {
-            answer = claim => answer,
-            why = watch_for_change(&self.state, &identity.fingerprint) => {
-                debug!(why, "claim let go");
-                return Duration::ZERO;
-            }
-            _ = shutdown.wait_for(|stop| *stop) => return Duration::ZERO,
-        };
-        let answer = match answer {
-            Ok(answer) => answer,
-            Err(PlaneError::RateLimited { wait, code }) => {
+        (body, carried)
+    }
+
+    /// A claim the plane did not answer with work: how long until the next.
+    fn claim_failed(&mut self, identity: &Identity, error: PlaneError) -> Duration {
+        match error {
+            PlaneError::RateLimited { wait, code } => {
                 self.set(
                     "rate limited",
                     Some(format!("429 {code}: waiting {} seconds", wait.as_secs())),
                 );
-                return wait;
+                wait
             }
-            Err(PlaneError::Refused {
+            PlaneError::Refused {
                 status: 401, code, ..
-            }) if code == "unknown_key" => {
+            } if code == "unknown_key" => {
                 self.disconnect(identity);
-                return Duration::ZERO;
+                Duration::ZERO
             }
-            Err(PlaneError::Refused {
+            PlaneError::Refused {
                 status: 401,
                 code,
                 message,
-            }) if code == "clock_skew" => {
+            } if code == "clock_skew" => {
                 self.set(
                     "clock skew",
                     Some(format!("this machine's clock is more than five minutes from the management node's; fix the clock ({message})")),
                 );
-                return self.backoff();
+                self.backoff()
             }
-            Err(error) => {
+            error => {
                 let connection = match error {
                     PlaneError::Unreachable(_) => "unreachable",
                     _ => "refused",
@@ -449,33 +497,19 @@ impl Agent {
                 self.set(connection, Some(error.to_string()));
                 let wait = self.backoff();
                 warn!(%error, wait_s = wait.as_secs(), "claim failed");
-                return wait;
+                wait
             }
-        };
-        self.failures = 0;
-        // AG-60: the bodies this claim carried ride no more.
-        self.recipes.delivered(&carried);
-        self.set("connected", None);
-        self.status.last_claim_at = Some(Utc::now());
-        if let Some(ignored) = answer["ignored_fields"]
-            .as_array()
-            .filter(|fields| !fields.is_empty())
-        {
-            debug!(?ignored, "the plane set claim fields aside");
         }
-        let job = match answer.get("job") {
-            Some(job) if !job.is_null() => job.clone(),
-            _ => {
-                self.status.last_claim = Some("no job".into());
-                return Duration::ZERO;
-            }
-        };
-        self.status.last_claim = Some(format!(
-            "job {} {}",
-            job["id"],
-            job["primitive"].as_str().unwrap_or("?")
-        ));
-        self.save_status();
+    }
+
+    /// Runs the job a claim brought and delivers its result.
+    async fn run_claimed(
+        &mut self,
+        identity: &Identity,
+        plane: &Plane,
+        key: &NodeKey,
+        job: &Value,
+    ) -> Duration {
         // The job lock again (a recipe's repair may hold it for a moment); then the pairing
         // and the switch as they are now, since a `leave` may have run meanwhile. A job not
         // run here is lost on the plane when the next claim says `idle`.
@@ -504,10 +538,10 @@ impl Agent {
             state: &self.state,
             config: &self.config,
             plane,
-            key: &key,
+            key,
             shutdown: self.shutdown.clone(),
         };
-        let delivered = match jobs::handle(&context, &job).await {
+        let delivered = match jobs::handle(&context, job).await {
             Some(report) => {
                 self.status.last_claim = Some(format!(
                     "job {} {}: {}",

@@ -62,7 +62,7 @@ pub enum AdminError {
     #[error("the gateway's database: {0}")]
     Store(#[from] StoreError),
     #[error("the password could not be hashed: {0}")]
-    Hash(String),
+    Hash(crate::password::HashError),
     #[error("there is no operator named {0:?}")]
     NoSuchOperator(String),
 }
@@ -134,7 +134,8 @@ pub async fn set_password_plain(
 
 /// Creates operator `name` at `level` with a first API token, and returns the token.
 pub async fn issue_operator(store: &Store, name: &str, level: Level) -> Result<Token, AdminError> {
-    let name = OperatorName::parse(name).map_err(AdminError::BadName)?;
+    let name =
+        OperatorName::parse(name).map_err(|refused| AdminError::BadName(refused.to_string()))?;
     let token = Token::generate();
     let mut transaction = store.begin().await?;
     let operator_id = match store::insert_operator(&mut transaction, name.as_str(), level).await {

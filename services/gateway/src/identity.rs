@@ -38,7 +38,7 @@ const TOKEN_LENGTH: usize = 4 + 43;
 pub struct OperatorName(String);
 
 impl OperatorName {
-    pub fn parse(name: &str) -> Result<OperatorName, String> {
+    pub fn parse(name: &str) -> Result<OperatorName, BadOperatorName> {
         let mut characters = name.chars();
         let first_ok = characters
             .next()
@@ -51,10 +51,7 @@ impl OperatorName {
         if first_ok && rest_ok && name.len() <= 64 {
             Ok(OperatorName(name.to_string()))
         } else {
-            Err(format!(
-                "operator name {name:?} must be 1 to 64 lower-case letters, digits, '.', '_', '@' \
-                 or '-', starting with a letter or digit"
-            ))
+            Err(BadOperatorName(name.to_string()))
         }
     }
 
@@ -62,6 +59,14 @@ impl OperatorName {
         &self.0
     }
 }
+
+/// A name refused as an operator's, quoted in the refusal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "operator name {0:?} must be 1 to 64 lower-case letters, digits, '.', '_', '@' \
+     or '-', starting with a letter or digit"
+)]
+pub struct BadOperatorName(pub String);
 
 /// A freshly issued token. Its `Debug` does not show it; [`Token::expose`] is the one way out.
 pub struct Token(String);

@@ -101,43 +101,59 @@ impl fmt::Debug for Password {
 }
 
 /// Why a new password is not taken, in words for the person choosing it.
-pub fn check_new_password(password: &str) -> Result<(), String> {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum WeakPassword {
+    #[error("Choose a password of at least {MIN_PASSWORD_CHARS} characters.")]
+    TooShort,
+    #[error("Choose a password of at most {MAX_PASSWORD_BYTES} bytes.")]
+    TooLong,
+    #[error("A password cannot start or end with a space.")]
+    Padded,
+}
+
+/// Why a password could not be hashed: no turn came (the blocking pool stopped), or argon2
+/// refused the salt or the hashing.
+#[derive(Debug, thiserror::Error)]
+pub enum HashError {
+    #[error("password hashing stopped")]
+    Stopped,
+    #[error("salt: {0}")]
+    Salt(argon2::password_hash::Error),
+    #[error("argon2: {0}")]
+    Argon2(argon2::password_hash::Error),
+}
+
+/// Whether a new password is taken: long enough, not too long, not padded with spaces.
+pub fn check_new_password(password: &str) -> Result<(), WeakPassword> {
     if password.chars().count() < MIN_PASSWORD_CHARS {
-        return Err(format!(
-            "Choose a password of at least {MIN_PASSWORD_CHARS} characters."
-        ));
+        return Err(WeakPassword::TooShort);
     }
     if password.len() > MAX_PASSWORD_BYTES {
-        return Err(format!(
-            "Choose a password of at most {MAX_PASSWORD_BYTES} bytes."
-        ));
+        return Err(WeakPassword::TooLong);
     }
     if password.trim() != password {
-        return Err("A password cannot start or end with a space.".into());
+        return Err(WeakPassword::Padded);
     }
     Ok(())
 }
 
 /// The argon2id PHC string of `password`, computed on the blocking pool in its turn (waiting
 /// as long as it takes: only an operator choosing a password, or the CLI, hashes).
-pub async fn hash(password: Password) -> Result<String, String> {
-    let _turn = TURNS
-        .acquire()
-        .await
-        .map_err(|_| "password hashing stopped".to_string())?;
+pub async fn hash(password: Password) -> Result<String, HashError> {
+    let _turn = TURNS.acquire().await.map_err(|_| HashError::Stopped)?;
     counted(move || hash_now(password.expose()))
         .await
-        .ok_or_else(|| "password hashing stopped".to_string())?
+        .ok_or(HashError::Stopped)?
 }
 
-fn hash_now(password: &str) -> Result<String, String> {
+fn hash_now(password: &str) -> Result<String, HashError> {
     let mut salt = [0u8; 16];
     rand::rng().fill_bytes(&mut salt);
-    let salt = SaltString::encode_b64(&salt).map_err(|error| format!("salt: {error}"))?;
+    let salt = SaltString::encode_b64(&salt).map_err(HashError::Salt)?;
     Argon2::default()
         .hash_password(password.as_bytes(), &salt)
         .map(|hash| hash.to_string())
-        .map_err(|error| format!("argon2: {error}"))
+        .map_err(HashError::Argon2)
 }
 
 /// Whether `password` matches `stored`, once a turn comes ([`Busy`] when none comes within

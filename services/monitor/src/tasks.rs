@@ -242,23 +242,7 @@ pub async fn read_certificate(
     pace: Pace,
 ) -> Result<(), StoreError> {
     let name = due.name.as_str();
-    // The origin: the node's own address (the first it reported), else the name resolved.
-    let origin = match pinning::own_address(&due.addresses.0) {
-        Some(address) => Ok(address),
-        None => prober.resolver.addresses(name).await.and_then(|found| {
-            found
-                .first()
-                .copied()
-                .ok_or_else(|| ProbeError::NotFound(name.to_string()))
-        }),
-    };
-    let served = match origin {
-        Ok(origin) => prober
-            .served_certificate(origin, name)
-            .await
-            .map(|served| (origin, served)),
-        Err(error) => Err(error),
-    };
+    let served = served_at_origin(prober, due).await;
     let at = Utc::now();
     let mut transaction = store.begin().await?;
     let Some(row) = store::certificate(&mut transaction, due.node_id, true).await? else {
@@ -288,15 +272,7 @@ pub async fn read_certificate(
         }
     };
     drop(transaction);
-    let www = match certificates::www_name(name) {
-        Some(www) if prober.resolver.addresses(&www).await.is_ok() => {
-            match prober.served_certificate(origin, &www).await {
-                Ok(served) => Www::Served(served),
-                Err(_) => Www::NotResolving,
-            }
-        }
-        _ => Www::NotResolving,
-    };
+    let www = www_at_origin(prober, name, origin).await;
     let judged = certificates::judge(
         name,
         &served,
@@ -306,6 +282,53 @@ pub async fn read_certificate(
         pace.cert_warn_days,
         due.container,
     );
+    record_judged(store, due, at, &served, judged).await
+}
+
+/// The origin (the node's own address, the first it reported, else the name resolved) and the
+/// certificate it serves for the node's name.
+async fn served_at_origin(
+    prober: &Prober,
+    due: &DueCertificate,
+) -> Result<(std::net::IpAddr, certificates::Served), ProbeError> {
+    let name = due.name.as_str();
+    let origin = match pinning::own_address(&due.addresses.0) {
+        Some(address) => address,
+        None => prober
+            .resolver
+            .addresses(name)
+            .await?
+            .first()
+            .copied()
+            .ok_or_else(|| ProbeError::NotFound(name.to_string()))?,
+    };
+    let served = prober.served_certificate(origin, name).await?;
+    Ok((origin, served))
+}
+
+/// What the origin serves for `www.<name>`, when that name resolves (MO-10's third reason).
+async fn www_at_origin(prober: &Prober, name: &str, origin: std::net::IpAddr) -> Www {
+    match certificates::www_name(name) {
+        Some(www) if prober.resolver.addresses(&www).await.is_ok() => {
+            match prober.served_certificate(origin, &www).await {
+                Ok(served) => Www::Served(served),
+                Err(_) => Www::NotResolving,
+            }
+        }
+        _ => Www::NotResolving,
+    }
+}
+
+/// Records a judged read, unless the node's certificate row went or changed name meanwhile;
+/// a changed problem is told (MO-08).
+async fn record_judged(
+    store: &Store,
+    due: &DueCertificate,
+    at: DateTime<Utc>,
+    served: &certificates::Served,
+    judged: certificates::Judged,
+) -> Result<(), StoreError> {
+    let name = due.name.as_str();
     let mut transaction = store.begin().await?;
     let Some(row) = store::certificate(&mut transaction, due.node_id, true).await? else {
         return Ok(());

@@ -124,27 +124,9 @@ pub fn write_tar(
     removed_spool: &Path,
 ) -> Result<Walked, FilesError> {
     let root = &site.root;
-    let root_meta = fs::symlink_metadata(root)
-        .map_err(|error| format!("the site root {}: {error}", root.display()))?;
-    if !root_meta.is_dir() {
-        return Err(format!(
-            "the site root {} is not a directory (a link is not followed)",
-            root.display()
-        )
-        .into());
-    }
-    let create = |path: &Path| {
-        OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(NOFOLLOW)
-            .open(path)
-            .map(BufWriter::new)
-            .map_err(FilesError::io(path))
-    };
-    let mut index = create(index_out)?;
-    let mut removed = create(removed_spool)?;
+    check_root(root)?;
+    let mut index = create_spool(index_out)?;
+    let mut removed = create_spool(removed_spool)?;
     let mut builder = tar::Builder::new(out);
     builder.follow_symlinks(false);
     let mut walked = Walked::default();
@@ -163,41 +145,15 @@ pub fn write_tar(
             continue;
         }
         let full = root.join(&relative);
-        let Ok(meta) = fs::symlink_metadata(&full) else {
-            continue; // gone since the listing
+        let Some(meta) = content_at(&full) else {
+            continue;
         };
         let kind = meta.file_type();
-        if !(kind.is_dir() || kind.is_file() || kind.is_symlink()) {
-            continue; // sockets, fifos and devices are not the site's content
-        }
-        let entry = IndexEntry {
-            path: relative.as_os_str().as_bytes().to_vec(),
-            size: if kind.is_dir() { 0 } else { meta.len() },
-            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
-            inode: meta.ino(),
+        let entry = index_entry(&relative, &meta);
+        let unchanged = match old.as_mut() {
+            Some(old) => merge_old(old, &entry, kind.is_dir(), &mut removed, &mut walked.counts)?,
+            None => false,
         };
-        // Merge with the old index: what sorts before this path was removed.
-        let mut unchanged = false;
-        if let Some(old) = old.as_mut() {
-            while let Some(previous) = &old.next {
-                match path_order(&previous.path, &entry.path) {
-                    std::cmp::Ordering::Less => {
-                        removed
-                            .write_all(&previous.path)
-                            .and_then(|()| removed.write_all(b"\n"))
-                            .map_err(io_error)?;
-                        walked.counts.removed += 1;
-                        old.advance()?;
-                    }
-                    std::cmp::Ordering::Equal => {
-                        unchanged = !kind.is_dir() && !entry.changed_since(previous);
-                        old.advance()?;
-                        break;
-                    }
-                    std::cmp::Ordering::Greater => break,
-                }
-            }
-        }
         index.write_all(entry.line().as_bytes()).map_err(io_error)?;
         let mut header = tar::Header::new_gnu();
         header.set_metadata_in_mode(&meta, tar::HeaderMode::Complete);
@@ -206,13 +162,7 @@ pub fn write_tar(
             builder
                 .append_data(&mut header, &relative, io::empty())
                 .map_err(io_error)?;
-            let listing = match sorted_names(&full) {
-                Ok(listing) => listing,
-                Err(why) => {
-                    walked.notes.push(why.to_string());
-                    Vec::new()
-                }
-            };
+            let listing = listing_or_note(&full, &mut walked.notes);
             stack.push((relative, listing.into_iter()));
             continue;
         }
@@ -221,81 +171,233 @@ pub fn write_tar(
             continue;
         }
         if kind.is_symlink() {
-            let target = fs::read_link(&full).map_err(FilesError::io(&full))?;
-            header.set_size(0);
-            builder
-                .append_link(&mut header, &relative, &target)
-                .map_err(io_error)?;
-        } else {
-            let file = match OpenOptions::new()
-                .read(true)
-                .custom_flags(NOFOLLOW)
-                .open(&full)
-            {
-                Ok(file) => file,
-                Err(error) => {
-                    walked
-                        .notes
-                        .push(format!("{}: {error}", relative.display()));
-                    continue;
-                }
-            };
-            let mut exact = Exact {
-                inner: file.take(meta.len()),
-                left: meta.len(),
-                short: false,
-            };
-            builder
-                .append_data(&mut header, &relative, &mut exact)
-                .map_err(io_error)?;
-            if exact.short {
-                walked.notes.push(format!(
-                    "{} shrank while it was read; the rest is stored as zeros",
-                    relative.display()
-                ));
-            }
-            walked.counts.bytes += meta.len();
+            append_link(&mut builder, &mut header, &relative, &full)?;
+        } else if !append_file(
+            &mut builder,
+            &mut header,
+            &relative,
+            &full,
+            &meta,
+            &mut walked,
+        )? {
+            continue;
         }
         walked.counts.count += 1;
     }
-    if let Some(mut old) = old {
-        while let Some(previous) = old.next.take() {
-            removed
-                .write_all(&previous.path)
-                .and_then(|()| removed.write_all(b"\n"))
-                .map_err(io_error)?;
-            walked.counts.removed += 1;
-            old.advance()?;
-        }
+    if let Some(old) = old {
+        drain_removed(old, &mut removed, &mut walked.counts)?;
     }
-    index.flush().map_err(io_error)?;
-    index.get_ref().sync_all().map_err(io_error)?;
-    removed.flush().map_err(io_error)?;
-    drop(removed);
+    close_spools(index, removed)?;
     if incremental {
-        let listed = fs::read(removed_spool).map_err(io_error)?;
-        let mut header = tar::Header::new_gnu();
-        header.set_entry_type(tar::EntryType::Regular);
-        header.set_size(listed.len() as u64);
-        header.set_mode(0o600);
-        header.set_mtime(chrono::Utc::now().timestamp().max(0) as u64);
-        // The tar crate writes only relative names; the list's absolute one (which no path of
-        // the walk can be) goes into the header's name field as it is.
-        let field = &mut header.as_old_mut().name;
-        field.fill(0);
-        field[..REMOVED_MEMBER.len()].copy_from_slice(REMOVED_MEMBER.as_bytes());
-        header.set_cksum();
-        builder
-            .append(&header, listed.as_slice())
-            .map_err(io_error)?;
-        walked.removed_list = Some(RemovedList {
-            member: REMOVED_MEMBER.to_string(),
-            sha256: sha256_hex(&listed),
-            paths: walked.counts.removed,
-        });
+        let list = append_removed_list(&mut builder, removed_spool, walked.counts.removed)?;
+        walked.removed_list = Some(list);
     }
     builder.finish().map_err(io_error)?;
     Ok(walked)
+}
+
+/// What is at `full`, when it is the site's content: a directory, a file or a link (not a
+/// socket, fifo or device, and not gone since the listing).
+fn content_at(full: &Path) -> Option<fs::Metadata> {
+    let meta = fs::symlink_metadata(full).ok()?;
+    let kind = meta.file_type();
+    (kind.is_dir() || kind.is_file() || kind.is_symlink()).then_some(meta)
+}
+
+/// A link is stored as a link, never followed.
+fn append_link(
+    builder: &mut tar::Builder<&mut dyn Write>,
+    header: &mut tar::Header,
+    relative: &Path,
+    full: &Path,
+) -> Result<(), FilesError> {
+    let target = fs::read_link(full).map_err(FilesError::io(full))?;
+    header.set_size(0);
+    builder
+        .append_link(header, relative, &target)
+        .map_err(FilesError::Tar)
+}
+
+/// The new index flushed and synced, the removal spool flushed and closed.
+fn close_spools(
+    mut index: BufWriter<File>,
+    mut removed: BufWriter<File>,
+) -> Result<(), FilesError> {
+    index.flush().map_err(FilesError::Tar)?;
+    index.get_ref().sync_all().map_err(FilesError::Tar)?;
+    removed.flush().map_err(FilesError::Tar)?;
+    Ok(())
+}
+
+/// The index line of what is at `relative` (a directory's size counts as 0).
+fn index_entry(relative: &Path, meta: &fs::Metadata) -> IndexEntry {
+    IndexEntry {
+        path: relative.as_os_str().as_bytes().to_vec(),
+        size: if meta.file_type().is_dir() {
+            0
+        } else {
+            meta.len()
+        },
+        mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        inode: meta.ino(),
+    }
+}
+
+/// A directory's names, sorted; a directory that cannot be listed is noted and walked as
+/// empty.
+fn listing_or_note(directory: &Path, notes: &mut Vec<String>) -> Vec<std::ffi::OsString> {
+    match sorted_names(directory) {
+        Ok(listing) => listing,
+        Err(why) => {
+            notes.push(why.to_string());
+            Vec::new()
+        }
+    }
+}
+
+/// What the old index lists after the walk's last path was removed: spooled and counted.
+fn drain_removed(
+    mut old: OldIndex,
+    removed: &mut BufWriter<File>,
+    counts: &mut FileCounts,
+) -> Result<(), FilesError> {
+    while let Some(previous) = old.next.take() {
+        spool_removed(removed, &previous.path)?;
+        counts.removed += 1;
+        old.advance()?;
+    }
+    Ok(())
+}
+
+/// The site root must be a directory itself: a link is not followed.
+fn check_root(root: &Path) -> Result<(), FilesError> {
+    let root_meta = fs::symlink_metadata(root)
+        .map_err(|error| format!("the site root {}: {error}", root.display()))?;
+    if !root_meta.is_dir() {
+        return Err(format!(
+            "the site root {} is not a directory (a link is not followed)",
+            root.display()
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// A new spool file (the index, the removal list), root's alone, never through a link.
+fn create_spool(path: &Path) -> Result<BufWriter<File>, FilesError> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(NOFOLLOW)
+        .open(path)
+        .map(BufWriter::new)
+        .map_err(FilesError::io(path))
+}
+
+fn spool_removed(removed: &mut BufWriter<File>, path: &[u8]) -> Result<(), FilesError> {
+    removed
+        .write_all(path)
+        .and_then(|()| removed.write_all(b"\n"))
+        .map_err(FilesError::Tar)
+}
+
+/// Merges `entry` with the old index: what sorts before it was removed (spooled and counted);
+/// whether `entry` is a file unchanged since the old index listed it.
+fn merge_old(
+    old: &mut OldIndex,
+    entry: &IndexEntry,
+    is_dir: bool,
+    removed: &mut BufWriter<File>,
+    counts: &mut FileCounts,
+) -> Result<bool, FilesError> {
+    while let Some(previous) = &old.next {
+        match path_order(&previous.path, &entry.path) {
+            std::cmp::Ordering::Less => {
+                spool_removed(removed, &previous.path)?;
+                counts.removed += 1;
+                old.advance()?;
+            }
+            std::cmp::Ordering::Equal => {
+                let unchanged = !is_dir && !entry.changed_since(previous);
+                old.advance()?;
+                return Ok(unchanged);
+            }
+            std::cmp::Ordering::Greater => break,
+        }
+    }
+    Ok(false)
+}
+
+/// Appends the regular file at `relative` with exactly the size its metadata said (a file that
+/// shrank while read is padded with zeros, and noted). `false` when it could not be opened
+/// (noted, and not counted).
+fn append_file(
+    builder: &mut tar::Builder<&mut dyn Write>,
+    header: &mut tar::Header,
+    relative: &Path,
+    full: &Path,
+    meta: &fs::Metadata,
+    walked: &mut Walked,
+) -> Result<bool, FilesError> {
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(NOFOLLOW)
+        .open(full)
+    {
+        Ok(file) => file,
+        Err(error) => {
+            walked
+                .notes
+                .push(format!("{}: {error}", relative.display()));
+            return Ok(false);
+        }
+    };
+    let mut exact = Exact {
+        inner: file.take(meta.len()),
+        left: meta.len(),
+        short: false,
+    };
+    builder
+        .append_data(header, relative, &mut exact)
+        .map_err(FilesError::Tar)?;
+    if exact.short {
+        walked.notes.push(format!(
+            "{} shrank while it was read; the rest is stored as zeros",
+            relative.display()
+        ));
+    }
+    walked.counts.bytes += meta.len();
+    Ok(true)
+}
+
+/// Appends an incremental's removal list, read back from its spool, under its absolute member
+/// name; its record for the manifest.
+fn append_removed_list(
+    builder: &mut tar::Builder<&mut dyn Write>,
+    removed_spool: &Path,
+    paths: u64,
+) -> Result<RemovedList, FilesError> {
+    let listed = fs::read(removed_spool).map_err(FilesError::Tar)?;
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(tar::EntryType::Regular);
+    header.set_size(listed.len() as u64);
+    header.set_mode(0o600);
+    header.set_mtime(chrono::Utc::now().timestamp().max(0) as u64);
+    // The tar crate writes only relative names; the list's absolute one (which no path of
+    // the walk can be) goes into the header's name field as it is.
+    let field = &mut header.as_old_mut().name;
+    field.fill(0);
+    field[..REMOVED_MEMBER.len()].copy_from_slice(REMOVED_MEMBER.as_bytes());
+    header.set_cksum();
+    builder
+        .append(&header, listed.as_slice())
+        .map_err(FilesError::Tar)?;
+    Ok(RemovedList {
+        member: REMOVED_MEMBER.to_string(),
+        sha256: sha256_hex(&listed),
+        paths,
+    })
 }
 
 /// The names in `directory`, sorted by their bytes.

@@ -2,6 +2,10 @@
 //! built beside the root and swapped in, a safety snapshot kept and old ones pruned.
 
 use super::*;
+use crate::domain::{
+    backup::{Artifact, DatabaseCounts},
+    site::ConnectionFacts,
+};
 
 impl<B: Broker> Backups<'_, B> {
     /// `restore_database {seq}` / `restore_project {seq}`: tests the archive first, then
@@ -37,41 +41,9 @@ impl<B: Broker> Backups<'_, B> {
         // The files first: built beside the site, swapped in whole only once complete.
         let mut swap = None;
         if project {
-            let building = sibling(&site.root, &format!("capstan-restore-{seq}"))?;
-            let _ = std::fs::remove_dir_all(&building);
-            std::fs::create_dir(&building)
-                .map_err(|error| format!("{}: {error}", building.display()))?;
-            let mut count = 0;
-            for run in &order {
-                let manifest = manifests
-                    .iter()
-                    .find(|m| m.seq == *run)
-                    .expect("in the chain");
-                let Some(artifact) = manifest.artifact("files") else {
-                    continue;
-                };
-                let target = building.clone();
-                let removal = manifest.removal();
-                let (applied, fetched) = fetch_and_open(
-                    &self.broker,
-                    &self.objects,
-                    identity.clone(),
-                    artifact,
-                    move |input| files::apply_tar(input, &target, &removal),
-                )
+            let (building, count) = self
+                .build_files(seq, &site, &manifests, &order, &identity)
                 .await?;
-                if applied.is_none() {
-                    let _ = std::fs::remove_dir_all(&building);
-                    return Err(format!(
-                        "nothing was restored: run {run}'s files could not be unpacked: {}",
-                        fetched.problems.join("; ")
-                    )
-                    .into());
-                }
-            }
-            if let Ok((files, _)) = files::count_files(&building) {
-                count = files;
-            }
             restored.insert("files".into(), json!(count));
             swap = Some(building);
         }
@@ -80,45 +52,14 @@ impl<B: Broker> Backups<'_, B> {
             if let Some(snapshot) = safety_dump(self.state, &facts, &stamp).await {
                 snapshots.push(snapshot);
             }
-            let reset = facts.clone();
-            tokio::task::spawn_blocking(move || database::reset_public_schema(&reset)).await??;
-            let loading = facts.clone();
-            let (loaded, fetched) = fetch_and_open(
-                &self.broker,
-                &self.objects,
-                identity.clone(),
-                artifact,
-                move |input| database::restore(&loading, None, input),
-            )
-            .await?;
-            if loaded.is_none() {
-                return Err(format!(
-                    "the database load stopped at its first error (the public schema was recreated; the safety snapshot is {}): {}",
-                    snapshots.first().map_or("none".to_string(), |path: &PathBuf| path.display().to_string()),
-                    fetched.problems.join("; ")
-                ).into());
-            }
-            let counted = facts.clone();
-            let counts =
-                tokio::task::spawn_blocking(move || database::counts(&counted, None)).await??;
+            let counts = self
+                .load_database(&facts, artifact, &identity, snapshots.first())
+                .await?;
             restored.insert("tables".into(), json!(counts.tables));
             restored.insert("rows".into(), json!(counts.rows));
         }
         if let Some(building) = swap {
-            let kept = sibling(&site.root, &format!("capstan-safety-{stamp}"))?;
-            std::fs::rename(&site.root, &kept)
-                .map_err(|error| format!("the site's files cannot be moved aside: {error}"))?;
-            if let Err(error) = std::fs::rename(&building, &site.root) {
-                let _ = std::fs::rename(&kept, &site.root);
-                return Err(
-                    format!("the restored files cannot be moved into place: {error}").into(),
-                );
-            }
-            // Its age is counted from the restore, not from the files' last change.
-            if let Ok(directory) = std::fs::File::open(&kept) {
-                let _ = directory.set_modified(std::time::SystemTime::now());
-            }
-            snapshots.push(kept);
+            snapshots.push(swap_in(&site.root, &building, &stamp)?);
         }
         Ok(json!({
             "seq": seq,
@@ -127,6 +68,102 @@ impl<B: Broker> Backups<'_, B> {
             "safety_snapshots": snapshots.iter().map(|path| path.display().to_string()).collect::<Vec<_>>(),
         }))
     }
+
+    /// The chain's files unpacked, run by run in `order`, into a directory beside the site
+    /// root; that directory and how many files it holds.
+    async fn build_files(
+        &self,
+        seq: u64,
+        site: &Site,
+        manifests: &[Manifest],
+        order: &[u64],
+        identity: &age::x25519::Identity,
+    ) -> Result<(PathBuf, u64), BackupError> {
+        let building = sibling(&site.root, &format!("capstan-restore-{seq}"))?;
+        let _ = std::fs::remove_dir_all(&building);
+        std::fs::create_dir(&building)
+            .map_err(|error| format!("{}: {error}", building.display()))?;
+        let mut count = 0;
+        for run in order {
+            let manifest = manifests
+                .iter()
+                .find(|m| m.seq == *run)
+                .expect("in the chain");
+            let Some(artifact) = manifest.artifact("files") else {
+                continue;
+            };
+            let target = building.clone();
+            let removal = manifest.removal();
+            let (applied, fetched) = fetch_and_open(
+                &self.broker,
+                &self.objects,
+                identity.clone(),
+                artifact,
+                move |input| files::apply_tar(input, &target, &removal),
+            )
+            .await?;
+            if applied.is_none() {
+                let _ = std::fs::remove_dir_all(&building);
+                return Err(format!(
+                    "nothing was restored: run {run}'s files could not be unpacked: {}",
+                    fetched.problems.join("; ")
+                )
+                .into());
+            }
+        }
+        if let Ok((files, _)) = files::count_files(&building) {
+            count = files;
+        }
+        Ok((building, count))
+    }
+
+    /// The database artifact loaded over a recreated public schema; the tables and rows it
+    /// holds afterwards. `snapshot` is named if the load stops.
+    async fn load_database(
+        &self,
+        facts: &ConnectionFacts,
+        artifact: &Artifact,
+        identity: &age::x25519::Identity,
+        snapshot: Option<&PathBuf>,
+    ) -> Result<DatabaseCounts, BackupError> {
+        let reset = facts.clone();
+        tokio::task::spawn_blocking(move || database::reset_public_schema(&reset)).await??;
+        let loading = facts.clone();
+        let (loaded, fetched) = fetch_and_open(
+            &self.broker,
+            &self.objects,
+            identity.clone(),
+            artifact,
+            move |input| database::restore(&loading, None, input),
+        )
+        .await?;
+        if loaded.is_none() {
+            return Err(format!(
+                "the database load stopped at its first error (the public schema was recreated; the safety snapshot is {}): {}",
+                snapshot.map_or("none".to_string(), |path: &PathBuf| path.display().to_string()),
+                fetched.problems.join("; ")
+            ).into());
+        }
+        let counted = facts.clone();
+        Ok(tokio::task::spawn_blocking(move || database::counts(&counted, None)).await??)
+    }
+}
+
+/// The restored files swapped in for the site's: the site's own moved aside as a safety
+/// snapshot (put back if the swap fails); the snapshot's path.
+fn swap_in(root: &Path, building: &Path, stamp: &str) -> Result<PathBuf, BackupError> {
+    let kept = sibling(root, &format!("capstan-safety-{stamp}"))?;
+    std::fs::rename(root, &kept)
+        .map_err(|error| format!("the site's files cannot be moved aside: {error}"))?;
+    if let Err(error) = std::fs::rename(building, root) {
+        let _ = std::fs::rename(&kept, root);
+        return Err(format!("the restored files cannot be moved into place: {error}").into());
+    }
+    // Its age is counted from the restore, not from the files' last change.
+    if let Ok(directory) = std::fs::File::open(&kept) {
+        let _ = directory.set_modified(std::time::SystemTime::now());
+    }
+    Ok(kept)
 }
 
 /// A `pg_dump` of the database about to be replaced, in the state directory's `safety/`, when

@@ -1,7 +1,12 @@
 //! `verify_backup` and the check a restore runs first: the chain's manifests read and
 //! verified, each artifact fetched and opened, and at level 3 rehearsed into scratch.
 
+use super::transfer::Fetched;
 use super::*;
+use crate::domain::{
+    backup::{Artifact, Removal},
+    site::ConnectionFacts,
+};
 
 impl<B: Broker> Backups<'_, B> {
     /// The manifests of the chain that ends at `seq`, newest first, each signature checked
@@ -115,15 +120,8 @@ impl<B: Broker> Backups<'_, B> {
         rehearse: bool,
     ) -> Result<Checked, BackupError> {
         let mut checked = Checked::default();
-        let manifests = match self.chain_manifests(seq).await? {
-            Ok(manifests) => manifests,
-            Err(problem) => {
-                checked.problems.push(problem.to_string());
-                return Ok(checked);
-            }
-        };
-        let order = match replay_order(&manifests) {
-            Ok(order) => order,
+        let (manifests, order) = match self.chain_in_order(seq).await? {
+            Ok(chain) => chain,
             Err(problem) => {
                 checked.problems.push(problem.to_string());
                 return Ok(checked);
@@ -132,15 +130,7 @@ impl<B: Broker> Backups<'_, B> {
         let chosen = manifests[0].clone();
         let identity = keys::read_site_key(self.state)?
             .ok_or("this node has no site key, so it cannot open its backups (the recovery key still can, by hand)")?;
-        let scratch_dir = if rehearse {
-            Some(scratch_directory(&site.root, seq)?)
-        } else {
-            None
-        };
-        let facts = match (&site.database, rehearse) {
-            (Some(source), true) => Some(database::connection(source)?),
-            _ => None,
-        };
+        let (scratch_dir, facts) = rehearsal_targets(site, seq, rehearse)?;
         let scratch_db = match (&facts, &chosen.database) {
             (Some(facts), Some(_)) => Some(database::Scratch::create(facts, seq)?),
             _ => None,
@@ -155,22 +145,8 @@ impl<B: Broker> Backups<'_, B> {
                 let identity = identity.clone();
                 let outcome = match artifact.what.as_str() {
                     "files" => {
-                        let target = scratch_dir.clone();
-                        let removal = manifest.removal();
-                        fetch_and_open(
-                            &self.broker,
-                            &self.objects,
-                            identity,
-                            artifact,
-                            move |input| {
-                                match &target {
-                                    Some(target) => files::apply_tar(input, target, &removal),
-                                    None => files::read_tar(input, &removal),
-                                }
-                                .map(|applied| (applied.files, 0))
-                            },
-                        )
-                        .await?
+                        self.open_files(identity, artifact, scratch_dir.clone(), manifest.removal())
+                            .await?
                     }
                     "database" => {
                         let restore_into = match (&scratch_db, &facts) {
@@ -179,21 +155,7 @@ impl<B: Broker> Backups<'_, B> {
                             }
                             _ => None,
                         };
-                        fetch_and_open(
-                            &self.broker,
-                            &self.objects,
-                            identity,
-                            artifact,
-                            move |input| match restore_into {
-                                Some((facts, name)) => {
-                                    database::restore(&facts, Some(&name), input)
-                                        .and_then(|()| database::counts(&facts, Some(&name)))
-                                        .map(|counts| (0, counts.tables))
-                                }
-                                None => database::list(input).map(|_| (0, 0)),
-                            },
-                        )
-                        .await?
+                        self.open_database(identity, artifact, restore_into).await?
                     }
                     other => {
                         checked.problems.push(format!(
@@ -202,53 +164,167 @@ impl<B: Broker> Backups<'_, B> {
                         continue;
                     }
                 };
-                let (value, fetched) = outcome;
-                checked.bytes += fetched.bytes;
-                checked.problems.extend(
-                    fetched
-                        .problems
-                        .into_iter()
-                        .map(|problem| format!("run {run}: {problem}")),
-                );
-                if let Some((files, tables)) = value {
-                    checked.files += files;
-                    if run == seq && artifact.what == "database" {
-                        checked.tables = if rehearse {
-                            tables
-                        } else {
-                            chosen.database.map_or(0, |d| d.tables)
-                        };
+                // The chosen run's tables: counted in the rehearsal, else as its manifest says.
+                let chosen_tables = (run == seq && artifact.what == "database").then(|| {
+                    if rehearse {
+                        None
+                    } else {
+                        Some(chosen.database.map_or(0, |d| d.tables))
                     }
-                }
+                });
+                checked.tally(run, outcome, chosen_tables);
             }
         }
         if rehearse && checked.problems.is_empty() {
-            if let (Some(scratch), Some(facts), Some(expected)) =
-                (&scratch_db, &facts, chosen.database)
-            {
-                let restored = database::counts(facts, Some(&scratch.name))?;
-                if restored != expected {
-                    checked.problems.push(format!(
-                        "the rehearsal restored {} tables and {} rows; the manifest says {} and {}",
-                        restored.tables, restored.rows, expected.tables, expected.rows
-                    ));
-                }
-            }
-            if let Some(directory) = &scratch_dir {
-                let (restored, _) = files::count_files(directory)?;
-                if chosen.files.total != restored {
-                    checked.problems.push(format!(
-                        "the rehearsal restored {restored} files; the manifest says the site held {}",
-                        chosen.files.total
-                    ));
-                }
-            }
+            let scratch = scratch_db.as_ref().map(|scratch| scratch.name.as_str());
+            judge_rehearsal(
+                &chosen,
+                scratch.zip(facts.as_ref()),
+                scratch_dir.as_deref(),
+                &mut checked.problems,
+            )?;
         }
         if let Some(directory) = scratch_dir {
             let _ = std::fs::remove_dir_all(directory);
         }
         drop(scratch_db);
         Ok(checked)
+    }
+
+    /// The chain's manifests ending at `seq`, newest first, and the order to replay them in;
+    /// `Ok(Err)` names why the chain cannot be checked.
+    async fn chain_in_order(
+        &self,
+        seq: u64,
+    ) -> Result<Result<(Vec<Manifest>, Vec<u64>), Problem>, BackupError> {
+        let manifests = match self.chain_manifests(seq).await? {
+            Ok(manifests) => manifests,
+            Err(problem) => return Ok(Err(problem)),
+        };
+        Ok(replay_order(&manifests)
+            .map(|order| (manifests, order))
+            .map_err(|problem| Problem::from(problem.0)))
+    }
+
+    /// Fetches and opens a files artifact: applied into `target` (a rehearsal) or only read.
+    async fn open_files(
+        &self,
+        identity: age::x25519::Identity,
+        artifact: &Artifact,
+        target: Option<PathBuf>,
+        removal: Removal,
+    ) -> Result<(Option<(u64, u64)>, Fetched), BackupError> {
+        Ok(fetch_and_open(
+            &self.broker,
+            &self.objects,
+            identity,
+            artifact,
+            move |input| {
+                match &target {
+                    Some(target) => files::apply_tar(input, target, &removal),
+                    None => files::read_tar(input, &removal),
+                }
+                .map(|applied| (applied.files, 0))
+            },
+        )
+        .await?)
+    }
+
+    /// Fetches and opens a database artifact: restored into the scratch database named in
+    /// `restore_into` (a rehearsal of the chosen run), or only listed.
+    async fn open_database(
+        &self,
+        identity: age::x25519::Identity,
+        artifact: &Artifact,
+        restore_into: Option<(ConnectionFacts, String)>,
+    ) -> Result<(Option<(u64, u64)>, Fetched), BackupError> {
+        Ok(fetch_and_open(
+            &self.broker,
+            &self.objects,
+            identity,
+            artifact,
+            move |input| match restore_into {
+                Some((facts, name)) => database::restore(&facts, Some(&name), input)
+                    .and_then(|()| database::counts(&facts, Some(&name)))
+                    .map(|counts| (0, counts.tables)),
+                None => database::list(input).map(|_| (0, 0)),
+            },
+        )
+        .await?)
+    }
+}
+
+/// Where a rehearsal restores to: a scratch directory beside the site root and the site's
+/// database connection; neither when it is not a rehearsal.
+fn rehearsal_targets(
+    site: &Site,
+    seq: u64,
+    rehearse: bool,
+) -> Result<(Option<PathBuf>, Option<ConnectionFacts>), BackupError> {
+    if !rehearse {
+        return Ok((None, None));
+    }
+    let scratch_dir = scratch_directory(&site.root, seq)?;
+    let facts = site
+        .database
+        .as_ref()
+        .map(database::connection)
+        .transpose()?;
+    Ok((Some(scratch_dir), facts))
+}
+
+/// A rehearsal's restore against the chosen run's manifest: the scratch database's tables and
+/// rows, and the scratch directory's files; each difference a problem.
+fn judge_rehearsal(
+    chosen: &Manifest,
+    scratch_db: Option<(&str, &ConnectionFacts)>,
+    scratch_dir: Option<&Path>,
+    problems: &mut Vec<String>,
+) -> Result<(), BackupError> {
+    if let (Some((scratch, facts)), Some(expected)) = (scratch_db, chosen.database) {
+        let restored = database::counts(facts, Some(scratch))?;
+        if restored != expected {
+            problems.push(format!(
+                "the rehearsal restored {} tables and {} rows; the manifest says {} and {}",
+                restored.tables, restored.rows, expected.tables, expected.rows
+            ));
+        }
+    }
+    if let Some(directory) = scratch_dir {
+        let (restored, _) = files::count_files(directory)?;
+        if chosen.files.total != restored {
+            problems.push(format!(
+                "the rehearsal restored {restored} files; the manifest says the site held {}",
+                chosen.files.total
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl Checked {
+    /// Adds what opening one artifact of `run` found. `chosen_tables` is set for the chosen
+    /// run's database: `Some(None)` takes the tables the rehearsal counted, `Some(Some(n))`
+    /// the manifest's `n`.
+    fn tally(
+        &mut self,
+        run: u64,
+        (value, fetched): (Option<(u64, u64)>, Fetched),
+        chosen_tables: Option<Option<u64>>,
+    ) {
+        self.bytes += fetched.bytes;
+        self.problems.extend(
+            fetched
+                .problems
+                .into_iter()
+                .map(|problem| format!("run {run}: {problem}")),
+        );
+        if let Some((files, tables)) = value {
+            self.files += files;
+            if let Some(chosen) = chosen_tables {
+                self.tables = chosen.unwrap_or(tables);
+            }
+        }
     }
 }
 

@@ -133,7 +133,8 @@ fn stanzas(text: &str) -> Vec<Vec<(String, String)>> {
 }
 
 /// RO-29: what a run came to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Outcome {
     /// The packages upgraded from the security origin.
     Installed(Vec<String>),
@@ -145,14 +146,9 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// The word the plane reads (`outcome` of the word's result).
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Outcome::Installed(_) => "installed",
-            Outcome::NothingToInstall => "nothing_to_install",
-            Outcome::Busy(_) => "busy",
-            Outcome::Failed(_) => "failed",
-        }
+    /// The word the plane reads (`outcome` of the word's result), from the derive.
+    pub fn word(&self) -> &'static str {
+        self.into()
     }
 }
 
@@ -396,7 +392,7 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
             outcome(&update, Some(&upgrade)),
             Outcome::Installed(vec!["capstan-fixture".into()])
         );
-        assert_eq!(outcome(&update, Some(&upgrade)).as_str(), "installed");
+        assert_eq!(outcome(&update, Some(&upgrade)).word(), "installed");
     }
 
     #[test]

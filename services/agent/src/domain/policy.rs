@@ -4,33 +4,16 @@
 //! written, makes the node accept nothing until a person fixes it.
 
 use capstan_events::agent_channel::PrimitiveClass;
+use capstan_events::Word;
 use serde_json::Value;
 
 /// What the node does with a word of one class.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString)]
+#[strum(serialize_all = "lowercase")]
 pub enum Acceptance {
     Accept,
     Ask,
     Refuse,
-}
-
-impl Acceptance {
-    fn parse(text: &str) -> Option<Acceptance> {
-        match text {
-            "accept" => Some(Acceptance::Accept),
-            "ask" => Some(Acceptance::Ask),
-            "refuse" => Some(Acceptance::Refuse),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Acceptance::Accept => "accept",
-            Acceptance::Ask => "ask",
-            Acceptance::Refuse => "refuse",
-        }
-    }
 }
 
 /// One acceptance per class.

@@ -68,8 +68,19 @@ impl ScriptRoot {
 }
 
 /// `script_trust`'s closed set as this agent reports it (AC-49 leaves the full set open).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ScriptTrust {
     /// The manifest is usable and every file looked at matches it (`script_trust_files` is
     /// empty: "looked, all match").
@@ -79,16 +90,6 @@ pub enum ScriptTrust {
     /// The manifest cannot be used (absent, unreadable, not signed by a key this agent
     /// holds): every script refuses.
     UnusableManifest,
-}
-
-impl ScriptTrust {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ScriptTrust::Trusted => "trusted",
-            ScriptTrust::UntrustedFile => "untrusted_file",
-            ScriptTrust::UnusableManifest => "unusable_manifest",
-        }
-    }
 }
 
 /// One look at the script tree, as the claim carries it (AG-39).
@@ -183,22 +184,24 @@ impl ScriptRefusal {
 
 /// `bundle_state`'s closed set as this agent reports it (spec "Keeping the agent current";
 /// `unlogged` waits for the public log).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum BundleState {
     /// The bundle on offer is the one landed.
     Current,
     /// The bundle on offer failed a check and was not landed.
     VerifyFailed,
-}
-
-impl BundleState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BundleState::Current => "current",
-            BundleState::VerifyFailed => "verify_failed",
-        }
-    }
 }
 
 /// A bundle's verdict: the state, and in words why (a refusal names the files).
@@ -377,6 +380,8 @@ impl VerifierCache {
 
 #[cfg(test)]
 mod tests {
+    use capstan_events::Word as _;
+
     use super::*;
 
     fn stamp() -> FileStamp {

@@ -41,7 +41,7 @@ pub fn describe(state: &StateDir, config: &Config) -> Vec<String> {
         lines.push(format!(
             "{}: {} ({kind}), last check: {verdict}",
             recipe.name,
-            Mode::compiled().as_str()
+            Mode::compiled().reported().as_str()
         ));
         if !recipe.check_only() {
             let attempts: Vec<String> = memory

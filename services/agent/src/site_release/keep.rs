@@ -6,7 +6,7 @@
 //! site lock is held, and only bytes whose SHA-256 is the one the manifest lists. The rules are
 //! `domain::release_files`'.
 
-use std::os::unix::fs::DirBuilderExt as _;
+use std::{ops::ControlFlow, os::unix::fs::DirBuilderExt as _};
 
 use capstan_signing::manifest::{ManifestError, Seen};
 
@@ -25,14 +25,14 @@ pub(super) fn dev_parts(dev: u64) -> (u64, u64) {
 
 /// Whether a process holds the site lock, read from `/proc/locks` by the lock file's device and
 /// inode, never by taking it (AG-39).
-pub(super) fn site_lock_held(root: &Path) -> Result<bool, String> {
+pub(super) fn site_lock_held(root: &Path) -> Result<bool, SiteError> {
     let metadata = match fs::symlink_metadata(root.join(LOCK_FILE)) {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(error) => return Err(format!("the site lock cannot be read: {error}")),
+        Err(error) => return Err(SiteError::disk("the site lock cannot be read")(error)),
         Ok(metadata) => metadata,
     };
-    let locks = fs::read_to_string("/proc/locks")
-        .map_err(|error| format!("/proc/locks cannot be read: {error}"))?;
+    let locks =
+        fs::read_to_string("/proc/locks").map_err(SiteError::disk("/proc/locks cannot be read"))?;
     let (major, minor) = dev_parts(metadata.dev());
     Ok(rules::lock_held(&locks, major, minor, metadata.ino()))
 }
@@ -41,41 +41,45 @@ pub(super) fn site_lock_held(root: &Path) -> Result<bool, String> {
 /// its manifest as loaded. `Ok(None)` when no release is installed.
 type Installed = (String, OwnedFd, Result<FileManifest, ManifestError>);
 
-fn installed(root: &Path, trusted: &[PublicKey]) -> Result<Option<Installed>, String> {
+fn installed(root: &Path, trusted: &[PublicKey]) -> Result<Option<Installed>, SiteError> {
     let Some(version) = current_version(root)? else {
         return Ok(None);
     };
     let dir = root.join(RELEASES_DIR).join(&version);
-    let fd = tree::open_root(&dir)
-        .map_err(|error| format!("releases/{version} cannot be opened: {error}"))?;
+    let fd = tree::open_root(&dir).map_err(SiteError::disk(format!(
+        "releases/{version} cannot be opened"
+    )))?;
     let manifest = tree::load_manifest(&fd, trusted);
     Ok(Some((version, fd, manifest)))
 }
 
 /// What is at `path` of the release, as the manifest's comparison takes it.
-fn on_disk(release: &OwnedFd, path: &str) -> Result<Option<Seen>, String> {
+fn on_disk(release: &OwnedFd, path: &str) -> Result<Option<Seen>, SiteError> {
     match tree::read_file(release, path) {
         Ok(None) => Ok(None),
         Ok(Some(tree::Found::File(bytes, mode))) => Ok(Some(Seen::of(&bytes, mode))),
         Ok(Some(tree::Found::NotAFile)) => Ok(Some(Seen::Other)),
-        Err(error) => Err(format!("{path} cannot be read: {error}")),
+        Err(error) => Err(SiteError::disk(format!("{path} cannot be read"))(error)),
     }
 }
 
 /// The directory of copies kept for `version`, made (root's alone) when `make`.
-fn keep_dir(state_dir: &Path, version: &str, make: bool) -> Result<Option<OwnedFd>, String> {
+fn keep_dir(state_dir: &Path, version: &str, make: bool) -> Result<Option<OwnedFd>, SiteError> {
     let dir = state_dir.join(KEEP_DIR).join(version);
     if make {
         fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&dir)
-            .map_err(|error| format!("{} cannot be made: {error}", dir.display()))?;
+            .map_err(SiteError::disk(format!("{} cannot be made", dir.display())))?;
     }
     match tree::open_root(&dir) {
         Ok(fd) => Ok(Some(fd)),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(error) => Err(format!("{} cannot be opened: {error}", dir.display())),
+        Err(error) => Err(SiteError::disk(format!(
+            "{} cannot be opened",
+            dir.display()
+        ))(error)),
     }
 }
 
@@ -100,7 +104,7 @@ fn keep_matching(
     version: &str,
     release: &OwnedFd,
     manifest: &FileManifest,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, SiteError> {
     let files = deployment_files(manifest);
     if files.is_empty() {
         return Ok(Vec::new());
@@ -125,14 +129,14 @@ fn keep_matching(
             dir = keep_dir(state_dir, version, true)?;
         }
         let Some(target) = dir.as_ref() else {
-            return Err(format!("{KEEP_DIR}/{version} cannot be made"));
+            return Err(SiteError::NotMade(format!("{KEEP_DIR}/{version}")));
         };
-        tree::replace_file(target, &entry.sha256, &bytes, 0o600, None).map_err(|error| {
+        tree::replace_file(target, &entry.sha256, &bytes, 0o600, None).map_err(SiteError::disk(
             format!(
-                "a copy of {path} cannot be kept as {KEEP_DIR}/{}: {error}",
+                "a copy of {path} cannot be kept as {KEEP_DIR}/{}",
                 kept_name(version, &entry.sha256)
-            )
-        })?;
+            ),
+        ))?;
         kept.push(path.to_string());
     }
     Ok(kept)
@@ -159,7 +163,7 @@ pub fn keep(root: &Path, state_dir: &Path, trusted: &[PublicKey]) -> Vec<String>
         )],
         Err(why) => {
             warn!(%why, "a deployment file could not be kept");
-            vec![why]
+            vec![why.to_string()]
         }
     }
 }
@@ -207,14 +211,14 @@ pub fn settle(root: &Path, state_dir: &Path, trusted: &[PublicKey]) -> Settled {
     let lock_held = match site_lock_held(root) {
         Ok(held) => held,
         Err(why) => {
-            settled.skipped = Some(why);
+            settled.skipped = Some(why.to_string());
             return settled;
         }
     };
     let installed = match installed(root, trusted) {
         Ok(installed) => installed,
         Err(why) => {
-            settled.skipped = Some(why);
+            settled.skipped = Some(why.to_string());
             return settled;
         }
     };
@@ -236,25 +240,55 @@ pub fn settle(root: &Path, state_dir: &Path, trusted: &[PublicKey]) -> Settled {
     let dir = match keep_dir(state_dir, &version, false) {
         Ok(dir) => dir,
         Err(why) => {
-            settled.skipped = Some(why);
+            settled.skipped = Some(why.to_string());
             return settled;
         }
     };
-    for (path, entry) in deployment_files(&manifest) {
-        let seen = match on_disk(&release, path) {
+    if settle_files(
+        root,
+        &version,
+        &release,
+        &manifest,
+        dir.as_ref(),
+        &mut settled,
+    )
+    .is_break()
+    {
+        return settled;
+    }
+    match keep_matching(state_dir, &version, &release, &manifest) {
+        Ok(kept) => settled.kept = kept,
+        Err(why) => settled.left.push(why.to_string()),
+    }
+    prune_kept(root, state_dir);
+    settled
+}
+
+/// Each deployment file of the installed release judged against its manifest and, where the
+/// rule says so, written back from its kept copy (AG-37); `Break` when a deploy began meanwhile
+/// and the rest is left to the next tick.
+fn settle_files(
+    root: &Path,
+    version: &str,
+    release: &OwnedFd,
+    manifest: &FileManifest,
+    dir: Option<&OwnedFd>,
+    settled: &mut Settled,
+) -> ControlFlow<()> {
+    for (path, entry) in deployment_files(manifest) {
+        let seen = match on_disk(release, path) {
             Ok(seen) => seen,
             Err(why) => {
-                settled.left.push(why);
+                settled.left.push(why.to_string());
                 continue;
             }
         };
-        let kept = dir.as_ref().and_then(|dir| read_kept(dir, &entry.sha256));
+        let kept = dir.and_then(|dir| read_kept(dir, &entry.sha256));
         let decision = files_rules::settle(
-            &version,
+            version,
             entry,
             seen.as_ref(),
-            kept.as_ref()
-                .map(|(_, sha256)| (version.as_str(), sha256.as_str())),
+            kept.as_ref().map(|(_, sha256)| (version, sha256.as_str())),
         );
         match decision {
             Settle::Matches => {}
@@ -264,15 +298,15 @@ pub fn settle(root: &Path, state_dir: &Path, trusted: &[PublicKey]) -> Settled {
             Settle::WriteBack => {
                 // Looked at again just before the write: an apply may have begun meanwhile.
                 if site_lock_held(root).unwrap_or(true)
-                    || current_version(root).ok().flatten().as_deref() != Some(version.as_str())
+                    || current_version(root).ok().flatten().as_deref() != Some(version)
                 {
                     settled.skipped = Some(
                         "a deploy began while settling; the rest is left to the next tick".into(),
                     );
-                    return settled;
+                    return ControlFlow::Break(());
                 }
                 let Some((bytes, _)) = kept else { continue };
-                match tree::replace_file(&release, path, &bytes, entry.mode, None) {
+                match tree::replace_file(release, path, &bytes, entry.mode, None) {
                     Ok(()) => {
                         info!(%version, path, "a deployment file that no longer matched the signed release was written back from its kept copy");
                         settled.written_back.push(path.to_string());
@@ -284,12 +318,7 @@ pub fn settle(root: &Path, state_dir: &Path, trusted: &[PublicKey]) -> Settled {
             }
         }
     }
-    match keep_matching(state_dir, &version, &release, &manifest) {
-        Ok(kept) => settled.kept = kept,
-        Err(why) => settled.left.push(why),
-    }
-    prune_kept(root, state_dir);
-    settled
+    ControlFlow::Continue(())
 }
 
 /// Removes the copies kept for releases no longer on disk.

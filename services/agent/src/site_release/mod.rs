@@ -59,11 +59,15 @@ const MAX_HOOK_OUTPUT: usize = 16 * 1024;
 /// The most of the error log read after a probe.
 const MAX_ERROR_LOG_READ: u64 = 1024 * 1024;
 
+mod error;
+mod hook;
 pub mod keep;
 mod preflight;
 mod probe;
 pub mod recover;
 
+pub use error::{Artifact, CredentialError, FetchError, ProbeError, SiteError};
+use hook::run_hook;
 pub use preflight::preflight;
 pub use probe::probe;
 pub use recover::ManifestClock;
@@ -85,12 +89,12 @@ pub trait ReleaseSource {
     fn manifest(
         &self,
         version: &str,
-    ) -> impl std::future::Future<Output = Result<(Vec<u8>, Vec<u8>), String>> + Send;
+    ) -> impl std::future::Future<Output = Result<(Vec<u8>, Vec<u8>), FetchError>> + Send;
     /// The release's archive.
     fn archive(
         &self,
         version: &str,
-    ) -> impl std::future::Future<Output = Result<Vec<u8>, String>> + Send;
+    ) -> impl std::future::Future<Output = Result<Vec<u8>, FetchError>> + Send;
 }
 
 /// The plane's `artifact` endpoint: `release_manifest` and `release_archive`.
@@ -140,7 +144,7 @@ where
 }
 
 impl ReleaseSource for PlaneSource<'_> {
-    async fn manifest(&self, version: &str) -> Result<(Vec<u8>, Vec<u8>), String> {
+    async fn manifest(&self, version: &str) -> Result<(Vec<u8>, Vec<u8>), FetchError> {
         let asked = json!({"kind": "release_manifest", "version": version});
         let answer = patiently(self.patient, || {
             self.plane.send(
@@ -153,20 +157,25 @@ impl ReleaseSource for PlaneSource<'_> {
             )
         })
         .await
-        .map_err(|error| {
-            format!("the release manifest of {version} could not be fetched: {error}")
+        .map_err(|source| FetchError::Plane {
+            artifact: Artifact::Manifest,
+            version: version.to_string(),
+            source,
         })?;
-        let text = |field: &str| {
+        let text = |field: &'static str| {
             answer
                 .get(field)
                 .and_then(Value::as_str)
                 .map(|text| text.as_bytes().to_vec())
-                .ok_or_else(|| format!("the plane's release manifest of {version} has no {field}"))
+                .ok_or_else(|| FetchError::Incomplete {
+                    version: version.to_string(),
+                    field,
+                })
         };
         Ok((text("manifest")?, text("signatures")?))
     }
 
-    async fn archive(&self, version: &str) -> Result<Vec<u8>, String> {
+    async fn archive(&self, version: &str) -> Result<Vec<u8>, FetchError> {
         let asked = json!({"kind": "release_archive", "version": version});
         patiently(self.patient, || {
             self.plane.send_for_bytes(
@@ -179,7 +188,11 @@ impl ReleaseSource for PlaneSource<'_> {
             )
         })
         .await
-        .map_err(|error| format!("the release archive of {version} could not be fetched: {error}"))
+        .map_err(|source| FetchError::Plane {
+            artifact: Artifact::Archive,
+            version: version.to_string(),
+            source,
+        })
     }
 }
 
@@ -221,7 +234,7 @@ fn blocking_failed(error: tokio::task::JoinError) -> Failed {
 /// The site lock, held (flock) for as long as this value lives.
 struct SiteLock(#[allow(dead_code)] OwnedFd);
 
-fn take_lock(root: &Path) -> Result<SiteLock, String> {
+fn take_lock(root: &Path) -> Result<SiteLock, SiteError> {
     let file = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -229,41 +242,42 @@ fn take_lock(root: &Path) -> Result<SiteLock, String> {
         .mode(0o600)
         .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(root.join(LOCK_FILE))
-        .map_err(|error| format!("the site lock {LOCK_FILE} cannot be opened: {error}"))?;
+        .map_err(SiteError::disk(format!(
+            "the site lock {LOCK_FILE} cannot be opened"
+        )))?;
     let fd = OwnedFd::from(file);
-    rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(|_| {
-        format!("the site lock {LOCK_FILE} is held by another process: another deploy is running")
-    })?;
+    rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+        .map_err(|_| SiteError::LockHeld)?;
     Ok(SiteLock(fd))
 }
 
 /// The version `current` points at, if any.
-fn current_version(root: &Path) -> Result<Option<String>, String> {
+fn current_version(root: &Path) -> Result<Option<String>, SiteError> {
     match fs::read_link(root.join(CURRENT_LINK)) {
-        Ok(target) => version_of_link(&target)
-            .map(Some)
-            .map_err(|refused| refused.0),
+        Ok(target) => Ok(Some(version_of_link(&target)?)),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(error) => Err(format!("current cannot be read: {error}")),
+        Err(error) => Err(SiteError::disk("current cannot be read")(error)),
     }
 }
 
 /// Points `current` at `version` by renaming a new link over it (atomic: a reader sees the old
 /// release or the new one, never neither).
-fn switch_current(root: &Path, version: Option<&str>) -> Result<(), String> {
+fn switch_current(root: &Path, version: Option<&str>) -> Result<(), SiteError> {
     let Some(version) = version else {
         return match fs::remove_file(root.join(CURRENT_LINK)) {
             Ok(()) => Ok(()),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(error) => Err(format!("current cannot be removed: {error}")),
+            Err(error) => Err(SiteError::disk("current cannot be removed")(error)),
         };
     };
     let fresh = root.join(format!(".current.new-{:016x}", rand::random::<u64>()));
     std::os::unix::fs::symlink(link_target(version), &fresh)
-        .map_err(|error| format!("a new current link cannot be made: {error}"))?;
+        .map_err(SiteError::disk("a new current link cannot be made"))?;
     if let Err(error) = fs::rename(&fresh, root.join(CURRENT_LINK)) {
         let _ = fs::remove_file(&fresh);
-        return Err(format!("current cannot be switched to {version}: {error}"));
+        return Err(SiteError::disk(format!(
+            "current cannot be switched to {version}"
+        ))(error));
     }
     if let Ok(dir) = fs::File::open(root) {
         let _ = dir.sync_all();
@@ -311,26 +325,15 @@ fn stage(
             "the release archive of {version} is refused: {error}"
         ))
     })?;
-    let previous = current_version(root).map_err(failed)?;
+    let previous = current_version(root).map_err(|error| failed(error.to_string()))?;
     let releases = root.join(RELEASES_DIR);
     let shared = root.join(SHARED_DIR);
     for dir in [&releases, &shared] {
         fs::create_dir_all(dir)
             .map_err(|error| failed(format!("{} cannot be made: {error}", dir.display())))?;
     }
-    let shared_names = shared_entries(&shared).map_err(failed)?;
-    for name in &shared_names {
-        let prefix = format!("{name}/");
-        if let Some(clash) = files
-            .iter()
-            .find(|file| file.path == *name || file.path.starts_with(&prefix))
-        {
-            return Err(failed(format!(
-                "the release holds {}, where shared/{name} is linked in; a release must not ship what shared/ keeps",
-                clash.path
-            )));
-        }
-    }
+    let shared_names = shared_entries(&shared).map_err(|error| failed(error.to_string()))?;
+    refuse_shared_clash(&files, &shared_names)?;
     if previous.as_deref() == Some(version) {
         return Err(failed(format!(
             "{version} is already the current release; it is not laid out again over itself"
@@ -353,17 +356,7 @@ fn stage(
         linked.push(name.clone());
     }
     let hook = if manifest.files.contains_key(HOOK) {
-        match verify_in(&release_dir, trusted, HOOK) {
-            Ok(verified) => Some(verified.bytes),
-            Err(refusal) => {
-                let _ = tree::open_root(&releases)
-                    .and_then(|parent| tree::remove_tree(&parent, version));
-                return Err(NotStaged::Untrusted {
-                    reason: format!("script_trust: {refusal}"),
-                    files: vec![HOOK.to_string()],
-                });
-            }
-        }
+        Some(verified_hook(&releases, trusted, version)?)
     } else {
         None
     };
@@ -374,11 +367,52 @@ fn stage(
     })
 }
 
+/// Refuses a release that ships a path `shared/` links in ("a release must not ship what
+/// shared/ keeps").
+fn refuse_shared_clash(
+    files: &[manifest::ArchivedFile],
+    shared_names: &[String],
+) -> Result<(), NotStaged> {
+    for name in shared_names {
+        let prefix = format!("{name}/");
+        if let Some(clash) = files
+            .iter()
+            .find(|file| file.path == *name || file.path.starts_with(&prefix))
+        {
+            return Err(NotStaged::Failed(format!(
+                "the release holds {}, where shared/{name} is linked in; a release must not ship what shared/ keeps",
+                clash.path
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The landed release's hook, verified against its signed manifest (AG-33); a hook that does
+/// not verify removes the release again and refuses it.
+fn verified_hook(
+    releases: &Path,
+    trusted: &[PublicKey],
+    version: &str,
+) -> Result<Vec<u8>, NotStaged> {
+    match verify_in(&releases.join(version), trusted, HOOK) {
+        Ok(verified) => Ok(verified.bytes),
+        Err(refusal) => {
+            let _ =
+                tree::open_root(releases).and_then(|parent| tree::remove_tree(&parent, version));
+            Err(NotStaged::Untrusted {
+                reason: format!("script_trust: {refusal}"),
+                files: vec![HOOK.to_string()],
+            })
+        }
+    }
+}
+
 /// The top-level entries of `shared/` (each linked into every release), by name.
-fn shared_entries(shared: &Path) -> Result<Vec<String>, String> {
+fn shared_entries(shared: &Path) -> Result<Vec<String>, SiteError> {
     let mut names = Vec::new();
-    for entry in fs::read_dir(shared).map_err(|error| format!("shared/ cannot be read: {error}"))? {
-        let entry = entry.map_err(|error| format!("shared/ cannot be read: {error}"))?;
+    for entry in fs::read_dir(shared).map_err(SiteError::disk("shared/ cannot be read"))? {
+        let entry = entry.map_err(SiteError::disk("shared/ cannot be read"))?;
         let name = entry.file_name().to_string_lossy().into_owned();
         if !manifest::valid_path(&name) || name.contains('/') {
             continue;
@@ -387,102 +421,6 @@ fn shared_entries(shared: &Path) -> Result<Vec<String>, String> {
     }
     names.sort();
     Ok(names)
-}
-
-/// How the deploy hook ran.
-struct HookRun {
-    exit_code: Option<i32>,
-    output: String,
-}
-
-/// Runs the verified hook bytes (never the file again by its path): written afresh into a
-/// directory only root reaches, run from the release directory with a fixed environment,
-/// stopped after [`HOOK_TIMEOUT_SECS`].
-async fn run_hook(
-    state_dir: &Path,
-    bytes: &[u8],
-    root: &Path,
-    version: &str,
-    previous: Option<&str>,
-) -> HookRun {
-    let path = state_dir.join(format!("deploy-hook-{:016x}", rand::random::<u64>()));
-    let written = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o700)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(&path)
-        .and_then(|mut file| {
-            file.write_all(bytes)?;
-            file.set_permissions(fs::Permissions::from_mode(0o700))?;
-            file.sync_all()
-        });
-    if let Err(error) = written {
-        let _ = fs::remove_file(&path);
-        return HookRun {
-            exit_code: None,
-            output: format!("the deploy hook could not be put in place to run: {error}"),
-        };
-    }
-    let release_dir = root.join(RELEASES_DIR).join(version);
-    let spawned = tokio::process::Command::new(&path)
-        .current_dir(&release_dir)
-        .env_clear()
-        .env(
-            "PATH",
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        )
-        .env("LANG", "C.UTF-8")
-        .env("CAPSTAN_RELEASE_VERSION", version)
-        .env("CAPSTAN_RELEASE_DIR", &release_dir)
-        .env("CAPSTAN_SITE_ROOT", root)
-        .env("CAPSTAN_SHARED_DIR", root.join(SHARED_DIR))
-        .env("CAPSTAN_PREVIOUS_VERSION", previous.unwrap_or_default())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn();
-    let ran = match spawned {
-        Err(error) => HookRun {
-            exit_code: None,
-            output: format!("the deploy hook could not start: {error}"),
-        },
-        Ok(child) => match tokio::time::timeout(
-            Duration::from_secs(HOOK_TIMEOUT_SECS),
-            child.wait_with_output(),
-        )
-        .await
-        {
-            Err(_) => HookRun {
-                exit_code: None,
-                output: format!(
-                    "the deploy hook ran longer than {HOOK_TIMEOUT_SECS} seconds and was stopped"
-                ),
-            },
-            Ok(Err(error)) => HookRun {
-                exit_code: None,
-                output: format!("the deploy hook could not be waited for: {error}"),
-            },
-            Ok(Ok(output)) => {
-                let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
-                text.push_str(&String::from_utf8_lossy(&output.stderr));
-                if text.len() > MAX_HOOK_OUTPUT {
-                    let mut cut = text.len() - MAX_HOOK_OUTPUT;
-                    while !text.is_char_boundary(cut) {
-                        cut += 1;
-                    }
-                    text = text[cut..].to_string();
-                }
-                HookRun {
-                    exit_code: output.status.code(),
-                    output: text,
-                }
-            }
-        },
-    };
-    let _ = fs::remove_file(&path);
-    ran
 }
 
 /// Keep-N: removes the oldest releases beyond `keep`, never the current one or the one before.
@@ -592,20 +530,18 @@ pub async fn apply(
     }
 }
 
-/// The apply itself, under the site lock (let go when this returns).
-async fn apply_locked(
-    site: &Site,
+/// Stages the release on the blocking pool; a release that cannot be staged fails with what
+/// `current` still is, or is refused when its hook does not verify.
+async fn stage_in_turn(
+    root: &Path,
     trusted: &[PublicKey],
-    state_dir: &Path,
-    source: &impl ReleaseSource,
     version: &str,
-    lock: SiteLock,
-) -> Result<Finished, Failed> {
-    let root = site.root.clone();
-    let (manifest_bytes, signature_bytes) = source.manifest(version).await.map_err(Failed::new)?;
-    let archive = source.archive(version).await.map_err(Failed::new)?;
+    manifest_bytes: Vec<u8>,
+    signature_bytes: Vec<u8>,
+    archive: Vec<u8>,
+) -> Result<Staged, Failed> {
     let staged = {
-        let root = root.clone();
+        let root = root.to_path_buf();
         let trusted = trusted.to_vec();
         let version = version.to_string();
         tokio::task::spawn_blocking(move || {
@@ -621,21 +557,103 @@ async fn apply_locked(
         .await
         .map_err(blocking_failed)?
     };
-    let staged = match staged {
-        Ok(staged) => staged,
-        Err(NotStaged::Failed(why)) => {
-            return Err(Failed {
-                reason: why,
-                output: String::new(),
-                result: json!({"completed": false, "deploy_tier_passed": false,
-                    "version": current_version(&root).ok().flatten(), "rolled_back": false}),
-                refused: false,
-            })
-        }
+    match staged {
+        Ok(staged) => Ok(staged),
+        Err(NotStaged::Failed(why)) => Err(Failed {
+            reason: why,
+            output: String::new(),
+            result: json!({"completed": false, "deploy_tier_passed": false,
+                "version": current_version(root).ok().flatten(), "rolled_back": false}),
+            refused: false,
+        }),
         Err(NotStaged::Untrusted { reason, files }) => {
-            return Err(Failed::refused(reason, json!({"files": files})));
+            Err(Failed::refused(reason, json!({"files": files})))
         }
-    };
+    }
+}
+
+/// The release `current` was just switched to, and the one before.
+struct Switched<'a> {
+    root: &'a Path,
+    version: &'a str,
+    previous: Option<&'a str>,
+}
+
+/// The deploy tier: runs the verified hook and adds what it printed to `output`; a hook that
+/// fails puts `current` back on the previous release (RO-11) and fails the apply.
+async fn deploy_tier(
+    state_dir: &Path,
+    bytes: &[u8],
+    switched: &Switched<'_>,
+    output: &mut Vec<String>,
+) -> Result<Value, Failed> {
+    let Switched {
+        root,
+        version,
+        previous,
+    } = *switched;
+    let ran = run_hook(state_dir, bytes, root, version, previous).await;
+    output.push(format!(
+        "{HOOK} exited {}",
+        ran.exit_code
+            .map(|code| code.to_string())
+            .unwrap_or_else(|| "without a code".into())
+    ));
+    if !ran.output.trim().is_empty() {
+        output.push(ran.output.clone());
+    }
+    if hook_passed(ran.exit_code) {
+        return Ok(json!({"ran": true, "exit_code": ran.exit_code}));
+    }
+    let back = switch_current(root, previous);
+    let reported = current_version(root).ok().flatten();
+    let reason =
+        match &back {
+            Ok(()) => format!(
+            "the deploy hook of {version} failed (exit {}); current is back on {} (rolled back)",
+            ran.exit_code.map(|code| code.to_string()).unwrap_or_else(|| "none".into()),
+            previous.unwrap_or("no release")
+        ),
+            Err(why) => format!(
+                "the deploy hook of {version} failed and current could not be put back: {why}"
+            ),
+        };
+    Err(Failed {
+        reason,
+        output: output.join("\n"),
+        result: json!({
+            "completed": false,
+            "deploy_tier_passed": false,
+            "version": reported,
+            "rolled_back": back.is_ok(),
+            "previous_version": previous,
+            "hook": {"ran": true, "exit_code": ran.exit_code},
+        }),
+        refused: false,
+    })
+}
+
+/// The apply itself, under the site lock (let go when this returns).
+async fn apply_locked(
+    site: &Site,
+    trusted: &[PublicKey],
+    state_dir: &Path,
+    source: &impl ReleaseSource,
+    version: &str,
+    lock: SiteLock,
+) -> Result<Finished, Failed> {
+    let root = site.root.clone();
+    let (manifest_bytes, signature_bytes) = source.manifest(version).await.map_err(Failed::new)?;
+    let archive = source.archive(version).await.map_err(Failed::new)?;
+    let staged = stage_in_turn(
+        &root,
+        trusted,
+        version,
+        manifest_bytes,
+        signature_bytes,
+        archive,
+    )
+    .await?;
     let previous = staged.previous.clone();
     switch_current(&root, Some(version)).map_err(Failed::new)?;
     info!(version, previous = ?previous, "site release switched in");
@@ -651,45 +669,12 @@ async fn apply_locked(
             json!({"ran": false})
         }
         Some(bytes) => {
-            let ran = run_hook(state_dir, bytes, &root, version, previous.as_deref()).await;
-            output.push(format!(
-                "{HOOK} exited {}",
-                ran.exit_code
-                    .map(|code| code.to_string())
-                    .unwrap_or_else(|| "without a code".into())
-            ));
-            if !ran.output.trim().is_empty() {
-                output.push(ran.output.clone());
-            }
-            if !hook_passed(ran.exit_code) {
-                let back = switch_current(&root, previous.as_deref());
-                let reported = current_version(&root).ok().flatten();
-                let reason = match &back {
-                    Ok(()) => format!(
-                        "the deploy hook of {version} failed (exit {}); current is back on {} (rolled back)",
-                        ran.exit_code.map(|code| code.to_string()).unwrap_or_else(|| "none".into()),
-                        previous.as_deref().unwrap_or("no release")
-                    ),
-                    Err(why) => format!(
-                        "the deploy hook of {version} failed and current could not be put back: {why}"
-                    ),
-                };
-                drop(lock);
-                return Err(Failed {
-                    reason,
-                    output: output.join("\n"),
-                    result: json!({
-                        "completed": false,
-                        "deploy_tier_passed": false,
-                        "version": reported,
-                        "rolled_back": back.is_ok(),
-                        "previous_version": previous,
-                        "hook": {"ran": true, "exit_code": ran.exit_code},
-                    }),
-                    refused: false,
-                });
-            }
-            json!({"ran": true, "exit_code": ran.exit_code})
+            let switched = Switched {
+                root: &root,
+                version,
+                previous: previous.as_deref(),
+            };
+            deploy_tier(state_dir, bytes, &switched, &mut output).await?
         }
     };
     let reported = current_version(&root).map_err(Failed::new)?;

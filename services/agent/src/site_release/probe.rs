@@ -4,50 +4,30 @@ use super::*;
 
 /// The viewer's header line from its root-owned file: (name, value). The value is a credential:
 /// it never reaches a result or a log line.
-fn viewer_header(path: &Path) -> Result<(String, String), String> {
-    let metadata = fs::symlink_metadata(path).map_err(|error| {
-        format!(
-            "the viewer's credential {} cannot be read: {error}",
-            path.display()
-        )
-    })?;
+fn viewer_header(path: &Path) -> Result<(String, String), CredentialError> {
+    let path_buf = || path.to_path_buf();
+    let unreadable = |source| CredentialError::Unreadable {
+        path: path_buf(),
+        source,
+    };
+    let metadata = fs::symlink_metadata(path).map_err(unreadable)?;
     if !metadata.is_file() {
-        return Err(format!(
-            "the viewer's credential {} is not a regular file",
-            path.display()
-        ));
+        return Err(CredentialError::NotAFile { path: path_buf() });
     }
     if metadata.uid() != rustix::process::geteuid().as_raw() || metadata.mode() & 0o077 != 0 {
-        return Err(format!(
-            "the viewer's credential {} must be this agent's own and readable by no one else (mode 0600)",
-            path.display()
-        ));
+        return Err(CredentialError::Exposed { path: path_buf() });
     }
     if metadata.len() > 8 * 1024 {
-        return Err(format!(
-            "the viewer's credential {} is too large",
-            path.display()
-        ));
+        return Err(CredentialError::TooLarge { path: path_buf() });
     }
-    let text = fs::read_to_string(path).map_err(|error| {
-        format!(
-            "the viewer's credential {} cannot be read: {error}",
-            path.display()
-        )
-    })?;
+    let text = fs::read_to_string(path).map_err(unreadable)?;
     let line = text.lines().next().unwrap_or_default();
-    let (name, value) = line.split_once(':').ok_or_else(|| {
-        format!(
-            "the viewer's credential {} must be one header line, Cookie: ... or Authorization: ...",
-            path.display()
-        )
-    })?;
+    let (name, value) = line
+        .split_once(':')
+        .ok_or_else(|| CredentialError::NotOneHeader { path: path_buf() })?;
     let name = name.trim().to_ascii_lowercase();
     if name != "cookie" && name != "authorization" {
-        return Err(format!(
-            "the viewer's credential {} must be a Cookie or Authorization header",
-            path.display()
-        ));
+        return Err(CredentialError::WrongHeader { path: path_buf() });
     }
     Ok((name, value.trim().to_string()))
 }
@@ -63,20 +43,15 @@ async fn get(
     url: &url::Url,
     header: Option<&(String, String)>,
     limit: usize,
-) -> Result<(u16, Vec<u8>), String> {
+) -> Result<(u16, Vec<u8>), ProbeError> {
     let mut request =
         hyper::Request::get(url.as_str()).header("user-agent", "capstan-agent page_probe");
     if let Some((name, value)) = header {
         request = request.header(name.as_str(), value.as_str());
     }
-    let request = request
-        .body(Full::new(Bytes::new()))
-        .map_err(|error| format!("the request cannot be made: {error}"))?;
+    let request = request.body(Full::new(Bytes::new()))?;
     let exchange = async {
-        let response = client
-            .request(request)
-            .await
-            .map_err(|error| format!("no answer: {error}"))?;
+        let response = client.request(request).await?;
         let status = response.status().as_u16();
         let mut body = response.into_body();
         let mut bytes = Vec::new();
@@ -90,11 +65,11 @@ async fn get(
                 }
             }
         }
-        Ok::<_, String>((status, bytes))
+        Ok::<_, ProbeError>((status, bytes))
     };
     tokio::time::timeout(Duration::from_secs(PROBE_TIMEOUT_SECS), exchange)
         .await
-        .map_err(|_| format!("no answer within {PROBE_TIMEOUT_SECS} seconds"))?
+        .map_err(|_| ProbeError::Timeout)?
 }
 
 fn log_length(path: &Path) -> u64 {
@@ -115,6 +90,53 @@ fn log_tail(path: &Path, from: u64) -> Vec<u8> {
         }
     }
     bytes
+}
+
+/// The header the page is fetched with: none for `anonymous`, the viewer's credential for
+/// `admin`.
+fn viewer_of(site: &Site, viewer: &str) -> Result<Option<(String, String)>, Failed> {
+    match viewer {
+        "anonymous" => Ok(None),
+        "admin" => {
+            let file = site.release.viewer_header_file.as_deref().ok_or_else(|| {
+                Failed::new("site.json names no release.viewer_header_file, so no page can be fetched as admin")
+            })?;
+            Ok(Some(viewer_header(file).map_err(Failed::new)?))
+        }
+        other => Err(Failed::refused(
+            format!("viewer must be anonymous or admin, not {other:?}"),
+            Value::Null,
+        )),
+    }
+}
+
+/// Fetches each of the page's assets; the ones that failed (an error status or no answer),
+/// each also written to `lines` (RO-22).
+async fn failed_assets(
+    client: &ProbeClient,
+    assets: &[url::Url],
+    header: Option<&(String, String)>,
+    lines: &mut Vec<String>,
+) -> Vec<String> {
+    let mut failed = Vec::new();
+    for asset in assets {
+        let shown = match asset.query() {
+            Some(query) => format!("{}?{query}", asset.path()),
+            None => asset.path().to_string(),
+        };
+        match get(client, asset, header, MAX_ASSET_BYTES).await {
+            Ok((asset_status, _)) if asset_status < 400 => {}
+            Ok((asset_status, _)) => {
+                lines.push(format!("asset {shown}: {asset_status}"));
+                failed.push(shown);
+            }
+            Err(why) => {
+                lines.push(format!("asset {shown}: {why}"));
+                failed.push(shown);
+            }
+        }
+    }
+    failed
 }
 
 /// `page_probe {path, viewer}`: the page from the site's own address, as anonymous or as the
@@ -138,21 +160,7 @@ pub async fn probe(site: &Site, params: &Value) -> Result<Finished, Failed> {
     let base = site.release.base_url.clone().ok_or_else(|| {
         Failed::new("site.json names no release.base_url, so the site's pages cannot be fetched")
     })?;
-    let header = match viewer {
-        "anonymous" => None,
-        "admin" => {
-            let file = site.release.viewer_header_file.as_deref().ok_or_else(|| {
-                Failed::new("site.json names no release.viewer_header_file, so no page can be fetched as admin")
-            })?;
-            Some(viewer_header(file).map_err(Failed::new)?)
-        }
-        other => {
-            return Err(Failed::refused(
-                format!("viewer must be anonymous or admin, not {other:?}"),
-                Value::Null,
-            ))
-        }
-    };
+    let header = viewer_of(site, viewer)?;
     let url = base
         .join(path)
         .map_err(|error| Failed::refused(format!("path {path:?}: {error}"), Value::Null))?;
@@ -175,29 +183,12 @@ pub async fn probe(site: &Site, params: &Value) -> Result<Finished, Failed> {
         }
         Ok((status, body)) => {
             lines.push(format!("{path}: {status}"));
-            let mut failed = Vec::new();
             let assets = if status < 400 {
                 page_assets(&String::from_utf8_lossy(&body), &url)
             } else {
                 Vec::new()
             };
-            for asset in &assets {
-                let shown = match asset.query() {
-                    Some(query) => format!("{}?{query}", asset.path()),
-                    None => asset.path().to_string(),
-                };
-                match get(&client, asset, header.as_ref(), MAX_ASSET_BYTES).await {
-                    Ok((asset_status, _)) if asset_status < 400 => {}
-                    Ok((asset_status, _)) => {
-                        lines.push(format!("asset {shown}: {asset_status}"));
-                        failed.push(shown);
-                    }
-                    Err(why) => {
-                        lines.push(format!("asset {shown}: {why}"));
-                        failed.push(shown);
-                    }
-                }
-            }
+            let failed = failed_assets(&client, &assets, header.as_ref(), &mut lines).await;
             (Some(status), failed, assets.len())
         }
     };

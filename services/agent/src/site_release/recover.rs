@@ -43,7 +43,7 @@ pub async fn recover(
     source: &impl ReleaseSource,
     refused: Option<&Offer>,
 ) -> Recovered {
-    let version = current_version(root);
+    let version = current_version(root).map_err(|error| error.to_string());
     let release_dir = |version: &str| root.join(RELEASES_DIR).join(version);
     let loaded = match &version {
         Ok(Some(version)) => tree::open_root(&release_dir(version))
@@ -73,7 +73,7 @@ pub async fn recover(
         Ok(pair) => pair,
         Err(why) => {
             warn!(%version, %why, "the release manifest could not be fetched; asked again at the next tick");
-            return Recovered::NotDone(why);
+            return Recovered::NotDone(why.to_string());
         }
     };
     if let Err(error) = manifest::verify(&manifest_bytes, &signature_bytes, trusted) {
@@ -84,15 +84,17 @@ pub async fn recover(
         return Recovered::Refused { offer, why };
     }
     let dir = release_dir(&version);
-    let written = tokio::task::spawn_blocking(move || -> Result<(), String> {
-        let fd = tree::open_root(&dir)
-            .map_err(|error| format!("{} cannot be opened: {error}", dir.display()))?;
+    let written = tokio::task::spawn_blocking(move || -> Result<(), SiteError> {
+        let fd = tree::open_root(&dir).map_err(SiteError::disk(format!(
+            "{} cannot be opened",
+            dir.display()
+        )))?;
         tree::replace_file(&fd, MANIFEST_FILE, &manifest_bytes, 0o644, None)
             .and_then(|()| tree::replace_file(&fd, SIGNATURE_FILE, &signature_bytes, 0o644, None))
-            .map_err(|error| format!("the recovered manifest cannot be written: {error}"))
+            .map_err(SiteError::disk("the recovered manifest cannot be written"))
     })
     .await
-    .unwrap_or_else(|error| Err(format!("the write stopped unexpectedly: {error}")));
+    .unwrap_or_else(|error| Err(SiteError::Stopped(error)));
     match written {
         Ok(()) => {
             info!(%version, "the release's signed manifest was recovered from the management node");
@@ -100,7 +102,7 @@ pub async fn recover(
         }
         Err(why) => {
             warn!(%version, %why, "the recovered manifest could not be written; tried again at the next tick");
-            Recovered::NotDone(why)
+            Recovered::NotDone(why.to_string())
         }
     }
 }

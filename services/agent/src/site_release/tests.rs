@@ -39,14 +39,19 @@ impl Published {
 }
 
 impl ReleaseSource for Published {
-    async fn manifest(&self, version: &str) -> Result<(Vec<u8>, Vec<u8>), String> {
+    async fn manifest(&self, version: &str) -> Result<(Vec<u8>, Vec<u8>), FetchError> {
         self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let (manifest, signature, _) = self.0.get(version).ok_or("not published")?;
+        let (manifest, signature, _) = self.0.get(version).ok_or(FetchError::NotPublished)?;
         Ok((manifest.clone(), signature.clone()))
     }
 
-    async fn archive(&self, version: &str) -> Result<Vec<u8>, String> {
-        Ok(self.0.get(version).ok_or("not published")?.2.clone())
+    async fn archive(&self, version: &str) -> Result<Vec<u8>, FetchError> {
+        Ok(self
+            .0
+            .get(version)
+            .ok_or(FetchError::NotPublished)?
+            .2
+            .clone())
     }
 }
 

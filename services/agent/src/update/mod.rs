@@ -23,6 +23,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use capstan_events::Word as _;
 use capstan_signing::{
     release::{sha256_hex, Release, SignedRelease, MAX_METADATA_BYTES},
     statement::MAX_STATEMENT_BYTES,

@@ -23,6 +23,47 @@ pub async fn host_report(config: &Config) -> Finished {
     let mut unmeasured = Unmeasured::default();
     let mut result = Map::new();
 
+    os_facts(&mut result, &mut unmeasured).await;
+    disk_fact(config, &mut result, &mut unmeasured).await;
+    let systemd = systemd_running();
+    result.insert(
+        "systemd".into(),
+        json!(if systemd { "running" } else { "absent" }),
+    );
+    let failed_units = failed_units(systemd, &mut unmeasured).await;
+    result.insert("failed_units".into(), failed_units);
+
+    let containers = containers(&mut result, &mut unmeasured).await;
+    result.insert("containers".into(), containers);
+    security(&mut result, &mut unmeasured).await;
+
+    // AG-55: the data root and whether it is stopped (not mounted).
+    let root = data_root(config);
+    result.insert(
+        "data_root".into(),
+        json!({"path": config.data_root.as_ref().map(|path| path.display().to_string()),
+               "state": root.state()}),
+    );
+    result.insert("data_root_stopped".into(), json!(root.stopped()));
+    if let DataRoot::Unknown(why) = &root {
+        unmeasured.add("data_root_stopped", why);
+    }
+
+    let mut output = describe(&result);
+    for line in unmeasured.lines() {
+        output.push('\n');
+        output.push_str(&line);
+    }
+    result.insert("unmeasured".into(), unmeasured.into_value());
+    Finished {
+        output,
+        result: Value::Object(result),
+        redaction: Redaction::Text,
+    }
+}
+
+/// The operating system, kernel and boot id.
+async fn os_facts(result: &mut Map<String, Value>, unmeasured: &mut Unmeasured) {
     match tokio::fs::read_to_string("/etc/os-release").await {
         Ok(text) => {
             result.insert("os".into(), os_release(&text));
@@ -46,7 +87,10 @@ pub async fn host_report(config: &Config) -> Finished {
             }
         }
     }
+}
 
+/// The space on the site's file system (the root's when no site is configured).
+async fn disk_fact(config: &Config, result: &mut Map<String, Value>, unmeasured: &mut Unmeasured) {
     let disk_path = config.site_root.clone().unwrap_or_else(|| "/".into());
     let space_path = disk_path.clone();
     match tokio::task::spawn_blocking(move || filesystem_space(&space_path))
@@ -68,13 +112,11 @@ pub async fn host_report(config: &Config) -> Finished {
             unmeasured.add("disk", format!("{}: {error}", disk_path.display()));
         }
     }
+}
 
-    let systemd = systemd_running();
-    result.insert(
-        "systemd".into(),
-        json!(if systemd { "running" } else { "absent" }),
-    );
-    let failed_units = match (systemd, find_program("systemctl")) {
+/// The failed units, when systemd runs and systemctl answers.
+async fn failed_units(systemd: bool, unmeasured: &mut Unmeasured) -> Value {
+    match (systemd, find_program("systemctl")) {
         (false, _) => {
             unmeasured.add("failed_units", "systemd is not running on this machine");
             Value::Null
@@ -114,10 +156,12 @@ pub async fn host_report(config: &Config) -> Finished {
                 }
             }
         }
-    };
-    result.insert("failed_units".into(), failed_units);
+    }
+}
 
-    let containers = match find_program("docker") {
+/// The containers, when docker is installed (and whether it is, into `result`).
+async fn containers(result: &mut Map<String, Value>, unmeasured: &mut Unmeasured) -> Value {
+    match find_program("docker") {
         None => {
             result.insert("docker".into(), json!("absent"));
             Value::Null
@@ -153,32 +197,6 @@ pub async fn host_report(config: &Config) -> Finished {
                 }
             }
         }
-    };
-    result.insert("containers".into(), containers);
-    security(&mut result, &mut unmeasured).await;
-
-    // AG-55: the data root and whether it is stopped (not mounted).
-    let root = data_root(config);
-    result.insert(
-        "data_root".into(),
-        json!({"path": config.data_root.as_ref().map(|path| path.display().to_string()),
-               "state": root.state()}),
-    );
-    result.insert("data_root_stopped".into(), json!(root.stopped()));
-    if let DataRoot::Unknown(why) = &root {
-        unmeasured.add("data_root_stopped", why);
-    }
-
-    let mut output = describe(&result);
-    for line in unmeasured.lines() {
-        output.push('\n');
-        output.push_str(&line);
-    }
-    result.insert("unmeasured".into(), unmeasured.into_value());
-    Finished {
-        output,
-        result: Value::Object(result),
-        redaction: Redaction::Text,
     }
 }
 
@@ -304,7 +322,39 @@ pub async fn security_from(
     result: &mut Map<String, Value>,
     unmeasured: &mut Unmeasured,
 ) {
-    // Security fixes waiting: a simulated upgrade (no lock taken, nothing changed).
+    apt_facts(sources, result, unmeasured).await;
+    dpkg_facts(sources, result, unmeasured).await;
+    restart_facts(result, unmeasured).await;
+    result.insert("reboot_required".into(), reboot_fact(sources, unmeasured));
+    // The last automatic update run.
+    let last = match tokio::fs::read_to_string(sources.unattended_log).await {
+        Ok(text) => match packages::last_unattended_run(&text) {
+            Some(at) => json!(at.to_rfc3339()),
+            None => {
+                unmeasured.add(
+                    "last_auto_update",
+                    format!("{} has no dated line", sources.unattended_log),
+                );
+                Value::Null
+            }
+        },
+        Err(error) => {
+            unmeasured.add(
+                "last_auto_update",
+                format!("{}: {error}", sources.unattended_log),
+            );
+            Value::Null
+        }
+    };
+    result.insert("last_auto_update".into(), last);
+}
+
+/// Security fixes waiting: a simulated upgrade (no lock taken, nothing changed).
+async fn apt_facts(
+    sources: &Sources<'_>,
+    result: &mut Map<String, Value>,
+    unmeasured: &mut Unmeasured,
+) {
     let (pending, security) = match find_program("apt-get") {
         None => {
             unmeasured.add("security_pending", "apt-get is not installed");
@@ -325,8 +375,14 @@ pub async fn security_from(
     result.entry("security_pending").or_insert(Value::Null);
     result.insert("upgrades_pending".into(), pending);
     result.insert("security_packages".into(), security);
+}
 
-    // Packages a package run left half done, and a run interrupted mid-way.
+/// Packages a package run left half done, and a run interrupted mid-way.
+async fn dpkg_facts(
+    sources: &Sources<'_>,
+    result: &mut Map<String, Value>,
+    unmeasured: &mut Unmeasured,
+) {
     let unfinished = match tokio::fs::read_to_string(sources.dpkg_status).await {
         Ok(text) => json!(packages::unfinished(&text)),
         Err(error) => {
@@ -353,8 +409,10 @@ pub async fn security_from(
         }
     };
     result.insert("dpkg_interrupted".into(), interrupted);
+}
 
-    // What runs replaced code, and a newer kernel installed than runs.
+/// What runs replaced code, and a newer kernel installed than runs.
+async fn restart_facts(result: &mut Map<String, Value>, unmeasured: &mut Unmeasured) {
     let (services, kernel) = match find_program("needrestart") {
         None => {
             unmeasured.add("services_needing_restart", "needrestart is not installed");
@@ -380,9 +438,11 @@ pub async fn security_from(
     };
     result.insert("services_needing_restart".into(), services);
     result.insert("kernel_upgrade_pending".into(), kernel);
+}
 
-    // A reboot owed: the file the packages write, with when it was written.
-    let reboot = match std::fs::metadata(sources.reboot_required) {
+/// A reboot owed: the file the packages write, with when it was written.
+fn reboot_fact(sources: &Sources<'_>, unmeasured: &mut Unmeasured) -> Value {
+    match std::fs::metadata(sources.reboot_required) {
         Ok(found) => {
             let since = found
                 .modified()
@@ -414,30 +474,7 @@ pub async fn security_from(
             );
             Value::Null
         }
-    };
-    result.insert("reboot_required".into(), reboot);
-
-    // The last automatic update run.
-    let last = match tokio::fs::read_to_string(sources.unattended_log).await {
-        Ok(text) => match packages::last_unattended_run(&text) {
-            Some(at) => json!(at.to_rfc3339()),
-            None => {
-                unmeasured.add(
-                    "last_auto_update",
-                    format!("{} has no dated line", sources.unattended_log),
-                );
-                Value::Null
-            }
-        },
-        Err(error) => {
-            unmeasured.add(
-                "last_auto_update",
-                format!("{}: {error}", sources.unattended_log),
-            );
-            Value::Null
-        }
-    };
-    result.insert("last_auto_update".into(), last);
+    }
 }
 
 /// `ID`, `VERSION_ID` and `PRETTY_NAME` of an os-release file.

@@ -14,7 +14,7 @@
 //! ([`apt_command`]): the agent's unit is read-only and cannot install packages. See
 //! `domain::patching` for the rules.
 
-use serde_json::json;
+use serde_json::{json, Value};
 use std::{
     path::{Path, PathBuf},
     process::Stdio,
@@ -73,26 +73,7 @@ pub async fn install_from(root: &AptRoot, work: &Path) -> Result<Finished, Faile
         .await
         .map_err(|why| failed(format!("writing the security sources: {why}")))?;
 
-    let mut options: Vec<String> = Vec::new();
-    if root.root != Path::new("/") {
-        options.push(format!("Dir={}", root.root.display()));
-    }
-    options.push(format!(
-        "Dir::Etc::SourceList={}",
-        work.join("none.list").display()
-    ));
-    options.push(format!(
-        "Dir::Etc::SourceParts={}",
-        work.join("parts").display()
-    ));
-    options.push("DPkg::Lock::Timeout=0".into());
-    let mut common: Vec<String> = Vec::new();
-    for option in &options {
-        common.push("-o".into());
-        common.push(option.clone());
-    }
-    common.push("-q".into());
-
+    let common = apt_options(root, work);
     let mut update_args = common.clone();
     update_args.extend([
         "-o".into(),
@@ -144,11 +125,41 @@ pub async fn install_from(root: &AptRoot, work: &Path) -> Result<Finished, Faile
         .map(|ran| tail(&format!("{}{}", ran.stdout, ran.stderr)))
         .collect::<Vec<_>>()
         .join("\n");
-    let mut result = json!({
-        "outcome": outcome.as_str(),
+    let result = json!({
+        "outcome": outcome.word(),
         "sources": sources.iter().map(Source::describe).collect::<Vec<_>>(),
         "held_back": held_back,
     });
+    finish(outcome, result, output)
+}
+
+/// The options every apt run takes: the machine's root (when not `/`), only the security
+/// sources written into `work`, no waiting for a lock, quiet.
+fn apt_options(root: &AptRoot, work: &Path) -> Vec<String> {
+    let mut options: Vec<String> = Vec::new();
+    if root.root != Path::new("/") {
+        options.push(format!("Dir={}", root.root.display()));
+    }
+    options.push(format!(
+        "Dir::Etc::SourceList={}",
+        work.join("none.list").display()
+    ));
+    options.push(format!(
+        "Dir::Etc::SourceParts={}",
+        work.join("parts").display()
+    ));
+    options.push("DPkg::Lock::Timeout=0".into());
+    let mut common: Vec<String> = Vec::new();
+    for option in &options {
+        common.push("-o".into());
+        common.push(option.clone());
+    }
+    common.push("-q".into());
+    common
+}
+
+/// RO-29: the word's answer for what the run came to; a failed updater fails the job.
+fn finish(outcome: Outcome, mut result: Value, output: String) -> Result<Finished, Failed> {
     match outcome {
         Outcome::Installed(packages) => {
             result["installed"] = json!(packages);

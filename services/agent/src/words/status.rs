@@ -26,6 +26,37 @@ pub async fn check_status(config: &Config) -> Finished {
     let mut result = Map::new();
     result.insert("agent_version".into(), json!(AGENT_VERSION));
 
+    proc_facts(&mut result, &mut unmeasured).await;
+    disk_fact(config, &mut result, &mut unmeasured).await;
+    match certificate_lineages(&config.letsencrypt_dir).await {
+        Ok(lineages) => {
+            result.insert("certificates".into(), Value::Array(lineages));
+        }
+        Err(why) => {
+            result.insert("certificates".into(), Value::Null);
+            unmeasured.add("certificates", why);
+        }
+    }
+
+    result.insert("postgresql".into(), postgres_fact(config).await);
+
+    backup_facts(config, &mut result, &mut unmeasured);
+
+    let mut output = describe(&result);
+    for line in unmeasured.lines() {
+        output.push('\n');
+        output.push_str(&line);
+    }
+    result.insert("unmeasured".into(), unmeasured.into_value());
+    Finished {
+        output,
+        result: Value::Object(result),
+        redaction: Redaction::Text,
+    }
+}
+
+/// Uptime, load and memory, from `/proc`.
+async fn proc_facts(result: &mut Map<String, Value>, unmeasured: &mut Unmeasured) {
     match tokio::fs::read_to_string("/proc/uptime").await {
         Ok(text) => match text
             .split_whitespace()
@@ -68,7 +99,10 @@ pub async fn check_status(config: &Config) -> Finished {
         },
         Err(error) => unmeasured.add("memory", format!("/proc/meminfo: {error}")),
     }
+}
 
+/// The use of the site's file system (the root's when this machine has no site).
+async fn disk_fact(config: &Config, result: &mut Map<String, Value>, unmeasured: &mut Unmeasured) {
     let (disk_path, disk_note) = match &config.site_root {
         Some(root) => (root.clone(), "the site's filesystem"),
         None => ("/".into(), "the root filesystem (this machine has no site)"),
@@ -93,30 +127,22 @@ pub async fn check_status(config: &Config) -> Finished {
         }
         Err(error) => unmeasured.add("disk", format!("{}: {error}", disk_path.display())),
     }
+}
 
-    match certificate_lineages(&config.letsencrypt_dir).await {
-        Ok(lineages) => {
-            result.insert("certificates".into(), Value::Array(lineages));
-        }
-        Err(why) => {
-            result.insert("certificates".into(), Value::Null);
-            unmeasured.add("certificates", why);
-        }
-    }
-
+/// Whether PostgreSQL answers at its configured address.
+async fn postgres_fact(config: &Config) -> Value {
     let postgres = postgres_answers(&config.postgres).await;
     let detail = match &postgres {
         Ok(true) => "accepting connections".to_string(),
         Ok(false) => "something listens but did not answer as PostgreSQL".to_string(),
         Err(why) => why.to_string(),
     };
-    result.insert(
-        "postgresql".into(),
-        json!({"address": config.postgres, "answers": postgres.as_ref().ok(), "detail": detail}),
-    );
+    json!({"address": config.postgres, "answers": postgres.as_ref().ok(), "detail": detail})
+}
 
-    // Backups (issue 14): whether this node holds a site, and the owner's recovery key.
-    // (A state directory that is not there yet, as in a word's unit test, says nothing.)
+/// Backups (issue 14): whether this node holds a site, and the owner's recovery key.
+/// (A state directory that is not there yet, as in a word's unit test, says nothing.)
+fn backup_facts(config: &Config, result: &mut Map<String, Value>, unmeasured: &mut Unmeasured) {
     if config.state_dir.is_dir() {
         let state_dir = &config.state_dir;
         match crate::state::StateDir::open(state_dir) {
@@ -136,18 +162,6 @@ pub async fn check_status(config: &Config) -> Finished {
             }
             Err(error) => unmeasured.add("site", error),
         }
-    }
-
-    let mut output = describe(&result);
-    for line in unmeasured.lines() {
-        output.push('\n');
-        output.push_str(&line);
-    }
-    result.insert("unmeasured".into(), unmeasured.into_value());
-    Finished {
-        output,
-        result: Value::Object(result),
-        redaction: Redaction::Text,
     }
 }
 

@@ -6,24 +6,36 @@
 /// The longest address taken (RFC 5321's path limit less the brackets).
 pub const MAX_EMAIL_CHARS: usize = 254;
 
+/// Why a text is not taken as a mail address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BadEmail {
+    #[error("email: must be 1 to 254 characters")]
+    Length,
+    #[error("email: must not hold spaces, control characters or <>,;\"")]
+    Characters,
+    #[error("email: must be local@domain")]
+    NoAt,
+    #[error("email: must be local@domain, with a dotted domain")]
+    NotDotted,
+}
+
 /// A checked mail address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Email(String);
 
 impl Email {
-    pub fn parse(text: &str) -> Result<Email, String> {
+    pub fn parse(text: &str) -> Result<Email, BadEmail> {
         let text = text.trim();
-        let refuse = |why: &str| Err(format!("email: {why}"));
         if text.is_empty() || text.chars().count() > MAX_EMAIL_CHARS {
-            return refuse("must be 1 to 254 characters");
+            return Err(BadEmail::Length);
         }
         if text.chars().any(|c| {
             c.is_whitespace() || c.is_control() || matches!(c, '<' | '>' | ',' | ';' | '"')
         }) {
-            return refuse("must not hold spaces, control characters or <>,;\"");
+            return Err(BadEmail::Characters);
         }
         let Some((local, domain)) = text.split_once('@') else {
-            return refuse("must be local@domain");
+            return Err(BadEmail::NoAt);
         };
         if local.is_empty()
             || domain.contains('@')
@@ -31,7 +43,7 @@ impl Email {
             || domain.starts_with('.')
             || domain.ends_with('.')
         {
-            return refuse("must be local@domain, with a dotted domain");
+            return Err(BadEmail::NotDotted);
         }
         Ok(Email(text.to_string()))
     }

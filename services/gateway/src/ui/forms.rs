@@ -143,16 +143,36 @@ pub fn above_level(level: Level) -> usize {
         .count()
 }
 
+/// Why a "Run" form is refused, naming the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadJobForm {
+    #[error("{0:?} is not a word of the plane")]
+    UnknownWord(String),
+    #[error("{word} takes no parameter {param:?}")]
+    UnknownParam { word: &'static str, param: String },
+    #[error("{0} was given twice")]
+    Twice(&'static str),
+    #[error("{0} must be a whole number")]
+    NotANumber(&'static str),
+    #[error("{0} must be yes or no")]
+    NotYesOrNo(&'static str),
+    /// The parameters do not fit the word's declared shape (the catalogue's own words).
+    #[error("{0}")]
+    Shape(String),
+}
+
 /// The word and parameters a "Run" form sent, checked against the word's declared shape; a
 /// refusal says which field is wrong. Empty optional fields are left out.
-pub fn read_job_form(fields: &[(String, String)]) -> Result<(&'static Primitive, Value), String> {
+pub fn read_job_form(
+    fields: &[(String, String)],
+) -> Result<(&'static Primitive, Value), BadJobForm> {
     let name = fields
         .iter()
         .find(|(key, _)| key == "primitive")
         .map(|(_, value)| value.as_str())
         .unwrap_or_default();
     let primitive =
-        primitives::find(name).ok_or_else(|| format!("{name:?} is not a word of the plane"))?;
+        primitives::find(name).ok_or_else(|| BadJobForm::UnknownWord(name.to_string()))?;
     let mut params = Map::new();
     for (key, raw) in fields {
         let Some(param_name) = key.strip_prefix(PARAM_PREFIX) else {
@@ -162,9 +182,12 @@ pub fn read_job_form(fields: &[(String, String)]) -> Result<(&'static Primitive,
             .params
             .iter()
             .find(|param| param.name == param_name)
-            .ok_or_else(|| format!("{} takes no parameter {param_name:?}", primitive.name))?;
+            .ok_or_else(|| BadJobForm::UnknownParam {
+                word: primitive.name,
+                param: param_name.to_string(),
+            })?;
         if params.contains_key(param.name) {
-            return Err(format!("{} was given twice", param.name));
+            return Err(BadJobForm::Twice(param.name));
         }
         let raw = raw.trim();
         if raw.is_empty() {
@@ -174,18 +197,18 @@ pub fn read_job_form(fields: &[(String, String)]) -> Result<(&'static Primitive,
             ParamKind::Integer { .. } => raw
                 .parse::<i64>()
                 .map(Value::from)
-                .map_err(|_| format!("{} must be a whole number", param.name))?,
+                .map_err(|_| BadJobForm::NotANumber(param.name))?,
             ParamKind::Text { .. } | ParamKind::OneOf { .. } => Value::String(raw.to_string()),
             ParamKind::Boolean => match raw {
                 "true" => Value::Bool(true),
                 "false" => Value::Bool(false),
-                _ => return Err(format!("{} must be yes or no", param.name)),
+                _ => return Err(BadJobForm::NotYesOrNo(param.name)),
             },
         };
         params.insert(param.name.to_string(), value);
     }
     let params = Value::Object(params);
-    primitive.check_params(&params)?;
+    primitive.check_params(&params).map_err(BadJobForm::Shape)?;
     Ok((primitive, params))
 }
 
@@ -330,7 +353,7 @@ mod tests {
                 "no parameter",
             ),
         ] {
-            let error = read_job_form(&pairs(&fields)).unwrap_err();
+            let error = read_job_form(&pairs(&fields)).unwrap_err().to_string();
             assert!(error.contains(expected), "{fields:?}: {error}");
         }
     }

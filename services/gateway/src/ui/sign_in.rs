@@ -478,7 +478,7 @@ async fn changed_password(
         }
     }
     if let Err(words) = check_new_password(&new) {
-        return problem(&words);
+        return problem(&words.to_string());
     }
     if new != confirm {
         return problem("The new password and its confirmation differ.");

@@ -133,20 +133,7 @@ pub fn judge(
     if !covers(&served.names, host) {
         // 4. Origin uncovered: a shared fallback vhost; nothing of it is this node's to store.
         return Judged {
-            problem: Some(CertProblem {
-                reason: CertReason::OriginUncovered,
-                title: "The origin serves a certificate for other names".to_string(),
-                not_after: None,
-                detail: format!(
-                    "The origin presented a certificate for {}; wanted {host}. Behind an edge \
-                     on Full (Strict), or reached directly, the site would be refused.",
-                    listed(&served.names)
-                ),
-                fix: format!(
-                    "Issue an origin certificate for {host} on the node with issue_origin_cert.sh."
-                ),
-                since: None,
-            }),
+            problem: Some(origin_uncovered(host, served)),
             expires_at: None,
             placeholder_since: None,
         };
@@ -154,79 +141,24 @@ pub fn judge(
     let placeholder = served.self_signed;
     let expires_at = (!placeholder).then_some(served.not_after);
     let placeholder_since = placeholder.then(|| placeholder_since.unwrap_or(now));
-    let problem = |reason, title: String, detail: String, fix: String| {
-        Some(CertProblem {
-            reason,
-            title,
-            not_after: Some(served.not_after),
-            detail,
-            fix,
-            since: None,
-        })
-    };
     let due = renewal_due(served);
     let days_left = (served.not_after - now).num_days();
     let problem = if now - due > RENEWAL_GRACE {
         // 1. Renewal overdue: the certificate on the wire is still the one that was due.
-        problem(
-            CertReason::RenewalOverdue,
-            "The certificate was not renewed when it was due".to_string(),
-            format!(
-                "Issued {}, due for renewal at two thirds of its life on {}, and still served; \
-                 it expires {}.",
-                day(served.not_before),
-                day(due),
-                day(served.not_after)
-            ),
-            "Renewal on the node is failing: run the certificate manager's renewal by hand \
-             (certbot renew, or the manager's own command) and read why it fails."
-                .to_string(),
-        )
+        Some(renewal_overdue(served, due))
     } else if served.not_after <= now || days_left < i64::from(warn_days) {
         // 2. Expiry approaching: the safety net.
-        let title = if served.not_after <= now {
-            "The certificate has expired".to_string()
-        } else {
-            format!("The certificate expires in {days_left} days")
-        };
-        problem(
-            CertReason::ExpiryApproaching,
-            title,
-            format!("It expires {}.", day(served.not_after)),
-            "Renew the certificate on the node (certbot renew, or the manager's own command)."
-                .to_string(),
-        )
+        Some(expiry_approaching(served, now, days_left))
     } else if let Www::Served(www_served) = www.clone().filter_uncovered(host) {
         // 3. www uncovered: a Strict flip would take the www address dark.
-        problem(
-            CertReason::WwwUncovered,
-            format!("www.{host} is not covered by its certificate"),
-            format!(
-                "www.{host} resolves, and the origin presents a certificate for {} for it.",
-                listed(&www_served.names)
-            ),
-            format!("Add www.{host} to the node's certificate (reissue it for both names)."),
-        )
+        Some(www_uncovered(host, served, &www_served))
     } else if placeholder {
         // 5. Origin on its placeholder: nothing renews it; Strict or a direct visitor refuse it.
-        let since = placeholder_since.unwrap_or(now);
-        let fix = if in_container {
-            "Run the agent bundle's setup_ssl.sh on the container's host for this site."
-        } else {
-            "Run setup_ssl.sh on the site's own server."
-        };
-        Some(CertProblem {
-            reason: CertReason::Placeholder,
-            title: "The origin serves its self-signed placeholder".to_string(),
-            not_after: None,
-            detail: format!(
-                "The origin presents a self-signed certificate for {}, first seen {}.",
-                listed(&served.names),
-                day(since)
-            ),
-            fix: fix.to_string(),
-            since: Some(since),
-        })
+        Some(on_placeholder(
+            served,
+            placeholder_since.unwrap_or(now),
+            in_container,
+        ))
     } else {
         None
     };
@@ -234,6 +166,108 @@ pub fn judge(
         problem,
         expires_at,
         placeholder_since,
+    }
+}
+
+/// A problem of the served certificate, naming its expiry.
+fn of_served(
+    served: &Served,
+    reason: CertReason,
+    title: String,
+    detail: String,
+    fix: String,
+) -> CertProblem {
+    CertProblem {
+        reason,
+        title,
+        not_after: Some(served.not_after),
+        detail,
+        fix,
+        since: None,
+    }
+}
+
+fn origin_uncovered(host: &str, served: &Served) -> CertProblem {
+    CertProblem {
+        reason: CertReason::OriginUncovered,
+        title: "The origin serves a certificate for other names".to_string(),
+        not_after: None,
+        detail: format!(
+            "The origin presented a certificate for {}; wanted {host}. Behind an edge \
+             on Full (Strict), or reached directly, the site would be refused.",
+            listed(&served.names)
+        ),
+        fix: format!(
+            "Issue an origin certificate for {host} on the node with issue_origin_cert.sh."
+        ),
+        since: None,
+    }
+}
+
+fn renewal_overdue(served: &Served, due: DateTime<Utc>) -> CertProblem {
+    of_served(
+        served,
+        CertReason::RenewalOverdue,
+        "The certificate was not renewed when it was due".to_string(),
+        format!(
+            "Issued {}, due for renewal at two thirds of its life on {}, and still served; \
+             it expires {}.",
+            day(served.not_before),
+            day(due),
+            day(served.not_after)
+        ),
+        "Renewal on the node is failing: run the certificate manager's renewal by hand \
+         (certbot renew, or the manager's own command) and read why it fails."
+            .to_string(),
+    )
+}
+
+fn expiry_approaching(served: &Served, now: DateTime<Utc>, days_left: i64) -> CertProblem {
+    let title = if served.not_after <= now {
+        "The certificate has expired".to_string()
+    } else {
+        format!("The certificate expires in {days_left} days")
+    };
+    of_served(
+        served,
+        CertReason::ExpiryApproaching,
+        title,
+        format!("It expires {}.", day(served.not_after)),
+        "Renew the certificate on the node (certbot renew, or the manager's own command)."
+            .to_string(),
+    )
+}
+
+fn www_uncovered(host: &str, served: &Served, www_served: &Served) -> CertProblem {
+    of_served(
+        served,
+        CertReason::WwwUncovered,
+        format!("www.{host} is not covered by its certificate"),
+        format!(
+            "www.{host} resolves, and the origin presents a certificate for {} for it.",
+            listed(&www_served.names)
+        ),
+        format!("Add www.{host} to the node's certificate (reissue it for both names)."),
+    )
+}
+
+fn on_placeholder(served: &Served, since: DateTime<Utc>, in_container: bool) -> CertProblem {
+    let fix = if in_container {
+        "Run the agent bundle's setup_ssl.sh on the container's host for this site."
+    } else {
+        "Run setup_ssl.sh on the site's own server."
+    };
+    CertProblem {
+        reason: CertReason::Placeholder,
+        title: "The origin serves its self-signed placeholder".to_string(),
+        not_after: None,
+        detail: format!(
+            "The origin presents a self-signed certificate for {}, first seen {}.",
+            listed(&served.names),
+            day(since)
+        ),
+        fix: fix.to_string(),
+        since: Some(since),
     }
 }
 

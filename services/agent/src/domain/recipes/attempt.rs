@@ -5,8 +5,19 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 /// How an attempt ended (AG-47).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Outcome {
     /// The repair ran and the check passed again.
     Repaired,
@@ -16,17 +27,6 @@ pub enum Outcome {
     ReportOnly,
     /// The agent stopped while the repair ran.
     Interrupted,
-}
-
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Repaired => "repaired",
-            Outcome::Failed => "failed",
-            Outcome::ReportOnly => "report-only",
-            Outcome::Interrupted => "interrupted",
-        }
-    }
 }
 
 /// One attempt of the current failing run.

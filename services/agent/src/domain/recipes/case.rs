@@ -4,6 +4,7 @@
 //! every claim in `cases`, keyed by `recipe:<name>`, as a summary always and with its body until
 //! a claim carrying the body succeeds. The caps are the plane's intake's (PROTOCOL.md "claim").
 
+use capstan_events::Word as _;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -146,7 +147,7 @@ pub fn compose_body(parts: BodyParts<'_>) -> Value {
         .collect();
     let mut body = Map::new();
     body.insert("recipe".into(), json!(parts.recipe));
-    body.insert("mode".into(), json!(parts.mode.as_str()));
+    body.insert("mode".into(), json!(parts.mode.reported().as_str()));
     body.insert("check".into(), json!(bounded(parts.check, MAX_CASE_TEXT)));
     body.insert("attempts".into(), Value::Array(attempts));
     body.insert("host_report".into(), parts.host_report);

@@ -15,7 +15,6 @@ pub mod registry;
 pub mod supervision;
 pub mod tick;
 
-use capstan_events::Word as _;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -44,24 +43,25 @@ pub const ATTEMPT_WAITS: [Duration; ATTEMPTS_PER_RUN - 1] =
 pub const EARLY_TICK_TOLERANCE_DIVISOR: u32 = 10;
 
 /// What a check answers (AG-41).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Verdict {
     Pass,
     Fail,
     /// The check cannot say (no systemd, a container, a fact it cannot read): never repairs
     /// and never counts.
     Unknown,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Pass => "pass",
-            Verdict::Fail => "fail",
-            Verdict::Unknown => "unknown",
-        }
-    }
 }
 
 /// A check's answer with a line for a person saying what it saw.
@@ -129,10 +129,6 @@ impl Mode {
     }
 
     /// Its word, the claim's and the plane's (`RecipeMode`, one enum for every side).
-    pub fn as_str(self) -> &'static str {
-        self.reported().as_str()
-    }
-
     pub fn reported(self) -> capstan_events::agent_channel::recipes::RecipeMode {
         use capstan_events::agent_channel::recipes::RecipeMode;
         match self {

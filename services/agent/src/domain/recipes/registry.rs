@@ -6,7 +6,8 @@
 use capstan_events::agent_channel::primitives;
 
 /// What a recipe watches (AG-46: host, site, release; and `Node` for disk_headroom, which the spec runs "on every node", a container too).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString)]
+#[strum(serialize_all = "kebab-case")]
 pub enum Scope {
     /// Every node, with or without a site, inside a container or not: what it reads every
     /// agent can see (disk_headroom: "it runs on every node, paired or not").
@@ -21,18 +22,6 @@ pub enum Scope {
     /// The machine, when a Docker engine answers on it (AG-54's container_health): its site
     /// containers are the engine's to list and restart.
     DockerHost,
-}
-
-impl Scope {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::Node => "node",
-            Scope::Host => "host",
-            Scope::Site => "site",
-            Scope::Release => "release",
-            Scope::DockerHost => "docker-host",
-        }
-    }
 }
 
 /// How often a recipe's check runs.
@@ -236,6 +225,8 @@ pub fn applies(recipe: &Recipe, placement: &Placement) -> Result<(), NotApplicab
 
 #[cfg(test)]
 mod tests {
+    use capstan_events::Word as _;
+
     use super::*;
 
     /// AG-49: the registry is pinned: every recipe, its scope, whether it is check-only and

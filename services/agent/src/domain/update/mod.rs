@@ -73,8 +73,19 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const MAX_BINARY_BYTES: u64 = 256 * 1024 * 1024;
 
 /// AC-43's closed set, as the agent reports it in `update_state`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum UpdateState {
     /// Nothing is on offer.
     None,
@@ -98,20 +109,6 @@ pub enum UpdateState {
 }
 
 impl UpdateState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            UpdateState::None => "none",
-            UpdateState::Current => "current",
-            UpdateState::UpdatePending => "update_pending",
-            UpdateState::FetchFailed => "fetch_failed",
-            UpdateState::VerifyFailed => "verify_failed",
-            UpdateState::Unlogged => "unlogged",
-            UpdateState::VersionRejected => "version_rejected",
-            UpdateState::UnsignedBuild => "unsigned_build",
-            UpdateState::NoBinary => "no_binary",
-        }
-    }
-
     /// Whether this state is a refusal (the plane opens `plane:agent_update_refused`).
     pub fn is_refusal(self) -> bool {
         matches!(
@@ -395,6 +392,8 @@ pub fn check_probe(
 }
 #[cfg(test)]
 mod tests {
+    use capstan_events::Word as _;
+
     use super::*;
     use capstan_signing::{
         release::{Release, SupportBundle},
