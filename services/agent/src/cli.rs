@@ -15,7 +15,7 @@ use crate::{
     },
     join::{self, JoinError},
     plane::{base_url, Plane},
-    state::{self, RunStatus, StateDir},
+    state::{self, Identity, RunStatus, StateDir},
 };
 
 /// Prints a line of a command's answer to stdout (as `println!`), ending the command quietly
@@ -309,6 +309,59 @@ pub fn main() -> ExitCode {
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let state = StateDir::open(&cli.state_dir)
         .with_context(|| format!("the state directory {}", cli.state_dir.display()))?;
+    let (command, config, update_settings) = settings_of(cli, &state)?;
+    match command {
+        Command::Join {
+            management_node,
+            name,
+            no_wait,
+        } => join_command(&state, &config, &management_node, name, no_wait).await,
+        Command::Status => status(&state).map(|()| ExitCode::SUCCESS),
+        Command::Enable => {
+            state.write(state::ENABLED, b"enabled\n", 0o600)?;
+            say!("enabled: the agent takes work while paired");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Disable => {
+            state.remove(state::ENABLED)?;
+            say!("disabled: the agent takes no work");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::LogAccess { switch } => {
+            state.write(state::LOG_ACCESS, format!("{switch}\n").as_bytes(), 0o600)?;
+            say!("log access {switch}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Leave => leave(&state).await,
+        Command::Run => crate::run::run(state, config, update_settings)
+            .await
+            .map(|()| ExitCode::SUCCESS),
+        Command::Recipes => {
+            for line in crate::recipes::describe::describe(&state, &config) {
+                say!("{line}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::StartGuard { binary } => {
+            let paths = match binary {
+                Some(binary) => crate::update::Paths::of(&binary),
+                None => crate::update::Paths::current()?,
+            };
+            say!("{}", crate::update::start_guard(&paths).await?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::RecoveryKey { action } => recovery_key(&state, action),
+        Command::Approve { job } => decide(&state, job, "approve"),
+        Command::Deny { job } => decide(&state, job, "deny"),
+    }
+}
+
+/// What the command line says, checked: the command to run, the agent's configuration and its
+/// self-update settings.
+fn settings_of(
+    cli: Cli,
+    state: &StateDir,
+) -> anyhow::Result<(Command, Config, crate::update::Settings)> {
     let units = capstan_events::agent_channel::primitives::UNITS;
     if !units.contains(&cli.web_unit.as_str()) {
         bail!("--web-unit must be one of {}", units.join(", "));
@@ -355,50 +408,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         data_root: cli.data_root,
         bundle_dir: cli.bundle_dir,
     };
-    match cli.command {
-        Command::Join {
-            management_node,
-            name,
-            no_wait,
-        } => join_command(&state, &config, &management_node, name, no_wait).await,
-        Command::Status => status(&state).map(|()| ExitCode::SUCCESS),
-        Command::Enable => {
-            state.write(state::ENABLED, b"enabled\n", 0o600)?;
-            say!("enabled: the agent takes work while paired");
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Disable => {
-            state.remove(state::ENABLED)?;
-            say!("disabled: the agent takes no work");
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::LogAccess { switch } => {
-            state.write(state::LOG_ACCESS, format!("{switch}\n").as_bytes(), 0o600)?;
-            say!("log access {switch}");
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Leave => leave(&state).await,
-        Command::Run => crate::run::run(state, config, update_settings)
-            .await
-            .map(|()| ExitCode::SUCCESS),
-        Command::Recipes => {
-            for line in crate::recipes::describe::describe(&state, &config) {
-                say!("{line}");
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::StartGuard { binary } => {
-            let paths = match binary {
-                Some(binary) => crate::update::Paths::of(&binary),
-                None => crate::update::Paths::current()?,
-            };
-            say!("{}", crate::update::start_guard(&paths).await?);
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::RecoveryKey { action } => recovery_key(&state, action),
-        Command::Approve { job } => decide(&state, job, "approve"),
-        Command::Deny { job } => decide(&state, job, "deny"),
-    }
+    Ok((cli.command, config, update_settings))
 }
 
 fn hostname() -> String {
@@ -421,8 +431,35 @@ async fn join_command(
         }
     }
     let plane = Plane::new(&management_node).map_err(anyhow::Error::msg)?;
+    let (identity, saved) = staged_identity(state, &management_node, name)?;
+    let identity = join::ask(state, config, &plane, identity, saved.as_deref()).await?;
+    say!(
+        "asked {management_node} to admit this machine as {:?}",
+        identity.name
+    );
+    say!("fingerprint: {}", identity.fingerprint);
+    say!("compare it with the pending request on the management node before approving it");
+    if let Pairing::Rejected { .. } = identity.pairing {
+        say!("rejected: the key is kept and asks again every five minutes; an operator may reopen the request");
+        return Ok(ExitCode::FAILURE);
+    }
+    if no_wait {
+        say!("the running agent finishes the join when the management node approves it");
+        return Ok(ExitCode::SUCCESS);
+    }
+    wait_for_answer(state, config, &plane, &management_node, identity).await
+}
+
+/// The identity a join asks with, and the fingerprint already staged, if any: a pending or
+/// rejected key asks again (AG-11), a disconnected node joins with a new key, and a paired
+/// machine or a join staged elsewhere is refused.
+fn staged_identity(
+    state: &StateDir,
+    management_node: &str,
+    name: Option<String>,
+) -> anyhow::Result<(Identity, Option<String>)> {
     let existing = state.identity()?;
-    let (identity, saved) = match existing {
+    Ok(match existing {
         Some(identity) => match identity.pairing.clone() {
             Pairing::Paired { node_id, .. } => bail!(
                 "this machine is already paired with {} as node {node_id}; run `capstan-agent leave` first",
@@ -449,29 +486,25 @@ async fn join_command(
             Pairing::Disconnected { .. } => {
                 let fingerprint = identity.fingerprint.clone();
                 let name = name.unwrap_or(identity.name);
-                (join::new_identity(&management_node, &name), Some(fingerprint))
+                (join::new_identity(management_node, &name), Some(fingerprint))
             }
         },
         None => {
             let name = name.unwrap_or_else(|| name_from_hostname(&hostname()));
-            (join::new_identity(&management_node, &name), None)
+            (join::new_identity(management_node, &name), None)
         }
-    };
-    let mut identity = join::ask(state, config, &plane, identity, saved.as_deref()).await?;
-    say!(
-        "asked {management_node} to admit this machine as {:?}",
-        identity.name
-    );
-    say!("fingerprint: {}", identity.fingerprint);
-    say!("compare it with the pending request on the management node before approving it");
-    if let Pairing::Rejected { .. } = identity.pairing {
-        say!("rejected: the key is kept and asks again every five minutes; an operator may reopen the request");
-        return Ok(ExitCode::FAILURE);
-    }
-    if no_wait {
-        say!("the running agent finishes the join when the management node approves it");
-        return Ok(ExitCode::SUCCESS);
-    }
+    })
+}
+
+/// Waits up to five minutes for the plane's answer, asking its status now and then and asking
+/// again when the staged request expired; the running agent finishes the join otherwise.
+async fn wait_for_answer(
+    state: &StateDir,
+    config: &Config,
+    plane: &Plane,
+    management_node: &str,
+    mut identity: Identity,
+) -> anyhow::Result<ExitCode> {
     let deadline = tokio::time::Instant::now() + JOIN_WAIT;
     let mut last_check = None;
     loop {
@@ -500,10 +533,10 @@ async fn join_command(
             JoinStep::Wait => continue,
             JoinStep::AskStatus => {
                 last_check = Some(now);
-                join::check(state, config, &plane, identity.clone()).await
+                join::check(state, config, plane, identity.clone()).await
             }
             JoinStep::AskAgain => {
-                join::ask(state, config, &plane, identity.clone(), Some(&fingerprint)).await
+                join::ask(state, config, plane, identity.clone(), Some(&fingerprint)).await
             }
         };
         match advanced {
