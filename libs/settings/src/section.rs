@@ -112,28 +112,54 @@ impl Loader {
         })
     }
 
-    /// Reads section `S` (its defaults when absent), resolves its files and checks it. A
-    /// section that cannot be read is a problem and its defaults stand in until
-    /// [`Loader::finish`] refuses the whole.
+    /// Reads section `S` (its defaults when absent), resolves its files and checks it. Each key
+    /// is read on its own first, so a key that cannot be read (a string where a number goes, a
+    /// key the section does not have) is a problem naming it while the section's other keys
+    /// are still read and checked; the bad key's default stands in until [`Loader::finish`]
+    /// refuses the whole.
     pub fn section<S: Section>(&mut self) -> S {
         self.read.insert(S::KEY);
         // Deserialized from its value rather than by `Config::get`, which would name the
         // section instead of the key inside it that is wrong.
-        let read = match self.config.get::<config::Value>(S::KEY) {
-            Ok(value) => S::deserialize(value),
-            Err(config::ConfigError::NotFound(_)) => Ok(S::default()),
-            Err(error) => Err(error),
+        let value = match self.config.get::<config::Value>(S::KEY) {
+            Ok(value) => value,
+            Err(config::ConfigError::NotFound(_)) => config::Value::from(config::Map::<String, config::Value>::new()),
+            Err(error) => {
+                self.problems.push(unreadable(S::KEY, None, error));
+                return S::default();
+            }
         };
-        let mut section = match read {
+        let mut section = match self.readable_keys::<S>(value).and_then(S::deserialize) {
             Ok(section) => section,
             Err(error) => {
-                self.problems.push(unreadable(S::KEY, error));
+                self.problems.push(unreadable(S::KEY, None, error));
                 return S::default();
             }
         };
         self.problems.extend(section.resolve_files());
         self.problems.extend(section.validate());
         section
+    }
+
+    /// The keys of section `S`'s `value` that read as `S` each on its own (the section's
+    /// `#[serde(default)]` fills the rest); every other key is a problem naming it.
+    fn readable_keys<S: Section>(
+        &mut self,
+        value: config::Value,
+    ) -> Result<config::Value, config::ConfigError> {
+        let origin = value.origin().map(str::to_string);
+        let table = value.into_table()?;
+        let mut readable = config::Map::new();
+        for (key, entry) in table {
+            let alone = config::Map::from([(key.clone(), entry.clone())]);
+            match S::deserialize(config::Value::new(origin.as_ref(), alone)) {
+                Ok(_) => {
+                    readable.insert(key, entry);
+                }
+                Err(error) => self.problems.push(unreadable(S::KEY, Some(&key), error)),
+            }
+        }
+        Ok(config::Value::new(origin.as_ref(), readable))
     }
 
     /// One key of a section another crate owns (`gateway.plane_name`), `default` when absent.
@@ -146,7 +172,7 @@ impl Loader {
             Ok(value) => value,
             Err(config::ConfigError::NotFound(_)) => default,
             Err(error) => {
-                self.problems.push(unreadable(key, error));
+                self.problems.push(unreadable(key, None, error));
                 default
             }
         }
@@ -195,10 +221,12 @@ impl Loader {
 }
 
 /// A value of the wrong type or an unknown key, named as precisely as `config` tells: the key
-/// inside `at` when it says which, else `at` itself.
-fn unreadable(at: &str, error: config::ConfigError) -> Problem {
-    let within = |key: Option<String>| match key {
-        Some(key) if key != at => format!("{at}.{key}"),
+/// inside `at` when it says which, else `entry` of `at` when the problem is known to be that
+/// key's, else `at` itself.
+fn unreadable(at: &str, entry: Option<&str>, error: config::ConfigError) -> Problem {
+    let within = |key: Option<String>| match (key, entry) {
+        (Some(key), _) if key != at => format!("{at}.{key}"),
+        (_, Some(entry)) => format!("{at}.{entry}"),
         _ => at.to_string(),
     };
     match error {
@@ -209,6 +237,6 @@ fn unreadable(at: &str, error: config::ConfigError) -> Problem {
             ..
         } => Problem::new(within(key), format!("is {unexpected}, expected {expected}")),
         config::ConfigError::At { error, key, .. } => Problem::new(within(key), error.to_string()),
-        other => Problem::new(at, other.to_string()),
+        other => Problem::new(within(None), other.to_string()),
     }
 }
