@@ -3,6 +3,7 @@
 //! every problem found in every section is kept, so one start names them all (not the first).
 
 use crate::problem::{Problem, SettingsError};
+use capstan_events::Domain;
 use serde::de::DeserializeOwned;
 use std::collections::BTreeSet;
 
@@ -61,17 +62,15 @@ tuple_sections!(A, B, C, D, E, F);
 pub const SHARED_SECTIONS: &[&str] =
     &["database", "nats", "bus", "outbox", "telemetry", "outbound"];
 
-/// The sections the services define in their own crates. A process reads only its own, yet
-/// accepts these in the shared file and environment (their services check them); any other
-/// section is refused by name, so a typo never passes silently. A service that adds a
-/// section adds its key here (`capstan all`'s test checks that this list is what it reads).
-pub const SERVICE_SECTIONS: &[&str] = &[
-    "gateway",
-    "agent_channel",
-    "incidents",
-    "monitor",
-    "backups",
-];
+/// The names a service's own section may have: its domain's (`monitor`, `agent_channel`). A
+/// process reads only its own section, yet accepts these in the shared file and environment
+/// (their services check them); any other section is refused by name, so a typo never passes
+/// silently. The sections there are, are the ones `capstan all` reads (`AllSections`), which
+/// refuses a domain's name it does not read ([`Loader::refuse_unread_sections`]): a service adds
+/// its section there, and nowhere else.
+pub fn service_sections() -> impl Iterator<Item = &'static str> {
+    Domain::ALL.into_iter().map(<&'static str>::from)
+}
 
 /// Defaults < `file` < `CAPSTAN__*` environment, read section by section; problems are kept
 /// until [`Loader::finish`].
@@ -79,6 +78,9 @@ pub struct Loader {
     config: config::Config,
     problems: Vec<Problem>,
     read: BTreeSet<&'static str>,
+    /// Whether this process reads every section there is, so that a section it did not read
+    /// is nobody's.
+    reads_every_section: bool,
 }
 
 impl Loader {
@@ -109,6 +111,7 @@ impl Loader {
             config,
             problems: Vec::new(),
             read: BTreeSet::new(),
+            reads_every_section: false,
         })
     }
 
@@ -189,17 +192,19 @@ impl Loader {
         let top = config::Source::collect(&self.config)
             .map_err(|error| SettingsError::Invalid(error.to_string()))?;
         for key in top.keys() {
-            let known = SHARED_SECTIONS.contains(&key.as_str())
-                || SERVICE_SECTIONS.contains(&key.as_str())
-                || self.read.contains(key.as_str());
+            let known = self.read.contains(key.as_str())
+                || (!self.reads_every_section
+                    && (SHARED_SECTIONS.contains(&key.as_str())
+                        || service_sections().any(|service| service == key)));
             if !known {
+                let known: Vec<&str> = if self.reads_every_section {
+                    self.read.iter().copied().collect()
+                } else {
+                    SHARED_SECTIONS.iter().copied().chain(service_sections()).collect()
+                };
                 self.problems.push(Problem::new(
                     key.clone(),
-                    format!(
-                        "is not a section: known are {}, {}",
-                        SHARED_SECTIONS.join(", "),
-                        SERVICE_SECTIONS.join(", ")
-                    ),
+                    format!("is not a section: known are {}", known.join(", ")),
                 ));
             }
         }
@@ -213,8 +218,14 @@ impl Loader {
         }
     }
 
-    /// The sections read so far (shared and own), for a test that compares them with
-    /// [`SERVICE_SECTIONS`].
+    /// This process reads every section there is (`capstan all`): a section it has not read
+    /// by [`Loader::finish`] is refused, a domain's name without a section included.
+    pub fn refuse_unread_sections(&mut self) {
+        self.reads_every_section = true;
+    }
+
+    /// The sections read so far (shared and own), for a test that compares them with the names
+    /// a service alone leaves to their owners ([`service_sections`]).
     pub fn sections_read(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.read.iter().copied()
     }
