@@ -13,6 +13,7 @@ pub struct Doc {
     pub operation: &'static str,
     pub tag: &'static str,
     pub summary: &'static str,
+    /// An agent route's ends, in the document, with how it is signed and its body's cap.
     pub description: Option<&'static str>,
     /// Its path and query parameters (an agent route's signature headers come from its access).
     pub parameters: &'static [Parameter],

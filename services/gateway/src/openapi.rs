@@ -316,7 +316,7 @@ fn operation(route: &Route, doc: &Doc) -> Value {
     let mut operation = Map::new();
     operation.insert("operationId".into(), doc.operation.into());
     operation.insert("summary".into(), doc.summary.into());
-    if let Some(description) = doc.description {
+    if let Some(description) = description(route, doc) {
         operation.insert("description".into(), description.into());
     }
     operation.insert("tags".into(), json!([doc.tag]));
@@ -355,6 +355,23 @@ fn operation(route: &Route, doc: &Doc) -> Value {
         operation.insert("x-capstan-security".into(), "signed per PROTOCOL.md".into());
     }
     Value::Object(operation)
+}
+
+/// The row's description; an agent route's ends with how it is signed and its body's cap,
+/// from the endpoint it is (`AgentEndpoint::body_limit`), so the document and the cap agree.
+fn description(route: &Route, doc: &Doc) -> Option<String> {
+    let Some(endpoint) = route.endpoint else {
+        return doc.description.map(str::to_string);
+    };
+    let signed = format!(
+        "Signed per PROTOCOL.md; the body is at most {} bytes (`413 too_large` above, refused \
+         before it is read whole).",
+        endpoint.body_limit()
+    );
+    Some(match doc.description {
+        Some(description) => format!("{description} {signed}"),
+        None => signed,
+    })
 }
 
 fn parameter_of(parameter: Parameter, route: &Route) -> Value {

@@ -63,8 +63,7 @@ pub const ROUTES: &[Route] = &[
         operation: "agent_join",
         tag: "agent",
         summary: "Ask to be admitted",
-        description: Some("Signed by the key it introduces. Signed per PROTOCOL.md; the body is \
-            at most 16384 bytes (`413 too_large` above, refused before it is read whole)."),
+        description: Some("Signed by the key it introduces."),
         parameters: &[],
         body: Some(Body {
             description: None,
@@ -93,8 +92,7 @@ pub const ROUTES: &[Route] = &[
         operation: "agent_join_status",
         tag: "agent",
         summary: "Has the ask been answered",
-        description: Some("Signed by the pending key. Signed per PROTOCOL.md; the body is at most \
-            16384 bytes (`413 too_large` above, refused before it is read whole)."),
+        description: Some("Signed by the pending key."),
         parameters: &[],
         body: Some(Body {
             description: None,
@@ -119,8 +117,7 @@ pub const ROUTES: &[Route] = &[
         operation: "agent_claim",
         tag: "agent",
         summary: "Report in, and take the next job",
-        description: Some("Signed per PROTOCOL.md; the body is at most 262144 bytes (`413 \
-            too_large` above, refused before it is read whole)."),
+        description: None,
         parameters: &[
             Parameter::Query {
                 name: "wait",
@@ -151,8 +148,7 @@ pub const ROUTES: &[Route] = &[
         operation: "agent_result",
         tag: "agent",
         summary: "Report how a job ended",
-        description: Some("Signed per PROTOCOL.md; the body is at most 4194304 bytes (`413 \
-            too_large` above, refused before it is read whole)."),
+        description: None,
         parameters: &[],
         body: Some(Body {
             description: None,
@@ -181,8 +177,7 @@ pub const ROUTES: &[Route] = &[
         operation: "agent_job_status",
         tag: "agent",
         summary: "Is this job still wanted",
-        description: Some("Signed per PROTOCOL.md; the body is at most 16384 bytes (`413 \
-            too_large` above, refused before it is read whole)."),
+        description: None,
         parameters: &[],
         body: Some(Body {
             description: None,
@@ -211,8 +206,7 @@ pub const ROUTES: &[Route] = &[
         operation: "agent_leave",
         tag: "agent",
         summary: "End the pairing",
-        description: Some("Signed per PROTOCOL.md; the body is at most 16384 bytes (`413 \
-            too_large` above, refused before it is read whole)."),
+        description: None,
         parameters: &[],
         body: Some(Body {
             description: None,
@@ -237,8 +231,7 @@ pub const ROUTES: &[Route] = &[
         operation: "agent_artifact",
         tag: "agent",
         summary: "Fetch a release artifact",
-        description: Some("Names a kind, never a path. Signed per PROTOCOL.md; the body is at \
-            most 16384 bytes (`413 too_large` above, refused before it is read whole)."),
+        description: Some("Names a kind, never a path."),
         parameters: &[],
         body: Some(Body {
             description: None,
@@ -272,9 +265,7 @@ pub const ROUTES: &[Route] = &[
             presigned URLs for the keys of a running backup job of this node. `put` only for a \
             running `backup_run`, only keys under its own seq that are not stored yet; `get` for \
             a running `verify_backup`, `restore_*` or `backup_run` (its previous runs), only this \
-            node's runs. URLs expire in 10 minutes; a PUT must carry every header of `headers`. \
-            Signed per PROTOCOL.md; the body is at most 16384 bytes (`413 too_large` above, \
-            refused before it is read whole)."),
+            node's runs. URLs expire in 10 minutes; a PUT must carry every header of `headers`."),
         parameters: &[],
         body: Some(Body {
             description: None,
