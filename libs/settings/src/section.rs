@@ -126,7 +126,9 @@ impl Loader {
         // section instead of the key inside it that is wrong.
         let value = match self.config.get::<config::Value>(S::KEY) {
             Ok(value) => value,
-            Err(config::ConfigError::NotFound(_)) => config::Value::from(config::Map::<String, config::Value>::new()),
+            Err(config::ConfigError::NotFound(_)) => {
+                config::Value::from(config::Map::<String, config::Value>::new())
+            }
             Err(error) => {
                 self.problems.push(unreadable(S::KEY, None, error));
                 return S::default();
@@ -200,7 +202,11 @@ impl Loader {
                 let known: Vec<&str> = if self.reads_every_section {
                     self.read.iter().copied().collect()
                 } else {
-                    SHARED_SECTIONS.iter().copied().chain(service_sections()).collect()
+                    SHARED_SECTIONS
+                        .iter()
+                        .copied()
+                        .chain(service_sections())
+                        .collect()
                 };
                 self.problems.push(Problem::new(
                     key.clone(),

@@ -387,7 +387,10 @@ fn a_string_where_a_number_goes_an_unknown_key_and_a_bad_value_are_all_named() {
         .iter()
         .find(|problem| problem.key == "gateway.limit")
         .unwrap();
-    assert!(limit.reason.contains("many") || limit.reason.contains("string"), "{limit}");
+    assert!(
+        limit.reason.contains("many") || limit.reason.contains("string"),
+        "{limit}"
+    );
     let unknown = problems
         .iter()
         .find(|problem| problem.key == "gateway.listn")

@@ -191,3 +191,50 @@ fn the_document_says_audited_exactly_of_the_acts_the_audit_log_names() {
     }
     assert!(acts > 0);
 }
+
+/// Every query parameter a route documents is one its handler takes, and the other way round:
+/// a parameter the route does not take is refused naming the ones it does, which must be the
+/// documented ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_route_documents_exactly_the_query_parameters_its_handler_takes() {
+    use capstan_gateway::api_doc::Parameter;
+    let gateway = crate::harness::Gateway::start_alone().await;
+    let token = gateway.token(Level::Admin).await;
+    let mut checked = 0;
+    for route in ROUTES.iter().filter(|route| {
+        matches!(route.access, capstan_gateway::route::Access::Operator(_))
+            && route.method.as_ref() == "GET"
+    }) {
+        let documented: BTreeSet<&str> = route
+            .doc
+            .expect("every API row has a doc")
+            .parameters
+            .iter()
+            .filter_map(|parameter| match parameter {
+                Parameter::Query { name, .. } => Some(*name),
+                _ => None,
+            })
+            .collect();
+        if documented.is_empty() {
+            continue;
+        }
+        let path = route.path.replace("{id}", "1");
+        let response = gateway
+            .get(&format!("{path}?not_a_parameter=1"), &token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{path}");
+        let body: Value = response.json().await.unwrap();
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        let taken: BTreeSet<&str> = message
+            .split_once("(it takes: ")
+            .and_then(|(_, rest)| rest.strip_suffix(')'))
+            .unwrap_or_else(|| panic!("{path}: {message}"))
+            .split(", ")
+            .collect();
+        assert_eq!(taken, documented, "{path}");
+        checked += 1;
+    }
+    assert!(checked >= 5, "{checked}");
+}
