@@ -104,6 +104,12 @@ pub fn entries() -> Vec<Entry> {
         Entry::of::<crate::backups::Verified>(),
         Entry::of::<crate::backups::Pruned>(),
         Entry::of::<crate::backups::HealthChanged>(),
+        Entry::of::<crate::provisioning::ProvisionRequested>(),
+        Entry::of::<crate::provisioning::InstanceRunning>(),
+        Entry::of::<crate::provisioning::InstallStateChanged>(),
+        Entry::of::<crate::provisioning::InstallFailed>(),
+        Entry::of::<crate::provisioning::JoinAutoApproved>(),
+        Entry::of::<crate::provisioning::MachineAdopted>(),
         Entry::condition(),
     ];
     entries.sort_by_key(|entry| (entry.kind == Kind::Command, entry.subject.clone()));

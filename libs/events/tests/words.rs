@@ -16,6 +16,7 @@ use capstan_events::{
         rpc::{EdgeProbeStatus, SecurityColour},
         CertReason, CheckKind, HealthDot, UptimeStatus,
     },
+    provisioning::{AccountFlag, CloudProvider, InstallKind, InstallState, ProvisionStep},
     rollouts::staged::{RolloutKind, RolloutState},
     rpc::ErrorCode,
     Domain, Word,
@@ -79,6 +80,11 @@ fn every_word_is_named_as_serde_names_it_and_reads_back() {
         spelled_once::<ErrorCode>(),
         spelled_once::<RolloutKind>(),
         spelled_once::<RolloutState>(),
+        spelled_once::<CloudProvider>(),
+        spelled_once::<AccountFlag>(),
+        spelled_once::<InstallKind>(),
+        spelled_once::<InstallState>(),
+        spelled_once::<ProvisionStep>(),
     ];
     assert!(counted.iter().all(|variants| *variants >= 2), "{counted:?}");
 }
@@ -93,4 +99,6 @@ fn a_words_kebab_and_lowercase_names_follow_its_serde_case() {
     assert_eq!(RecipeMode::parse("not_applicable"), None);
     assert_eq!(Domain::AgentChannel.as_str(), "agent_channel");
     assert_eq!(ErrorCode::NeedsNewerAgent.to_string(), "needs_newer_agent");
+    assert_eq!(InstallKind::DockerHost.as_str(), "docker-host");
+    assert_eq!(InstallState::InstallFailed.as_str(), "install_failed");
 }

@@ -133,7 +133,9 @@ fn runner(domain: Domain) -> Run {
         Domain::Monitor => |s, own, t| Box::pin(capstan_monitor::run(s, own.monitor.clone(), t)),
         Domain::Backups => |s, own, t| Box::pin(capstan_backups::run(s, own.backups.clone(), t)),
         Domain::Rollouts => |s, _, t| Box::pin(capstan_rollouts::run(s, t)),
-        Domain::Provisioning => |s, _, t| Box::pin(capstan_provisioning::run(s, t)),
+        Domain::Provisioning => {
+            |s, own, t| Box::pin(capstan_provisioning::run(s, own.provisioning.clone(), t))
+        }
         Domain::Dns => |s, _, t| Box::pin(capstan_dns::run(s, t)),
         Domain::Billing => |s, _, t| Box::pin(capstan_billing::run(s, t)),
     }
@@ -150,7 +152,7 @@ fn run_alone(domain: Domain) -> ExitCode {
         Domain::Monitor => main_with(&name, capstan_monitor::run),
         Domain::Backups => main_with(&name, capstan_backups::run),
         Domain::Rollouts => main(&name, capstan_rollouts::run),
-        Domain::Provisioning => main(&name, capstan_provisioning::run),
+        Domain::Provisioning => main_with(&name, capstan_provisioning::run),
         Domain::Dns => main(&name, capstan_dns::run),
         Domain::Billing => main(&name, capstan_billing::run),
     }

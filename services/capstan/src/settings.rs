@@ -6,11 +6,12 @@ use capstan_backups::settings::BackupsSettings;
 use capstan_gateway::settings::GatewaySettings;
 use capstan_incidents::settings::IncidentsSettings;
 use capstan_monitor::settings::MonitorSettings;
+use capstan_provisioning::settings::ProvisioningSettings;
 use capstan_settings::{Loader, Sections};
 
 /// Every service's section, the one list of them: a service alone accepts any section named
 /// after a domain and leaves it to its owner, and `capstan all`, which reads them all, refuses a
-/// section that is not here. The services without one (rollouts, provisioning, dns, billing)
+/// section that is not here. The services without one (rollouts, dns, billing)
 /// read only the shared sections.
 #[derive(Debug, Clone)]
 pub struct AllSections {
@@ -20,6 +21,7 @@ pub struct AllSections {
     pub incidents: IncidentsSettings,
     pub monitor: MonitorSettings,
     pub backups: BackupsSettings,
+    pub provisioning: ProvisioningSettings,
 }
 
 impl Sections for AllSections {
@@ -31,6 +33,7 @@ impl Sections for AllSections {
             incidents: loader.section(),
             monitor: loader.section(),
             backups: loader.section(),
+            provisioning: loader.section(),
         }
     }
 }
@@ -56,6 +59,7 @@ mod tests {
         assert_eq!(all.incidents.pass_secs, 60);
         assert_eq!(all.monitor.tick_ms, 1000);
         assert_eq!(all.backups.schedule_secs, 60);
+        assert_eq!(all.provisioning.ssh_user, "root");
     }
 
     // Issue 28: validate reports every problem at once, each naming its key, not the first.
@@ -112,7 +116,7 @@ mod tests {
         for section in SHARED_SECTIONS {
             assert!(read.contains(section), "{section}");
         }
-        assert_eq!(read.len(), SHARED_SECTIONS.len() + 5);
+        assert_eq!(read.len(), SHARED_SECTIONS.len() + 6);
     }
 
     /// `capstan all` reads every section there is, so a domain's name without a section

@@ -1,23 +1,63 @@
-//! The provisioning service: cloud accounts and provider drivers, provisions, bootstrap installs and site copies.
+//! The provisioning service: cloud accounts and provider drivers, provisions, bootstrap installs
+//! and site copies (issue 29; this much so far: the rules, the drivers, the accounts).
 //!
-//! Its rooms, as in every service: `domain/` (pure rules), `store.rs` (its SQL), `rpc.rs`,
-//! `consumers.rs`, `tasks.rs`, `drivers/`; each appears with its first content.
+//! Its rooms, as in every service: `domain/` (pure rules), `store.rs` (its SQL), `rpc.rs` (the
+//! gateway's questions: accounts and offers), `drivers/` (the cloud providers behind one seam,
+//! and the token seal), `settings.rs` (its section); `standin/` (the providers' stand-ins, for
+//! tests, behind the `testsuite` feature). `consumers.rs` and `tasks.rs` appear with their
+//! first content (the bootstrap, auto-approval, the cleanup).
 #![forbid(unsafe_code)]
+
+pub mod domain;
+pub mod drivers;
+pub mod rpc;
+pub mod settings;
+#[cfg(feature = "testsuite")]
+pub mod standin;
+pub mod store;
 
 use capstan_events::Domain;
 use capstan_runtime::Service;
 use capstan_settings::Settings;
+use settings::ProvisioningSettings;
 use sqlx::migrate::Migrator;
 use tokio_util::sync::CancellationToken;
+
+use crate::drivers::seal::Sealer;
+use crate::drivers::Providers;
 
 pub const DOMAIN: Domain = Domain::Provisioning;
 
 /// The migrations of the `provisioning` schema, embedded from `migrations/provisioning/`.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/provisioning");
 
+/// The drivers' maker, from settings.
+pub fn providers(own: &ProvisioningSettings) -> Providers {
+    Providers {
+        linode_base_url: own.linode_base_url.clone(),
+        hetzner_base_url: own.hetzner_base_url.clone(),
+        limits: own.limits(),
+        http: drivers::api::http(),
+    }
+}
+
 /// Runs the service until `shutdown`.
-pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn run(
+    settings: Settings,
+    own: ProvisioningSettings,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    if own.seal_key().is_none() {
+        tracing::warn!(
+            "no seal key is set (CAPSTAN__PROVISIONING__SEAL_KEY_FILE): cloud accounts cannot be added or used"
+        );
+    }
     let service = Service::start(&settings, DOMAIN, &MIGRATOR).await?;
-    let rpc = service.rpc();
+    let state = rpc::State {
+        store: service.store.clone(),
+        sealer: Sealer::new(own.seal_key()),
+        providers: providers(&own),
+    };
+    let rpc = rpc::routes(service.rpc(), state);
     service.run(rpc, Vec::new(), shutdown).await
 }

@@ -2,5 +2,5 @@
 #![forbid(unsafe_code)]
 
 fn main() -> std::process::ExitCode {
-    capstan_runtime::main("capstan-provisioning", capstan_provisioning::run)
+    capstan_runtime::main_with("capstan-provisioning", capstan_provisioning::run)
 }

@@ -1,0 +1,216 @@
+//! The provisioning service's section of the configuration (`[provisioning]`,
+//! `CAPSTAN__PROVISIONING__*`): the key its accounts' tokens are sealed with, each provider's
+//! base URL (tests point them at the stand-ins), the provider calls' bounds, auto-approval
+//! (AC-08) and the SSH login user of the bootstrap.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use capstan_settings::{all_within, read_secret, Problem, Section};
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+
+use crate::drivers::api::Limits;
+use crate::drivers::{hetzner, linode};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProvisioningSettings {
+    /// 32 random bytes as 64 hex digits (`openssl rand -hex 32`), sealing the accounts' API
+    /// tokens at rest. A secret; `SEAL_KEY_FILE` reads it from a file. Without it no account
+    /// can be added or used (the service says so).
+    pub seal_key: Option<SecretString>,
+    pub seal_key_file: Option<PathBuf>,
+    /// Linode API v4's base URL.
+    pub linode_base_url: String,
+    /// Hetzner Cloud's base URL.
+    pub hetzner_base_url: String,
+    /// Seconds one provider call (request and answer) may take (1..=300).
+    pub call_timeout_secs: u32,
+    /// Tries of one provider call, the first included (1..=10).
+    pub call_attempts: u32,
+    /// Whether provisioned machines' joins are approved when all of AC-08's five hold
+    /// (`server_manager_auto_approve_joins`); off leaves every join to an operator.
+    pub auto_approve: bool,
+    /// The user the bootstrap logs in as over SSH.
+    pub ssh_user: String,
+}
+
+impl Default for ProvisioningSettings {
+    fn default() -> ProvisioningSettings {
+        ProvisioningSettings {
+            seal_key: None,
+            seal_key_file: None,
+            linode_base_url: linode::BASE_URL.to_string(),
+            hetzner_base_url: hetzner::BASE_URL.to_string(),
+            call_timeout_secs: 30,
+            call_attempts: 5,
+            auto_approve: true,
+            ssh_user: "root".to_string(),
+        }
+    }
+}
+
+impl ProvisioningSettings {
+    /// The seal key's 32 bytes, when one is set (validated at load).
+    pub fn seal_key(&self) -> Option<[u8; 32]> {
+        self.seal_key
+            .as_ref()
+            .and_then(|key| parse_seal_key(key.expose_secret()))
+    }
+
+    /// The provider calls' bounds.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            call_timeout: Duration::from_secs(u64::from(self.call_timeout_secs)),
+            attempts: self.call_attempts,
+            ..Limits::default()
+        }
+    }
+}
+
+fn base_url_problem(key: &str, value: &str) -> Option<Problem> {
+    match url::Url::parse(value) {
+        Ok(url) if matches!(url.scheme(), "https" | "http") && url.host().is_some() => None,
+        _ => Some(Problem::new(key, "must be an http(s) URL")),
+    }
+}
+
+impl Section for ProvisioningSettings {
+    const KEY: &'static str = "provisioning";
+
+    fn resolve_files(&mut self) -> Vec<Problem> {
+        let Some(path) = &self.seal_key_file else {
+            return Vec::new();
+        };
+        match read_secret("provisioning.seal_key_file", path) {
+            Ok(key) => {
+                self.seal_key = Some(key);
+                Vec::new()
+            }
+            Err(problem) => vec![problem],
+        }
+    }
+
+    fn validate(&self) -> Vec<Problem> {
+        let mut problems = all_within(&[
+            (
+                "provisioning.call_timeout_secs",
+                self.call_timeout_secs.into(),
+                1,
+                300,
+            ),
+            (
+                "provisioning.call_attempts",
+                self.call_attempts.into(),
+                1,
+                10,
+            ),
+        ]);
+        problems.extend(base_url_problem(
+            "provisioning.linode_base_url",
+            &self.linode_base_url,
+        ));
+        problems.extend(base_url_problem(
+            "provisioning.hetzner_base_url",
+            &self.hetzner_base_url,
+        ));
+        let user = self.ssh_user.trim();
+        if user.is_empty()
+            || !user
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        {
+            problems.push(Problem::new(
+                "provisioning.ssh_user",
+                "must be a login name (letters, digits, '_', '-', '.')",
+            ));
+        }
+        if let Some(key) = &self.seal_key {
+            if parse_seal_key(key.expose_secret()).is_none() {
+                problems.push(Problem::new(
+                    "provisioning.seal_key",
+                    "must be 64 hex digits (32 random bytes: openssl rand -hex 32)",
+                ));
+            }
+        }
+        problems
+    }
+}
+
+/// 64 hex digits as 32 bytes.
+fn parse_seal_key(text: &str) -> Option<[u8; 32]> {
+    let text = text.trim();
+    if text.len() != 64 || !text.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut key = [0u8; 32];
+    for (index, byte) in key.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[index * 2..index * 2 + 2], 16).ok()?;
+    }
+    Some(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(pairs: &[(&str, &str)]) -> Result<ProvisioningSettings, String> {
+        let environment = pairs
+            .iter()
+            .map(|(key, value)| (key.to_string(), value.to_string()));
+        capstan_settings::load_from::<ProvisioningSettings>(None, environment)
+            .map(|(_, own)| own)
+            .map_err(|error| error.to_string())
+    }
+
+    #[test]
+    fn with_nothing_set_the_published_apis_root_and_auto_approval_are_used() {
+        let own = load(&[]).unwrap();
+        assert_eq!(own.linode_base_url, "https://api.linode.com/v4");
+        assert_eq!(own.hetzner_base_url, "https://api.hetzner.cloud/v1");
+        assert_eq!(own.ssh_user, "root");
+        assert!(own.auto_approve);
+        assert!(own.seal_key().is_none());
+        assert_eq!(own.limits().call_timeout, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn the_seal_key_is_read_from_its_file_and_never_shown() {
+        let dir = std::env::temp_dir().join(format!("capstan-prov-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("seal.key");
+        std::fs::write(&file, format!("{}\n", "ab".repeat(32))).unwrap();
+        let own = load(&[(
+            "CAPSTAN__PROVISIONING__SEAL_KEY_FILE",
+            file.to_str().unwrap(),
+        )])
+        .unwrap();
+        assert_eq!(own.seal_key(), Some([0xab; 32]));
+        assert!(!format!("{own:?}").contains(&"ab".repeat(32)));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn every_bad_provisioning_key_is_named_at_once() {
+        let error = load(&[
+            ("CAPSTAN__PROVISIONING__SEAL_KEY", "short"),
+            ("CAPSTAN__PROVISIONING__LINODE_BASE_URL", "not a url"),
+            ("CAPSTAN__PROVISIONING__CALL_ATTEMPTS", "0"),
+            ("CAPSTAN__PROVISIONING__SSH_USER", "root; rm"),
+        ])
+        .unwrap_err();
+        for named in [
+            "provisioning.seal_key",
+            "provisioning.linode_base_url",
+            "provisioning.call_attempts",
+            "provisioning.ssh_user",
+        ] {
+            assert!(error.contains(named), "{error}");
+        }
+        assert!(
+            !error.contains("short"),
+            "the key's value is never echoed: {error}"
+        );
+    }
+}
