@@ -16,7 +16,7 @@ mod shared;
 
 pub use nats::{NatsCredentials, NatsSettings};
 pub use problem::{all_within, read_secret, within, Problem, SettingsError};
-pub use section::{Loader, Section, Sections, SERVICE_SECTIONS, SHARED_SECTIONS};
+pub use section::{service_sections, Loader, Section, Sections, SHARED_SECTIONS};
 pub use shared::{
     BusSettings, DatabaseSettings, LogFormat, OutboundSettings, OutboxSettings, PlaneName,
     TelemetrySettings,

@@ -3,6 +3,7 @@
 //! every problem found in every section is kept, so one start names them all (not the first).
 
 use crate::problem::{Problem, SettingsError};
+use capstan_events::Domain;
 use serde::de::DeserializeOwned;
 use std::collections::BTreeSet;
 
@@ -61,18 +62,15 @@ tuple_sections!(A, B, C, D, E, F);
 pub const SHARED_SECTIONS: &[&str] =
     &["database", "nats", "bus", "outbox", "telemetry", "outbound"];
 
-/// The sections the services define in their own crates. A process reads only its own, yet
-/// accepts these in the shared file and environment (their services check them); any other
-/// section is refused by name, so a typo never passes silently. A service that adds a
-/// section adds its key here (`capstan all`'s test checks that this list is what it reads).
-pub const SERVICE_SECTIONS: &[&str] = &[
-    "gateway",
-    "agent_channel",
-    "incidents",
-    "monitor",
-    "backups",
-    "provisioning",
-];
+/// The names a service's own section may have: its domain's (`monitor`, `agent_channel`). A
+/// process reads only its own section, yet accepts these in the shared file and environment
+/// (their services check them); any other section is refused by name, so a typo never passes
+/// silently. The sections there are, are the ones `capstan all` reads (`AllSections`), which
+/// refuses a domain's name it does not read ([`Loader::refuse_unread_sections`]): a service adds
+/// its section there, and nowhere else.
+pub fn service_sections() -> impl Iterator<Item = &'static str> {
+    Domain::ALL.into_iter().map(<&'static str>::from)
+}
 
 /// Defaults < `file` < `CAPSTAN__*` environment, read section by section; problems are kept
 /// until [`Loader::finish`].
@@ -80,6 +78,9 @@ pub struct Loader {
     config: config::Config,
     problems: Vec<Problem>,
     read: BTreeSet<&'static str>,
+    /// Whether this process reads every section there is, so that a section it did not read
+    /// is nobody's.
+    reads_every_section: bool,
 }
 
 impl Loader {
@@ -110,31 +111,60 @@ impl Loader {
             config,
             problems: Vec::new(),
             read: BTreeSet::new(),
+            reads_every_section: false,
         })
     }
 
-    /// Reads section `S` (its defaults when absent), resolves its files and checks it. A
-    /// section that cannot be read is a problem and its defaults stand in until
-    /// [`Loader::finish`] refuses the whole.
+    /// Reads section `S` (its defaults when absent), resolves its files and checks it. Each key
+    /// is read on its own first, so a key that cannot be read (a string where a number goes, a
+    /// key the section does not have) is a problem naming it while the section's other keys
+    /// are still read and checked; the bad key's default stands in until [`Loader::finish`]
+    /// refuses the whole.
     pub fn section<S: Section>(&mut self) -> S {
         self.read.insert(S::KEY);
         // Deserialized from its value rather than by `Config::get`, which would name the
         // section instead of the key inside it that is wrong.
-        let read = match self.config.get::<config::Value>(S::KEY) {
-            Ok(value) => S::deserialize(value),
-            Err(config::ConfigError::NotFound(_)) => Ok(S::default()),
-            Err(error) => Err(error),
+        let value = match self.config.get::<config::Value>(S::KEY) {
+            Ok(value) => value,
+            Err(config::ConfigError::NotFound(_)) => {
+                config::Value::from(config::Map::<String, config::Value>::new())
+            }
+            Err(error) => {
+                self.problems.push(unreadable(S::KEY, None, error));
+                return S::default();
+            }
         };
-        let mut section = match read {
+        let mut section = match self.readable_keys::<S>(value).and_then(S::deserialize) {
             Ok(section) => section,
             Err(error) => {
-                self.problems.push(unreadable(S::KEY, error));
+                self.problems.push(unreadable(S::KEY, None, error));
                 return S::default();
             }
         };
         self.problems.extend(section.resolve_files());
         self.problems.extend(section.validate());
         section
+    }
+
+    /// The keys of section `S`'s `value` that read as `S` each on its own (the section's
+    /// `#[serde(default)]` fills the rest); every other key is a problem naming it.
+    fn readable_keys<S: Section>(
+        &mut self,
+        value: config::Value,
+    ) -> Result<config::Value, config::ConfigError> {
+        let origin = value.origin().map(str::to_string);
+        let table = value.into_table()?;
+        let mut readable = config::Map::new();
+        for (key, entry) in table {
+            let alone = config::Map::from([(key.clone(), entry.clone())]);
+            match S::deserialize(config::Value::new(origin.as_ref(), alone)) {
+                Ok(_) => {
+                    readable.insert(key, entry);
+                }
+                Err(error) => self.problems.push(unreadable(S::KEY, Some(&key), error)),
+            }
+        }
+        Ok(config::Value::new(origin.as_ref(), readable))
     }
 
     /// One key of a section another crate owns (`gateway.plane_name`), `default` when absent.
@@ -147,7 +177,7 @@ impl Loader {
             Ok(value) => value,
             Err(config::ConfigError::NotFound(_)) => default,
             Err(error) => {
-                self.problems.push(unreadable(key, error));
+                self.problems.push(unreadable(key, None, error));
                 default
             }
         }
@@ -164,17 +194,23 @@ impl Loader {
         let top = config::Source::collect(&self.config)
             .map_err(|error| SettingsError::Invalid(error.to_string()))?;
         for key in top.keys() {
-            let known = SHARED_SECTIONS.contains(&key.as_str())
-                || SERVICE_SECTIONS.contains(&key.as_str())
-                || self.read.contains(key.as_str());
+            let known = self.read.contains(key.as_str())
+                || (!self.reads_every_section
+                    && (SHARED_SECTIONS.contains(&key.as_str())
+                        || service_sections().any(|service| service == key)));
             if !known {
+                let known: Vec<&str> = if self.reads_every_section {
+                    self.read.iter().copied().collect()
+                } else {
+                    SHARED_SECTIONS
+                        .iter()
+                        .copied()
+                        .chain(service_sections())
+                        .collect()
+                };
                 self.problems.push(Problem::new(
                     key.clone(),
-                    format!(
-                        "is not a section: known are {}, {}",
-                        SHARED_SECTIONS.join(", "),
-                        SERVICE_SECTIONS.join(", ")
-                    ),
+                    format!("is not a section: known are {}", known.join(", ")),
                 ));
             }
         }
@@ -188,18 +224,26 @@ impl Loader {
         }
     }
 
-    /// The sections read so far (shared and own), for a test that compares them with
-    /// [`SERVICE_SECTIONS`].
+    /// This process reads every section there is (`capstan all`): a section it has not read
+    /// by [`Loader::finish`] is refused, a domain's name without a section included.
+    pub fn refuse_unread_sections(&mut self) {
+        self.reads_every_section = true;
+    }
+
+    /// The sections read so far (shared and own), for a test that compares them with the names
+    /// a service alone leaves to their owners ([`service_sections`]).
     pub fn sections_read(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.read.iter().copied()
     }
 }
 
 /// A value of the wrong type or an unknown key, named as precisely as `config` tells: the key
-/// inside `at` when it says which, else `at` itself.
-fn unreadable(at: &str, error: config::ConfigError) -> Problem {
-    let within = |key: Option<String>| match key {
-        Some(key) if key != at => format!("{at}.{key}"),
+/// inside `at` when it says which, else `entry` of `at` when the problem is known to be that
+/// key's, else `at` itself.
+fn unreadable(at: &str, entry: Option<&str>, error: config::ConfigError) -> Problem {
+    let within = |key: Option<String>| match (key, entry) {
+        (Some(key), _) if key != at => format!("{at}.{key}"),
+        (_, Some(entry)) => format!("{at}.{entry}"),
         _ => at.to_string(),
     };
     match error {
@@ -210,6 +254,6 @@ fn unreadable(at: &str, error: config::ConfigError) -> Problem {
             ..
         } => Problem::new(within(key), format!("is {unexpected}, expected {expected}")),
         config::ConfigError::At { error, key, .. } => Problem::new(within(key), error.to_string()),
-        other => Problem::new(at, other.to_string()),
+        other => Problem::new(within(None), other.to_string()),
     }
 }

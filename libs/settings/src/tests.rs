@@ -324,3 +324,76 @@ fn the_plane_name_is_read_from_the_gateways_section_by_whoever_needs_it() {
         .to_string();
     assert!(error.contains("gateway.plane_name"), "{error}");
 }
+
+// Issue 28: a key of the wrong type no longer hides its section's other problems; each bad
+// key is named, the type error as such and the rest as `validate` finds them.
+#[test]
+fn a_type_error_in_a_section_does_not_hide_its_other_problems() {
+    let error = load_from::<Sample>(
+        None,
+        env(&[
+            ("CAPSTAN__GATEWAY__LISTEN", "nowhere"),
+            ("CAPSTAN__GATEWAY__LIMIT", "1000"),
+        ]),
+    )
+    .unwrap_err();
+    let SettingsError::Problems(problems) = &error else {
+        panic!("{error}");
+    };
+    let keys: Vec<&str> = problems
+        .iter()
+        .map(|problem| problem.key.as_str())
+        .collect();
+    assert_eq!(keys, ["gateway.listen", "gateway.limit"], "{error}");
+    let text = error.to_string();
+    for variable in ["CAPSTAN__GATEWAY__LISTEN", "CAPSTAN__GATEWAY__LIMIT"] {
+        assert!(text.contains(variable), "{text}");
+    }
+}
+
+#[test]
+fn a_string_where_a_number_goes_an_unknown_key_and_a_bad_value_are_all_named() {
+    let error = load_from::<Sample>(
+        None,
+        env(&[
+            ("CAPSTAN__GATEWAY__LIMIT", "many"),
+            ("CAPSTAN__GATEWAY__LISTN", "x"),
+            ("CAPSTAN__GATEWAY__LISTEN", "nowhere"),
+            ("CAPSTAN__BUS__ACK_WAIT_SECS", "some"),
+            ("CAPSTAN__BUS__MAX_DELIVER", "0"),
+        ]),
+    )
+    .unwrap_err();
+    let SettingsError::Problems(problems) = &error else {
+        panic!("{error}");
+    };
+    let mut keys: Vec<&str> = problems
+        .iter()
+        .map(|problem| problem.key.as_str())
+        .collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "bus.ack_wait_secs",
+            "bus.max_deliver",
+            "gateway.limit",
+            "gateway.listen",
+            "gateway.listn"
+        ],
+        "{error}"
+    );
+    let limit = problems
+        .iter()
+        .find(|problem| problem.key == "gateway.limit")
+        .unwrap();
+    assert!(
+        limit.reason.contains("many") || limit.reason.contains("string"),
+        "{limit}"
+    );
+    let unknown = problems
+        .iter()
+        .find(|problem| problem.key == "gateway.listn")
+        .unwrap();
+    assert!(unknown.reason.contains("listn"), "{unknown}");
+}

@@ -9,7 +9,9 @@ use capstan_monitor::settings::MonitorSettings;
 use capstan_provisioning::settings::ProvisioningSettings;
 use capstan_settings::{Loader, Sections};
 
-/// Every service's section; the services without one (rollouts, dns, billing)
+/// Every service's section, the one list of them: a service alone accepts any section named
+/// after a domain and leaves it to its owner, and `capstan all`, which reads them all, refuses a
+/// section that is not here. The services without one (rollouts, dns, billing)
 /// read only the shared sections.
 #[derive(Debug, Clone)]
 pub struct AllSections {
@@ -24,6 +26,7 @@ pub struct AllSections {
 
 impl Sections for AllSections {
     fn read(loader: &mut Loader) -> AllSections {
+        loader.refuse_unread_sections();
         AllSections {
             gateway: loader.section(),
             agent_channel: loader.section(),
@@ -38,7 +41,7 @@ impl Sections for AllSections {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use capstan_settings::{Settings, SettingsError, SERVICE_SECTIONS, SHARED_SECTIONS};
+    use capstan_settings::{service_sections, Settings, SettingsError, SHARED_SECTIONS};
 
     fn load(pairs: &[(&str, &str)]) -> Result<(Settings, AllSections), SettingsError> {
         let environment = pairs
@@ -94,21 +97,45 @@ mod tests {
         }
     }
 
-    /// The loader accepts the service sections it is told of without reading them; that list
-    /// must be exactly what `capstan all` reads, or a process would refuse a good section (or
-    /// let a mistyped one through).
+    /// A service alone accepts the sections named after a domain and leaves them to their
+    /// owners; each section `capstan all` reads must be one of those (or shared), or a service
+    /// alone would refuse a good section.
     #[test]
-    fn the_loaders_list_of_service_sections_is_what_capstan_all_reads() {
+    fn every_section_capstan_all_reads_is_shared_or_named_after_its_domain() {
         let mut loader = Loader::new(None, Vec::new()).unwrap();
         let _ = <(Settings, AllSections)>::read(&mut loader);
-        let mut read: Vec<&str> = loader.sections_read().collect();
-        let mut known: Vec<&str> = SHARED_SECTIONS
+        let read: Vec<&str> = loader.sections_read().collect();
+        let known: Vec<&str> = SHARED_SECTIONS
             .iter()
-            .chain(SERVICE_SECTIONS)
             .copied()
+            .chain(service_sections())
             .collect();
-        read.sort();
-        known.sort();
-        assert_eq!(read, known);
+        for section in &read {
+            assert!(known.contains(section), "{section} is read by capstan all");
+        }
+        for section in SHARED_SECTIONS {
+            assert!(read.contains(section), "{section}");
+        }
+        assert_eq!(read.len(), SHARED_SECTIONS.len() + 6);
+    }
+
+    /// `capstan all` reads every section there is, so a domain's name without a section
+    /// (rollouts has none) is refused there; a service alone leaves it to its owner.
+    #[test]
+    fn capstan_all_refuses_a_section_no_service_reads() {
+        let error = load(&[("CAPSTAN__ROLLOUTS__TICK_MS", "5")]).unwrap_err();
+        let SettingsError::Problems(problems) = &error else {
+            panic!("{error}");
+        };
+        assert_eq!(problems.len(), 1, "{error}");
+        assert_eq!(problems[0].key, "rollouts");
+        assert!(problems[0].reason.contains("not a section"), "{error}");
+        let alone = capstan_settings::load_from::<capstan_monitor::settings::MonitorSettings>(
+            None,
+            [("CAPSTAN__ROLLOUTS__TICK_MS".to_string(), "5".to_string())],
+        );
+        assert!(alone.is_ok());
+        let error = load(&[("CAPSTAN__MONITR__TICK_MS", "5")]).unwrap_err();
+        assert!(error.to_string().contains("monitr"), "{error}");
     }
 }

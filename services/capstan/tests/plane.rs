@@ -267,6 +267,44 @@ async fn bad_configuration_in_three_sections_names_all_three_and_exits_64() {
     );
 }
 
+// Issue 28: a key of the wrong type does not hide its section's other problems; and `capstan
+// all`, which reads every section there is, refuses a domain's name that has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_type_error_and_a_bad_value_in_one_section_are_both_named_and_exit_64() {
+    let nats = NatsServer::start();
+    let database = TestDatabase::create().await;
+    let output = capstan(&["all"], &database, &nats, "127.0.0.1:1")
+        .env("CAPSTAN__MONITOR__TICK_MS", "fast")
+        .env("CAPSTAN__MONITOR__TIMEOUT_SECS", "0")
+        .env("CAPSTAN__ROLLOUTS__TICK_MS", "5")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for named in [
+        "monitor.tick_ms",
+        "CAPSTAN__MONITOR__TICK_MS",
+        "monitor.timeout_secs",
+        "CAPSTAN__MONITOR__TIMEOUT_SECS",
+        "rollouts",
+    ] {
+        assert!(stderr.contains(named), "{named} in {stderr}");
+    }
+
+    // Alone, the monitor judges its own section the same way and leaves `rollouts` to it.
+    let output = capstan(&["monitor"], &database, &nats, "127.0.0.1:1")
+        .env("CAPSTAN__MONITOR__TICK_MS", "fast")
+        .env("CAPSTAN__MONITOR__TIMEOUT_SECS", "0")
+        .env("CAPSTAN__ROLLOUTS__TICK_MS", "5")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("monitor.tick_ms"), "{stderr}");
+    assert!(stderr.contains("monitor.timeout_secs"), "{stderr}");
+    assert!(!stderr.contains("rollouts"), "{stderr}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capstan_migrate_gives_every_service_its_schema_and_capstan_health_asks_one() {
     let nats = NatsServer::start();

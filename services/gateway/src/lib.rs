@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod api_doc;
 mod ask;
 mod connection;
 pub mod domain;

@@ -7,7 +7,7 @@
 use axum::routing::{MethodFilter, MethodRouter};
 use capstan_events::{agent_channel::rpc::AgentEndpoint, rpc::Level};
 
-use crate::state::AppState;
+use crate::{api_doc::Doc, state::AppState};
 
 /// A route's method; `as_ref()` is its name as HTTP spells it (`GET`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::AsRefStr)]
@@ -92,6 +92,8 @@ pub struct Route {
     pub body: Option<SchemaOf>,
     /// The JSON it answers with when it succeeds, for the OpenAPI document.
     pub answer: Option<SchemaOf>,
+    /// What the OpenAPI document says of it (every route but the UI's has one).
+    pub doc: Option<Doc>,
 }
 
 impl Route {
@@ -190,6 +192,7 @@ impl Route {
             framed: true,
             body: None,
             answer: None,
+            doc: None,
         }
     }
 
@@ -205,6 +208,15 @@ impl Route {
     pub(crate) const fn answer(self, answer: SchemaOf) -> Route {
         Route {
             answer: Some(answer),
+            ..self
+        }
+    }
+
+    /// What the OpenAPI document says of this route: summary, description, parameters,
+    /// answer and refusals.
+    pub(crate) const fn doc(self, doc: Doc) -> Route {
+        Route {
+            doc: Some(doc),
             ..self
         }
     }

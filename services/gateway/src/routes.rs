@@ -8,6 +8,7 @@
 //! checked by the session guard before anything else, whatever the route: there is no
 //! per-route switch to forget. API routes are reached only with a bearer token.
 
+use crate::api_doc::{refusals, Answer, Doc, Refusal};
 use axum::{
     extract::{Request, State},
     middleware::{self, Next},
@@ -35,12 +36,77 @@ pub static ROUTES: std::sync::LazyLock<Vec<Route>> =
 /// The gateway's own rows: probes, metrics, the API's document and the UI's own pages (the way
 /// in, sign-in, account, audit).
 const CORE_ROUTES: &[Route] = &[
-    Route::public(Get, "/healthz", |filter| on(filter, health::healthz)),
-    Route::public(Get, "/livez", |filter| on(filter, || async { "live\n" })),
+    Route::public(Get, "/healthz", |filter| on(filter, health::healthz)).doc(Doc {
+        operation: "healthz",
+        tag: "probes",
+        summary: "Is every service ready",
+        description: None,
+        parameters: &[],
+        body: None,
+        answer: Answer {
+            status: 200,
+            description: "Ready. Anyone gets `{\"status\"}` alone; an operator's token (level 7) \
+                also gets `services`, each with its state, version, and why it is not ready.",
+            content: Some(HEALTHZ_ANSWER),
+        },
+        refusals: &[Refusal::Other {
+            status: 503,
+            description: "Starting: at least one service does not answer (named only to an \
+                    operator's token).",
+            content: r##"{"application/json": {"schema": {"type": "object"}}}"##,
+        }],
+    }),
+    Route::public(Get, "/livez", |filter| on(filter, || async { "live\n" })).doc(Doc {
+        operation: "livez",
+        tag: "probes",
+        summary: "Is the gateway running",
+        description: None,
+        parameters: &[],
+        body: None,
+        answer: Answer {
+            status: 200,
+            description: "`live`.",
+            content: Some(r##"{"text/plain": {"schema": {"type": "string"}}}"##),
+        },
+        refusals: &[],
+    }),
     // An operator's (level 7); a scraper without a token reads `telemetry.metrics_listen`.
-    Route::read(Get, "/metrics", Read, |filter| on(filter, health::metrics)),
+    Route::read(Get, "/metrics", Read, |filter| on(filter, health::metrics)).doc(Doc {
+        operation: "metrics",
+        tag: "probes",
+        summary: "Prometheus metrics",
+        description: None,
+        parameters: &[],
+        body: None,
+        answer: Answer {
+            status: 200,
+            description: "The Prometheus text format. Needs an operator's token (level 7); a \
+                scraper without one reads `CAPSTAN__TELEMETRY__METRICS_LISTEN`, a listener of its \
+                own.",
+            content: Some(r##"{"text/plain": {"schema": {"type": "string"}}}"##),
+        },
+        refusals: &[
+            refusals::UNAUTHORIZED,
+            refusals::FORBIDDEN,
+            refusals::UNAVAILABLE,
+        ],
+    }),
     Route::read(Get, "/api/v1/openapi.json", Read, |filter| {
         on(filter, openapi::document)
+    })
+    .doc(Doc {
+        operation: "openapi",
+        tag: "meta",
+        summary: "This document",
+        description: None,
+        parameters: &[],
+        body: None,
+        answer: Answer {
+            status: 200,
+            description: "The OpenAPI 3.1 document of the gateway.",
+            content: Some(r##"{"application/json": {"schema": {"type": "object"}}}"##),
+        },
+        refusals: refusals::LISTING,
     }),
     // The operator UI. Public: the way in and the assets; everything else needs a session.
     Route::public(Get, "/", |filter| {
@@ -92,6 +158,27 @@ const CORE_ROUTES: &[Route] = &[
         on(filter, ui::account::audit_page)
     }),
 ];
+
+/// The answer of `GET /healthz`, for the OpenAPI document.
+const HEALTHZ_ANSWER: &str = r##"{
+    "application/json": {
+        "schema": {
+            "properties": {
+                "services": {
+                    "type": "object"
+                },
+                "status": {
+                    "enum": [
+                        "ready",
+                        "starting"
+                    ],
+                    "type": "string"
+                }
+            },
+            "type": "object"
+        }
+    }
+}"##;
 
 /// The public routes of the UI, by path: the only `/ui` routes without a session.
 pub const PUBLIC_UI_PATHS: &[&str] = &["/", "/ui", "/ui/static/{file}", "/ui/sign-in"];

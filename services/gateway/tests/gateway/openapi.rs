@@ -1,9 +1,9 @@
-//! The OpenAPI document covers exactly the route table, with each route's level, and its
-//! component schemas are those of the contract types (`CAPSTAN_WRITE_DOCS=1` rewrites them).
+//! The OpenAPI document covers exactly the route table, with each route's level; it is the one
+//! the rows and the contract types generate (`CAPSTAN_WRITE_DOCS=1` rewrites it).
 
 use capstan_events::rpc::Level;
 use capstan_gateway::{
-    openapi::{component_schemas, DOCUMENT},
+    openapi::{component_schemas, generate, undocumented, DOCUMENT},
     routes::ROUTES,
 };
 use serde_json::Value;
@@ -65,21 +65,32 @@ fn the_document_covers_every_route_in_the_table_at_its_level_and_nothing_else() 
 }
 
 #[test]
-fn the_component_schemas_are_the_contract_types() {
+fn every_api_row_says_what_the_document_says_of_it() {
+    let missing = undocumented(&ROUTES);
+    assert!(
+        missing.is_empty(),
+        "rows without a `.doc(...)`: {missing:?}"
+    );
+}
+
+#[test]
+fn the_document_is_the_one_the_rows_and_the_contract_types_generate() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("openapi.json");
-    let mut document = document();
-    let generated = Value::Object(component_schemas(&ROUTES));
-    if document["components"]["schemas"] != generated {
+    let generated = generate(&ROUTES);
+    assert_eq!(
+        generated["components"]["schemas"],
+        Value::Object(component_schemas(&ROUTES))
+    );
+    if document() != generated {
         if std::env::var_os("CAPSTAN_WRITE_DOCS").is_some() {
-            document["components"]["schemas"] = generated;
-            let mut text = serde_json::to_string_pretty(&document).unwrap();
+            let mut text = serde_json::to_string_pretty(&generated).unwrap();
             text.push('\n');
             std::fs::write(&path, text).unwrap();
             return;
         }
         panic!(
-            "services/gateway/openapi.json's components.schemas drifted from the contract types; \
-             run `CAPSTAN_WRITE_DOCS=1 cargo test -p capstan-gateway --test gateway openapi` and commit it"
+            "services/gateway/openapi.json drifted from the route table's rows and the contract \
+             types; run `CAPSTAN_WRITE_DOCS=1 cargo test -p capstan-gateway --test gateway openapi` and commit it"
         );
     }
 }
@@ -158,4 +169,72 @@ fn the_listings_document_exactly_the_query_parameters_they_take() {
             .collect();
         assert_eq!(documented, taken.iter().copied().collect(), "{path}");
     }
+}
+
+/// The document tells an operator which acts are audited: an API row's description says so
+/// exactly when the row has an audit name.
+#[test]
+fn the_document_says_audited_exactly_of_the_acts_the_audit_log_names() {
+    let mut acts = 0;
+    for route in ROUTES.iter().filter(|route| !route.is_ui()) {
+        let doc = route.doc.expect("every API row has a doc");
+        let description = doc.description.unwrap_or_default();
+        let says = description.contains("Audited") || description.contains("recorded as an act");
+        assert_eq!(
+            says,
+            route.action.is_some(),
+            "{} {}: {description:?}",
+            route.method.as_ref(),
+            route.path
+        );
+        acts += usize::from(says);
+    }
+    assert!(acts > 0);
+}
+
+/// Every query parameter a route documents is one its handler takes, and the other way round:
+/// a parameter the route does not take is refused naming the ones it does, which must be the
+/// documented ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_route_documents_exactly_the_query_parameters_its_handler_takes() {
+    use capstan_gateway::api_doc::Parameter;
+    let gateway = crate::harness::Gateway::start_alone().await;
+    let token = gateway.token(Level::Admin).await;
+    let mut checked = 0;
+    for route in ROUTES.iter().filter(|route| {
+        matches!(route.access, capstan_gateway::route::Access::Operator(_))
+            && route.method.as_ref() == "GET"
+    }) {
+        let documented: BTreeSet<&str> = route
+            .doc
+            .expect("every API row has a doc")
+            .parameters
+            .iter()
+            .filter_map(|parameter| match parameter {
+                Parameter::Query { name, .. } => Some(*name),
+                _ => None,
+            })
+            .collect();
+        if documented.is_empty() {
+            continue;
+        }
+        let path = route.path.replace("{id}", "1");
+        let response = gateway
+            .get(&format!("{path}?not_a_parameter=1"), &token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{path}");
+        let body: Value = response.json().await.unwrap();
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        let taken: BTreeSet<&str> = message
+            .split_once("(it takes: ")
+            .and_then(|(_, rest)| rest.strip_suffix(')'))
+            .unwrap_or_else(|| panic!("{path}: {message}"))
+            .split(", ")
+            .collect();
+        assert_eq!(taken, documented, "{path}");
+        checked += 1;
+    }
+    assert!(checked >= 5, "{checked}");
 }

@@ -25,6 +25,7 @@ use capstan_events::{
 use futures::FutureExt;
 use std::{future::Future, time::Duration};
 
+use super::agent_doc;
 use crate::{
     error::ApiError,
     identity::peer_address,
@@ -57,15 +58,16 @@ macro_rules! endpoint {
 
 /// The agent channel's protocol endpoints, `POST /api/v1/agent/<endpoint>`.
 pub const ROUTES: &[Route] = &[
-    endpoint!("/api/v1/agent/join", Join),
-    endpoint!("/api/v1/agent/join_status", JoinStatus),
-    endpoint!("/api/v1/agent/claim", Claim),
-    endpoint!("/api/v1/agent/result", Result),
-    endpoint!("/api/v1/agent/job_status", JobStatus),
-    endpoint!("/api/v1/agent/leave", Leave),
-    endpoint!("/api/v1/agent/artifact", Artifact),
+    endpoint!("/api/v1/agent/join", Join).doc(agent_doc::JOIN),
+    endpoint!("/api/v1/agent/join_status", JoinStatus).doc(agent_doc::JOIN_STATUS),
+    endpoint!("/api/v1/agent/claim", Claim).doc(agent_doc::CLAIM),
+    endpoint!("/api/v1/agent/result", Result).doc(agent_doc::RESULT),
+    endpoint!("/api/v1/agent/job_status", JobStatus).doc(agent_doc::JOB_STATUS),
+    endpoint!("/api/v1/agent/leave", Leave).doc(agent_doc::LEAVE),
+    endpoint!("/api/v1/agent/artifact", Artifact).doc(agent_doc::ARTIFACT),
     endpoint!("/api/v1/agent/backup_urls", BackupUrls)
-        .answer(schema::<capstan_events::backups::rpc::BackupUrlsAnswer>),
+        .answer(schema::<capstan_events::backups::rpc::BackupUrlsAnswer>)
+        .doc(agent_doc::BACKUP_URLS),
 ];
 
 const CONTENT_DIGEST: HeaderName = HeaderName::from_static("content-digest");

@@ -3,6 +3,7 @@
 //! route table's business ([`crate::routes`]); what an actor may do to a given node or job is
 //! the agent channel's.
 
+use crate::api_doc::{refusals, Answer, Body, Doc, Parameter};
 use crate::route::schema;
 use axum::{
     extract::State,
@@ -36,7 +37,44 @@ use capstan_events::rpc::Level::{Admin, Change, Read};
 /// The agent channel's operator API: joins, nodes and jobs.
 pub const ROUTES: &[Route] = &[
     Route::read(Get, "/api/v1/joins", Read, |filter| on(filter, list_joins))
-        .answer(schema::<capstan_events::agent_channel::rpc::Joins>),
+        .answer(schema::<capstan_events::agent_channel::rpc::Joins>)
+    .doc(Doc {
+        operation: "listJoins",
+        tag: "joins",
+        summary: "List join requests",
+        description: Some("One page of the join requests, newest first; `page` says which rows \
+            these are, how many match in all and where the next page starts. A bad parameter is \
+            `400 invalid_request` naming it."),
+        parameters: &[
+            Parameter::Query {
+                name: "state",
+                description: "Which joins: `pending` (default), `rejected` (reopenable for a day) \
+                    or `all`.",
+                schema: r##"{"default": "pending", "enum": ["pending", "rejected", "all"], "type": "string"}"##,
+            },
+            Parameter::Query {
+                name: "q",
+                description: "Joins whose name, source address, a reported address or fingerprint \
+                    holds this text (case-insensitive; spaces and colons are ignored for the \
+                    fingerprint). At most 200 characters.",
+                schema: r##"{"maxLength": 200, "type": "string"}"##,
+            },
+            Parameter::Query {
+                name: "offset",
+                description: "Skip this many matching rows (0 by default, at most 1000000): the \
+                    `next_offset` of the answer's `page` asks for the next page.",
+                schema: r##"{"default": 0, "maximum": 1000000, "minimum": 0, "type": "integer"}"##,
+            },
+            Parameter::Query {
+                name: "limit",
+                description: "At most this many rows (1 to 500, 100 by default).",
+                schema: r##"{"default": 100, "maximum": 500, "minimum": 1, "type": "integer"}"##,
+            },
+        ],
+        body: None,
+        answer: Answer::new(200, "The page of joins."),
+        refusals: refusals::LISTING,
+    }),
     Route::act(
         "/api/v1/joins/{id}/approve",
         Admin,
@@ -44,34 +82,159 @@ pub const ROUTES: &[Route] = &[
         "approve_join",
     )
     .body(schema::<ApproveBody>)
-    .answer(schema::<capstan_events::agent_channel::rpc::Approved>),
+    .answer(schema::<capstan_events::agent_channel::rpc::Approved>)
+    .doc(Doc {
+        operation: "approveJoin",
+        tag: "joins",
+        summary: "Approve a join",
+        description: Some("Compare the fingerprint with the one the node shows before approving. \
+            Audited."),
+        parameters: &[
+            Parameter::Shared("JoinId"),
+        ],
+        body: Some(Body {
+            description: Some("`{}` binds the key to a new node; `{\"node_id\": N}` to node N."),
+            required: false,
+            schema: None,
+        }),
+        answer: Answer::new(200, "The node the key now belongs to."),
+        refusals: &[
+            refusals::BAD_REQUEST,
+            refusals::UNAUTHORIZED,
+            refusals::FORBIDDEN,
+            refusals::NOT_FOUND,
+            refusals::CONFLICT,
+            refusals::UNPROCESSABLE,
+            refusals::INTERNAL,
+            refusals::UNAVAILABLE,
+        ],
+    }),
     Route::act(
         "/api/v1/joins/{id}/reject",
         Admin,
         |filter| on(filter, reject_join),
         "reject_join",
     )
-    .answer(schema::<capstan_events::agent_channel::rpc::Done>),
+    .answer(schema::<capstan_events::agent_channel::rpc::Done>)
+    .doc(Doc {
+        operation: "rejectJoin",
+        tag: "joins",
+        summary: "Reject a join",
+        description: Some("Audited."),
+        parameters: &[
+            Parameter::Shared("JoinId"),
+        ],
+        body: Some(Body::IGNORED),
+        answer: Answer::new(200, "Rejected; the key may be reopened for a day."),
+        refusals: refusals::ONE_IN_STATE,
+    }),
     Route::act(
         "/api/v1/joins/{id}/reopen",
         Admin,
         |filter| on(filter, reopen_join),
         "reopen_join",
     )
-    .answer(schema::<capstan_events::agent_channel::rpc::Done>),
+    .answer(schema::<capstan_events::agent_channel::rpc::Done>)
+    .doc(Doc {
+        operation: "reopenJoin",
+        tag: "joins",
+        summary: "Reopen a rejected join",
+        description: Some("Audited."),
+        parameters: &[
+            Parameter::Shared("JoinId"),
+        ],
+        body: Some(Body::IGNORED),
+        answer: Answer::new(200, "Pending again."),
+        refusals: refusals::ONE_IN_STATE,
+    }),
     Route::read(Get, "/api/v1/nodes", Read, |filter| on(filter, list_nodes))
-        .answer(schema::<capstan_events::agent_channel::rpc::Nodes>),
+        .answer(schema::<capstan_events::agent_channel::rpc::Nodes>)
+    .doc(Doc {
+        operation: "listNodes",
+        tag: "nodes",
+        summary: "List nodes",
+        description: Some("One page of the nodes, ordered by name then id, searched and filtered; \
+            `page` says which rows these are, how many match in all and where the next page \
+            starts. A bad parameter is `400 invalid_request` naming it."),
+        parameters: &[
+            Parameter::Query {
+                name: "q",
+                description: "Nodes whose name, a reported address or fingerprint holds this text \
+                    (case-insensitive; spaces and colons are ignored for the fingerprint, so it \
+                    may be pasted as shown), or whose number it is. At most 200 characters.",
+                schema: r##"{"maxLength": 200, "type": "string"}"##,
+            },
+            Parameter::Query {
+                name: "health",
+                description: "Only nodes with this health dot (MO-07).",
+                schema: r##"{"enum": ["green", "yellow", "red", "gray"], "type": "string"}"##,
+            },
+            Parameter::Query {
+                name: "online",
+                description: "Only nodes online (`true`) or not (`false`).",
+                schema: r##"{"type": "boolean"}"##,
+            },
+            Parameter::Query {
+                name: "placement",
+                description: "Only machines, Docker hosts or containers (PV-15).",
+                schema: r##"{"enum": ["machine", "host", "container"], "type": "string"}"##,
+            },
+            Parameter::Query {
+                name: "paired",
+                description: "Only nodes with (`true`) or without (`false`) a paired agent key.",
+                schema: r##"{"type": "boolean"}"##,
+            },
+            Parameter::Query {
+                name: "offset",
+                description: "Skip this many matching rows (0 by default, at most 1000000): the \
+                    `next_offset` of the answer's `page` asks for the next page.",
+                schema: r##"{"default": 0, "maximum": 1000000, "minimum": 0, "type": "integer"}"##,
+            },
+            Parameter::Query {
+                name: "limit",
+                description: "At most this many rows (1 to 500, 100 by default).",
+                schema: r##"{"default": 100, "maximum": 500, "minimum": 1, "type": "integer"}"##,
+            },
+        ],
+        body: None,
+        answer: Answer::new(200, "The page of nodes."),
+        refusals: refusals::LISTING,
+    }),
     Route::read(Get, "/api/v1/nodes/{id}", Read, |filter| {
         on(filter, get_node)
     })
-    .answer(schema::<capstan_events::agent_channel::rpc::NodeView>),
+    .answer(schema::<capstan_events::agent_channel::rpc::NodeView>)
+    .doc(Doc {
+        operation: "getNode",
+        tag: "nodes",
+        summary: "One node",
+        description: None,
+        parameters: &[
+            Parameter::Shared("NodeId"),
+        ],
+        body: None,
+        answer: Answer::new(200, "The node."),
+        refusals: refusals::ONE,
+    }),
     Route::act(
         "/api/v1/nodes/{id}/disconnect",
         Admin,
         |filter| on(filter, disconnect_node),
         "disconnect_node",
     )
-    .answer(schema::<capstan_events::agent_channel::rpc::Done>),
+    .answer(schema::<capstan_events::agent_channel::rpc::Done>)
+    .doc(Doc {
+        operation: "disconnectNode",
+        tag: "nodes",
+        summary: "Disconnect a node's agent",
+        description: Some("Audited."),
+        parameters: &[
+            Parameter::Shared("NodeId"),
+        ],
+        body: Some(Body::IGNORED),
+        answer: Answer::new(200, "Disconnected: the node has no operations until it pairs again."),
+        refusals: refusals::ONE_IN_STATE,
+    }),
     // Level 7 at the route: the agent channel refines it by the primitive's class (change 8,
     // destructive 10), which only it knows.
     Route::act(
@@ -81,33 +244,154 @@ pub const ROUTES: &[Route] = &[
         "create_job",
     )
     .body(schema::<CreateJobBody>)
-    .answer(schema::<capstan_events::agent_channel::rpc::JobCreated>),
+    .answer(schema::<capstan_events::agent_channel::rpc::JobCreated>)
+    .doc(Doc {
+        operation: "createJob",
+        tag: "jobs",
+        summary: "Ask for a job on a node",
+        description: Some("Level 7 at the route; the agent channel then requires the primitive's \
+            class: read 7, change 8, destructive 10 (`403 forbidden` below it). A primitive the \
+            node's agent did not report is `422 needs_newer_agent`; a node without a paired agent \
+            `422 not_paired`. Audited."),
+        parameters: &[
+            Parameter::Shared("NodeId"),
+        ],
+        body: None,
+        answer: Answer::new(201, "The job, queued."),
+        refusals: &[
+            refusals::BAD_REQUEST,
+            refusals::UNAUTHORIZED,
+            refusals::FORBIDDEN,
+            refusals::NOT_FOUND,
+            refusals::CONFLICT,
+            refusals::TOO_LARGE,
+            refusals::UNPROCESSABLE,
+            refusals::INTERNAL,
+            refusals::UNAVAILABLE,
+        ],
+    }),
     Route::read(Get, "/api/v1/nodes/{id}/refusals", Read, |filter| {
         on(filter, refusal_count)
     })
-    .answer(schema::<capstan_events::agent_channel::rpc::RefusalCount>),
+    .answer(schema::<capstan_events::agent_channel::rpc::RefusalCount>)
+    .doc(Doc {
+        operation: "refusalCount",
+        tag: "nodes",
+        summary: "How many jobs a node refused lately",
+        description: None,
+        parameters: &[
+            Parameter::Shared("NodeId"),
+            Parameter::Query {
+                name: "window_secs",
+                description: "How far back to count, in seconds (1 to 31622400; default 86400).",
+                schema: r##"{"default": 86400, "maximum": 31622400, "minimum": 1, "type": "integer"}"##,
+            },
+        ],
+        body: None,
+        answer: Answer::new(200, "The count."),
+        refusals: refusals::ONE,
+    }),
     Route::read(Get, "/api/v1/jobs", Read, |filter| on(filter, list_jobs))
-        .answer(schema::<capstan_events::agent_channel::rpc::Jobs>),
+        .answer(schema::<capstan_events::agent_channel::rpc::Jobs>)
+    .doc(Doc {
+        operation: "listJobs",
+        tag: "jobs",
+        summary: "List jobs",
+        description: None,
+        parameters: &[
+            Parameter::Query {
+                name: "node_id",
+                description: "Only this node's jobs.",
+                schema: r##"{"format": "int64", "minimum": 1, "type": "integer"}"##,
+            },
+            Parameter::Query {
+                name: "state",
+                description: "Only jobs in this state.",
+                schema: r##"{"enum": ["pending", "running", "completed", "failed", "refused", "lost", "withdrawn"], "type": "string"}"##,
+            },
+            Parameter::Query {
+                name: "limit",
+                description: "At most this many (1 to 1000).",
+                schema: r##"{"maximum": 1000, "minimum": 1, "type": "integer"}"##,
+            },
+        ],
+        body: None,
+        answer: Answer::new(200, "The jobs."),
+        refusals: refusals::LISTING,
+    }),
     Route::read(Get, "/api/v1/jobs/{id}", Read, |filter| on(filter, get_job))
-        .answer(schema::<capstan_events::agent_channel::rpc::JobView>),
+        .answer(schema::<capstan_events::agent_channel::rpc::JobView>)
+    .doc(Doc {
+        operation: "getJob",
+        tag: "jobs",
+        summary: "One job",
+        description: None,
+        parameters: &[
+            Parameter::Shared("JobId"),
+        ],
+        body: None,
+        answer: Answer::new(200, "The job."),
+        refusals: refusals::ONE,
+    }),
     Route::read(Get, "/api/v1/jobs/{id}/output", Read, |filter| {
         on(filter, job_output)
     })
-    .answer(schema::<capstan_events::agent_channel::rpc::JobOutput>),
+    .answer(schema::<capstan_events::agent_channel::rpc::JobOutput>)
+    .doc(Doc {
+        operation: "jobOutput",
+        tag: "jobs",
+        summary: "A job's output from an offset",
+        description: None,
+        parameters: &[
+            Parameter::Shared("JobId"),
+            Parameter::Query {
+                name: "offset",
+                description: "Bytes of output already read (default 0).",
+                schema: r##"{"default": 0, "minimum": 0, "type": "integer"}"##,
+            },
+        ],
+        body: None,
+        answer: Answer::new(200, "The output after `offset`, and the offset to ask from next."),
+        refusals: refusals::ONE,
+    }),
     Route::act(
         "/api/v1/jobs/{id}/cancel",
         Change,
         |filter| on(filter, cancel_job),
         "cancel_job",
     )
-    .answer(schema::<capstan_events::agent_channel::rpc::Done>),
+    .answer(schema::<capstan_events::agent_channel::rpc::Done>)
+    .doc(Doc {
+        operation: "cancelJob",
+        tag: "jobs",
+        summary: "Cancel a job",
+        description: Some("Audited."),
+        parameters: &[
+            Parameter::Shared("JobId"),
+        ],
+        body: Some(Body::IGNORED),
+        answer: Answer::new(200, "Withdrawn."),
+        refusals: refusals::ONE_IN_STATE,
+    }),
     Route::act(
         "/api/v1/jobs/{id}/mark-failed",
         Change,
         |filter| on(filter, mark_job_failed),
         "mark_job_failed",
     )
-    .answer(schema::<capstan_events::agent_channel::rpc::Done>),
+    .answer(schema::<capstan_events::agent_channel::rpc::Done>)
+    .doc(Doc {
+        operation: "markJobFailed",
+        tag: "jobs",
+        summary: "Mark a job failed",
+        description: Some("Audited."),
+        parameters: &[
+            Parameter::Shared("JobId"),
+        ],
+        body: Some(Body::IGNORED),
+        answer: Answer::new(200, "Failed."),
+        refusals: refusals::ONE_IN_STATE,
+    }),
 ];
 
 /// The body of `POST /api/v1/joins/{id}/approve`: `{}` binds the key to a new node,

@@ -6,6 +6,7 @@
 //! listed in `ui/mod.rs`.
 
 pub mod agent;
+mod agent_doc;
 pub mod api;
 pub mod dashboard;
 mod first_server;

@@ -5,6 +5,7 @@
 //! (BK-20, BK-25) and the acts that take its machine's turn (BK-09), each answering
 //! `202 {"job_id"}` or `409` naming what holds the turn.
 
+use crate::api_doc::{refusals, Answer, Doc, Parameter};
 use crate::route::schema;
 use axum::{
     extract::State,
@@ -42,7 +43,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, list_targets),
         None,
     )
-    .answer(schema::<capstan_events::backups::rpc::Targets>),
+    .answer(schema::<capstan_events::backups::rpc::Targets>)
+    .doc(Doc {
+        operation: "listBackupTargets",
+        tag: "backups",
+        summary: "Every backup target, without its credentials (BK-04)",
+        description: None,
+        parameters: &[],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Post,
         "/api/v1/backups/targets",
@@ -51,7 +62,20 @@ pub const ROUTES: &[Route] = &[
         Some("create_backup_target"),
     )
     .body(schema::<TargetBody>)
-    .answer(schema::<capstan_events::backups::rpc::TargetView>),
+    .answer(schema::<capstan_events::backups::rpc::TargetView>)
+    .doc(Doc {
+        operation: "createBackupTarget",
+        tag: "backups",
+        summary: "Add a backup target (BK-04)",
+        description: Some(
+            "Audited. The keys are tried (a listing of the folder), sealed at rest \
+            and never shown again.",
+        ),
+        parameters: &[],
+        body: None,
+        answer: Answer::CREATED,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Post,
         "/api/v1/backups/targets/{id}/default",
@@ -59,7 +83,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, set_default_target),
         Some("set_default_backup_target"),
     )
-    .answer(schema::<capstan_events::backups::rpc::TargetView>),
+    .answer(schema::<capstan_events::backups::rpc::TargetView>)
+    .doc(Doc {
+        operation: "setDefaultBackupTarget",
+        tag: "backups",
+        summary: "Make a target where new backups go (BK-04)",
+        description: Some("Audited."),
+        parameters: &[Parameter::Id("The target's id")],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Get,
         "/api/v1/backups/coverage",
@@ -67,7 +101,23 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, coverage),
         None,
     )
-    .answer(schema::<capstan_events::backups::rpc::FleetCoverage>),
+    .answer(schema::<capstan_events::backups::rpc::FleetCoverage>)
+    .doc(Doc {
+        operation: "backupCoverage",
+        tag: "backups",
+        summary: "How many nodes back up to each target, and which are not backed up and why \
+            (BK-04, BK-22)",
+        description: Some(
+            "A node is not backed up when it is switched off (its own decision or \
+            the fleet's), holds no proven recovery key of its own, or has no storage space while \
+            no target is where new backups go. At most 200 uncovered nodes are listed; \
+            uncovered_count is the whole number.",
+        ),
+        parameters: &[],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Get,
         "/api/v1/backups/policy",
@@ -75,7 +125,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, get_policy),
         None,
     )
-    .answer(schema::<capstan_events::backups::rpc::FleetPolicyView>),
+    .answer(schema::<capstan_events::backups::rpc::FleetPolicyView>)
+    .doc(Doc {
+        operation: "getBackupPolicy",
+        tag: "backups",
+        summary: "The fleet backup policy (BK-05, BK-08)",
+        description: None,
+        parameters: &[],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Put,
         "/api/v1/backups/policy",
@@ -84,7 +144,17 @@ pub const ROUTES: &[Route] = &[
         Some("set_backup_policy"),
     )
     .body(schema::<capstan_events::backups::rpc::FleetPolicy>)
-    .answer(schema::<capstan_events::backups::rpc::FleetPolicyView>),
+    .answer(schema::<capstan_events::backups::rpc::FleetPolicyView>)
+    .doc(Doc {
+        operation: "setBackupPolicy",
+        tag: "backups",
+        summary: "Set the fleet backup policy (BK-08)",
+        description: Some("Audited. The whole policy: enabled and the field set."),
+        parameters: &[],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Get,
         "/api/v1/nodes/{id}/backups/policy",
@@ -92,7 +162,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, get_node_policy),
         None,
     )
-    .answer(schema::<capstan_events::backups::rpc::NodePolicyView>),
+    .answer(schema::<capstan_events::backups::rpc::NodePolicyView>)
+    .doc(Doc {
+        operation: "getNodeBackupPolicy",
+        tag: "backups",
+        summary: "A node's backup position and the schedule in force (BK-08)",
+        description: None,
+        parameters: &[Parameter::Shared("NodeId")],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Put,
         "/api/v1/nodes/{id}/backups/policy",
@@ -101,7 +181,21 @@ pub const ROUTES: &[Route] = &[
         Some("set_node_backup_policy"),
     )
     .body(schema::<capstan_events::backups::rpc::NodePolicyBody>)
-    .answer(schema::<capstan_events::backups::rpc::NodePolicyView>),
+    .answer(schema::<capstan_events::backups::rpc::NodePolicyView>)
+    .doc(Doc {
+        operation: "setNodeBackupPolicy",
+        tag: "backups",
+        summary: "Set a node's backup position: fleet, own (the whole field set frozen) or off \
+            (BK-08)",
+        description: Some(
+            "Audited. For own, a field left out is frozen at the fleet's value of \
+            the moment.",
+        ),
+        parameters: &[Parameter::Shared("NodeId")],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Get,
         "/api/v1/nodes/{id}/backups",
@@ -109,7 +203,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, node_backups),
         None,
     )
-    .answer(schema::<capstan_events::backups::rpc::NodeBackups>),
+    .answer(schema::<capstan_events::backups::rpc::NodeBackups>)
+    .doc(Doc {
+        operation: "getNodeBackups",
+        tag: "backups",
+        summary: "A node's chains, last backup, last full, oldest, verify state (BK-20, BK-25)",
+        description: None,
+        parameters: &[Parameter::Shared("NodeId")],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Post,
         "/api/v1/nodes/{id}/backups/run",
@@ -117,7 +221,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, run_now),
         Some("run_backup"),
     )
-    .answer(schema::<capstan_events::backups::rpc::Dispatched>),
+    .answer(schema::<capstan_events::backups::rpc::Dispatched>)
+    .doc(Doc {
+        operation: "runBackup",
+        tag: "backups",
+        summary: "Take a backup now (BK-09: one at a time per machine)",
+        description: Some("Audited. 409 names the job that holds the machine's turn."),
+        parameters: &[Parameter::Shared("NodeId")],
+        body: None,
+        answer: Answer::new(202, "Asked of the agent channel: its job's id."),
+        refusals: refusals::ONE_IN_STATE,
+    }),
     Route::operator(
         Method::Post,
         "/api/v1/nodes/{id}/backups/verify",
@@ -126,7 +240,17 @@ pub const ROUTES: &[Route] = &[
         Some("verify_backup"),
     )
     .body(schema::<VerifyBody>)
-    .answer(schema::<capstan_events::backups::rpc::Dispatched>),
+    .answer(schema::<capstan_events::backups::rpc::Dispatched>)
+    .doc(Doc {
+        operation: "verifyBackup",
+        tag: "backups",
+        summary: "Verify a run: level 2 opens and reads, level 3 rehearses a restore (BK-26)",
+        description: Some("Audited. 409 names the job that holds the machine's turn."),
+        parameters: &[Parameter::Shared("NodeId")],
+        body: None,
+        answer: Answer::new(202, "Asked of the agent channel: its job's id."),
+        refusals: refusals::ONE_IN_STATE,
+    }),
     Route::operator(
         Method::Post,
         "/api/v1/nodes/{id}/backups/restore",
@@ -135,7 +259,20 @@ pub const ROUTES: &[Route] = &[
         Some("restore_backup"),
     )
     .body(schema::<RestoreBody>)
-    .answer(schema::<capstan_events::backups::rpc::Dispatched>),
+    .answer(schema::<capstan_events::backups::rpc::Dispatched>)
+    .doc(Doc {
+        operation: "restoreBackup",
+        tag: "backups",
+        summary: "Restore a run's database or project (BK-25, BK-28)",
+        description: Some(
+            "Audited. The node's own policy for destructive words applies. 409 \
+            names the job that holds the machine's turn.",
+        ),
+        parameters: &[Parameter::Shared("NodeId")],
+        body: None,
+        answer: Answer::new(202, "Asked of the agent channel: its job's id."),
+        refusals: refusals::ONE_IN_STATE,
+    }),
     Route::operator(
         Method::Post,
         "/api/v1/nodes/{id}/backups/move",
@@ -144,7 +281,21 @@ pub const ROUTES: &[Route] = &[
         Some("move_backups"),
     )
     .body(schema::<MoveBody>)
-    .answer(schema::<capstan_events::backups::rpc::Dispatched>),
+    .answer(schema::<capstan_events::backups::rpc::Dispatched>)
+    .doc(Doc {
+        operation: "moveBackups",
+        tag: "backups",
+        summary: "Send a node's new backups to another target; the old space drains, nothing is \
+            copied (BK-02)",
+        description: Some(
+            "Audited. A full is dispatched at once in the new space. 409 names the \
+            job that holds the machine's turn.",
+        ),
+        parameters: &[Parameter::Shared("NodeId")],
+        body: None,
+        answer: Answer::new(202, "Asked of the agent channel: its job's id."),
+        refusals: refusals::ONE_IN_STATE,
+    }),
 ];
 
 pub async fn list_targets(

@@ -1,6 +1,7 @@
 //! `/api/v1/incidents`, `/api/v1/silences`, `/api/v1/webhooks`, `/api/v1/me/notifications`,
 //! `/api/v1/me/bell` and a node's alerts: the incidents service's API (levels in the rows).
 
+use crate::api_doc::{refusals, Answer, Body, Doc, Parameter};
 use crate::route::schema;
 use axum::{
     extract::State,
@@ -43,7 +44,42 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, list),
         None,
     )
-    .answer(schema::<capstan_events::incidents::rpc::Incidents>),
+    .answer(schema::<capstan_events::incidents::rpc::Incidents>)
+    .doc(Doc {
+        operation: "listIncidents",
+        tag: "incidents",
+        summary: "List incidents (needs you by default)",
+        description: None,
+        parameters: &[
+            Parameter::Query {
+                name: "view",
+                description: "needs_you (default), new, snoozed, waiting, resolved, ignored or all",
+                schema: r##"{"type": "string"}"##,
+            },
+            Parameter::Query {
+                name: "node_id",
+                description: "Only this node's",
+                schema: r##"{"type": "integer"}"##,
+            },
+            Parameter::Query {
+                name: "source",
+                description: "agent:<recipe> or plane:<name>",
+                schema: r##"{"type": "string"}"##,
+            },
+            Parameter::Query {
+                name: "happening",
+                description: "true: still happening; false: over",
+                schema: r##"{"type": "boolean"}"##,
+            },
+        ],
+        body: None,
+        answer: Answer::new(
+            200,
+            "The incidents of the view, newest first, and the counts of every \
+            view.",
+        ),
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Get,
         "/api/v1/incidents/header",
@@ -51,7 +87,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, header),
         None,
     )
-    .answer(schema::<capstan_events::incidents::rpc::Header>),
+    .answer(schema::<capstan_events::incidents::rpc::Header>)
+    .doc(Doc {
+        operation: "incidentsHeader",
+        tag: "incidents",
+        summary: "The header line's counts and colour",
+        description: None,
+        parameters: &[],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Get,
         "/api/v1/incidents/{id}",
@@ -59,7 +105,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, get),
         None,
     )
-    .answer(schema::<capstan_events::incidents::rpc::IncidentDetail>),
+    .answer(schema::<capstan_events::incidents::rpc::IncidentDetail>)
+    .doc(Doc {
+        operation: "getIncident",
+        tag: "incidents",
+        summary: "An incident with its timeline and signals",
+        description: None,
+        parameters: &[Parameter::Id("The incident's id")],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Post,
         "/api/v1/incidents/{id}/triage",
@@ -68,7 +124,17 @@ pub const ROUTES: &[Route] = &[
         Some("triage_incident"),
     )
     .body(schema::<TriageBody>)
-    .answer(schema::<capstan_events::incidents::rpc::Triaged>),
+    .answer(schema::<capstan_events::incidents::rpc::Triaged>)
+    .doc(Doc {
+        operation: "triageIncident",
+        tag: "incidents",
+        summary: "Set an incident's triage",
+        description: Some("Audited."),
+        parameters: &[Parameter::Id("The incident's id")],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Post,
         "/api/v1/incidents/{id}/notes",
@@ -77,7 +143,17 @@ pub const ROUTES: &[Route] = &[
         Some("note_incident"),
     )
     .body(schema::<NoteBody>)
-    .answer(schema::<capstan_events::agent_channel::rpc::Done>),
+    .answer(schema::<capstan_events::agent_channel::rpc::Done>)
+    .doc(Doc {
+        operation: "noteIncident",
+        tag: "incidents",
+        summary: "Leave a note on an incident",
+        description: Some("Audited."),
+        parameters: &[Parameter::Id("The incident's id")],
+        body: None,
+        answer: Answer::CREATED,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Get,
         "/api/v1/silences",
@@ -85,7 +161,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, list_silences),
         None,
     )
-    .answer(schema::<capstan_events::incidents::rpc::Silences>),
+    .answer(schema::<capstan_events::incidents::rpc::Silences>)
+    .doc(Doc {
+        operation: "listSilences",
+        tag: "incidents",
+        summary: "List silences",
+        description: None,
+        parameters: &[],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Post,
         "/api/v1/silences",
@@ -94,7 +180,17 @@ pub const ROUTES: &[Route] = &[
         Some("create_silence"),
     )
     .body(schema::<SilenceBody>)
-    .answer(schema::<capstan_events::incidents::rpc::SilenceView>),
+    .answer(schema::<capstan_events::incidents::rpc::SilenceView>)
+    .doc(Doc {
+        operation: "createSilence",
+        tag: "incidents",
+        summary: "Silence a node (and a Docker host's containers) until a time",
+        description: Some("Audited."),
+        parameters: &[],
+        body: None,
+        answer: Answer::CREATED,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Delete,
         "/api/v1/silences/{id}",
@@ -102,7 +198,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, delete_silence),
         Some("delete_silence"),
     )
-    .answer(schema::<capstan_events::agent_channel::rpc::Done>),
+    .answer(schema::<capstan_events::agent_channel::rpc::Done>)
+    .doc(Doc {
+        operation: "deleteSilence",
+        tag: "incidents",
+        summary: "End a silence",
+        description: Some("Audited."),
+        parameters: &[Parameter::Id("The silence's id")],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Get,
         "/api/v1/webhooks",
@@ -110,7 +216,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, list_webhooks),
         None,
     )
-    .answer(schema::<capstan_events::incidents::rpc::Webhooks>),
+    .answer(schema::<capstan_events::incidents::rpc::Webhooks>)
+    .doc(Doc {
+        operation: "listWebhooks",
+        tag: "incidents",
+        summary: "List webhooks",
+        description: None,
+        parameters: &[],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Post,
         "/api/v1/webhooks",
@@ -119,7 +235,17 @@ pub const ROUTES: &[Route] = &[
         Some("create_webhook"),
     )
     .body(schema::<WebhookBody>)
-    .answer(schema::<capstan_events::incidents::rpc::WebhookCreated>),
+    .answer(schema::<capstan_events::incidents::rpc::WebhookCreated>)
+    .doc(Doc {
+        operation: "createWebhook",
+        tag: "incidents",
+        summary: "Create a webhook; the answer shows its secret once",
+        description: Some("Audited."),
+        parameters: &[],
+        body: None,
+        answer: Answer::CREATED,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Delete,
         "/api/v1/webhooks/{id}",
@@ -127,7 +253,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, delete_webhook),
         Some("delete_webhook"),
     )
-    .answer(schema::<capstan_events::agent_channel::rpc::Done>),
+    .answer(schema::<capstan_events::agent_channel::rpc::Done>)
+    .doc(Doc {
+        operation: "deleteWebhook",
+        tag: "incidents",
+        summary: "Delete a webhook",
+        description: Some("Audited."),
+        parameters: &[Parameter::Id("The webhook's id")],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Get,
         "/api/v1/me/notifications",
@@ -135,7 +271,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, get_notifications),
         None,
     )
-    .answer(schema::<Notifications>),
+    .answer(schema::<Notifications>)
+    .doc(Doc {
+        operation: "getNotifications",
+        tag: "incidents",
+        summary: "Your mail address and when you are mailed",
+        description: None,
+        parameters: &[],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Put,
         "/api/v1/me/notifications",
@@ -144,7 +290,21 @@ pub const ROUTES: &[Route] = &[
         Some("set_notifications"),
     )
     // It takes the JSON it answers with; the document gives both the answer's schema.
-    .answer(schema::<Notifications>),
+    .answer(schema::<Notifications>)
+    .doc(Doc {
+        operation: "setNotifications",
+        tag: "incidents",
+        summary: "Set your mail address and when you are mailed",
+        description: Some("Audited."),
+        parameters: &[],
+        body: Some(Body {
+            description: None,
+            required: true,
+            schema: Some(r##"{"$ref": "#/components/schemas/Notifications"}"##),
+        }),
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Get,
         "/api/v1/me/bell",
@@ -152,7 +312,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, bell),
         None,
     )
-    .answer(schema::<capstan_events::incidents::rpc::Bell>),
+    .answer(schema::<capstan_events::incidents::rpc::Bell>)
+    .doc(Doc {
+        operation: "bell",
+        tag: "incidents",
+        summary: "Your in-app notifications, newest first",
+        description: None,
+        parameters: &[],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Put,
         "/api/v1/nodes/{id}/alerts",
@@ -161,7 +331,17 @@ pub const ROUTES: &[Route] = &[
         Some("set_alerts"),
     )
     .body(schema::<AlertsBody>)
-    .answer(schema::<capstan_events::agent_channel::rpc::Done>),
+    .answer(schema::<capstan_events::agent_channel::rpc::Done>)
+    .doc(Doc {
+        operation: "setAlerts",
+        tag: "incidents",
+        summary: "Set a node's alerts: automatic, on or off",
+        description: Some("Audited."),
+        parameters: &[Parameter::Id("The node's id")],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
 ];
 
 pub async fn list(

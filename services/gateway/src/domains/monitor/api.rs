@@ -2,6 +2,7 @@
 //! `/api/v1/fleet/security`, `/api/v1/nodes/{id}/edge-probe(s)` and `/api/v1/edge-probes/{id}`:
 //! the monitor service's API (levels in the rows).
 
+use crate::api_doc::{refusals, Answer, Doc, Parameter};
 use crate::route::schema;
 use axum::{
     extract::State,
@@ -39,7 +40,22 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, list_uptime),
         None,
     )
-    .answer(schema::<capstan_events::monitor::rpc::UptimeChecks>),
+    .answer(schema::<capstan_events::monitor::rpc::UptimeChecks>)
+    .doc(Doc {
+        operation: "listUptime",
+        tag: "monitor",
+        summary: "Every node's uptime check and its live state (MO-01)",
+        description: None,
+        parameters: &[Parameter::Query {
+            name: "status",
+            description: "Only the checks of this status: `up`, `down` or `unknown` (never \
+                    checked).",
+            schema: r##"{"enum": ["up", "down", "unknown"], "type": "string"}"##,
+        }],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Get,
         "/api/v1/nodes/{id}/uptime",
@@ -47,7 +63,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, get_uptime),
         None,
     )
-    .answer(schema::<capstan_events::monitor::rpc::UptimeDetail>),
+    .answer(schema::<capstan_events::monitor::rpc::UptimeDetail>)
+    .doc(Doc {
+        operation: "getUptime",
+        tag: "monitor",
+        summary: "A node's uptime check with its last day of history",
+        description: None,
+        parameters: &[Parameter::Shared("NodeId")],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Put,
         "/api/v1/nodes/{id}/uptime",
@@ -56,7 +82,31 @@ pub const ROUTES: &[Route] = &[
         Some("set_uptime"),
     )
     .body(schema::<UptimeBody>)
-    .answer(schema::<capstan_events::monitor::rpc::UptimeCheck>),
+    .answer(schema::<capstan_events::monitor::rpc::UptimeCheck>)
+    .doc(Doc {
+        operation: "setUptime",
+        tag: "monitor",
+        summary: "Set a node's uptime check: on or off, kind, URL, keyword, interval",
+        description: Some(
+            "Audited. A bad value is `400 invalid_request` naming the field. A URL \
+            whose host is, or resolves to, an address that is not public (loopback, private, \
+            link-local such as 169.254.169.254, documentation and other special-purpose ranges) \
+            is `422 refused` naming the URL, unless `CAPSTAN__OUTBOUND__ALLOW_PRIVATE` is set; \
+            every check looks again, since DNS can change.",
+        ),
+        parameters: &[Parameter::Shared("NodeId")],
+        body: None,
+        answer: Answer::DONE,
+        refusals: &[
+            refusals::BAD_REQUEST,
+            refusals::UNAUTHORIZED,
+            refusals::FORBIDDEN,
+            refusals::NOT_FOUND,
+            refusals::UNPROCESSABLE,
+            refusals::INTERNAL,
+            refusals::UNAVAILABLE,
+        ],
+    }),
     Route::operator(
         Method::Get,
         "/api/v1/nodes/{id}/certificate",
@@ -64,7 +114,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, get_certificate),
         None,
     )
-    .answer(schema::<capstan_events::monitor::rpc::CertificateView>),
+    .answer(schema::<capstan_events::monitor::rpc::CertificateView>)
+    .doc(Doc {
+        operation: "getCertificate",
+        tag: "monitor",
+        summary: "The certificate a node's origin serves, and its problem (MO-08..MO-10)",
+        description: None,
+        parameters: &[Parameter::Shared("NodeId")],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Get,
         "/api/v1/fleet/security",
@@ -72,7 +132,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, fleet_security),
         None,
     )
-    .answer(schema::<capstan_events::monitor::rpc::FleetSecurity>),
+    .answer(schema::<capstan_events::monitor::rpc::FleetSecurity>)
+    .doc(Doc {
+        operation: "getFleetSecurity",
+        tag: "monitor",
+        summary: "Every machine's patching, red first, from its host report (MO-16, MO-17)",
+        description: None,
+        parameters: &[],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::LISTING,
+    }),
     // MO-11: a look that changes nothing on the node (level 7), recorded as an act.
     Route::operator(
         Method::Post,
@@ -81,7 +151,36 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, start_edge_probe),
         Some("edge_probe"),
     )
-    .answer(schema::<capstan_events::monitor::rpc::EdgeProbeStarted>),
+    .answer(schema::<capstan_events::monitor::rpc::EdgeProbeStarted>)
+    .doc(Doc {
+        operation: "startEdgeProbe",
+        tag: "monitor",
+        summary: "Compare the site through its edge and direct (MO-11, MO-12)",
+        description: Some(
+            "Compares the node's site through its public name (its edge) and \
+            straight at each of the node's own addresses, SNI and Host kept: up to 20 rounds of a \
+            `GET /login` and a `POST {}` to `/api/v1/action/vault_heartbeat` down every path at \
+            once; a request taking 5 s or more, or unanswered within 10 s, is a stall; a 429 is \
+            the site's own limit, not a stall; no round starts after 45 s, so a run ends inside \
+            100 s. The run goes on in the monitor: follow it at `GET /api/v1/edge-probes/{id}`. A \
+            look that changes nothing on the node (level 7), recorded as an act. At most 10 runs \
+            per node an hour (`429 rate_limited`); a node with no uptime URL or no address of its \
+            own is `422 refused`.",
+        ),
+        parameters: &[Parameter::Shared("NodeId")],
+        body: None,
+        answer: Answer::new(202, "Taken; the run's id."),
+        refusals: &[
+            refusals::BAD_REQUEST,
+            refusals::UNAUTHORIZED,
+            refusals::FORBIDDEN,
+            refusals::NOT_FOUND,
+            refusals::UNPROCESSABLE,
+            refusals::TOO_MANY_REQUESTS,
+            refusals::INTERNAL,
+            refusals::UNAVAILABLE,
+        ],
+    }),
     Route::operator(
         Method::Get,
         "/api/v1/nodes/{id}/edge-probes",
@@ -89,7 +188,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, list_edge_probes),
         None,
     )
-    .answer(schema::<capstan_events::monitor::rpc::EdgeProbes>),
+    .answer(schema::<capstan_events::monitor::rpc::EdgeProbes>)
+    .doc(Doc {
+        operation: "listEdgeProbes",
+        tag: "monitor",
+        summary: "A node's newest edge probe runs (up to 10), newest first",
+        description: None,
+        parameters: &[Parameter::Shared("NodeId")],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Get,
         "/api/v1/edge-probes/{id}",
@@ -97,7 +206,18 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, get_edge_probe),
         None,
     )
-    .answer(schema::<capstan_events::monitor::rpc::EdgeProbeView>),
+    .answer(schema::<capstan_events::monitor::rpc::EdgeProbeView>)
+    .doc(Doc {
+        operation: "getEdgeProbe",
+        tag: "monitor",
+        summary: "One edge probe run: each path's requests, stalls, p50/p95, statuses, errors and \
+            429s, and the verdict line",
+        description: None,
+        parameters: &[Parameter::Id("The edge probe run's id")],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
 ];
 
 pub async fn list_uptime(

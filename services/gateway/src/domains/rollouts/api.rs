@@ -2,6 +2,7 @@
 //! level 7; starting, stopping, pausing, resuming and retrying 8; a rollout to every node
 //! (`"all": true`) 10, which rollouts checks with the actor's level. Rollouts owns every rule.
 
+use crate::api_doc::{refusals, Answer, Doc, Parameter};
 use crate::route::schema;
 use axum::{extract::State, routing::on, Json};
 use capstan_events::rollouts::staged::{
@@ -30,7 +31,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, list),
         None,
     )
-    .answer(schema::<capstan_events::rollouts::staged::Rollouts>),
+    .answer(schema::<capstan_events::rollouts::staged::Rollouts>)
+    .doc(Doc {
+        operation: "listRollouts",
+        tag: "rollouts",
+        summary: "List rollouts, newest first",
+        description: None,
+        parameters: &[],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Post,
         "/api/v1/rollouts",
@@ -39,7 +50,28 @@ pub const ROUTES: &[Route] = &[
         Some("start_rollout"),
     )
     .body(schema::<RolloutBody>)
-    .answer(schema::<capstan_events::rollouts::staged::RolloutView>),
+    .answer(schema::<capstan_events::rollouts::staged::RolloutView>)
+    .doc(Doc {
+        operation: "startRollout",
+        tag: "rollouts",
+        summary: "Start a staged rollout or a patch run",
+        description: Some(
+            "Audited. A `release` rollout applies a site release with \
+            `apply_update` stage by stage (RO-10..RO-22): within a stage nodes go at once but one \
+            at a time per machine; a node reporting `upgrade_preflight` is asked first; named \
+            pages are checked with `page_probe` before and after; the first miss past the stage's \
+            budget halts. A `patch` rollout runs `install_security_updates` one machine at a time \
+            (RO-25..RO-29). `\"all\": true` plans every node hosting a site (deploy to all, \
+            RO-24) and needs level 10. Refused with 409 while another rollout is under way, when \
+            a `release` rollout names a version that was never published as a site release (`POST \
+            /api/v1/site-releases`), naming the version, or when a named node is refused up front \
+            (RO-18), naming each.",
+        ),
+        parameters: &[],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE_IN_STATE,
+    }),
     Route::operator(
         Method::Get,
         "/api/v1/rollouts/{id}",
@@ -47,7 +79,18 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, get),
         None,
     )
-    .answer(schema::<capstan_events::rollouts::staged::RolloutView>),
+    .answer(schema::<capstan_events::rollouts::staged::RolloutView>)
+    .doc(Doc {
+        operation: "getRollout",
+        tag: "rollouts",
+        summary: "A rollout with each node's step, verdict, reason and page checks before and \
+            after",
+        description: None,
+        parameters: &[Parameter::Id("The rollout's id")],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Post,
         "/api/v1/rollouts/{id}/stop",
@@ -55,7 +98,20 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, |s, o, i| act(s, o, i, "stop")),
         Some("stop_rollout"),
     )
-    .answer(schema::<capstan_events::rollouts::staged::RolloutView>),
+    .answer(schema::<capstan_events::rollouts::staged::RolloutView>)
+    .doc(Doc {
+        operation: "stopRollout",
+        tag: "rollouts",
+        summary: "Stop a rollout at once",
+        description: Some(
+            "Audited. An apply already running finishes on its node; nothing \
+            further is queued (RO-15).",
+        ),
+        parameters: &[Parameter::Id("The rollout's id")],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE_IN_STATE,
+    }),
     Route::operator(
         Method::Post,
         "/api/v1/rollouts/{id}/pause",
@@ -63,7 +119,20 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, |s, o, i| act(s, o, i, "pause")),
         Some("pause_rollout"),
     )
-    .answer(schema::<capstan_events::rollouts::staged::RolloutView>),
+    .answer(schema::<capstan_events::rollouts::staged::RolloutView>)
+    .doc(Doc {
+        operation: "pauseRollout",
+        tag: "rollouts",
+        summary: "Pause a rollout",
+        description: Some(
+            "Audited. No step starts and no apply is asked for; applies already \
+            asked for are still judged.",
+        ),
+        parameters: &[Parameter::Id("The rollout's id")],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE_IN_STATE,
+    }),
     Route::operator(
         Method::Post,
         "/api/v1/rollouts/{id}/resume",
@@ -71,7 +140,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, |s, o, i| act(s, o, i, "resume")),
         Some("resume_rollout"),
     )
-    .answer(schema::<capstan_events::rollouts::staged::RolloutView>),
+    .answer(schema::<capstan_events::rollouts::staged::RolloutView>)
+    .doc(Doc {
+        operation: "resumeRollout",
+        tag: "rollouts",
+        summary: "Resume a paused rollout",
+        description: Some("Audited."),
+        parameters: &[Parameter::Id("The rollout's id")],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE_IN_STATE,
+    }),
     Route::operator(
         Method::Post,
         "/api/v1/rollouts/{id}/retry",
@@ -79,7 +158,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, |s, o, i| act(s, o, i, "retry")),
         Some("retry_rollout"),
     )
-    .answer(schema::<capstan_events::rollouts::staged::RolloutView>),
+    .answer(schema::<capstan_events::rollouts::staged::RolloutView>)
+    .doc(Doc {
+        operation: "retryRollout",
+        tag: "rollouts",
+        summary: "Retry a halted or finished rollout's failed and left-out nodes",
+        description: Some("Audited. Each retried step is a new try, so its jobs are new jobs."),
+        parameters: &[Parameter::Id("The rollout's id")],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE_IN_STATE,
+    }),
 ];
 
 /// `POST /api/v1/rollouts`.

@@ -5,6 +5,7 @@
 //! `/api/v1/site-releases` (issue 16) publishes (level 10) and lists (level 7) site releases:
 //! a signed file manifest and the archive of its files, from `capstan release site`.
 
+use crate::api_doc::{refusals, Answer, Doc};
 use crate::route::schema;
 use std::collections::BTreeMap;
 
@@ -50,7 +51,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, list),
         None,
     )
-    .answer(schema::<capstan_events::rollouts::rpc::Releases>),
+    .answer(schema::<capstan_events::rollouts::rpc::Releases>)
+    .doc(Doc {
+        operation: "listReleases",
+        tag: "releases",
+        summary: "List the published releases, highest sequence (the one on offer) first",
+        description: None,
+        parameters: &[],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Post,
         "/api/v1/releases",
@@ -59,7 +70,22 @@ pub const ROUTES: &[Route] = &[
         Some("publish_release"),
     )
     .body(schema::<ReleaseBody>)
-    .answer(schema::<capstan_events::rollouts::rpc::ReleaseView>),
+    .answer(schema::<capstan_events::rollouts::rpc::ReleaseView>)
+    .doc(Doc {
+        operation: "publishRelease",
+        tag: "releases",
+        summary: "Publish a signed release of the agent",
+        description: Some(
+            "Audited. The metadata is signed where `capstan release` runs; the \
+            plane never holds the key. Refused when the version or the sequence is already \
+            published, or the sequence is not higher than every published one; the same metadata \
+            again changes nothing.",
+        ),
+        parameters: &[],
+        body: None,
+        answer: Answer::CREATED,
+        refusals: refusals::ONE_IN_STATE,
+    }),
     Route::operator(
         Method::Get,
         "/api/v1/fleet/versions",
@@ -67,7 +93,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, fleet_versions),
         None,
     )
-    .answer(schema::<capstan_events::agent_channel::rpc::FleetVersions>),
+    .answer(schema::<capstan_events::agent_channel::rpc::FleetVersions>)
+    .doc(Doc {
+        operation: "fleetVersions",
+        tag: "releases",
+        summary: "How many nodes run each agent version, and each node's update verdict",
+        description: None,
+        parameters: &[],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Get,
         "/api/v1/site-releases",
@@ -75,7 +111,17 @@ pub const ROUTES: &[Route] = &[
         |filter| on(filter, list_site),
         None,
     )
-    .answer(schema::<capstan_events::rollouts::rpc::SiteReleases>),
+    .answer(schema::<capstan_events::rollouts::rpc::SiteReleases>)
+    .doc(Doc {
+        operation: "listSiteReleases",
+        tag: "releases",
+        summary: "List the published site releases, newest first, with each deploy-to-all outcome",
+        description: None,
+        parameters: &[],
+        body: None,
+        answer: Answer::DONE,
+        refusals: refusals::ONE,
+    }),
     Route::operator(
         Method::Post,
         "/api/v1/site-releases",
@@ -84,7 +130,23 @@ pub const ROUTES: &[Route] = &[
         Some("publish_site_release"),
     )
     .body(schema::<SiteReleaseBody>)
-    .answer(schema::<capstan_events::rollouts::rpc::SiteReleaseView>),
+    .answer(schema::<capstan_events::rollouts::rpc::SiteReleaseView>)
+    .doc(Doc {
+        operation: "publishSiteRelease",
+        tag: "releases",
+        summary: "Publish a signed site release",
+        description: Some(
+            "Audited. A site release made by `capstan release site`: the signed \
+            manifest (RELEASE_MANIFEST and its .sig) and the tar of exactly its files, base64. \
+            Refused when the version is already published, or the archive does not match the \
+            manifest. With deploy_all, the deploy to every node is started (RO-23). See \
+            docs/site-releases.md.",
+        ),
+        parameters: &[],
+        body: None,
+        answer: Answer::CREATED,
+        refusals: refusals::ONE_IN_STATE,
+    }),
 ];
 
 pub async fn list(
