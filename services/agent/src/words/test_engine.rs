@@ -230,36 +230,7 @@ fn answer(shared: &Mutex<Inner>, request: Request<Incoming>) -> Response<Full<By
             .status(200)
             .body(Full::new(Bytes::from_static(b"OK")))
             .unwrap(),
-        ("GET", ["containers", "json"]) => {
-            let all = query
-                .get("all")
-                .is_some_and(|all| all == "true" || all == "1");
-            let labels: Vec<String> = match query.get("filters") {
-                None => Vec::new(),
-                Some(filters) => match serde_json::from_str::<Value>(filters) {
-                    Ok(filters) => filters["label"]
-                        .as_array()
-                        .map(|labels| {
-                            labels
-                                .iter()
-                                .filter_map(|label| label.as_str().map(str::to_string))
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                    Err(_) => {
-                        return reply(400, json!({"message": "invalid filter"}));
-                    }
-                },
-            };
-            let list: Vec<Value> = inner
-                .containers
-                .iter()
-                .filter(|c| all || c.state == "running")
-                .filter(|c| labels.iter().all(|label| c.labels.get(label).is_some()))
-                .map(summary)
-                .collect();
-            reply(200, Value::Array(list))
-        }
+        ("GET", ["containers", "json"]) => list_containers(&inner, &query),
         ("GET", ["containers", id, "json"]) => {
             match inner
                 .containers
@@ -275,33 +246,71 @@ fn answer(shared: &Mutex<Inner>, request: Request<Incoming>) -> Response<Full<By
                 None => not_found(id),
             }
         }
-        ("POST", ["containers", id, "restart"]) => {
-            let fails = inner.restart_fails;
-            let Some(container) = inner
-                .containers
-                .iter_mut()
-                .find(|c| c.id == *id || c.name == *id)
-            else {
-                return not_found(id);
-            };
-            let id = container.id.clone();
-            inner.mute.retain(|muted| *muted != id);
-            let container = inner.containers.iter_mut().find(|c| c.id == id).unwrap();
-            if fails {
-                container.state = "exited".into();
-            } else {
-                container.state = "running".into();
-            }
-            *inner.restarts.entry(id.clone()).or_default() += 1;
-            if fails {
-                reply(
-                    500,
-                    json!({"message": format!("Cannot restart container {id}: the site's image failed to start")}),
-                )
-            } else {
-                reply(204, Value::Null)
-            }
-        }
+        ("POST", ["containers", id, "restart"]) => restart(&mut inner, id),
         _ => reply(404, json!({"message": format!("page not found: {path}")})),
+    }
+}
+
+/// `GET /containers/json`: the running containers (or all, with `all=true`), filtered by the
+/// labels the `filters` query names.
+fn list_containers(inner: &Inner, query: &HashMap<String, String>) -> Response<Full<Bytes>> {
+    let all = query
+        .get("all")
+        .is_some_and(|all| all == "true" || all == "1");
+    let labels: Vec<String> = match query.get("filters") {
+        None => Vec::new(),
+        Some(filters) => match serde_json::from_str::<Value>(filters) {
+            Ok(filters) => filters["label"]
+                .as_array()
+                .map(|labels| {
+                    labels
+                        .iter()
+                        .filter_map(|label| label.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            Err(_) => {
+                return reply(400, json!({"message": "invalid filter"}));
+            }
+        },
+    };
+    let list: Vec<Value> = inner
+        .containers
+        .iter()
+        .filter(|c| all || c.state == "running")
+        .filter(|c| labels.iter().all(|label| c.labels.get(label).is_some()))
+        .map(summary)
+        .collect();
+    reply(200, Value::Array(list))
+}
+
+/// `POST /containers/{id}/restart`: running again, or exited with a 500 when restarts are set
+/// to fail; counted either way.
+fn restart(inner: &mut Inner, id: &str) -> Response<Full<Bytes>> {
+    let not_found = |id: &str| reply(404, json!({"message": format!("No such container: {id}")}));
+    let fails = inner.restart_fails;
+    let Some(container) = inner
+        .containers
+        .iter_mut()
+        .find(|c| c.id == *id || c.name == *id)
+    else {
+        return not_found(id);
+    };
+    let id = container.id.clone();
+    inner.mute.retain(|muted| *muted != id);
+    let container = inner.containers.iter_mut().find(|c| c.id == id).unwrap();
+    if fails {
+        container.state = "exited".into();
+    } else {
+        container.state = "running".into();
+    }
+    *inner.restarts.entry(id.clone()).or_default() += 1;
+    if fails {
+        reply(
+            500,
+            json!({"message": format!("Cannot restart container {id}: the site's image failed to start")}),
+        )
+    } else {
+        reply(204, Value::Null)
     }
 }

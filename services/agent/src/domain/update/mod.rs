@@ -233,52 +233,7 @@ pub enum Plan {
 pub fn judge(document: &SignedRelease, context: &Context<'_>) -> Result<Plan, Verdict> {
     let release = &document.signed;
     let offered = Some(release.version.as_str());
-    if context.trusted.is_empty() {
-        return Err(Verdict::new(
-            UpdateState::UnsignedBuild,
-            offered,
-            Some(
-                "this agent was built without a release key and holds none, so it installs nothing"
-                    .into(),
-            ),
-        ));
-    }
-    if let Err(error) = document.signed_by(context.trusted) {
-        return Err(Verdict::new(
-            UpdateState::VerifyFailed,
-            offered,
-            Some(format!("bad signature: {error}")),
-        ));
-    }
-    let accepted = context.accepted.highest_sequence;
-    if release.sequence < accepted.max(context.built_sequence) {
-        let floor = if context.built_sequence > accepted {
-            format!(
-                "{}, the release this agent was built as",
-                context.built_sequence
-            )
-        } else {
-            format!("{accepted}, the highest this agent has accepted")
-        };
-        return Err(Verdict::new(
-            UpdateState::VerifyFailed,
-            offered,
-            Some(format!(
-                "rollback: the release's sequence {} is lower than {floor}",
-                release.sequence
-            )),
-        ));
-    }
-    if release.expires_at <= context.now {
-        return Err(Verdict::new(
-            UpdateState::VerifyFailed,
-            offered,
-            Some(format!(
-                "expired: the release metadata expired at {} (Unix seconds), so it may be a frozen copy",
-                release.expires_at
-            )),
-        ));
-    }
+    refused(document, context)?;
     if release.version == context.running {
         return Ok(Plan::Settle(Verdict::new(
             UpdateState::Current,
@@ -325,6 +280,61 @@ pub fn judge(document: &SignedRelease, context: &Context<'_>) -> Result<Plan, Ve
             )),
         ))),
     }
+}
+
+/// The metadata's trust, in order: a key to check with at all, the signature against the
+/// trusted keys (arbitrary software), a sequence not lower than the highest accepted
+/// (rollback), not expired (freeze). `Err` refuses the metadata.
+fn refused(document: &SignedRelease, context: &Context<'_>) -> Result<(), Verdict> {
+    let release = &document.signed;
+    let offered = Some(release.version.as_str());
+    if context.trusted.is_empty() {
+        return Err(Verdict::new(
+            UpdateState::UnsignedBuild,
+            offered,
+            Some(
+                "this agent was built without a release key and holds none, so it installs nothing"
+                    .into(),
+            ),
+        ));
+    }
+    if let Err(error) = document.signed_by(context.trusted) {
+        return Err(Verdict::new(
+            UpdateState::VerifyFailed,
+            offered,
+            Some(format!("bad signature: {error}")),
+        ));
+    }
+    let accepted = context.accepted.highest_sequence;
+    if release.sequence < accepted.max(context.built_sequence) {
+        let floor = if context.built_sequence > accepted {
+            format!(
+                "{}, the release this agent was built as",
+                context.built_sequence
+            )
+        } else {
+            format!("{accepted}, the highest this agent has accepted")
+        };
+        return Err(Verdict::new(
+            UpdateState::VerifyFailed,
+            offered,
+            Some(format!(
+                "rollback: the release's sequence {} is lower than {floor}",
+                release.sequence
+            )),
+        ));
+    }
+    if release.expires_at <= context.now {
+        return Err(Verdict::new(
+            UpdateState::VerifyFailed,
+            offered,
+            Some(format!(
+                "expired: the release metadata expired at {} (Unix seconds), so it may be a frozen copy",
+                release.expires_at
+            )),
+        ));
+    }
+    Ok(())
 }
 
 /// The checks on the fetched binary (size, sha256, the signature over its raw bytes).
