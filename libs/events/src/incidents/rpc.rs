@@ -4,6 +4,7 @@
 //! anything.
 
 use chrono::{DateTime, Utc};
+use crate::NodeId;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -68,7 +69,7 @@ pub struct ListIncidents {
     #[serde(default)]
     pub view: Option<String>,
     #[serde(default)]
-    pub node_id: Option<i64>,
+    pub node_id: Option<NodeId>,
     #[serde(default)]
     pub source: Option<String>,
     #[serde(default)]
@@ -80,7 +81,7 @@ pub struct ListIncidents {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct IncidentView {
     pub id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     /// The node's name as the agent channel last said it, when known.
     pub node_name: Option<String>,
     pub source: String,
@@ -231,7 +232,7 @@ pub struct DeleteRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CreateSilence {
     pub actor: Actor,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub ends_at: DateTime<Utc>,
     pub reason: String,
 }
@@ -239,7 +240,7 @@ pub struct CreateSilence {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SilenceView {
     pub id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub node_name: Option<String>,
     pub by: String,
     pub reason: String,
@@ -339,7 +340,7 @@ pub struct SetNotifications {
 pub struct BellItem {
     pub at: DateTime<Utc>,
     pub incident_id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub node_name: Option<String>,
     pub title: String,
     pub severity: Severity,
@@ -356,7 +357,7 @@ pub struct Bell {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SetAlerts {
     pub actor: Actor,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub alerts: String,
 }
 
