@@ -18,6 +18,7 @@
 //! already running. An arrival whose caller has gone (its gateway gave up on it) is dropped
 //! unread: it records no nonce, and nobody is answered for it.
 
+use capstan_events::NodeId;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -44,7 +45,7 @@ type Answer = Result<Option<Arrival>, NotTaken>;
 struct Asked {
     arriving: Arriving,
     /// The node the request's key proved, when this replica knew it from memory.
-    node: Option<i64>,
+    node: Option<NodeId>,
     answer: oneshot::Sender<Answer>,
 }
 
@@ -110,7 +111,7 @@ impl Arrivals {
 
     /// The arrival of one request of `node` (if this replica knows it) in `lane`, taken with
     /// whatever else arrived meanwhile: `None` when no node holds its key.
-    pub async fn arrive(&self, arriving: Arriving, node: Option<i64>, lane: Lane) -> Answer {
+    pub async fn arrive(&self, arriving: Arriving, node: Option<NodeId>, lane: Lane) -> Answer {
         let (answer, answered) = oneshot::channel();
         let asked = Asked {
             arriving,
@@ -300,7 +301,7 @@ mod tests {
     }
 
     /// An arrival of `node` with the nonce `nonce`, and what waits for its answer.
-    fn waited_for(node: i64, nonce: &str) -> (Asked, oneshot::Receiver<Answer>) {
+    fn waited_for(node: NodeId, nonce: &str) -> (Asked, oneshot::Receiver<Answer>) {
         let (answer, answered) = oneshot::channel();
         let mut asked = asked(&format!("SHA256:node-{node}"), nonce);
         asked.node = Some(node);

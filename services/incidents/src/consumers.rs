@@ -209,7 +209,7 @@ async fn node_reported(
         .map_err(retry)?;
     for outcome in &outcomes {
         if let CaseOutcome::Refused { source, id, reason } = outcome {
-            info!(node_id, source = %source, case = ?id, %reason, "case refused");
+            info!(node_id = node_id.get(), source = %source, case = ?id, %reason, "case refused");
         }
     }
     // IN-13: a node that is not operational opens nothing; its cases are kept.

@@ -3,6 +3,7 @@
 //! changes through the store, and answers in the contract's words. What a page shows is
 //! derived at the time of the answer; a read never writes (IN-02).
 
+use capstan_events::NodeId;
 use std::collections::HashMap;
 
 use capstan_bus::RpcServer;
@@ -81,7 +82,7 @@ async fn connection(state: &State) -> Answer<PoolConnection<Postgres>> {
 /// An incident in the API's words at `now`.
 fn view(
     stored: &StoredIncident,
-    names: &HashMap<i64, String>,
+    names: &HashMap<NodeId, String>,
     group_id: Option<i64>,
     now: DateTime<Utc>,
 ) -> IncidentView {
@@ -219,7 +220,7 @@ async fn detail(connection: &mut PoolConnection<Postgres>, id: i64) -> Answer<In
             },
         })
         .collect();
-    let grouped = if stored.incident.node_id > 0 {
+    let grouped = if stored.incident.node_id.get() > 0 {
         store::grouped_under(
             connection,
             stored.incident.node_id,

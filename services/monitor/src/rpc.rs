@@ -4,6 +4,7 @@
 //! store, and answers in the contract's words. A change and the events it causes commit
 //! together.
 
+use capstan_events::NodeId;
 use capstan_bus::RpcServer;
 use capstan_events::monitor::rpc::{
     CertProblemView, CertificateView, EdgeProbeStarted, EdgeProbeView, EdgeProbes, GetCertificate,
@@ -77,7 +78,7 @@ pub async fn uptime_summary(state: State, request: GetUptimeSummary) -> Answer<U
     })
 }
 
-fn no_node(node: i64) -> RpcError {
+fn no_node(node: NodeId) -> RpcError {
     RpcError::new(ErrorCode::NotFound, format!("no node {node}"))
 }
 

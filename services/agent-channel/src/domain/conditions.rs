@@ -14,6 +14,7 @@
 //! A fact a claim does not mention keeps its last value (`claims::apply`), so an absent report
 //! leaves the last judgement standing and never reads as healthy.
 
+use capstan_events::NodeId;
 use capstan_events::agent_channel::rpc::UPDATE_REFUSALS;
 use capstan_events::agent_channel::{AGENT_UPDATE_REFUSED, UNMANAGEABLE};
 use capstan_events::conditions::{ConditionChanged, ConditionKind};
@@ -77,7 +78,7 @@ type Judge = fn(&Map<String, Value>) -> Option<String>;
 /// The conditions whose judgement differs between the node's facts `before` and `after` a
 /// claim at `at` (nothing when the claim changed neither).
 pub fn changed(
-    node: i64,
+    node: NodeId,
     before: &Map<String, Value>,
     after: &Map<String, Value>,
     at: DateTime<Utc>,

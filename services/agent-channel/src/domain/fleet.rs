@@ -1,6 +1,7 @@
 //! How the fleet is drawn: where each node sits — a Docker host, a container placed on one, or
 //! a machine of its own (PV-15). Its health dot is the monitor's (MO-07, its `domain/health.rs`).
 
+use capstan_events::NodeId;
 use capstan_events::agent_channel::rpc::Placement;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -8,7 +9,7 @@ use std::collections::HashMap;
 /// What placement needs of one node: its id, the container name its agent reported (an agent
 /// inside a container), and the result of its latest completed `host_report`.
 pub struct PlacementInput<'a> {
-    pub id: i64,
+    pub id: NodeId,
     pub container: Option<&'a str>,
     pub host_report: Option<&'a Value>,
 }
@@ -24,7 +25,7 @@ pub struct PlacementInput<'a> {
 /// Its own `host_report` carries the kernel's boot id, which a container reads from its host
 /// (`/proc/sys/kernel/random/boot_id` is not namespaced) and no other machine shares; a random
 /// value a node cannot learn from the plane. No protocol field is added for it.
-pub fn placements(nodes: &[PlacementInput<'_>]) -> HashMap<i64, Placement> {
+pub fn placements(nodes: &[PlacementInput<'_>]) -> HashMap<NodeId, Placement> {
     let is_host = |report: Option<&Value>| {
         report
             .and_then(|report| report.get("docker"))
@@ -108,7 +109,7 @@ pub fn approval_can_move_placements(container: Option<&str>) -> bool {
 }
 
 /// The Docker host a placement puts a node under, if any: what `placement_changed` announces.
-pub fn docker_host(placement: Placement) -> Option<i64> {
+pub fn docker_host(placement: Placement) -> Option<NodeId> {
     match placement {
         Placement::Container { host_node_id } => Some(host_node_id),
         Placement::Host | Placement::Machine => None,

@@ -6,6 +6,7 @@
 //! views ([`PLACEMENT`]), and a test holds the two to the same answers. The health filter reads
 //! the monitor's dots as kept here (`node_health`, MO-07): the rule is the monitor's alone.
 
+use capstan_events::NodeId;
 use capstan_events::agent_channel::rpc::{JoinFilter, ListJoins, ListNodes, Page};
 use capstan_store::PgConnection;
 use chrono::{DateTime, Utc};
@@ -217,7 +218,7 @@ struct Counted<T> {
 pub struct ListedJoin {
     #[sqlx(flatten)]
     pub join: JoinRow,
-    pub name_taken_by: Option<i64>,
+    pub name_taken_by: Option<NodeId>,
 }
 
 fn push_join_filters(query: &mut QueryBuilder<'_, Postgres>, request: &ListJoins) {
@@ -303,7 +304,7 @@ pub async fn list_joins_page(
 pub async fn hosts_listing_any_container(
     connection: &mut PgConnection,
     names: &[String],
-) -> Result<Vec<i64>> {
+) -> Result<Vec<NodeId>> {
     if names.is_empty() {
         return Ok(Vec::new());
     }
@@ -353,7 +354,7 @@ mod tests {
 
     async fn reading(
         connection: &mut PgConnection,
-        node: i64,
+        node: NodeId,
         primitive: &str,
         outcome: JobOutcome,
         result: Option<Value>,

@@ -5,6 +5,7 @@
 //! sends `backups.health_changed`; each clears when its judgement does. Incidents turns them
 //! into incidents.
 
+use capstan_events::NodeId;
 use capstan_events::backups::{
     BackupHealth, Judgement, BACKUPS_STOPPED, BACKUP_FAILED, BACKUP_UNVERIFIED,
 };
@@ -14,7 +15,7 @@ use chrono::{DateTime, Utc};
 /// One judgement as its condition: happening with the backups service's words while it holds.
 fn condition(
     kind: &ConditionKind,
-    node: i64,
+    node: NodeId,
     judgement: Option<&Judgement>,
     at: DateTime<Utc>,
 ) -> ConditionChanged {
@@ -27,7 +28,7 @@ fn condition(
 /// BK-21: the conditions of the judgements that differ between `before` and `after`, judged at
 /// `at`: each its own incident at its own severity, each cleared by its own judgement.
 pub fn changed(
-    node: i64,
+    node: NodeId,
     before: &BackupHealth,
     after: &BackupHealth,
     at: DateTime<Utc>,

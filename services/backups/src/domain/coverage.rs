@@ -5,6 +5,7 @@
 //! be backed up by anyone (`has_own_key` is the one predicate); a node with no space yet and no
 //! target chosen as where new backups go has nowhere to go. Pure: the facts are passed in.
 
+use capstan_events::NodeId;
 use capstan_events::backups::rpc::{
     FleetCoverage, Position, TargetCoverage, Uncovered, UncoveredNode,
 };
@@ -22,7 +23,7 @@ pub struct TargetFacts {
 /// A paired node as coverage needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeFacts {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub name: String,
     /// Its stored position (`Fleet` when nobody decided).
     pub position: Position,

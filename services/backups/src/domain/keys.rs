@@ -2,6 +2,7 @@
 //! plane alone knows where that lives, `{folder}/{space_id}/node-{node_id}/{seq:010}/{name}`
 //! (BK-01: every object is reached through its space).
 
+use capstan_events::NodeId;
 use capstan_events::rpc::InvalidInput;
 
 /// The largest seq (2^53, so it survives JSON numbers everywhere).
@@ -64,7 +65,7 @@ fn parse_seq(text: &str) -> Option<i64> {
 
 /// The prefix of one node's folder in one space: `{folder}/{space_id}/node-{node_id}/`
 /// (`folder` may be empty, then no leading slash).
-pub fn space_prefix(folder: &str, space_id: i64, node_id: i64) -> String {
+pub fn space_prefix(folder: &str, space_id: i64, node_id: NodeId) -> String {
     let folder = folder.trim_matches('/');
     if folder.is_empty() {
         format!("{space_id}/node-{node_id}/")
@@ -74,7 +75,7 @@ pub fn space_prefix(folder: &str, space_id: i64, node_id: i64) -> String {
 }
 
 /// Where a node's key lives in the bucket.
-pub fn object_key(folder: &str, space_id: i64, node_id: i64, key: &NodeKey) -> String {
+pub fn object_key(folder: &str, space_id: i64, node_id: NodeId, key: &NodeKey) -> String {
     format!(
         "{}{:010}/{}",
         space_prefix(folder, space_id, node_id),

@@ -1,6 +1,7 @@
 //! `Gateway::start`: a NATS server, a database, the gateway serving on a free port, and
 //! (optionally) a fake agent channel that records what it is asked and answers as told.
 
+use capstan_events::NodeId;
 use bytes::Bytes;
 use capstan_bus::{testsuite::NatsServer, Bus, RpcServer};
 use capstan_events::Word as _;
@@ -528,7 +529,7 @@ fn fake_incidents(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
     })
 }
 
-fn uptime_check(node_id: i64) -> capstan_events::monitor::rpc::UptimeCheck {
+fn uptime_check(node_id: NodeId) -> capstan_events::monitor::rpc::UptimeCheck {
     capstan_events::monitor::rpc::UptimeCheck {
         node_id,
         enabled: true,
@@ -579,7 +580,7 @@ fn fleet_policy() -> capstan_events::backups::rpc::FleetPolicy {
     }
 }
 
-fn node_policy(node_id: i64) -> capstan_events::backups::rpc::NodePolicyView {
+fn node_policy(node_id: NodeId) -> capstan_events::backups::rpc::NodePolicyView {
     capstan_events::backups::rpc::NodePolicyView {
         node_id,
         position: capstan_events::backups::rpc::Position::Fleet,
@@ -676,7 +677,7 @@ fn fake_backups(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
 }
 
 /// A node with no backup yet, as the backups service states it.
-pub fn no_backups(node_id: i64) -> capstan_events::backups::rpc::NodeBackups {
+pub fn no_backups(node_id: NodeId) -> capstan_events::backups::rpc::NodeBackups {
     use capstan_events::backups::rpc as backups;
     backups::NodeBackups {
         node_id,

@@ -46,7 +46,7 @@ pub async fn record(connection: &mut PgConnection, condition: &ConditionChanged)
     Ok(())
 }
 
-type Row = (i64, String, String, String, String, DateTime<Utc>);
+type Row = (NodeId, String, String, String, String, DateTime<Utc>);
 
 /// The conditions other services say are happening, by node.
 pub async fn happening(connection: &mut PgConnection) -> Result<HashMap<NodeId, Vec<Condition>>> {

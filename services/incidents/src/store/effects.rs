@@ -2,6 +2,7 @@
 //! row change, its timeline entries, its public event in the outbox, and — for an opening,
 //! reopening or unproven fix — its one signal with a delivery per bell, mail and webhook.
 
+use capstan_events::NodeId;
 use capstan_events::incidents::{
     IncidentCleared, IncidentOpened, IncidentReopened, IncidentTriaged, Severity, Triage,
 };
@@ -70,7 +71,7 @@ pub async fn entry(connection: &mut PgConnection, id: i64, entry: &TimelineEntry
 /// The row an existing incident's change touched: its node and source, for the event.
 #[derive(sqlx::FromRow)]
 struct Touched {
-    node_id: i64,
+    node_id: NodeId,
     source: String,
 }
 

@@ -55,7 +55,7 @@ pub const INCIDENT_COLUMNS: &str = "id, node_id, source, severity, status, triag
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct IncidentRow {
     pub id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub source: String,
     pub severity: String,
     pub status: String,
@@ -70,7 +70,7 @@ pub struct IncidentRow {
     pub last_seen_at: DateTime<Utc>,
     pub case_id: Option<i64>,
     pub heard_open: bool,
-    pub grouped_under: Option<i64>,
+    pub grouped_under: Option<NodeId>,
 }
 
 /// An incident as it is stored: the domain's record, its title and the host it is folded
@@ -204,12 +204,12 @@ pub async fn host_incident(
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 struct NodeRow {
-    node_id: i64,
+    node_id: NodeId,
     paired_at: Option<DateTime<Utc>>,
     last_checkin_at: Option<DateTime<Utc>>,
     install_state: Option<String>,
     recipes: Json<Vec<String>>,
-    docker_host: Option<i64>,
+    docker_host: Option<NodeId>,
     in_test_account: bool,
     alerts: String,
 }
@@ -285,11 +285,11 @@ pub async fn node(connection: &mut PgConnection, node: NodeId) -> Result<Option<
 }
 
 /// Node names by id.
-pub type NodeNames = std::collections::HashMap<i64, String>;
+pub type NodeNames = std::collections::HashMap<NodeId, String>;
 
 /// Node names by id, for the answers that show them.
 pub async fn node_names(connection: &mut PgConnection) -> Result<NodeNames> {
-    let rows: Vec<(i64, String)> = sqlx::query_as("SELECT node_id, name FROM nodes")
+    let rows: Vec<(NodeId, String)> = sqlx::query_as("SELECT node_id, name FROM nodes")
         .fetch_all(&mut *connection)
         .await?;
     Ok(rows.into_iter().collect())
@@ -300,7 +300,7 @@ pub async fn active_silences(
     connection: &mut PgConnection,
     now: DateTime<Utc>,
 ) -> Result<Vec<Silence>> {
-    let rows: Vec<(i64, String, String, DateTime<Utc>)> = sqlx::query_as(
+    let rows: Vec<(NodeId, String, String, DateTime<Utc>)> = sqlx::query_as(
         "SELECT node_id, by_person, reason, ends_at FROM silences
          WHERE deleted_at IS NULL AND ends_at > $1",
     )

@@ -3,6 +3,7 @@
 //! publish, and a patch run's machines. Everything here reads the node facts the service
 //! keeps as a projection of the agent channel's events.
 
+use capstan_events::NodeId;
 use chrono::{DateTime, Duration, Utc};
 
 use super::engine::{Kind, StagePolicy, APPLY_WORD, PATCH_WORD, PREFLIGHT_WORD, PROBE_WORD};
@@ -18,7 +19,7 @@ pub use capstan_events::agent_channel::machine_key;
 /// What the service knows of a node when it plans.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Candidate {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub name: String,
     /// RO-12: its machine (container sites on one host are one machine).
     pub machine: String,
@@ -72,7 +73,7 @@ pub fn refusal(node: &Candidate, pages: bool) -> Option<String> {
 /// A node left out of a plan, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeftOut {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub name: String,
     pub reason: String,
 }
@@ -254,7 +255,7 @@ pub fn patch_run(nodes: &[Candidate]) -> Plan {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unplannable {
     /// The operator named a node the plane does not know.
-    NoNode(i64),
+    NoNode(NodeId),
     /// RO-18: nodes refused up front; the whole start is refused.
     Refused(Vec<LeftOut>),
     /// No node can take the rollout (with who was left out and why).

@@ -3,6 +3,7 @@
 //! `/ui/jobs/{id}/output?offset=N`; Cancel while pending and Mark as failed while running
 //! (behind a confirmation), both at level 8.
 
+use capstan_events::NodeId;
 use askama::Template;
 use axum::{
     extract::State,
@@ -30,7 +31,7 @@ use capstan_events::Word as _;
 struct JobPage {
     chrome: Chrome,
     id: i64,
-    node_id: i64,
+    node_id: NodeId,
     node_name: String,
     primitive: String,
     class: &'static str,

@@ -4,6 +4,7 @@
 //! their first backup there, how many were moved away and still have backups held there, and
 //! the nodes that are not backed up with why.
 
+use capstan_events::NodeId;
 use askama::Template;
 use axum::{
     extract::State,
@@ -44,7 +45,7 @@ struct Line {
 }
 
 struct UncoveredLine {
-    node_id: i64,
+    node_id: NodeId,
     name: String,
     reason: &'static str,
     words: String,

@@ -1,6 +1,7 @@
 //! `/api/v1/incidents`, `/api/v1/silences`, `/api/v1/webhooks`, `/api/v1/me/notifications`,
 //! `/api/v1/me/bell` and a node's alerts: the incidents service's API (levels in the rows).
 
+use capstan_events::NodeId;
 use crate::route::schema;
 use axum::{
     extract::State,
@@ -26,7 +27,7 @@ use crate::{
     domain::email::Email,
     error::ApiError,
     identity::Operator,
-    input::{JsonBody, NodeId, PathId, QueryParams},
+    input::{JsonBody, NodePath, PathId, QueryParams},
     route::{Method, Route},
     state::AppState,
     store,
@@ -170,8 +171,8 @@ pub async fn list(
     uri: Uri,
 ) -> Result<Json<Incidents>, ApiError> {
     let query = QueryParams::parse(&uri, &["view", "node_id", "source", "happening"])?;
-    let node_id = query.get::<i64>("node_id", "a positive whole number")?;
-    if node_id.is_some_and(|node_id| node_id <= 0) {
+    let node_id = query.get::<NodeId>("node_id", "a positive whole number")?;
+    if node_id.is_some_and(|node_id| node_id.get() <= 0) {
         return Err(ApiError::invalid(
             "node_id",
             "must be a positive whole number",
@@ -267,7 +268,7 @@ pub async fn list_silences(
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SilenceBody {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub ends_at: DateTime<Utc>,
     pub reason: String,
 }
@@ -277,7 +278,7 @@ pub async fn create_silence(
     Operator(actor): Operator,
     JsonBody(body): JsonBody<SilenceBody>,
 ) -> Result<Response, ApiError> {
-    if body.node_id <= 0 {
+    if body.node_id.get() <= 0 {
         return Err(ApiError::invalid(
             "node_id",
             "must be a positive whole number",
@@ -468,7 +469,7 @@ pub struct AlertsBody {
 pub async fn set_alerts(
     State(state): State<AppState>,
     Operator(actor): Operator,
-    NodeId(node_id): NodeId,
+    NodePath(node_id): NodePath,
     JsonBody(body): JsonBody<AlertsBody>,
 ) -> Result<Json<Done>, ApiError> {
     let request = SetAlerts {

@@ -3,6 +3,7 @@
 //! 1 day, 3 days, 1 week) and a note box at level 8, and the signals sent with each delivery's
 //! attempts. Setting the triage it already has records nothing (IN-19), and the page says so.
 
+use capstan_events::NodeId;
 use askama::Template;
 use axum::{
     extract::State,
@@ -98,7 +99,7 @@ struct IncidentPage {
     view: String,
     needs_you: bool,
     snooze_until: Option<Ago>,
-    node_id: i64,
+    node_id: NodeId,
     node: String,
     source: String,
     opened: Ago,

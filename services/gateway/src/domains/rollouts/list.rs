@@ -2,6 +2,7 @@
 //! nodes' ids, comma-separated), an error budget and a soak for every stage, and up to five
 //! pages to check. A rollout from the form with one node a line goes one node at a time.
 
+use capstan_events::NodeId;
 use askama::Template;
 use axum::{
     extract::State,
@@ -123,9 +124,9 @@ fn stages(fields: &FormFields) -> Result<Vec<StageRequest>, ApiError> {
             .split(|c: char| c == ',' || c.is_whitespace())
             .filter(|word| !word.is_empty())
             .map(|word| {
-                word.parse::<i64>()
+                word.parse::<NodeId>()
                     .ok()
-                    .filter(|id| *id > 0)
+                    .filter(|id| id.get() > 0)
                     .ok_or_else(|| {
                         ApiError::invalid(
                             "stages",

@@ -10,6 +10,7 @@
 //! `[data-test=on-trial]` (links to the nodes); `#refusal-<node id>` rows with
 //! `[data-test=refused-state]`, `[data-test=refused-offered]` and `[data-test=refused-reason]`.
 
+use capstan_events::NodeId;
 use askama::Template;
 use axum::{
     extract::State,
@@ -60,7 +61,7 @@ fn release_row(view: &ReleaseView, now: DateTime<Utc>) -> ReleaseRow {
 }
 
 pub struct NodeLink {
-    pub id: i64,
+    pub id: NodeId,
     pub name: String,
 }
 
@@ -71,7 +72,7 @@ pub struct VersionRow {
 }
 
 pub struct RefusalRow {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub name: String,
     pub running: String,
     pub state: String,

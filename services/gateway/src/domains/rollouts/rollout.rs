@@ -2,6 +2,7 @@
 //! budgets and soaks, every node's step — phase, verdict, reason, why it waits — with the pages
 //! it checked before and after the apply side by side, and the acts at level 8.
 
+use capstan_events::NodeId;
 use askama::Template;
 use axum::{
     extract::State,
@@ -64,7 +65,7 @@ fn probe_words(answer: Option<&ProbeAnswer>) -> String {
 
 struct Step {
     id: i64,
-    node_id: i64,
+    node_id: NodeId,
     node: String,
     machine: String,
     stage: u32,
@@ -109,7 +110,7 @@ struct RolloutPage {
     state_words: &'static str,
     live: bool,
     refresh_secs: u32,
-    halted_at: Option<i64>,
+    halted_at: Option<NodeId>,
     halt_reason: String,
     stage: u32,
     stages: Vec<Stage>,
@@ -123,7 +124,7 @@ struct RolloutPage {
     skipped: u32,
     total: u32,
     steps: Vec<Step>,
-    left_out: Vec<(i64, String, String)>,
+    left_out: Vec<(NodeId, String, String)>,
     can_act: bool,
     acts: &'static [(&'static str, &'static str)],
 }

@@ -1,3 +1,4 @@
+use capstan_events::NodeId;
 use super::*;
 use crate::domain::verdict::{Judgement, Outcome, Viewer};
 use capstan_events::Word as _;
@@ -63,7 +64,7 @@ fn bad_apply() -> Value {
     json!({"completed": true, "deploy_tier_passed": false, "version": "2.1.0", "rolled_back": true})
 }
 
-fn step_of(steps: &mut [Step], node: i64) -> &mut Step {
+fn step_of(steps: &mut [Step], node: NodeId) -> &mut Step {
     steps.iter_mut().find(|step| step.node_id == node).unwrap()
 }
 

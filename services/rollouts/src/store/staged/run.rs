@@ -1,6 +1,7 @@
 //! [`advance`] and [`act`]: the engine run on one rollout under its row lock, in the caller's
 //! transaction.
 
+use capstan_events::NodeId;
 use super::*;
 
 /// What the engine learns on a tick: incidents opened on the soaking stage's nodes since its
@@ -19,12 +20,12 @@ pub(super) async fn facts(
         .get(rollout.stage)
         .map(|policy| policy.soak)
         .unwrap_or_default();
-    let nodes: Vec<i64> = steps
+    let nodes: Vec<NodeId> = steps
         .iter()
         .filter(|step| step.stage == rollout.stage)
         .map(|step| step.node_id)
         .collect();
-    let rows: Vec<(i64, String, String)> = sqlx::query_as(
+    let rows: Vec<(NodeId, String, String)> = sqlx::query_as(
         "SELECT node_id, source, title FROM incidents_opened
          WHERE node_id = ANY($1) AND opened_at >= $2 ORDER BY opened_at",
     )

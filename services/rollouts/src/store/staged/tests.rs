@@ -1,8 +1,9 @@
+use capstan_events::NodeId;
 use super::run::advance_reading;
 use super::*;
 
 /// A node of its own machine, with `apply_update` and no readiness check.
-fn candidate(node_id: i64) -> Candidate {
+fn candidate(node_id: NodeId) -> Candidate {
     Candidate {
         node_id,
         name: format!("site-{node_id}"),

@@ -1,5 +1,6 @@
 //! What the engine decided, written: the changed rows, the job requests and the events.
 
+use capstan_events::NodeId;
 use super::*;
 
 pub(super) async fn save(
@@ -65,7 +66,7 @@ pub(super) async fn save(
 /// A job an effect asks for.
 struct Job {
     step_id: i64,
-    node_id: i64,
+    node_id: NodeId,
     key: String,
     word: &'static str,
     params: Value,
