@@ -3,6 +3,7 @@
 //! and every service still does its own work (serve its rpc, publish its events, consume its
 //! commands, carry large bodies) under its own user without one permission violation.
 
+use capstan_events::NodeId;
 use async_nats::ConnectOptions as RawOptions;
 use bytes::Bytes;
 use capstan_bus::{
@@ -120,7 +121,7 @@ async fn the_gateway_user_can_ask_an_operator_rpc() {
         RpcServer::new(agent_channel, Domain::AgentChannel)
             .route(|request: ApproveJoin| async move {
                 Ok(Approved {
-                    node_id: request.node_id.unwrap_or_default(),
+                    node_id: request.node_id.unwrap_or(NodeId(0)),
                 })
             })
             .serve(shutdown.clone()),
@@ -133,10 +134,10 @@ async fn the_gateway_user_can_ask_an_operator_rpc() {
             address: None,
         },
         join_id: uuid::Uuid::nil(),
-        node_id: Some(7),
+        node_id: Some(NodeId(7)),
     };
     let answer = wait_for_answer(&gateway, &approve).await;
-    assert_eq!(answer, Approved { node_id: 7 });
+    assert_eq!(answer, Approved { node_id: NodeId(7) });
     // The service asking its own health (what `capstan health` runs with its credentials).
     let own = server
         .connect_as(BusUser::Service(Domain::AgentChannel))

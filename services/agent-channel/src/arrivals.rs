@@ -325,13 +325,13 @@ mod tests {
         let mut lanes = Lanes::default();
         let mut waiting = Vec::new();
         for node in 1..=(MOST_AT_ONCE as i64 + 50) {
-            let (asked, answered) = waited_for(node, &format!("renewal-{node}"));
+            let (asked, answered) = waited_for(NodeId(node), &format!("renewal-{node}"));
             lanes.plain.push_back(asked);
             waiting.push(answered);
         }
-        let (work, _work_answered) = waited_for(9_999, "result");
+        let (work, _work_answered) = waited_for(NodeId(9_999), "result");
         lanes.work.push_back(work);
-        wake.ring(150);
+        wake.ring(NodeId(150));
         let mut batch = Vec::new();
         lanes.take(&wake, &mut batch);
         assert_eq!(batch.len(), MOST_AT_ONCE);
@@ -348,8 +348,8 @@ mod tests {
     fn an_arrival_nobody_waits_for_any_more_is_dropped_unread() {
         let wake = Wake::default();
         let mut lanes = Lanes::default();
-        let (kept, _kept_answered) = waited_for(1, "kept");
-        let (gone, gone_answered) = waited_for(2, "gone");
+        let (kept, _kept_answered) = waited_for(NodeId(1), "kept");
+        let (gone, gone_answered) = waited_for(NodeId(2), "gone");
         drop(gone_answered);
         lanes.plain.extend([gone, kept]);
         let mut batch = Vec::new();
@@ -477,7 +477,7 @@ mod tests {
                 arrivals
                     .arrive(
                         arriving("SHA256:web-2", "before", false),
-                        Some(2),
+                        Some(NodeId(2)),
                         Lane::Plain,
                     )
                     .await
@@ -561,7 +561,7 @@ mod tests {
             let (arrivals, order) = (arrivals.clone(), order.clone());
             tokio::spawn(async move {
                 let answer = arrivals
-                    .arrive(arriving("SHA256:web-2", &nonce, false), Some(2), lane)
+                    .arrive(arriving("SHA256:web-2", &nonce, false), Some(NodeId(2)), lane)
                     .await;
                 order.lock().unwrap().push(nonce);
                 answer
@@ -605,7 +605,7 @@ mod tests {
         let arrivals = started(&store);
         let answered = tokio::time::timeout(
             Duration::from_secs(10),
-            arrivals.arrive(arriving("SHA256:web-1", "held", true), Some(1), Lane::Plain),
+            arrivals.arrive(arriving("SHA256:web-1", "held", true), Some(NodeId(1)), Lane::Plain),
         )
         .await
         .expect("answered while the row is held")
@@ -615,7 +615,7 @@ mod tests {
         assert_eq!(answered.stamped_at, None, "left due");
         holding.rollback().await.unwrap();
         let answered = arrivals
-            .arrive(arriving("SHA256:web-1", "free", true), Some(1), Lane::Plain)
+            .arrive(arriving("SHA256:web-1", "free", true), Some(NodeId(1)), Lane::Plain)
             .await
             .unwrap()
             .unwrap();

@@ -292,8 +292,8 @@ mod tests {
         // The claim's first read: no job yet.
         let before = wake.generation();
         // The job is queued and rung before the claim holds a bell: nobody is woken...
-        wake.ring(7);
-        let bell = wake.bell(7);
+        wake.ring(NodeId(7));
+        let bell = wake.bell(NodeId(7));
         let rung = bell.notified();
         tokio::pin!(rung);
         rung.as_mut().enable();
@@ -302,7 +302,7 @@ mod tests {
         // With nothing rung since, its read stands and it sleeps until the bell rings.
         let armed = wake.generation();
         assert!(!wake.rung_since(armed));
-        wake.ring(7);
+        wake.ring(NodeId(7));
         tokio::time::timeout(Duration::from_secs(1), rung)
             .await
             .expect("the armed bell wakes the claim");
@@ -318,23 +318,23 @@ mod tests {
         let never = || std::future::pending::<()>();
         wake.expect_work([1]);
         assert_eq!(
-            wake.until_work(1, never()).now_or_never(),
+            wake.until_work(NodeId(1), never()).now_or_never(),
             Some(None),
             "work waits already: no wait"
         );
 
-        let waiting = wake.until_work(2, never());
+        let waiting = wake.until_work(NodeId(2), never());
         tokio::pin!(waiting);
         assert!(
             futures::poll!(&mut waiting).is_pending(),
             "a quiet node waits"
         );
-        wake.ring(3);
+        wake.ring(NodeId(3));
         assert!(
             futures::poll!(&mut waiting).is_pending(),
             "another node's ring does not end it"
         );
-        wake.ring(2);
+        wake.ring(NodeId(2));
         assert_eq!(
             futures::poll!(&mut waiting),
             Poll::Ready(None),
@@ -342,7 +342,7 @@ mod tests {
         );
 
         assert_eq!(
-            wake.until_work(4, async { "a permit" }).now_or_never(),
+            wake.until_work(NodeId(4), async { "a permit" }).now_or_never(),
             Some(Some("a permit")),
             "a quiet node's wait ends with what it waited for"
         );
@@ -426,11 +426,11 @@ mod tests {
     #[test]
     fn a_bell_nobody_holds_is_pruned() {
         let wake = Wake::default();
-        let held = wake.bell(1);
-        drop(wake.bell(2));
+        let held = wake.bell(NodeId(1));
+        drop(wake.bell(NodeId(2)));
         wake.prune();
         let waiting = wake.waiting.lock().unwrap();
-        assert!(waiting.contains_key(&1) && !waiting.contains_key(&2));
+        assert!(waiting.contains_key(&NodeId(1)) && !waiting.contains_key(&NodeId(2)));
         drop(held);
     }
 
@@ -439,19 +439,19 @@ mod tests {
     #[test]
     fn a_node_leaves_the_work_set_only_by_a_look_taken_after_its_last_ring() {
         let wake = Wake::default();
-        assert!(!wake.has_work(3));
-        wake.ring(3);
-        assert!(wake.has_work(3), "rung for a job");
+        assert!(!wake.has_work(NodeId(3)));
+        wake.ring(NodeId(3));
+        assert!(wake.has_work(NodeId(3)), "rung for a job");
         let before_look = wake.generation();
-        wake.ring(3);
-        wake.settle(3, before_look, false);
-        assert!(wake.has_work(3), "rung again after the look began");
+        wake.ring(NodeId(3));
+        wake.settle(NodeId(3), before_look, false);
+        assert!(wake.has_work(NodeId(3)), "rung again after the look began");
         let after = wake.generation();
-        wake.settle(3, after, false);
-        assert!(!wake.has_work(3), "a look after every ring found nothing");
-        wake.settle(4, wake.generation(), true);
-        assert!(wake.has_work(4), "a look found a job nobody rang for");
+        wake.settle(NodeId(3), after, false);
+        assert!(!wake.has_work(NodeId(3)), "a look after every ring found nothing");
+        wake.settle(NodeId(4), wake.generation(), true);
+        assert!(wake.has_work(NodeId(4)), "a look found a job nobody rang for");
         wake.expect_work([5]);
-        assert!(wake.has_work(5), "queued before this replica started");
+        assert!(wake.has_work(NodeId(5)), "queued before this replica started");
     }
 }

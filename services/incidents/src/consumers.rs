@@ -5,6 +5,7 @@
 //! conditions are projections; a claim's `cases` go through the intake (AC-47) and become
 //! incidents (IN-11) in the same transaction.
 
+use capstan_events::NodeId;
 use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
 use capstan_events::agent_channel::{
     NodeApproved, NodeDisconnected, NodeLeft, NodeReported, NodesSeen, PlacementChanged,
@@ -272,7 +273,7 @@ mod tests {
 
     #[test]
     fn a_condition_on_its_own_subject_is_heard() {
-        let down = SITE_DOWN.happening(3, "HTTP 500", Utc::now(), Utc::now());
+        let down = SITE_DOWN.happening(NodeId(3), "HTTP 500", Utc::now(), Utc::now());
         match read_condition(&delivery(&down, &down.subject())) {
             Some(Ok(Heard::Condition(heard))) => assert_eq!(heard, down),
             _ => panic!("a well-formed condition on its own subject is heard"),
@@ -284,7 +285,7 @@ mod tests {
     ) {
         // the backups user may publish only capstan.conditions.backups.>: a condition claiming
         // to be the monitor's that came on it is not the monitor's
-        let forged = SITE_DOWN.happening(3, "HTTP 500", Utc::now(), Utc::now());
+        let forged = SITE_DOWN.happening(NodeId(3), "HTTP 500", Utc::now(), Utc::now());
         let subject = BACKUP_FAILED.subject();
         assert!(matches!(
             read_condition(&delivery(&forged, &subject)),

@@ -193,7 +193,7 @@ async fn bench() {
     let urls: Vec<String> = (0..targets)
         .map(|n| format!("http://{}:{port}/", target(n)))
         .collect();
-    let nodes: Vec<NodeId> = (1..=targets as i64).collect();
+    let nodes: Vec<NodeId> = (1..=targets as i64).map(NodeId).collect();
     sqlx::query(
         "INSERT INTO nodes (node_id, name, paired) SELECT n, 'site-' || n, true FROM UNNEST($1::bigint[]) AS n",
     )

@@ -14,6 +14,7 @@
 //!   case is the fourth attempt's) while the plane sees the recipe failing. Opened to its
 //!   group, the hold directory is ignored (`hold_ignored`) and the repair runs.
 
+use capstan_events::NodeId;
 use capstan_e2e::heard::published;
 use capstan_e2e::{agent::Agent, plane::Plane, wait_for};
 use capstan_events::agent_channel::NodeReported;
@@ -292,7 +293,7 @@ async fn ag_44_a_repair_that_cannot_work_becomes_a_case_an_incident_and_clears_w
     // The body rode with it: the attempts that spent the budget, and a fresh host report.
     // (Read from the claim's `node_reported`, the event the incidents service took it from.)
     let reported = published::<NodeReported>(&plane.bus, "the case's body", |reported| {
-        reported.node_id == node
+        reported.node_id == NodeId(node)
             && reported.facts["cases"]["recipe:service_health"]["body"].is_object()
     })
     .await;

@@ -135,17 +135,17 @@ mod tests {
         let report = json!({"docker": "installed", "containers": [{"name": "web-1"}]});
         let placed = placements(&[
             PlacementInput {
-                id: 1,
+                id: NodeId(1),
                 container: None,
                 host_report: Some(&report),
             },
             PlacementInput {
-                id: 2,
+                id: NodeId(2),
                 container: None,
                 host_report: None,
             },
         ]);
-        assert_eq!(placed[&2], Placement::Machine);
+        assert_eq!(placed[&NodeId(2)], Placement::Machine);
     }
 
     #[test]
@@ -156,31 +156,31 @@ mod tests {
         let shop = inside("boot-a");
         let nodes = [
             PlacementInput {
-                id: 1,
+                id: NodeId(1),
                 container: None,
                 host_report: Some(&host),
             },
             PlacementInput {
-                id: 2,
+                id: NodeId(2),
                 container: Some("shop"),
                 host_report: Some(&shop),
             },
             PlacementInput {
-                id: 3,
+                id: NodeId(3),
                 container: None,
                 host_report: Some(&bare),
             },
             PlacementInput {
-                id: 4,
+                id: NodeId(4),
                 container: None,
                 host_report: None,
             },
         ];
         let placed = placements(&nodes);
-        assert_eq!(placed[&1], Placement::Host);
-        assert_eq!(placed[&2], Placement::Container { host_node_id: 1 });
-        assert_eq!(placed[&3], Placement::Machine);
-        assert_eq!(placed[&4], Placement::Machine);
+        assert_eq!(placed[&NodeId(1)], Placement::Host);
+        assert_eq!(placed[&NodeId(2)], Placement::Container { host_node_id: NodeId(1) });
+        assert_eq!(placed[&NodeId(3)], Placement::Machine);
+        assert_eq!(placed[&NodeId(4)], Placement::Machine);
     }
 
     #[test]
@@ -203,8 +203,8 @@ mod tests {
     #[test]
     fn pv_15_only_a_container_placement_names_a_docker_host() {
         assert_eq!(
-            docker_host(Placement::Container { host_node_id: 4 }),
-            Some(4)
+            docker_host(Placement::Container { host_node_id: NodeId(4) }),
+            Some(NodeId(4))
         );
         assert_eq!(docker_host(Placement::Host), None);
         assert_eq!(docker_host(Placement::Machine), None);
@@ -213,11 +213,11 @@ mod tests {
     #[test]
     fn pv_15_a_container_whose_host_is_not_known_is_listed_as_a_machine() {
         let nodes = [PlacementInput {
-            id: 7,
+            id: NodeId(7),
             container: Some("orphan"),
             host_report: None,
         }];
-        assert_eq!(placements(&nodes)[&7], Placement::Machine);
+        assert_eq!(placements(&nodes)[&NodeId(7)], Placement::Machine);
     }
 
     #[test]
@@ -227,24 +227,24 @@ mod tests {
         let shop = inside("boot-a");
         let nodes = [
             PlacementInput {
-                id: 9,
+                id: NodeId(9),
                 container: None,
                 host_report: Some(&report),
             },
             PlacementInput {
-                id: 5,
+                id: NodeId(5),
                 container: None,
                 host_report: Some(&report),
             },
             PlacementInput {
-                id: 6,
+                id: NodeId(6),
                 container: Some("shop"),
                 host_report: Some(&shop),
             },
         ];
         assert_eq!(
-            placements(&nodes)[&6],
-            Placement::Container { host_node_id: 5 }
+            placements(&nodes)[&NodeId(6)],
+            Placement::Container { host_node_id: NodeId(5) }
         );
     }
 
@@ -258,30 +258,30 @@ mod tests {
         let place_shop = |shop_report: Option<&Value>| {
             let nodes = [
                 PlacementInput {
-                    id: 2,
+                    id: NodeId(2),
                     container: None,
                     host_report: Some(&claimer),
                 },
                 PlacementInput {
-                    id: 8,
+                    id: NodeId(8),
                     container: None,
                     host_report: Some(&real),
                 },
                 PlacementInput {
-                    id: 5,
+                    id: NodeId(5),
                     container: Some("shop"),
                     host_report: shop_report,
                 },
             ];
             let placed = placements(&nodes);
-            assert_eq!(placed[&2], Placement::Host);
-            placed[&5]
+            assert_eq!(placed[&NodeId(2)], Placement::Host);
+            placed[&NodeId(5)]
         };
         // The contained node's own report shares the real host's kernel: placed there, not
         // under the older node that claims it.
         assert_eq!(
             place_shop(Some(&inside("boot-real"))),
-            Placement::Container { host_node_id: 8 }
+            Placement::Container { host_node_id: NodeId(8) }
         );
         // Without its own report, with a report of another kernel, or of none: no host.
         assert_eq!(place_shop(None), Placement::Machine);
@@ -295,17 +295,17 @@ mod tests {
         let blank = inside("");
         let both_blank = [
             PlacementInput {
-                id: 1,
+                id: NodeId(1),
                 container: None,
                 host_report: Some(&blank_host),
             },
             PlacementInput {
-                id: 5,
+                id: NodeId(5),
                 container: Some("shop"),
                 host_report: Some(&blank),
             },
         ];
-        assert_eq!(placements(&both_blank)[&5], Placement::Machine);
+        assert_eq!(placements(&both_blank)[&NodeId(5)], Placement::Machine);
     }
 
     #[test]
@@ -314,18 +314,18 @@ mod tests {
         let odder = json!({"docker": 3, "containers": [1, {"name": 2}]});
         let nodes = [
             PlacementInput {
-                id: 1,
+                id: NodeId(1),
                 container: Some("x"),
                 host_report: Some(&odd),
             },
             PlacementInput {
-                id: 2,
+                id: NodeId(2),
                 container: None,
                 host_report: Some(&odder),
             },
         ];
         let placed = placements(&nodes);
-        assert_eq!(placed[&1], Placement::Host);
-        assert_eq!(placed[&2], Placement::Machine);
+        assert_eq!(placed[&NodeId(1)], Placement::Host);
+        assert_eq!(placed[&NodeId(2)], Placement::Machine);
     }
 }

@@ -145,7 +145,7 @@ mod tests {
         assert_eq!(
             newer.on_trial,
             [NodeName {
-                node_id: 2,
+                node_id: NodeId(2),
                 name: "node-2".into()
             }]
         );
@@ -155,7 +155,7 @@ mod tests {
         assert_eq!(
             older.refusals,
             [VersionRefusal {
-                node_id: 3,
+                node_id: NodeId(3),
                 name: "node-3".into(),
                 update_state: "verify_failed".into(),
                 update_offered: Some("1.3.0".into()),

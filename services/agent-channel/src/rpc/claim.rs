@@ -731,7 +731,7 @@ mod tests {
             "work waiting: goes at once"
         );
         assert!(state
-            .intake_for(Some(node + 1), AgentEndpoint::Result)
+            .intake_for(Some(NodeId(node.get() + 1)), AgentEndpoint::Result)
             .await
             .unwrap()
             .is_none());

@@ -343,7 +343,7 @@ mod tests {
         (database, store)
     }
 
-    async fn node(connection: &mut PgConnection, name: &str, container: Option<&str>) -> i64 {
+    async fn node(connection: &mut PgConnection, name: &str, container: Option<&str>) -> NodeId {
         sqlx::query_scalar("INSERT INTO nodes (name, container) VALUES ($1, $2) RETURNING id")
             .bind(name)
             .bind(container)
@@ -432,9 +432,9 @@ mod tests {
             let (rows, total) = list_nodes_page(&mut connection, &request, Utc::now())
                 .await
                 .unwrap();
-            let mut listed: Vec<i64> = rows.iter().map(|row| row.id).collect();
+            let mut listed: Vec<NodeId> = rows.iter().map(|row| row.id).collect();
             listed.sort_unstable();
-            let wanted: Vec<i64> = expected
+            let wanted: Vec<NodeId> = expected
                 .iter()
                 .filter(|(_, expected)| *expected == dot)
                 .map(|(id, _)| *id)
@@ -551,9 +551,9 @@ mod tests {
             let (rows, _) = list_nodes_page(&mut connection, &request, Utc::now())
                 .await
                 .unwrap();
-            let mut listed: Vec<i64> = rows.iter().map(|row| row.id).collect();
+            let mut listed: Vec<NodeId> = rows.iter().map(|row| row.id).collect();
             listed.sort_unstable();
-            let wanted: Vec<i64> = views
+            let wanted: Vec<NodeId> = views
                 .iter()
                 .filter(|view| view.placement.kind() == kind)
                 .map(|view| view.id)
@@ -570,7 +570,7 @@ mod tests {
                 .kind(),
             PlacementKind::Container
         );
-        let kind_of = |id: i64| {
+        let kind_of = |id: NodeId| {
             views
                 .iter()
                 .find(|view| view.id == id)
@@ -695,7 +695,7 @@ mod tests {
             9
         );
         let some = ListNodes {
-            ids: Some(vec![paired, 1]),
+            ids: Some(vec![paired, NodeId(1)]),
             ..listing(page(0, 100))
         };
         assert_eq!(

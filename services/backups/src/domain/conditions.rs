@@ -68,7 +68,7 @@ mod tests {
             stopped: said("Backups are not landing: ...", -30),
             unverified: said("Backups never verified restorable", -10),
         };
-        let conditions = changed(1, &BackupHealth::default(), &health, at(0));
+        let conditions = changed(NodeId(1), &BackupHealth::default(), &health, at(0));
         let seen: Vec<(String, Severity, &str, bool)> = conditions
             .iter()
             .map(|c| (c.source(), c.severity, c.evidence.as_str(), c.happening))
@@ -111,12 +111,12 @@ mod tests {
             failed: None,
             ..before.clone()
         };
-        let conditions = changed(1, &before, &after, at(0));
+        let conditions = changed(NodeId(1), &before, &after, at(0));
         assert_eq!(conditions.len(), 1);
         assert_eq!(conditions[0].source(), "plane:backup_failed");
         assert!(!conditions[0].happening);
-        assert!(changed(1, &after, &after, at(0)).is_empty());
-        let cleared = changed(1, &after, &BackupHealth::default(), at(0));
+        assert!(changed(NodeId(1), &after, &after, at(0)).is_empty());
+        let cleared = changed(NodeId(1), &after, &BackupHealth::default(), at(0));
         assert_eq!(cleared.len(), 1);
         assert_eq!(cleared[0].source(), "plane:backup_unverified");
     }
@@ -131,7 +131,7 @@ mod tests {
             failed: said("Run 5 failed: timeout", -60),
             ..BackupHealth::default()
         };
-        let conditions = changed(1, &before, &after, at(0));
+        let conditions = changed(NodeId(1), &before, &after, at(0));
         assert_eq!(conditions.len(), 1);
         assert!(conditions[0].happening);
         assert_eq!(conditions[0].evidence, "Run 5 failed: timeout");

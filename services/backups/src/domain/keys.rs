@@ -147,16 +147,16 @@ mod tests {
     fn bk_01_an_object_lives_in_its_space_under_the_node() {
         let key = parse_node_key("12/manifest-12.json").unwrap();
         assert_eq!(
-            object_key("capstan/", 3, 7, &key),
+            object_key("capstan/", 3, NodeId(7), &key),
             "capstan/3/node-7/0000000012/manifest-12.json"
         );
         assert_eq!(
-            object_key("", 3, 7, &key),
+            object_key("", 3, NodeId(7), &key),
             "3/node-7/0000000012/manifest-12.json"
         );
-        let prefix = space_prefix("capstan", 3, 7);
+        let prefix = space_prefix("capstan", 3, NodeId(7));
         assert_eq!(
-            listed_key(&prefix, &object_key("capstan", 3, 7, &key)),
+            listed_key(&prefix, &object_key("capstan", 3, NodeId(7), &key)),
             Some(key)
         );
         assert_eq!(listed_key(&prefix, "capstan/3/node-70/0000000012/a"), None);

@@ -3,6 +3,7 @@
 //! length), and the form's fields read back into the word's parameters. The agent checks the
 //! parameters again on the node; this only keeps an operator from sending what cannot pass.
 
+use capstan_events::NodeId;
 use capstan_events::Word as _;
 use capstan_events::{
     agent_channel::{
@@ -196,7 +197,7 @@ mod tests {
 
     fn node(vocabulary: &[&str], below_floor: bool) -> NodeView {
         NodeView {
-            id: 5,
+            id: NodeId(5),
             name: "web-1".into(),
             fingerprint: None,
             agent_version: Some("1.50.0".into()),

@@ -5,6 +5,7 @@
 //! the fleet policy page reads at 7, saves at 10, and draws a refusal back on the form with the
 //! field it names. A level-7 operator's POST is refused at the door (403) and asks nothing.
 
+use capstan_events::NodeId;
 use capstan_events::backups::rpc::{
     self as backups, ChainView, FleetCoverage, NodeBackups, RunKind, RunView, TargetCoverage,
     Uncovered, UncoveredNode, VerifyState, VerifyStateKind, VerifyView,
@@ -97,7 +98,7 @@ fn two_chains() -> NodeBackups {
                 problems: vec!["table orders is missing".into()],
             }),
         },
-        ..no_backups(17)
+        ..no_backups(NodeId(17))
     }
 }
 
@@ -433,13 +434,13 @@ async fn the_targets_page_is_level_10_with_where_new_backups_go_and_the_fleets_c
         uncovered_count: 2,
         uncovered: vec![
             UncoveredNode {
-                node_id: 8,
+                node_id: NodeId(8),
                 name: "web-8".into(),
                 reason: Uncovered::Off,
                 words: "Backups switched off for this node (a decision).".into(),
             },
             UncoveredNode {
-                node_id: 9,
+                node_id: NodeId(9),
                 name: "web-9".into(),
                 reason: Uncovered::NoRecoveryKey,
                 words: "No recovery key: it cannot be backed up until its owner sets one.".into(),

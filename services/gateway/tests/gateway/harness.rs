@@ -185,7 +185,7 @@ impl Gateway {
             }
         });
         let server = fake(server, &script, |_, request: ApproveJoin| Approved {
-            node_id: request.node_id.unwrap_or(17),
+            node_id: request.node_id.unwrap_or(NodeId(17)),
         });
         let server = fake(server, &script, |_, _: RejectJoin| Done {});
         let server = fake(server, &script, |_, _: ReopenJoin| Done {});
@@ -471,7 +471,7 @@ fn fake_incidents(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
     let server = fake(server, script, |_, _: incidents::CreateSilence| {
         incidents::SilenceView {
             id: 1,
-            node_id: 5,
+            node_id: NodeId(5),
             node_name: None,
             by: "ada".into(),
             reason: "maintenance".into(),
@@ -704,16 +704,16 @@ fn fake_monitor(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
     let server = RpcServer::new(bus, Domain::Monitor);
     let server = fake(server, script, |_, _: monitor::ListUptime| {
         monitor::UptimeChecks {
-            checks: vec![uptime_check(5)],
+            checks: vec![uptime_check(NodeId(5))],
         }
     });
     let server = fake(server, script, |_, _: monitor::GetUptime| {
         monitor::UptimeDetail {
-            check: uptime_check(5),
+            check: uptime_check(NodeId(5)),
             history: vec![],
         }
     });
-    let server = fake(server, script, |_, _: monitor::SetUptime| uptime_check(5));
+    let server = fake(server, script, |_, _: monitor::SetUptime| uptime_check(NodeId(5)));
     let server = fake(server, script, |_, _: monitor::GetCertificate| {
         monitor::CertificateView {
             problem: None,
@@ -748,7 +748,7 @@ fn fake_monitor(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
 fn edge_probe(id: i64) -> capstan_events::monitor::rpc::EdgeProbeView {
     capstan_events::monitor::rpc::EdgeProbeView {
         id,
-        node_id: 5,
+        node_id: NodeId(5),
         status: capstan_events::monitor::rpc::EdgeProbeStatus::Queued,
         url: "https://shop.example/".into(),
         requested_by: "ada".into(),
@@ -803,9 +803,9 @@ pub fn join_view() -> JoinView {
     }
 }
 
-pub fn node_view(id: i64) -> NodeView {
+pub fn node_view(id: impl Into<NodeId>) -> NodeView {
     NodeView {
-        id,
+        id: id.into(),
         name: "web-1".into(),
         fingerprint: Some("SHA256:abc".into()),
         agent_version: Some("1.2.3".into()),
@@ -830,7 +830,7 @@ pub fn incident_view(id: i64) -> capstan_events::incidents::rpc::IncidentView {
     use capstan_events::incidents::{Severity, Status, Triage};
     capstan_events::incidents::rpc::IncidentView {
         id,
-        node_id: 17,
+        node_id: NodeId(17),
         node_name: Some("web-1".into()),
         source: "plane:agent_silent".into(),
         title: "The agent has stopped checking in".into(),
@@ -851,7 +851,7 @@ pub fn incident_view(id: i64) -> capstan_events::incidents::rpc::IncidentView {
 pub fn job_view(id: i64) -> JobView {
     JobView {
         id,
-        node_id: 17,
+        node_id: NodeId(17),
         primitive: "check_status".into(),
         class: PrimitiveClass::Read,
         params: json!({}),

@@ -3,6 +3,7 @@
 //! (`https://x` reads `https[:]//x`, a bare domain `evil.com` reads `evil[.]com`, `a@x` reads
 //! `a[@]x`): IN-20, "none of it ever becomes a link". A node may be named `evil.com`.
 
+use capstan_events::NodeId;
 use super::record::Severity;
 use super::signals::SignalReason;
 use super::webhooks::IncidentSignal;
@@ -71,7 +72,7 @@ mod tests {
     fn incident(detail: &str, node_name: &str) -> IncidentSignal {
         IncidentSignal {
             incident_id: 7,
-            node_id: 3,
+            node_id: NodeId(3),
             node_name: node_name.to_string(),
             source: "agent:disk_headroom".to_string(),
             title: "The site's disk is running out of space".to_string(),

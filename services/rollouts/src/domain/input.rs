@@ -262,8 +262,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ask.kind, Kind::Release);
-        assert_eq!(ask.stages, vec![vec![1, 2], vec![3]]);
-        assert_eq!(ask.chosen(), vec![1, 2, 3]);
+        assert_eq!(ask.stages, vec![vec![NodeId(1), NodeId(2)], vec![NodeId(3)]]);
+        assert_eq!(ask.chosen(), vec![NodeId(1), NodeId(2), NodeId(3)]);
         assert_eq!(ask.policies, vec![StagePolicy::default(); 2]);
         let twice = start(
             serde_json::json!({"version": "2.1.0", "stages": [{"nodes": [1]}, {"nodes": [1]}]}),
@@ -313,7 +313,7 @@ mod tests {
     fn a_bad_stage_is_invalid_input_naming_stages() {
         use capstan_events::rpc::{ErrorCode, RpcError};
         let stage = |max_failed, max_failed_percent, soak_secs| StageRequest {
-            nodes: vec![1],
+            nodes: vec![NodeId(1)],
             max_failed,
             max_failed_percent,
             soak_secs,

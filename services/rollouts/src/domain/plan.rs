@@ -323,7 +323,7 @@ mod tests {
 
     fn node(id: i64, name: &str) -> Candidate {
         Candidate {
-            node_id: id,
+            node_id: NodeId(id),
             name: name.into(),
             machine: format!("m{id}"),
             hosts_site: true,
@@ -336,6 +336,10 @@ mod tests {
     }
 
     fn ask(kind: Kind, stages: Vec<Vec<i64>>) -> StartAsk {
+        let stages: Vec<Vec<NodeId>> = stages
+            .into_iter()
+            .map(|stage| stage.into_iter().map(NodeId).collect())
+            .collect();
         StartAsk {
             kind,
             version: "2.1.0".into(),
@@ -351,7 +355,7 @@ mod tests {
         let known = vec![node(1, "a"), node(2, "b")];
         assert_eq!(
             for_start(&ask(Kind::Release, vec![vec![1], vec![9]]), &known),
-            Err(Unplannable::NoNode(9))
+            Err(Unplannable::NoNode(NodeId(9)))
         );
         let mut removed = node(2, "b");
         removed.removed = true;
@@ -361,7 +365,7 @@ mod tests {
         ) else {
             panic!("a removed node refuses the start");
         };
-        assert_eq!(left_out[0].node_id, 2);
+        assert_eq!(left_out[0].node_id, NodeId(2));
         let (plan, policies) =
             for_start(&ask(Kind::Release, vec![vec![1], vec![2]]), &known).unwrap();
         assert_eq!(plan.stages.len(), 2);
@@ -409,7 +413,7 @@ mod tests {
         siteless.hosts_site = false;
         let refused = chosen(vec![vec![node(1, "a")], vec![siteless]], false).unwrap_err();
         assert_eq!(refused.len(), 1);
-        assert_eq!(refused[0].node_id, 2);
+        assert_eq!(refused[0].node_id, NodeId(2));
         assert!(chosen(vec![vec![node(1, "a")], vec![node(2, "b")]], false).is_ok());
     }
 
@@ -493,14 +497,14 @@ mod tests {
         let stages: Vec<Vec<i64>> = plan
             .stages
             .iter()
-            .map(|stage| stage.iter().map(|n| n.node_id).collect())
+            .map(|stage| stage.iter().map(|n| n.node_id.get()).collect())
             .collect();
         assert_eq!(
             stages,
             vec![vec![1], vec![6]],
             "one machine a stage, m1 once"
         );
-        let named: Vec<i64> = plan.left_out.iter().map(|l| l.node_id).collect();
+        let named: Vec<i64> = plan.left_out.iter().map(|l| l.node_id.get()).collect();
         assert_eq!(
             named,
             vec![3, 4],

@@ -1,5 +1,6 @@
 //! The agent channel's events, read back from JetStream as CloudEvents, and its commands.
 
+use capstan_events::NodeId;
 use super::PairedAgent;
 use super::{Plane, TestAgent};
 use capstan_bus::{
@@ -55,7 +56,7 @@ async fn every_event_is_published_as_a_cloudevent_and_request_job_is_idempotent(
     for _ in 0..2 {
         let request = RequestJob {
             idempotency_key: "monitor-status-7".into(),
-            node_id: node,
+            node_id: NodeId(node),
             primitive: "host_report".into(),
             params: json!({}),
             requested_by: "service/monitor".into(),
@@ -171,7 +172,7 @@ async fn every_event_is_published_as_a_cloudevent_and_request_job_is_idempotent(
         .unwrap()
         .decode::<JobFinished>()
         .unwrap();
-    assert_eq!((finished.data.job_id, finished.data.node_id), (job, node));
+    assert_eq!((finished.data.job_id, finished.data.node_id), (job, NodeId(node)));
     assert_eq!(finished.data.requested_by, "ada");
     assert_eq!(finished.data.result, Some(json!({"ok": true})));
     plane.stop().await;

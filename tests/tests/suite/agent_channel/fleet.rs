@@ -2,6 +2,7 @@
 //! latest `check_status` (MO-07, told to the agent channel by `health_changed`) and placement
 //! from the latest `host_report`s (PV-15), read back over the operator API.
 
+use capstan_events::NodeId;
 use super::PairedAgent;
 use super::{Plane, TestAgent};
 use capstan_bus::testsuite::read_stream;
@@ -69,7 +70,7 @@ async fn monitor_read(plane: &Plane, id: i64, job: i64) {
         &plane.bus,
         Domain::Monitor,
         "the monitor to read the job",
-        |finished| (finished.node_id, finished.job_id) == (id, job),
+        |finished| (finished.node_id, finished.job_id) == (NodeId(id), job),
     )
     .await;
 }
@@ -308,7 +309,10 @@ async fn announced_placements(plane: &Plane) -> (Vec<(i64, Option<i64>)>, Vec<Ra
         .filter(|event| event.event_type == "capstan.agent_channel.placement_changed")
         .map(|event| {
             let changed = event.decode::<PlacementChanged>().unwrap().data;
-            (changed.node_id, changed.host_node_id)
+            (
+                changed.node_id.get(),
+                changed.host_node_id.map(NodeId::get),
+            )
         })
         .collect();
     (placed, events)

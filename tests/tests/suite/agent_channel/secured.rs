@@ -3,6 +3,7 @@
 //! 1 MiB result through the claim check, a job asked for by command) works without one
 //! permission violation on the server.
 
+use capstan_events::NodeId;
 use super::PairedAgent;
 use super::Plane;
 use capstan_bus::Outgoing;
@@ -32,7 +33,7 @@ async fn the_plane_runs_under_the_generated_nats_permissions() {
     // consumed by the agent channel's durable consumer under its own user.
     let request = RequestJob {
         idempotency_key: "secured-1".into(),
-        node_id: node,
+        node_id: NodeId(node),
         primitive: "host_report".into(),
         params: json!({}),
         requested_by: "service/monitor".into(),

@@ -395,7 +395,7 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(filter.view.as_deref(), Some("all"));
-        assert_eq!(filter.node_id, Some(5));
+        assert_eq!(filter.node_id, Some(NodeId(5)));
         assert_eq!(filter.source.as_deref(), Some("agent:disk"));
         assert!(filter.happening);
         assert_eq!(

@@ -235,8 +235,8 @@ mod tests {
 
     #[test]
     fn a_node_without_a_name_is_named_by_its_number() {
-        assert_eq!(node_label(5, None), "node 5");
-        assert_eq!(node_label(5, Some("  ")), "node 5");
-        assert_eq!(node_label(5, Some("web-1")), "web-1");
+        assert_eq!(node_label(NodeId(5), None), "node 5");
+        assert_eq!(node_label(NodeId(5), Some("  ")), "node 5");
+        assert_eq!(node_label(NodeId(5), Some("web-1")), "web-1");
     }
 }

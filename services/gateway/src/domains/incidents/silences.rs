@@ -206,7 +206,7 @@ mod tests {
             ("reason", " kernel update "),
         ]))
         .unwrap();
-        assert_eq!(node, 7);
+        assert_eq!(node, NodeId(7));
         assert_eq!(ends.to_rfc3339(), "2026-12-02T14:30:00+00:00");
         assert_eq!(reason, "kernel update");
         for (list, field) in [

@@ -189,8 +189,8 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(read.len(), 2);
-        assert_eq!(read[0].nodes, vec![3]);
-        assert_eq!(read[1].nodes, vec![4, 5, 6]);
+        assert_eq!(read[0].nodes, vec![NodeId(3)]);
+        assert_eq!(read[1].nodes, vec![NodeId(4), NodeId(5), NodeId(6)]);
         assert_eq!(read[1].max_failed, Some(1));
         assert_eq!(read[1].soak_secs, Some(120));
         assert!(stages(&form(&[("stages", "3\nweb-1")])).is_err());

@@ -191,7 +191,7 @@ mod tests {
                     nodes: 2,
                     on_trial: vec![],
                     refusals: vec![VersionRefusal {
-                        node_id: 3,
+                        node_id: NodeId(3),
                         name: "web-3".into(),
                         update_state: "verify_failed".into(),
                         update_offered: Some("1.3.0".into()),
@@ -202,7 +202,7 @@ mod tests {
                     version: None,
                     nodes: 1,
                     on_trial: vec![NodeName {
-                        node_id: 9,
+                        node_id: NodeId(9),
                         name: "x".repeat(300),
                     }],
                     refusals: vec![],

@@ -5,6 +5,7 @@
 //! went unheard. A case first heard already closed still opens — closed, with one signal — and
 //! still needs a look. Nothing here ever closes a case.
 
+use capstan_events::NodeId;
 use chrono::{DateTime, Utc};
 
 use super::{CaseOutcome, CaseState, StoredCase};
@@ -158,7 +159,7 @@ mod tests {
     impl Plane {
         fn new() -> Plane {
             Plane {
-                facts: node(1),
+                facts: node(NodeId(1)),
                 cases: Vec::new(),
                 incidents: Vec::new(),
                 signals: 0,
