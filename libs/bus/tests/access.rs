@@ -3,13 +3,13 @@
 //! and every service still does its own work (serve its rpc, publish its events, consume its
 //! commands, carry large bodies) under its own user without one permission violation.
 
-use capstan_events::NodeId;
 use async_nats::ConnectOptions as RawOptions;
 use bytes::Bytes;
 use capstan_bus::{
     access::BusUser, testsuite::NatsServer, Bus, ConnectOptions, ConsumerSpec, Credentials,
     Delivery, HandlerError, Outgoing, RpcServer,
 };
+use capstan_events::NodeId;
 use capstan_events::{
     agent_channel::rpc::{ApproveJoin, Approved},
     rpc::{Actor, JsonRpc, Level, Rpc},

@@ -11,9 +11,9 @@
 //! judged. A new producing service declares its [`ConditionKind`]s in its contract module and
 //! lists them in `catalog::CONDITIONS` (with its messages); nothing in incidents changes.
 
+use crate::NodeId;
 use crate::Word as _;
 use chrono::{DateTime, SubsecRound, Utc};
-use crate::NodeId;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;

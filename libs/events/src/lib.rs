@@ -20,8 +20,8 @@ pub mod rpc;
 mod words;
 
 pub use domain::{Domain, UnknownDomain, SUBJECT_ROOT};
-pub use node_id::NodeId;
 pub use envelope::{Envelope, EnvelopeError, RawEnvelope, MAX_MESSAGE_BYTES, SPEC_VERSION};
+pub use node_id::NodeId;
 pub use words::Word;
 
 use schemars::JsonSchema;

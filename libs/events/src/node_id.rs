@@ -8,9 +8,7 @@ use std::fmt;
 
 /// A node's id: the agent channel's number for it, the same in every service. On the wire and
 /// in JSON it is the bare number; in SQL (with the `sqlx` feature) a `BIGINT`.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 #[cfg_attr(feature = "sqlx", derive(sqlx::Type), sqlx(transparent))]
 pub struct NodeId(pub i64);

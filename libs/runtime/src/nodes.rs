@@ -137,7 +137,10 @@ mod tests {
         assert!(!nodes::is_paired(&mut connection, NodeId(7)).await.unwrap());
 
         heard(&store, delivery(Envelope::new(approved(NodeId(7)), None))).await;
-        let node = nodes::node(&mut connection, NodeId(7)).await.unwrap().unwrap();
+        let node = nodes::node(&mut connection, NodeId(7))
+            .await
+            .unwrap()
+            .unwrap();
         assert!(node.paired);
         assert_eq!(node.name, "site-7");
         assert_eq!(node.fingerprint, "SHA256:7");
@@ -150,7 +153,10 @@ mod tests {
             delivery(Envelope::new(reported(NodeId(7), "1.4.0", None), None)),
         )
         .await;
-        let node = nodes::node(&mut connection, NodeId(7)).await.unwrap().unwrap();
+        let node = nodes::node(&mut connection, NodeId(7))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(node.agent_version.as_deref(), Some("1.4.0"));
         assert_eq!(node.vocabulary, vec!["check_status", "backup_run"]);
         assert_eq!(
@@ -165,7 +171,10 @@ mod tests {
             host_node_id: Some(NodeId(3)),
         };
         heard(&store, delivery(Envelope::new(placed, None))).await;
-        assert_eq!(nodes::placed_on(&mut connection, NodeId(3)).await.unwrap(), vec![NodeId(7)]);
+        assert_eq!(
+            nodes::placed_on(&mut connection, NodeId(3)).await.unwrap(),
+            vec![NodeId(7)]
+        );
 
         let left = NodeLeft {
             node_id: NodeId(7),
@@ -176,7 +185,10 @@ mod tests {
         assert!(!nodes::is_paired(&mut connection, NodeId(7)).await.unwrap());
         assert!(nodes::paired(&mut connection).await.unwrap().is_empty());
         assert!(
-            nodes::node(&mut connection, NodeId(7)).await.unwrap().is_some(),
+            nodes::node(&mut connection, NodeId(7))
+                .await
+                .unwrap()
+                .is_some(),
             "row kept"
         );
 
@@ -217,7 +229,10 @@ mod tests {
         older.time = now - Duration::minutes(5);
         heard(&store, delivery(newer)).await;
         heard(&store, delivery(older)).await;
-        let node = nodes::node(&mut connection, NodeId(7)).await.unwrap().unwrap();
+        let node = nodes::node(&mut connection, NodeId(7))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(node.host_node_id, None, "the newer placement stands");
 
         let mut newer = Envelope::new(reported(NodeId(7), "2.0.0", Some("/srv/new")), None);
@@ -226,7 +241,10 @@ mod tests {
         older.time = now - Duration::minutes(5);
         heard(&store, delivery(newer)).await;
         heard(&store, delivery(older)).await;
-        let node = nodes::node(&mut connection, NodeId(7)).await.unwrap().unwrap();
+        let node = nodes::node(&mut connection, NodeId(7))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(node.agent_version.as_deref(), Some("2.0.0"));
         assert_eq!(node.site_root.as_deref(), Some("/srv/new"));
     }

@@ -189,7 +189,10 @@ pub async fn paired(connection: &mut PgConnection) -> Result<Vec<Node>, StoreErr
 }
 
 /// The nodes whose containers sit on `host` now.
-pub async fn placed_on(connection: &mut PgConnection, host: NodeId) -> Result<Vec<NodeId>, StoreError> {
+pub async fn placed_on(
+    connection: &mut PgConnection,
+    host: NodeId,
+) -> Result<Vec<NodeId>, StoreError> {
     Ok(
         sqlx::query_scalar("SELECT node_id FROM nodes WHERE host_node_id = $1 ORDER BY node_id")
             .bind(host)

@@ -109,7 +109,10 @@ pub fn node_views(
 
 /// Where each of `rows` sits (domain/fleet.rs), from the latest host reports in `reports`
 /// (which may hold nodes not in `rows`: the hosts they may sit on).
-fn placements_of(rows: &[NodeRow], reports: &HashMap<NodeId, &ReadingRow>) -> HashMap<NodeId, Placement> {
+fn placements_of(
+    rows: &[NodeRow],
+    reports: &HashMap<NodeId, &ReadingRow>,
+) -> HashMap<NodeId, Placement> {
     let report_result = |id: NodeId| {
         reports
             .get(&id)

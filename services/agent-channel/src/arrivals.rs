@@ -561,7 +561,11 @@ mod tests {
             let (arrivals, order) = (arrivals.clone(), order.clone());
             tokio::spawn(async move {
                 let answer = arrivals
-                    .arrive(arriving("SHA256:web-2", &nonce, false), Some(NodeId(2)), lane)
+                    .arrive(
+                        arriving("SHA256:web-2", &nonce, false),
+                        Some(NodeId(2)),
+                        lane,
+                    )
                     .await;
                 order.lock().unwrap().push(nonce);
                 answer
@@ -605,7 +609,11 @@ mod tests {
         let arrivals = started(&store);
         let answered = tokio::time::timeout(
             Duration::from_secs(10),
-            arrivals.arrive(arriving("SHA256:web-1", "held", true), Some(NodeId(1)), Lane::Plain),
+            arrivals.arrive(
+                arriving("SHA256:web-1", "held", true),
+                Some(NodeId(1)),
+                Lane::Plain,
+            ),
         )
         .await
         .expect("answered while the row is held")
@@ -615,7 +623,11 @@ mod tests {
         assert_eq!(answered.stamped_at, None, "left due");
         holding.rollback().await.unwrap();
         let answered = arrivals
-            .arrive(arriving("SHA256:web-1", "free", true), Some(NodeId(1)), Lane::Plain)
+            .arrive(
+                arriving("SHA256:web-1", "free", true),
+                Some(NodeId(1)),
+                Lane::Plain,
+            )
             .await
             .unwrap()
             .unwrap();

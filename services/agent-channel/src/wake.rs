@@ -316,7 +316,7 @@ mod tests {
         use std::task::Poll;
         let wake = Wake::default();
         let never = || std::future::pending::<()>();
-        wake.expect_work([1]);
+        wake.expect_work([NodeId(1)]);
         assert_eq!(
             wake.until_work(NodeId(1), never()).now_or_never(),
             Some(None),
@@ -342,7 +342,8 @@ mod tests {
         );
 
         assert_eq!(
-            wake.until_work(NodeId(4), async { "a permit" }).now_or_never(),
+            wake.until_work(NodeId(4), async { "a permit" })
+                .now_or_never(),
             Some(Some("a permit")),
             "a quiet node's wait ends with what it waited for"
         );
@@ -448,10 +449,19 @@ mod tests {
         assert!(wake.has_work(NodeId(3)), "rung again after the look began");
         let after = wake.generation();
         wake.settle(NodeId(3), after, false);
-        assert!(!wake.has_work(NodeId(3)), "a look after every ring found nothing");
+        assert!(
+            !wake.has_work(NodeId(3)),
+            "a look after every ring found nothing"
+        );
         wake.settle(NodeId(4), wake.generation(), true);
-        assert!(wake.has_work(NodeId(4)), "a look found a job nobody rang for");
-        wake.expect_work([5]);
-        assert!(wake.has_work(NodeId(5)), "queued before this replica started");
+        assert!(
+            wake.has_work(NodeId(4)),
+            "a look found a job nobody rang for"
+        );
+        wake.expect_work([NodeId(5)]);
+        assert!(
+            wake.has_work(NodeId(5)),
+            "queued before this replica started"
+        );
     }
 }

@@ -1,9 +1,9 @@
 //! The backups service's SQL: targets (credentials sealed), storage spaces and the runs the
 //! broker opened. Rows are read into the contract's words; an unknown word fails the read.
 
-use capstan_events::NodeId;
 use capstan_events::backups::{Provider, TargetChanged};
 use capstan_events::Envelope;
+use capstan_events::NodeId;
 use capstan_events::Word as _;
 use capstan_store::{outbox, PgConnection, StoreError};
 use chrono::{DateTime, Utc};

@@ -2,13 +2,13 @@
 //! cap (refused with `413` before they are read whole), JSON bodies, query strings and path ids,
 //! each refused with `400 invalid_request` naming the field.
 
-use capstan_events::NodeId;
 use axum::{
     body::Body,
     extract::{FromRequest, FromRequestParts, RawPathParams, Request},
     http::{header, request::Parts, HeaderMap, Uri},
 };
 use bytes::{Bytes, BytesMut};
+use capstan_events::NodeId;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use std::str::FromStr;

@@ -5,7 +5,6 @@
 //! conditions are projections; a claim's `cases` go through the intake (AC-47) and become
 //! incidents (IN-11) in the same transaction.
 
-use capstan_events::NodeId;
 use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
 use capstan_events::agent_channel::{
     NodeApproved, NodeDisconnected, NodeLeft, NodeReported, NodesSeen, PlacementChanged,
@@ -262,6 +261,7 @@ mod tests {
     use super::*;
     use capstan_events::backups::BACKUP_FAILED;
     use capstan_events::monitor::SITE_DOWN;
+    use capstan_events::NodeId;
 
     fn delivery(condition: &ConditionChanged, subject: &str) -> Delivery {
         Delivery {

@@ -4,7 +4,6 @@
 //! store, and answers in the contract's words. A change and the events it causes commit
 //! together.
 
-use capstan_events::NodeId;
 use capstan_bus::RpcServer;
 use capstan_events::monitor::rpc::{
     CertProblemView, CertificateView, EdgeProbeStarted, EdgeProbeView, EdgeProbes, GetCertificate,
@@ -13,6 +12,7 @@ use capstan_events::monitor::rpc::{
 };
 use capstan_events::monitor::UptimeStatus;
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
+use capstan_events::NodeId;
 use capstan_runtime::ServiceError;
 use capstan_store::{Store, StoreError};
 use chrono::Utc;

@@ -14,10 +14,10 @@
 //!   case is the fourth attempt's) while the plane sees the recipe failing. Opened to its
 //!   group, the hold directory is ignored (`hold_ignored`) and the repair runs.
 
-use capstan_events::NodeId;
 use capstan_e2e::heard::published;
 use capstan_e2e::{agent::Agent, plane::Plane, wait_for};
 use capstan_events::agent_channel::NodeReported;
+use capstan_events::NodeId;
 use serde_json::Value;
 use std::{
     os::unix::fs::PermissionsExt,

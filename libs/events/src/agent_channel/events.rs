@@ -2,8 +2,8 @@
 //! and the commands other services send it to get work done on a node. Other services never
 //! talk to agents; they send [`RequestJob`] and read [`JobFinished`].
 
-use chrono::{DateTime, Utc};
 use crate::NodeId;
+use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;

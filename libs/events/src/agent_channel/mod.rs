@@ -42,8 +42,14 @@ mod machine_tests {
 
     #[test]
     fn ro_12_bk_09_containers_on_one_host_are_one_machine() {
-        assert_eq!(machine_key(NodeId(7), Some(NodeId(3))), machine_key(NodeId(9), Some(NodeId(3))));
-        assert_eq!(machine_key(NodeId(3), None), machine_key(NodeId(7), Some(NodeId(3))));
+        assert_eq!(
+            machine_key(NodeId(7), Some(NodeId(3))),
+            machine_key(NodeId(9), Some(NodeId(3)))
+        );
+        assert_eq!(
+            machine_key(NodeId(3), None),
+            machine_key(NodeId(7), Some(NodeId(3)))
+        );
         assert_ne!(machine_key(NodeId(7), None), machine_key(NodeId(9), None));
     }
 }

@@ -2,8 +2,8 @@
 //! agent traffic, forwarded whole for the agent channel to verify and answer, and operator acts,
 //! each carrying the [`Actor`] so the service decides who may do what.
 
-use chrono::{DateTime, Utc};
 use crate::NodeId;
+use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;

@@ -1,7 +1,7 @@
 //! What the backups service tells the world.
 
-use chrono::{DateTime, Utc};
 use crate::NodeId;
+use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

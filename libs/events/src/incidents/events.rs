@@ -1,8 +1,8 @@
 //! What the incidents service tells the world: an incident opened, reopened, cleared, or had
 //! its triage set. Other systems (a pager, a ticket tracker) subscribe to these.
 
-use chrono::{DateTime, Utc};
 use crate::NodeId;
+use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -3,8 +3,8 @@
 //! pages. Each carries the [`Actor`]; the service checks the level before it reads or changes
 //! anything.
 
-use chrono::{DateTime, Utc};
 use crate::NodeId;
+use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -2,8 +2,8 @@
 //! certificate's problem changed. The incidents service's `plane:site_down` and
 //! `plane:cert_problem` sources are fed by these.
 
-use chrono::{DateTime, Utc};
 use crate::NodeId;
+use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -2,8 +2,8 @@
 //! questions the gateway asks for operators. Levels (decision 6.2-3): reading 7, starting,
 //! stopping, pausing, resuming and retrying 8, starting a rollout of a release to every node 10.
 
-use chrono::{DateTime, Utc};
 use crate::NodeId;
+use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

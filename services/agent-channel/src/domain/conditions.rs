@@ -14,10 +14,10 @@
 //! A fact a claim does not mention keeps its last value (`claims::apply`), so an absent report
 //! leaves the last judgement standing and never reads as healthy.
 
-use capstan_events::NodeId;
 use capstan_events::agent_channel::rpc::UPDATE_REFUSALS;
 use capstan_events::agent_channel::{AGENT_UPDATE_REFUSED, UNMANAGEABLE};
 use capstan_events::conditions::{ConditionChanged, ConditionKind};
+use capstan_events::NodeId;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 

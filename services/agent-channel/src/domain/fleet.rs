@@ -1,8 +1,8 @@
 //! How the fleet is drawn: where each node sits — a Docker host, a container placed on one, or
 //! a machine of its own (PV-15). Its health dot is the monitor's (MO-07, its `domain/health.rs`).
 
-use capstan_events::NodeId;
 use capstan_events::agent_channel::rpc::Placement;
+use capstan_events::NodeId;
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -178,7 +178,12 @@ mod tests {
         ];
         let placed = placements(&nodes);
         assert_eq!(placed[&NodeId(1)], Placement::Host);
-        assert_eq!(placed[&NodeId(2)], Placement::Container { host_node_id: NodeId(1) });
+        assert_eq!(
+            placed[&NodeId(2)],
+            Placement::Container {
+                host_node_id: NodeId(1)
+            }
+        );
         assert_eq!(placed[&NodeId(3)], Placement::Machine);
         assert_eq!(placed[&NodeId(4)], Placement::Machine);
     }
@@ -203,7 +208,9 @@ mod tests {
     #[test]
     fn pv_15_only_a_container_placement_names_a_docker_host() {
         assert_eq!(
-            docker_host(Placement::Container { host_node_id: NodeId(4) }),
+            docker_host(Placement::Container {
+                host_node_id: NodeId(4)
+            }),
             Some(NodeId(4))
         );
         assert_eq!(docker_host(Placement::Host), None);
@@ -244,7 +251,9 @@ mod tests {
         ];
         assert_eq!(
             placements(&nodes)[&NodeId(6)],
-            Placement::Container { host_node_id: NodeId(5) }
+            Placement::Container {
+                host_node_id: NodeId(5)
+            }
         );
     }
 
@@ -281,7 +290,9 @@ mod tests {
         // under the older node that claims it.
         assert_eq!(
             place_shop(Some(&inside("boot-real"))),
-            Placement::Container { host_node_id: NodeId(8) }
+            Placement::Container {
+                host_node_id: NodeId(8)
+            }
         );
         // Without its own report, with a report of another kernel, or of none: no host.
         assert_eq!(place_shop(None), Placement::Machine);

@@ -1,13 +1,13 @@
 //! Claims and results: a node reports in, takes at most one job, and later says how it ended
 //! (PROTOCOL.md "claim", "result"; spec AC-16..AC-18, AC-25..AC-31).
 
-use capstan_events::NodeId;
 use bytes::Bytes;
 use capstan_events::agent_channel::{
     primitives,
     rpc::{AgentRequest, JobState},
     wait, JobOutcome, NodeReported,
 };
+use capstan_events::NodeId;
 use capstan_store::{outbox, PgConnection};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;

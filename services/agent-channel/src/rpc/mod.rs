@@ -6,12 +6,12 @@ mod claim;
 mod edge;
 mod operator;
 
-use capstan_events::NodeId;
 use bytes::Bytes;
 use capstan_bus::RpcServer;
 use capstan_events::agent_channel::rpc::{
     AgentRequest, AgentResponse, ClaimsReleased, ReleaseClaims,
 };
+use capstan_events::NodeId;
 use capstan_store::Store;
 use std::{sync::Arc, sync::Mutex};
 use tokio::time::Instant;

@@ -1,8 +1,8 @@
 //! Each node's health dot as the monitor judged it (MO-07): the projection of its
 //! `health_changed` events. The agent channel never judges a dot itself.
 
-use capstan_events::NodeId;
 use capstan_events::monitor::{Health, HealthDot};
+use capstan_events::NodeId;
 use capstan_store::{PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
@@ -43,7 +43,10 @@ pub async fn apply(
 }
 
 /// The kept dots of `nodes` (a node never judged is absent).
-pub async fn of(connection: &mut PgConnection, nodes: &[NodeId]) -> Result<HashMap<NodeId, Health>> {
+pub async fn of(
+    connection: &mut PgConnection,
+    nodes: &[NodeId],
+) -> Result<HashMap<NodeId, Health>> {
     let rows: Vec<(NodeId, String, Json<Vec<String>>)> =
         sqlx::query_as("SELECT node_id, dot, reasons FROM node_health WHERE node_id = ANY($1)")
             .bind(nodes)

@@ -1,7 +1,7 @@
 //! The job queue's SQL.
 
-use capstan_events::NodeId;
 use capstan_events::agent_channel::{rpc::JobState, JobOutcome};
+use capstan_events::NodeId;
 use capstan_store::{PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -177,7 +177,10 @@ pub async fn has_running(connection: &mut PgConnection, node_id: NodeId) -> Resu
 }
 
 /// The oldest pending job of a node, locked; skipped by any other transaction looking.
-pub async fn next_pending(connection: &mut PgConnection, node_id: NodeId) -> Result<Option<JobRow>> {
+pub async fn next_pending(
+    connection: &mut PgConnection,
+    node_id: NodeId,
+) -> Result<Option<JobRow>> {
     Ok(sqlx::query_as(&format!(
         "SELECT {JOB_COLUMNS} FROM jobs WHERE node_id = $1 AND state = 'pending'
          ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"

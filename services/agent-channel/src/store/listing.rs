@@ -6,8 +6,8 @@
 //! views ([`PLACEMENT`]), and a test holds the two to the same answers. The health filter reads
 //! the monitor's dots as kept here (`node_health`, MO-07): the rule is the monitor's alone.
 
-use capstan_events::NodeId;
 use capstan_events::agent_channel::rpc::{JoinFilter, ListJoins, ListNodes, Page};
+use capstan_events::NodeId;
 use capstan_store::PgConnection;
 use chrono::{DateTime, Utc};
 use sqlx::{Postgres, QueryBuilder};

@@ -5,11 +5,11 @@
 //! sends `backups.health_changed`; each clears when its judgement does. Incidents turns them
 //! into incidents.
 
-use capstan_events::NodeId;
 use capstan_events::backups::{
     BackupHealth, Judgement, BACKUPS_STOPPED, BACKUP_FAILED, BACKUP_UNVERIFIED,
 };
 use capstan_events::conditions::{ConditionChanged, ConditionKind};
+use capstan_events::NodeId;
 use chrono::{DateTime, Utc};
 
 /// One judgement as its condition: happening with the backups service's words while it holds.

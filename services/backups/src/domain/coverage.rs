@@ -5,10 +5,10 @@
 //! be backed up by anyone (`has_own_key` is the one predicate); a node with no space yet and no
 //! target chosen as where new backups go has nowhere to go. Pure: the facts are passed in.
 
-use capstan_events::NodeId;
 use capstan_events::backups::rpc::{
     FleetCoverage, Position, TargetCoverage, Uncovered, UncoveredNode,
 };
+use capstan_events::NodeId;
 
 use super::health::RecoveryKey;
 

@@ -2,8 +2,8 @@
 //! plane alone knows where that lives, `{folder}/{space_id}/node-{node_id}/{seq:010}/{name}`
 //! (BK-01: every object is reached through its space).
 
-use capstan_events::NodeId;
 use capstan_events::rpc::InvalidInput;
+use capstan_events::NodeId;
 
 /// The largest seq (2^53, so it survives JSON numbers everywhere).
 pub const MAX_SEQ: i64 = 1 << 53;

@@ -1,8 +1,8 @@
 //! The fleet coverage's SQL: every paired node with its stored position, its recovery key as
 //! last reported, and the targets of its active and draining spaces, in one read.
 
-use capstan_events::NodeId;
 use capstan_events::backups::rpc::Position;
+use capstan_events::NodeId;
 use capstan_store::{PgConnection, StoreError};
 
 use super::Result;

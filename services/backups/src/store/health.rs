@@ -4,9 +4,9 @@
 //! that changed (`domain/conditions.rs`). BK-22's recovery key columns are
 //! written only from a node's own check_status.
 
-use capstan_events::NodeId;
 use capstan_events::backups::{BackupHealth, HealthChanged};
 use capstan_events::Envelope;
+use capstan_events::NodeId;
 use capstan_store::{outbox, PgConnection};
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;

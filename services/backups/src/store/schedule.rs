@@ -3,10 +3,10 @@
 //! BK-09; a unique index makes two turns on one machine impossible), and what each run and
 //! verify came to.
 
-use capstan_events::NodeId;
 use capstan_events::agent_channel::RequestJob;
 use capstan_events::backups::rpc::{BackupMode, FleetPolicy, PolicyFields, RunKind};
 use capstan_events::Envelope;
+use capstan_events::NodeId;
 use capstan_store::{outbox, PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 use serde_json::Value;

@@ -2,9 +2,9 @@
 //! chains retention found surplus (BK-12), and the `pruned` event in the transaction that
 //! forgets the deleted chains; the orphans the sweep saw (migration 0005).
 
-use capstan_events::NodeId;
 use capstan_events::backups::Pruned;
 use capstan_events::Envelope;
+use capstan_events::NodeId;
 use capstan_store::{outbox, PgConnection};
 use chrono::{DateTime, Utc};
 

@@ -3,7 +3,6 @@
 //! length), and the form's fields read back into the word's parameters. The agent checks the
 //! parameters again on the node; this only keeps an operator from sending what cannot pass.
 
-use capstan_events::NodeId;
 use capstan_events::Word as _;
 use capstan_events::{
     agent_channel::{
@@ -193,6 +192,7 @@ pub fn read_job_form(fields: &[(String, String)]) -> Result<(&'static Primitive,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use capstan_events::NodeId;
     use serde_json::json;
 
     fn node(vocabulary: &[&str], below_floor: bool) -> NodeView {

@@ -5,7 +5,6 @@
 //! the audit log once answered, as the API's are. The sign-in form's POST has its own door:
 //! the double-submit pre-session token.
 
-use capstan_events::NodeId;
 use axum::{
     body::Body,
     extract::{FromRequestParts, Request, State},
@@ -14,6 +13,7 @@ use axum::{
     response::{IntoResponse, Redirect, Response},
 };
 use capstan_events::rpc::{Actor, Level};
+use capstan_events::NodeId;
 use tracing::warn;
 
 use super::{cookies, settings, UiError};

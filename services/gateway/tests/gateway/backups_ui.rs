@@ -5,12 +5,12 @@
 //! the fleet policy page reads at 7, saves at 10, and draws a refusal back on the form with the
 //! field it names. A level-7 operator's POST is refused at the door (403) and asks nothing.
 
-use capstan_events::NodeId;
 use capstan_events::backups::rpc::{
     self as backups, ChainView, FleetCoverage, NodeBackups, RunKind, RunView, TargetCoverage,
     Uncovered, UncoveredNode, VerifyState, VerifyStateKind, VerifyView,
 };
 use capstan_events::rpc::{ErrorCode, Level, Rpc, RpcError};
+use capstan_events::NodeId;
 use chrono::{Duration, Utc};
 use serde_json::{json, Value};
 

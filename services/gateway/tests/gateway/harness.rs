@@ -1,9 +1,9 @@
 //! `Gateway::start`: a NATS server, a database, the gateway serving on a free port, and
 //! (optionally) a fake agent channel that records what it is asked and answers as told.
 
-use capstan_events::NodeId;
 use bytes::Bytes;
 use capstan_bus::{testsuite::NatsServer, Bus, RpcServer};
+use capstan_events::NodeId;
 use capstan_events::Word as _;
 use capstan_events::{
     agent_channel::{
@@ -713,7 +713,9 @@ fn fake_monitor(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
             history: vec![],
         }
     });
-    let server = fake(server, script, |_, _: monitor::SetUptime| uptime_check(NodeId(5)));
+    let server = fake(server, script, |_, _: monitor::SetUptime| {
+        uptime_check(NodeId(5))
+    });
     let server = fake(server, script, |_, _: monitor::GetCertificate| {
         monitor::CertificateView {
             problem: None,

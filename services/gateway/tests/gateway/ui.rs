@@ -618,7 +618,9 @@ async fn what_a_node_says_is_escaped_and_never_a_link() {
         ),
     });
     let mut container = node_view(18);
-    container.placement = Placement::Container { host_node_id: NodeId(99) };
+    container.placement = Placement::Container {
+        host_node_id: NodeId(99),
+    };
     container.name = "orphan-container".into();
     let mut join = join_view();
     join.name = "<script>join()</script>".into();

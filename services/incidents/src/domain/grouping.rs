@@ -135,7 +135,10 @@ mod tests {
         );
         let other = SourceName::parse("agent:fail2ban").unwrap();
         assert_eq!(grouped_under(&container(2, 1), &other, &kinds), None);
-        assert_eq!(grouped_under(&node(NodeId(2)), &silent_kind(), &kinds), None);
+        assert_eq!(
+            grouped_under(&node(NodeId(2)), &silent_kind(), &kinds),
+            None
+        );
     }
 
     #[test]
@@ -165,7 +168,10 @@ mod tests {
         assert!(silence.covers(&node(NodeId(1)), at(59)));
         assert!(silence.covers(&container(2, 1), at(59)));
         assert!(!silence.covers(&node(NodeId(3)), at(59)));
-        assert!(!silence.covers(&node(NodeId(1)), at(60)), "it expires by itself");
+        assert!(
+            !silence.covers(&node(NodeId(1)), at(60)),
+            "it expires by itself"
+        );
         assert!(silenced(&[silence], &node(NodeId(1)), at(1)));
     }
 

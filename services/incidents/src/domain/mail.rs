@@ -3,7 +3,6 @@
 //! (`https://x` reads `https[:]//x`, a bare domain `evil.com` reads `evil[.]com`, `a@x` reads
 //! `a[@]x`): IN-20, "none of it ever becomes a link". A node may be named `evil.com`.
 
-use capstan_events::NodeId;
 use super::record::Severity;
 use super::signals::SignalReason;
 use super::webhooks::IncidentSignal;
@@ -68,6 +67,7 @@ pub fn mail(plane: &str, incident: &IncidentSignal) -> (String, String) {
 mod tests {
     use super::*;
     use crate::domain::record::tests::at;
+    use capstan_events::NodeId;
 
     fn incident(detail: &str, node_name: &str) -> IncidentSignal {
         IncidentSignal {

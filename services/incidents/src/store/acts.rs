@@ -1,8 +1,8 @@
 //! What a person's acts write: a triage change and its note, a note alone, silences, webhooks,
 //! mail preferences and a node's alerts setting. The checks are the domain's and the rpc's.
 
-use capstan_events::NodeId;
 use capstan_events::incidents::{IncidentTriaged, Severity};
+use capstan_events::NodeId;
 use capstan_events::{Envelope, Message};
 use capstan_store::{outbox, PgConnection};
 use chrono::{DateTime, Utc};
@@ -255,7 +255,11 @@ pub async fn set_mail_preferences(
 }
 
 /// Sets a node's alerts; false when this service does not know the node.
-pub async fn set_alerts(connection: &mut PgConnection, node: NodeId, alerts: Alerts) -> Result<bool> {
+pub async fn set_alerts(
+    connection: &mut PgConnection,
+    node: NodeId,
+    alerts: Alerts,
+) -> Result<bool> {
     let updated = sqlx::query("UPDATE nodes SET alerts = $2 WHERE node_id = $1")
         .bind(node)
         .bind(super::alerts_word(alerts))

@@ -97,7 +97,10 @@ mod tests {
         let down = SITE_DOWN.happening(NodeId(7), "503 twice", at(0), at(1));
         let up = SITE_DOWN.not_happening(NodeId(7), at(5));
         record(&mut connection, &down).await.unwrap();
-        assert_eq!(happening(&mut connection).await.unwrap()[&NodeId(7)].len(), 1);
+        assert_eq!(
+            happening(&mut connection).await.unwrap()[&NodeId(7)].len(),
+            1
+        );
         record(&mut connection, &up).await.unwrap();
         // The "down" redelivered after the "up": older, so nothing changes.
         record(&mut connection, &down).await.unwrap();

@@ -2,10 +2,10 @@
 //! row change, its timeline entries, its public event in the outbox, and — for an opening,
 //! reopening or unproven fix — its one signal with a delivery per bell, mail and webhook.
 
-use capstan_events::NodeId;
 use capstan_events::incidents::{
     IncidentCleared, IncidentOpened, IncidentReopened, IncidentTriaged, Severity, Triage,
 };
+use capstan_events::NodeId;
 use capstan_events::{Envelope, Message};
 use capstan_store::{outbox, PgConnection, StoreError};
 use chrono::{DateTime, Utc};

@@ -5,7 +5,6 @@
 //! the monitor publishes in the same transaction (`SiteDown`, `SiteUp`, `CertProblemChanged`),
 //! so the condition and the public event never disagree; incidents turns them into incidents.
 
-use capstan_events::NodeId;
 use capstan_events::conditions::ConditionChanged;
 use capstan_events::monitor::{CertProblemChanged, SiteDown, SiteUp, CERT_PROBLEM, SITE_DOWN};
 
@@ -44,6 +43,7 @@ mod tests {
     use super::*;
     use capstan_events::incidents::Severity;
     use capstan_events::monitor::{CertProblem, CertReason};
+    use capstan_events::NodeId;
     use chrono::{DateTime, Duration, TimeZone, Utc};
 
     fn at(seconds: i64) -> DateTime<Utc> {

@@ -262,7 +262,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ask.kind, Kind::Release);
-        assert_eq!(ask.stages, vec![vec![NodeId(1), NodeId(2)], vec![NodeId(3)]]);
+        assert_eq!(
+            ask.stages,
+            vec![vec![NodeId(1), NodeId(2)], vec![NodeId(3)]]
+        );
         assert_eq!(ask.chosen(), vec![NodeId(1), NodeId(2), NodeId(3)]);
         assert_eq!(ask.policies, vec![StagePolicy::default(); 2]);
         let twice = start(

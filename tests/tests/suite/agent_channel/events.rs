@@ -1,6 +1,5 @@
 //! The agent channel's events, read back from JetStream as CloudEvents, and its commands.
 
-use capstan_events::NodeId;
 use super::PairedAgent;
 use super::{Plane, TestAgent};
 use capstan_bus::{
@@ -8,6 +7,7 @@ use capstan_bus::{
     Outgoing,
 };
 use capstan_e2e::wait_for;
+use capstan_events::NodeId;
 use capstan_events::{
     agent_channel::{JobFinished, RequestJob},
     Domain, Envelope, RawEnvelope,
@@ -172,7 +172,10 @@ async fn every_event_is_published_as_a_cloudevent_and_request_job_is_idempotent(
         .unwrap()
         .decode::<JobFinished>()
         .unwrap();
-    assert_eq!((finished.data.job_id, finished.data.node_id), (job, NodeId(node)));
+    assert_eq!(
+        (finished.data.job_id, finished.data.node_id),
+        (job, NodeId(node))
+    );
     assert_eq!(finished.data.requested_by, "ada");
     assert_eq!(finished.data.result, Some(json!({"ok": true})));
     plane.stop().await;

@@ -2,12 +2,12 @@
 //! latest `check_status` (MO-07, told to the agent channel by `health_changed`) and placement
 //! from the latest `host_report`s (PV-15), read back over the operator API.
 
-use capstan_events::NodeId;
 use super::PairedAgent;
 use super::{Plane, TestAgent};
 use capstan_bus::testsuite::read_stream;
 use capstan_e2e::heard::heard;
 use capstan_e2e::wait_for;
+use capstan_events::NodeId;
 use capstan_events::{
     agent_channel::{JobFinished, JobOutcome, NodeReported, PlacementChanged},
     Domain, RawEnvelope,
@@ -309,10 +309,7 @@ async fn announced_placements(plane: &Plane) -> (Vec<(i64, Option<i64>)>, Vec<Ra
         .filter(|event| event.event_type == "capstan.agent_channel.placement_changed")
         .map(|event| {
             let changed = event.decode::<PlacementChanged>().unwrap().data;
-            (
-                changed.node_id.get(),
-                changed.host_node_id.map(NodeId::get),
-            )
+            (changed.node_id.get(), changed.host_node_id.map(NodeId::get))
         })
         .collect();
     (placed, events)

@@ -3,13 +3,13 @@
 //! generic jobs route, and a service's `request_job` is held to the words it may ask for, by
 //! the subject it came on.
 
-use capstan_events::NodeId;
 use super::{PairedAgent, Plane, VOCABULARY};
 use capstan_bus::{
     testsuite::{consumer_settled, read_stream},
     Outgoing,
 };
 use capstan_e2e::wait_for;
+use capstan_events::NodeId;
 use capstan_events::{
     agent_channel::{
         rpc::{CreateJob, JobCreated},

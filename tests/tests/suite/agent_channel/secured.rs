@@ -3,11 +3,11 @@
 //! 1 MiB result through the claim check, a job asked for by command) works without one
 //! permission violation on the server.
 
-use capstan_events::NodeId;
 use super::PairedAgent;
 use super::Plane;
 use capstan_bus::Outgoing;
 use capstan_e2e::wait_for;
+use capstan_events::NodeId;
 use capstan_events::{agent_channel::RequestJob, Domain, Envelope};
 use reqwest::StatusCode;
 use serde_json::json;

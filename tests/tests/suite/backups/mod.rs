@@ -9,11 +9,11 @@ pub(crate) mod schedule;
 mod storage;
 mod targets;
 
-use capstan_events::NodeId;
 use capstan_bus::Outgoing;
 use capstan_e2e::heard::published;
 use capstan_e2e::plane::Plane;
 use capstan_e2e::s3::S3Server;
+use capstan_events::NodeId;
 use capstan_events::{
     agent_channel::{JobQueued, RequestJob},
     Domain, Envelope,

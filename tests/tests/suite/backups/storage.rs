@@ -448,7 +448,7 @@ async fn bk_17_bk_21_a_claimed_success_storage_does_not_hold_raises_backups_stop
     // started, and the incidents service opens plane:backups_stopped from the judgement.
     let incident = crate::incidents::wait_incident(
         &plane,
-        node,
+        node.get(),
         "plane:backups_stopped",
         "plane:backups_stopped to open",
         |incident| incident["status"] == "open",

@@ -3,10 +3,10 @@
 //! each per window however many passes run. "Not twice" is proved against the monitor's own
 //! pass counter (the marker), never a sleep.
 
-use capstan_events::NodeId;
 use capstan_e2e::heard::heard;
 use capstan_e2e::plane::Plane;
 use capstan_e2e::wait_for;
+use capstan_events::NodeId;
 use capstan_events::{agent_channel::JobFinished, Domain};
 use reqwest::StatusCode;
 use serde_json::{json, Value};

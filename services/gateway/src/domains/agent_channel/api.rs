@@ -3,7 +3,6 @@
 //! route table's business ([`crate::routes`]); what an actor may do to a given node or job is
 //! the agent channel's.
 
-use capstan_events::NodeId;
 use crate::route::schema;
 use axum::{
     extract::State,
@@ -19,6 +18,7 @@ use capstan_events::agent_channel::rpc::{
     PAGE_LIMIT_MAX,
 };
 use capstan_events::rpc::Actor;
+use capstan_events::NodeId;
 use schemars::JsonSchema;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::{json, Value};

@@ -5,7 +5,6 @@
 //! to add the first server (`first_server.rs`). However large the fleet or
 //! the join flood, the page holds a bounded number of rows.
 
-use capstan_events::NodeId;
 use askama::Template;
 use axum::{
     extract::State,
@@ -17,6 +16,7 @@ use capstan_events::agent_channel::rpc::{
     ListJoins, ListNodes, NodeView, Nodes, Page, Placement,
 };
 use capstan_events::rpc::{Actor, Level};
+use capstan_events::NodeId;
 use std::collections::HashMap;
 
 use super::first_server::{plane_url, PlaneUrl};
@@ -128,7 +128,11 @@ pub fn counting(actor: &Actor) -> ListNodes {
 }
 
 /// The names of the nodes `jobs` ran on (one question for the page's jobs).
-pub async fn names_of(state: &AppState, actor: &Actor, jobs: &[JobView]) -> HashMap<NodeId, String> {
+pub async fn names_of(
+    state: &AppState,
+    actor: &Actor,
+    jobs: &[JobView],
+) -> HashMap<NodeId, String> {
     let mut ids: Vec<NodeId> = jobs.iter().map(|job| job.node_id).collect();
     ids.sort_unstable();
     ids.dedup();

@@ -3,7 +3,6 @@
 //! `/ui/jobs/{id}/output?offset=N`; Cancel while pending and Mark as failed while running
 //! (behind a confirmation), both at level 8.
 
-use capstan_events::NodeId;
 use askama::Template;
 use axum::{
     extract::State,
@@ -11,6 +10,7 @@ use axum::{
     response::{IntoResponse, Response},
     Json,
 };
+use capstan_events::NodeId;
 use capstan_events::{
     agent_channel::rpc::{GetNode, JobOutputRequest, JobRef, JobState, JobView, NodeRef},
     rpc::Level,

@@ -6,13 +6,13 @@
 //! its reading tabs only: Overview, Jobs with the read words alone, and Agent without
 //! Disconnect (spec, "Admin Pages": "Below 8, node detail shows only its reading tabs").
 
-use capstan_events::NodeId;
 use askama::Template;
 use axum::{
     extract::State,
     http::{HeaderMap, StatusCode, Uri},
     response::Response,
 };
+use capstan_events::NodeId;
 use capstan_events::{
     agent_channel::rpc::{CreateJob, JobCreated, ListJobs, NodeRef, NodeView},
     rpc::Level,

@@ -3,8 +3,8 @@
 //! page's. Every act answers with the agent channel's job, or the refusal in words (a machine
 //! whose turn is held: the job that holds it), back on the tab.
 
-use capstan_events::NodeId;
 use axum::{extract::State, response::Response};
+use capstan_events::NodeId;
 use capstan_events::{
     backups::rpc::{
         ChainView, Dispatched, GetNodePolicy, ListTargets, MoveRequest, NodeBackups,

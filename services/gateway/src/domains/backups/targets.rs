@@ -4,7 +4,6 @@
 //! their first backup there, how many were moved away and still have backups held there, and
 //! the nodes that are not backed up with why.
 
-use capstan_events::NodeId;
 use askama::Template;
 use axum::{
     extract::State,
@@ -15,6 +14,7 @@ use capstan_events::backups::rpc::{
     FleetCoverage, FleetCoverageRequest, ListTargets, SealKeyView, SetDefaultTarget, TargetView,
     Targets,
 };
+use capstan_events::NodeId;
 
 use super::ask;
 use crate::{

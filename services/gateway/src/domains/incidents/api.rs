@@ -1,7 +1,6 @@
 //! `/api/v1/incidents`, `/api/v1/silences`, `/api/v1/webhooks`, `/api/v1/me/notifications`,
 //! `/api/v1/me/bell` and a node's alerts: the incidents service's API (levels in the rows).
 
-use capstan_events::NodeId;
 use crate::route::schema;
 use axum::{
     extract::State,
@@ -18,6 +17,7 @@ use capstan_events::incidents::rpc::{
 };
 use capstan_events::incidents::Severity;
 use capstan_events::rpc::Actor;
+use capstan_events::NodeId;
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -3,7 +3,6 @@
 //! 1 day, 3 days, 1 week) and a note box at level 8, and the signals sent with each delivery's
 //! attempts. Setting the triage it already has records nothing (IN-19), and the page says so.
 
-use capstan_events::NodeId;
 use askama::Template;
 use axum::{
     extract::State,
@@ -13,6 +12,7 @@ use axum::{
 use capstan_events::incidents::rpc::{
     AddNote, Done, GetIncident, IncidentDetail, SignalView, TimelineView, TriageIncident, Triaged,
 };
+use capstan_events::NodeId;
 
 use super::{
     act_done_words, ask, attempts, can_triage,

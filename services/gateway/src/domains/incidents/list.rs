@@ -2,7 +2,6 @@
 //! Waiting for proof, Resolved, Ignored, All, each with its count), filters by node, type and
 //! still happening, and a dropdown to triage the selected rows at once (level 8).
 
-use capstan_events::NodeId;
 use askama::Template;
 use axum::{
     extract::State,
@@ -12,6 +11,7 @@ use axum::{
 use capstan_events::incidents::rpc::{
     IncidentView, Incidents, ListIncidents, TriageIncident, ViewCounts,
 };
+use capstan_events::NodeId;
 use std::collections::BTreeMap;
 
 use super::{act_done_words, ask, can_triage, node_label, severity_word, view_words, ACTS};

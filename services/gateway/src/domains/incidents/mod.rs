@@ -39,8 +39,8 @@ pub use header::HEADER_PART;
 pub use node_card::{node_card, NodeCard};
 pub use notifications::{notifications_section, NotificationsSection};
 
-use capstan_events::NodeId;
 use axum::routing::on;
+use capstan_events::NodeId;
 use capstan_events::Word as _;
 use capstan_events::{incidents::Severity, rpc::Level};
 

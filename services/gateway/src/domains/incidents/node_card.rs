@@ -2,8 +2,8 @@
 //! gives for the fleet, the node's incidents that need you or are still happening, and the
 //! ways on (all of its incidents, a silence for it).
 
-use capstan_events::NodeId;
 use capstan_events::incidents::rpc::ListIncidents;
+use capstan_events::NodeId;
 
 use super::{
     ask, can_triage,

@@ -2,7 +2,6 @@
 //! with who, why and an end time, during which its incidents open and clear but tell nobody.
 //! Created with the node, the end time (UTC) and the reason; ended early with a button.
 
-use capstan_events::NodeId;
 use askama::Template;
 use axum::{
     extract::State,
@@ -12,6 +11,7 @@ use axum::{
 use capstan_events::incidents::rpc::{
     CreateSilence, DeleteRequest, Done, ListRequest, SilenceView,
 };
+use capstan_events::NodeId;
 use chrono::{DateTime, Duration, NaiveDateTime, Utc};
 
 use super::{ask, node_label};

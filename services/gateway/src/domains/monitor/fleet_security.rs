@@ -12,7 +12,6 @@
 //! `[data-test=colour]`, `[data-test=security-pending]`, `[data-test=state]` and
 //! `[data-test=reasons]`.
 
-use capstan_events::NodeId;
 use askama::Template;
 use axum::{
     extract::State,
@@ -22,6 +21,7 @@ use axum::{
 };
 use capstan_events::monitor::rpc::{ContainerRow, GetFleetSecurity, SecurityRow};
 use capstan_events::rpc::Level;
+use capstan_events::NodeId;
 
 use crate::{
     ask::ask,

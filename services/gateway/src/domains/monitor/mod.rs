@@ -21,7 +21,6 @@ pub mod api;
 pub mod fleet_security;
 pub mod sparkline;
 
-use capstan_events::NodeId;
 use askama::Template;
 use axum::{
     extract::State,
@@ -35,6 +34,7 @@ use capstan_events::monitor::rpc::{
 };
 use capstan_events::monitor::UptimeStatus;
 use capstan_events::rpc::Level;
+use capstan_events::NodeId;
 use capstan_events::Word as _;
 
 use crate::ui::{

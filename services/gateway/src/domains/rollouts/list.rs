@@ -2,7 +2,6 @@
 //! nodes' ids, comma-separated), an error budget and a soak for every stage, and up to five
 //! pages to check. A rollout from the form with one node a line goes one node at a time.
 
-use capstan_events::NodeId;
 use askama::Template;
 use axum::{
     extract::State,
@@ -12,6 +11,7 @@ use axum::{
 use capstan_events::rollouts::staged::{
     ListRollouts, RolloutView, Rollouts, StageRequest, StartRollout,
 };
+use capstan_events::NodeId;
 
 use super::{ask, state_words};
 use crate::{

@@ -10,13 +10,13 @@
 //! `[data-test=on-trial]` (links to the nodes); `#refusal-<node id>` rows with
 //! `[data-test=refused-state]`, `[data-test=refused-offered]` and `[data-test=refused-reason]`.
 
-use capstan_events::NodeId;
 use askama::Template;
 use axum::{
     extract::State,
     http::{HeaderMap, StatusCode},
     response::Response,
 };
+use capstan_events::NodeId;
 use capstan_events::{
     agent_channel::rpc::{FleetVersions, FleetVersionsRequest},
     rollouts::rpc::{ListReleases, ReleaseView, Releases},

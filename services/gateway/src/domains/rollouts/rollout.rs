@@ -2,7 +2,6 @@
 //! budgets and soaks, every node's step — phase, verdict, reason, why it waits — with the pages
 //! it checked before and after the apply side by side, and the acts at level 8.
 
-use capstan_events::NodeId;
 use askama::Template;
 use axum::{
     extract::State,
@@ -12,6 +11,7 @@ use axum::{
 use capstan_events::rollouts::staged::{
     ActOnRollout, GetRollout, ProbeAnswer, RolloutView, StageView,
 };
+use capstan_events::NodeId;
 
 use super::{ask, state_words, under_way};
 use crate::{

@@ -5,7 +5,6 @@
 //! went unheard. A case first heard already closed still opens — closed, with one signal — and
 //! still needs a look. Nothing here ever closes a case.
 
-use capstan_events::NodeId;
 use chrono::{DateTime, Utc};
 
 use super::{CaseOutcome, CaseState, StoredCase};
@@ -146,6 +145,7 @@ mod tests {
     use crate::domain::signals::Announce;
     use crate::domain::sources::tests::node;
     use crate::domain::sources::NodeFacts;
+    use capstan_events::NodeId;
 
     /// The plane's side of one claim carrying `cases` for node 1: intake, then its incident effects,
     /// both applied.

@@ -324,7 +324,10 @@ fn in_05_an_ignored_incident_covers_that_incident_only_and_the_next_occurrence_i
     pass(&mut held, &node(NodeId(1)), &holds, at(1));
     held[0].triage = Triage::Ignored;
     // while it holds, nothing new opens and nobody is told
-    assert_eq!(signals(&pass(&mut held, &node(NodeId(1)), &holds, at(30))), 0);
+    assert_eq!(
+        signals(&pass(&mut held, &node(NodeId(1)), &holds, at(30))),
+        0
+    );
     // it clears: not settled, it stays ignored
     let cleared = pass(&mut held, &node(NodeId(1)), &[], at(31));
     assert_eq!(cleared.len(), 1);

@@ -1,6 +1,6 @@
-use capstan_events::NodeId;
 use super::*;
 use crate::domain::verdict::{Judgement, Outcome, Viewer};
+use capstan_events::NodeId;
 use capstan_events::Word as _;
 use chrono::TimeZone;
 use serde_json::json;
@@ -118,7 +118,11 @@ fn ro_14_the_first_miss_halts_in_flight_applies_are_still_judged_and_it_ends_hal
     assert_eq!(step_of(&mut s, NodeId(4)).verdict, Verdict::Skipped);
     answer(step_of(&mut s, NodeId(2)), Outcome::Completed, good_apply());
     let effects = advance(&mut r, &mut s, &Facts::default(), t0());
-    assert_eq!(step_of(&mut s, NodeId(2)).verdict, Verdict::Passed, "still judged");
+    assert_eq!(
+        step_of(&mut s, NodeId(2)).verdict,
+        Verdict::Passed,
+        "still judged"
+    );
     assert_eq!(r.state, State::Halted);
     let halt = r.halt.clone().unwrap();
     assert_eq!(halt.node_id, NodeId(1));

@@ -1,7 +1,7 @@
 //! Rollouts and their steps read into the engine's types (an unknown word is an error).
 
-use capstan_events::NodeId;
 use super::*;
+use capstan_events::NodeId;
 
 pub(super) type RolloutRow = (
     i64,

@@ -1,8 +1,8 @@
 //! [`advance`] and [`act`]: the engine run on one rollout under its row lock, in the caller's
 //! transaction.
 
-use capstan_events::NodeId;
 use super::*;
+use capstan_events::NodeId;
 
 /// What the engine learns on a tick: incidents opened on the soaking stage's nodes since its
 /// soak began. (Copy holds, RO-17, come from site copies, which this plane does not make yet.)

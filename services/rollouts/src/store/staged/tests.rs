@@ -1,6 +1,6 @@
-use capstan_events::NodeId;
 use super::run::advance_reading;
 use super::*;
+use capstan_events::NodeId;
 
 /// A node of its own machine, with `apply_update` and no readiness check.
 fn candidate(node_id: NodeId) -> Candidate {

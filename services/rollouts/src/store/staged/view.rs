@@ -1,7 +1,7 @@
 //! The operator's views of rollouts.
 
-use capstan_events::NodeId;
 use super::*;
+use capstan_events::NodeId;
 
 pub(super) fn probe_answer(probe: &Probe) -> ProbeAnswer {
     ProbeAnswer {

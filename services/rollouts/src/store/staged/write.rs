@@ -1,7 +1,7 @@
 //! What the engine decided, written: the changed rows, the job requests and the events.
 
-use capstan_events::NodeId;
 use super::*;
+use capstan_events::NodeId;
 
 pub(super) async fn save(
     connection: &mut PgConnection,
