@@ -11,7 +11,7 @@ use capstan_events::{
         rpc::{BackupMode, Position, RunKind, Uncovered},
         Provider, UrlOp,
     },
-    incidents::{Severity, Status, Triage},
+    incidents::{rpc::WebhookKind, Severity, Status, Triage},
     monitor::{
         rpc::{EdgeProbeStatus, SecurityColour},
         CertReason, CheckKind, HealthDot, UptimeStatus,
@@ -70,6 +70,7 @@ fn every_word_is_named_as_serde_names_it_and_reads_back() {
         spelled_once::<Status>(),
         spelled_once::<Triage>(),
         spelled_once::<Severity>(),
+        spelled_once::<WebhookKind>(),
         spelled_once::<CheckKind>(),
         spelled_once::<UptimeStatus>(),
         spelled_once::<CertReason>(),

@@ -439,7 +439,7 @@ fn webhook_view(row: acts::WebhookRow) -> Answer<WebhookView> {
     Ok(WebhookView {
         id: row.id,
         url: row.url,
-        kind: row.kind,
+        kind: store::webhook_kind(&row.kind).map_err(unavailable)?,
         min_severity: store::severity(&row.min_severity).map_err(unavailable)?,
         created_by: row.created_by,
         created_at: row.created_at,
@@ -460,12 +460,6 @@ pub const MAX_WEBHOOK_URL: usize = 2048;
 
 pub async fn create_webhook(state: State, request: CreateWebhook) -> Answer<WebhookCreated> {
     request.actor.require(Level::Admin, "creating a webhook")?;
-    if !matches!(request.kind.as_str(), "standard" | "slack") {
-        return Err(RpcError::from(InvalidInput::new(
-            "kind",
-            "must be standard or slack",
-        )));
-    }
     if request.url.len() > MAX_WEBHOOK_URL {
         return Err(RpcError::from(InvalidInput::new(
             "url",
@@ -480,7 +474,7 @@ pub async fn create_webhook(state: State, request: CreateWebhook) -> Answer<Webh
     let row = acts::create_webhook(
         &mut connection,
         url.as_str(),
-        &request.kind,
+        request.kind,
         request.min_severity,
         &secret.reveal(),
         &request.actor.name,

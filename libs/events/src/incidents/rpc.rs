@@ -254,12 +254,36 @@ pub struct Silences {
     pub silences: Vec<SilenceView>,
 }
 
-/// `POST /api/v1/webhooks` (level 10). `kind` is `standard` or `slack`.
+/// What a webhook's body looks like: the Standard Webhooks shape, or Slack's incoming-webhook
+/// message.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum WebhookKind {
+    Standard,
+    Slack,
+}
+
+/// `POST /api/v1/webhooks` (level 10).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CreateWebhook {
     pub actor: Actor,
     pub url: String,
-    pub kind: String,
+    pub kind: WebhookKind,
     pub min_severity: Severity,
 }
 
@@ -267,7 +291,7 @@ pub struct CreateWebhook {
 pub struct WebhookView {
     pub id: i64,
     pub url: String,
-    pub kind: String,
+    pub kind: WebhookKind,
     pub min_severity: Severity,
     pub created_by: String,
     pub created_at: DateTime<Utc>,

@@ -491,7 +491,7 @@ fn fake_incidents(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
             webhook: incidents::WebhookView {
                 id: 1,
                 url: "https://hooks.example/x".into(),
-                kind: "standard".into(),
+                kind: incidents::WebhookKind::Standard,
                 min_severity: capstan_events::incidents::Severity::Warning,
                 created_by: "ada".into(),
                 created_at: chrono::Utc::now(),

@@ -1,7 +1,7 @@
 //! What a person's acts write: a triage change and its note, a note alone, silences, webhooks,
 //! mail preferences and a node's alerts setting. The checks are the domain's and the rpc's.
 
-use capstan_events::incidents::{IncidentTriaged, Severity};
+use capstan_events::incidents::{rpc::WebhookKind, IncidentTriaged, Severity};
 use capstan_events::NodeId;
 use capstan_events::{Envelope, Message};
 use capstan_store::{outbox, PgConnection};
@@ -172,7 +172,7 @@ pub struct WebhookRow {
 pub async fn create_webhook(
     connection: &mut PgConnection,
     url: &str,
-    kind: &str,
+    kind: WebhookKind,
     min_severity: Severity,
     secret: &str,
     by: &str,
@@ -184,7 +184,7 @@ pub async fn create_webhook(
          RETURNING id, url, kind, min_severity, created_by, created_at",
     )
     .bind(url)
-    .bind(kind)
+    .bind(kind.as_str())
     .bind(min_severity.as_str())
     .bind(secret)
     .bind(by)

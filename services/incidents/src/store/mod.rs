@@ -3,7 +3,7 @@
 //! together. Rows are read into the domain's types here: a word in a row that the domain does
 //! not know is an error, never a default.
 
-use capstan_events::incidents::{Severity, Status, Triage};
+use capstan_events::incidents::{rpc::WebhookKind, Severity, Status, Triage};
 use capstan_store::{PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
@@ -41,6 +41,10 @@ pub fn triage(text: &str) -> Result<Triage> {
 
 pub fn severity(text: &str) -> Result<Severity> {
     Severity::parse(text).ok_or_else(|| unknown("severity", text))
+}
+
+pub fn webhook_kind(text: &str) -> Result<WebhookKind> {
+    WebhookKind::parse(text).ok_or_else(|| unknown("webhook kind", text))
 }
 
 pub fn source(text: &str) -> Result<SourceName> {

@@ -13,7 +13,7 @@ use capstan_events::incidents::rpc::{
     AddNote, Bell, CreateSilence, CreateWebhook, DeleteRequest, Done, GetIncident, Header,
     HeaderRequest, IncidentDetail, Incidents, ListIncidents, ListRequest, MailPreferences,
     NotificationsRequest, SetAlerts, SetNotifications, SilenceView, Silences, TriageIncident,
-    Triaged, WebhookCreated, Webhooks,
+    Triaged, WebhookCreated, WebhookKind, Webhooks,
 };
 use capstan_events::incidents::Severity;
 use capstan_events::rpc::Actor;
@@ -327,7 +327,7 @@ pub async fn list_webhooks(
 pub struct WebhookBody {
     pub url: String,
     /// `standard` (Standard Webhooks JSON) or `slack`.
-    pub kind: String,
+    pub kind: WebhookKind,
     pub min_severity: Severity,
 }
 
