@@ -16,7 +16,10 @@ use capstan_events::{
         rpc::{EdgeProbeStatus, SecurityColour},
         CertReason, CheckKind, HealthDot, UptimeStatus,
     },
-    rollouts::staged::{RolloutKind, RolloutState},
+    rollouts::{
+        rpc::{AgentArtifactKind, Arch},
+        staged::{RolloutKind, RolloutState},
+    },
     rpc::ErrorCode,
     Domain, Word,
 };
@@ -80,6 +83,8 @@ fn every_word_is_named_as_serde_names_it_and_reads_back() {
         spelled_once::<ErrorCode>(),
         spelled_once::<RolloutKind>(),
         spelled_once::<RolloutState>(),
+        spelled_once::<AgentArtifactKind>(),
+        spelled_once::<Arch>(),
     ];
     assert!(counted.iter().all(|variants| *variants >= 2), "{counted:?}");
 }
@@ -94,4 +99,15 @@ fn a_words_kebab_and_lowercase_names_follow_its_serde_case() {
     assert_eq!(RecipeMode::parse("not_applicable"), None);
     assert_eq!(Domain::AgentChannel.as_str(), "agent_channel");
     assert_eq!(ErrorCode::NeedsNewerAgent.to_string(), "needs_newer_agent");
+    assert_eq!(Arch::LinuxArm64.as_str(), "linux-arm64");
+    assert_eq!(Arch::ALL.len(), Arch::iter().count());
+    assert_eq!(
+        AgentArtifactKind::ALL.len(),
+        AgentArtifactKind::iter().count()
+    );
+    assert_eq!(Arch::parse("linux_arm64"), None);
+    assert_eq!(
+        AgentArtifactKind::parse("release_statement"),
+        Some(AgentArtifactKind::ReleaseStatement)
+    );
 }
