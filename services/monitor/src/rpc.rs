@@ -128,7 +128,7 @@ pub async fn set_uptime(state: State, request: SetUptime) -> Answer<UptimeCheck>
         .require(Level::Change, "changing a node's uptime check")?;
     let setting = uptime::setting(
         request.enabled,
-        request.kind.as_str(),
+        request.kind,
         request.url.as_deref(),
         request.keyword.as_deref(),
         request.interval_secs,

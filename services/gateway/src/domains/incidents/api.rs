@@ -479,3 +479,31 @@ pub async fn set_alerts(
     };
     Ok(Json(ask(&state, &request).await?))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::WebhookBody;
+    use crate::input::parse_json;
+    use capstan_events::incidents::rpc::WebhookKind;
+
+    #[test]
+    fn a_webhook_of_a_kind_not_known_is_refused_naming_the_field_and_the_kinds_taken() {
+        let refused = parse_json::<WebhookBody>(
+            br#"{"url": "https://hooks.example/x", "kind": "teams", "min_severity": "warning"}"#,
+        )
+        .unwrap_err();
+        assert_eq!(refused.code, "invalid_request");
+        assert!(
+            refused
+                .message
+                .starts_with("kind: unknown variant `teams`, expected `standard` or `slack`"),
+            "{}",
+            refused.message
+        );
+        let taken = parse_json::<WebhookBody>(
+            br#"{"url": "https://hooks.example/x", "kind": "slack", "min_severity": "warning"}"#,
+        )
+        .unwrap();
+        assert_eq!(taken.kind, WebhookKind::Slack);
+    }
+}
