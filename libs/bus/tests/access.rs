@@ -9,6 +9,7 @@ use capstan_bus::{
     access::BusUser, testsuite::NatsServer, Bus, ConnectOptions, ConsumerSpec, Credentials,
     Delivery, HandlerError, Outgoing, RpcServer,
 };
+use capstan_events::NodeId;
 use capstan_events::{
     agent_channel::rpc::{ApproveJoin, Approved},
     rpc::{Actor, JsonRpc, Level, Rpc},
@@ -120,7 +121,7 @@ async fn the_gateway_user_can_ask_an_operator_rpc() {
         RpcServer::new(agent_channel, Domain::AgentChannel)
             .route(|request: ApproveJoin| async move {
                 Ok(Approved {
-                    node_id: request.node_id.unwrap_or_default(),
+                    node_id: request.node_id.unwrap_or(NodeId(0)),
                 })
             })
             .serve(shutdown.clone()),
@@ -133,10 +134,10 @@ async fn the_gateway_user_can_ask_an_operator_rpc() {
             address: None,
         },
         join_id: uuid::Uuid::nil(),
-        node_id: Some(7),
+        node_id: Some(NodeId(7)),
     };
     let answer = wait_for_answer(&gateway, &approve).await;
-    assert_eq!(answer, Approved { node_id: 7 });
+    assert_eq!(answer, Approved { node_id: NodeId(7) });
     // The service asking its own health (what `capstan health` runs with its credentials).
     let own = server
         .connect_as(BusUser::Service(Domain::AgentChannel))

@@ -11,6 +11,7 @@
 //! judged. A new producing service declares its [`ConditionKind`]s in its contract module and
 //! lists them in `catalog::CONDITIONS` (with its messages); nothing in incidents changes.
 
+use crate::NodeId;
 use crate::Word as _;
 use chrono::{DateTime, SubsecRound, Utc};
 use schemars::JsonSchema;
@@ -67,7 +68,7 @@ impl ConditionKind {
     /// [`MAX_EVIDENCE_CHARS`]), judged at `observed_at`.
     pub fn happening(
         &self,
-        node_id: i64,
+        node_id: NodeId,
         evidence: impl Into<String>,
         since: DateTime<Utc>,
         observed_at: DateTime<Utc>,
@@ -85,7 +86,7 @@ impl ConditionKind {
     }
 
     /// The condition no longer holds on `node_id` (or never did), judged at `observed_at`.
-    pub fn not_happening(&self, node_id: i64, observed_at: DateTime<Utc>) -> ConditionChanged {
+    pub fn not_happening(&self, node_id: NodeId, observed_at: DateTime<Utc>) -> ConditionChanged {
         ConditionChanged {
             domain: self.domain,
             name: self.name.to_string(),
@@ -123,7 +124,7 @@ pub struct ConditionChanged {
     pub domain: Domain,
     /// The condition's name within the plane (`site_down`), shown as `plane:site_down`.
     pub name: String,
-    pub node_id: i64,
+    pub node_id: NodeId,
     /// Whether the condition holds now.
     pub happening: bool,
     pub severity: Severity,
@@ -158,7 +159,7 @@ impl ConditionChanged {
                 "a condition's name is 1 to 64 lowercase letters, digits and underscores",
             ));
         }
-        if self.node_id <= 0 {
+        if self.node_id.get() <= 0 {
             return Err(InvalidInput::new("node_id", "must be a node's positive id"));
         }
         if self.title.trim().is_empty() {
@@ -252,7 +253,7 @@ mod tests {
 
     #[test]
     fn a_condition_travels_in_its_envelope_and_reads_back() {
-        let condition = crate::monitor::SITE_DOWN.happening(7, "HTTP 500", at(-60), at(0));
+        let condition = crate::monitor::SITE_DOWN.happening(NodeId(7), "HTTP 500", at(-60), at(0));
         let envelope = condition.clone().envelope();
         assert_eq!(envelope.event_type, EVENT_TYPE);
         assert_eq!(envelope.source, "capstan/monitor");
@@ -273,20 +274,20 @@ mod tests {
 
     #[test]
     fn not_happening_carries_no_evidence_and_a_start_is_never_after_the_look() {
-        let cleared = crate::monitor::SITE_DOWN.not_happening(7, at(0));
+        let cleared = crate::monitor::SITE_DOWN.not_happening(NodeId(7), at(0));
         assert!(!cleared.happening);
         assert_eq!(cleared.evidence, "");
         assert_eq!(cleared.since, None);
-        let early = crate::monitor::SITE_DOWN.happening(7, "x", at(10), at(0));
+        let early = crate::monitor::SITE_DOWN.happening(NodeId(7), "x", at(10), at(0));
         assert_eq!(early.since, Some(at(0)));
-        let long = crate::monitor::SITE_DOWN.happening(7, "é".repeat(5_000), at(0), at(0));
+        let long = crate::monitor::SITE_DOWN.happening(NodeId(7), "é".repeat(5_000), at(0), at(0));
         assert_eq!(long.evidence.chars().count(), MAX_EVIDENCE_CHARS);
         assert!(long.check().is_ok());
     }
 
     #[test]
     fn a_condition_that_breaks_its_shape_is_refused_naming_the_field() {
-        let good = crate::backups::BACKUP_FAILED.happening(3, "Run 4 failed", at(0), at(0));
+        let good = crate::backups::BACKUP_FAILED.happening(NodeId(3), "Run 4 failed", at(0), at(0));
         assert!(good.check().is_ok());
         for (field, bad) in [
             (
@@ -306,7 +307,7 @@ mod tests {
             (
                 "node_id",
                 ConditionChanged {
-                    node_id: 0,
+                    node_id: NodeId(0),
                     ..good.clone()
                 },
             ),

@@ -197,11 +197,12 @@ impl RawEnvelope {
 mod tests {
     use super::*;
     use crate::agent_channel::NodeLeft;
+    use crate::NodeId;
 
     fn started() -> Envelope<NodeLeft> {
         Envelope::new(
             NodeLeft {
-                node_id: 17,
+                node_id: NodeId(17),
                 fingerprint: "SHA256:abc".into(),
                 left_at: Utc::now(),
             },

@@ -11,13 +11,16 @@ use capstan_events::{
         rpc::{BackupMode, Position, RunKind, Uncovered},
         Provider, UrlOp,
     },
-    incidents::{Severity, Status, Triage},
+    incidents::{rpc::WebhookKind, Severity, Status, Triage},
     monitor::{
         rpc::{EdgeProbeStatus, SecurityColour},
         CertReason, CheckKind, HealthDot, UptimeStatus,
     },
     provisioning::{AccountFlag, CloudProvider, InstallKind, InstallState, ProvisionStep},
-    rollouts::staged::{RolloutKind, RolloutState},
+    rollouts::{
+        rpc::{AgentArtifactKind, Arch},
+        staged::{RolloutKind, RolloutState},
+    },
     rpc::ErrorCode,
     Domain, Word,
 };
@@ -71,6 +74,7 @@ fn every_word_is_named_as_serde_names_it_and_reads_back() {
         spelled_once::<Status>(),
         spelled_once::<Triage>(),
         spelled_once::<Severity>(),
+        spelled_once::<WebhookKind>(),
         spelled_once::<CheckKind>(),
         spelled_once::<UptimeStatus>(),
         spelled_once::<CertReason>(),
@@ -85,6 +89,8 @@ fn every_word_is_named_as_serde_names_it_and_reads_back() {
         spelled_once::<InstallKind>(),
         spelled_once::<InstallState>(),
         spelled_once::<ProvisionStep>(),
+        spelled_once::<AgentArtifactKind>(),
+        spelled_once::<Arch>(),
     ];
     assert!(counted.iter().all(|variants| *variants >= 2), "{counted:?}");
 }
@@ -101,4 +107,15 @@ fn a_words_kebab_and_lowercase_names_follow_its_serde_case() {
     assert_eq!(ErrorCode::NeedsNewerAgent.to_string(), "needs_newer_agent");
     assert_eq!(InstallKind::DockerHost.as_str(), "docker-host");
     assert_eq!(InstallState::InstallFailed.as_str(), "install_failed");
+    assert_eq!(Arch::LinuxArm64.as_str(), "linux-arm64");
+    assert_eq!(Arch::ALL.len(), Arch::iter().count());
+    assert_eq!(
+        AgentArtifactKind::ALL.len(),
+        AgentArtifactKind::iter().count()
+    );
+    assert_eq!(Arch::parse("linux_arm64"), None);
+    assert_eq!(
+        AgentArtifactKind::parse("release_statement"),
+        Some(AgentArtifactKind::ReleaseStatement)
+    );
 }

@@ -202,7 +202,7 @@ pub fn unavailable(
 mod tests {
     use super::*;
     use capstan_events::agent_channel::{NodeDisconnected, NodeLeft};
-    use capstan_events::{Envelope, Message, RawEnvelope};
+    use capstan_events::{Envelope, Message, NodeId, RawEnvelope};
 
     /// A consumer's message, as the services write theirs.
     #[derive(Debug)]
@@ -220,7 +220,7 @@ mod tests {
 
     fn disconnected() -> RawEnvelope {
         let data = NodeDisconnected {
-            node_id: 7,
+            node_id: NodeId(7),
             fingerprint: "SHA256:seven".into(),
             disconnected_by: "ops".into(),
         };
@@ -233,7 +233,7 @@ mod tests {
     #[test]
     fn a_type_read_is_decoded_another_is_passed_by_and_bad_data_is_rejected() {
         match read_as(&delivery(disconnected()), Heard::Disconnected) {
-            Some(Ok(Heard::Disconnected(read))) => assert_eq!(read.data.node_id, 7),
+            Some(Ok(Heard::Disconnected(read))) => assert_eq!(read.data.node_id, NodeId(7)),
             other => panic!("read as its variant: {other:?}"),
         }
 

@@ -14,7 +14,7 @@ use capstan_bus::{Delivery, HandlerError};
 use capstan_events::agent_channel::{
     NodeApproved, NodeDisconnected, NodeLeft, NodeReported, PlacementChanged,
 };
-use capstan_events::Envelope;
+use capstan_events::{Envelope, NodeId};
 use capstan_store::{nodes, PgConnection, StoreError};
 
 use crate::read_as;
@@ -45,7 +45,7 @@ impl NodeEvent {
     }
 
     /// The node the event is about.
-    pub fn node_id(&self) -> i64 {
+    pub fn node_id(&self) -> NodeId {
         match self {
             NodeEvent::Approved(event) => event.data.node_id,
             NodeEvent::Reported(event) => event.data.node_id,
@@ -88,7 +88,7 @@ mod tests {
         }
     }
 
-    fn approved(node: i64) -> NodeApproved {
+    fn approved(node: NodeId) -> NodeApproved {
         NodeApproved {
             request_id: uuid::Uuid::now_v7(),
             node_id: node,
@@ -101,7 +101,7 @@ mod tests {
         }
     }
 
-    fn reported(node: i64, version: &str, site_root: Option<&str>) -> NodeReported {
+    fn reported(node: NodeId, version: &str, site_root: Option<&str>) -> NodeReported {
         NodeReported {
             node_id: node,
             agent_version: version.into(),
@@ -133,11 +133,14 @@ mod tests {
     async fn a_node_is_approved_reported_placed_and_leaves() {
         let (_database, store) = store().await;
         let mut connection = store.pool().acquire().await.unwrap();
-        assert_eq!(nodes::node(&mut connection, 7).await.unwrap(), None);
-        assert!(!nodes::is_paired(&mut connection, 7).await.unwrap());
+        assert_eq!(nodes::node(&mut connection, NodeId(7)).await.unwrap(), None);
+        assert!(!nodes::is_paired(&mut connection, NodeId(7)).await.unwrap());
 
-        heard(&store, delivery(Envelope::new(approved(7), None))).await;
-        let node = nodes::node(&mut connection, 7).await.unwrap().unwrap();
+        heard(&store, delivery(Envelope::new(approved(NodeId(7)), None))).await;
+        let node = nodes::node(&mut connection, NodeId(7))
+            .await
+            .unwrap()
+            .unwrap();
         assert!(node.paired);
         assert_eq!(node.name, "site-7");
         assert_eq!(node.fingerprint, "SHA256:7");
@@ -147,10 +150,13 @@ mod tests {
 
         heard(
             &store,
-            delivery(Envelope::new(reported(7, "1.4.0", None), None)),
+            delivery(Envelope::new(reported(NodeId(7), "1.4.0", None), None)),
         )
         .await;
-        let node = nodes::node(&mut connection, 7).await.unwrap().unwrap();
+        let node = nodes::node(&mut connection, NodeId(7))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(node.agent_version.as_deref(), Some("1.4.0"));
         assert_eq!(node.vocabulary, vec!["check_status", "backup_run"]);
         assert_eq!(
@@ -161,26 +167,32 @@ mod tests {
         assert!(node.reported_at.is_some());
 
         let placed = PlacementChanged {
-            node_id: 7,
-            host_node_id: Some(3),
+            node_id: NodeId(7),
+            host_node_id: Some(NodeId(3)),
         };
         heard(&store, delivery(Envelope::new(placed, None))).await;
-        assert_eq!(nodes::placed_on(&mut connection, 3).await.unwrap(), vec![7]);
+        assert_eq!(
+            nodes::placed_on(&mut connection, NodeId(3)).await.unwrap(),
+            vec![NodeId(7)]
+        );
 
         let left = NodeLeft {
-            node_id: 7,
+            node_id: NodeId(7),
             fingerprint: "SHA256:7".into(),
             left_at: Utc::now(),
         };
         heard(&store, delivery(Envelope::new(left, None))).await;
-        assert!(!nodes::is_paired(&mut connection, 7).await.unwrap());
+        assert!(!nodes::is_paired(&mut connection, NodeId(7)).await.unwrap());
         assert!(nodes::paired(&mut connection).await.unwrap().is_empty());
         assert!(
-            nodes::node(&mut connection, 7).await.unwrap().is_some(),
+            nodes::node(&mut connection, NodeId(7))
+                .await
+                .unwrap()
+                .is_some(),
             "row kept"
         );
 
-        heard(&store, delivery(Envelope::new(approved(7), None))).await;
+        heard(&store, delivery(Envelope::new(approved(NodeId(7)), None))).await;
         let again = nodes::paired(&mut connection).await.unwrap();
         assert_eq!(again.len(), 1, "paired again");
         assert_eq!(again[0].agent_version.as_deref(), Some("1.4.0"));
@@ -193,15 +205,15 @@ mod tests {
         let (_database, store) = store().await;
         let mut connection = store.pool().acquire().await.unwrap();
         let now = Utc::now();
-        let mut orphan = Envelope::new(reported(9, "1.0.0", None), None);
+        let mut orphan = Envelope::new(reported(NodeId(9), "1.0.0", None), None);
         orphan.time = now;
         heard(&store, delivery(orphan)).await;
-        assert_eq!(nodes::node(&mut connection, 9).await.unwrap(), None);
+        assert_eq!(nodes::node(&mut connection, NodeId(9)).await.unwrap(), None);
 
-        heard(&store, delivery(Envelope::new(approved(7), None))).await;
+        heard(&store, delivery(Envelope::new(approved(NodeId(7)), None))).await;
         let mut newer = Envelope::new(
             PlacementChanged {
-                node_id: 7,
+                node_id: NodeId(7),
                 host_node_id: None,
             },
             None,
@@ -209,24 +221,30 @@ mod tests {
         newer.time = now;
         let mut older = Envelope::new(
             PlacementChanged {
-                node_id: 7,
-                host_node_id: Some(3),
+                node_id: NodeId(7),
+                host_node_id: Some(NodeId(3)),
             },
             None,
         );
         older.time = now - Duration::minutes(5);
         heard(&store, delivery(newer)).await;
         heard(&store, delivery(older)).await;
-        let node = nodes::node(&mut connection, 7).await.unwrap().unwrap();
+        let node = nodes::node(&mut connection, NodeId(7))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(node.host_node_id, None, "the newer placement stands");
 
-        let mut newer = Envelope::new(reported(7, "2.0.0", Some("/srv/new")), None);
+        let mut newer = Envelope::new(reported(NodeId(7), "2.0.0", Some("/srv/new")), None);
         newer.time = now;
-        let mut older = Envelope::new(reported(7, "1.0.0", None), None);
+        let mut older = Envelope::new(reported(NodeId(7), "1.0.0", None), None);
         older.time = now - Duration::minutes(5);
         heard(&store, delivery(newer)).await;
         heard(&store, delivery(older)).await;
-        let node = nodes::node(&mut connection, 7).await.unwrap().unwrap();
+        let node = nodes::node(&mut connection, NodeId(7))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(node.agent_version.as_deref(), Some("2.0.0"));
         assert_eq!(node.site_root.as_deref(), Some("/srv/new"));
     }
@@ -237,13 +255,13 @@ mod tests {
     fn other_events_are_passed_by_and_bad_data_is_rejected() {
         let queued = capstan_events::agent_channel::JobQueued {
             job_id: 1,
-            node_id: 7,
+            node_id: NodeId(7),
             primitive: "check_status".into(),
             requested_by: "monitor".into(),
             correlation_id: None,
         };
         assert!(NodeEvent::read(&delivery(Envelope::new(queued, None)), |e| e).is_none());
-        let mut broken = delivery(Envelope::new(approved(7), None));
+        let mut broken = delivery(Envelope::new(approved(NodeId(7)), None));
         broken.envelope.data = serde_json::json!({"node_id": "seven"});
         assert!(matches!(
             NodeEvent::read(&broken, |e| e),

@@ -17,6 +17,7 @@ use crate::StoreError;
 pub const TABLE: &str = include_str!("nodes.sql");
 
 use capstan_events::agent_channel::{NodeApproved, NodeReported, PlacementChanged};
+use capstan_events::NodeId;
 use sqlx::types::{
     chrono::{DateTime, Utc},
     Json,
@@ -26,13 +27,13 @@ use sqlx::PgConnection;
 /// A node as this service knows it from the agent channel's events.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub name: String,
     pub fingerprint: String,
     pub addresses: Vec<String>,
     pub site_root: Option<String>,
     pub container: Option<String>,
-    pub host_node_id: Option<i64>,
+    pub host_node_id: Option<NodeId>,
     pub paired: bool,
     pub vocabulary: Vec<String>,
     pub agent_version: Option<String>,
@@ -43,13 +44,13 @@ pub struct Node {
 
 #[derive(sqlx::FromRow)]
 struct NodeRow {
-    node_id: i64,
+    node_id: NodeId,
     name: String,
     fingerprint: String,
     addresses: Json<Vec<String>>,
     site_root: Option<String>,
     container: Option<String>,
-    host_node_id: Option<i64>,
+    host_node_id: Option<NodeId>,
     paired: bool,
     vocabulary: Vec<String>,
     agent_version: Option<String>,
@@ -150,7 +151,7 @@ pub async fn placed(
 
 /// `node_left` or `node_disconnected`: the node has no paired agent. Its row stays (what the
 /// service keeps about it still names it).
-pub async fn unpaired(connection: &mut PgConnection, node: i64) -> Result<(), StoreError> {
+pub async fn unpaired(connection: &mut PgConnection, node: NodeId) -> Result<(), StoreError> {
     sqlx::query("UPDATE nodes SET paired = false WHERE node_id = $1")
         .bind(node)
         .execute(connection)
@@ -159,7 +160,7 @@ pub async fn unpaired(connection: &mut PgConnection, node: i64) -> Result<(), St
 }
 
 /// The node, when this service has heard of it.
-pub async fn node(connection: &mut PgConnection, node: i64) -> Result<Option<Node>, StoreError> {
+pub async fn node(connection: &mut PgConnection, node: NodeId) -> Result<Option<Node>, StoreError> {
     let row: Option<NodeRow> =
         sqlx::query_as(&format!("SELECT {COLUMNS} FROM nodes WHERE node_id = $1"))
             .bind(node)
@@ -169,7 +170,7 @@ pub async fn node(connection: &mut PgConnection, node: i64) -> Result<Option<Nod
 }
 
 /// Whether the node has a paired agent now (false for a node never heard of).
-pub async fn is_paired(connection: &mut PgConnection, node: i64) -> Result<bool, StoreError> {
+pub async fn is_paired(connection: &mut PgConnection, node: NodeId) -> Result<bool, StoreError> {
     let paired: Option<bool> = sqlx::query_scalar("SELECT paired FROM nodes WHERE node_id = $1")
         .bind(node)
         .fetch_optional(connection)
@@ -188,7 +189,10 @@ pub async fn paired(connection: &mut PgConnection) -> Result<Vec<Node>, StoreErr
 }
 
 /// The nodes whose containers sit on `host` now.
-pub async fn placed_on(connection: &mut PgConnection, host: i64) -> Result<Vec<i64>, StoreError> {
+pub async fn placed_on(
+    connection: &mut PgConnection,
+    host: NodeId,
+) -> Result<Vec<NodeId>, StoreError> {
     Ok(
         sqlx::query_scalar("SELECT node_id FROM nodes WHERE host_node_id = $1 ORDER BY node_id")
             .bind(host)

@@ -2,6 +2,7 @@
 //! service's command, an agent's request, a periodic task): each writes its state change and
 //! the events it causes in the caller's transaction.
 
+use capstan_events::NodeId;
 use capstan_events::{
     agent_channel::{
         primitives,
@@ -69,11 +70,11 @@ pub fn job_view(row: &JobRow) -> JobView {
 pub fn node_views(
     rows: &[NodeRow],
     readings: &[ReadingRow],
-    healths: &HashMap<i64, Health>,
+    healths: &HashMap<NodeId, Health>,
     now: DateTime<Utc>,
 ) -> Vec<NodeView> {
-    let mut checks: HashMap<i64, &ReadingRow> = HashMap::new();
-    let mut reports: HashMap<i64, &ReadingRow> = HashMap::new();
+    let mut checks: HashMap<NodeId, &ReadingRow> = HashMap::new();
+    let mut reports: HashMap<NodeId, &ReadingRow> = HashMap::new();
     for reading in readings {
         match reading.primitive.as_str() {
             "check_status" => checks.insert(reading.node_id, reading),
@@ -104,8 +105,11 @@ pub fn node_views(
 
 /// Where each of `rows` sits (domain/fleet.rs), from the latest host reports in `reports`
 /// (which may hold nodes not in `rows`: the hosts they may sit on).
-fn placements_of(rows: &[NodeRow], reports: &HashMap<i64, &ReadingRow>) -> HashMap<i64, Placement> {
-    let report_result = |id: i64| {
+fn placements_of(
+    rows: &[NodeRow],
+    reports: &HashMap<NodeId, &ReadingRow>,
+) -> HashMap<NodeId, Placement> {
+    let report_result = |id: NodeId| {
         reports
             .get(&id)
             .filter(|reading| reading.outcome == JobOutcome::Completed)
@@ -139,7 +143,7 @@ async fn placement_readings(
     connection: &mut PgConnection,
     rows: &[NodeRow],
 ) -> Result<Vec<ReadingRow>, StoreError> {
-    let mut ids: Vec<i64> = rows.iter().map(|row| row.id).collect();
+    let mut ids: Vec<NodeId> = rows.iter().map(|row| row.id).collect();
     let mut names: Vec<&str> = rows.iter().filter_map(NodeRow::container_name).collect();
     names.sort_unstable();
     names.dedup();
@@ -156,7 +160,7 @@ async fn placement_readings(
 /// host is no longer the one last announced, in the caller's transaction.
 pub async fn settle_placements(
     connection: &mut PgConnection,
-    touched: &[i64],
+    touched: &[NodeId],
 ) -> Result<(), StoreError> {
     store::lock_placements(connection).await?;
     let rows = store::placement_candidates(connection, touched).await?;
@@ -164,13 +168,13 @@ pub async fn settle_placements(
         return Ok(());
     }
     let readings = placement_readings(connection, &rows).await?;
-    let reports: HashMap<i64, &ReadingRow> = readings
+    let reports: HashMap<NodeId, &ReadingRow> = readings
         .iter()
         .filter(|reading| reading.primitive == "host_report")
         .map(|reading| (reading.node_id, reading))
         .collect();
     let placements = placements_of(&rows, &reports);
-    let ids: Vec<i64> = rows.iter().map(|row| row.id).collect();
+    let ids: Vec<NodeId> = rows.iter().map(|row| row.id).collect();
     let announced = store::announced_hosts(connection, &ids).await?;
     for row in &rows {
         let host = placements
@@ -246,7 +250,7 @@ fn node_view(
     }
 }
 
-pub fn join_view(row: &JoinRow, name_taken_by: Option<i64>, now: DateTime<Utc>) -> JoinView {
+pub fn join_view(row: &JoinRow, name_taken_by: Option<NodeId>, now: DateTime<Utc>) -> JoinView {
     let state = row.state.shown(row.expires_at, now);
     JoinView {
         id: row.id,

@@ -18,6 +18,7 @@
 //! already running. An arrival whose caller has gone (its gateway gave up on it) is dropped
 //! unread: it records no nonce, and nobody is answered for it.
 
+use capstan_events::NodeId;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -44,7 +45,7 @@ type Answer = Result<Option<Arrival>, NotTaken>;
 struct Asked {
     arriving: Arriving,
     /// The node the request's key proved, when this replica knew it from memory.
-    node: Option<i64>,
+    node: Option<NodeId>,
     answer: oneshot::Sender<Answer>,
 }
 
@@ -110,7 +111,7 @@ impl Arrivals {
 
     /// The arrival of one request of `node` (if this replica knows it) in `lane`, taken with
     /// whatever else arrived meanwhile: `None` when no node holds its key.
-    pub async fn arrive(&self, arriving: Arriving, node: Option<i64>, lane: Lane) -> Answer {
+    pub async fn arrive(&self, arriving: Arriving, node: Option<NodeId>, lane: Lane) -> Answer {
         let (answer, answered) = oneshot::channel();
         let asked = Asked {
             arriving,
@@ -300,7 +301,7 @@ mod tests {
     }
 
     /// An arrival of `node` with the nonce `nonce`, and what waits for its answer.
-    fn waited_for(node: i64, nonce: &str) -> (Asked, oneshot::Receiver<Answer>) {
+    fn waited_for(node: NodeId, nonce: &str) -> (Asked, oneshot::Receiver<Answer>) {
         let (answer, answered) = oneshot::channel();
         let mut asked = asked(&format!("SHA256:node-{node}"), nonce);
         asked.node = Some(node);
@@ -324,13 +325,13 @@ mod tests {
         let mut lanes = Lanes::default();
         let mut waiting = Vec::new();
         for node in 1..=(MOST_AT_ONCE as i64 + 50) {
-            let (asked, answered) = waited_for(node, &format!("renewal-{node}"));
+            let (asked, answered) = waited_for(NodeId(node), &format!("renewal-{node}"));
             lanes.plain.push_back(asked);
             waiting.push(answered);
         }
-        let (work, _work_answered) = waited_for(9_999, "result");
+        let (work, _work_answered) = waited_for(NodeId(9_999), "result");
         lanes.work.push_back(work);
-        wake.ring(150);
+        wake.ring(NodeId(150));
         let mut batch = Vec::new();
         lanes.take(&wake, &mut batch);
         assert_eq!(batch.len(), MOST_AT_ONCE);
@@ -347,8 +348,8 @@ mod tests {
     fn an_arrival_nobody_waits_for_any_more_is_dropped_unread() {
         let wake = Wake::default();
         let mut lanes = Lanes::default();
-        let (kept, _kept_answered) = waited_for(1, "kept");
-        let (gone, gone_answered) = waited_for(2, "gone");
+        let (kept, _kept_answered) = waited_for(NodeId(1), "kept");
+        let (gone, gone_answered) = waited_for(NodeId(2), "gone");
         drop(gone_answered);
         lanes.plain.extend([gone, kept]);
         let mut batch = Vec::new();
@@ -476,7 +477,7 @@ mod tests {
                 arrivals
                     .arrive(
                         arriving("SHA256:web-2", "before", false),
-                        Some(2),
+                        Some(NodeId(2)),
                         Lane::Plain,
                     )
                     .await
@@ -560,7 +561,11 @@ mod tests {
             let (arrivals, order) = (arrivals.clone(), order.clone());
             tokio::spawn(async move {
                 let answer = arrivals
-                    .arrive(arriving("SHA256:web-2", &nonce, false), Some(2), lane)
+                    .arrive(
+                        arriving("SHA256:web-2", &nonce, false),
+                        Some(NodeId(2)),
+                        lane,
+                    )
                     .await;
                 order.lock().unwrap().push(nonce);
                 answer
@@ -604,7 +609,11 @@ mod tests {
         let arrivals = started(&store);
         let answered = tokio::time::timeout(
             Duration::from_secs(10),
-            arrivals.arrive(arriving("SHA256:web-1", "held", true), Some(1), Lane::Plain),
+            arrivals.arrive(
+                arriving("SHA256:web-1", "held", true),
+                Some(NodeId(1)),
+                Lane::Plain,
+            ),
         )
         .await
         .expect("answered while the row is held")
@@ -614,7 +623,11 @@ mod tests {
         assert_eq!(answered.stamped_at, None, "left due");
         holding.rollback().await.unwrap();
         let answered = arrivals
-            .arrive(arriving("SHA256:web-1", "free", true), Some(1), Lane::Plain)
+            .arrive(
+                arriving("SHA256:web-1", "free", true),
+                Some(NodeId(1)),
+                Lane::Plain,
+            )
             .await
             .unwrap()
             .unwrap();

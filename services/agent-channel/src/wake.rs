@@ -9,6 +9,7 @@
 //! The same wake-ups keep the nodes with work waiting ([`Wake::has_work`]): a request of such a
 //! node goes ahead of plain renewals when it waits for a slot (`domain::claims::lane`).
 
+use capstan_events::NodeId;
 use capstan_store::Store;
 use std::{
     collections::HashMap,
@@ -53,7 +54,7 @@ impl Released {
 /// The nodes claims are waiting for.
 #[derive(Default)]
 pub struct Wake {
-    waiting: Mutex<HashMap<i64, Arc<Notify>>>,
+    waiting: Mutex<HashMap<NodeId, Arc<Notify>>>,
     /// How many times any bell was rung: a claim compares it across the moments between its
     /// first read and arming its bell, when a ring would find nobody to wake.
     rung: AtomicU64,
@@ -63,7 +64,7 @@ pub struct Wake {
     gateways: Mutex<HashMap<Uuid, Arc<CancellationToken>>>,
     /// Nodes with a job waiting, each with the ring count when it was last rung (or found with
     /// one); a claim that looks and finds none takes its node out ([`Wake::settle`]).
-    work: Mutex<HashMap<i64, u64>>,
+    work: Mutex<HashMap<NodeId, u64>>,
     /// Per poll, the job its claim handed out and when, kept [`HANDED_KEPT`]: a release of that
     /// poll coming after the hand-out (its answer reached no agent) names the job to hand back.
     handed: Mutex<HashMap<Uuid, (i64, Instant)>>,
@@ -88,12 +89,12 @@ impl Wake {
     }
 
     /// The bell of `node_id`; arm its `notified()` before looking for a job, then await it.
-    pub fn bell(&self, node_id: i64) -> Arc<Notify> {
+    pub fn bell(&self, node_id: NodeId) -> Arc<Notify> {
         let mut waiting = self.waiting.lock().expect("the wake map is never poisoned");
         waiting.entry(node_id).or_default().clone()
     }
 
-    pub fn ring(&self, node_id: i64) {
+    pub fn ring(&self, node_id: NodeId) {
         // Counted before anyone is woken: a claim that then finds the count unchanged armed its
         // bell before this ring looks for it.
         let rung = self.rung.fetch_add(1, Ordering::SeqCst) + 1;
@@ -114,7 +115,7 @@ impl Wake {
 
     /// Whether a job waits for `node_id`, as far as this replica has heard: queued at start-up
     /// ([`Wake::expect_work`]) or rung for since a claim of the node last looked.
-    pub fn has_work(&self, node_id: i64) -> bool {
+    pub fn has_work(&self, node_id: NodeId) -> bool {
         self.work
             .lock()
             .expect("the wake map is never poisoned")
@@ -127,7 +128,7 @@ impl Wake {
     /// ring just after that look still ends the wait.
     pub async fn until_work<F: std::future::Future>(
         &self,
-        node_id: i64,
+        node_id: NodeId,
         waiting: F,
     ) -> Option<F::Output> {
         let bell = self.bell(node_id);
@@ -153,7 +154,7 @@ impl Wake {
     }
 
     /// The nodes that had jobs waiting when this replica started.
-    pub fn expect_work(&self, nodes: impl IntoIterator<Item = i64>) {
+    pub fn expect_work(&self, nodes: impl IntoIterator<Item = NodeId>) {
         let rung = self.generation();
         let mut work = self.work.lock().expect("the wake map is never poisoned");
         for node in nodes {
@@ -164,7 +165,7 @@ impl Wake {
     /// What a read of `node_id`'s jobs found, `pending` or not, the read taken after the ring
     /// count was `generation`: a node found with none leaves the set, unless it was rung for
     /// since (that job may have committed after the read); one found with a job joins it.
-    pub fn settle(&self, node_id: i64, generation: u64, pending: bool) {
+    pub fn settle(&self, node_id: NodeId, generation: u64, pending: bool) {
         let mut work = self.work.lock().expect("the wake map is never poisoned");
         if pending {
             work.entry(node_id).or_insert(generation);
@@ -266,7 +267,7 @@ impl Wake {
                 };
                 match notification {
                     Ok(notification) => {
-                        if let Ok(node_id) = notification.payload().parse::<i64>() {
+                        if let Ok(node_id) = notification.payload().parse::<NodeId>() {
                             self.ring(node_id);
                         }
                     }
@@ -291,8 +292,8 @@ mod tests {
         // The claim's first read: no job yet.
         let before = wake.generation();
         // The job is queued and rung before the claim holds a bell: nobody is woken...
-        wake.ring(7);
-        let bell = wake.bell(7);
+        wake.ring(NodeId(7));
+        let bell = wake.bell(NodeId(7));
         let rung = bell.notified();
         tokio::pin!(rung);
         rung.as_mut().enable();
@@ -301,7 +302,7 @@ mod tests {
         // With nothing rung since, its read stands and it sleeps until the bell rings.
         let armed = wake.generation();
         assert!(!wake.rung_since(armed));
-        wake.ring(7);
+        wake.ring(NodeId(7));
         tokio::time::timeout(Duration::from_secs(1), rung)
             .await
             .expect("the armed bell wakes the claim");
@@ -315,25 +316,25 @@ mod tests {
         use std::task::Poll;
         let wake = Wake::default();
         let never = || std::future::pending::<()>();
-        wake.expect_work([1]);
+        wake.expect_work([NodeId(1)]);
         assert_eq!(
-            wake.until_work(1, never()).now_or_never(),
+            wake.until_work(NodeId(1), never()).now_or_never(),
             Some(None),
             "work waits already: no wait"
         );
 
-        let waiting = wake.until_work(2, never());
+        let waiting = wake.until_work(NodeId(2), never());
         tokio::pin!(waiting);
         assert!(
             futures::poll!(&mut waiting).is_pending(),
             "a quiet node waits"
         );
-        wake.ring(3);
+        wake.ring(NodeId(3));
         assert!(
             futures::poll!(&mut waiting).is_pending(),
             "another node's ring does not end it"
         );
-        wake.ring(2);
+        wake.ring(NodeId(2));
         assert_eq!(
             futures::poll!(&mut waiting),
             Poll::Ready(None),
@@ -341,7 +342,8 @@ mod tests {
         );
 
         assert_eq!(
-            wake.until_work(4, async { "a permit" }).now_or_never(),
+            wake.until_work(NodeId(4), async { "a permit" })
+                .now_or_never(),
             Some(Some("a permit")),
             "a quiet node's wait ends with what it waited for"
         );
@@ -425,11 +427,11 @@ mod tests {
     #[test]
     fn a_bell_nobody_holds_is_pruned() {
         let wake = Wake::default();
-        let held = wake.bell(1);
-        drop(wake.bell(2));
+        let held = wake.bell(NodeId(1));
+        drop(wake.bell(NodeId(2)));
         wake.prune();
         let waiting = wake.waiting.lock().unwrap();
-        assert!(waiting.contains_key(&1) && !waiting.contains_key(&2));
+        assert!(waiting.contains_key(&NodeId(1)) && !waiting.contains_key(&NodeId(2)));
         drop(held);
     }
 
@@ -438,19 +440,28 @@ mod tests {
     #[test]
     fn a_node_leaves_the_work_set_only_by_a_look_taken_after_its_last_ring() {
         let wake = Wake::default();
-        assert!(!wake.has_work(3));
-        wake.ring(3);
-        assert!(wake.has_work(3), "rung for a job");
+        assert!(!wake.has_work(NodeId(3)));
+        wake.ring(NodeId(3));
+        assert!(wake.has_work(NodeId(3)), "rung for a job");
         let before_look = wake.generation();
-        wake.ring(3);
-        wake.settle(3, before_look, false);
-        assert!(wake.has_work(3), "rung again after the look began");
+        wake.ring(NodeId(3));
+        wake.settle(NodeId(3), before_look, false);
+        assert!(wake.has_work(NodeId(3)), "rung again after the look began");
         let after = wake.generation();
-        wake.settle(3, after, false);
-        assert!(!wake.has_work(3), "a look after every ring found nothing");
-        wake.settle(4, wake.generation(), true);
-        assert!(wake.has_work(4), "a look found a job nobody rang for");
-        wake.expect_work([5]);
-        assert!(wake.has_work(5), "queued before this replica started");
+        wake.settle(NodeId(3), after, false);
+        assert!(
+            !wake.has_work(NodeId(3)),
+            "a look after every ring found nothing"
+        );
+        wake.settle(NodeId(4), wake.generation(), true);
+        assert!(
+            wake.has_work(NodeId(4)),
+            "a look found a job nobody rang for"
+        );
+        wake.expect_work([NodeId(5)]);
+        assert!(
+            wake.has_work(NodeId(5)),
+            "queued before this replica started"
+        );
     }
 }

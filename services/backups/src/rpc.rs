@@ -5,6 +5,7 @@
 
 pub mod node;
 
+use capstan_events::NodeId;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -335,7 +336,7 @@ async fn put_urls(
 }
 
 /// BK-01, BK-14: GETs only of this node's own runs, in the space each run is in.
-async fn get_urls(state: &State, node: i64, keys: &[NodeKey]) -> Answer<BackupUrlsAnswer> {
+async fn get_urls(state: &State, node: NodeId, keys: &[NodeKey]) -> Answer<BackupUrlsAnswer> {
     let ttl = state.url_ttl;
     let mut connection = state.store.acquire().await?;
     let mut seqs: Vec<i64> = keys.iter().map(|key| key.seq).collect();
@@ -401,7 +402,7 @@ async fn issued_here(state: &State, request: &BackupUrls) -> Answer<()> {
 }
 
 /// The node's active space, opened on the target where new backups go when it has none.
-async fn active_space(connection: &mut capstan_store::PgConnection, node: i64) -> Answer<Space> {
+async fn active_space(connection: &mut capstan_store::PgConnection, node: NodeId) -> Answer<Space> {
     if let Some(space) = store::active_space(connection, node).await? {
         return Ok(space);
     }

@@ -11,6 +11,7 @@
 //! be fetched leaves the problem line as it was. Nothing is deleted from a picture that is not
 //! whole: a pass that could not list every space, or read every manifest, deletes nothing.
 
+use capstan_events::NodeId;
 use std::collections::{BTreeMap, BTreeSet};
 
 use capstan_events::backups::Pruned;
@@ -98,7 +99,7 @@ struct Orphans {
 /// from a whole picture, then write what was seen and done in one transaction.
 pub async fn pass_node(
     state: &State,
-    node: i64,
+    node: NodeId,
     policy: &PassPolicy,
     now: DateTime<Utc>,
 ) -> Result<PassReport, StoreError> {
@@ -131,7 +132,7 @@ fn problem_line(problems: &[String]) -> Option<String> {
 }
 
 /// Lists the node's folder in every live space and reads each manifest the listing holds.
-async fn look(state: &State, node: i64, spaces: Vec<Space>, report: &mut PassReport) -> Picture {
+async fn look(state: &State, node: NodeId, spaces: Vec<Space>, report: &mut PassReport) -> Picture {
     let mut picture = Picture {
         looks: Vec::new(),
         every_listed: true,
@@ -183,7 +184,7 @@ async fn look(state: &State, node: i64, spaces: Vec<Space>, report: &mut PassRep
 async fn read_manifests(
     storage: &Storage,
     space: &Space,
-    node: i64,
+    node: NodeId,
     survey: &Survey,
     picture: &mut Picture,
     report: &mut PassReport,
@@ -313,7 +314,7 @@ async fn delete_chain(
 /// The orphan sweep (`domain/orphans.rs`) over every space.
 async fn sweep_orphans(
     state: &State,
-    node: i64,
+    node: NodeId,
     looks: &[SpaceLook],
     now: DateTime<Utc>,
     report: &mut PassReport,
@@ -396,7 +397,7 @@ async fn delete_orphans(
 /// prunes (with their `pruned` events), the orphans.
 async fn record(
     state: &State,
-    node: i64,
+    node: NodeId,
     now: DateTime<Utc>,
     picture: &Picture,
     report: &PassReport,

@@ -3,6 +3,7 @@
 
 use capstan_events::backups::{Provider, TargetChanged};
 use capstan_events::Envelope;
+use capstan_events::NodeId;
 use capstan_events::Word as _;
 use capstan_store::{outbox, PgConnection, StoreError};
 use chrono::{DateTime, Utc};
@@ -144,7 +145,7 @@ pub async fn target_changed(connection: &mut PgConnection, event: TargetChanged)
 #[derive(Debug, Clone)]
 pub struct Space {
     pub id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub state: String,
     pub target: TargetRow,
 }
@@ -152,7 +153,7 @@ pub struct Space {
 #[derive(sqlx::FromRow)]
 struct SpaceRow {
     id: i64,
-    node_id: i64,
+    node_id: NodeId,
     state: String,
     target_id: i64,
 }
@@ -170,7 +171,7 @@ async fn with_target(connection: &mut PgConnection, row: SpaceRow) -> Result<Spa
 }
 
 /// A node's active space, locked (BK-03: where its new backups go).
-pub async fn active_space(connection: &mut PgConnection, node: i64) -> Result<Option<Space>> {
+pub async fn active_space(connection: &mut PgConnection, node: NodeId) -> Result<Option<Space>> {
     let row: Option<SpaceRow> = sqlx::query_as(
         "SELECT id, node_id, state, target_id FROM spaces
          WHERE node_id = $1 AND state = 'active' FOR UPDATE",
@@ -185,7 +186,7 @@ pub async fn active_space(connection: &mut PgConnection, node: i64) -> Result<Op
 }
 
 /// Opens a node's active space on `target` (BK-01).
-pub async fn open_space(connection: &mut PgConnection, node: i64, target: i64) -> Result<i64> {
+pub async fn open_space(connection: &mut PgConnection, node: NodeId, target: i64) -> Result<i64> {
     Ok(
         sqlx::query_scalar("INSERT INTO spaces (target_id, node_id) VALUES ($1, $2) RETURNING id")
             .bind(target)
@@ -210,13 +211,13 @@ pub async fn space(connection: &mut PgConnection, id: i64) -> Result<Option<Spac
 /// A run the broker opened.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct RunRow {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub seq: i64,
     pub space_id: i64,
     pub job_id: i64,
 }
 
-pub async fn run(connection: &mut PgConnection, node: i64, seq: i64) -> Result<Option<RunRow>> {
+pub async fn run(connection: &mut PgConnection, node: NodeId, seq: i64) -> Result<Option<RunRow>> {
     Ok(sqlx::query_as(
         "SELECT node_id, seq, space_id, job_id FROM runs WHERE node_id = $1 AND seq = $2",
     )
@@ -228,7 +229,7 @@ pub async fn run(connection: &mut PgConnection, node: i64, seq: i64) -> Result<O
 
 pub async fn runs_of(
     connection: &mut PgConnection,
-    node: i64,
+    node: NodeId,
     seqs: &[i64],
 ) -> Result<Vec<RunRow>> {
     Ok(sqlx::query_as(
@@ -241,7 +242,7 @@ pub async fn runs_of(
 }
 
 /// The newest seq the node has run, if any.
-pub async fn newest_seq(connection: &mut PgConnection, node: i64) -> Result<Option<i64>> {
+pub async fn newest_seq(connection: &mut PgConnection, node: NodeId) -> Result<Option<i64>> {
     Ok(
         sqlx::query_scalar("SELECT max(seq) FROM runs WHERE node_id = $1")
             .bind(node)
@@ -254,7 +255,7 @@ pub async fn newest_seq(connection: &mut PgConnection, node: i64) -> Result<Opti
 /// already there (the caller reads it).
 pub async fn open_run(
     connection: &mut PgConnection,
-    node: i64,
+    node: NodeId,
     seq: i64,
     space: i64,
     job: i64,

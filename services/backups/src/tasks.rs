@@ -6,6 +6,7 @@
 
 pub mod care;
 
+use capstan_events::NodeId;
 use std::time::Duration;
 
 use capstan_events::agent_channel::machine_key;
@@ -132,7 +133,7 @@ async fn consider(
 /// The next `backup_run` of a node, as the policy's mode and its chain decide.
 pub async fn backup_job<'a>(
     connection: &mut PgConnection,
-    node: i64,
+    node: NodeId,
     machine: String,
     fields: &capstan_events::backups::rpc::PolicyFields,
     requested_by: &'a str,
@@ -152,7 +153,7 @@ pub async fn backup_job<'a>(
 
 /// The dispatch of run `next`.
 pub fn run_dispatch<'a>(
-    node: i64,
+    node: NodeId,
     machine: String,
     next: &schedule::NextRun,
     requested_by: &'a str,

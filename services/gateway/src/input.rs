@@ -8,6 +8,7 @@ use axum::{
     http::{header, request::Parts, HeaderMap, Uri},
 };
 use bytes::{Bytes, BytesMut};
+use capstan_events::NodeId;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use std::str::FromStr;
@@ -161,8 +162,8 @@ fn positive_id(raw: &str, field: &str) -> Result<i64, ApiError> {
     }
 }
 
-/// `{id}` of `/api/v1/nodes/{id}/...`.
-pub struct NodeId(pub i64);
+/// `{id}` of `/api/v1/nodes/{id}/...`: the contract's node id.
+pub struct NodePath(pub NodeId);
 /// `{id}` of `/api/v1/jobs/{id}/...`.
 pub struct JobId(pub i64);
 /// `{id}` of `/api/v1/joins/{id}/...`.
@@ -177,10 +178,10 @@ impl<S: Send + Sync> FromRequestParts<S> for PathId {
     }
 }
 
-impl<S: Send + Sync> FromRequestParts<S> for NodeId {
+impl<S: Send + Sync> FromRequestParts<S> for NodePath {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
-        positive_id(&path_id(parts).await?, "node id").map(NodeId)
+        positive_id(&path_id(parts).await?, "node id").map(|id| NodePath(NodeId(id)))
     }
 }
 

@@ -207,7 +207,7 @@ async fn node_reported(
         .map_err(retry)?;
     for outcome in &outcomes {
         if let CaseOutcome::Refused { source, id, reason } = outcome {
-            info!(node_id, source = %source, case = ?id, %reason, "case refused");
+            info!(node_id = node_id.get(), source = %source, case = ?id, %reason, "case refused");
         }
     }
     // IN-13: a node that is not operational opens nothing; its cases are kept.
@@ -259,6 +259,7 @@ mod tests {
     use super::*;
     use capstan_events::backups::BACKUP_FAILED;
     use capstan_events::monitor::SITE_DOWN;
+    use capstan_events::NodeId;
 
     fn delivery(condition: &ConditionChanged, subject: &str) -> Delivery {
         Delivery {
@@ -270,7 +271,7 @@ mod tests {
 
     #[test]
     fn a_condition_on_its_own_subject_is_heard() {
-        let down = SITE_DOWN.happening(3, "HTTP 500", Utc::now(), Utc::now());
+        let down = SITE_DOWN.happening(NodeId(3), "HTTP 500", Utc::now(), Utc::now());
         match read_condition(&delivery(&down, &down.subject())) {
             Some(Ok(Heard::Condition(heard))) => assert_eq!(heard, down),
             _ => panic!("a well-formed condition on its own subject is heard"),
@@ -282,7 +283,7 @@ mod tests {
     ) {
         // the backups user may publish only capstan.conditions.backups.>: a condition claiming
         // to be the monitor's that came on it is not the monitor's
-        let forged = SITE_DOWN.happening(3, "HTTP 500", Utc::now(), Utc::now());
+        let forged = SITE_DOWN.happening(NodeId(3), "HTTP 500", Utc::now(), Utc::now());
         let subject = BACKUP_FAILED.subject();
         assert!(matches!(
             read_condition(&delivery(&forged, &subject)),
@@ -323,7 +324,7 @@ mod tests {
     fn approved(node: i64) -> capstan_events::agent_channel::NodeApproved {
         capstan_events::agent_channel::NodeApproved {
             request_id: uuid::Uuid::now_v7(),
-            node_id: node,
+            node_id: NodeId(node),
             name: format!("web-{node}"),
             fingerprint: format!("SHA256:{node}"),
             addresses: vec!["203.0.113.7".into()],
@@ -352,29 +353,29 @@ mod tests {
         approval.time = paired_at;
         hear(&store, approval).await;
         let mut connection = store.acquire().await.unwrap();
-        let kit = capstan_store::nodes::node(&mut connection, 7)
+        let kit = capstan_store::nodes::node(&mut connection, NodeId(7))
             .await
             .unwrap()
             .expect("the kit's row");
         assert!(kit.paired);
         assert_eq!(kit.name, "web-7");
         assert_eq!(kit.fingerprint, "SHA256:7");
-        let facts = store::node(&mut connection, 7).await.unwrap().unwrap();
+        let facts = store::node(&mut connection, NodeId(7)).await.unwrap().unwrap();
         assert_eq!(facts.paired_at, Some(paired_at));
         assert_eq!(
-            store::node_names(&mut connection).await.unwrap()[&7],
+            store::node_names(&mut connection).await.unwrap()[&NodeId(7)],
             "web-7"
         );
 
         let report = NodeReported {
-            node_id: 9,
+            node_id: NodeId(9),
             agent_version: "1.4.0".into(),
             vocabulary: vec!["check_status".into()],
             facts: serde_json::json!({"recipes": [{"name": "fail2ban"}]}),
             site_root: None,
         };
         hear(&store, Envelope::new(report, None)).await;
-        let facts = store::node(&mut connection, 9)
+        let facts = store::node(&mut connection, NodeId(9))
             .await
             .unwrap()
             .expect("a report makes the row");
@@ -382,35 +383,35 @@ mod tests {
         assert_eq!(facts.paired_at, None);
 
         let placed = PlacementChanged {
-            node_id: 11,
-            host_node_id: Some(7),
+            node_id: NodeId(11),
+            host_node_id: Some(NodeId(7)),
         };
         hear(&store, Envelope::new(placed, None)).await;
-        let facts = store::node(&mut connection, 11)
+        let facts = store::node(&mut connection, NodeId(11))
             .await
             .unwrap()
             .expect("a placement makes the row");
-        assert_eq!(facts.docker_host, Some(7));
+        assert_eq!(facts.docker_host, Some(NodeId(7)));
         assert_eq!(
-            capstan_store::nodes::placed_on(&mut connection, 7)
+            capstan_store::nodes::placed_on(&mut connection, NodeId(7))
                 .await
                 .unwrap(),
-            vec![11]
+            vec![NodeId(11)]
         );
 
         let left = NodeLeft {
-            node_id: 7,
+            node_id: NodeId(7),
             fingerprint: "SHA256:7".into(),
             left_at: Utc::now(),
         };
         hear(&store, Envelope::new(left, None)).await;
-        assert!(!capstan_store::nodes::is_paired(&mut connection, 7)
+        assert!(!capstan_store::nodes::is_paired(&mut connection, NodeId(7))
             .await
             .unwrap());
-        let facts = store::node(&mut connection, 7).await.unwrap().unwrap();
+        let facts = store::node(&mut connection, NodeId(7)).await.unwrap().unwrap();
         assert_eq!(facts.paired_at, None, "no agent to be silent");
         assert_eq!(
-            store::node_names(&mut connection).await.unwrap()[&7],
+            store::node_names(&mut connection).await.unwrap()[&NodeId(7)],
             "web-7"
         );
     }

@@ -3,6 +3,7 @@
 //! changes through the store, and answers in the contract's words. What a page shows is
 //! derived at the time of the answer; a read never writes (IN-02).
 
+use capstan_events::NodeId;
 use std::collections::HashMap;
 
 use capstan_bus::RpcServer;
@@ -74,7 +75,7 @@ async fn connection(state: &State) -> Answer<PoolConnection<Postgres>> {
 /// An incident in the API's words at `now`.
 fn view(
     stored: &StoredIncident,
-    names: &HashMap<i64, String>,
+    names: &HashMap<NodeId, String>,
     group_id: Option<i64>,
     now: DateTime<Utc>,
 ) -> IncidentView {
@@ -199,7 +200,7 @@ async fn detail(connection: &mut PoolConnection<Postgres>, id: i64) -> Answer<In
             },
         })
         .collect();
-    let grouped = if stored.incident.node_id > 0 {
+    let grouped = if stored.incident.node_id.get() > 0 {
         store::grouped_under(
             connection,
             stored.incident.node_id,
@@ -392,7 +393,7 @@ fn webhook_view(row: acts::WebhookRow) -> Answer<WebhookView> {
     Ok(WebhookView {
         id: row.id,
         url: row.url,
-        kind: row.kind,
+        kind: store::webhook_kind(&row.kind)?,
         min_severity: store::severity(&row.min_severity)?,
         created_by: row.created_by,
         created_at: row.created_at,
@@ -413,12 +414,6 @@ pub const MAX_WEBHOOK_URL: usize = 2048;
 
 pub async fn create_webhook(state: State, request: CreateWebhook) -> Answer<WebhookCreated> {
     request.actor.require(Level::Admin, "creating a webhook")?;
-    if !matches!(request.kind.as_str(), "standard" | "slack") {
-        return Err(ServiceError::from(InvalidInput::new(
-            "kind",
-            "must be standard or slack",
-        )));
-    }
     if request.url.len() > MAX_WEBHOOK_URL {
         return Err(ServiceError::from(InvalidInput::new(
             "url",
@@ -433,7 +428,7 @@ pub async fn create_webhook(state: State, request: CreateWebhook) -> Answer<Webh
     let row = acts::create_webhook(
         &mut connection,
         url.as_str(),
-        &request.kind,
+        request.kind,
         request.min_severity,
         &secret.reveal(),
         &request.actor.name,

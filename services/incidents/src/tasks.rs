@@ -1,6 +1,7 @@
 //! Periodic work: the reconciler's pass (one replica per pass, IN-03..IN-07) and the delivery
 //! of signals (every replica takes what is due; a lease keeps two from sending one delivery).
 
+use capstan_events::NodeId;
 use capstan_store::{Store, StoreError};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
@@ -72,7 +73,7 @@ pub async fn pass(
     let mut nodes = store::nodes(&mut transaction).await?;
     // Hosts (and plain machines) first, then containers.
     nodes.sort_by_key(|node| (node.docker_host.is_some(), node.node_id));
-    let mut held: HashMap<i64, Vec<Incident>> = HashMap::new();
+    let mut held: HashMap<NodeId, Vec<Incident>> = HashMap::new();
     for incident in store::held(&mut transaction, None).await? {
         held.entry(incident.node_id).or_default().push(incident);
     }
@@ -84,7 +85,7 @@ pub async fn pass(
         recipients: &recipients,
         webhooks: &webhooks,
     };
-    let mut host_critical: HashMap<i64, Vec<SourceName>> = HashMap::new();
+    let mut host_critical: HashMap<NodeId, Vec<SourceName>> = HashMap::new();
     let mut effects_written = 0;
     let empty = Vec::new();
     for node in &nodes {

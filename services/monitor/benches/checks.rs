@@ -16,6 +16,7 @@
 //! PostgreSQL is found as the tests find it (`CAPSTAN_TEST_DATABASE_URL`, default
 //! `postgres://postgres@127.0.0.1/postgres`).
 
+use capstan_events::NodeId;
 use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr};
 use std::process::{Command, Stdio};
@@ -192,7 +193,7 @@ async fn bench() {
     let urls: Vec<String> = (0..targets)
         .map(|n| format!("http://{}:{port}/", target(n)))
         .collect();
-    let nodes: Vec<i64> = (1..=targets as i64).collect();
+    let nodes: Vec<NodeId> = (1..=targets as i64).map(NodeId).collect();
     sqlx::query(
         "INSERT INTO nodes (node_id, name, paired) SELECT n, 'site-' || n, true FROM UNNEST($1::bigint[]) AS n",
     )

@@ -12,6 +12,7 @@ use capstan_events::monitor::rpc::{
 };
 use capstan_events::monitor::UptimeStatus;
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
+use capstan_events::NodeId;
 use capstan_runtime::ServiceError;
 use capstan_store::{Store, StoreError};
 use chrono::Utc;
@@ -77,7 +78,7 @@ pub async fn uptime_summary(state: State, request: GetUptimeSummary) -> Answer<U
     })
 }
 
-fn no_node(node: i64) -> RpcError {
+fn no_node(node: NodeId) -> RpcError {
     RpcError::new(ErrorCode::NotFound, format!("no node {node}"))
 }
 
@@ -127,7 +128,7 @@ pub async fn set_uptime(state: State, request: SetUptime) -> Answer<UptimeCheck>
         .require(Level::Change, "changing a node's uptime check")?;
     let setting = uptime::setting(
         request.enabled,
-        request.kind.as_str(),
+        request.kind,
         request.url.as_deref(),
         request.keyword.as_deref(),
         request.interval_secs,

@@ -68,7 +68,7 @@ const CHECK_COLUMNS: &str = "node_id, enabled, kind, url, keyword, interval_secs
 /// A check's row.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct CheckRow {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub enabled: bool,
     pub kind: String,
     pub url: Option<String>,
@@ -231,7 +231,7 @@ pub async fn set_check(
 /// A check that is due, as taken.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Due {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub kind: String,
     pub url: String,
     pub keyword: Option<String>,
@@ -266,7 +266,7 @@ pub async fn due_checks(
 /// Moves each taken check's next check on.
 pub async fn reschedule(
     connection: &mut PgConnection,
-    nodes: &[i64],
+    nodes: &[NodeId],
     next: &[DateTime<Utc>],
 ) -> Result<()> {
     sqlx::query(
@@ -375,7 +375,7 @@ pub async fn cert_problem_changed(
 /// A node's certificate row.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct CertificateRow {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub name: String,
     pub checked_at: Option<DateTime<Utc>>,
     pub expires_at: Option<DateTime<Utc>>,
@@ -446,7 +446,7 @@ pub async fn unwatch_certificate(connection: &mut PgConnection, node: NodeId) ->
 /// A certificate read that is due.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct DueCertificate {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub name: String,
     pub url: String,
     pub addresses: Json<Vec<String>>,
@@ -522,7 +522,7 @@ const PROBE_COLUMNS: &str = "id, node_id, status, url, addresses, requested_by, 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ProbeRow {
     pub id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub status: String,
     pub url: String,
     pub addresses: Json<Vec<String>>,

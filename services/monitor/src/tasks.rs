@@ -3,6 +3,7 @@
 //! on to their next due time before they run, so replicas share the work and none is run twice;
 //! each result is written, with the event it causes, in a transaction of its own.
 
+use capstan_events::NodeId;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -79,7 +80,7 @@ pub async fn uptime(
             running.spawn(async move {
                 let _permit = permit;
                 if let Err(error) = run_check(&store, &prober, &check).await {
-                    warn!(node_id = check.node_id, %error, "recording an uptime check failed");
+                    warn!(node_id = check.node_id.get(), %error, "recording an uptime check failed");
                 }
             });
         }
@@ -101,7 +102,7 @@ pub async fn take_due(
     if due.is_empty() {
         return Ok(due);
     }
-    let nodes: Vec<i64> = due.iter().map(|check| check.node_id).collect();
+    let nodes: Vec<NodeId> = due.iter().map(|check| check.node_id).collect();
     let next: Vec<DateTime<Utc>> = due
         .iter()
         .map(|check| {
@@ -132,7 +133,7 @@ pub async fn run_check(store: &Store, prober: &Prober, due: &Due) -> Result<(), 
             addresses: &due.addresses.0,
         })
         .await;
-    debug!(node_id = due.node_id, outcome = ?checked.outcome, route = ?checked.route, ms = checked.response_ms, "uptime check");
+    debug!(node_id = due.node_id.get(), outcome = ?checked.outcome, route = ?checked.route, ms = checked.response_ms, "uptime check");
     record(store, due, &checked, at).await
 }
 

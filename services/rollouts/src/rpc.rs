@@ -196,7 +196,7 @@ fn not_found(message: String) -> ServiceError {
 async fn artifact(state: &State, request: ArtifactRequest) -> Answer<(ArtifactFound, Bytes)> {
     if let Some(answer) = site_releases::artifact(
         &state.store,
-        &request.kind,
+        request.kind,
         request.version.as_deref(),
         request.sha256.as_deref(),
     )
@@ -205,12 +205,8 @@ async fn artifact(state: &State, request: ArtifactRequest) -> Answer<(ArtifactFo
         let (metadata, bytes) = answer?;
         return Ok((ArtifactFound { metadata }, bytes));
     }
-    let asked = releases::asked(
-        &request.kind,
-        request.arch.as_deref(),
-        request.version.as_deref(),
-    )
-    .map_err(|bad| RpcError::new(ErrorCode::InvalidRequest, bad.to_string()))?;
+    let asked = releases::asked(request.kind, request.arch, request.version.as_deref())
+        .map_err(|bad| RpcError::new(ErrorCode::InvalidRequest, bad.to_string()))?;
     let mut connection = state.store.acquire().await?;
     let (kind, arch, version) = match asked {
         Asked::Manifest => {

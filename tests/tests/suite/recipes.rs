@@ -17,6 +17,7 @@
 use capstan_e2e::heard::published;
 use capstan_e2e::{agent::Agent, plane::Plane, wait_for};
 use capstan_events::agent_channel::NodeReported;
+use capstan_events::NodeId;
 use serde_json::Value;
 use std::{
     os::unix::fs::PermissionsExt,
@@ -292,7 +293,7 @@ async fn ag_44_a_repair_that_cannot_work_becomes_a_case_an_incident_and_clears_w
     // The body rode with it: the attempts that spent the budget, and a fresh host report.
     // (Read from the claim's `node_reported`, the event the incidents service took it from.)
     let reported = published::<NodeReported>(&plane.bus, "the case's body", |reported| {
-        reported.node_id == node
+        reported.node_id == NodeId(node)
             && reported.facts["cases"]["recipe:service_health"]["body"].is_object()
     })
     .await;

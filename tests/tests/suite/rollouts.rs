@@ -5,6 +5,7 @@
 //! which is what the engine judges. (The agent binary's own site-release words are their own
 //! work; these tests pin the plane's side.)
 
+use capstan_events::NodeId;
 use std::time::Duration;
 
 use capstan_e2e::heard::{heard, published, settled};
@@ -170,7 +171,7 @@ fn tier_failed(version: &str) -> Value {
 pub(crate) async fn projected(plane: &Plane, nodes: &[i64]) {
     for node in nodes {
         published::<NodeReported>(&plane.bus, "the node's words", |reported| {
-            reported.node_id == *node
+            reported.node_id == NodeId(*node)
                 && reported
                     .vocabulary
                     .iter()

@@ -2,6 +2,7 @@
 //! and the commands other services send it to get work done on a node. Other services never
 //! talk to agents; they send [`RequestJob`] and read [`JobFinished`].
 
+use crate::NodeId;
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -136,7 +137,7 @@ crate::message!(Domain::AgentChannel, Event, JoinRequested, "join_requested");
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NodeApproved {
     pub request_id: Uuid,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub name: String,
     pub fingerprint: String,
     pub addresses: Vec<String>,
@@ -160,7 +161,7 @@ crate::message!(Domain::AgentChannel, Event, JoinRejected, "join_rejected");
 /// An operator ended a node's pairing; its key is forgotten.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NodeDisconnected {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub fingerprint: String,
     pub disconnected_by: String,
 }
@@ -174,7 +175,7 @@ crate::message!(
 /// A node said goodbye with its own signed request; its key is forgotten.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NodeLeft {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub fingerprint: String,
     pub left_at: DateTime<Utc>,
 }
@@ -183,7 +184,7 @@ crate::message!(Domain::AgentChannel, Event, NodeLeft, "node_left");
 /// A node's claim changed what the plane knows of it (sent only when something changed).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NodeReported {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub agent_version: String,
     pub vocabulary: Vec<String>,
     /// The claim's other facts as the node sent them (recipes, update state, log access, ...).
@@ -204,8 +205,8 @@ crate::message!(Domain::AgentChannel, Event, NodeReported, "node_reported");
 /// placement is drawn from (a host report, a node's container, a pairing), once per change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PlacementChanged {
-    pub node_id: i64,
-    pub host_node_id: Option<i64>,
+    pub node_id: NodeId,
+    pub host_node_id: Option<NodeId>,
 }
 crate::message!(
     Domain::AgentChannel,
@@ -228,7 +229,7 @@ crate::message!(Domain::AgentChannel, Event, NodesSeen, "nodes_seen");
 /// One node's latest stamped check-in.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NodeSeen {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub last_seen_at: DateTime<Utc>,
 }
 
@@ -236,7 +237,7 @@ pub struct NodeSeen {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct JobQueued {
     pub job_id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub primitive: String,
     pub requested_by: String,
     /// The correlation id the requester gave (as on [`JobFinished`]), so a service that sent
@@ -250,7 +251,7 @@ crate::message!(Domain::AgentChannel, Event, JobQueued, "job_queued");
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct JobClaimed {
     pub job_id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub primitive: String,
 }
 crate::message!(Domain::AgentChannel, Event, JobClaimed, "job_claimed");
@@ -259,7 +260,7 @@ crate::message!(Domain::AgentChannel, Event, JobClaimed, "job_claimed");
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct JobFinished {
     pub job_id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub primitive: String,
     pub outcome: JobOutcome,
     pub reason: Option<String>,
@@ -275,7 +276,7 @@ crate::message!(Domain::AgentChannel, Event, JobFinished, "job_finished");
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RequestJob {
     pub idempotency_key: String,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub primitive: String,
     pub params: serde_json::Value,
     /// Who asked: `service/backups`, or the operator the service acts for.

@@ -11,7 +11,7 @@ pub use events::*;
 
 use crate::conditions::ConditionKind;
 use crate::incidents::Severity;
-use crate::Domain;
+use crate::{Domain, NodeId};
 
 /// `plane:agent_update_refused` (AC-43): the node's agent refused the release on offer.
 pub const AGENT_UPDATE_REFUSED: ConditionKind = ConditionKind {
@@ -31,18 +31,25 @@ pub const UNMANAGEABLE: ConditionKind = ConditionKind {
 /// RO-12, BK-09: a node's machine — the Docker host its container sits on (container sites on
 /// one host are one machine), else the node itself. Rollouts take turns by it, and so do
 /// backups, verifies and restores.
-pub fn machine_key(node: i64, docker_host: Option<i64>) -> String {
+pub fn machine_key(node: NodeId, docker_host: Option<NodeId>) -> String {
     format!("node-{}", docker_host.unwrap_or(node))
 }
 
 #[cfg(test)]
 mod machine_tests {
     use super::machine_key;
+    use crate::NodeId;
 
     #[test]
     fn ro_12_bk_09_containers_on_one_host_are_one_machine() {
-        assert_eq!(machine_key(7, Some(3)), machine_key(9, Some(3)));
-        assert_eq!(machine_key(3, None), machine_key(7, Some(3)));
-        assert_ne!(machine_key(7, None), machine_key(9, None));
+        assert_eq!(
+            machine_key(NodeId(7), Some(NodeId(3))),
+            machine_key(NodeId(9), Some(NodeId(3)))
+        );
+        assert_eq!(
+            machine_key(NodeId(3), None),
+            machine_key(NodeId(7), Some(NodeId(3)))
+        );
+        assert_ne!(machine_key(NodeId(7), None), machine_key(NodeId(9), None));
     }
 }

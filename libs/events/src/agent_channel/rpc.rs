@@ -2,6 +2,7 @@
 //! agent traffic, forwarded whole for the agent channel to verify and answer, and operator acts,
 //! each carrying the [`Actor`] so the service decides who may do what.
 
+use crate::NodeId;
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -258,7 +259,7 @@ pub struct JoinView {
     pub requested_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
     /// Set when the join claims the name of a node that is connected: shown, never auto-bound.
-    pub name_taken_by: Option<i64>,
+    pub name_taken_by: Option<NodeId>,
 }
 
 /// The most rows one page of a listing holds.
@@ -377,12 +378,12 @@ pub struct Joins {
 pub struct ApproveJoin {
     pub actor: Actor,
     pub join_id: Uuid,
-    pub node_id: Option<i64>,
+    pub node_id: Option<NodeId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Approved {
-    pub node_id: i64,
+    pub node_id: NodeId,
 }
 
 /// Reject or reopen a join.
@@ -446,7 +447,7 @@ pub struct ListNodes {
     pub paired: Option<bool>,
     /// Only these nodes (at most a page's worth).
     #[serde(default)]
-    pub ids: Option<Vec<i64>>,
+    pub ids: Option<Vec<NodeId>>,
     #[serde(default)]
     pub page: Page,
 }
@@ -475,14 +476,14 @@ pub struct VersionCount {
 /// A node, by id and name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NodeName {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub name: String,
 }
 
 /// A node that refused the release on offer: what and why, in the agent's words.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct VersionRefusal {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub name: String,
     /// One of [`UPDATE_REFUSALS`].
     pub update_state: String,
@@ -504,7 +505,7 @@ pub struct UpdateRefusal {
 /// One paired node's self-update, as its last claim reported it (AC-43).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NodeUpdate {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub name: String,
     pub agent_version: Option<String>,
     /// The closed set of `update_state`; `None` before the agent has reported one.
@@ -535,7 +536,7 @@ pub const UPDATE_REFUSALS: &[&str] = &["verify_failed", "unlogged", "version_rej
 /// A node as an operator sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NodeView {
-    pub id: i64,
+    pub id: NodeId,
     pub name: String,
     pub fingerprint: Option<String>,
     pub agent_version: Option<String>,
@@ -586,7 +587,7 @@ pub enum Placement {
     /// A Docker box: its latest `host_report` says Docker is installed.
     Host,
     /// A container node whose name its host's latest `host_report` lists.
-    Container { host_node_id: i64 },
+    Container { host_node_id: NodeId },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -600,14 +601,14 @@ pub struct Nodes {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NodeRef {
     pub actor: Actor,
-    pub node_id: i64,
+    pub node_id: NodeId,
 }
 
 /// An operator asks for a job on a node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CreateJob {
     pub actor: Actor,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub primitive: String,
     #[serde(default)]
     pub params: serde_json::Value,
@@ -700,7 +701,7 @@ pub struct JobCreated {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ListJobs {
     pub actor: Actor,
-    pub node_id: Option<i64>,
+    pub node_id: Option<NodeId>,
     pub state: Option<JobState>,
     pub limit: Option<u32>,
 }
@@ -709,7 +710,7 @@ pub struct ListJobs {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct JobView {
     pub id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub primitive: String,
     pub class: PrimitiveClass,
     pub params: serde_json::Value,
@@ -756,13 +757,13 @@ pub struct JobOutput {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RefusalCountRequest {
     pub actor: Actor,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub window_secs: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RefusalCount {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub refused: i64,
 }
 

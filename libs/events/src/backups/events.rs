@@ -1,5 +1,6 @@
 //! What the backups service tells the world.
 
+use crate::NodeId;
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -25,7 +26,7 @@ crate::message!(Domain::Backups, Event, TargetChanged, "target_changed");
 /// against the node's key) or it did not (`reason`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunFinished {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub job_id: i64,
     /// The seq the plane asked for.
     pub seq: i64,
@@ -46,7 +47,7 @@ crate::message!(Domain::Backups, Event, RunFinished, "run_finished");
 /// A `verify_backup` ended (BK-19): passed or not, at which level, of which run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Verified {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub job_id: i64,
     pub seq: i64,
     pub level: u8,
@@ -61,7 +62,7 @@ crate::message!(Domain::Backups, Event, Verified, "verified");
 /// Retention deleted runs of a node from a space (BK-11..BK-13).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Pruned {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub space_id: i64,
     /// The runs deleted, whole chains.
     pub seqs: Vec<i64>,
@@ -90,7 +91,7 @@ pub struct BackupHealth {
 /// the three judgements that changed, which incidents turns into `plane:backup_*` incidents.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HealthChanged {
-    pub node_id: i64,
+    pub node_id: NodeId,
     #[serde(flatten)]
     pub health: BackupHealth,
     pub judged_at: DateTime<Utc>,

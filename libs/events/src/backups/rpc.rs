@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::NodeId;
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -129,7 +130,7 @@ pub struct SetDefaultTarget {
 /// (the word allows `op`, the keys are the job's own) and presigns.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct BackupUrls {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub job_id: i64,
     /// The job's word (`backup_run`, `verify_backup`, `restore_database`, `restore_project`).
     pub primitive: String,
@@ -315,14 +316,14 @@ pub struct NodePolicyBody {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GetNodePolicy {
     pub actor: Actor,
-    pub node_id: i64,
+    pub node_id: NodeId,
 }
 
 /// `PUT /api/v1/nodes/{id}/backups/policy` (level 10, audited).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SetNodePolicy {
     pub actor: Actor,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub body: NodePolicyBody,
 }
 
@@ -330,7 +331,7 @@ pub struct SetNodePolicy {
 /// the fleet's today). `scheduled` is false when it is off (its own decision, or the fleet's).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NodePolicyView {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub position: Position,
     pub scheduled: bool,
     /// The schedule in force (for `off`, the fleet's, shown for reference).
@@ -370,7 +371,7 @@ pub enum RunKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NodeBackupsRequest {
     pub actor: Actor,
-    pub node_id: i64,
+    pub node_id: NodeId,
 }
 
 /// One run that landed (its signed manifest checked against the node's key).
@@ -462,7 +463,7 @@ pub struct RecoveryKeyView {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TurnView {
     pub job_id: Option<i64>,
-    pub node_id: i64,
+    pub node_id: NodeId,
     /// `backup_run`, `verify_backup`, `restore_database` or `restore_project`.
     pub primitive: String,
     pub requested_by: String,
@@ -472,7 +473,7 @@ pub struct TurnView {
 /// `GET /api/v1/nodes/{id}/backups`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NodeBackups {
-    pub node_id: i64,
+    pub node_id: NodeId,
     /// Newest first.
     pub chains: Vec<ChainView>,
     /// When the newest run that landed started.
@@ -512,14 +513,14 @@ pub struct OrphansView {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunNow {
     pub actor: Actor,
-    pub node_id: i64,
+    pub node_id: NodeId,
 }
 
 /// `POST /api/v1/nodes/{id}/backups/verify` (level 8): `{"level": 2 | 3, "seq"}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct VerifyRequest {
     pub actor: Actor,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub level: u8,
     pub seq: i64,
 }
@@ -538,7 +539,7 @@ pub enum RestoreWhat {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RestoreRequest {
     pub actor: Actor,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub seq: i64,
     pub what: RestoreWhat,
 }
@@ -549,7 +550,7 @@ pub struct RestoreRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MoveRequest {
     pub actor: Actor,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub target_id: i64,
 }
 
@@ -616,7 +617,7 @@ pub enum Uncovered {
 /// A node that is not backed up.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct UncoveredNode {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub name: String,
     pub reason: Uncovered,
     /// The reason in words.

@@ -1,6 +1,7 @@
 //! What the incidents service tells the world: an incident opened, reopened, cleared, or had
 //! its triage set. Other systems (a pager, a ticket tracker) subscribe to these.
 
+use crate::NodeId;
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -12,7 +13,7 @@ use crate::Domain;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct IncidentOpened {
     pub incident_id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     /// `agent:<recipe>` or `plane:<name>`.
     pub source: String,
     pub severity: Severity,
@@ -32,7 +33,7 @@ crate::message!(Domain::Incidents, Event, IncidentOpened, "opened");
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct IncidentReopened {
     pub incident_id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub source: String,
     pub severity: Severity,
     pub detail: String,
@@ -45,7 +46,7 @@ crate::message!(Domain::Incidents, Event, IncidentReopened, "reopened");
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct IncidentCleared {
     pub incident_id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub source: String,
     pub at: DateTime<Utc>,
 }
@@ -55,7 +56,7 @@ crate::message!(Domain::Incidents, Event, IncidentCleared, "cleared");
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct IncidentTriaged {
     pub incident_id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub triage: Triage,
     pub snooze_until: Option<DateTime<Utc>>,
     /// The operator's name, or `reconciler`.

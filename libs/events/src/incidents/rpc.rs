@@ -3,6 +3,7 @@
 //! pages. Each carries the [`Actor`]; the service checks the level before it reads or changes
 //! anything.
 
+use crate::NodeId;
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -68,7 +69,7 @@ pub struct ListIncidents {
     #[serde(default)]
     pub view: Option<String>,
     #[serde(default)]
-    pub node_id: Option<i64>,
+    pub node_id: Option<NodeId>,
     #[serde(default)]
     pub source: Option<String>,
     #[serde(default)]
@@ -80,7 +81,7 @@ pub struct ListIncidents {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct IncidentView {
     pub id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     /// The node's name as the agent channel last said it, when known.
     pub node_name: Option<String>,
     pub source: String,
@@ -231,7 +232,7 @@ pub struct DeleteRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CreateSilence {
     pub actor: Actor,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub ends_at: DateTime<Utc>,
     pub reason: String,
 }
@@ -239,7 +240,7 @@ pub struct CreateSilence {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SilenceView {
     pub id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub node_name: Option<String>,
     pub by: String,
     pub reason: String,
@@ -253,12 +254,36 @@ pub struct Silences {
     pub silences: Vec<SilenceView>,
 }
 
-/// `POST /api/v1/webhooks` (level 10). `kind` is `standard` or `slack`.
+/// What a webhook's body looks like: the Standard Webhooks shape, or Slack's incoming-webhook
+/// message.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum WebhookKind {
+    Standard,
+    Slack,
+}
+
+/// `POST /api/v1/webhooks` (level 10).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CreateWebhook {
     pub actor: Actor,
     pub url: String,
-    pub kind: String,
+    pub kind: WebhookKind,
     pub min_severity: Severity,
 }
 
@@ -266,7 +291,7 @@ pub struct CreateWebhook {
 pub struct WebhookView {
     pub id: i64,
     pub url: String,
-    pub kind: String,
+    pub kind: WebhookKind,
     pub min_severity: Severity,
     pub created_by: String,
     pub created_at: DateTime<Utc>,
@@ -339,7 +364,7 @@ pub struct SetNotifications {
 pub struct BellItem {
     pub at: DateTime<Utc>,
     pub incident_id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub node_name: Option<String>,
     pub title: String,
     pub severity: Severity,
@@ -356,7 +381,7 @@ pub struct Bell {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SetAlerts {
     pub actor: Actor,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub alerts: String,
 }
 

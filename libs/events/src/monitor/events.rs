@@ -2,6 +2,7 @@
 //! certificate's problem changed. The incidents service's `plane:site_down` and
 //! `plane:cert_problem` sources are fed by these.
 
+use crate::NodeId;
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -12,7 +13,7 @@ use crate::Domain;
 /// A node's site failed its second check in a row (MO-01, decision 6.1-9): it is down.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SiteDown {
-    pub node_id: i64,
+    pub node_id: NodeId,
     /// The URL checked.
     pub url: String,
     /// When the first failing check of the streak ran.
@@ -28,7 +29,7 @@ crate::message!(Domain::Monitor, Event, SiteDown, "site_down");
 /// switched off or pointed elsewhere (`stopped` true), so nothing says it is down any more.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SiteUp {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub url: String,
     /// When the outage that ended had begun.
     pub down_since: DateTime<Utc>,
@@ -40,7 +41,7 @@ crate::message!(Domain::Monitor, Event, SiteUp, "site_up");
 /// A node's served certificate has a new problem, a different one, or none any more (null).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CertProblemChanged {
-    pub node_id: i64,
+    pub node_id: NodeId,
     /// The name the certificate was read for.
     pub name: String,
     pub problem: Option<CertProblem>,
@@ -58,7 +59,7 @@ crate::message!(
 /// for its node views and listing filter; a node never judged is gray, "never checked".
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HealthChanged {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub health: Health,
     pub checked_at: DateTime<Utc>,
 }

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::NodeId;
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -36,7 +37,7 @@ pub struct ListUptime {
 /// One node's uptime check as the API shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct UptimeCheck {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub enabled: bool,
     pub kind: CheckKind,
     /// The URL checked; none yet, and nothing is checked until one is set.
@@ -65,7 +66,7 @@ pub struct UptimeChecks {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GetUptime {
     pub actor: Actor,
-    pub node_id: i64,
+    pub node_id: NodeId,
 }
 
 /// One check in a node's history.
@@ -88,7 +89,7 @@ pub struct UptimeDetail {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SetUptime {
     pub actor: Actor,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub enabled: bool,
     pub kind: CheckKind,
     pub url: Option<String>,
@@ -101,7 +102,7 @@ pub struct SetUptime {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GetCertificate {
     pub actor: Actor,
-    pub node_id: i64,
+    pub node_id: NodeId,
 }
 
 /// A certificate problem as the API shows it.
@@ -166,7 +167,7 @@ pub enum SecurityColour {
 /// null.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SecurityRow {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub name: String,
     pub colour: SecurityColour,
     /// Why it has its colour, worst first; empty when green.
@@ -201,7 +202,7 @@ pub struct ContainerRow {
     /// The site it serves (its site label), when it has one.
     pub site: Option<String>,
     /// The paired node whose site runs in it, and its name.
-    pub node_id: Option<i64>,
+    pub node_id: Option<NodeId>,
     pub node_name: Option<String>,
     /// Its state as the engine said (`running`, `exited`, …).
     pub state: Option<String>,
@@ -225,7 +226,7 @@ pub struct FleetSecurity {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StartEdgeProbe {
     pub actor: Actor,
-    pub node_id: i64,
+    pub node_id: NodeId,
 }
 
 /// The run was taken: `GET /api/v1/edge-probes/{id}` follows it.
@@ -245,7 +246,7 @@ pub struct GetEdgeProbe {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ListEdgeProbes {
     pub actor: Actor,
-    pub node_id: i64,
+    pub node_id: NodeId,
 }
 
 /// Where an edge probe run stands.
@@ -353,7 +354,7 @@ pub struct EdgePath {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EdgeProbeView {
     pub id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub status: EdgeProbeStatus,
     /// The node's uptime URL the run compared (its scheme, name and port).
     pub url: String,

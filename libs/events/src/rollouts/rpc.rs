@@ -67,13 +67,84 @@ pub struct Releases {
     pub releases: Vec<ReleaseView>,
 }
 
-/// An agent's `artifact` request, already authenticated by the agent channel. `kind` and
-/// `arch` were checked against PROTOCOL.md's closed sets there.
+/// What an agent's `artifact` request asks for (docs/agent-protocol.md "artifact"): a kind,
+/// never a path.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum AgentArtifactKind {
+    /// The release on offer's metadata.
+    Manifest,
+    Binary,
+    SupportBundle,
+    /// A site release's manifest, one of its files, or its whole archive (issue 16).
+    ReleaseManifest,
+    ReleaseFile,
+    ReleaseArchive,
+    /// A release's RELEASE_STATEMENT for the public log (AG-27).
+    ReleaseStatement,
+}
+
+impl AgentArtifactKind {
+    pub const ALL: [AgentArtifactKind; 7] = [
+        AgentArtifactKind::Manifest,
+        AgentArtifactKind::Binary,
+        AgentArtifactKind::SupportBundle,
+        AgentArtifactKind::ReleaseManifest,
+        AgentArtifactKind::ReleaseFile,
+        AgentArtifactKind::ReleaseArchive,
+        AgentArtifactKind::ReleaseStatement,
+    ];
+}
+
+/// The machines a binary is built for (docs/agent-protocol.md "artifact").
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
+pub enum Arch {
+    LinuxAmd64,
+    LinuxArm64,
+}
+
+impl Arch {
+    pub const ALL: [Arch; 2] = [Arch::LinuxAmd64, Arch::LinuxArm64];
+}
+
+/// An agent's `artifact` request, already authenticated by the agent channel, which read
+/// `kind` and `arch` from the agent's body (`400 bad_kind`, `400 bad_arch` otherwise).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ArtifactRequest {
-    pub kind: String,
+    pub kind: AgentArtifactKind,
     #[serde(default)]
-    pub arch: Option<String>,
+    pub arch: Option<Arch>,
     #[serde(default)]
     pub version: Option<String>,
     /// `release_file`: the file's SHA-256 (lowercase hex).

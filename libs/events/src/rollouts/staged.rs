@@ -2,6 +2,7 @@
 //! questions the gateway asks for operators. Levels (decision 6.2-3): reading 7, starting,
 //! stopping, pausing, resuming and retrying 8, starting a rollout of a release to every node 10.
 
+use crate::NodeId;
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -26,7 +27,7 @@ pub struct RolloutStarted {
     /// The release applied (empty for a patch run).
     pub version: String,
     /// Each stage's nodes, in order.
-    pub stages: Vec<Vec<i64>>,
+    pub stages: Vec<Vec<NodeId>>,
     pub started_by: String,
 }
 crate::message!(Domain::Rollouts, Event, RolloutStarted, "started");
@@ -36,7 +37,7 @@ crate::message!(Domain::Rollouts, Event, RolloutStarted, "started");
 pub struct RolloutStepFinished {
     pub rollout_id: i64,
     pub step_id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub stage: u32,
     /// `passed`, `failed` or `skipped`.
     pub verdict: String,
@@ -53,7 +54,7 @@ crate::message!(
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RolloutHalted {
     pub rollout_id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub reason: String,
 }
 crate::message!(Domain::Rollouts, Event, RolloutHalted, "halted");
@@ -72,7 +73,7 @@ crate::message!(Domain::Rollouts, Event, RolloutFinished, "finished");
 /// One stage of a rollout an operator starts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StageRequest {
-    pub nodes: Vec<i64>,
+    pub nodes: Vec<NodeId>,
     /// How many of the stage's nodes may miss before the rollout halts (default 0: the first
     /// miss halts, as the spec has it).
     #[serde(default)]
@@ -151,7 +152,7 @@ pub struct ProbeAnswer {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StepView {
     pub step_id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub node_name: String,
     pub machine: String,
     pub stage: u32,
@@ -255,7 +256,7 @@ pub struct RolloutView {
     pub stages: Vec<StageView>,
     pub pages: Vec<String>,
     pub soak_until: Option<DateTime<Utc>>,
-    pub halted_at_node: Option<i64>,
+    pub halted_at_node: Option<NodeId>,
     pub halt_reason: Option<String>,
     pub started_by: String,
     pub started_at: DateTime<Utc>,
@@ -275,7 +276,7 @@ pub struct RolloutView {
 /// A node a plan left out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LeftOutView {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub name: String,
     pub reason: String,
 }

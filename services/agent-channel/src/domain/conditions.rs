@@ -17,6 +17,7 @@
 use capstan_events::agent_channel::rpc::UPDATE_REFUSALS;
 use capstan_events::agent_channel::{AGENT_UPDATE_REFUSED, UNMANAGEABLE};
 use capstan_events::conditions::{ConditionChanged, ConditionKind};
+use capstan_events::NodeId;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
@@ -77,7 +78,7 @@ type Judge = fn(&Map<String, Value>) -> Option<String>;
 /// The conditions whose judgement differs between the node's facts `before` and `after` a
 /// claim at `at` (nothing when the claim changed neither).
 pub fn changed(
-    node: i64,
+    node: NodeId,
     before: &Map<String, Value>,
     after: &Map<String, Value>,
     at: DateTime<Utc>,
@@ -132,7 +133,7 @@ mod tests {
     #[test]
     fn ac_43_ag_25_ag_27_ag_29_each_refusal_state_opens_a_warning_naming_the_reason_and_version() {
         for state in ["verify_failed", "unlogged", "version_rejected"] {
-            let conditions = changed(1, &Map::new(), &reporting(state), at());
+            let conditions = changed(NodeId(1), &Map::new(), &reporting(state), at());
             assert_eq!(conditions.len(), 1, "{state}");
             let condition = &conditions[0];
             assert!(condition.happening);
@@ -165,7 +166,7 @@ mod tests {
             "something_new",
         ] {
             assert_eq!(update_refused(&reporting(state)), None, "{state}");
-            let cleared = changed(1, &reporting("unlogged"), &reporting(state), at());
+            let cleared = changed(NodeId(1), &reporting("unlogged"), &reporting(state), at());
             assert_eq!(cleared.len(), 1, "{state}");
             assert!(!cleared[0].happening, "{state}");
         }
@@ -174,7 +175,7 @@ mod tests {
             None,
             "a node that has reported no update state"
         );
-        assert!(changed(1, &reporting("current"), &reporting("none"), at()).is_empty());
+        assert!(changed(NodeId(1), &reporting("current"), &reporting("none"), at()).is_empty());
     }
 
     #[test]
@@ -186,7 +187,7 @@ mod tests {
     #[test]
     fn ac_49_untrusted_files_open_a_critical_unmanageable_listing_every_file() {
         let conditions = changed(
-            1,
+            NodeId(1),
             &Map::new(),
             &trust("untrusted_file", &["bin/host_report.sh", "bin/planted.sh"]),
             at(),
@@ -219,7 +220,7 @@ mod tests {
         assert_eq!(unmanageable(&trust("sideways", &[])), None);
         assert_eq!(unmanageable(&Map::new()), None);
         let cleared = changed(
-            1,
+            NodeId(1),
             &trust("untrusted_file", &["a"]),
             &trust("trusted", &[]),
             at(),
@@ -232,7 +233,7 @@ mod tests {
     #[test]
     fn a_new_file_list_is_the_same_condition_with_new_evidence() {
         let conditions = changed(
-            1,
+            NodeId(1),
             &trust("untrusted_file", &["a"]),
             &trust("untrusted_file", &["a", "b"]),
             at(),

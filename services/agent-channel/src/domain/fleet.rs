@@ -2,13 +2,14 @@
 //! a machine of its own (PV-15). Its health dot is the monitor's (MO-07, its `domain/health.rs`).
 
 use capstan_events::agent_channel::rpc::Placement;
+use capstan_events::NodeId;
 use serde_json::Value;
 use std::collections::HashMap;
 
 /// What placement needs of one node: its id, the container name its agent reported (an agent
 /// inside a container), and the result of its latest completed `host_report`.
 pub struct PlacementInput<'a> {
-    pub id: i64,
+    pub id: NodeId,
     pub container: Option<&'a str>,
     pub host_report: Option<&'a Value>,
 }
@@ -24,7 +25,7 @@ pub struct PlacementInput<'a> {
 /// Its own `host_report` carries the kernel's boot id, which a container reads from its host
 /// (`/proc/sys/kernel/random/boot_id` is not namespaced) and no other machine shares; a random
 /// value a node cannot learn from the plane. No protocol field is added for it.
-pub fn placements(nodes: &[PlacementInput<'_>]) -> HashMap<i64, Placement> {
+pub fn placements(nodes: &[PlacementInput<'_>]) -> HashMap<NodeId, Placement> {
     let is_host = |report: Option<&Value>| {
         report
             .and_then(|report| report.get("docker"))
@@ -108,7 +109,7 @@ pub fn approval_can_move_placements(container: Option<&str>) -> bool {
 }
 
 /// The Docker host a placement puts a node under, if any: what `placement_changed` announces.
-pub fn docker_host(placement: Placement) -> Option<i64> {
+pub fn docker_host(placement: Placement) -> Option<NodeId> {
     match placement {
         Placement::Container { host_node_id } => Some(host_node_id),
         Placement::Host | Placement::Machine => None,
@@ -134,17 +135,17 @@ mod tests {
         let report = json!({"docker": "installed", "containers": [{"name": "web-1"}]});
         let placed = placements(&[
             PlacementInput {
-                id: 1,
+                id: NodeId(1),
                 container: None,
                 host_report: Some(&report),
             },
             PlacementInput {
-                id: 2,
+                id: NodeId(2),
                 container: None,
                 host_report: None,
             },
         ]);
-        assert_eq!(placed[&2], Placement::Machine);
+        assert_eq!(placed[&NodeId(2)], Placement::Machine);
     }
 
     #[test]
@@ -155,31 +156,36 @@ mod tests {
         let shop = inside("boot-a");
         let nodes = [
             PlacementInput {
-                id: 1,
+                id: NodeId(1),
                 container: None,
                 host_report: Some(&host),
             },
             PlacementInput {
-                id: 2,
+                id: NodeId(2),
                 container: Some("shop"),
                 host_report: Some(&shop),
             },
             PlacementInput {
-                id: 3,
+                id: NodeId(3),
                 container: None,
                 host_report: Some(&bare),
             },
             PlacementInput {
-                id: 4,
+                id: NodeId(4),
                 container: None,
                 host_report: None,
             },
         ];
         let placed = placements(&nodes);
-        assert_eq!(placed[&1], Placement::Host);
-        assert_eq!(placed[&2], Placement::Container { host_node_id: 1 });
-        assert_eq!(placed[&3], Placement::Machine);
-        assert_eq!(placed[&4], Placement::Machine);
+        assert_eq!(placed[&NodeId(1)], Placement::Host);
+        assert_eq!(
+            placed[&NodeId(2)],
+            Placement::Container {
+                host_node_id: NodeId(1)
+            }
+        );
+        assert_eq!(placed[&NodeId(3)], Placement::Machine);
+        assert_eq!(placed[&NodeId(4)], Placement::Machine);
     }
 
     #[test]
@@ -202,8 +208,10 @@ mod tests {
     #[test]
     fn pv_15_only_a_container_placement_names_a_docker_host() {
         assert_eq!(
-            docker_host(Placement::Container { host_node_id: 4 }),
-            Some(4)
+            docker_host(Placement::Container {
+                host_node_id: NodeId(4)
+            }),
+            Some(NodeId(4))
         );
         assert_eq!(docker_host(Placement::Host), None);
         assert_eq!(docker_host(Placement::Machine), None);
@@ -212,11 +220,11 @@ mod tests {
     #[test]
     fn pv_15_a_container_whose_host_is_not_known_is_listed_as_a_machine() {
         let nodes = [PlacementInput {
-            id: 7,
+            id: NodeId(7),
             container: Some("orphan"),
             host_report: None,
         }];
-        assert_eq!(placements(&nodes)[&7], Placement::Machine);
+        assert_eq!(placements(&nodes)[&NodeId(7)], Placement::Machine);
     }
 
     #[test]
@@ -226,24 +234,26 @@ mod tests {
         let shop = inside("boot-a");
         let nodes = [
             PlacementInput {
-                id: 9,
+                id: NodeId(9),
                 container: None,
                 host_report: Some(&report),
             },
             PlacementInput {
-                id: 5,
+                id: NodeId(5),
                 container: None,
                 host_report: Some(&report),
             },
             PlacementInput {
-                id: 6,
+                id: NodeId(6),
                 container: Some("shop"),
                 host_report: Some(&shop),
             },
         ];
         assert_eq!(
-            placements(&nodes)[&6],
-            Placement::Container { host_node_id: 5 }
+            placements(&nodes)[&NodeId(6)],
+            Placement::Container {
+                host_node_id: NodeId(5)
+            }
         );
     }
 
@@ -257,30 +267,32 @@ mod tests {
         let place_shop = |shop_report: Option<&Value>| {
             let nodes = [
                 PlacementInput {
-                    id: 2,
+                    id: NodeId(2),
                     container: None,
                     host_report: Some(&claimer),
                 },
                 PlacementInput {
-                    id: 8,
+                    id: NodeId(8),
                     container: None,
                     host_report: Some(&real),
                 },
                 PlacementInput {
-                    id: 5,
+                    id: NodeId(5),
                     container: Some("shop"),
                     host_report: shop_report,
                 },
             ];
             let placed = placements(&nodes);
-            assert_eq!(placed[&2], Placement::Host);
-            placed[&5]
+            assert_eq!(placed[&NodeId(2)], Placement::Host);
+            placed[&NodeId(5)]
         };
         // The contained node's own report shares the real host's kernel: placed there, not
         // under the older node that claims it.
         assert_eq!(
             place_shop(Some(&inside("boot-real"))),
-            Placement::Container { host_node_id: 8 }
+            Placement::Container {
+                host_node_id: NodeId(8)
+            }
         );
         // Without its own report, with a report of another kernel, or of none: no host.
         assert_eq!(place_shop(None), Placement::Machine);
@@ -294,17 +306,17 @@ mod tests {
         let blank = inside("");
         let both_blank = [
             PlacementInput {
-                id: 1,
+                id: NodeId(1),
                 container: None,
                 host_report: Some(&blank_host),
             },
             PlacementInput {
-                id: 5,
+                id: NodeId(5),
                 container: Some("shop"),
                 host_report: Some(&blank),
             },
         ];
-        assert_eq!(placements(&both_blank)[&5], Placement::Machine);
+        assert_eq!(placements(&both_blank)[&NodeId(5)], Placement::Machine);
     }
 
     #[test]
@@ -313,18 +325,18 @@ mod tests {
         let odder = json!({"docker": 3, "containers": [1, {"name": 2}]});
         let nodes = [
             PlacementInput {
-                id: 1,
+                id: NodeId(1),
                 container: Some("x"),
                 host_report: Some(&odd),
             },
             PlacementInput {
-                id: 2,
+                id: NodeId(2),
                 container: None,
                 host_report: Some(&odder),
             },
         ];
         let placed = placements(&nodes);
-        assert_eq!(placed[&1], Placement::Host);
-        assert_eq!(placed[&2], Placement::Machine);
+        assert_eq!(placed[&NodeId(1)], Placement::Host);
+        assert_eq!(placed[&NodeId(2)], Placement::Machine);
     }
 }

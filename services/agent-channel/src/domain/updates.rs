@@ -2,6 +2,7 @@
 //! nodes run each version, who among them runs it on trial, and who refused what was offered
 //! and why. Without I/O: the rows are what each node's last claims left in its facts.
 
+use capstan_events::NodeId;
 use std::collections::BTreeMap;
 
 use capstan_events::agent_channel::rpc::{
@@ -11,9 +12,9 @@ use capstan_events::agent_channel::rpc::{
 use serde_json::Value;
 
 /// One paired node as stored: its version and the update facts its claims reported.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NodeUpdateRow {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub name: String,
     pub agent_version: Option<String>,
     pub update_state: Option<String>,
@@ -93,13 +94,25 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A node that has reported nothing yet.
+    fn silent(id: i64) -> NodeUpdateRow {
+        NodeUpdateRow {
+            node_id: NodeId(id),
+            name: format!("node-{id}"),
+            agent_version: None,
+            update_state: None,
+            update_offered: None,
+            update_reason: None,
+            update_trial: None,
+            last_refusal: None,
+        }
+    }
+
     fn row(id: i64, version: &str) -> NodeUpdateRow {
         NodeUpdateRow {
-            node_id: id,
-            name: format!("node-{id}"),
             agent_version: Some(version.into()),
             update_state: Some("current".into()),
-            ..NodeUpdateRow::default()
+            ..silent(id)
         }
     }
 
@@ -113,11 +126,7 @@ mod tests {
         refusing.update_reason = Some("bad signature".into());
         let mut waiting = row(4, "1.2.0");
         waiting.update_state = Some("update_pending".into());
-        let silent = NodeUpdateRow {
-            node_id: 5,
-            name: "node-5".into(),
-            ..NodeUpdateRow::default()
-        };
+        let silent = silent(5);
         let view = fleet_versions(vec![
             row(1, "1.3.0"),
             trial,
@@ -136,7 +145,7 @@ mod tests {
         assert_eq!(
             newer.on_trial,
             [NodeName {
-                node_id: 2,
+                node_id: NodeId(2),
                 name: "node-2".into()
             }]
         );
@@ -146,7 +155,7 @@ mod tests {
         assert_eq!(
             older.refusals,
             [VersionRefusal {
-                node_id: 3,
+                node_id: NodeId(3),
                 name: "node-3".into(),
                 update_state: "verify_failed".into(),
                 update_offered: Some("1.3.0".into()),

@@ -7,7 +7,12 @@ use capstan_events::agent_channel::{
     rpc::{AgentEndpoint, AgentRequest, AgentResponse, JobState, JoinState},
     JoinRequested,
 };
-use capstan_events::{backups::rpc::BackupUrls, rollouts::rpc::ArtifactRequest, rpc::ErrorCode};
+use capstan_events::{
+    backups::rpc::BackupUrls,
+    rollouts::rpc::{AgentArtifactKind, Arch, ArtifactRequest},
+    rpc::ErrorCode,
+    Word,
+};
 use capstan_signing::{ParsedSignature, PublicKey};
 use capstan_store::PgConnection;
 use chrono::{DateTime, Utc};
@@ -29,7 +34,6 @@ use crate::{
     },
     store::{self, NodeRow},
 };
-use capstan_events::Word as _;
 
 type Answer = Result<(u16, Value), AgentError>;
 
@@ -489,47 +493,45 @@ async fn leave(state: &State, node: &NodeRow) -> Answer {
     Ok((200, json!({})))
 }
 
-const ARTIFACT_KINDS: &[&str] = &[
-    "manifest",
-    "binary",
-    "support_bundle",
-    "release_manifest",
-    "release_file",
-    // A release's RELEASE_STATEMENT for the public log (AG-27; beyond PROTOCOL.md's list,
-    // docs/agent-channel.md): asked of rollouts like the rest.
-    "release_statement",
-    // A site release's whole archive (issue 16; docs/agent-protocol.md).
-    "release_archive",
-];
-const ARCHES: &[&str] = &["linux-amd64", "linux-arm64"];
-
 /// How long rollouts has to answer an artifact question (a binary is megabytes through the
 /// object store).
 const ARTIFACT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Every name of a closed word, for a refusal that says what would have been taken.
+fn words<W: Word>(all: &[W]) -> String {
+    all.iter()
+        .map(|word| word.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// PROTOCOL.md "artifact": a request names a kind, never a path. Checked here (kind, arch),
 /// then asked of rollouts, which keeps the releases: the metadata comes back as JSON, an
 /// artifact as bytes beside it.
 async fn artifact(bus: &capstan_bus::Bus, body: &[u8], bytes: &mut Bytes) -> Answer {
     let asked: Value = body_of(body, "artifact")?;
-    let kind = asked
+    let Some(kind) = asked
         .get("kind")
         .and_then(Value::as_str)
-        .unwrap_or_default();
-    if !ARTIFACT_KINDS.contains(&kind) {
+        .and_then(AgentArtifactKind::parse)
+    else {
         return Err(AgentError::BadKind(format!(
             "kind must be one of {}",
-            ARTIFACT_KINDS.join(", ")
+            words(&AgentArtifactKind::ALL)
         )));
-    }
-    if let Some(arch) = asked.get("arch") {
-        if !arch.as_str().is_some_and(|arch| ARCHES.contains(&arch)) {
-            return Err(AgentError::BadArch(format!(
-                "arch must be one of {}",
-                ARCHES.join(", ")
-            )));
-        }
-    }
+    };
+    let arch = match asked.get("arch") {
+        None => None,
+        Some(arch) => match arch.as_str().and_then(Arch::parse) {
+            Some(arch) => Some(arch),
+            None => {
+                return Err(AgentError::BadArch(format!(
+                    "arch must be one of {}",
+                    words(&Arch::ALL)
+                )))
+            }
+        },
+    };
     let version = match asked.get("version") {
         None | Some(Value::Null) => None,
         Some(Value::String(version)) if version.len() <= 64 => Some(version.clone()),
@@ -554,11 +556,8 @@ async fn artifact(bus: &capstan_bus::Bus, body: &[u8], bytes: &mut Bytes) -> Ans
     };
     let question = ArtifactRequest {
         sha256,
-        kind: kind.to_string(),
-        arch: asked
-            .get("arch")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        kind,
+        arch,
         version,
     };
     let answer = bus

@@ -7,6 +7,7 @@ use capstan_events::agent_channel::{
     rpc::{AgentRequest, JobState},
     wait, JobOutcome, NodeReported,
 };
+use capstan_events::NodeId;
 use capstan_store::{outbox, PgConnection};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -163,7 +164,7 @@ fn answer(job: Option<Value>, ignored_fields: &[String]) -> (u16, Value) {
 /// whether work still waits for the node.
 async fn needs(
     state: &State,
-    node_id: i64,
+    node_id: NodeId,
     claim: Option<&Claim>,
     known: Option<&Glance>,
 ) -> Result<Needs, AgentError> {
@@ -207,7 +208,7 @@ fn needs_of(glance: &Glance, claim: Option<&Claim>) -> Needs {
 /// one) takes the work lane, ahead of plain renewals.
 async fn report_and_dispatch(
     state: &State,
-    node_id: i64,
+    node_id: NodeId,
     claim: Option<&Claim>,
     known: Option<&Glance>,
     woken: bool,
@@ -234,7 +235,7 @@ async fn report_and_dispatch(
 /// pending job when none is running.
 async fn report_and_dispatch_in_slot(
     state: &State,
-    node_id: i64,
+    node_id: NodeId,
     claim: Option<&Claim>,
     known: Option<&Glance>,
 ) -> Result<Option<Value>, AgentError> {
@@ -353,7 +354,7 @@ async fn take_claim(
 /// by the plane and the next one tried); `None` when no job is left pending.
 async fn hand_out(
     connection: &mut PgConnection,
-    node_id: i64,
+    node_id: NodeId,
     facts: &NodeFacts,
     now: DateTime<Utc>,
 ) -> Result<Option<Value>, AgentError> {
@@ -560,7 +561,7 @@ mod tests {
             intake: std::sync::Arc::new(tokio::sync::Semaphore::new(1)),
         };
         let mut connection = state.connection().await.unwrap();
-        let node: i64 = sqlx::query_scalar(
+        let node: NodeId = sqlx::query_scalar(
             "INSERT INTO nodes (name, public_key, fingerprint, agent_version, vocabulary, \
                                 last_seen_at) \
              VALUES ('web-1', 'key', 'SHA256:web-1', '0.1.0', '[\"check_status\"]', now()) \
@@ -730,7 +731,7 @@ mod tests {
             "work waiting: goes at once"
         );
         assert!(state
-            .intake_for(Some(node + 1), AgentEndpoint::Result)
+            .intake_for(Some(NodeId(node.get() + 1)), AgentEndpoint::Result)
             .await
             .unwrap()
             .is_none());

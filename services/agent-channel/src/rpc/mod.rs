@@ -11,6 +11,7 @@ use capstan_bus::RpcServer;
 use capstan_events::agent_channel::rpc::{
     AgentRequest, AgentResponse, ClaimsReleased, ReleaseClaims,
 };
+use capstan_events::NodeId;
 use capstan_store::Store;
 use std::sync::{Arc, Mutex};
 
@@ -104,7 +105,7 @@ pub struct Keys {
     /// The node each fingerprint last proved, so a request is known for its node (and whether
     /// work waits for it) before it waits for a slot. A hint for its place in line only: which
     /// node a request is for is always the store's to say.
-    nodes: Mutex<std::collections::HashMap<String, i64>>,
+    nodes: Mutex<std::collections::HashMap<String, NodeId>>,
 }
 
 /// Keys kept at most; past it the cache starts over (a fleet is far smaller).
@@ -154,7 +155,7 @@ impl Keys {
     }
 
     /// Remembers that `fingerprint` proved `node`.
-    pub fn learn(&self, fingerprint: &str, node: i64) {
+    pub fn learn(&self, fingerprint: &str, node: NodeId) {
         let mut nodes = self.nodes.lock().expect("the key cache is never poisoned");
         if nodes.get(fingerprint) == Some(&node) {
             return;
@@ -166,7 +167,7 @@ impl Keys {
     }
 
     /// The node `fingerprint` last proved here, if any.
-    pub fn node_of(&self, fingerprint: &str) -> Option<i64> {
+    pub fn node_of(&self, fingerprint: &str) -> Option<NodeId> {
         self.nodes
             .lock()
             .expect("the key cache is never poisoned")
@@ -272,7 +273,7 @@ impl State {
     /// anything else.
     pub fn asking(
         &self,
-        node: Option<i64>,
+        node: Option<NodeId>,
         endpoint: capstan_events::agent_channel::rpc::AgentEndpoint,
     ) -> Asking {
         use capstan_events::agent_channel::rpc::AgentEndpoint;
@@ -293,7 +294,7 @@ impl State {
     /// arrivals' work lane are chosen again once the signature has proved the node.
     pub async fn intake_for(
         &self,
-        node: Option<i64>,
+        node: Option<NodeId>,
         endpoint: capstan_events::agent_channel::rpc::AgentEndpoint,
     ) -> Result<Option<tokio::sync::SemaphorePermit<'_>>, AgentError> {
         match (
@@ -316,7 +317,7 @@ impl State {
     /// that job out, and must not wait out the renewals before it.
     pub async fn agent_slot_for(
         &self,
-        node: Option<i64>,
+        node: Option<NodeId>,
         lane: Lane,
     ) -> Result<Slot<'_>, AgentError> {
         let Some(node) = node.filter(|_| lane == Lane::Plain) else {

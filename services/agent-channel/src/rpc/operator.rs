@@ -1,6 +1,7 @@
 //! The operator acts on joins, nodes and jobs. Each checks the actor's level (ARCHITECTURE.md
 //! decision 6.2-3) before it reads or changes anything.
 
+use capstan_events::NodeId;
 use capstan_events::{
     agent_channel::{
         rpc::{
@@ -82,8 +83,8 @@ pub async fn list_joins(state: State, request: ListJoins) -> Answer<Joins> {
 async fn bind_node(
     connection: &mut PgConnection,
     join: &JoinRow,
-    named: Option<i64>,
-) -> Answer<i64> {
+    named: Option<NodeId>,
+) -> Answer<NodeId> {
     let binding = Binding {
         public_key: &join.public_key,
         fingerprint: &join.fingerprint,
@@ -246,7 +247,7 @@ pub async fn list_nodes(state: State, request: ListNodes) -> Answer<Nodes> {
     let (nodes, total) = store::list_nodes_page(&mut connection, &request, now).await?;
     // The page's nodes, and the hosts its containers may sit on (placement reads their
     // reports; no view is made of them).
-    let mut ids: Vec<i64> = nodes.iter().map(|node| node.id).collect();
+    let mut ids: Vec<NodeId> = nodes.iter().map(|node| node.id).collect();
     let containers: Vec<String> = nodes
         .iter()
         .filter_map(|node| node.container.clone())
@@ -255,7 +256,7 @@ pub async fn list_nodes(state: State, request: ListNodes) -> Answer<Nodes> {
     ids.sort_unstable();
     ids.dedup();
     let readings = store::latest_readings(&mut connection, &ids).await?;
-    let page_ids: Vec<i64> = nodes.iter().map(|node| node.id).collect();
+    let page_ids: Vec<NodeId> = nodes.iter().map(|node| node.id).collect();
     let healths = store::health::of(&mut connection, &page_ids).await?;
     Ok(Nodes {
         nodes: actions::node_views(&nodes, &readings, &healths, now),

@@ -2,6 +2,7 @@
 //! `health_changed` events. The agent channel never judges a dot itself.
 
 use capstan_events::monitor::{Health, HealthDot};
+use capstan_events::NodeId;
 use capstan_store::{PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
@@ -22,7 +23,7 @@ pub fn never_checked() -> Health {
 /// judgement of a later check is already kept (a redelivered or late event changes nothing).
 pub async fn apply(
     connection: &mut PgConnection,
-    node: i64,
+    node: NodeId,
     health: &Health,
     checked_at: DateTime<Utc>,
 ) -> Result<()> {
@@ -42,8 +43,11 @@ pub async fn apply(
 }
 
 /// The kept dots of `nodes` (a node never judged is absent).
-pub async fn of(connection: &mut PgConnection, nodes: &[i64]) -> Result<HashMap<i64, Health>> {
-    let rows: Vec<(i64, String, Json<Vec<String>>)> =
+pub async fn of(
+    connection: &mut PgConnection,
+    nodes: &[NodeId],
+) -> Result<HashMap<NodeId, Health>> {
+    let rows: Vec<(NodeId, String, Json<Vec<String>>)> =
         sqlx::query_as("SELECT node_id, dot, reasons FROM node_health WHERE node_id = ANY($1)")
             .bind(nodes)
             .fetch_all(connection)

@@ -1,6 +1,7 @@
 //! The job queue's SQL.
 
 use capstan_events::agent_channel::{rpc::JobState, JobOutcome};
+use capstan_events::NodeId;
 use capstan_store::{PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -13,7 +14,7 @@ use capstan_events::Word as _;
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct JobRow {
     pub id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub primitive: String,
     pub class: String,
     pub params: Json<Value>,
@@ -42,7 +43,7 @@ const JOB_COLUMNS: &str = "id, node_id, primitive, class, params, state, reason,
      requested_by, correlation_id, budget_s, created_at, claimed_at, finished_at";
 
 pub struct NewJob<'a> {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub primitive: &'a str,
     pub class: &'a str,
     pub params: &'a Value,
@@ -101,7 +102,7 @@ pub async fn job_by_key(connection: &mut PgConnection, key: &str) -> Result<Opti
 
 pub async fn list_jobs(
     connection: &mut PgConnection,
-    node_id: Option<i64>,
+    node_id: Option<NodeId>,
     state: Option<JobState>,
     limit: i64,
 ) -> Result<Vec<JobRow>> {
@@ -119,7 +120,7 @@ pub async fn list_jobs(
 /// Ends every running job of a node as lost with `reason` (an idle claim, a leave); returns them.
 pub async fn lose_running(
     connection: &mut PgConnection,
-    node_id: i64,
+    node_id: NodeId,
     reason: &str,
 ) -> Result<Vec<JobRow>> {
     Ok(sqlx::query_as(&format!(
@@ -135,7 +136,7 @@ pub async fn lose_running(
 /// Ends as lost every running job past its claim budget (AC-29), of one node or of all.
 pub async fn lose_stale(
     connection: &mut PgConnection,
-    node_id: Option<i64>,
+    node_id: Option<NodeId>,
     reason: &str,
 ) -> Result<Vec<JobRow>> {
     Ok(sqlx::query_as(&format!(
@@ -153,7 +154,7 @@ pub async fn lose_stale(
 /// Withdraws every pending job of a node (its pairing ended).
 pub async fn withdraw_pending(
     connection: &mut PgConnection,
-    node_id: i64,
+    node_id: NodeId,
     reason: &str,
 ) -> Result<Vec<JobRow>> {
     Ok(sqlx::query_as(&format!(
@@ -166,7 +167,7 @@ pub async fn withdraw_pending(
     .await?)
 }
 
-pub async fn has_running(connection: &mut PgConnection, node_id: i64) -> Result<bool> {
+pub async fn has_running(connection: &mut PgConnection, node_id: NodeId) -> Result<bool> {
     Ok(sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM jobs WHERE node_id = $1 AND state = 'running')",
     )
@@ -176,7 +177,10 @@ pub async fn has_running(connection: &mut PgConnection, node_id: i64) -> Result<
 }
 
 /// The oldest pending job of a node, locked; skipped by any other transaction looking.
-pub async fn next_pending(connection: &mut PgConnection, node_id: i64) -> Result<Option<JobRow>> {
+pub async fn next_pending(
+    connection: &mut PgConnection,
+    node_id: NodeId,
+) -> Result<Option<JobRow>> {
     Ok(sqlx::query_as(&format!(
         "SELECT {JOB_COLUMNS} FROM jobs WHERE node_id = $1 AND state = 'pending'
          ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
@@ -205,7 +209,7 @@ pub async fn hand_back(
     id: i64,
     within_seconds: i64,
 ) -> Result<bool> {
-    let node: Option<i64> = sqlx::query_scalar(
+    let node: Option<NodeId> = sqlx::query_scalar(
         "UPDATE jobs SET state = 'pending', claimed_at = NULL
          WHERE id = $1 AND state = 'running' AND claimed_at > now() - make_interval(secs => $2)
          RETURNING node_id",
@@ -270,7 +274,7 @@ pub async fn job_output(
 
 pub async fn refusal_count(
     connection: &mut PgConnection,
-    node_id: i64,
+    node_id: NodeId,
     window_secs: f64,
 ) -> Result<i64> {
     Ok(sqlx::query_scalar(
@@ -286,7 +290,7 @@ pub async fn refusal_count(
 /// A finished reading job (`check_status`, `host_report`) as the node list needs it.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ReadingRow {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub primitive: String,
     pub id: i64,
     #[sqlx(try_from = "Spelled<JobOutcome>")]
@@ -299,7 +303,7 @@ pub struct ReadingRow {
 /// withdrawn on the plane says nothing about the node and is passed over.
 pub async fn latest_readings(
     connection: &mut PgConnection,
-    node_ids: &[i64],
+    node_ids: &[NodeId],
 ) -> Result<Vec<ReadingRow>> {
     Ok(sqlx::query_as(
         "SELECT latest.node_id, latest.primitive, latest.id, latest.outcome, latest.finished_at,
@@ -326,7 +330,7 @@ pub async fn latest_readings(
 pub async fn hosts_listing_container(
     connection: &mut PgConnection,
     name: &str,
-) -> Result<Vec<i64>> {
+) -> Result<Vec<NodeId>> {
     Ok(sqlx::query_scalar(
         "SELECT n.id
          FROM nodes n
@@ -363,7 +367,7 @@ mod tests {
             .unwrap();
         store.migrate(&crate::MIGRATOR).await.unwrap();
         let mut connection = store.pool().acquire().await.unwrap();
-        let node: i64 =
+        let node: NodeId =
             sqlx::query_scalar("INSERT INTO nodes (name) VALUES ('web-1') RETURNING id")
                 .fetch_one(&mut *connection)
                 .await

@@ -7,6 +7,7 @@
 //! the monitor's dots as kept here (`node_health`, MO-07): the rule is the monitor's alone.
 
 use capstan_events::agent_channel::rpc::{JoinFilter, ListJoins, ListNodes, Page};
+use capstan_events::NodeId;
 use capstan_store::PgConnection;
 use chrono::{DateTime, Utc};
 use sqlx::{Postgres, QueryBuilder};
@@ -217,7 +218,7 @@ struct Counted<T> {
 pub struct ListedJoin {
     #[sqlx(flatten)]
     pub join: JoinRow,
-    pub name_taken_by: Option<i64>,
+    pub name_taken_by: Option<NodeId>,
 }
 
 fn push_join_filters(query: &mut QueryBuilder<'_, Postgres>, request: &ListJoins) {
@@ -303,7 +304,7 @@ pub async fn list_joins_page(
 pub async fn hosts_listing_any_container(
     connection: &mut PgConnection,
     names: &[String],
-) -> Result<Vec<i64>> {
+) -> Result<Vec<NodeId>> {
     if names.is_empty() {
         return Ok(Vec::new());
     }
@@ -342,7 +343,7 @@ mod tests {
         (database, store)
     }
 
-    async fn node(connection: &mut PgConnection, name: &str, container: Option<&str>) -> i64 {
+    async fn node(connection: &mut PgConnection, name: &str, container: Option<&str>) -> NodeId {
         sqlx::query_scalar("INSERT INTO nodes (name, container) VALUES ($1, $2) RETURNING id")
             .bind(name)
             .bind(container)
@@ -353,7 +354,7 @@ mod tests {
 
     async fn reading(
         connection: &mut PgConnection,
-        node: i64,
+        node: NodeId,
         primitive: &str,
         outcome: JobOutcome,
         result: Option<Value>,
@@ -431,9 +432,9 @@ mod tests {
             let (rows, total) = list_nodes_page(&mut connection, &request, Utc::now())
                 .await
                 .unwrap();
-            let mut listed: Vec<i64> = rows.iter().map(|row| row.id).collect();
+            let mut listed: Vec<NodeId> = rows.iter().map(|row| row.id).collect();
             listed.sort_unstable();
-            let wanted: Vec<i64> = expected
+            let wanted: Vec<NodeId> = expected
                 .iter()
                 .filter(|(_, expected)| *expected == dot)
                 .map(|(id, _)| *id)
@@ -550,9 +551,9 @@ mod tests {
             let (rows, _) = list_nodes_page(&mut connection, &request, Utc::now())
                 .await
                 .unwrap();
-            let mut listed: Vec<i64> = rows.iter().map(|row| row.id).collect();
+            let mut listed: Vec<NodeId> = rows.iter().map(|row| row.id).collect();
             listed.sort_unstable();
-            let wanted: Vec<i64> = views
+            let wanted: Vec<NodeId> = views
                 .iter()
                 .filter(|view| view.placement.kind() == kind)
                 .map(|view| view.id)
@@ -569,7 +570,7 @@ mod tests {
                 .kind(),
             PlacementKind::Container
         );
-        let kind_of = |id: i64| {
+        let kind_of = |id: NodeId| {
             views
                 .iter()
                 .find(|view| view.id == id)
@@ -694,7 +695,7 @@ mod tests {
             9
         );
         let some = ListNodes {
-            ids: Some(vec![paired, 1]),
+            ids: Some(vec![paired, NodeId(1)]),
             ..listing(page(0, 100))
         };
         assert_eq!(

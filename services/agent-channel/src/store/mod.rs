@@ -1,6 +1,7 @@
 //! The agent channel's SQL. Every statement is bound, never built from input; callers hold the
 //! transaction, so a state change and the events it causes commit together.
 
+use capstan_events::NodeId;
 use capstan_store::{PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
@@ -58,7 +59,7 @@ spelled!(JobState, JobOutcome, JoinRecordState);
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct NodeRow {
-    pub id: i64,
+    pub id: NodeId,
     pub name: String,
     pub public_key: Option<String>,
     pub fingerprint: Option<String>,
@@ -94,7 +95,7 @@ impl NodeRow {
 const NODE_COLUMNS: &str = "id, name, public_key, fingerprint, addresses, site_root, container, \
      agent_version, vocabulary, claim_bytes, facts, connected_at, last_seen_at, left_at";
 
-pub async fn node_by_id(connection: &mut PgConnection, id: i64) -> Result<Option<NodeRow>> {
+pub async fn node_by_id(connection: &mut PgConnection, id: NodeId) -> Result<Option<NodeRow>> {
     Ok(
         sqlx::query_as(&format!("SELECT {NODE_COLUMNS} FROM nodes WHERE id = $1"))
             .bind(id)
@@ -104,7 +105,7 @@ pub async fn node_by_id(connection: &mut PgConnection, id: i64) -> Result<Option
 }
 
 /// The node, locked for the rest of the transaction: claims of one node are taken one at a time.
-pub async fn lock_node(connection: &mut PgConnection, id: i64) -> Result<Option<NodeRow>> {
+pub async fn lock_node(connection: &mut PgConnection, id: NodeId) -> Result<Option<NodeRow>> {
     Ok(sqlx::query_as(&format!(
         "SELECT {NODE_COLUMNS} FROM nodes WHERE id = $1 FOR UPDATE"
     ))
@@ -157,7 +158,7 @@ pub async fn node_updates(
 
 /// A row of [`node_updates`].
 type NodeUpdateRow = (
-    i64,
+    NodeId,
     String,
     Option<String>,
     Option<String>,
@@ -168,7 +169,7 @@ type NodeUpdateRow = (
 );
 
 /// Every paired node with its key (standard base64), to know them before their first request.
-pub async fn paired_keys(connection: &mut PgConnection) -> Result<Vec<(i64, String)>> {
+pub async fn paired_keys(connection: &mut PgConnection) -> Result<Vec<(NodeId, String)>> {
     Ok(
         sqlx::query_as("SELECT id, public_key FROM nodes WHERE public_key IS NOT NULL")
             .fetch_all(connection)
@@ -177,7 +178,7 @@ pub async fn paired_keys(connection: &mut PgConnection) -> Result<Vec<(i64, Stri
 }
 
 /// The nodes with a job waiting to be handed out.
-pub async fn nodes_with_pending(connection: &mut PgConnection) -> Result<Vec<i64>> {
+pub async fn nodes_with_pending(connection: &mut PgConnection) -> Result<Vec<NodeId>> {
     Ok(
         sqlx::query_scalar("SELECT DISTINCT node_id FROM jobs WHERE state = 'pending'")
             .fetch_all(connection)
@@ -198,7 +199,7 @@ pub async fn insert_node(
     connection: &mut PgConnection,
     name: &str,
     binding: &Binding<'_>,
-) -> Result<i64> {
+) -> Result<NodeId> {
     Ok(sqlx::query_scalar(
         "INSERT INTO nodes (name, public_key, fingerprint, addresses, site_root, container, agent_version, connected_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, now()) RETURNING id",
@@ -219,7 +220,7 @@ pub async fn insert_node(
 /// already paired.
 pub async fn bind_key(
     connection: &mut PgConnection,
-    node_id: i64,
+    node_id: NodeId,
     binding: &Binding<'_>,
 ) -> Result<bool> {
     let updated = sqlx::query(
@@ -243,7 +244,7 @@ pub async fn bind_key(
 
 /// Forgets a node's key (AC-37, AC-38): one path for the node's leave and the operator's
 /// disconnect; a leave also records when the node left.
-pub async fn forget_key(connection: &mut PgConnection, node_id: i64, left: bool) -> Result<()> {
+pub async fn forget_key(connection: &mut PgConnection, node_id: NodeId, left: bool) -> Result<()> {
     sqlx::query(
         "UPDATE nodes SET public_key = NULL, fingerprint = NULL,
              left_at = CASE WHEN $2 THEN now() ELSE left_at END
@@ -258,7 +259,7 @@ pub async fn forget_key(connection: &mut PgConnection, node_id: i64, left: bool)
 
 pub async fn save_facts(
     connection: &mut PgConnection,
-    node_id: i64,
+    node_id: NodeId,
     facts: &NodeFacts,
     now: DateTime<Utc>,
 ) -> Result<()> {
@@ -284,7 +285,7 @@ pub async fn save_facts(
 /// slower request stamping an older time).
 pub async fn heartbeat(
     connection: &mut PgConnection,
-    node_id: i64,
+    node_id: NodeId,
     now: DateTime<Utc>,
 ) -> Result<()> {
     sqlx::query(
@@ -316,7 +317,7 @@ pub struct JoinRow {
     pub requested_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
     pub decided_at: Option<DateTime<Utc>>,
-    pub node_id: Option<i64>,
+    pub node_id: Option<NodeId>,
 }
 
 const JOIN_COLUMNS: &str = "id, public_key, fingerprint, name, source_address, addresses, \
@@ -419,7 +420,7 @@ pub async fn decide_join(
     id: Uuid,
     state: JoinRecordState,
     by: &str,
-    node_id: Option<i64>,
+    node_id: Option<NodeId>,
 ) -> Result<()> {
     sqlx::query("UPDATE joins SET state = $2, decided_at = now(), decided_by = $3, node_id = $4 WHERE id = $1")
         .bind(id)
@@ -516,7 +517,7 @@ pub struct Glance {
 }
 
 /// One read, no lock: what a claim that changes nothing needs to answer without writing.
-pub async fn glance(connection: &mut PgConnection, node_id: i64) -> Result<Option<Glance>> {
+pub async fn glance(connection: &mut PgConnection, node_id: NodeId) -> Result<Option<Glance>> {
     Ok(sqlx::query_as(&format!(
         "SELECT {NODE_COLUMNS},
              EXISTS (SELECT 1 FROM jobs WHERE node_id = nodes.id AND state = 'pending') AS has_pending,
@@ -702,7 +703,7 @@ pub async fn seen_since_last_report(
     .fetch_one(&mut *connection)
     .await?;
     let since = previous.map(|at| at - chrono::Duration::from_std(overlap).unwrap_or_default());
-    let rows: Vec<(i64, DateTime<Utc>)> = sqlx::query_as(
+    let rows: Vec<(NodeId, DateTime<Utc>)> = sqlx::query_as(
         "SELECT id, last_seen_at FROM nodes
          WHERE public_key IS NOT NULL AND last_seen_at IS NOT NULL
            AND ($1::timestamptz IS NULL OR last_seen_at >= $1)

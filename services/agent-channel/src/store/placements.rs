@@ -1,6 +1,7 @@
 //! The placements announced (`placement_changed`): which Docker host each container node was
 //! last said to sit on, so a change is announced once, in the transaction that made it.
 
+use capstan_events::NodeId;
 use std::collections::HashMap;
 
 use capstan_store::PgConnection;
@@ -30,7 +31,7 @@ pub async fn lock_placements(connection: &mut PgConnection) -> Result<()> {
 /// completed host reports lists.
 pub async fn placement_candidates(
     connection: &mut PgConnection,
-    touched: &[i64],
+    touched: &[NodeId],
 ) -> Result<Vec<NodeRow>> {
     Ok(sqlx::query_as(&format!(
         "SELECT {NODE_COLUMNS} FROM nodes
@@ -63,9 +64,9 @@ pub async fn placement_candidates(
 /// The host each of `nodes` was last announced under; a node absent was announced under none.
 pub async fn announced_hosts(
     connection: &mut PgConnection,
-    nodes: &[i64],
-) -> Result<HashMap<i64, i64>> {
-    let rows: Vec<(i64, i64)> = sqlx::query_as(
+    nodes: &[NodeId],
+) -> Result<HashMap<NodeId, NodeId>> {
+    let rows: Vec<(NodeId, NodeId)> = sqlx::query_as(
         "SELECT node_id, host_node_id FROM placements
          WHERE node_id = ANY($1) AND host_node_id IS NOT NULL",
     )
@@ -78,8 +79,8 @@ pub async fn announced_hosts(
 /// Records that `node` was announced under `host` (or under none).
 pub async fn announce_host(
     connection: &mut PgConnection,
-    node: i64,
-    host: Option<i64>,
+    node: NodeId,
+    host: Option<NodeId>,
 ) -> Result<()> {
     sqlx::query(
         "INSERT INTO placements (node_id, host_node_id) VALUES ($1, $2)
@@ -94,7 +95,7 @@ pub async fn announce_host(
 
 /// The nodes that name a container or were announced under a host: all whose placement can
 /// name a host.
-pub async fn placed_or_named_containers(connection: &mut PgConnection) -> Result<Vec<i64>> {
+pub async fn placed_or_named_containers(connection: &mut PgConnection) -> Result<Vec<NodeId>> {
     Ok(sqlx::query_scalar(&format!(
         "SELECT id FROM nodes WHERE ({CONTAINER_OF}) IS NOT NULL
          UNION

@@ -9,12 +9,13 @@ use capstan_events::backups::{
     BackupHealth, Judgement, BACKUPS_STOPPED, BACKUP_FAILED, BACKUP_UNVERIFIED,
 };
 use capstan_events::conditions::{ConditionChanged, ConditionKind};
+use capstan_events::NodeId;
 use chrono::{DateTime, Utc};
 
 /// One judgement as its condition: happening with the backups service's words while it holds.
 fn condition(
     kind: &ConditionKind,
-    node: i64,
+    node: NodeId,
     judgement: Option<&Judgement>,
     at: DateTime<Utc>,
 ) -> ConditionChanged {
@@ -27,7 +28,7 @@ fn condition(
 /// BK-21: the conditions of the judgements that differ between `before` and `after`, judged at
 /// `at`: each its own incident at its own severity, each cleared by its own judgement.
 pub fn changed(
-    node: i64,
+    node: NodeId,
     before: &BackupHealth,
     after: &BackupHealth,
     at: DateTime<Utc>,
@@ -67,7 +68,7 @@ mod tests {
             stopped: said("Backups are not landing: ...", -30),
             unverified: said("Backups never verified restorable", -10),
         };
-        let conditions = changed(1, &BackupHealth::default(), &health, at(0));
+        let conditions = changed(NodeId(1), &BackupHealth::default(), &health, at(0));
         let seen: Vec<(String, Severity, &str, bool)> = conditions
             .iter()
             .map(|c| (c.source(), c.severity, c.evidence.as_str(), c.happening))
@@ -110,12 +111,12 @@ mod tests {
             failed: None,
             ..before.clone()
         };
-        let conditions = changed(1, &before, &after, at(0));
+        let conditions = changed(NodeId(1), &before, &after, at(0));
         assert_eq!(conditions.len(), 1);
         assert_eq!(conditions[0].source(), "plane:backup_failed");
         assert!(!conditions[0].happening);
-        assert!(changed(1, &after, &after, at(0)).is_empty());
-        let cleared = changed(1, &after, &BackupHealth::default(), at(0));
+        assert!(changed(NodeId(1), &after, &after, at(0)).is_empty());
+        let cleared = changed(NodeId(1), &after, &BackupHealth::default(), at(0));
         assert_eq!(cleared.len(), 1);
         assert_eq!(cleared[0].source(), "plane:backup_unverified");
     }
@@ -130,7 +131,7 @@ mod tests {
             failed: said("Run 5 failed: timeout", -60),
             ..BackupHealth::default()
         };
-        let conditions = changed(1, &before, &after, at(0));
+        let conditions = changed(NodeId(1), &before, &after, at(0));
         assert_eq!(conditions.len(), 1);
         assert!(conditions[0].happening);
         assert_eq!(conditions[0].evidence, "Run 5 failed: timeout");

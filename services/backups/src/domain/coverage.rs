@@ -8,6 +8,7 @@
 use capstan_events::backups::rpc::{
     FleetCoverage, Position, TargetCoverage, Uncovered, UncoveredNode,
 };
+use capstan_events::NodeId;
 
 use super::health::RecoveryKey;
 
@@ -22,7 +23,7 @@ pub struct TargetFacts {
 /// A paired node as coverage needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeFacts {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub name: String,
     /// Its stored position (`Fleet` when nobody decided).
     pub position: Position,
@@ -166,7 +167,7 @@ mod tests {
 
     fn node(id: i64, position: Position, active: Option<i64>) -> NodeFacts {
         NodeFacts {
-            node_id: id,
+            node_id: NodeId(id),
             name: format!("web-{id}"),
             position,
             recovery_key: key(),
@@ -261,7 +262,7 @@ mod tests {
         ];
         let found = coverage(&targets, &nodes, true, 10);
         assert_eq!(found.covered, 1);
-        assert_eq!(found.uncovered[0].node_id, 1);
+        assert_eq!(found.uncovered[0].node_id, NodeId(1));
         assert_eq!(found.uncovered[0].reason, Uncovered::NoTarget);
         assert_eq!(found.targets[1].nodes, 1);
     }
@@ -277,7 +278,7 @@ mod tests {
                 .iter()
                 .map(|row| row.node_id)
                 .collect::<Vec<_>>(),
-            vec![1, 2]
+            vec![NodeId(1), NodeId(2)]
         );
     }
 }

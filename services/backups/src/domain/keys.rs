@@ -3,6 +3,7 @@
 //! (BK-01: every object is reached through its space).
 
 use capstan_events::rpc::InvalidInput;
+use capstan_events::NodeId;
 
 /// The largest seq (2^53, so it survives JSON numbers everywhere).
 pub const MAX_SEQ: i64 = 1 << 53;
@@ -64,7 +65,7 @@ fn parse_seq(text: &str) -> Option<i64> {
 
 /// The prefix of one node's folder in one space: `{folder}/{space_id}/node-{node_id}/`
 /// (`folder` may be empty, then no leading slash).
-pub fn space_prefix(folder: &str, space_id: i64, node_id: i64) -> String {
+pub fn space_prefix(folder: &str, space_id: i64, node_id: NodeId) -> String {
     let folder = folder.trim_matches('/');
     if folder.is_empty() {
         format!("{space_id}/node-{node_id}/")
@@ -74,7 +75,7 @@ pub fn space_prefix(folder: &str, space_id: i64, node_id: i64) -> String {
 }
 
 /// Where a node's key lives in the bucket.
-pub fn object_key(folder: &str, space_id: i64, node_id: i64, key: &NodeKey) -> String {
+pub fn object_key(folder: &str, space_id: i64, node_id: NodeId, key: &NodeKey) -> String {
     format!(
         "{}{:010}/{}",
         space_prefix(folder, space_id, node_id),
@@ -146,16 +147,16 @@ mod tests {
     fn bk_01_an_object_lives_in_its_space_under_the_node() {
         let key = parse_node_key("12/manifest-12.json").unwrap();
         assert_eq!(
-            object_key("capstan/", 3, 7, &key),
+            object_key("capstan/", 3, NodeId(7), &key),
             "capstan/3/node-7/0000000012/manifest-12.json"
         );
         assert_eq!(
-            object_key("", 3, 7, &key),
+            object_key("", 3, NodeId(7), &key),
             "3/node-7/0000000012/manifest-12.json"
         );
-        let prefix = space_prefix("capstan", 3, 7);
+        let prefix = space_prefix("capstan", 3, NodeId(7));
         assert_eq!(
-            listed_key(&prefix, &object_key("capstan", 3, 7, &key)),
+            listed_key(&prefix, &object_key("capstan", 3, NodeId(7), &key)),
             Some(key)
         );
         assert_eq!(listed_key(&prefix, "capstan/3/node-70/0000000012/a"), None);

@@ -4,6 +4,7 @@
 //! `request_job` together, then answers with the agent channel's job id once the agent channel
 //! took it; a machine whose turn is held answers `conflict` naming the job that holds it.
 
+use capstan_events::NodeId;
 use std::time::Duration;
 
 use capstan_bus::RpcServer;
@@ -82,7 +83,7 @@ pub async fn set_policy(state: State, request: SetPolicy) -> Answer<FleetPolicyV
     })
 }
 
-async fn known_node(connection: &mut PgConnection, node: i64) -> Answer<NodeRow> {
+async fn known_node(connection: &mut PgConnection, node: NodeId) -> Answer<NodeRow> {
     store::node(connection, node).await?.ok_or_else(|| {
         RpcError::new(
             ErrorCode::NotFound,
@@ -92,7 +93,7 @@ async fn known_node(connection: &mut PgConnection, node: i64) -> Answer<NodeRow>
     })
 }
 
-async fn node_policy_view(connection: &mut PgConnection, node: i64) -> Answer<NodePolicyView> {
+async fn node_policy_view(connection: &mut PgConnection, node: NodeId) -> Answer<NodePolicyView> {
     let (fleet, _, _) = store::fleet_policy(connection).await?;
     let (stored, decided_by, decided_at) = store::node_policy(connection, node).await?;
     let applied = effective(&fleet, &stored);
@@ -306,7 +307,7 @@ async fn act(
     }
 }
 
-async fn paired_node(connection: &mut PgConnection, node: i64) -> Answer<NodeRow> {
+async fn paired_node(connection: &mut PgConnection, node: NodeId) -> Answer<NodeRow> {
     let row = known_node(connection, node).await?;
     if !row.paired {
         return Err(RpcError::new(
@@ -340,7 +341,7 @@ pub async fn run_now(state: State, request: RunNow) -> Answer<Dispatched> {
 }
 
 /// A landed run of the node, or `not_found` naming it.
-async fn landed_seq(connection: &mut PgConnection, node: i64, seq: i64) -> Answer<()> {
+async fn landed_seq(connection: &mut PgConnection, node: NodeId, seq: i64) -> Answer<()> {
     let landed = store::landed_runs(connection, node).await?;
     if landed.iter().any(|run| run.seq == seq) {
         Ok(())
@@ -445,7 +446,7 @@ pub async fn move_node(state: State, request: MoveRequest) -> Answer<Dispatched>
 /// BK-22: the recovery key as the node's latest check_status reported it (none before one did).
 async fn recovery_key_view(
     connection: &mut capstan_store::PgConnection,
-    node: i64,
+    node: NodeId,
 ) -> Answer<Option<capstan_events::backups::rpc::RecoveryKeyView>> {
     let (key, at) = crate::store::health::recovery_key(connection, node).await?;
     use crate::domain::health::RecoveryKey;

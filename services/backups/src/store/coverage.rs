@@ -2,6 +2,7 @@
 //! last reported, and the targets of its active and draining spaces, in one read.
 
 use capstan_events::backups::rpc::Position;
+use capstan_events::NodeId;
 use capstan_store::{PgConnection, StoreError};
 
 use super::Result;
@@ -11,7 +12,7 @@ use capstan_events::Word as _;
 
 #[derive(sqlx::FromRow)]
 struct Row {
-    node_id: i64,
+    node_id: NodeId,
     name: String,
     position: Option<String>,
     recovery_state: Option<String>,

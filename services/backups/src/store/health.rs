@@ -6,6 +6,7 @@
 
 use capstan_events::backups::{BackupHealth, HealthChanged};
 use capstan_events::Envelope;
+use capstan_events::NodeId;
 use capstan_store::{outbox, PgConnection};
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
@@ -29,7 +30,7 @@ use crate::domain::health::{RecoveryKey, RunFacts, VerifyFacts};
 /// than the one held changes nothing.
 pub async fn recovery_key_reported(
     connection: &mut PgConnection,
-    node: i64,
+    node: NodeId,
     state: &str,
     fingerprint: Option<&str>,
     at: DateTime<Utc>,
@@ -50,7 +51,7 @@ pub async fn recovery_key_reported(
 /// The recovery key as last reported, and when.
 pub async fn recovery_key(
     connection: &mut PgConnection,
-    node: i64,
+    node: NodeId,
 ) -> Result<(RecoveryKey, Option<DateTime<Utc>>)> {
     let row: Option<KeyRow> = sqlx::query_as(
         "SELECT recovery_state, recovery_fingerprint, recovery_reported_at FROM nodes
@@ -99,7 +100,7 @@ pub struct Runs {
     pub newest_landed_at: Option<DateTime<Utc>>,
 }
 
-pub async fn runs(connection: &mut PgConnection, node: i64) -> Result<Runs> {
+pub async fn runs(connection: &mut PgConnection, node: NodeId) -> Result<Runs> {
     let landed_runs: Vec<RunRow> = sqlx::query_as(
         "SELECT seq, kind, started_at, finished_at, bytes FROM runs
          WHERE node_id = $1 AND landed_at IS NOT NULL ORDER BY seq DESC",
@@ -166,7 +167,7 @@ pub async fn runs(connection: &mut PgConnection, node: i64) -> Result<Runs> {
 }
 
 /// BK-19: the newest verify that passed, and the newest attempt when it failed after it.
-pub async fn verify(connection: &mut PgConnection, node: i64) -> Result<VerifyFacts> {
+pub async fn verify(connection: &mut PgConnection, node: NodeId) -> Result<VerifyFacts> {
     let passed_at: Option<DateTime<Utc>> =
         sqlx::query_scalar("SELECT max(finished_at) FROM verifies WHERE node_id = $1 AND ok")
             .bind(node)
@@ -196,7 +197,7 @@ pub async fn verify(connection: &mut PgConnection, node: i64) -> Result<VerifyFa
 /// changed.
 pub async fn judged(
     connection: &mut PgConnection,
-    node: i64,
+    node: NodeId,
     health: &BackupHealth,
     at: DateTime<Utc>,
 ) -> Result<bool> {
@@ -240,7 +241,7 @@ pub async fn judged(
 }
 
 /// The seqs a verify passed for (BK-12's verified chains).
-pub async fn verified_seqs(connection: &mut PgConnection, node: i64) -> Result<Vec<i64>> {
+pub async fn verified_seqs(connection: &mut PgConnection, node: NodeId) -> Result<Vec<i64>> {
     Ok(
         sqlx::query_scalar("SELECT seq FROM runs WHERE node_id = $1 AND verified_at IS NOT NULL")
             .bind(node)

@@ -6,6 +6,7 @@
 use capstan_events::agent_channel::RequestJob;
 use capstan_events::backups::rpc::{BackupMode, FleetPolicy, PolicyFields, RunKind};
 use capstan_events::Envelope;
+use capstan_events::NodeId;
 use capstan_store::{outbox, PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -157,7 +158,7 @@ pub async fn set_fleet_policy(
 /// A node's stored position, who decided it and when (`Fleet`, nobody, for no row).
 pub async fn node_policy(
     connection: &mut PgConnection,
-    node: i64,
+    node: NodeId,
 ) -> Result<(Stored, Option<String>, Option<DateTime<Utc>>)> {
     #[derive(sqlx::FromRow)]
     struct Row {
@@ -193,7 +194,7 @@ pub async fn node_policy(
 
 pub async fn set_node_policy(
     connection: &mut PgConnection,
-    node: i64,
+    node: NodeId,
     stored: &Stored,
     by: &str,
     at: DateTime<Utc>,
@@ -236,11 +237,11 @@ pub async fn set_node_policy(
 /// A node as the agent channel told of it.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct NodeRow {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub name: String,
     pub fingerprint: String,
     pub paired: bool,
-    pub host_node_id: Option<i64>,
+    pub host_node_id: Option<NodeId>,
     pub vocabulary: Vec<String>,
     pub install_state: Option<String>,
     pub approved_at: DateTime<Utc>,
@@ -249,7 +250,7 @@ pub struct NodeRow {
 const NODE_COLUMNS: &str =
     "node_id, name, fingerprint, paired, host_node_id, vocabulary, install_state, approved_at";
 
-pub async fn node(connection: &mut PgConnection, node: i64) -> Result<Option<NodeRow>> {
+pub async fn node(connection: &mut PgConnection, node: NodeId) -> Result<Option<NodeRow>> {
     Ok(sqlx::query_as(&format!(
         "SELECT {NODE_COLUMNS} FROM nodes WHERE node_id = $1"
     ))
@@ -274,7 +275,7 @@ pub struct JobRow {
     pub idempotency_key: String,
     pub correlation_id: Uuid,
     pub job_id: Option<i64>,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub machine: String,
     pub primitive: String,
     pub params: sqlx::types::Json<Value>,
@@ -302,7 +303,7 @@ pub async fn holder(connection: &mut PgConnection, machine: &str) -> Result<Opti
 /// A job to ask for.
 pub struct Dispatch<'a> {
     pub key: String,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub machine: String,
     pub primitive: &'a str,
     pub params: Value,
@@ -371,7 +372,7 @@ pub async fn dispatch(
 pub async fn issued_job(
     connection: &mut PgConnection,
     correlation: Uuid,
-    node: i64,
+    node: NodeId,
     job_id: i64,
 ) -> Result<Option<JobRow>> {
     Ok(sqlx::query_as(&format!(
@@ -455,7 +456,7 @@ pub async fn release_untaken(
 /// When the node's newest job of `primitive` was dispatched, and its seq (BK-07, BK-18).
 pub async fn last_dispatch(
     connection: &mut PgConnection,
-    node: i64,
+    node: NodeId,
     primitive: &str,
 ) -> Result<Option<(DateTime<Utc>, Option<i64>)>> {
     Ok(sqlx::query_as(
@@ -469,7 +470,7 @@ pub async fn last_dispatch(
 }
 
 /// The newest seq the node has used: opened by the broker, or asked for (BK-14).
-pub async fn newest_used_seq(connection: &mut PgConnection, node: i64) -> Result<Option<i64>> {
+pub async fn newest_used_seq(connection: &mut PgConnection, node: NodeId) -> Result<Option<i64>> {
     Ok(sqlx::query_scalar(
         "SELECT max(seq) FROM (
              SELECT seq FROM runs WHERE node_id = $1
@@ -484,7 +485,7 @@ pub async fn newest_used_seq(connection: &mut PgConnection, node: i64) -> Result
 /// The newest run that landed, and when its chain's full started.
 pub async fn newest_landed(
     connection: &mut PgConnection,
-    node: i64,
+    node: NodeId,
 ) -> Result<Option<(Landed, Option<DateTime<Utc>>)>> {
     #[derive(sqlx::FromRow)]
     struct Row {
@@ -528,7 +529,7 @@ pub async fn newest_landed(
 /// this job (its claim is not believed).
 pub async fn run_landed(
     connection: &mut PgConnection,
-    node: i64,
+    node: NodeId,
     job_id: i64,
     run: &Trusted,
     at: DateTime<Utc>,
@@ -558,7 +559,7 @@ pub async fn run_landed(
 /// One verify's end.
 pub struct VerifyEnd<'a> {
     pub job_id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub seq: i64,
     pub level: u8,
     pub ok: bool,
@@ -620,7 +621,7 @@ pub struct LandedRow {
 }
 
 /// The node's runs that landed, newest first.
-pub async fn landed_runs(connection: &mut PgConnection, node: i64) -> Result<Vec<LandedRow>> {
+pub async fn landed_runs(connection: &mut PgConnection, node: NodeId) -> Result<Vec<LandedRow>> {
     Ok(sqlx::query_as(
         "SELECT r.seq, r.kind, r.full_seq, r.started_at, r.finished_at, r.bytes, r.verified_at,
                 s.id AS space_id, s.state AS space_state, t.id AS target_id, t.name AS target_name,
@@ -647,7 +648,7 @@ pub struct VerifyRow {
     pub problems: sqlx::types::Json<Vec<String>>,
 }
 
-pub async fn last_verify(connection: &mut PgConnection, node: i64) -> Result<Option<VerifyRow>> {
+pub async fn last_verify(connection: &mut PgConnection, node: NodeId) -> Result<Option<VerifyRow>> {
     Ok(sqlx::query_as(
         "SELECT job_id, seq, level, ok, finished_at, checked, problems FROM verifies
          WHERE node_id = $1 ORDER BY finished_at DESC, job_id DESC LIMIT 1",
@@ -658,7 +659,7 @@ pub async fn last_verify(connection: &mut PgConnection, node: i64) -> Result<Opt
 }
 
 /// The newest backup_run that ended, when it did not land: its reason.
-pub async fn last_failure(connection: &mut PgConnection, node: i64) -> Result<Option<String>> {
+pub async fn last_failure(connection: &mut PgConnection, node: NodeId) -> Result<Option<String>> {
     let row: Option<(String, Option<String>, Option<i64>)> = sqlx::query_as(
         "SELECT outcome, reason, seq FROM jobs
          WHERE node_id = $1 AND primitive = 'backup_run' AND finished_at IS NOT NULL
@@ -693,7 +694,7 @@ pub async fn target_exists(connection: &mut PgConnection, id: i64) -> Result<boo
 
 /// BK-02: the node's new backups go to `target`; its active space there opens (or a draining
 /// one there comes back) and the old one starts draining. Nothing is copied.
-pub async fn move_to(connection: &mut PgConnection, node: i64, target: i64) -> Result<i64> {
+pub async fn move_to(connection: &mut PgConnection, node: NodeId, target: i64) -> Result<i64> {
     sqlx::query(
         "UPDATE spaces SET state = 'draining' WHERE node_id = $1 AND state = 'active'
              AND target_id <> $2",

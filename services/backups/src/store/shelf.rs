@@ -4,6 +4,7 @@
 
 use capstan_events::backups::Pruned;
 use capstan_events::Envelope;
+use capstan_events::NodeId;
 use capstan_store::{outbox, PgConnection};
 use chrono::{DateTime, Utc};
 
@@ -24,7 +25,7 @@ pub struct Shelf {
     pub orphan_bytes_deleted: i64,
 }
 
-pub async fn shelf(connection: &mut PgConnection, node: i64) -> Result<Shelf> {
+pub async fn shelf(connection: &mut PgConnection, node: NodeId) -> Result<Shelf> {
     Ok(sqlx::query_as(
         "SELECT checked_at, newest_at, problem, pass_error, pass_error_at, orphans_waiting,
              orphans_deleted, orphan_bytes_deleted FROM shelf WHERE node_id = $1",
@@ -38,7 +39,7 @@ pub async fn shelf(connection: &mut PgConnection, node: i64) -> Result<Shelf> {
 /// BK-17: every live space was listed at `at` and the newest write seen was `newest`.
 pub async fn stamp_listed(
     connection: &mut PgConnection,
-    node: i64,
+    node: NodeId,
     at: DateTime<Utc>,
     newest: Option<DateTime<Utc>>,
 ) -> Result<()> {
@@ -58,7 +59,7 @@ pub async fn stamp_listed(
 /// BK-15: the storage check's line (`None`: every backup is whole).
 pub async fn stamp_problem(
     connection: &mut PgConnection,
-    node: i64,
+    node: NodeId,
     problem: Option<&str>,
 ) -> Result<()> {
     sqlx::query(
@@ -75,7 +76,7 @@ pub async fn stamp_problem(
 /// Why the pass could not finish its look; the stamps stay as they were.
 pub async fn pass_failed(
     connection: &mut PgConnection,
-    node: i64,
+    node: NodeId,
     error: &str,
     at: DateTime<Utc>,
 ) -> Result<()> {
@@ -92,7 +93,7 @@ pub async fn pass_failed(
 }
 
 /// The node's spaces that still hold backups (active and draining), each with its target.
-pub async fn live_spaces(connection: &mut PgConnection, node: i64) -> Result<Vec<Space>> {
+pub async fn live_spaces(connection: &mut PgConnection, node: NodeId) -> Result<Vec<Space>> {
     let ids: Vec<i64> = sqlx::query_scalar(
         "SELECT id FROM spaces WHERE node_id = $1 AND state IN ('active', 'draining') ORDER BY id",
     )
@@ -163,7 +164,7 @@ pub async fn pruned(connection: &mut PgConnection, event: Pruned, full_seqs: &[i
 
 /// The runs of `node` that claim their objects against the orphan sweep: recorded as landed,
 /// or opened for a job of this service that has not ended.
-pub async fn claimed_seqs(connection: &mut PgConnection, node: i64) -> Result<Vec<i64>> {
+pub async fn claimed_seqs(connection: &mut PgConnection, node: NodeId) -> Result<Vec<i64>> {
     Ok(sqlx::query_scalar(
         "SELECT runs.seq FROM runs LEFT JOIN jobs ON jobs.job_id = runs.job_id
          WHERE runs.node_id = $1
@@ -227,7 +228,7 @@ pub async fn forget_orphan(connection: &mut PgConnection, space: i64, key: &Node
 /// The sweep's counts for the node: `waiting` now, and `deleted` orphans of `bytes` more.
 pub async fn count_orphans(
     connection: &mut PgConnection,
-    node: i64,
+    node: NodeId,
     waiting: usize,
     deleted: usize,
     bytes: u64,

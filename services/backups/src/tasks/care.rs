@@ -65,7 +65,7 @@ pub async fn tick(state: &State, now: DateTime<Utc>) -> Result<(), StoreError> {
             };
             let report = pass_node(state, node.node_id, &pass, now).await?;
             if !report.errors.is_empty() {
-                tracing::warn!(node = node.node_id, errors = ?report.errors, "the storage pass could not finish");
+                tracing::warn!(node = node.node_id.get(), errors = ?report.errors, "the storage pass could not finish");
             }
         }
         let listed = shelf::shelf(&mut lock, node.node_id).await?;

@@ -215,11 +215,12 @@ pub fn read_job_form(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use capstan_events::NodeId;
     use serde_json::json;
 
     fn node(vocabulary: &[&str], below_floor: bool) -> NodeView {
         NodeView {
-            id: 5,
+            id: NodeId(5),
             name: "web-1".into(),
             fingerprint: None,
             agent_version: Some("1.50.0".into()),

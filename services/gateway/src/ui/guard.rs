@@ -13,6 +13,7 @@ use axum::{
     response::{IntoResponse, Redirect, Response},
 };
 use capstan_events::rpc::{Actor, Level};
+use capstan_events::NodeId;
 use tracing::warn;
 
 use super::{cookies, settings, UiError};
@@ -350,6 +351,19 @@ impl<S: Send + Sync> FromRequestParts<S> for PathId {
             Some(id) if id > 0 => Ok(PathId(id)),
             _ => Err(refusal()),
         }
+    }
+}
+
+/// The `{id}` of `/ui/nodes/{id}/...`, a positive whole number read as the contract's node id;
+/// anything else is a 404 page, as for [`PathId`].
+pub struct NodePath(pub NodeId);
+
+impl<S: Send + Sync> FromRequestParts<S> for NodePath {
+    type Rejection = UiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, UiError> {
+        let PathId(id) = PathId::from_request_parts(parts, state).await?;
+        Ok(NodePath(NodeId(id)))
     }
 }
 

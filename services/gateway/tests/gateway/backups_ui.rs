@@ -10,6 +10,7 @@ use capstan_events::backups::rpc::{
     Uncovered, UncoveredNode, VerifyState, VerifyStateKind, VerifyView,
 };
 use capstan_events::rpc::{ErrorCode, Level, Rpc, RpcError};
+use capstan_events::NodeId;
 use chrono::{Duration, Utc};
 use serde_json::{json, Value};
 
@@ -97,7 +98,7 @@ fn two_chains() -> NodeBackups {
                 problems: vec!["table orders is missing".into()],
             }),
         },
-        ..no_backups(17)
+        ..no_backups(NodeId(17))
     }
 }
 
@@ -433,13 +434,13 @@ async fn the_targets_page_is_level_10_with_where_new_backups_go_and_the_fleets_c
         uncovered_count: 2,
         uncovered: vec![
             UncoveredNode {
-                node_id: 8,
+                node_id: NodeId(8),
                 name: "web-8".into(),
                 reason: Uncovered::Off,
                 words: "Backups switched off for this node (a decision).".into(),
             },
             UncoveredNode {
-                node_id: 9,
+                node_id: NodeId(9),
                 name: "web-9".into(),
                 reason: Uncovered::NoRecoveryKey,
                 words: "No recovery key: it cannot be backed up until its owner sets one.".into(),

@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 use capstan_bus::{testsuite::NatsServer, Bus, RpcServer};
+use capstan_events::NodeId;
 use capstan_events::Word as _;
 use capstan_events::{
     agent_channel::{
@@ -184,7 +185,7 @@ impl Gateway {
             }
         });
         let server = fake(server, &script, |_, request: ApproveJoin| Approved {
-            node_id: request.node_id.unwrap_or(17),
+            node_id: request.node_id.unwrap_or(NodeId(17)),
         });
         let server = fake(server, &script, |_, _: RejectJoin| Done {});
         let server = fake(server, &script, |_, _: ReopenJoin| Done {});
@@ -470,7 +471,7 @@ fn fake_incidents(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
     let server = fake(server, script, |_, _: incidents::CreateSilence| {
         incidents::SilenceView {
             id: 1,
-            node_id: 5,
+            node_id: NodeId(5),
             node_name: None,
             by: "ada".into(),
             reason: "maintenance".into(),
@@ -490,7 +491,7 @@ fn fake_incidents(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
             webhook: incidents::WebhookView {
                 id: 1,
                 url: "https://hooks.example/x".into(),
-                kind: "standard".into(),
+                kind: incidents::WebhookKind::Standard,
                 min_severity: capstan_events::incidents::Severity::Warning,
                 created_by: "ada".into(),
                 created_at: chrono::Utc::now(),
@@ -528,7 +529,7 @@ fn fake_incidents(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
     })
 }
 
-fn uptime_check(node_id: i64) -> capstan_events::monitor::rpc::UptimeCheck {
+fn uptime_check(node_id: NodeId) -> capstan_events::monitor::rpc::UptimeCheck {
     capstan_events::monitor::rpc::UptimeCheck {
         node_id,
         enabled: true,
@@ -579,7 +580,7 @@ fn fleet_policy() -> capstan_events::backups::rpc::FleetPolicy {
     }
 }
 
-fn node_policy(node_id: i64) -> capstan_events::backups::rpc::NodePolicyView {
+fn node_policy(node_id: NodeId) -> capstan_events::backups::rpc::NodePolicyView {
     capstan_events::backups::rpc::NodePolicyView {
         node_id,
         position: capstan_events::backups::rpc::Position::Fleet,
@@ -676,7 +677,7 @@ fn fake_backups(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
 }
 
 /// A node with no backup yet, as the backups service states it.
-pub fn no_backups(node_id: i64) -> capstan_events::backups::rpc::NodeBackups {
+pub fn no_backups(node_id: NodeId) -> capstan_events::backups::rpc::NodeBackups {
     use capstan_events::backups::rpc as backups;
     backups::NodeBackups {
         node_id,
@@ -703,16 +704,18 @@ fn fake_monitor(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
     let server = RpcServer::new(bus, Domain::Monitor);
     let server = fake(server, script, |_, _: monitor::ListUptime| {
         monitor::UptimeChecks {
-            checks: vec![uptime_check(5)],
+            checks: vec![uptime_check(NodeId(5))],
         }
     });
     let server = fake(server, script, |_, _: monitor::GetUptime| {
         monitor::UptimeDetail {
-            check: uptime_check(5),
+            check: uptime_check(NodeId(5)),
             history: vec![],
         }
     });
-    let server = fake(server, script, |_, _: monitor::SetUptime| uptime_check(5));
+    let server = fake(server, script, |_, _: monitor::SetUptime| {
+        uptime_check(NodeId(5))
+    });
     let server = fake(server, script, |_, _: monitor::GetCertificate| {
         monitor::CertificateView {
             problem: None,
@@ -747,7 +750,7 @@ fn fake_monitor(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
 fn edge_probe(id: i64) -> capstan_events::monitor::rpc::EdgeProbeView {
     capstan_events::monitor::rpc::EdgeProbeView {
         id,
-        node_id: 5,
+        node_id: NodeId(5),
         status: capstan_events::monitor::rpc::EdgeProbeStatus::Queued,
         url: "https://shop.example/".into(),
         requested_by: "ada".into(),
@@ -802,9 +805,9 @@ pub fn join_view() -> JoinView {
     }
 }
 
-pub fn node_view(id: i64) -> NodeView {
+pub fn node_view(id: impl Into<NodeId>) -> NodeView {
     NodeView {
-        id,
+        id: id.into(),
         name: "web-1".into(),
         fingerprint: Some("SHA256:abc".into()),
         agent_version: Some("1.2.3".into()),
@@ -829,7 +832,7 @@ pub fn incident_view(id: i64) -> capstan_events::incidents::rpc::IncidentView {
     use capstan_events::incidents::{Severity, Status, Triage};
     capstan_events::incidents::rpc::IncidentView {
         id,
-        node_id: 17,
+        node_id: NodeId(17),
         node_name: Some("web-1".into()),
         source: "plane:agent_silent".into(),
         title: "The agent has stopped checking in".into(),
@@ -850,7 +853,7 @@ pub fn incident_view(id: i64) -> capstan_events::incidents::rpc::IncidentView {
 pub fn job_view(id: i64) -> JobView {
     JobView {
         id,
-        node_id: 17,
+        node_id: NodeId(17),
         primitive: "check_status".into(),
         class: PrimitiveClass::Read,
         params: json!({}),

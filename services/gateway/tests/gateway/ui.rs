@@ -2,6 +2,7 @@
 //! signing in and out, the throttle, sessions ending, CSRF, first sign-in's password change,
 //! tokens, levels, the audit record of UI acts, and escaping what nodes say.
 
+use capstan_events::NodeId;
 use capstan_events::{
     agent_channel::rpc::{self as ops, HealthDot, Placement},
     rpc::Rpc,
@@ -617,11 +618,13 @@ async fn what_a_node_says_is_escaped_and_never_a_link() {
         ),
     });
     let mut container = node_view(18);
-    container.placement = Placement::Container { host_node_id: 99 };
+    container.placement = Placement::Container {
+        host_node_id: NodeId(99),
+    };
     container.name = "orphan-container".into();
     let mut join = join_view();
     join.name = "<script>join()</script>".into();
-    join.name_taken_by = Some(17);
+    join.name_taken_by = Some(NodeId(17));
     {
         let mut script = gateway.script.lock().unwrap();
         script.nodes = Some(vec![node, container]);

@@ -117,9 +117,9 @@ mod tests {
         SourceName::agent_silent()
     }
 
-    fn container(node_id: NodeId, host: NodeId) -> NodeFacts {
+    fn container(node_id: impl Into<NodeId>, host: impl Into<NodeId>) -> NodeFacts {
         NodeFacts {
-            docker_host: Some(host),
+            docker_host: Some(host.into()),
             ..node(node_id)
         }
     }
@@ -131,11 +131,14 @@ mod tests {
         let kinds = host_critical_kinds(&[host_incident], &[]);
         assert_eq!(
             grouped_under(&container(2, 1), &silent_kind(), &kinds),
-            Some(1)
+            Some(NodeId(1))
         );
         let other = SourceName::parse("agent:fail2ban").unwrap();
         assert_eq!(grouped_under(&container(2, 1), &other, &kinds), None);
-        assert_eq!(grouped_under(&node(2), &silent_kind(), &kinds), None);
+        assert_eq!(
+            grouped_under(&node(NodeId(2)), &silent_kind(), &kinds),
+            None
+        );
     }
 
     #[test]
@@ -161,31 +164,34 @@ mod tests {
 
     #[test]
     fn a_silence_covers_its_node_and_a_hosts_silence_covers_its_containers_until_it_ends() {
-        let silence = Silence::new(1, "ann", "kernel upgrade", at(60), at(0)).unwrap();
-        assert!(silence.covers(&node(1), at(59)));
+        let silence = Silence::new(NodeId(1), "ann", "kernel upgrade", at(60), at(0)).unwrap();
+        assert!(silence.covers(&node(NodeId(1)), at(59)));
         assert!(silence.covers(&container(2, 1), at(59)));
-        assert!(!silence.covers(&node(3), at(59)));
-        assert!(!silence.covers(&node(1), at(60)), "it expires by itself");
-        assert!(silenced(&[silence], &node(1), at(1)));
+        assert!(!silence.covers(&node(NodeId(3)), at(59)));
+        assert!(
+            !silence.covers(&node(NodeId(1)), at(60)),
+            "it expires by itself"
+        );
+        assert!(silenced(&[silence], &node(NodeId(1)), at(1)));
     }
 
     #[test]
     fn a_silence_without_a_reason_or_ending_in_the_past_or_too_far_ahead_is_refused() {
         assert_eq!(
-            Silence::new(1, "ann", "  ", at(60), at(0))
+            Silence::new(NodeId(1), "ann", "  ", at(60), at(0))
                 .unwrap_err()
                 .field,
             "reason"
         );
         assert_eq!(
-            Silence::new(1, "ann", "why", at(0), at(0))
+            Silence::new(NodeId(1), "ann", "why", at(0), at(0))
                 .unwrap_err()
                 .field,
             "ends_at"
         );
         let too_far = at(0) + MAX_SILENCE + Duration::minutes(1);
         assert_eq!(
-            Silence::new(1, "ann", "why", too_far, at(0))
+            Silence::new(NodeId(1), "ann", "why", too_far, at(0))
                 .unwrap_err()
                 .field,
             "ends_at"

@@ -67,11 +67,12 @@ pub fn mail(plane: &str, incident: &IncidentSignal) -> (String, String) {
 mod tests {
     use super::*;
     use crate::domain::record::tests::at;
+    use capstan_events::NodeId;
 
     fn incident(detail: &str, node_name: &str) -> IncidentSignal {
         IncidentSignal {
             incident_id: 7,
-            node_id: 3,
+            node_id: NodeId(3),
             node_name: node_name.to_string(),
             source: "agent:disk_headroom".to_string(),
             title: "The site's disk is running out of space".to_string(),

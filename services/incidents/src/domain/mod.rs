@@ -36,7 +36,7 @@ pub mod triage;
 pub mod webhooks;
 
 /// A node, as the agent channel numbers it.
-pub type NodeId = i64;
+pub use capstan_events::NodeId;
 /// An incident, as this service numbers it.
 pub type IncidentId = i64;
 

@@ -204,7 +204,7 @@ pub(crate) mod tests {
     pub(crate) fn incident(id: IncidentId) -> Incident {
         Incident {
             id,
-            node_id: 1,
+            node_id: NodeId(1),
             source: SourceName::agent_silent(),
             severity: Severity::Warning,
             status: Status::Open,

@@ -362,9 +362,9 @@ pub(crate) mod tests {
     use super::*;
     use crate::domain::record::tests::at;
 
-    pub(crate) fn node(node_id: NodeId) -> NodeFacts {
+    pub(crate) fn node(node_id: impl Into<NodeId>) -> NodeFacts {
         NodeFacts {
-            node_id,
+            node_id: node_id.into(),
             paired_at: Some(at(-600)),
             last_checkin_at: Some(at(0)),
             checkins_as_of: Some(at(0) + Duration::days(365)),
@@ -406,7 +406,7 @@ pub(crate) mod tests {
     #[test]
     fn agent_silent_fires_for_a_paired_node_unheard_for_longer_than_the_silence_and_is_critical() {
         let source = AgentSilent::new(60).unwrap();
-        let node = node(1);
+        let node = node(NodeId(1));
         // stamp at 0 s; a check-in may be unrecorded until 30 s; silent once 60 s past that
         assert_eq!(source.judge(&node, seconds(90)), None);
         let condition = source.judge(&node, seconds(91)).unwrap();
@@ -418,7 +418,7 @@ pub(crate) mod tests {
     #[test]
     fn agent_silent_at_60_seconds_never_fires_for_an_agent_that_keeps_claiming_every_30_seconds() {
         let source = AgentSilent::new(60).unwrap();
-        let mut node = node(1);
+        let mut node = node(NodeId(1));
         // the agent claims just under every 30 s (its longest long poll); the channel stamps a
         // claim only when the last stamp is at least 30 s old, so every other claim goes
         // unstamped; and a stamp reaches this service's projection through the bus, seconds late
@@ -442,7 +442,7 @@ pub(crate) mod tests {
     #[test]
     fn agent_silent_counts_from_the_pairing_for_an_agent_never_heard_and_ignores_unpaired_nodes() {
         let source = AgentSilent::new(60).unwrap();
-        let mut node = node(1);
+        let mut node = node(NodeId(1));
         node.last_checkin_at = None;
         node.paired_at = Some(at(0));
         assert_eq!(source.judge(&node, seconds(90)), None);
@@ -454,7 +454,7 @@ pub(crate) mod tests {
     #[test]
     fn agent_silent_judges_no_agent_past_the_agent_channels_last_report_of_check_ins() {
         let source = AgentSilent::new(60).unwrap();
-        let mut node = node(1);
+        let mut node = node(NodeId(1));
         // the reports stopped at 50 s (the agent channel is down): nobody is silent as of then
         node.checkins_as_of = Some(seconds(50));
         assert_eq!(source.judge(&node, seconds(10_000)), None);
@@ -478,7 +478,7 @@ pub(crate) mod tests {
         registry
             .register(Box::new(AgentSilent::new(60).unwrap()))
             .unwrap();
-        let mut node = node(1);
+        let mut node = node(NodeId(1));
         let silent = at(60);
         assert_eq!(registry.conditions(&node, &[], silent).len(), 1);
         for state in [
@@ -511,7 +511,7 @@ pub(crate) mod tests {
     #[test]
     fn in_13_another_services_conditions_hold_on_an_operational_node_only() {
         let registry = Registry::default();
-        let mut node = node(1);
+        let mut node = node(NodeId(1));
         let down = [reported("site_down")];
         let held = registry.conditions(&node, &down, at(0));
         assert_eq!(held, down.to_vec());

@@ -226,7 +226,7 @@ mod tests {
     fn incident(detail: &str) -> IncidentSignal {
         IncidentSignal {
             incident_id: 9,
-            node_id: 1,
+            node_id: NodeId(1),
             node_name: "web-1".into(),
             source: "agent:disk_headroom".into(),
             title: "The site's disk is running out of space".into(),

@@ -5,6 +5,7 @@
 pub mod mail;
 pub mod webhook;
 
+use capstan_events::incidents::rpc::WebhookKind;
 use capstan_store::{Store, StoreError};
 use chrono::Utc;
 use futures::future::BoxFuture;
@@ -131,9 +132,11 @@ impl Drivers {
                     reason: incident.reason,
                     severity,
                 };
-                let body = match kind.as_str() {
-                    "slack" => slack_body(&incident),
-                    _ => standard_body(&signal, &incident),
+                let kind = crate::store::webhook_kind(&kind)
+                    .map_err(|error| DeliveryError::Unusable(error.to_string()))?;
+                let body = match kind {
+                    WebhookKind::Slack => slack_body(&incident),
+                    WebhookKind::Standard => standard_body(&signal, &incident),
                 }
                 .to_string();
                 // One id per delivery, the same on every retry, so a receiver can drop repeats.

@@ -1,7 +1,8 @@
 //! What a person's acts write: a triage change and its note, a note alone, silences, webhooks,
 //! mail preferences and a node's alerts setting. The checks are the domain's and the rpc's.
 
-use capstan_events::incidents::{IncidentTriaged, Severity};
+use capstan_events::incidents::{rpc::WebhookKind, IncidentTriaged, Severity};
+use capstan_events::NodeId;
 use capstan_events::{Envelope, Message};
 use capstan_store::{outbox, PgConnection};
 use chrono::{DateTime, Utc};
@@ -28,7 +29,7 @@ async fn emit<M: Message>(connection: &mut PgConnection, data: M, incident: i64)
 pub async fn triage(
     connection: &mut PgConnection,
     id: i64,
-    node: i64,
+    node: NodeId,
     change: &TriageChange,
 ) -> Result<()> {
     sqlx::query(
@@ -98,7 +99,7 @@ pub async fn timeline(
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct SilenceRow {
     pub id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub node_name: Option<String>,
     pub by_person: String,
     pub reason: String,
@@ -171,7 +172,7 @@ pub struct WebhookRow {
 pub async fn create_webhook(
     connection: &mut PgConnection,
     url: &str,
-    kind: &str,
+    kind: WebhookKind,
     min_severity: Severity,
     secret: &str,
     by: &str,
@@ -183,7 +184,7 @@ pub async fn create_webhook(
          RETURNING id, url, kind, min_severity, created_by, created_at",
     )
     .bind(url)
-    .bind(kind)
+    .bind(kind.as_str())
     .bind(min_severity.as_str())
     .bind(secret)
     .bind(by)
@@ -254,7 +255,11 @@ pub async fn set_mail_preferences(
 }
 
 /// Sets a node's alerts; false when this service does not know the node.
-pub async fn set_alerts(connection: &mut PgConnection, node: i64, alerts: Alerts) -> Result<bool> {
+pub async fn set_alerts(
+    connection: &mut PgConnection,
+    node: NodeId,
+    alerts: Alerts,
+) -> Result<bool> {
     let updated = sqlx::query("UPDATE nodes SET alerts = $2 WHERE node_id = $1")
         .bind(node)
         .bind(super::alerts_word(alerts))

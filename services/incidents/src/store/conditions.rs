@@ -46,7 +46,7 @@ pub async fn record(connection: &mut PgConnection, condition: &ConditionChanged)
     Ok(())
 }
 
-type Row = (i64, String, String, String, String, DateTime<Utc>);
+type Row = (NodeId, String, String, String, String, DateTime<Utc>);
 
 /// The conditions other services say are happening, by node.
 pub async fn happening(connection: &mut PgConnection) -> Result<HashMap<NodeId, Vec<Condition>>> {
@@ -94,10 +94,13 @@ mod tests {
     async fn a_late_older_judgement_never_brings_back_a_condition_that_ended() {
         let (_database, store) = store().await;
         let mut connection = store.pool().acquire().await.unwrap();
-        let down = SITE_DOWN.happening(7, "503 twice", at(0), at(1));
-        let up = SITE_DOWN.not_happening(7, at(5));
+        let down = SITE_DOWN.happening(NodeId(7), "503 twice", at(0), at(1));
+        let up = SITE_DOWN.not_happening(NodeId(7), at(5));
         record(&mut connection, &down).await.unwrap();
-        assert_eq!(happening(&mut connection).await.unwrap()[&7].len(), 1);
+        assert_eq!(
+            happening(&mut connection).await.unwrap()[&NodeId(7)].len(),
+            1
+        );
         record(&mut connection, &up).await.unwrap();
         // The "down" redelivered after the "up": older, so nothing changes.
         record(&mut connection, &down).await.unwrap();
@@ -110,17 +113,17 @@ mod tests {
         let mut connection = store.pool().acquire().await.unwrap();
         record(
             &mut connection,
-            &SITE_DOWN.happening(7, "503", at(0), at(1)),
+            &SITE_DOWN.happening(NodeId(7), "503", at(0), at(1)),
         )
         .await
         .unwrap();
         record(
             &mut connection,
-            &SITE_DOWN.happening(7, "timeout", at(4), at(4)),
+            &SITE_DOWN.happening(NodeId(7), "timeout", at(4), at(4)),
         )
         .await
         .unwrap();
-        let held = &happening(&mut connection).await.unwrap()[&7][0];
+        let held = &happening(&mut connection).await.unwrap()[&NodeId(7)][0];
         assert_eq!(held.since, at(0));
         assert_eq!(held.detail, "timeout");
     }

@@ -5,6 +5,7 @@
 use capstan_events::incidents::{
     IncidentCleared, IncidentOpened, IncidentReopened, IncidentTriaged, Severity, Triage,
 };
+use capstan_events::NodeId;
 use capstan_events::{Envelope, Message};
 use capstan_store::{outbox, PgConnection, StoreError};
 use chrono::{DateTime, Utc};
@@ -70,7 +71,7 @@ pub async fn entry(connection: &mut PgConnection, id: i64, entry: &TimelineEntry
 /// The row an existing incident's change touched: its node and source, for the event.
 #[derive(sqlx::FromRow)]
 struct Touched {
-    node_id: i64,
+    node_id: NodeId,
     source: String,
 }
 

@@ -3,7 +3,7 @@
 //! together. Rows are read into the domain's types here: a word in a row that the domain does
 //! not know is an error, never a default.
 
-use capstan_events::incidents::{Severity, Status, Triage};
+use capstan_events::incidents::{rpc::WebhookKind, Severity, Status, Triage};
 use capstan_store::{PgConnection, StoreError};
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
@@ -43,6 +43,10 @@ pub fn severity(text: &str) -> Result<Severity> {
     Severity::parse(text).ok_or_else(|| unknown("severity", text))
 }
 
+pub fn webhook_kind(text: &str) -> Result<WebhookKind> {
+    WebhookKind::parse(text).ok_or_else(|| unknown("webhook kind", text))
+}
+
 pub fn source(text: &str) -> Result<SourceName> {
     SourceName::read(text).map_err(|_| unknown("source", text))
 }
@@ -55,7 +59,7 @@ pub const INCIDENT_COLUMNS: &str = "id, node_id, source, severity, status, triag
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct IncidentRow {
     pub id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub source: String,
     pub severity: String,
     pub status: String,
@@ -70,7 +74,7 @@ pub struct IncidentRow {
     pub last_seen_at: DateTime<Utc>,
     pub case_id: Option<i64>,
     pub heard_open: bool,
-    pub grouped_under: Option<i64>,
+    pub grouped_under: Option<NodeId>,
 }
 
 /// An incident as it is stored: the domain's record, its title and the host it is folded
@@ -204,12 +208,12 @@ pub async fn host_incident(
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 struct NodeRow {
-    node_id: i64,
+    node_id: NodeId,
     paired_at: Option<DateTime<Utc>>,
     last_checkin_at: Option<DateTime<Utc>>,
     install_state: Option<String>,
     recipes: Json<Vec<String>>,
-    docker_host: Option<i64>,
+    docker_host: Option<NodeId>,
     in_test_account: bool,
     alerts: String,
 }
@@ -286,11 +290,11 @@ pub async fn node(connection: &mut PgConnection, node: NodeId) -> Result<Option<
 }
 
 /// Node names by id.
-pub type NodeNames = std::collections::HashMap<i64, String>;
+pub type NodeNames = std::collections::HashMap<NodeId, String>;
 
 /// Node names by id, for the answers that show them.
 pub async fn node_names(connection: &mut PgConnection) -> Result<NodeNames> {
-    let rows: Vec<(i64, String)> = sqlx::query_as("SELECT node_id, name FROM nodes")
+    let rows: Vec<(NodeId, String)> = sqlx::query_as("SELECT node_id, name FROM nodes")
         .fetch_all(&mut *connection)
         .await?;
     Ok(rows.into_iter().collect())
@@ -301,7 +305,7 @@ pub async fn active_silences(
     connection: &mut PgConnection,
     now: DateTime<Utc>,
 ) -> Result<Vec<Silence>> {
-    let rows: Vec<(i64, String, String, DateTime<Utc>)> = sqlx::query_as(
+    let rows: Vec<(NodeId, String, String, DateTime<Utc>)> = sqlx::query_as(
         "SELECT node_id, by_person, reason, ends_at FROM silences
          WHERE deleted_at IS NULL AND ends_at > $1",
     )

@@ -67,7 +67,7 @@ pub async fn checkins(
     as_of: DateTime<Utc>,
     seen: &[NodeSeen],
 ) -> Result<()> {
-    let ids: Vec<i64> = seen.iter().map(|node| node.node_id).collect();
+    let ids: Vec<NodeId> = seen.iter().map(|node| node.node_id).collect();
     let stamps: Vec<DateTime<Utc>> = seen.iter().map(|node| node.last_seen_at).collect();
     sqlx::query(
         "UPDATE nodes SET last_checkin_at = GREATEST(nodes.last_checkin_at, seen.at)

@@ -2,6 +2,7 @@
 //! share them: `FOR UPDATE SKIP LOCKED` and a lease), recording each attempt in the delivery
 //! log, and reading a signal's deliveries and an operator's bell back.
 
+use capstan_events::NodeId;
 use capstan_store::{PgConnection, StoreError};
 use chrono::{DateTime, Duration, Utc};
 
@@ -22,7 +23,7 @@ pub struct Due {
     pub first_attempt_at: Option<DateTime<Utc>>,
     pub reason: String,
     pub incident_id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub node_name: Option<String>,
     pub source: String,
     pub title: String,
@@ -223,7 +224,7 @@ pub async fn attempts(
 pub struct BellRow {
     pub at: DateTime<Utc>,
     pub incident_id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub node_name: Option<String>,
     pub title: String,
     pub severity: String,

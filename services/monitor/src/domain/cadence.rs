@@ -235,7 +235,7 @@ mod tests {
 
     fn node(vocabulary: Option<&[String]>) -> Candidate<'_> {
         Candidate {
-            node_id: 7,
+            node_id: NodeId(7),
             paired: true,
             operational: true,
             vocabulary,
@@ -390,12 +390,12 @@ mod tests {
     #[test]
     fn mo_05_one_idempotency_key_per_node_word_and_window() {
         let key = |node, word, now| idempotency_key(node, word, now, hour(), None);
-        let first = key(7, "check_status", at(0));
-        assert_eq!(first, key(7, "check_status", at(1)));
-        assert_ne!(first, key(8, "check_status", at(1)));
-        assert_ne!(first, key(7, "host_report", at(1)));
+        let first = key(NodeId(7), "check_status", at(0));
+        assert_eq!(first, key(NodeId(7), "check_status", at(1)));
+        assert_ne!(first, key(NodeId(8), "check_status", at(1)));
+        assert_ne!(first, key(NodeId(7), "host_report", at(1)));
         let next_window = at(3600 - (1_700_000_000 % 3600));
-        assert_ne!(first, key(7, "check_status", next_window));
+        assert_ne!(first, key(NodeId(7), "check_status", next_window));
     }
 
     fn minutes(count: i64) -> Duration {
@@ -545,13 +545,13 @@ mod tests {
         // the ending makes its own idempotency key inside the same hour
         assert_ne!(
             idempotency_key(
-                7,
+                NodeId(7),
                 "host_report",
                 at(6),
                 windows.hourly,
                 facts.data_root_job_ended_at
             ),
-            idempotency_key(7, "host_report", at(6), windows.hourly, None)
+            idempotency_key(NodeId(7), "host_report", at(6), windows.hourly, None)
         );
     }
 

@@ -43,6 +43,7 @@ mod tests {
     use super::*;
     use capstan_events::incidents::Severity;
     use capstan_events::monitor::{CertProblem, CertReason};
+    use capstan_events::NodeId;
     use chrono::{DateTime, Duration, TimeZone, Utc};
 
     fn at(seconds: i64) -> DateTime<Utc> {
@@ -51,7 +52,7 @@ mod tests {
 
     fn down(reason: &str) -> SiteDown {
         SiteDown {
-            node_id: 1,
+            node_id: NodeId(1),
             url: "https://shop.test/".into(),
             down_since: at(-120),
             reason: reason.into(),
@@ -75,7 +76,7 @@ mod tests {
     #[test]
     fn mo_04_a_site_that_answers_again_or_is_no_longer_checked_is_not_down() {
         let up = SiteUp {
-            node_id: 1,
+            node_id: NodeId(1),
             url: "https://shop.test/".into(),
             down_since: at(-120),
             up_at: at(60),
@@ -90,7 +91,7 @@ mod tests {
     #[test]
     fn mo_09_a_certificate_problem_is_a_warning_naming_its_fix_and_none_clears_it() {
         let mut changed = CertProblemChanged {
-            node_id: 1,
+            node_id: NodeId(1),
             name: "shop.test".into(),
             problem: Some(CertProblem {
                 reason: CertReason::OriginUncovered,

@@ -28,7 +28,7 @@ pub mod security;
 pub mod uptime;
 
 /// A node, as the agent channel numbers it.
-pub type NodeId = i64;
+pub use capstan_events::NodeId;
 
 /// Input that breaks a rule (the contract's one type for it).
 pub use capstan_events::rpc::InvalidInput;

@@ -385,7 +385,7 @@ mod tests {
     fn judged(report: Value) -> SecurityRow {
         row(
             &Machine {
-                node_id: 1,
+                node_id: NodeId(1),
                 name: "web-1",
                 report: Some((JobOutcome::Completed, Some(&report), now())),
             },
@@ -425,7 +425,7 @@ mod tests {
     fn mo_17_nothing_reported_is_grey() {
         let row = row(
             &Machine {
-                node_id: 1,
+                node_id: NodeId(1),
                 name: "relay",
                 report: None,
             },
@@ -511,7 +511,7 @@ mod tests {
         let report = clean();
         let stale = row(
             &Machine {
-                node_id: 1,
+                node_id: NodeId(1),
                 name: "web-1",
                 report: Some((
                     JobOutcome::Completed,
@@ -525,7 +525,7 @@ mod tests {
         assert_eq!(stale.reasons, ["no report has passed in 2 h"]);
         let failed = row(
             &Machine {
-                node_id: 1,
+                node_id: NodeId(1),
                 name: "web-1",
                 report: Some((JobOutcome::Failed, None, now())),
             },
@@ -556,7 +556,7 @@ mod tests {
             judged(with("dpkg_unfinished", json!(["tzdata"]))),
             row(
                 &Machine {
-                    node_id: 3,
+                    node_id: NodeId(3),
                     name: "a-relay",
                     report: None,
                 },
@@ -590,7 +590,7 @@ mod tests {
         at: DateTime<Utc>,
     ) -> Vec<ContainerRow> {
         let machine = Machine {
-            node_id: 1,
+            node_id: NodeId(1),
             name: "docker-1",
             report: Some((JobOutcome::Completed, Some(report), at)),
         };
@@ -612,7 +612,7 @@ mod tests {
             ]),
         );
         let mut nodes = SiteNodes::new();
-        nodes.insert("blog".into(), (42, "blog.example".into()));
+        nodes.insert("blog".into(), (NodeId(42), "blog.example".into()));
         let rows = containers_of(&report, &nodes, now());
         // the labelled container and the one a paired node runs in; never the host's helper,
         // never twice
@@ -637,7 +637,7 @@ mod tests {
             ]
         );
         let blog = &rows[0];
-        assert_eq!(blog.node_id, Some(42));
+        assert_eq!(blog.node_id, Some(NodeId(42)));
         assert_eq!(blog.node_name.as_deref(), Some("blog.example"));
         assert_eq!(blog.state.as_deref(), Some("exited"));
     }
@@ -674,7 +674,7 @@ mod tests {
         // a machine without containers, or whose report failed, has no container rows
         assert!(containers_of(&clean(), &none, now()).is_empty());
         let failed = Machine {
-            node_id: 1,
+            node_id: NodeId(1),
             name: "docker-1",
             report: Some((JobOutcome::Failed, None, now())),
         };
@@ -687,7 +687,7 @@ mod tests {
         let site = json!([{"name": "shop", "state": "running", "site": "shop.example"}]);
         let report = docker_host(json!(["openssl"]), site);
         let machine = Machine {
-            node_id: 2,
+            node_id: NodeId(2),
             name: "z-docker",
             report: Some((JobOutcome::Completed, Some(&report), now())),
         };

@@ -162,7 +162,7 @@ pub async fn job_finished(
 /// A node's latest reading of a word.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Reading {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub job_id: i64,
     pub outcome: String,
     pub result: Option<Json<serde_json::Value>>,
@@ -255,7 +255,7 @@ pub async fn set_health(
 /// One node and one word as a pass sees them.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct CadenceRow {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub paired: bool,
     pub operational: bool,
     pub vocabulary: Option<Vec<String>>,
@@ -372,7 +372,7 @@ pub async fn prune_status_jobs(
 /// A paired machine (not a site container) with its latest finished `host_report`.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct MachineRow {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub name: String,
     pub outcome: Option<String>,
     pub result: Option<Json<serde_json::Value>>,
@@ -403,7 +403,7 @@ pub async fn machines(connection: &mut PgConnection) -> Result<Vec<MachineRow>> 
 }
 
 /// The paired nodes whose site runs in a container: (container, node id, name).
-pub async fn site_nodes(connection: &mut PgConnection) -> Result<Vec<(String, i64, String)>> {
+pub async fn site_nodes(connection: &mut PgConnection) -> Result<Vec<(String, NodeId, String)>> {
     Ok(sqlx::query_as(
         "SELECT container, node_id, name FROM nodes
          WHERE paired AND container IS NOT NULL ORDER BY node_id",

@@ -14,6 +14,7 @@
 //! rollout names no pages. A patch run's step is `waiting → apply → done` with
 //! `install_security_updates` as its apply.
 
+use capstan_events::NodeId;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
 
@@ -166,7 +167,7 @@ impl Default for StagePolicy {
 /// The node and reason a rollout halted at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Halt {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub reason: String,
 }
 
@@ -198,7 +199,7 @@ pub struct Slot {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
     pub id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     /// RO-12: the machine the node runs on (container sites on one host are one machine).
     pub machine: String,
     pub stage: usize,
@@ -221,7 +222,7 @@ pub struct Step {
 }
 
 impl Step {
-    pub fn new(id: i64, node_id: i64, machine: &str, stage: usize, has_preflight: bool) -> Step {
+    pub fn new(id: i64, node_id: NodeId, machine: &str, stage: usize, has_preflight: bool) -> Step {
         Step {
             id,
             node_id,
@@ -245,9 +246,9 @@ impl Step {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Facts {
     /// RO-17: nodes whose site copy holds them, with why.
-    pub holds: Vec<(i64, String)>,
+    pub holds: Vec<(NodeId, String)>,
     /// Incidents opened on nodes since the current stage's soak began: (node, what).
-    pub incidents: Vec<(i64, String)>,
+    pub incidents: Vec<(NodeId, String)>,
 }
 
 /// What the service does with an [`advance`]: ask for a job, withdraw one, or tell the world.
@@ -255,7 +256,7 @@ pub struct Facts {
 pub enum Effect {
     RequestJob {
         step_id: i64,
-        node_id: i64,
+        node_id: NodeId,
         key: String,
         word: &'static str,
         params: Value,
@@ -265,7 +266,7 @@ pub enum Effect {
     },
     StepFinished {
         step_id: i64,
-        node_id: i64,
+        node_id: NodeId,
         verdict: Verdict,
         reason: Option<String>,
     },

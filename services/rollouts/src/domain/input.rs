@@ -3,6 +3,7 @@
 //! hawkBit's error threshold, Argo's pause between steps). Each refusal says what was wrong;
 //! the rpc names the field.
 
+use capstan_events::NodeId;
 use capstan_events::Word as _;
 use std::collections::HashSet;
 
@@ -77,13 +78,13 @@ pub struct StartAsk {
     pub pages: Vec<ProbePage>,
     /// RO-24: every node that hosts a site, in the deploy-to-all plan.
     pub all: bool,
-    pub stages: Vec<Vec<i64>>,
+    pub stages: Vec<Vec<NodeId>>,
     pub policies: Vec<StagePolicy>,
 }
 
 impl StartAsk {
     /// Every node the operator named, in order.
-    pub fn chosen(&self) -> Vec<i64> {
+    pub fn chosen(&self) -> Vec<NodeId> {
         self.stages.concat()
     }
 }
@@ -169,7 +170,7 @@ fn start_stages(all: bool, stages: &[StageRequest]) -> Result<(), InvalidInput> 
             ));
         }
     }
-    let chosen: Vec<i64> = stages.iter().flat_map(|s| s.nodes.clone()).collect();
+    let chosen: Vec<NodeId> = stages.iter().flat_map(|s| s.nodes.clone()).collect();
     if chosen.len() > MAX_NODES {
         return Err(InvalidInput::new(
             "stages",
@@ -261,8 +262,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ask.kind, Kind::Release);
-        assert_eq!(ask.stages, vec![vec![1, 2], vec![3]]);
-        assert_eq!(ask.chosen(), vec![1, 2, 3]);
+        assert_eq!(
+            ask.stages,
+            vec![vec![NodeId(1), NodeId(2)], vec![NodeId(3)]]
+        );
+        assert_eq!(ask.chosen(), vec![NodeId(1), NodeId(2), NodeId(3)]);
         assert_eq!(ask.policies, vec![StagePolicy::default(); 2]);
         let twice = start(
             serde_json::json!({"version": "2.1.0", "stages": [{"nodes": [1]}, {"nodes": [1]}]}),
@@ -312,7 +316,7 @@ mod tests {
     fn a_bad_stage_is_invalid_input_naming_stages() {
         use capstan_events::rpc::{ErrorCode, RpcError};
         let stage = |max_failed, max_failed_percent, soak_secs| StageRequest {
-            nodes: vec![1],
+            nodes: vec![NodeId(1)],
             max_failed,
             max_failed_percent,
             soak_secs,

@@ -3,6 +3,7 @@
 //! publish, and a patch run's machines. Everything here reads the node facts the service
 //! keeps as a projection of the agent channel's events.
 
+use capstan_events::NodeId;
 use chrono::{DateTime, Duration, Utc};
 
 use super::engine::{Kind, StagePolicy, APPLY_WORD, PATCH_WORD, PREFLIGHT_WORD, PROBE_WORD};
@@ -18,7 +19,7 @@ pub use capstan_events::agent_channel::machine_key;
 /// What the service knows of a node when it plans.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Candidate {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub name: String,
     /// RO-12: its machine (container sites on one host are one machine).
     pub machine: String,
@@ -72,7 +73,7 @@ pub fn refusal(node: &Candidate, pages: bool) -> Option<String> {
 /// A node left out of a plan, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeftOut {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub name: String,
     pub reason: String,
 }
@@ -254,7 +255,7 @@ pub fn patch_run(nodes: &[Candidate]) -> Plan {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unplannable {
     /// The operator named a node the plane does not know.
-    NoNode(i64),
+    NoNode(NodeId),
     /// RO-18: nodes refused up front; the whole start is refused.
     Refused(Vec<LeftOut>),
     /// No node can take the rollout (with who was left out and why).
@@ -322,7 +323,7 @@ mod tests {
 
     fn node(id: i64, name: &str) -> Candidate {
         Candidate {
-            node_id: id,
+            node_id: NodeId(id),
             name: name.into(),
             machine: format!("m{id}"),
             hosts_site: true,
@@ -335,6 +336,10 @@ mod tests {
     }
 
     fn ask(kind: Kind, stages: Vec<Vec<i64>>) -> StartAsk {
+        let stages: Vec<Vec<NodeId>> = stages
+            .into_iter()
+            .map(|stage| stage.into_iter().map(NodeId).collect())
+            .collect();
         StartAsk {
             kind,
             version: "2.1.0".into(),
@@ -350,7 +355,7 @@ mod tests {
         let known = vec![node(1, "a"), node(2, "b")];
         assert_eq!(
             for_start(&ask(Kind::Release, vec![vec![1], vec![9]]), &known),
-            Err(Unplannable::NoNode(9))
+            Err(Unplannable::NoNode(NodeId(9)))
         );
         let mut removed = node(2, "b");
         removed.removed = true;
@@ -360,7 +365,7 @@ mod tests {
         ) else {
             panic!("a removed node refuses the start");
         };
-        assert_eq!(left_out[0].node_id, 2);
+        assert_eq!(left_out[0].node_id, NodeId(2));
         let (plan, policies) =
             for_start(&ask(Kind::Release, vec![vec![1], vec![2]]), &known).unwrap();
         assert_eq!(plan.stages.len(), 2);
@@ -408,7 +413,7 @@ mod tests {
         siteless.hosts_site = false;
         let refused = chosen(vec![vec![node(1, "a")], vec![siteless]], false).unwrap_err();
         assert_eq!(refused.len(), 1);
-        assert_eq!(refused[0].node_id, 2);
+        assert_eq!(refused[0].node_id, NodeId(2));
         assert!(chosen(vec![vec![node(1, "a")], vec![node(2, "b")]], false).is_ok());
     }
 
@@ -492,14 +497,14 @@ mod tests {
         let stages: Vec<Vec<i64>> = plan
             .stages
             .iter()
-            .map(|stage| stage.iter().map(|n| n.node_id).collect())
+            .map(|stage| stage.iter().map(|n| n.node_id.get()).collect())
             .collect();
         assert_eq!(
             stages,
             vec![vec![1], vec![6]],
             "one machine a stage, m1 once"
         );
-        let named: Vec<i64> = plan.left_out.iter().map(|l| l.node_id).collect();
+        let named: Vec<i64> = plan.left_out.iter().map(|l| l.node_id.get()).collect();
         assert_eq!(
             named,
             vec![3, 4],

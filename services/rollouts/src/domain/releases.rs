@@ -4,6 +4,8 @@
 //! size and sha256 it names, and that the release reuses neither a version nor a sequence.
 //! The agents verify the signatures against their own keys.
 
+use capstan_events::rollouts::rpc::{AgentArtifactKind, Arch};
+use capstan_events::Word as _;
 use capstan_signing::{
     release::{sha256_hex, SignedRelease},
     statement::{self, agent_artifact, SUPPORT_BUNDLE_ARTIFACT},
@@ -277,7 +279,7 @@ pub enum Asked {
     /// The release statement for the public log (AG-27), likewise.
     Statement { version: Option<String> },
     /// A kind this plane keeps nothing for (a site release's files).
-    NotKept(String),
+    NotKept(AgentArtifactKind),
 }
 
 /// An agent's request that cannot be answered as asked.
@@ -288,20 +290,26 @@ pub enum BadAsk {
 }
 
 /// Reads an agent's request (kind and arch already checked by the agent channel).
-pub fn asked(kind: &str, arch: Option<&str>, version: Option<&str>) -> Result<Asked, BadAsk> {
+pub fn asked(
+    kind: AgentArtifactKind,
+    arch: Option<Arch>,
+    version: Option<&str>,
+) -> Result<Asked, BadAsk> {
     let version = version.map(str::to_string);
     match kind {
-        "manifest" => Ok(Asked::Manifest),
-        "binary" => match arch {
+        AgentArtifactKind::Manifest => Ok(Asked::Manifest),
+        AgentArtifactKind::Binary => match arch {
             Some(arch) => Ok(Asked::Binary {
-                arch: arch.to_string(),
+                arch: arch.as_str().to_string(),
                 version,
             }),
             None => Err(BadAsk::NoArch),
         },
-        "support_bundle" => Ok(Asked::SupportBundle { version }),
-        "release_statement" => Ok(Asked::Statement { version }),
-        other => Ok(Asked::NotKept(other.to_string())),
+        AgentArtifactKind::SupportBundle => Ok(Asked::SupportBundle { version }),
+        AgentArtifactKind::ReleaseStatement => Ok(Asked::Statement { version }),
+        AgentArtifactKind::ReleaseManifest
+        | AgentArtifactKind::ReleaseFile
+        | AgentArtifactKind::ReleaseArchive => Ok(Asked::NotKept(kind)),
     }
 }
 
@@ -529,23 +537,30 @@ mod tests {
     #[test]
     fn an_agent_asks_by_kind_never_by_path() {
         assert_eq!(
-            asked("release_statement", None, Some("1.3.0")),
+            asked(AgentArtifactKind::ReleaseStatement, None, Some("1.3.0")),
             Ok(Asked::Statement {
                 version: Some("1.3.0".into())
             })
         );
-        assert_eq!(asked("manifest", None, None), Ok(Asked::Manifest));
         assert_eq!(
-            asked("binary", Some("linux-arm64"), Some("1.3.0")),
+            asked(AgentArtifactKind::Manifest, None, None),
+            Ok(Asked::Manifest)
+        );
+        assert_eq!(
+            asked(
+                AgentArtifactKind::Binary,
+                Some(Arch::LinuxArm64),
+                Some("1.3.0")
+            ),
             Ok(Asked::Binary {
                 arch: "linux-arm64".into(),
                 version: Some("1.3.0".into())
             })
         );
-        assert!(asked("binary", None, None).is_err());
+        assert!(asked(AgentArtifactKind::Binary, None, None).is_err());
         assert_eq!(
-            asked("release_file", None, None),
-            Ok(Asked::NotKept("release_file".into()))
+            asked(AgentArtifactKind::ReleaseFile, None, None),
+            Ok(Asked::NotKept(AgentArtifactKind::ReleaseFile))
         );
     }
 }

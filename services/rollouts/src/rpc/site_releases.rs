@@ -4,12 +4,14 @@
 
 use bytes::Bytes;
 use capstan_bus::IntoRpcError;
+use capstan_events::rollouts::rpc::AgentArtifactKind;
 use capstan_events::rollouts::{
     rpc::{ListSiteReleases, PublishSiteRelease, SiteReleaseView, SiteReleases},
     staged::StartRollout,
 };
 use capstan_events::rpc::{Actor, ErrorCode, InvalidInput, Level, RpcError};
 use capstan_runtime::ServiceError;
+use capstan_events::Word as _;
 use capstan_store::{Store, StoreError};
 use chrono::{DateTime, Utc};
 use serde_json::json;
@@ -216,15 +218,15 @@ fn need_version(version: Option<&str>, kind: &str) -> Answer<String> {
 /// kind.
 pub async fn artifact(
     store: &Store,
-    kind: &str,
+    kind: AgentArtifactKind,
     version: Option<&str>,
     sha256: Option<&str>,
 ) -> Option<Answer<(Option<serde_json::Value>, Bytes)>> {
     let answer = async {
         let mut connection = store.acquire().await?;
         match kind {
-            "release_manifest" => {
-                let version = need_version(version, kind)?;
+            AgentArtifactKind::ReleaseManifest => {
+                let version = need_version(version, kind.as_str())?;
                 let (manifest, signatures) = store::manifest(&mut connection, &version)
                     .await?
                     .ok_or_else(|| not_found(format!("no site release {version}")))?;
@@ -237,8 +239,8 @@ pub async fn artifact(
                     Bytes::new(),
                 ))
             }
-            "release_archive" => {
-                let version = need_version(version, kind)?;
+            AgentArtifactKind::ReleaseArchive => {
+                let version = need_version(version, kind.as_str())?;
                 let archive = store::archive(&mut connection, &version)
                     .await?
                     .ok_or_else(|| not_found(format!("no site release {version}")))?;
@@ -249,7 +251,7 @@ pub async fn artifact(
                     RpcError::new(ErrorCode::InvalidRequest, "release_file names the sha256")
                 })?;
                 if let Some(version) = version {
-                    need_version(Some(version), kind)?;
+                    need_version(Some(version), kind.as_str())?;
                 }
                 let archive = store::archive_holding(&mut connection, sha256, version)
                     .await?
@@ -267,7 +269,9 @@ pub async fn artifact(
         }
     };
     match kind {
-        "release_manifest" | "release_archive" | "release_file" => Some(answer.await),
+        AgentArtifactKind::ReleaseManifest
+        | AgentArtifactKind::ReleaseArchive
+        | AgentArtifactKind::ReleaseFile => Some(answer.await),
         _ => None,
     }
 }

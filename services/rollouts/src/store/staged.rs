@@ -4,6 +4,7 @@
 //! [`advance`], which runs the engine on one rollout under its row lock and writes what it
 //! decided — the changed rows, the job requests and the events — in the caller's transaction.
 
+use capstan_events::NodeId;
 use std::collections::HashMap;
 
 use capstan_events::agent_channel::{CancelJob, RequestJob};
@@ -53,7 +54,7 @@ fn corrupt(what: impl Into<String>) -> StoreError {
 pub async fn incident_opened(
     connection: &mut PgConnection,
     incident: i64,
-    node: i64,
+    node: NodeId,
     source: &str,
     title: &str,
     at: DateTime<Utc>,
@@ -73,10 +74,10 @@ pub async fn incident_opened(
 }
 
 type NodeRow = (
-    i64,
+    NodeId,
     String,
     Option<String>,
-    Option<i64>,
+    Option<NodeId>,
     bool,
     Vec<String>,
     bool,
@@ -100,7 +101,7 @@ fn candidate(row: NodeRow) -> Candidate {
 /// The nodes named, as the planner sees them; `None` for every node known.
 pub async fn candidates(
     connection: &mut PgConnection,
-    nodes: Option<&[i64]>,
+    nodes: Option<&[NodeId]>,
 ) -> Result<Vec<Candidate>> {
     let rows: Vec<NodeRow> = sqlx::query_as(
         "SELECT node_id, name, site_root, host_node_id, paired, vocabulary, rollout_first

@@ -7,6 +7,7 @@ use capstan_bus::{
     Outgoing,
 };
 use capstan_e2e::wait_for;
+use capstan_events::NodeId;
 use capstan_events::{
     agent_channel::{JobFinished, RequestJob},
     Domain, Envelope, RawEnvelope,
@@ -55,7 +56,7 @@ async fn every_event_is_published_as_a_cloudevent_and_request_job_is_idempotent(
     for _ in 0..2 {
         let request = RequestJob {
             idempotency_key: "monitor-status-7".into(),
-            node_id: node,
+            node_id: NodeId(node),
             primitive: "host_report".into(),
             params: json!({}),
             requested_by: "service/monitor".into(),
@@ -171,7 +172,10 @@ async fn every_event_is_published_as_a_cloudevent_and_request_job_is_idempotent(
         .unwrap()
         .decode::<JobFinished>()
         .unwrap();
-    assert_eq!((finished.data.job_id, finished.data.node_id), (job, node));
+    assert_eq!(
+        (finished.data.job_id, finished.data.node_id),
+        (job, NodeId(node))
+    );
     assert_eq!(finished.data.requested_by, "ada");
     assert_eq!(finished.data.result, Some(json!({"ok": true})));
     plane.stop().await;

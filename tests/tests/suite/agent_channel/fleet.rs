@@ -7,6 +7,7 @@ use super::{Plane, TestAgent};
 use capstan_bus::testsuite::read_stream;
 use capstan_e2e::heard::heard;
 use capstan_e2e::wait_for;
+use capstan_events::NodeId;
 use capstan_events::{
     agent_channel::{JobFinished, JobOutcome, NodeReported, PlacementChanged},
     Domain, RawEnvelope,
@@ -69,7 +70,7 @@ async fn monitor_read(plane: &Plane, id: i64, job: i64) {
         &plane.bus,
         Domain::Monitor,
         "the monitor to read the job",
-        |finished| (finished.node_id, finished.job_id) == (id, job),
+        |finished| (finished.node_id, finished.job_id) == (NodeId(id), job),
     )
     .await;
 }
@@ -308,7 +309,7 @@ async fn announced_placements(plane: &Plane) -> (Vec<(i64, Option<i64>)>, Vec<Ra
         .filter(|event| event.event_type == "capstan.agent_channel.placement_changed")
         .map(|event| {
             let changed = event.decode::<PlacementChanged>().unwrap().data;
-            (changed.node_id, changed.host_node_id)
+            (changed.node_id.get(), changed.host_node_id.map(NodeId::get))
         })
         .collect();
     (placed, events)

@@ -9,6 +9,7 @@ use capstan_bus::{
     Outgoing,
 };
 use capstan_e2e::wait_for;
+use capstan_events::NodeId;
 use capstan_events::{
     agent_channel::{
         rpc::{CreateJob, JobCreated},
@@ -56,7 +57,7 @@ async fn ask_agent_channel(plane: &Plane, node: i64, primitive: &str, params: Va
             level: Level::Admin,
             address: None,
         },
-        node_id: node,
+        node_id: NodeId(node),
         primitive: primitive.into(),
         params,
     };
@@ -165,7 +166,7 @@ async fn a_monitor_subject_command_for_restore_project_queues_nothing() {
 
     let request = |key: &str, primitive: &str, params: Value| RequestJob {
         idempotency_key: key.into(),
-        node_id: node,
+        node_id: NodeId(node),
         primitive: primitive.into(),
         params,
         requested_by: "service/monitor".into(),

@@ -7,6 +7,7 @@ use super::PairedAgent;
 use super::Plane;
 use capstan_bus::Outgoing;
 use capstan_e2e::wait_for;
+use capstan_events::NodeId;
 use capstan_events::{agent_channel::RequestJob, Domain, Envelope};
 use reqwest::StatusCode;
 use serde_json::json;
@@ -32,7 +33,7 @@ async fn the_plane_runs_under_the_generated_nats_permissions() {
     // consumed by the agent channel's durable consumer under its own user.
     let request = RequestJob {
         idempotency_key: "secured-1".into(),
-        node_id: node,
+        node_id: NodeId(node),
         primitive: "host_report".into(),
         params: json!({}),
         requested_by: "service/monitor".into(),

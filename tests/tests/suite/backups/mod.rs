@@ -13,6 +13,7 @@ use capstan_bus::Outgoing;
 use capstan_e2e::heard::published;
 use capstan_e2e::plane::Plane;
 use capstan_e2e::s3::S3Server;
+use capstan_events::NodeId;
 use capstan_events::{
     agent_channel::{JobQueued, RequestJob},
     Domain, Envelope,
@@ -88,7 +89,7 @@ pub(crate) async fn queue_as_backups(
     pool.close().await;
     let request = RequestJob {
         idempotency_key: key,
-        node_id: node,
+        node_id: NodeId(node),
         primitive: primitive.to_string(),
         params,
         requested_by: "test".to_string(),

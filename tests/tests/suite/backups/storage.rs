@@ -4,6 +4,7 @@
 //! object is found by the storage check; the witness stamps when it listed and the newest write;
 //! the part of a run that died before its manifest is swept a day after it was first seen.
 
+use capstan_events::NodeId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -38,7 +39,7 @@ async fn land_run(
     storage: &Storage,
     folder: &str,
     space: i64,
-    node: i64,
+    node: NodeId,
     seq: i64,
     full_seq: i64,
     started: DateTime<Utc>,
@@ -75,7 +76,7 @@ async fn land_run(
     }
 }
 
-fn runs_in(keys: &[String], node: i64) -> BTreeSet<i64> {
+fn runs_in(keys: &[String], node: NodeId) -> BTreeSet<i64> {
     let marker = format!("/node-{node}/");
     keys.iter()
         .filter_map(|key| {
@@ -91,7 +92,7 @@ async fn bk_11_bk_12_bk_15_bk_17_the_storage_pass_deletes_exactly_what_retention
     let s3 = S3Server::start().await;
     let plane = Plane::start().await;
     let target_id = default_target(&plane, &s3).await;
-    let node = 41;
+    let node = NodeId(41);
     let db = Store::connect(plane.database.url(), "backups", 2)
         .await
         .unwrap();
@@ -292,7 +293,7 @@ async fn bk_11_bk_12_bk_15_bk_17_the_storage_pass_deletes_exactly_what_retention
         .await
         .unwrap();
     drop(connection);
-    let view = super::schedule::backups(&plane, node).await;
+    let view = super::schedule::backups(&plane, node.get()).await;
     assert_eq!(
         view["orphans"],
         json!({"waiting": 0, "deleted": 1, "bytes_deleted": 4}),
@@ -361,6 +362,7 @@ async fn bk_17_bk_21_a_claimed_success_storage_does_not_hold_raises_backups_stop
     .await;
     let target_id = default_target(&plane, &s3).await;
     let (_agent, node) = plane.paired_agent("web-unlanded").await;
+    let node = NodeId(node);
     let pool = sqlx::PgPool::connect(plane.database.url()).await.unwrap();
     // The backups service knows the node (its projection of the pairing) and has applied the
     // test agent's report of its words; then its agent offers backup_run (what a claim's
@@ -446,7 +448,7 @@ async fn bk_17_bk_21_a_claimed_success_storage_does_not_hold_raises_backups_stop
     // started, and the incidents service opens plane:backups_stopped from the judgement.
     let incident = crate::incidents::wait_incident(
         &plane,
-        node,
+        node.get(),
         "plane:backups_stopped",
         "plane:backups_stopped to open",
         |incident| incident["status"] == "open",

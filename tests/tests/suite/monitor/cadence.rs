@@ -6,6 +6,7 @@
 use capstan_e2e::heard::heard;
 use capstan_e2e::plane::Plane;
 use capstan_e2e::wait_for;
+use capstan_events::NodeId;
 use capstan_events::{agent_channel::JobFinished, Domain};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -242,7 +243,7 @@ async fn mo_06_a_data_root_being_encrypted_is_reported_on_the_short_window_then_
         Domain::Monitor,
         "the monitor to read the last report",
         |finished| {
-            finished.node_id == node
+            finished.node_id == NodeId(node)
                 && finished.primitive == "host_report"
                 && finished
                     .result

@@ -19,6 +19,7 @@ use capstan_events::agent_channel::rpc::{
     PAGE_LIMIT_MAX,
 };
 use capstan_events::rpc::Actor;
+use capstan_events::NodeId;
 use schemars::JsonSchema;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -27,7 +28,7 @@ use crate::{
     ask::ask,
     error::ApiError,
     identity::{AuditDetail, Operator},
-    input::{JobId, JoinId, JsonBody, NodeId, QueryParams},
+    input::{JobId, JoinId, JsonBody, NodePath, QueryParams},
     route::{Method::Get, Route},
     state::AppState,
 };
@@ -400,7 +401,7 @@ pub const ROUTES: &[Route] = &[
 #[serde(deny_unknown_fields)]
 pub struct ApproveBody {
     #[serde(default)]
-    pub node_id: Option<i64>,
+    pub node_id: Option<NodeId>,
 }
 
 /// The body of `POST /api/v1/nodes/{id}/jobs`.
@@ -565,7 +566,7 @@ pub async fn approve_join(
     JoinId(join_id): JoinId,
     JsonBody(body): JsonBody<ApproveBody>,
 ) -> Result<Response, ApiError> {
-    if body.node_id.is_some_and(|node_id| node_id <= 0) {
+    if body.node_id.is_some_and(|node_id| node_id.get() <= 0) {
         return Err(ApiError::invalid(
             "node_id",
             "must be a positive whole number",
@@ -624,7 +625,7 @@ pub async fn list_nodes(
 pub async fn get_node(
     State(state): State<AppState>,
     Operator(actor): Operator,
-    NodeId(node_id): NodeId,
+    NodePath(node_id): NodePath,
 ) -> Result<Json<NodeView>, ApiError> {
     let request = NodeRef { actor, node_id };
     Ok(Json(
@@ -639,7 +640,7 @@ pub async fn get_node(
 pub async fn disconnect_node(
     State(state): State<AppState>,
     Operator(actor): Operator,
-    NodeId(node_id): NodeId,
+    NodePath(node_id): NodePath,
 ) -> Result<Json<Done>, ApiError> {
     let request = NodeRef { actor, node_id };
     Ok(Json(
@@ -654,7 +655,7 @@ pub async fn disconnect_node(
 pub async fn create_job(
     State(state): State<AppState>,
     Operator(actor): Operator,
-    NodeId(node_id): NodeId,
+    NodePath(node_id): NodePath,
     JsonBody(body): JsonBody<CreateJobBody>,
 ) -> Result<Response, ApiError> {
     if body.primitive.trim().is_empty() {
@@ -683,8 +684,8 @@ pub async fn list_jobs(
     uri: Uri,
 ) -> Result<Json<Jobs>, ApiError> {
     let query = QueryParams::parse(&uri, &["node_id", "state", "limit"])?;
-    let node_id = query.get::<i64>("node_id", "a positive whole number")?;
-    if node_id.is_some_and(|node_id| node_id <= 0) {
+    let node_id = query.get::<NodeId>("node_id", "a positive whole number")?;
+    if node_id.is_some_and(|node_id| node_id.get() <= 0) {
         return Err(ApiError::invalid(
             "node_id",
             "must be a positive whole number",
@@ -770,7 +771,7 @@ pub async fn mark_job_failed(
 pub async fn refusal_count(
     State(state): State<AppState>,
     Operator(actor): Operator,
-    NodeId(node_id): NodeId,
+    NodePath(node_id): NodePath,
     uri: Uri,
 ) -> Result<Json<RefusalCount>, ApiError> {
     let query = QueryParams::parse(&uri, &["window_secs"])?;

@@ -16,6 +16,7 @@ use capstan_events::agent_channel::rpc::{
     ListJoins, ListNodes, NodeView, Nodes, Page, Placement,
 };
 use capstan_events::rpc::{Actor, Level};
+use capstan_events::NodeId;
 use std::collections::HashMap;
 
 use super::first_server::{plane_url, PlaneUrl};
@@ -36,7 +37,7 @@ const DASHBOARD_JOINS: u32 = 5;
 
 /// One node's row.
 pub struct NodeRow {
-    pub id: i64,
+    pub id: NodeId,
     pub name: String,
     /// `green`, `yellow`, `red`, `gray`.
     pub dot: &'static str,
@@ -50,7 +51,7 @@ pub struct NodeRow {
     /// `Docker host`, `container`, `machine`.
     pub placement: &'static str,
     /// The host of a container.
-    pub host_id: Option<i64>,
+    pub host_id: Option<NodeId>,
 }
 
 pub fn dot_of(dot: HealthDot) -> (&'static str, &'static str) {
@@ -94,7 +95,7 @@ pub struct JoinRow {
     pub fingerprint: String,
     pub version: String,
     pub age: Ago,
-    pub name_taken_by: Option<i64>,
+    pub name_taken_by: Option<NodeId>,
 }
 
 pub fn join_row(join: &JoinView) -> JoinRow {
@@ -127,8 +128,12 @@ pub fn counting(actor: &Actor) -> ListNodes {
 }
 
 /// The names of the nodes `jobs` ran on (one question for the page's jobs).
-pub async fn names_of(state: &AppState, actor: &Actor, jobs: &[JobView]) -> HashMap<i64, String> {
-    let mut ids: Vec<i64> = jobs.iter().map(|job| job.node_id).collect();
+pub async fn names_of(
+    state: &AppState,
+    actor: &Actor,
+    jobs: &[JobView],
+) -> HashMap<NodeId, String> {
+    let mut ids: Vec<NodeId> = jobs.iter().map(|job| job.node_id).collect();
     ids.sort_unstable();
     ids.dedup();
     if ids.is_empty() {
@@ -154,7 +159,7 @@ pub async fn names_of(state: &AppState, actor: &Actor, jobs: &[JobView]) -> Hash
 
 pub struct JobRow {
     pub id: i64,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub node_name: String,
     pub primitive: String,
     pub state: String,
@@ -162,7 +167,7 @@ pub struct JobRow {
     pub when: Ago,
 }
 
-pub fn job_row(job: &JobView, names: &HashMap<i64, String>) -> JobRow {
+pub fn job_row(job: &JobView, names: &HashMap<NodeId, String>) -> JobRow {
     JobRow {
         id: job.id,
         node_id: job.node_id,
@@ -339,8 +344,8 @@ pub async fn approve_join(
     let node_id = if requested.is_empty() {
         None
     } else {
-        match requested.parse::<i64>() {
-            Ok(id) if id > 0 => Some(id),
+        match requested.parse::<NodeId>() {
+            Ok(id) if id.get() > 0 => Some(id),
             _ => {
                 return acted(
                     back_of(&fields),

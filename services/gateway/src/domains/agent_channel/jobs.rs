@@ -10,6 +10,7 @@ use axum::{
     response::{IntoResponse, Response},
     Json,
 };
+use capstan_events::NodeId;
 use capstan_events::{
     agent_channel::rpc::{GetNode, JobOutputRequest, JobRef, JobState, JobView, NodeRef},
     rpc::Level,
@@ -30,7 +31,7 @@ use capstan_events::Word as _;
 struct JobPage {
     chrome: Chrome,
     id: i64,
-    node_id: i64,
+    node_id: NodeId,
     node_name: String,
     primitive: String,
     class: &'static str,

@@ -12,6 +12,7 @@ use axum::{
     http::{HeaderMap, StatusCode, Uri},
     response::Response,
 };
+use capstan_events::NodeId;
 use capstan_events::{
     agent_channel::rpc::{CreateJob, JobCreated, ListJobs, NodeRef, NodeView},
     rpc::Level,
@@ -23,7 +24,7 @@ use crate::ui::{
     act_done, acted,
     format::{ago, clip, fingerprint_groups, overview_facts, Ago, Fact},
     forms::{self, WordForm},
-    guard::{FormFields, PathId},
+    guard::{FormFields, NodePath},
     refusal_sentence, render, Chrome, UiError, UiSession,
 };
 use crate::{ask::ask, error::ApiError, identity::AuditDetail, state::AppState};
@@ -69,7 +70,7 @@ impl Tab {
 
 /// The node as the page header shows it.
 struct Header {
-    id: i64,
+    id: NodeId,
     name: String,
     dot: &'static str,
     health: &'static str,
@@ -226,7 +227,7 @@ fn agent(node: &NodeView) -> Agent {
     }
 }
 
-async fn node(state: &AppState, session: &UiSession, node_id: i64) -> Result<NodeView, UiError> {
+async fn node(state: &AppState, session: &UiSession, node_id: NodeId) -> Result<NodeView, UiError> {
     let request = NodeRef {
         actor: session.actor(),
         node_id,
@@ -240,7 +241,7 @@ pub async fn page(
     State(state): State<AppState>,
     session: UiSession,
     headers: HeaderMap,
-    PathId(node_id): PathId,
+    NodePath(node_id): NodePath,
     uri: Uri,
 ) -> Result<Response, UiError> {
     let tab = Tab::parse(&uri);
@@ -317,7 +318,7 @@ pub async fn disconnect_page(
     State(state): State<AppState>,
     session: UiSession,
     headers: HeaderMap,
-    PathId(node_id): PathId,
+    NodePath(node_id): NodePath,
 ) -> Result<Response, UiError> {
     let node = node(&state, &session, node_id).await?;
     let page = ConfirmPage {
@@ -338,7 +339,7 @@ pub async fn disconnect_page(
 pub async fn disconnect(
     State(state): State<AppState>,
     session: UiSession,
-    PathId(node_id): PathId,
+    NodePath(node_id): NodePath,
 ) -> Response {
     let request = NodeRef {
         actor: session.actor(),
@@ -356,7 +357,7 @@ pub async fn disconnect(
 pub async fn create_job(
     State(state): State<AppState>,
     session: UiSession,
-    PathId(node_id): PathId,
+    NodePath(node_id): NodePath,
     fields: FormFields,
 ) -> Response {
     let back = format!("/ui/nodes/{node_id}?tab=jobs");

@@ -27,7 +27,7 @@ use crate::{
     ask::ask,
     error::ApiError,
     identity::Operator,
-    input::{JsonBody, NodeId, PathId},
+    input::{JsonBody, NodePath, PathId},
     route::{Method, Route},
     AppState,
 };
@@ -437,7 +437,7 @@ pub async fn set_policy(
 pub async fn get_node_policy(
     State(state): State<AppState>,
     Operator(actor): Operator,
-    NodeId(node_id): NodeId,
+    NodePath(node_id): NodePath,
 ) -> Result<Json<NodePolicyView>, ApiError> {
     Ok(Json(ask(&state, &GetNodePolicy { actor, node_id }).await?))
 }
@@ -446,7 +446,7 @@ pub async fn get_node_policy(
 pub async fn set_node_policy(
     State(state): State<AppState>,
     Operator(actor): Operator,
-    NodeId(node_id): NodeId,
+    NodePath(node_id): NodePath,
     JsonBody(body): JsonBody<NodePolicyBody>,
 ) -> Result<Json<NodePolicyView>, ApiError> {
     Ok(Json(
@@ -465,7 +465,7 @@ pub async fn set_node_policy(
 pub async fn node_backups(
     State(state): State<AppState>,
     Operator(actor): Operator,
-    NodeId(node_id): NodeId,
+    NodePath(node_id): NodePath,
 ) -> Result<Json<NodeBackups>, ApiError> {
     Ok(Json(
         ask(&state, &NodeBackupsRequest { actor, node_id }).await?,
@@ -479,7 +479,7 @@ fn accepted(dispatched: Dispatched) -> Response {
 pub async fn run_now(
     State(state): State<AppState>,
     Operator(actor): Operator,
-    NodeId(node_id): NodeId,
+    NodePath(node_id): NodePath,
 ) -> Result<Response, ApiError> {
     let dispatched = ask(&state, &RunNow { actor, node_id }).await?;
     Ok(accepted(dispatched))
@@ -498,7 +498,7 @@ pub struct VerifyBody {
 pub async fn verify(
     State(state): State<AppState>,
     Operator(actor): Operator,
-    NodeId(node_id): NodeId,
+    NodePath(node_id): NodePath,
     JsonBody(body): JsonBody<VerifyBody>,
 ) -> Result<Response, ApiError> {
     let request = VerifyRequest {
@@ -523,7 +523,7 @@ pub struct RestoreBody {
 pub async fn restore(
     State(state): State<AppState>,
     Operator(actor): Operator,
-    NodeId(node_id): NodeId,
+    NodePath(node_id): NodePath,
     JsonBody(body): JsonBody<RestoreBody>,
 ) -> Result<Response, ApiError> {
     let request = RestoreRequest {
@@ -546,7 +546,7 @@ pub struct MoveBody {
 pub async fn move_node(
     State(state): State<AppState>,
     Operator(actor): Operator,
-    NodeId(node_id): NodeId,
+    NodePath(node_id): NodePath,
     JsonBody(body): JsonBody<MoveBody>,
 ) -> Result<Response, ApiError> {
     let request = MoveRequest {

@@ -4,6 +4,7 @@
 //! whose turn is held: the job that holds it), back on the tab.
 
 use axum::{extract::State, response::Response};
+use capstan_events::NodeId;
 use capstan_events::{
     backups::rpc::{
         ChainView, Dispatched, GetNodePolicy, ListTargets, MoveRequest, NodeBackups,
@@ -21,7 +22,7 @@ use crate::{
     ui::{
         acted,
         format::{ago, bytes, clip, Ago},
-        guard::{FormFields, PathId},
+        guard::{FormFields, NodePath},
         refusal_sentence, UiSession,
     },
 };
@@ -222,7 +223,7 @@ fn recovery_words(answer: &NodeBackups) -> String {
 }
 
 /// The tab for `node_id`, as `session` may see it.
-pub async fn node_tab(state: &AppState, session: &UiSession, node_id: i64) -> BackupsTab {
+pub async fn node_tab(state: &AppState, session: &UiSession, node_id: NodeId) -> BackupsTab {
     let can_act = session.level >= Level::Change;
     let can_admin = session.level >= Level::Admin;
     let request = NodeBackupsRequest {
@@ -347,13 +348,13 @@ impl BackupsTab {
     }
 }
 
-fn back(node_id: i64) -> String {
+fn back(node_id: NodeId) -> String {
     format!("/ui/nodes/{node_id}?tab=backups")
 }
 
 /// The answer to an act: back on the tab with the job, audited with its details.
 fn dispatched(
-    node_id: i64,
+    node_id: NodeId,
     answer: Result<Dispatched, ApiError>,
     done: &str,
     detail: serde_json::Value,
@@ -384,7 +385,7 @@ fn positive(fields: &FormFields, name: &'static str) -> Result<i64, ApiError> {
 pub async fn run_now(
     State(state): State<AppState>,
     session: UiSession,
-    PathId(node_id): PathId,
+    NodePath(node_id): NodePath,
 ) -> Response {
     let request = RunNow {
         actor: session.actor(),
@@ -412,7 +413,7 @@ fn read_verify(fields: &FormFields) -> Result<(u8, i64), ApiError> {
 pub async fn verify(
     State(state): State<AppState>,
     session: UiSession,
-    PathId(node_id): PathId,
+    NodePath(node_id): NodePath,
     fields: FormFields,
 ) -> Response {
     let (level, seq) = match read_verify(&fields) {
@@ -459,7 +460,7 @@ fn read_restore(fields: &FormFields) -> Result<(i64, RestoreWhat), ApiError> {
 pub async fn restore(
     State(state): State<AppState>,
     session: UiSession,
-    PathId(node_id): PathId,
+    NodePath(node_id): NodePath,
     fields: FormFields,
 ) -> Response {
     let (seq, what) = match read_restore(&fields) {
@@ -488,7 +489,7 @@ pub async fn restore(
 pub async fn move_node(
     State(state): State<AppState>,
     session: UiSession,
-    PathId(node_id): PathId,
+    NodePath(node_id): NodePath,
     fields: FormFields,
 ) -> Response {
     let target_id = match positive(&fields, "target_id") {
@@ -514,7 +515,7 @@ pub async fn move_node(
 pub async fn set_position(
     State(state): State<AppState>,
     session: UiSession,
-    PathId(node_id): PathId,
+    NodePath(node_id): NodePath,
     fields: FormFields,
 ) -> Response {
     let Some(position) = fields

@@ -14,6 +14,7 @@ use capstan_events::backups::rpc::{
     FleetCoverage, FleetCoverageRequest, ListTargets, SealKeyView, SetDefaultTarget, TargetView,
     Targets,
 };
+use capstan_events::NodeId;
 
 use super::ask;
 use crate::{
@@ -44,7 +45,7 @@ struct Line {
 }
 
 struct UncoveredLine {
-    node_id: i64,
+    node_id: NodeId,
     name: String,
     reason: &'static str,
     words: String,

@@ -14,10 +14,11 @@ use capstan_events::incidents::rpc::{
     AddNote, Bell, CreateSilence, CreateWebhook, DeleteRequest, Done, GetIncident, Header,
     HeaderRequest, IncidentDetail, Incidents, ListIncidents, ListRequest, MailPreferences,
     NotificationsRequest, SetAlerts, SetNotifications, SilenceView, Silences, TriageIncident,
-    Triaged, WebhookCreated, Webhooks,
+    Triaged, WebhookCreated, WebhookKind, Webhooks,
 };
 use capstan_events::incidents::Severity;
 use capstan_events::rpc::Actor;
+use capstan_events::NodeId;
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -27,7 +28,7 @@ use crate::{
     domain::email::Email,
     error::ApiError,
     identity::Operator,
-    input::{JsonBody, NodeId, PathId, QueryParams},
+    input::{JsonBody, NodePath, PathId, QueryParams},
     route::{Method, Route},
     state::AppState,
     store,
@@ -350,8 +351,8 @@ pub async fn list(
     uri: Uri,
 ) -> Result<Json<Incidents>, ApiError> {
     let query = QueryParams::parse(&uri, &["view", "node_id", "source", "happening"])?;
-    let node_id = query.get::<i64>("node_id", "a positive whole number")?;
-    if node_id.is_some_and(|node_id| node_id <= 0) {
+    let node_id = query.get::<NodeId>("node_id", "a positive whole number")?;
+    if node_id.is_some_and(|node_id| node_id.get() <= 0) {
         return Err(ApiError::invalid(
             "node_id",
             "must be a positive whole number",
@@ -447,7 +448,7 @@ pub async fn list_silences(
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SilenceBody {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub ends_at: DateTime<Utc>,
     pub reason: String,
 }
@@ -457,7 +458,7 @@ pub async fn create_silence(
     Operator(actor): Operator,
     JsonBody(body): JsonBody<SilenceBody>,
 ) -> Result<Response, ApiError> {
-    if body.node_id <= 0 {
+    if body.node_id.get() <= 0 {
         return Err(ApiError::invalid(
             "node_id",
             "must be a positive whole number",
@@ -506,7 +507,7 @@ pub async fn list_webhooks(
 pub struct WebhookBody {
     pub url: String,
     /// `standard` (Standard Webhooks JSON) or `slack`.
-    pub kind: String,
+    pub kind: WebhookKind,
     pub min_severity: Severity,
 }
 
@@ -648,7 +649,7 @@ pub struct AlertsBody {
 pub async fn set_alerts(
     State(state): State<AppState>,
     Operator(actor): Operator,
-    NodeId(node_id): NodeId,
+    NodePath(node_id): NodePath,
     JsonBody(body): JsonBody<AlertsBody>,
 ) -> Result<Json<Done>, ApiError> {
     let request = SetAlerts {
@@ -657,4 +658,32 @@ pub async fn set_alerts(
         alerts: body.alerts,
     };
     Ok(Json(ask(&state, &request).await?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WebhookBody;
+    use crate::input::parse_json;
+    use capstan_events::incidents::rpc::WebhookKind;
+
+    #[test]
+    fn a_webhook_of_a_kind_not_known_is_refused_naming_the_field_and_the_kinds_taken() {
+        let refused = parse_json::<WebhookBody>(
+            br#"{"url": "https://hooks.example/x", "kind": "teams", "min_severity": "warning"}"#,
+        )
+        .unwrap_err();
+        assert_eq!(refused.code, "invalid_request");
+        assert!(
+            refused
+                .message
+                .starts_with("kind: unknown variant `teams`, expected `standard` or `slack`"),
+            "{}",
+            refused.message
+        );
+        let taken = parse_json::<WebhookBody>(
+            br#"{"url": "https://hooks.example/x", "kind": "slack", "min_severity": "warning"}"#,
+        )
+        .unwrap();
+        assert_eq!(taken.kind, WebhookKind::Slack);
+    }
 }

@@ -12,6 +12,7 @@ use axum::{
 use capstan_events::incidents::rpc::{
     AddNote, Done, GetIncident, IncidentDetail, SignalView, TimelineView, TriageIncident, Triaged,
 };
+use capstan_events::NodeId;
 
 use super::{
     act_done_words, ask, attempts, can_triage,
@@ -98,7 +99,7 @@ struct IncidentPage {
     view: String,
     needs_you: bool,
     snooze_until: Option<Ago>,
-    node_id: i64,
+    node_id: NodeId,
     node: String,
     source: String,
     opened: Ago,

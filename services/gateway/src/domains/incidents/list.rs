@@ -11,6 +11,7 @@ use axum::{
 use capstan_events::incidents::rpc::{
     IncidentView, Incidents, ListIncidents, TriageIncident, ViewCounts,
 };
+use capstan_events::NodeId;
 use std::collections::BTreeMap;
 
 use super::{act_done_words, ask, can_triage, node_label, severity_word, view_words, ACTS};
@@ -45,7 +46,7 @@ const BULK_LIMIT: usize = 500;
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Filter {
     pub view: Option<String>,
-    pub node_id: Option<i64>,
+    pub node_id: Option<NodeId>,
     pub source: Option<String>,
     pub happening: bool,
 }
@@ -66,8 +67,8 @@ impl Filter {
                         format!("must be one of {}", VIEWS.join(", ")),
                     ))
                 }
-                "node_id" => match value.parse::<i64>() {
-                    Ok(id) if id > 0 => filter.node_id = Some(id),
+                "node_id" => match value.parse::<NodeId>() {
+                    Ok(id) if id.get() > 0 => filter.node_id = Some(id),
                     _ => {
                         return Err(ApiError::invalid(
                             "node_id",
@@ -136,7 +137,7 @@ pub struct Row {
     pub severity: &'static str,
     pub title: String,
     pub detail: String,
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub node: String,
     pub source: String,
     pub happening: bool,
@@ -181,7 +182,7 @@ struct ListPage {
     view_words: &'static str,
     rows: Vec<Row>,
     /// Node id, name, chosen.
-    nodes: Vec<(i64, String, bool)>,
+    nodes: Vec<(NodeId, String, bool)>,
     /// Source, chosen.
     sources: Vec<(String, bool)>,
     happening: bool,
@@ -219,7 +220,7 @@ pub async fn page(
             current: *view == filter.view(),
         })
         .collect();
-    let mut nodes: BTreeMap<i64, String> = BTreeMap::new();
+    let mut nodes: BTreeMap<NodeId, String> = BTreeMap::new();
     let mut sources: Vec<String> = Vec::new();
     for incident in &listed.incidents {
         nodes.insert(
@@ -394,7 +395,7 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(filter.view.as_deref(), Some("all"));
-        assert_eq!(filter.node_id, Some(5));
+        assert_eq!(filter.node_id, Some(NodeId(5)));
         assert_eq!(filter.source.as_deref(), Some("agent:disk"));
         assert!(filter.happening);
         assert_eq!(

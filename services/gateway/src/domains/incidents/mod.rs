@@ -40,6 +40,7 @@ pub use node_card::{node_card, NodeCard};
 pub use notifications::{notifications_section, NotificationsSection};
 
 use axum::routing::on;
+use capstan_events::NodeId;
 use capstan_events::Word as _;
 use capstan_events::{incidents::Severity, rpc::Level};
 
@@ -144,7 +145,7 @@ fn attempts(log: &[capstan_events::incidents::rpc::AttemptView]) -> Vec<Attempt>
 }
 
 /// A node as the pages name it: its name as the agent channel last said it, else its number.
-fn node_label(node_id: i64, name: Option<&str>) -> String {
+fn node_label(node_id: NodeId, name: Option<&str>) -> String {
     match name {
         Some(name) if !name.trim().is_empty() => name.to_string(),
         _ => format!("node {node_id}"),
@@ -234,8 +235,8 @@ mod tests {
 
     #[test]
     fn a_node_without_a_name_is_named_by_its_number() {
-        assert_eq!(node_label(5, None), "node 5");
-        assert_eq!(node_label(5, Some("  ")), "node 5");
-        assert_eq!(node_label(5, Some("web-1")), "web-1");
+        assert_eq!(node_label(NodeId(5), None), "node 5");
+        assert_eq!(node_label(NodeId(5), Some("  ")), "node 5");
+        assert_eq!(node_label(NodeId(5), Some("web-1")), "web-1");
     }
 }

@@ -3,6 +3,7 @@
 //! ways on (all of its incidents, a silence for it).
 
 use capstan_events::incidents::rpc::ListIncidents;
+use capstan_events::NodeId;
 
 use super::{
     ask, can_triage,
@@ -31,7 +32,7 @@ pub struct NodeCard {
 
 /// The card of node `node_id`, asked as the operator; a refusal is the card's problem, never
 /// the page's.
-pub async fn node_card(state: &AppState, session: &UiSession, node_id: i64) -> NodeCard {
+pub async fn node_card(state: &AppState, session: &UiSession, node_id: NodeId) -> NodeCard {
     let request = ListIncidents {
         actor: session.actor(),
         view: Some("all".into()),

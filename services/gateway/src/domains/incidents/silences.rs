@@ -11,6 +11,7 @@ use axum::{
 use capstan_events::incidents::rpc::{
     CreateSilence, DeleteRequest, Done, ListRequest, SilenceView,
 };
+use capstan_events::NodeId;
 use chrono::{DateTime, Duration, NaiveDateTime, Utc};
 
 use super::{ask, node_label};
@@ -34,7 +35,7 @@ const LOCAL_FORMAT: &str = "%Y-%m-%dT%H:%M";
 
 struct Line {
     id: i64,
-    node_id: i64,
+    node_id: NodeId,
     node: String,
     by: String,
     reason: String,
@@ -75,8 +76,8 @@ pub async fn page(
 ) -> Result<Response, UiError> {
     let node_id = url::form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
         .find(|(key, _)| key == "node_id")
-        .and_then(|(_, value)| value.parse::<i64>().ok())
-        .filter(|id| *id > 0)
+        .and_then(|(_, value)| value.parse::<NodeId>().ok())
+        .filter(|id| id.get() > 0)
         .map(|id| id.to_string())
         .unwrap_or_default();
     let (silences, problem) = match ask(
@@ -113,14 +114,14 @@ fn ends_at(raw: &str) -> Result<DateTime<Utc>, ApiError> {
 }
 
 /// The silence a form asks for, checked before anything is asked.
-fn read(fields: &FormFields) -> Result<(i64, DateTime<Utc>, String), ApiError> {
+fn read(fields: &FormFields) -> Result<(NodeId, DateTime<Utc>, String), ApiError> {
     let node_id = match fields
         .get("node_id")
         .unwrap_or_default()
         .trim()
-        .parse::<i64>()
+        .parse::<NodeId>()
     {
-        Ok(id) if id > 0 => id,
+        Ok(id) if id.get() > 0 => id,
         _ => {
             return Err(ApiError::invalid(
                 "node_id",
@@ -205,7 +206,7 @@ mod tests {
             ("reason", " kernel update "),
         ]))
         .unwrap();
-        assert_eq!(node, 7);
+        assert_eq!(node, NodeId(7));
         assert_eq!(ends.to_rfc3339(), "2026-12-02T14:30:00+00:00");
         assert_eq!(reason, "kernel update");
         for (list, field) in [

@@ -13,6 +13,7 @@ use axum::{
 use capstan_events::incidents::{
     rpc::{
         CreateWebhook, DeleteRequest, Done, ListRequest, WebhookDeliveriesRequest, WebhookDelivery,
+        WebhookKind,
     },
     Severity,
 };
@@ -65,7 +66,7 @@ fn delivery(found: WebhookDelivery) -> Delivery {
 struct Line {
     id: i64,
     url: String,
-    kind: String,
+    kind: &'static str,
     min_severity: &'static str,
     by: String,
     created: Ago,
@@ -108,7 +109,7 @@ async fn webhooks_page(
                 .map(|webhook| Line {
                     id: webhook.id,
                     url: webhook.url,
-                    kind: webhook.kind,
+                    kind: webhook.kind.as_str(),
                     min_severity: webhook.min_severity.as_str(),
                     by: webhook.created_by,
                     created: ago(webhook.created_at),
@@ -147,7 +148,7 @@ pub async fn page(
 }
 
 /// The webhook a form asks for, checked before anything is asked.
-fn read(fields: &FormFields) -> Result<(String, String, Severity), ApiError> {
+fn read(fields: &FormFields) -> Result<(String, WebhookKind, Severity), ApiError> {
     let url = fields.get("url").unwrap_or_default().trim().to_string();
     if url.is_empty() || url.len() > MAX_URL {
         return Err(ApiError::invalid(
@@ -155,14 +156,11 @@ fn read(fields: &FormFields) -> Result<(String, String, Severity), ApiError> {
             format!("give the receiver's address (at most {MAX_URL} characters)"),
         ));
     }
-    let kind = match fields.get("kind").unwrap_or_default() {
-        "standard" => "standard",
-        "slack" => "slack",
-        _ => return Err(ApiError::invalid("kind", "must be standard or slack")),
-    };
+    let kind = WebhookKind::parse(fields.get("kind").unwrap_or_default())
+        .ok_or_else(|| ApiError::invalid("kind", "must be standard or slack"))?;
     let min_severity = Severity::parse(fields.get("min_severity").unwrap_or_default())
         .ok_or_else(|| ApiError::invalid("min_severity", "must be warning or critical"))?;
-    Ok((url, kind.to_string(), min_severity))
+    Ok((url, kind, min_severity))
 }
 
 pub async fn create(

@@ -24,7 +24,7 @@ use crate::{
     ask::ask,
     error::ApiError,
     identity::Operator,
-    input::{JsonBody, NodeId, PathId, QueryParams},
+    input::{JsonBody, NodePath, PathId, QueryParams},
     route::{Method, Route},
     AppState,
 };
@@ -236,7 +236,7 @@ pub async fn list_uptime(
 pub async fn get_uptime(
     State(state): State<AppState>,
     Operator(actor): Operator,
-    NodeId(node_id): NodeId,
+    NodePath(node_id): NodePath,
 ) -> Result<Json<UptimeDetail>, ApiError> {
     Ok(Json(ask(&state, &GetUptime { actor, node_id }).await?))
 }
@@ -267,7 +267,7 @@ fn http_status() -> String {
 pub async fn set_uptime(
     State(state): State<AppState>,
     Operator(actor): Operator,
-    NodeId(node_id): NodeId,
+    NodePath(node_id): NodePath,
     JsonBody(body): JsonBody<UptimeBody>,
 ) -> Result<Json<UptimeCheck>, ApiError> {
     let request = SetUptime {
@@ -290,7 +290,7 @@ pub async fn set_uptime(
 pub async fn get_certificate(
     State(state): State<AppState>,
     Operator(actor): Operator,
-    NodeId(node_id): NodeId,
+    NodePath(node_id): NodePath,
 ) -> Result<Json<CertificateView>, ApiError> {
     Ok(Json(ask(&state, &GetCertificate { actor, node_id }).await?))
 }
@@ -308,7 +308,7 @@ pub async fn fleet_security(
 pub async fn start_edge_probe(
     State(state): State<AppState>,
     Operator(actor): Operator,
-    NodeId(node_id): NodeId,
+    NodePath(node_id): NodePath,
 ) -> Result<Response, ApiError> {
     let started: EdgeProbeStarted = ask(&state, &StartEdgeProbe { actor, node_id }).await?;
     Ok((StatusCode::ACCEPTED, Json(started)).into_response())
@@ -325,7 +325,7 @@ pub async fn get_edge_probe(
 pub async fn list_edge_probes(
     State(state): State<AppState>,
     Operator(actor): Operator,
-    NodeId(node_id): NodeId,
+    NodePath(node_id): NodePath,
 ) -> Result<Json<EdgeProbes>, ApiError> {
     Ok(Json(ask(&state, &ListEdgeProbes { actor, node_id }).await?))
 }

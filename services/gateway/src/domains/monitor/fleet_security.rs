@@ -21,6 +21,7 @@ use axum::{
 };
 use capstan_events::monitor::rpc::{ContainerRow, GetFleetSecurity, SecurityRow};
 use capstan_events::rpc::Level;
+use capstan_events::NodeId;
 
 use crate::{
     ask::ask,
@@ -42,7 +43,7 @@ pub const ROUTES: &[Route] = &[Route::page("/ui/fleet/security", Level::Read, |f
 const UNKNOWN: &str = "unknown";
 
 struct Line {
-    node_id: i64,
+    node_id: NodeId,
     name: String,
     colour: &'static str,
     os: String,
@@ -58,7 +59,7 @@ struct Line {
 /// A site container's row under its host.
 struct ContainerLine {
     name: String,
-    node: Option<(i64, String)>,
+    node: Option<(NodeId, String)>,
     site: String,
     state: String,
     colour: &'static str,

@@ -34,12 +34,13 @@ use capstan_events::monitor::rpc::{
 };
 use capstan_events::monitor::UptimeStatus;
 use capstan_events::rpc::Level;
+use capstan_events::NodeId;
 use capstan_events::Word as _;
 
 use crate::ui::{
     acted,
     format::{ago, clip, Ago},
-    guard::PathId,
+    guard::{NodePath, PathId},
     refusal_sentence, render, Chrome, UiError, UiSession,
 };
 use crate::{ask::ask, identity::AuditDetail, route::Route, state::AppState};
@@ -82,7 +83,7 @@ fn status_word(check: &UptimeCheck) -> &'static str {
 // ---- the dashboard's Sites card ------------------------------------------------------------
 
 pub struct SiteDown {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub url: String,
     pub since: Option<Ago>,
     pub reason: String,
@@ -151,7 +152,7 @@ pub struct ProbeRow {
 
 /// The node page's Uptime card.
 pub struct UptimeCard {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub status: &'static str,
     pub url: String,
     pub kind: String,
@@ -186,7 +187,7 @@ fn probe_row(view: &EdgeProbeView) -> ProbeRow {
 }
 
 /// The card of node `node_id`, asked as the operator; each part's refusal is its own problem.
-pub async fn uptime_card(state: &AppState, session: &UiSession, node_id: i64) -> UptimeCard {
+pub async fn uptime_card(state: &AppState, session: &UiSession, node_id: NodeId) -> UptimeCard {
     let actor = session.actor();
     let uptime_request = GetUptime {
         actor: actor.clone(),
@@ -271,7 +272,7 @@ pub async fn uptime_card(state: &AppState, session: &UiSession, node_id: i64) ->
 pub async fn start_probe(
     State(state): State<AppState>,
     session: UiSession,
-    PathId(node_id): PathId,
+    NodePath(node_id): NodePath,
 ) -> Response {
     let request = StartEdgeProbe {
         actor: session.actor(),
@@ -319,7 +320,7 @@ fn millis(ms: Option<u32>) -> String {
 struct ProbePage {
     chrome: Chrome,
     id: i64,
-    node_id: i64,
+    node_id: NodeId,
     status: &'static str,
     finished: bool,
     url: String,

@@ -11,6 +11,7 @@ use axum::{
 use capstan_events::rollouts::staged::{
     ListRollouts, RolloutView, Rollouts, StageRequest, StartRollout,
 };
+use capstan_events::NodeId;
 
 use super::{ask, state_words};
 use crate::{
@@ -123,9 +124,9 @@ fn stages(fields: &FormFields) -> Result<Vec<StageRequest>, ApiError> {
             .split(|c: char| c == ',' || c.is_whitespace())
             .filter(|word| !word.is_empty())
             .map(|word| {
-                word.parse::<i64>()
+                word.parse::<NodeId>()
                     .ok()
-                    .filter(|id| *id > 0)
+                    .filter(|id| id.get() > 0)
                     .ok_or_else(|| {
                         ApiError::invalid(
                             "stages",
@@ -188,8 +189,8 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(read.len(), 2);
-        assert_eq!(read[0].nodes, vec![3]);
-        assert_eq!(read[1].nodes, vec![4, 5, 6]);
+        assert_eq!(read[0].nodes, vec![NodeId(3)]);
+        assert_eq!(read[1].nodes, vec![NodeId(4), NodeId(5), NodeId(6)]);
         assert_eq!(read[1].max_failed, Some(1));
         assert_eq!(read[1].soak_secs, Some(120));
         assert!(stages(&form(&[("stages", "3\nweb-1")])).is_err());

@@ -16,6 +16,7 @@ use axum::{
     http::{HeaderMap, StatusCode},
     response::Response,
 };
+use capstan_events::NodeId;
 use capstan_events::{
     agent_channel::rpc::{FleetVersions, FleetVersionsRequest},
     rollouts::rpc::{ListReleases, ReleaseView, Releases},
@@ -60,7 +61,7 @@ fn release_row(view: &ReleaseView, now: DateTime<Utc>) -> ReleaseRow {
 }
 
 pub struct NodeLink {
-    pub id: i64,
+    pub id: NodeId,
     pub name: String,
 }
 
@@ -71,7 +72,7 @@ pub struct VersionRow {
 }
 
 pub struct RefusalRow {
-    pub node_id: i64,
+    pub node_id: NodeId,
     pub name: String,
     pub running: String,
     pub state: String,
@@ -190,7 +191,7 @@ mod tests {
                     nodes: 2,
                     on_trial: vec![],
                     refusals: vec![VersionRefusal {
-                        node_id: 3,
+                        node_id: NodeId(3),
                         name: "web-3".into(),
                         update_state: "verify_failed".into(),
                         update_offered: Some("1.3.0".into()),
@@ -201,7 +202,7 @@ mod tests {
                     version: None,
                     nodes: 1,
                     on_trial: vec![NodeName {
-                        node_id: 9,
+                        node_id: NodeId(9),
                         name: "x".repeat(300),
                     }],
                     refusals: vec![],

@@ -11,6 +11,7 @@ use axum::{
 use capstan_events::rollouts::staged::{
     ActOnRollout, GetRollout, ProbeAnswer, RolloutView, StageView,
 };
+use capstan_events::NodeId;
 
 use super::{ask, state_words, under_way};
 use crate::{
@@ -64,7 +65,7 @@ fn probe_words(answer: Option<&ProbeAnswer>) -> String {
 
 struct Step {
     id: i64,
-    node_id: i64,
+    node_id: NodeId,
     node: String,
     machine: String,
     stage: u32,
@@ -109,7 +110,7 @@ struct RolloutPage {
     state_words: &'static str,
     live: bool,
     refresh_secs: u32,
-    halted_at: Option<i64>,
+    halted_at: Option<NodeId>,
     halt_reason: String,
     stage: u32,
     stages: Vec<Stage>,
@@ -123,7 +124,7 @@ struct RolloutPage {
     skipped: u32,
     total: u32,
     steps: Vec<Step>,
-    left_out: Vec<(i64, String, String)>,
+    left_out: Vec<(NodeId, String, String)>,
     can_act: bool,
     acts: &'static [(&'static str, &'static str)],
 }

@@ -145,6 +145,7 @@ mod tests {
     use crate::domain::signals::Announce;
     use crate::domain::sources::tests::node;
     use crate::domain::sources::NodeFacts;
+    use capstan_events::NodeId;
 
     /// The plane's side of one claim carrying `cases` for node 1: intake, then its incident effects,
     /// both applied.
@@ -158,7 +159,7 @@ mod tests {
     impl Plane {
         fn new() -> Plane {
             Plane {
-                facts: node(1),
+                facts: node(NodeId(1)),
                 cases: Vec::new(),
                 incidents: Vec::new(),
                 signals: 0,

@@ -1,6 +1,7 @@
 //! The pass's tests, driven by an injected clock and a small in-memory store that applies
 //! effects the way the store will.
 
+use capstan_events::NodeId;
 use chrono::{DateTime, Utc};
 
 use super::*;
@@ -134,7 +135,7 @@ fn in_14_a_condition_seen_for_the_first_time_opens_an_incident_and_signals_once(
     let mut held = Vec::new();
     let effects = pass(
         &mut held,
-        &node(1),
+        &node(NodeId(1)),
         &[condition(Severity::Critical, at(0))],
         at(1),
     );
@@ -152,7 +153,7 @@ fn in_14_a_condition_that_keeps_holding_signals_once_and_writes_no_timeline_entr
     let holds = [condition(Severity::Critical, at(0))];
     let mut all = Vec::new();
     for minute in 1..=180 {
-        all.extend(pass(&mut held, &node(1), &holds, at(minute)));
+        all.extend(pass(&mut held, &node(NodeId(1)), &holds, at(minute)));
     }
     assert_eq!(signals(&all), 1);
     assert_eq!(
@@ -167,7 +168,7 @@ fn in_14_a_condition_that_keeps_holding_signals_once_and_writes_no_timeline_entr
         .count();
     assert_eq!(refreshes, 17);
     // the same state twice in the same minute writes nothing
-    assert!(pass(&mut held, &node(1), &holds, at(180)).is_empty());
+    assert!(pass(&mut held, &node(NodeId(1)), &holds, at(180)).is_empty());
 }
 
 #[test]
@@ -175,13 +176,13 @@ fn a_refresh_takes_the_sources_new_detail_without_a_timeline_entry_or_a_signal()
     let mut held = Vec::new();
     pass(
         &mut held,
-        &node(1),
+        &node(NodeId(1)),
         &[condition(Severity::Warning, at(0))],
         at(1),
     );
     let mut changed = condition(Severity::Critical, at(0));
     changed.detail = "something else".into();
-    let effects = pass(&mut held, &node(1), &[changed], at(2));
+    let effects = pass(&mut held, &node(NodeId(1)), &[changed], at(2));
     assert_eq!(effects.len(), 1);
     assert!(effects[0].entries.is_empty() && effects[0].announce.is_none());
     assert_eq!(held[0].detail, "something else");
@@ -193,11 +194,11 @@ fn in_03_an_incident_that_clears_while_new_is_resolved_with_it_cleared_before_an
     let mut held = Vec::new();
     pass(
         &mut held,
-        &node(1),
+        &node(NodeId(1)),
         &[condition(Severity::Critical, at(0))],
         at(1),
     );
-    let effects = pass(&mut held, &node(1), &[], at(2));
+    let effects = pass(&mut held, &node(NodeId(1)), &[], at(2));
     let kinds: Vec<_> = effects
         .iter()
         .flat_map(|e| &e.entries)
@@ -215,7 +216,7 @@ fn in_03_an_incident_that_clears_while_new_is_resolved_with_it_cleared_before_an
     assert!(!held[0].needs_you(at(2)));
     assert_eq!(signals(&effects), 0);
     assert!(
-        pass(&mut held, &node(1), &[], at(3)).is_empty(),
+        pass(&mut held, &node(NodeId(1)), &[], at(3)).is_empty(),
         "settled once"
     );
 }
@@ -225,13 +226,13 @@ fn in_03_a_snoozed_incident_that_clears_is_settled_too() {
     let mut held = Vec::new();
     pass(
         &mut held,
-        &node(1),
+        &node(NodeId(1)),
         &[condition(Severity::Critical, at(0))],
         at(1),
     );
     held[0].triage = Triage::Snoozed;
     held[0].snooze_until = Some(at(240));
-    let effects = pass(&mut held, &node(1), &[], at(2));
+    let effects = pass(&mut held, &node(NodeId(1)), &[], at(2));
     assert!(effects
         .iter()
         .any(|e| matches!(e.change, Change::Settle { .. })));
@@ -246,7 +247,7 @@ fn in_03_an_agent_case_the_node_closed_is_settled_on_the_next_pass() {
     case.closed_at = Some(at(5));
     case.case_id = Some(3);
     let mut held = vec![case];
-    let effects = pass(&mut held, &node(1), &[], at(6));
+    let effects = pass(&mut held, &node(NodeId(1)), &[], at(6));
     assert_eq!(effects.len(), 1);
     assert!(matches!(effects[0].change, Change::Settle { .. }));
 }
@@ -259,7 +260,7 @@ fn in_11_an_agent_case_first_heard_closed_is_never_settled_and_still_needs_a_loo
     case.closed_at = Some(at(5));
     case.heard_open = false;
     let mut held = vec![case];
-    assert!(pass(&mut held, &node(1), &[], at(6)).is_empty());
+    assert!(pass(&mut held, &node(NodeId(1)), &[], at(6)).is_empty());
     assert!(held[0].needs_you(at(6)));
 }
 
@@ -268,7 +269,7 @@ fn an_open_agent_case_is_left_to_its_intake_the_pass_never_clears_it() {
     let mut case = crate::domain::record::tests::incident(7);
     case.source = SourceName::parse("agent:disk_headroom").unwrap();
     let mut held = vec![case];
-    assert!(pass(&mut held, &node(1), &[], at(6)).is_empty());
+    assert!(pass(&mut held, &node(NodeId(1)), &[], at(6)).is_empty());
 }
 
 #[test]
@@ -276,14 +277,14 @@ fn in_04_a_condition_returning_within_the_hour_reopens_the_settled_incident_as_n
     let mut held = Vec::new();
     pass(
         &mut held,
-        &node(1),
+        &node(NodeId(1)),
         &[condition(Severity::Critical, at(0))],
         at(1),
     );
-    pass(&mut held, &node(1), &[], at(2));
+    pass(&mut held, &node(NodeId(1)), &[], at(2));
     let effects = pass(
         &mut held,
-        &node(1),
+        &node(NodeId(1)),
         &[condition(Severity::Critical, at(62))],
         at(62),
     );
@@ -300,14 +301,14 @@ fn in_04_a_condition_returning_after_the_hour_opens_a_new_incident() {
     let mut held = Vec::new();
     pass(
         &mut held,
-        &node(1),
+        &node(NodeId(1)),
         &[condition(Severity::Critical, at(0))],
         at(1),
     );
-    pass(&mut held, &node(1), &[], at(2));
+    pass(&mut held, &node(NodeId(1)), &[], at(2));
     let effects = pass(
         &mut held,
-        &node(1),
+        &node(NodeId(1)),
         &[condition(Severity::Critical, at(63))],
         at(63),
     );
@@ -320,18 +321,21 @@ fn in_04_a_condition_returning_after_the_hour_opens_a_new_incident() {
 fn in_05_an_ignored_incident_covers_that_incident_only_and_the_next_occurrence_is_new() {
     let mut held = Vec::new();
     let holds = [condition(Severity::Critical, at(0))];
-    pass(&mut held, &node(1), &holds, at(1));
+    pass(&mut held, &node(NodeId(1)), &holds, at(1));
     held[0].triage = Triage::Ignored;
     // while it holds, nothing new opens and nobody is told
-    assert_eq!(signals(&pass(&mut held, &node(1), &holds, at(30))), 0);
+    assert_eq!(
+        signals(&pass(&mut held, &node(NodeId(1)), &holds, at(30))),
+        0
+    );
     // it clears: not settled, it stays ignored
-    let cleared = pass(&mut held, &node(1), &[], at(31));
+    let cleared = pass(&mut held, &node(NodeId(1)), &[], at(31));
     assert_eq!(cleared.len(), 1);
     assert_eq!(held[0].triage, Triage::Ignored);
     // it returns within the hour: a new incident, which signals
     let effects = pass(
         &mut held,
-        &node(1),
+        &node(NodeId(1)),
         &[condition(Severity::Critical, at(40))],
         at(40),
     );
@@ -350,17 +354,17 @@ fn resolved_by_a_person(held: &mut [Incident], when: DateTime<Utc>) {
 fn in_07_a_fix_still_happening_an_hour_after_a_person_resolved_it_goes_back_to_new_and_signals() {
     let mut held = Vec::new();
     let holds = [condition(Severity::Critical, at(0))];
-    pass(&mut held, &node(1), &holds, at(1));
+    pass(&mut held, &node(NodeId(1)), &holds, at(1));
     resolved_by_a_person(&mut held, at(5));
     assert_eq!(held[0].view(at(6)), View::Waiting);
-    let waiting = pass(&mut held, &node(1), &holds, at(64));
+    let waiting = pass(&mut held, &node(NodeId(1)), &holds, at(64));
     assert!(
         waiting
             .iter()
             .all(|e| matches!(e.change, Change::Refresh { .. })),
         "still waiting for proof"
     );
-    let effects = pass(&mut held, &node(1), &holds, at(65));
+    let effects = pass(&mut held, &node(NodeId(1)), &holds, at(65));
     assert!(matches!(effects[0].change, Change::Unproven { .. }));
     let entry = &effects[0].entries[0];
     assert_eq!(
@@ -370,7 +374,7 @@ fn in_07_a_fix_still_happening_an_hour_after_a_person_resolved_it_goes_back_to_n
     assert_eq!(signals(&effects), 1);
     assert!(held[0].needs_you(at(65)));
     assert_eq!(
-        signals(&pass(&mut held, &node(1), &holds, at(130))),
+        signals(&pass(&mut held, &node(NodeId(1)), &holds, at(130))),
         0,
         "unproven once"
     );
@@ -381,12 +385,12 @@ fn in_07_a_fix_proven_by_the_condition_clearing_stays_resolved_and_is_not_settle
     let mut held = Vec::new();
     pass(
         &mut held,
-        &node(1),
+        &node(NodeId(1)),
         &[condition(Severity::Critical, at(0))],
         at(1),
     );
     resolved_by_a_person(&mut held, at(5));
-    let effects = pass(&mut held, &node(1), &[], at(10));
+    let effects = pass(&mut held, &node(NodeId(1)), &[], at(10));
     assert_eq!(effects.len(), 1);
     assert!(matches!(effects[0].change, Change::Clear { .. }));
     assert_eq!(held[0].triage_by, Actor::Person("ann".into()));
@@ -395,7 +399,7 @@ fn in_07_a_fix_proven_by_the_condition_clearing_stays_resolved_and_is_not_settle
 
 #[test]
 fn in_15_a_node_whose_alerts_are_off_opens_reopens_and_clears_silently() {
-    let mut facts = node(1);
+    let mut facts = node(NodeId(1));
     facts.alerts = Alerts::Off;
     let mut held = Vec::new();
     let opened = pass(
@@ -419,8 +423,8 @@ fn in_15_a_node_whose_alerts_are_off_opens_reopens_and_clears_silently() {
 
 #[test]
 fn a_silenced_node_opens_its_incident_but_signals_nobody() {
-    let facts = node(1);
-    let silence = Silence::new(1, "ann", "moving racks", at(120), at(0)).unwrap();
+    let facts = node(NodeId(1));
+    let silence = Silence::new(NodeId(1), "ann", "moving racks", at(120), at(0)).unwrap();
     let context = NodeContext {
         node: &facts,
         silences: std::slice::from_ref(&silence),
@@ -446,10 +450,10 @@ fn a_silenced_node_opens_its_incident_but_signals_nobody() {
 #[test]
 fn a_container_whose_host_has_an_open_critical_incident_of_the_same_kind_opens_grouped_and_silent()
 {
-    let host = node(1);
+    let host = node(NodeId(1));
     let container = NodeFacts {
-        docker_host: Some(1),
-        ..node(2)
+        docker_host: Some(NodeId(1)),
+        ..node(NodeId(2))
     };
     let host_conditions = [condition(Severity::Critical, at(0))];
     let host_effects = reconcile_node(
@@ -481,7 +485,7 @@ fn a_container_whose_host_has_an_open_critical_incident_of_the_same_kind_opens_g
     let Change::Open(new) = &container_effects[0].change else {
         panic!("opens")
     };
-    assert_eq!(new.grouped_under, Some(1));
+    assert_eq!(new.grouped_under, Some(NodeId(1)));
     assert_eq!(
         container_effects[0].announce,
         Some(Announce::Held(Quiet::Grouped))
@@ -490,7 +494,7 @@ fn a_container_whose_host_has_an_open_critical_incident_of_the_same_kind_opens_g
 
 #[test]
 fn in_13_a_node_in_a_non_operational_install_state_neither_opens_nor_clears() {
-    let mut facts = node(1);
+    let mut facts = node(NodeId(1));
     let mut held = Vec::new();
     pass(
         &mut held,

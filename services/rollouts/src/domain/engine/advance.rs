@@ -1,5 +1,6 @@
 //! [`advance`]: the engine's one move on a tick or a finished job (RO-12..RO-14, RO-17, soak).
 
+use capstan_events::NodeId;
 use chrono::{DateTime, Duration, Utc};
 
 use super::phases::{enter, finish, judge_phase, next_phase};
@@ -200,7 +201,7 @@ fn move_stages(
 fn start_free_machines(
     rollout: &Rollout,
     steps: &mut [Step],
-    holds: &[(i64, String)],
+    holds: &[(NodeId, String)],
     now: DateTime<Utc>,
     effects: &mut Vec<Effect>,
 ) {
@@ -243,7 +244,7 @@ fn soaked(
         return true;
     }
     let until = *rollout.soak_until.get_or_insert(now + policy.soak);
-    let stage_nodes: Vec<i64> = stage_steps(steps, rollout.stage)
+    let stage_nodes: Vec<NodeId> = stage_steps(steps, rollout.stage)
         .filter(|step| step.verdict == Verdict::Passed)
         .map(|step| step.node_id)
         .collect();

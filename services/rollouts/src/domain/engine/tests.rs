@@ -1,5 +1,6 @@
 use super::*;
 use crate::domain::verdict::{Judgement, Outcome, Viewer};
+use capstan_events::NodeId;
 use capstan_events::Word as _;
 use chrono::TimeZone;
 use serde_json::json;
@@ -31,7 +32,7 @@ fn rollout(stages: usize, pages: usize) -> Rollout {
 fn steps(nodes: &[(i64, &str, usize)]) -> Vec<Step> {
     nodes
         .iter()
-        .map(|(node, machine, stage)| Step::new(*node * 10, *node, machine, *stage, false))
+        .map(|(node, machine, stage)| Step::new(*node * 10, NodeId(*node), machine, *stage, false))
         .collect()
 }
 
@@ -39,7 +40,7 @@ fn requested(effects: &[Effect]) -> Vec<(i64, &'static str)> {
     effects
         .iter()
         .filter_map(|effect| match effect {
-            Effect::RequestJob { node_id, word, .. } => Some((*node_id, *word)),
+            Effect::RequestJob { node_id, word, .. } => Some((node_id.get(), *word)),
             _ => None,
         })
         .collect()
@@ -63,7 +64,7 @@ fn bad_apply() -> Value {
     json!({"completed": true, "deploy_tier_passed": false, "version": "2.1.0", "rolled_back": true})
 }
 
-fn step_of(steps: &mut [Step], node: i64) -> &mut Step {
+fn step_of(steps: &mut [Step], node: NodeId) -> &mut Step {
     steps.iter_mut().find(|step| step.node_id == node).unwrap()
 }
 
@@ -79,7 +80,7 @@ fn ro_12_within_a_stage_nodes_go_at_once_but_one_at_a_time_per_machine() {
     );
     // Nothing new: the same tick again asks for nothing.
     assert!(advance(&mut r, &mut s, &Facts::default(), t0()).is_empty());
-    answer(step_of(&mut s, 1), Outcome::Completed, good_apply());
+    answer(step_of(&mut s, NodeId(1)), Outcome::Completed, good_apply());
     let effects = advance(&mut r, &mut s, &Facts::default(), t0());
     assert_eq!(requested(&effects), vec![(2, APPLY_WORD)]);
 }
@@ -89,14 +90,14 @@ fn ro_12_a_stage_starts_only_when_every_node_of_the_one_before_has_passed() {
     let mut r = rollout(2, 0);
     let mut s = steps(&[(1, "m1", 0), (2, "m2", 0), (3, "m3", 1)]);
     advance(&mut r, &mut s, &Facts::default(), t0());
-    answer(step_of(&mut s, 1), Outcome::Completed, good_apply());
+    answer(step_of(&mut s, NodeId(1)), Outcome::Completed, good_apply());
     let effects = advance(&mut r, &mut s, &Facts::default(), t0());
     assert!(requested(&effects).is_empty(), "node 2 has not passed yet");
-    answer(step_of(&mut s, 2), Outcome::Completed, good_apply());
+    answer(step_of(&mut s, NodeId(2)), Outcome::Completed, good_apply());
     let effects = advance(&mut r, &mut s, &Facts::default(), t0());
     assert_eq!(requested(&effects), vec![(3, APPLY_WORD)]);
     assert!(effects.contains(&Effect::StageStarted { stage: 1 }));
-    answer(step_of(&mut s, 3), Outcome::Completed, good_apply());
+    answer(step_of(&mut s, NodeId(3)), Outcome::Completed, good_apply());
     let effects = advance(&mut r, &mut s, &Facts::default(), t0());
     assert!(effects.contains(&Effect::Finished));
     assert_eq!(r.state, State::Finished);
@@ -109,18 +110,22 @@ fn ro_14_the_first_miss_halts_in_flight_applies_are_still_judged_and_it_ends_hal
     let mut r = rollout(2, 0);
     let mut s = steps(&[(1, "m1", 0), (2, "m2", 0), (3, "m1", 0), (4, "m4", 1)]);
     advance(&mut r, &mut s, &Facts::default(), t0());
-    answer(step_of(&mut s, 1), Outcome::Completed, bad_apply());
+    answer(step_of(&mut s, NodeId(1)), Outcome::Completed, bad_apply());
     let effects = advance(&mut r, &mut s, &Facts::default(), t0());
     assert_eq!(r.state, State::Halting, "node 2's apply is still under way");
     assert!(requested(&effects).is_empty(), "nothing new starts");
-    assert_eq!(step_of(&mut s, 3).verdict, Verdict::Skipped);
-    assert_eq!(step_of(&mut s, 4).verdict, Verdict::Skipped);
-    answer(step_of(&mut s, 2), Outcome::Completed, good_apply());
+    assert_eq!(step_of(&mut s, NodeId(3)).verdict, Verdict::Skipped);
+    assert_eq!(step_of(&mut s, NodeId(4)).verdict, Verdict::Skipped);
+    answer(step_of(&mut s, NodeId(2)), Outcome::Completed, good_apply());
     let effects = advance(&mut r, &mut s, &Facts::default(), t0());
-    assert_eq!(step_of(&mut s, 2).verdict, Verdict::Passed, "still judged");
+    assert_eq!(
+        step_of(&mut s, NodeId(2)).verdict,
+        Verdict::Passed,
+        "still judged"
+    );
     assert_eq!(r.state, State::Halted);
     let halt = r.halt.clone().unwrap();
-    assert_eq!(halt.node_id, 1);
+    assert_eq!(halt.node_id, NodeId(1));
     assert!(halt.reason.contains("deploy tier did not pass"), "{halt:?}");
     assert!(effects.contains(&Effect::Halted(halt)));
 }
@@ -131,20 +136,20 @@ fn budget_a_stage_with_a_budget_of_one_holds_a_miss_and_carries_on_and_halts_pas
     r.stages[0].budget = Budget::Nodes(1);
     let mut s = steps(&[(1, "m1", 0), (2, "m2", 0), (3, "m3", 0), (4, "m4", 1)]);
     advance(&mut r, &mut s, &Facts::default(), t0());
-    answer(step_of(&mut s, 1), Outcome::Completed, bad_apply());
-    answer(step_of(&mut s, 2), Outcome::Completed, good_apply());
-    answer(step_of(&mut s, 3), Outcome::Completed, good_apply());
+    answer(step_of(&mut s, NodeId(1)), Outcome::Completed, bad_apply());
+    answer(step_of(&mut s, NodeId(2)), Outcome::Completed, good_apply());
+    answer(step_of(&mut s, NodeId(3)), Outcome::Completed, good_apply());
     let effects = advance(&mut r, &mut s, &Facts::default(), t0());
     assert_eq!(r.state, State::Running);
-    assert_eq!(step_of(&mut s, 1).verdict, Verdict::Failed);
+    assert_eq!(step_of(&mut s, NodeId(1)).verdict, Verdict::Failed);
     assert_eq!(requested(&effects), vec![(4, APPLY_WORD)]);
 
     let mut r = rollout(1, 0);
     r.stages[0].budget = Budget::Nodes(1);
     let mut s = steps(&[(1, "m1", 0), (2, "m2", 0), (3, "m3", 0)]);
     advance(&mut r, &mut s, &Facts::default(), t0());
-    answer(step_of(&mut s, 1), Outcome::Completed, bad_apply());
-    answer(step_of(&mut s, 2), Outcome::Failed, Value::Null);
+    answer(step_of(&mut s, NodeId(1)), Outcome::Completed, bad_apply());
+    answer(step_of(&mut s, NodeId(2)), Outcome::Failed, Value::Null);
     advance(&mut r, &mut s, &Facts::default(), t0());
     assert_eq!(
         r.state,
@@ -169,26 +174,26 @@ fn ro_15_stop_ends_at_once_a_running_apply_finishes_and_nothing_further_is_queue
     advance(&mut r, &mut s, &Facts::default(), t0());
     // Node 1 reaches its apply; node 2 is still checking its page.
     answer(
-        step_of(&mut s, 1),
+        step_of(&mut s, NodeId(1)),
         Outcome::Completed,
         json!({"status": 200, "errors": 0, "failed_assets": []}),
     );
     advance(&mut r, &mut s, &Facts::default(), t0());
-    assert_eq!(step_of(&mut s, 1).phase, Phase::Apply);
+    assert_eq!(step_of(&mut s, NodeId(1)).phase, Phase::Apply);
     let effects = act(&mut r, &mut s, Act::Stop, t0()).unwrap();
     assert_eq!(r.state, State::Stopped);
-    assert_eq!(step_of(&mut s, 2).verdict, Verdict::Skipped);
-    assert_eq!(step_of(&mut s, 3).verdict, Verdict::Skipped);
+    assert_eq!(step_of(&mut s, NodeId(2)).verdict, Verdict::Skipped);
+    assert_eq!(step_of(&mut s, NodeId(3)).verdict, Verdict::Skipped);
     assert!(
         effects
             .iter()
             .any(|e| matches!(e, Effect::CancelJob { .. })),
         "node 2's page check is withdrawn"
     );
-    answer(step_of(&mut s, 1), Outcome::Completed, good_apply());
+    answer(step_of(&mut s, NodeId(1)), Outcome::Completed, good_apply());
     let effects = advance(&mut r, &mut s, &Facts::default(), t0());
     assert!(requested(&effects).is_empty(), "no page check after a stop");
-    assert_eq!(step_of(&mut s, 1).phase, Phase::Done);
+    assert_eq!(step_of(&mut s, NodeId(1)).phase, Phase::Done);
     assert!(act(&mut r, &mut s, Act::Stop, t0()).is_err());
 }
 
@@ -198,9 +203,9 @@ fn pause_starts_nothing_new_judges_applies_under_way_and_resume_goes_on() {
     let mut s = steps(&[(1, "m1", 0), (2, "m1", 0)]);
     advance(&mut r, &mut s, &Facts::default(), t0());
     act(&mut r, &mut s, Act::Pause, t0()).unwrap();
-    answer(step_of(&mut s, 1), Outcome::Completed, good_apply());
+    answer(step_of(&mut s, NodeId(1)), Outcome::Completed, good_apply());
     let effects = advance(&mut r, &mut s, &Facts::default(), t0());
-    assert_eq!(step_of(&mut s, 1).verdict, Verdict::Passed);
+    assert_eq!(step_of(&mut s, NodeId(1)).verdict, Verdict::Passed);
     assert!(requested(&effects).is_empty(), "paused: node 2 waits");
     assert!(act(&mut r, &mut s, Act::Pause, t0()).is_err());
     act(&mut r, &mut s, Act::Resume, t0()).unwrap();
@@ -211,7 +216,7 @@ fn pause_starts_nothing_new_judges_applies_under_way_and_resume_goes_on() {
 #[test]
 fn a_paused_rollout_asks_for_no_apply_it_had_not_asked_for() {
     let mut r = rollout(1, 0);
-    let mut s = vec![Step::new(10, 1, "m1", 0, true)];
+    let mut s = vec![Step::new(10, NodeId(1), "m1", 0, true)];
     let effects = advance(&mut r, &mut s, &Facts::default(), t0());
     assert_eq!(requested(&effects), vec![(1, PREFLIGHT_WORD)]);
     act(&mut r, &mut s, Act::Pause, t0()).unwrap();
@@ -231,7 +236,7 @@ fn retry_sends_failed_and_left_out_nodes_again_under_new_keys() {
     let mut r = rollout(1, 0);
     let mut s = steps(&[(1, "m1", 0), (2, "m1", 0)]);
     let first = advance(&mut r, &mut s, &Facts::default(), t0());
-    answer(step_of(&mut s, 1), Outcome::Completed, bad_apply());
+    answer(step_of(&mut s, NodeId(1)), Outcome::Completed, bad_apply());
     advance(&mut r, &mut s, &Facts::default(), t0());
     assert_eq!(r.state, State::Halted);
     act(&mut r, &mut s, Act::Retry, t0()).unwrap();
@@ -257,8 +262,8 @@ fn retry_sends_failed_and_left_out_nodes_again_under_new_keys() {
 fn ro_19_preflight_first_a_fail_halts_with_its_reason_and_no_apply_is_asked_for() {
     let mut r = rollout(1, 0);
     let mut s = vec![
-        Step::new(10, 1, "m1", 0, true),
-        Step::new(20, 2, "m2", 0, false),
+        Step::new(10, NodeId(1), "m1", 0, true),
+        Step::new(20, NodeId(2), "m2", 0, false),
     ];
     let effects = advance(&mut r, &mut s, &Facts::default(), t0());
     assert_eq!(
@@ -285,7 +290,7 @@ fn ro_19_preflight_first_a_fail_halts_with_its_reason_and_no_apply_is_asked_for(
 #[test]
 fn ro_19_a_readiness_check_unanswered_for_15_minutes_halts_and_is_withdrawn() {
     let mut r = rollout(1, 0);
-    let mut s = vec![Step::new(10, 1, "m1", 0, true)];
+    let mut s = vec![Step::new(10, NodeId(1), "m1", 0, true)];
     advance(&mut r, &mut s, &Facts::default(), t0());
     let effects = advance(
         &mut r,
@@ -364,7 +369,7 @@ fn ro_17_a_node_whose_site_copy_holds_it_waits_saying_why() {
     let mut r = rollout(1, 0);
     let mut s = steps(&[(1, "m1", 0)]);
     let facts = Facts {
-        holds: vec![(1, "its site copy is switching over".into())],
+        holds: vec![(NodeId(1), "its site copy is switching over".into())],
         ..Facts::default()
     };
     assert!(advance(&mut r, &mut s, &facts, t0()).is_empty());
@@ -383,7 +388,7 @@ fn soak_the_next_stage_waits_for_the_soak_and_an_incident_during_it_halts() {
     r.stages[0].soak = Duration::minutes(10);
     let mut s = steps(&[(1, "m1", 0), (2, "m2", 1)]);
     advance(&mut r, &mut s, &Facts::default(), t0());
-    answer(step_of(&mut s, 1), Outcome::Completed, good_apply());
+    answer(step_of(&mut s, NodeId(1)), Outcome::Completed, good_apply());
     let effects = advance(&mut r, &mut s, &Facts::default(), t0());
     assert!(requested(&effects).is_empty(), "soaking");
     assert_eq!(r.soak_until, Some(t0() + Duration::minutes(10)));
@@ -399,16 +404,16 @@ fn soak_the_next_stage_waits_for_the_soak_and_an_incident_during_it_halts() {
     r.stages[0].soak = Duration::minutes(10);
     let mut s = steps(&[(1, "m1", 0), (2, "m2", 1)]);
     advance(&mut r, &mut s, &Facts::default(), t0());
-    answer(step_of(&mut s, 1), Outcome::Completed, good_apply());
+    answer(step_of(&mut s, NodeId(1)), Outcome::Completed, good_apply());
     advance(&mut r, &mut s, &Facts::default(), t0());
     let facts = Facts {
-        incidents: vec![(1, "plane:site_down".into())],
+        incidents: vec![(NodeId(1), "plane:site_down".into())],
         ..Facts::default()
     };
     let effects = advance(&mut r, &mut s, &facts, t0() + Duration::minutes(3));
     assert_eq!(r.state, State::Halted);
     assert!(requested(&effects).is_empty());
-    assert_eq!(step_of(&mut s, 2).verdict, Verdict::Skipped);
+    assert_eq!(step_of(&mut s, NodeId(2)).verdict, Verdict::Skipped);
     assert!(r.halt.unwrap().reason.contains("plane:site_down"));
 }
 
@@ -462,7 +467,7 @@ fn ro_25_ro_29_a_patch_run_installs_per_machine_and_an_updater_failure_stops_it_
     advance(&mut r, &mut s, &Facts::default(), t0());
     assert_eq!(r.state, State::Halted);
     let halt = r.halt.unwrap();
-    assert_eq!(halt.node_id, 2);
+    assert_eq!(halt.node_id, NodeId(2));
     assert!(halt.reason.contains("dpkg was interrupted"));
 }
 
@@ -561,7 +566,7 @@ fn ro_10_a_steps_verdict_is_one_of_five_and_reads_back_as_stored() {
     }
     assert_eq!(Verdict::parse("halted"), None);
     // A new step is pending, with its node, stage and machine.
-    let step = Step::new(5, 50, "node-50", 2, true);
+    let step = Step::new(5, NodeId(50), "node-50", 2, true);
     assert_eq!(
         (
             step.verdict,
@@ -569,7 +574,7 @@ fn ro_10_a_steps_verdict_is_one_of_five_and_reads_back_as_stored() {
             step.stage,
             step.machine.as_str()
         ),
-        (Verdict::Pending, 50, 2, "node-50")
+        (Verdict::Pending, NodeId(50), 2, "node-50")
     );
 }
 
@@ -580,21 +585,21 @@ fn ro_13_each_advance_judges_running_steps_starts_a_waiting_one_per_free_machine
     let mut s = steps(&[(1, "m1", 0), (2, "m1", 0), (3, "m2", 0), (4, "m3", 1)]);
     let effects = advance(&mut r, &mut s, &Facts::default(), t0());
     assert_eq!(requested(&effects), vec![(1, APPLY_WORD), (3, APPLY_WORD)]);
-    assert_eq!(step_of(&mut s, 1).verdict, Verdict::Running);
+    assert_eq!(step_of(&mut s, NodeId(1)).verdict, Verdict::Running);
     // One advance judges both answers and starts node 2 on the machine node 1 freed.
-    answer(step_of(&mut s, 1), Outcome::Completed, good_apply());
-    answer(step_of(&mut s, 3), Outcome::Completed, good_apply());
+    answer(step_of(&mut s, NodeId(1)), Outcome::Completed, good_apply());
+    answer(step_of(&mut s, NodeId(3)), Outcome::Completed, good_apply());
     let effects = advance(&mut r, &mut s, &Facts::default(), t0());
-    assert_eq!(step_of(&mut s, 1).verdict, Verdict::Passed);
-    assert_eq!(step_of(&mut s, 3).verdict, Verdict::Passed);
+    assert_eq!(step_of(&mut s, NodeId(1)).verdict, Verdict::Passed);
+    assert_eq!(step_of(&mut s, NodeId(3)).verdict, Verdict::Passed);
     assert_eq!(requested(&effects), vec![(2, APPLY_WORD)]);
     assert_eq!(r.stage, 0);
     // When every step of the stage has passed, the same advance starts the next stage.
-    answer(step_of(&mut s, 2), Outcome::Completed, good_apply());
+    answer(step_of(&mut s, NodeId(2)), Outcome::Completed, good_apply());
     let effects = advance(&mut r, &mut s, &Facts::default(), t0());
     assert_eq!(r.stage, 1);
     assert_eq!(requested(&effects), vec![(4, APPLY_WORD)]);
-    answer(step_of(&mut s, 4), Outcome::Completed, good_apply());
+    answer(step_of(&mut s, NodeId(4)), Outcome::Completed, good_apply());
     advance(&mut r, &mut s, &Facts::default(), t0());
     assert_eq!(r.state, State::Finished);
 }
@@ -611,19 +616,19 @@ fn ro_29_stop_takes_effect_between_nodes_of_a_patch_run() {
     act(&mut r, &mut s, Act::Stop, t0()).unwrap();
     assert_eq!(r.state, State::Stopped);
     answer(
-        step_of(&mut s, 1),
+        step_of(&mut s, NodeId(1)),
         Outcome::Completed,
         json!({"outcome": "installed", "installed": ["libssl3"]}),
     );
     let effects = advance(&mut r, &mut s, &Facts::default(), t0());
     assert!(requested(&effects).is_empty(), "nothing after the stop");
-    assert_eq!(step_of(&mut s, 1).verdict, Verdict::Passed);
+    assert_eq!(step_of(&mut s, NodeId(1)).verdict, Verdict::Passed);
     assert_eq!(
-        step_of(&mut s, 1).reason.as_deref(),
+        step_of(&mut s, NodeId(1)).reason.as_deref(),
         Some("installed 1 packages: libssl3")
     );
-    assert_eq!(step_of(&mut s, 2).verdict, Verdict::Skipped);
-    assert_eq!(step_of(&mut s, 3).verdict, Verdict::Skipped);
+    assert_eq!(step_of(&mut s, NodeId(2)).verdict, Verdict::Skipped);
+    assert_eq!(step_of(&mut s, NodeId(3)).verdict, Verdict::Skipped);
 }
 
 #[test]
@@ -638,11 +643,11 @@ fn ro_16_a_running_paused_or_halting_rollout_holds_the_one_turn_and_an_ended_one
     let mut r = rollout(1, 0);
     let mut s = steps(&[(1, "m1", 0), (2, "m2", 0)]);
     advance(&mut r, &mut s, &Facts::default(), t0());
-    answer(step_of(&mut s, 1), Outcome::Completed, bad_apply());
+    answer(step_of(&mut s, NodeId(1)), Outcome::Completed, bad_apply());
     advance(&mut r, &mut s, &Facts::default(), t0());
     assert_eq!(r.state, State::Halting);
     assert!(r.state.active());
-    answer(step_of(&mut s, 2), Outcome::Completed, good_apply());
+    answer(step_of(&mut s, NodeId(2)), Outcome::Completed, good_apply());
     advance(&mut r, &mut s, &Facts::default(), t0());
     assert_eq!(r.state, State::Halted);
     assert!(!r.state.active());

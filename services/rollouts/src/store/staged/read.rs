@@ -1,6 +1,7 @@
 //! Rollouts and their steps read into the engine's types (an unknown word is an error).
 
 use super::*;
+use capstan_events::NodeId;
 
 pub(super) type RolloutRow = (
     i64,
@@ -10,7 +11,7 @@ pub(super) type RolloutRow = (
     i32,
     Vec<String>,
     Option<DateTime<Utc>>,
-    Option<i64>,
+    Option<NodeId>,
     Option<String>,
 );
 
@@ -80,7 +81,7 @@ pub(super) async fn read_rollout(
 
 pub(super) type StepRow = (
     i64,
-    i64,
+    NodeId,
     String,
     i32,
     String,

@@ -2,6 +2,7 @@
 //! transaction.
 
 use super::*;
+use capstan_events::NodeId;
 
 /// What the engine learns on a tick: incidents opened on the soaking stage's nodes since its
 /// soak began. (Copy holds, RO-17, come from site copies, which this plane does not make yet.)
@@ -19,12 +20,12 @@ pub(super) async fn facts(
         .get(rollout.stage)
         .map(|policy| policy.soak)
         .unwrap_or_default();
-    let nodes: Vec<i64> = steps
+    let nodes: Vec<NodeId> = steps
         .iter()
         .filter(|step| step.stage == rollout.stage)
         .map(|step| step.node_id)
         .collect();
-    let rows: Vec<(i64, String, String)> = sqlx::query_as(
+    let rows: Vec<(NodeId, String, String)> = sqlx::query_as(
         "SELECT node_id, source, title FROM incidents_opened
          WHERE node_id = ANY($1) AND opened_at >= $2 ORDER BY opened_at",
     )

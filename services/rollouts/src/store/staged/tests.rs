@@ -1,8 +1,9 @@
 use super::run::advance_reading;
 use super::*;
+use capstan_events::NodeId;
 
 /// A node of its own machine, with `apply_update` and no readiness check.
-fn candidate(node_id: i64) -> Candidate {
+fn candidate(node_id: NodeId) -> Candidate {
     Candidate {
         node_id,
         name: format!("site-{node_id}"),
@@ -55,7 +56,7 @@ async fn an_advance_within_a_stage_reads_that_stage_and_a_stage_change_reads_all
     let stages: Vec<Vec<Candidate>> = (0..3)
         .map(|stage| {
             (0..3)
-                .map(|node| candidate(stage * 10 + node + 1))
+                .map(|node| candidate(NodeId(stage * 10 + node + 1)))
                 .collect()
         })
         .collect();

@@ -1,6 +1,7 @@
 //! The operator's views of rollouts.
 
 use super::*;
+use capstan_events::NodeId;
 
 pub(super) fn probe_answer(probe: &Probe) -> ProbeAnswer {
     ProbeAnswer {
@@ -90,7 +91,7 @@ pub async fn view(
     let steps = read_steps(connection, id).await?;
     let count =
         |verdict: Verdict| steps.iter().filter(|step| step.verdict == verdict).count() as u32;
-    let names: HashMap<i64, String> = sqlx::query_as::<_, (i64, String)>(
+    let names: HashMap<NodeId, String> = sqlx::query_as::<_, (NodeId, String)>(
         "SELECT node_id, name FROM nodes WHERE node_id = ANY($1)",
     )
     .bind(steps.iter().map(|step| step.node_id).collect::<Vec<_>>())

@@ -1,6 +1,7 @@
 //! What the engine decided, written: the changed rows, the job requests and the events.
 
 use super::*;
+use capstan_events::NodeId;
 
 pub(super) async fn save(
     connection: &mut PgConnection,
@@ -65,7 +66,7 @@ pub(super) async fn save(
 /// A job an effect asks for.
 struct Job {
     step_id: i64,
-    node_id: i64,
+    node_id: NodeId,
     key: String,
     word: &'static str,
     params: Value,
