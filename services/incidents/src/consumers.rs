@@ -360,7 +360,10 @@ mod tests {
         assert!(kit.paired);
         assert_eq!(kit.name, "web-7");
         assert_eq!(kit.fingerprint, "SHA256:7");
-        let facts = store::node(&mut connection, NodeId(7)).await.unwrap().unwrap();
+        let facts = store::node(&mut connection, NodeId(7))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(facts.paired_at, Some(paired_at));
         assert_eq!(
             store::node_names(&mut connection).await.unwrap()[&NodeId(7)],
@@ -408,7 +411,10 @@ mod tests {
         assert!(!capstan_store::nodes::is_paired(&mut connection, NodeId(7))
             .await
             .unwrap());
-        let facts = store::node(&mut connection, NodeId(7)).await.unwrap().unwrap();
+        let facts = store::node(&mut connection, NodeId(7))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(facts.paired_at, None, "no agent to be silent");
         assert_eq!(
             store::node_names(&mut connection).await.unwrap()[&NodeId(7)],

@@ -10,8 +10,8 @@ use capstan_events::rollouts::{
     staged::StartRollout,
 };
 use capstan_events::rpc::{Actor, ErrorCode, InvalidInput, Level, RpcError};
-use capstan_runtime::ServiceError;
 use capstan_events::Word as _;
+use capstan_runtime::ServiceError;
 use capstan_store::{Store, StoreError};
 use chrono::{DateTime, Utc};
 use serde_json::json;
