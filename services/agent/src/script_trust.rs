@@ -13,7 +13,8 @@ use std::{
 
 use capstan_signing::{
     manifest::{
-        valid_path, Difference, FileManifest, ManifestError, Problem, MANIFEST_FILE, SIGNATURE_FILE,
+        valid_path, ArchivedFile, Difference, FileManifest, ManifestError, Problem, MANIFEST_FILE,
+        SIGNATURE_FILE,
     },
     release::Release,
     tree, NodeKey, PublicKey,
@@ -301,28 +302,7 @@ pub async fn refresh_bundle(
             return Some(verdict);
         }
     };
-    let (parent, name) = match (
-        config.bundle_dir.parent(),
-        config.bundle_dir.file_name().and_then(|name| name.to_str()),
-    ) {
-        (Some(parent), Some(name)) => (parent, name),
-        _ => {
-            warn!(dir = %config.bundle_dir.display(), "=== Support bundle === the bundle directory has no parent to land it in");
-            return None;
-        }
-    };
-    let landing = std::fs::create_dir_all(parent).and_then(|()| {
-        tree::land(
-            parent,
-            name,
-            files
-                .iter()
-                .map(|file| (file.path.as_str(), file.mode, file.bytes.as_slice())),
-            owner(),
-        )
-    });
-    if let Err(error) = landing {
-        warn!(%error, dir = %config.bundle_dir.display(), "=== Support bundle === the checked bundle could not be landed; tried again at the next check");
+    if !land(config, &files) {
         return None;
     }
     let now_landed = Landed {
@@ -338,6 +318,36 @@ pub async fn refresh_bundle(
         reason: None,
         files: Vec::new(),
     })
+}
+
+/// Lands the checked bundle's files as `bundle_dir`, whole or not at all; `false` (logged) when
+/// it could not, to be tried again at the next check.
+fn land(config: &Config, files: &[ArchivedFile]) -> bool {
+    let (parent, name) = match (
+        config.bundle_dir.parent(),
+        config.bundle_dir.file_name().and_then(|name| name.to_str()),
+    ) {
+        (Some(parent), Some(name)) => (parent, name),
+        _ => {
+            warn!(dir = %config.bundle_dir.display(), "=== Support bundle === the bundle directory has no parent to land it in");
+            return false;
+        }
+    };
+    let landing = std::fs::create_dir_all(parent).and_then(|()| {
+        tree::land(
+            parent,
+            name,
+            files
+                .iter()
+                .map(|file| (file.path.as_str(), file.mode, file.bytes.as_slice())),
+            owner(),
+        )
+    });
+    if let Err(error) = landing {
+        warn!(%error, dir = %config.bundle_dir.display(), "=== Support bundle === the checked bundle could not be landed; tried again at the next check");
+        return false;
+    }
+    true
 }
 
 #[cfg(test)]

@@ -88,60 +88,8 @@ impl Site {
         if root == Path::new("/") {
             return Err("site.json: root must not be / itself".into());
         }
-        let database = match fields.get("database") {
-            None | Some(Value::Null) => None,
-            Some(Value::Object(database)) => {
-                let url = database.get("url");
-                let url_file = database.get("url_file");
-                if database.keys().any(|key| key != "url" && key != "url_file") {
-                    return Err("site.json: database takes only url or url_file".into());
-                }
-                match (url, url_file) {
-                    (Some(Value::String(url)), None) => {
-                        ConnectionFacts::parse(url).map_err(|refused| BadSite(refused.0))?;
-                        Some(DatabaseSource::Url(url.clone()))
-                    }
-                    (None, Some(Value::String(path))) => {
-                        let path = PathBuf::from(path);
-                        if !path.is_absolute() {
-                            return Err("site.json: database.url_file must be an absolute path".into());
-                        }
-                        Some(DatabaseSource::UrlFile(path))
-                    }
-                    (Some(_), Some(_)) => {
-                        return Err("site.json: database takes url or url_file, not both".into())
-                    }
-                    _ => {
-                        return Err(
-                            "site.json: database must be {\"url\": \"postgres://...\"} or {\"url_file\": \"/path\"}"
-                                .into(),
-                        )
-                    }
-                }
-            }
-            Some(_) => return Err("site.json: database must be an object".into()),
-        };
-        let exclude = match fields.get("exclude") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(items)) => {
-                if items.len() > MAX_EXCLUDES {
-                    return Err(
-                        format!("site.json: exclude names more than {MAX_EXCLUDES} paths").into(),
-                    );
-                }
-                let mut exclude = Vec::new();
-                for item in items {
-                    let Some(text) = item.as_str() else {
-                        return Err("site.json: every exclude entry must be text".into());
-                    };
-                    exclude.push(relative_path(text).ok_or_else(|| {
-                        format!("site.json: exclude entry {text:?} must be a path inside the root, without ..")
-                    })?);
-                }
-                exclude
-            }
-            Some(_) => return Err("site.json: exclude must be a list of paths".into()),
-        };
+        let database = database_of(fields.get("database"))?;
+        let exclude = exclude_of(fields.get("exclude"))?;
         let release = match fields.get("release") {
             None | Some(Value::Null) => super::site_release::ReleaseSettings::default(),
             Some(value) => super::site_release::ReleaseSettings::parse(value)
@@ -288,6 +236,68 @@ impl ConnectionFacts {
         env.extend(self.options.iter().cloned());
         env
     }
+}
+
+/// site.json's `database`: none, a connection URL (checked) or an absolute file holding one.
+fn database_of(field: Option<&Value>) -> Result<Option<DatabaseSource>, BadSite> {
+    Ok(match field {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(database)) => {
+            let url = database.get("url");
+            let url_file = database.get("url_file");
+            if database.keys().any(|key| key != "url" && key != "url_file") {
+                return Err("site.json: database takes only url or url_file".into());
+            }
+            match (url, url_file) {
+                (Some(Value::String(url)), None) => {
+                    ConnectionFacts::parse(url).map_err(|refused| BadSite(refused.0))?;
+                    Some(DatabaseSource::Url(url.clone()))
+                }
+                (None, Some(Value::String(path))) => {
+                    let path = PathBuf::from(path);
+                    if !path.is_absolute() {
+                        return Err("site.json: database.url_file must be an absolute path".into());
+                    }
+                    Some(DatabaseSource::UrlFile(path))
+                }
+                (Some(_), Some(_)) => {
+                    return Err("site.json: database takes url or url_file, not both".into())
+                }
+                _ => {
+                    return Err(
+                        "site.json: database must be {\"url\": \"postgres://...\"} or {\"url_file\": \"/path\"}"
+                            .into(),
+                    )
+                }
+            }
+        }
+        Some(_) => return Err("site.json: database must be an object".into()),
+    })
+}
+
+/// site.json's `exclude`: at most `MAX_EXCLUDES` paths inside the root, without `..`.
+fn exclude_of(field: Option<&Value>) -> Result<Vec<PathBuf>, BadSite> {
+    Ok(match field {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => {
+            if items.len() > MAX_EXCLUDES {
+                return Err(
+                    format!("site.json: exclude names more than {MAX_EXCLUDES} paths").into(),
+                );
+            }
+            let mut exclude = Vec::new();
+            for item in items {
+                let Some(text) = item.as_str() else {
+                    return Err("site.json: every exclude entry must be text".into());
+                };
+                exclude.push(relative_path(text).ok_or_else(|| {
+                    format!("site.json: exclude entry {text:?} must be a path inside the root, without ..")
+                })?);
+            }
+            exclude
+        }
+        Some(_) => return Err("site.json: exclude must be a list of paths".into()),
+    })
 }
 
 #[cfg(test)]

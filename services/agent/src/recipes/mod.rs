@@ -450,27 +450,7 @@ impl Loop {
         let repaired = host::repair(recipe, check.target.as_deref(), &self.config).await;
         let (outcome, detail) = match repaired {
             Err(why) => (Outcome::Failed, why),
-            Ok(did) => {
-                let mut verified = host::check(recipe, &self.config).await;
-                for _ in 1..VERIFY_TRIES {
-                    if verified.verdict == Verdict::Pass {
-                        break;
-                    }
-                    tokio::time::sleep(VERIFY_EVERY).await;
-                    verified = host::check(recipe, &self.config).await;
-                }
-                if verified.verdict == Verdict::Pass {
-                    (
-                        Outcome::Repaired,
-                        format!("{}; then: {}", did.trim(), verified.detail),
-                    )
-                } else {
-                    (
-                        Outcome::Failed,
-                        format!("the repair ran, and still: {}", verified.detail),
-                    )
-                }
-            }
+            Ok(did) => self.verified(recipe, did).await,
         };
         info!(
             recipe = recipe.name,
@@ -491,6 +471,30 @@ impl Loop {
         let _ = self.state.remove(state::JOB_MARKER);
         drop(lock);
         Ok(())
+    }
+
+    /// A repair that ran, checked again (up to `VERIFY_TRIES` times): repaired only when the
+    /// check now passes.
+    async fn verified(&self, recipe: &'static Recipe, did: String) -> (Outcome, String) {
+        let mut verified = host::check(recipe, &self.config).await;
+        for _ in 1..VERIFY_TRIES {
+            if verified.verdict == Verdict::Pass {
+                break;
+            }
+            tokio::time::sleep(VERIFY_EVERY).await;
+            verified = host::check(recipe, &self.config).await;
+        }
+        if verified.verdict == Verdict::Pass {
+            (
+                Outcome::Repaired,
+                format!("{}; then: {}", did.trim(), verified.detail),
+            )
+        } else {
+            (
+                Outcome::Failed,
+                format!("the repair ran, and still: {}", verified.detail),
+            )
+        }
     }
 
     /// AG-59: the case's body, composed once when the escalation opens.

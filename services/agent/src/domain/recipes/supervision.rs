@@ -256,28 +256,7 @@ pub fn judge(facts: &Facts) -> Check {
             "{how}, and no cron keepalive is installed: nothing restarts it if it stops or starts it after a reboot"
         ));
     };
-    let mut missing = Vec::new();
-    if !keepalive.periodic {
-        missing.push("no active line runs capstan-agent-supervise on a schedule".to_string());
-    }
-    if !keepalive.script_runnable {
-        missing.push(format!("/{SUPERVISE_SCRIPT} is missing or not executable"));
-    }
-    match (&keepalive.binary, keepalive.binary_runnable) {
-        (Some(_), true) => {}
-        (Some(binary), false) => missing.push(format!(
-            "the binary it starts, {binary}, is missing or not executable"
-        )),
-        (None, _) => missing.push("the supervise script names no BINARY".into()),
-    }
-    match &keepalive.state_dir {
-        Some(dir) if facts.state_dir == Path::new(dir) => {}
-        Some(dir) => missing.push(format!(
-            "it keeps the agent of {dir} running, not this one (state directory {})",
-            facts.state_dir.display()
-        )),
-        None => missing.push("the supervise script names no STATE_DIR".into()),
-    }
+    let missing = keepalive_gaps(keepalive, facts);
     if !missing.is_empty() {
         return Check::fail(format!(
             "the cron keepalive does not supervise this agent: {}",
@@ -300,6 +279,34 @@ pub fn judge(facts: &Facts) -> Check {
             "the cron keepalive is installed; whether a cron daemon runs cannot be seen from here",
         ),
     }
+}
+
+/// What keeps a cron keepalive from supervising this agent: no schedule, a supervise script or
+/// binary that cannot run, or another agent's state directory.
+fn keepalive_gaps(keepalive: &Keepalive, facts: &Facts) -> Vec<String> {
+    let mut missing = Vec::new();
+    if !keepalive.periodic {
+        missing.push("no active line runs capstan-agent-supervise on a schedule".to_string());
+    }
+    if !keepalive.script_runnable {
+        missing.push(format!("/{SUPERVISE_SCRIPT} is missing or not executable"));
+    }
+    match (&keepalive.binary, keepalive.binary_runnable) {
+        (Some(_), true) => {}
+        (Some(binary), false) => missing.push(format!(
+            "the binary it starts, {binary}, is missing or not executable"
+        )),
+        (None, _) => missing.push("the supervise script names no BINARY".into()),
+    }
+    match &keepalive.state_dir {
+        Some(dir) if facts.state_dir == Path::new(dir) => {}
+        Some(dir) => missing.push(format!(
+            "it keeps the agent of {dir} running, not this one (state directory {})",
+            facts.state_dir.display()
+        )),
+        None => missing.push("the supervise script names no STATE_DIR".into()),
+    }
+    missing
 }
 
 fn judge_unit(unit: &UnitFacts) -> Check {

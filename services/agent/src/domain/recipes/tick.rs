@@ -109,62 +109,77 @@ pub fn plan(
                 steps.push(Step::Write(Event::EscalationClosed { id: open.id }));
             }
         }
-        Verdict::Fail => {
-            // AG-47: a check line on every failing tick.
-            steps.push(check_line(Verdict::Fail));
-            let failing_ticks = memory.failing_ticks + 1;
-            let held = match hold {
-                Hold::None => false,
-                Hold::Honoured => {
-                    steps.push(Step::Write(Event::Held));
-                    true
-                }
-                Hold::Ignored(reason) => {
-                    steps.push(Step::Write(Event::HoldIgnored {
-                        reason: bounded(reason, MAX_DETAIL_BYTES),
-                    }));
-                    false
-                }
-            };
-            // AG-44, AG-59: while a case is open the recipe checks, notes and never repairs.
-            if let Some(open) = memory.open_case() {
-                steps.push(Step::Write(Event::EscalationNote {
-                    id: open.id,
-                    notes: open.notes + 1,
-                    note: case::note(&detail),
-                }));
-                return steps;
-            }
-            let escalate = || Step::Escalate {
-                id: memory.last_case_id + 1,
-                summary: case::summary(&format!("{}: {}", recipe.gives_up, detail)),
-            };
-            // AG-52: a check-only recipe opens its case on the first failing check and spends
-            // no attempts (a hold stops repairs; a check-only recipe has none).
-            if recipe.check_only() {
-                steps.push(escalate());
-                return steps;
-            }
-            // AG-45: a held recipe repairs nothing and spends nothing.
-            if held {
-                return steps;
-            }
-            // AG-42: two consecutive failing ticks before the first repair.
-            if failing_ticks < FAILING_TICKS_BEFORE_REPAIR {
-                return steps;
-            }
-            // AG-44: the fourth is an escalation.
-            if memory.attempts.len() >= ATTEMPTS_PER_RUN {
-                steps.push(escalate());
-                return steps;
-            }
-            // AG-43: each attempt on the first tick at or after its wait.
-            if attempt_due(memory, now, tick) {
-                steps.push(Step::Repair {
-                    attempt: memory.attempts.len() as u32 + 1,
-                });
-            }
+        Verdict::Fail => steps = failing(recipe, memory, hold, detail, now, tick),
+    }
+    steps
+}
+
+/// A failing tick's steps: the check line, the hold's line, then a note on the open case, an
+/// escalation, a repair or nothing, by the recipe's rules.
+fn failing(
+    recipe: &Recipe,
+    memory: &Memory,
+    hold: &Hold,
+    detail: String,
+    now: DateTime<Utc>,
+    tick: Duration,
+) -> Vec<Step> {
+    // AG-47: a check line on every failing tick.
+    let mut steps = vec![Step::Write(Event::Check {
+        verdict: Verdict::Fail,
+        detail: detail.clone(),
+    })];
+    let failing_ticks = memory.failing_ticks + 1;
+    let held = match hold {
+        Hold::None => false,
+        Hold::Honoured => {
+            steps.push(Step::Write(Event::Held));
+            true
         }
+        Hold::Ignored(reason) => {
+            steps.push(Step::Write(Event::HoldIgnored {
+                reason: bounded(reason, MAX_DETAIL_BYTES),
+            }));
+            false
+        }
+    };
+    // AG-44, AG-59: while a case is open the recipe checks, notes and never repairs.
+    if let Some(open) = memory.open_case() {
+        steps.push(Step::Write(Event::EscalationNote {
+            id: open.id,
+            notes: open.notes + 1,
+            note: case::note(&detail),
+        }));
+        return steps;
+    }
+    let escalate = || Step::Escalate {
+        id: memory.last_case_id + 1,
+        summary: case::summary(&format!("{}: {}", recipe.gives_up, detail)),
+    };
+    // AG-52: a check-only recipe opens its case on the first failing check and spends
+    // no attempts (a hold stops repairs; a check-only recipe has none).
+    if recipe.check_only() {
+        steps.push(escalate());
+        return steps;
+    }
+    // AG-45: a held recipe repairs nothing and spends nothing.
+    if held {
+        return steps;
+    }
+    // AG-42: two consecutive failing ticks before the first repair.
+    if failing_ticks < FAILING_TICKS_BEFORE_REPAIR {
+        return steps;
+    }
+    // AG-44: the fourth is an escalation.
+    if memory.attempts.len() >= ATTEMPTS_PER_RUN {
+        steps.push(escalate());
+        return steps;
+    }
+    // AG-43: each attempt on the first tick at or after its wait.
+    if attempt_due(memory, now, tick) {
+        steps.push(Step::Repair {
+            attempt: memory.attempts.len() as u32 + 1,
+        });
     }
     steps
 }
