@@ -19,7 +19,7 @@ use capstan_events::{
     provisioning::{AccountFlag, CloudProvider, InstallKind, InstallState, ProvisionStep},
     rollouts::{
         rpc::{AgentArtifactKind, Arch},
-        staged::{RolloutKind, RolloutState},
+        staged::{RolloutKind, RolloutState, StepPhase, StepVerdict},
     },
     rpc::ErrorCode,
     Domain, Word,
@@ -84,6 +84,8 @@ fn every_word_is_named_as_serde_names_it_and_reads_back() {
         spelled_once::<ErrorCode>(),
         spelled_once::<RolloutKind>(),
         spelled_once::<RolloutState>(),
+        spelled_once::<StepPhase>(),
+        spelled_once::<StepVerdict>(),
         spelled_once::<CloudProvider>(),
         spelled_once::<AccountFlag>(),
         spelled_once::<InstallKind>(),

@@ -22,8 +22,7 @@ crate::rpc! { crate::Domain::Rollouts;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RolloutStarted {
     pub rollout_id: i64,
-    /// `release` or `patch`.
-    pub kind: String,
+    pub kind: RolloutKind,
     /// The release applied (empty for a patch run).
     pub version: String,
     /// Each stage's nodes, in order.
@@ -40,7 +39,7 @@ pub struct RolloutStepFinished {
     pub node_id: NodeId,
     pub stage: u32,
     /// `passed`, `failed` or `skipped`.
-    pub verdict: String,
+    pub verdict: StepVerdict,
     pub reason: Option<String>,
 }
 crate::message!(
@@ -63,7 +62,8 @@ crate::message!(Domain::Rollouts, Event, RolloutHalted, "halted");
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RolloutFinished {
     pub rollout_id: i64,
-    pub state: String,
+    /// `finished` or `stopped`.
+    pub state: RolloutState,
     pub passed: u32,
     pub failed: u32,
     pub skipped: u32,
@@ -156,10 +156,8 @@ pub struct StepView {
     pub node_name: String,
     pub machine: String,
     pub stage: u32,
-    /// `waiting`, `preflight`, `probes_before`, `apply`, `probes_after` or `done`.
-    pub phase: String,
-    /// `pending`, `running`, `passed`, `failed` or `skipped`.
-    pub verdict: String,
+    pub phase: StepPhase,
+    pub verdict: StepVerdict,
     pub reason: Option<String>,
     /// Why it waits, when something holds it (RO-17).
     pub waiting_on: Option<String>,
@@ -201,6 +199,61 @@ pub enum RolloutKind {
     Release,
     /// A patch run: `install_security_updates` on each machine, one at a time (RO-25).
     Patch,
+}
+
+/// Where one node's step is.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::Display,
+    strum::EnumString,
+    strum::EnumIter,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum StepPhase {
+    Waiting,
+    Preflight,
+    ProbesBefore,
+    Apply,
+    ProbesAfter,
+    Done,
+}
+
+/// RO-10: a step's verdict.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::AsRefStr,
+    strum::Display,
+    strum::EnumString,
+    strum::EnumIter,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum StepVerdict {
+    Pending,
+    Running,
+    Passed,
+    Failed,
+    Skipped,
 }
 
 /// Where a rollout is.

@@ -47,84 +47,8 @@ pub const PATCH_WORD: &str = "install_security_updates";
 /// `RolloutState`), which the API and the pages show as they are.
 pub use capstan_events::rollouts::staged::{RolloutKind as Kind, RolloutState as State};
 
-/// Where a step is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    Waiting,
-    Preflight,
-    ProbesBefore,
-    Apply,
-    ProbesAfter,
-    Done,
-}
-
-impl Phase {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Waiting => "waiting",
-            Phase::Preflight => "preflight",
-            Phase::ProbesBefore => "probes_before",
-            Phase::Apply => "apply",
-            Phase::ProbesAfter => "probes_after",
-            Phase::Done => "done",
-        }
-    }
-
-    pub fn parse(word: &str) -> Option<Phase> {
-        Some(match word {
-            "waiting" => Phase::Waiting,
-            "preflight" => Phase::Preflight,
-            "probes_before" => Phase::ProbesBefore,
-            "apply" => Phase::Apply,
-            "probes_after" => Phase::ProbesAfter,
-            "done" => Phase::Done,
-            _ => return None,
-        })
-    }
-
-    /// Started and not done: the step holds its machine's turn.
-    fn in_flight(self) -> bool {
-        !matches!(self, Phase::Waiting | Phase::Done)
-    }
-
-    /// The apply has been asked for: the step is judged to its end whatever happens.
-    fn applying(self) -> bool {
-        matches!(self, Phase::Apply | Phase::ProbesAfter)
-    }
-}
-
-/// RO-10: a step's verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    Pending,
-    Running,
-    Passed,
-    Failed,
-    Skipped,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Pending => "pending",
-            Verdict::Running => "running",
-            Verdict::Passed => "passed",
-            Verdict::Failed => "failed",
-            Verdict::Skipped => "skipped",
-        }
-    }
-
-    pub fn parse(word: &str) -> Option<Verdict> {
-        Some(match word {
-            "pending" => Verdict::Pending,
-            "running" => Verdict::Running,
-            "passed" => Verdict::Passed,
-            "failed" => Verdict::Failed,
-            "skipped" => Verdict::Skipped,
-            _ => return None,
-        })
-    }
-}
+/// Where a step is, and its verdict (RO-10): the contract's words, shown as they are.
+pub use capstan_events::rollouts::staged::{StepPhase as Phase, StepVerdict as Verdict};
 
 /// Beyond the spec (hawkBit's error threshold): how many of a stage's nodes may miss before
 /// the rollout halts. The spec's rule — the first miss halts — is a budget of none.
@@ -313,8 +237,6 @@ impl Act {
 pub fn job_key(rollout: i64, step: &Step, phase: Phase, index: usize) -> String {
     format!(
         "rollout-{rollout}-step-{}-try-{}-{}-{index}",
-        step.id,
-        step.attempt,
-        phase.as_str()
+        step.id, step.attempt, phase
     )
 }

@@ -230,7 +230,7 @@ pub async fn insert(
     insert_steps(connection, id, new, now).await?;
     let event = RolloutStarted {
         rollout_id: id,
-        kind: new.kind.as_str().into(),
+        kind: new.kind,
         version: new.version.into(),
         stages: new
             .stages

@@ -9,7 +9,7 @@ use axum::{
     response::Response,
 };
 use capstan_events::rollouts::staged::{
-    ActOnRollout, GetRollout, ProbeAnswer, RolloutView, StageView,
+    ActOnRollout, GetRollout, ProbeAnswer, RolloutView, StageView, StepPhase, StepVerdict,
 };
 use capstan_events::NodeId;
 
@@ -69,8 +69,8 @@ struct Step {
     node: String,
     machine: String,
     stage: u32,
-    phase: String,
-    verdict: String,
+    phase: StepPhase,
+    verdict: StepVerdict,
     reason: String,
     waiting_on: String,
     attempt: u32,
@@ -143,8 +143,8 @@ fn page_of(session: &UiSession, headers: &HeaderMap, view: RolloutView) -> Rollo
             },
             machine: step.machine.clone(),
             stage: step.stage + 1,
-            phase: step.phase.clone(),
-            verdict: step.verdict.clone(),
+            phase: step.phase,
+            verdict: step.verdict,
             reason: step.reason.clone().unwrap_or_default(),
             waiting_on: step.waiting_on.clone().unwrap_or_default(),
             attempt: step.attempt,

@@ -6,6 +6,16 @@ use chrono::{DateTime, Duration, Utc};
 use super::phases::{enter, finish, judge_phase, next_phase};
 use super::{Effect, Facts, Halt, Phase, Rollout, State, Step, Verdict};
 
+/// Started and not done: the step holds its machine's turn.
+fn in_flight(phase: Phase) -> bool {
+    !matches!(phase, Phase::Waiting | Phase::Done)
+}
+
+/// The apply has been asked for: the step is judged to its end whatever happens.
+fn applying(phase: Phase) -> bool {
+    matches!(phase, Phase::Apply | Phase::ProbesAfter)
+}
+
 fn stage_steps(steps: &[Step], stage: usize) -> impl Iterator<Item = &Step> {
     steps.iter().filter(move |step| step.stage == stage)
 }
@@ -72,14 +82,14 @@ fn judge_under_way(
     loop {
         let mut moved = false;
         for step in steps.iter_mut() {
-            if !step.phase.in_flight() {
+            if !in_flight(step.phase) {
                 continue;
             }
             let may_continue = match rollout.state {
                 State::Running => true,
                 // Only an apply already asked for goes on to its end (RO-14), and a paused
                 // rollout asks for no apply it has not already asked for.
-                State::Halting | State::Paused => step.phase.applying(),
+                State::Halting | State::Paused => applying(step.phase),
                 _ => false,
             };
             if let Some((verdict, reason)) = judge_phase(rollout, step, now) {
@@ -147,7 +157,7 @@ fn spend_budget(rollout: &mut Rollout, steps: &[Step], newly_failed: &[i64]) {
 fn wind_down(rollout: &mut Rollout, steps: &mut [Step], effects: &mut Vec<Effect>) {
     let at = rollout.halt.as_ref().map(|halt| halt.node_id);
     for step in steps.iter_mut() {
-        if step.phase != Phase::Done && !step.phase.applying() {
+        if step.phase != Phase::Done && !applying(step.phase) {
             let reason = Some(match at {
                 Some(node) => format!("not applied: the rollout halted at node {node}"),
                 None => "not applied: the rollout halted".into(),
@@ -212,7 +222,7 @@ fn start_free_machines(
         let machine = steps[index].machine.clone();
         let busy = steps
             .iter()
-            .any(|other| other.machine == machine && other.phase.in_flight());
+            .any(|other| other.machine == machine && in_flight(other.phase));
         if busy {
             continue;
         }

@@ -170,7 +170,7 @@ pub(super) async fn write_effects(
                     step_id,
                     node_id,
                     stage: stage as u32,
-                    verdict: verdict.as_str().into(),
+                    verdict,
                     reason,
                 };
                 outbox::push(connection, Envelope::new(event, subject.clone())).await?;
@@ -201,7 +201,7 @@ pub(super) fn finished_event(rollout: &Rollout, steps: &[Step]) -> RolloutFinish
         |verdict: Verdict| steps.iter().filter(|step| step.verdict == verdict).count() as u32;
     RolloutFinished {
         rollout_id: rollout.id,
-        state: rollout.state.as_str().into(),
+        state: rollout.state,
         passed: count(Verdict::Passed),
         failed: count(Verdict::Failed),
         skipped: count(Verdict::Skipped),
