@@ -16,7 +16,7 @@ use capstan_events::monitor::rpc::{
     GetEdgeProbe, GetFleetSecurity, GetUptime, ListEdgeProbes, ListUptime, SetUptime,
     StartEdgeProbe, UptimeCheck, UptimeChecks, UptimeDetail,
 };
-use capstan_events::{monitor::CheckKind, Word as _};
+use capstan_events::monitor::CheckKind;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -248,7 +248,7 @@ pub struct UptimeBody {
     pub enabled: bool,
     /// `http_status` (the default), `keyword`, `tls_certificate` or `api`.
     #[serde(default = "http_status")]
-    pub kind: String,
+    pub kind: CheckKind,
     /// `http://` or `https://`; none (or empty) checks nothing.
     #[serde(default)]
     pub url: Option<String>,
@@ -260,8 +260,8 @@ pub struct UptimeBody {
     pub interval_secs: Option<u32>,
 }
 
-fn http_status() -> String {
-    "http_status".to_string()
+fn http_status() -> CheckKind {
+    CheckKind::HttpStatus
 }
 
 pub async fn set_uptime(
@@ -274,12 +274,7 @@ pub async fn set_uptime(
         actor,
         node_id,
         enabled: body.enabled,
-        kind: CheckKind::parse(&body.kind).ok_or_else(|| {
-            ApiError::invalid(
-                "kind",
-                "must be http_status, keyword, tls_certificate or api",
-            )
-        })?,
+        kind: body.kind,
         url: body.url,
         keyword: body.keyword,
         interval_secs: body.interval_secs,
@@ -328,4 +323,29 @@ pub async fn list_edge_probes(
     NodePath(node_id): NodePath,
 ) -> Result<Json<EdgeProbes>, ApiError> {
     Ok(Json(ask(&state, &ListEdgeProbes { actor, node_id }).await?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::UptimeBody;
+    use crate::input::parse_json;
+    use capstan_events::monitor::CheckKind;
+
+    // The setting's kind is a word of the contract: serde refuses another naming the field, and
+    // an absent kind is the plain status check (MO-01).
+    #[test]
+    fn an_uptime_setting_of_a_kind_not_known_is_refused_naming_the_field() {
+        let refused =
+            parse_json::<UptimeBody>(br#"{"enabled": true, "kind": "ping"}"#).unwrap_err();
+        assert_eq!(refused.code, "invalid_request");
+        assert!(
+            refused.message.starts_with("kind: unknown variant `ping`"),
+            "{}",
+            refused.message
+        );
+        let plain = parse_json::<UptimeBody>(br#"{"enabled": true}"#).unwrap();
+        assert_eq!(plain.kind, CheckKind::HttpStatus);
+        let keyword = parse_json::<UptimeBody>(br#"{"enabled": true, "kind": "keyword"}"#).unwrap();
+        assert_eq!(keyword.kind, CheckKind::Keyword);
+    }
 }
