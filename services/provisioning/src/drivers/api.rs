@@ -297,6 +297,13 @@ impl Api {
     pub async fn get(&self, path: &str) -> Result<Value, ProviderError> {
         self.call(Method::GET, path, None, Retry::Always).await
     }
+
+    /// A delete, retried always (deleting twice is deleting once); its answer is not read.
+    pub async fn delete(&self, path: &str) -> Result<(), ProviderError> {
+        self.call(Method::DELETE, path, None, Retry::Always)
+            .await
+            .map(drop)
+    }
 }
 
 #[cfg(test)]

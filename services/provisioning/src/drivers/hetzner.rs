@@ -318,13 +318,7 @@ impl CloudProvider for Hetzner {
 
     fn delete_instance(&self, id: &str) -> BoxFuture<'_, Result<(), ProviderError>> {
         let path = format!("servers/{id}");
-        async move {
-            self.api
-                .call(Method::DELETE, &path, None, Retry::Always)
-                .await
-                .map(drop)
-        }
-        .boxed()
+        async move { self.api.delete(&path).await }.boxed()
     }
 
     fn volumes(&self) -> BoxFuture<'_, Result<Vec<Volume>, ProviderError>> {
@@ -348,13 +342,7 @@ impl CloudProvider for Hetzner {
 
     fn delete_volume(&self, id: &str) -> BoxFuture<'_, Result<(), ProviderError>> {
         let path = format!("volumes/{id}");
-        async move {
-            self.api
-                .call(Method::DELETE, &path, None, Retry::Always)
-                .await
-                .map(drop)
-        }
-        .boxed()
+        async move { self.api.delete(&path).await }.boxed()
     }
 
     fn firewalls(&self) -> BoxFuture<'_, Result<Vec<Firewall>, ProviderError>> {

@@ -287,13 +287,7 @@ impl CloudProvider for Linode {
 
     fn delete_instance(&self, id: &str) -> BoxFuture<'_, Result<(), ProviderError>> {
         let path = format!("linode/instances/{id}");
-        async move {
-            self.api
-                .call(Method::DELETE, &path, None, Retry::Always)
-                .await
-                .map(drop)
-        }
-        .boxed()
+        async move { self.api.delete(&path).await }.boxed()
     }
 
     fn volumes(&self) -> BoxFuture<'_, Result<Vec<Volume>, ProviderError>> {
@@ -317,13 +311,7 @@ impl CloudProvider for Linode {
 
     fn delete_volume(&self, id: &str) -> BoxFuture<'_, Result<(), ProviderError>> {
         let path = format!("volumes/{id}");
-        async move {
-            self.api
-                .call(Method::DELETE, &path, None, Retry::Always)
-                .await
-                .map(drop)
-        }
-        .boxed()
+        async move { self.api.delete(&path).await }.boxed()
     }
 
     fn firewalls(&self) -> BoxFuture<'_, Result<Vec<Firewall>, ProviderError>> {
