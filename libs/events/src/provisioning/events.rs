@@ -84,7 +84,9 @@ crate::message!(Domain::Provisioning, Event, InstallFailed, "install_failed");
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct JoinAutoApproved {
     pub provision_id: i64,
-    pub join_id: i64,
+    pub join_id: uuid::Uuid,
+    /// The node the join was bound to.
+    pub node_id: NodeId,
     /// The name the join claimed (the provision's, or `<name>-host`).
     pub name: String,
     /// The address the join came from.

@@ -1,63 +1,21 @@
-//! The questions asked of the provisioning service (`capstan.rpc.provisioning.*`), each from
-//! the gateway with the operator's actor, each needing level 10: our cloud accounts (list, add,
-//! delete; the token is tried against the provider, sealed, and never shown again) and an
+//! Our cloud accounts, each question needing level 10: list, add, delete (the token is tried against the provider, sealed, and never shown again) and an
 //! account's offer (the regions and the sizes each sells, asked of the provider now).
 
-use capstan_bus::RpcServer;
 use capstan_events::provisioning::rpc::{
     AccountOffer, AccountView, Accounts, AddAccount, DeleteAccount, ListAccounts, Offer,
 };
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
 use capstan_runtime::ServiceError;
-use capstan_store::{Store, StoreError};
+use capstan_store::StoreError;
 use chrono::Utc;
 use secrecy::SecretString;
 
 use crate::domain::accounts;
-use crate::drivers::seal::{SealError, Sealer};
-use crate::drivers::{CloudProvider, ProviderError, Providers};
+use crate::drivers::seal::SealError;
+use crate::drivers::CloudProvider;
 use crate::store::{self, AccountRow};
 
-/// A handler's answer: store and bus failures go up with `?` (answered `unavailable`).
-type Answer<T> = Result<T, ServiceError>;
-
-/// What every handler reaches.
-#[derive(Clone, Debug)]
-pub struct State {
-    pub store: Store,
-    pub sealer: Sealer,
-    pub providers: Providers,
-}
-
-/// Adds the provisioning service's questions to `server`.
-pub fn routes(server: RpcServer, state: State) -> RpcServer {
-    server
-        .route_with_state(&state, list_accounts)
-        .route_with_state(&state, add_account)
-        .route_with_state(&state, delete_account)
-        .route_with_state(&state, account_offer)
-}
-
-fn sealing(error: SealError) -> RpcError {
-    RpcError::new(ErrorCode::Unavailable, error.to_string())
-}
-
-/// A provider's failure in an answer's words: the token refused is the operator's to fix; a
-/// provider that did not answer is unavailable.
-fn provider_failed(error: ProviderError) -> RpcError {
-    let code = match error {
-        ProviderError::Refused { .. }
-        | ProviderError::Rejected { .. }
-        | ProviderError::Unusable(_) => ErrorCode::Refused,
-        ProviderError::NotFound(_) => ErrorCode::NotFound,
-        ProviderError::RateLimited { .. } => ErrorCode::RateLimited,
-        ProviderError::Timeout(_)
-        | ProviderError::Unreachable(_)
-        | ProviderError::Server { .. }
-        | ProviderError::BadAnswer(_) => ErrorCode::Unavailable,
-    };
-    RpcError::new(code, error.to_string())
-}
+use super::{provider_failed, sealing, Answer, State};
 
 fn view(row: &AccountRow) -> Answer<AccountView> {
     Ok(AccountView {

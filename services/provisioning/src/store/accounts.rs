@@ -1,5 +1,4 @@
-//! The provisioning service's SQL: our cloud accounts (tokens sealed) and, later, provisions.
-//! Rows are read into the contract's words; an unknown word fails the read.
+//! Our cloud accounts, their tokens sealed, and how many provisions in flight use one.
 
 use capstan_events::provisioning::{AccountFlag, CloudProvider};
 use capstan_events::Word as _;

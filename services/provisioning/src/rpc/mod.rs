@@ -1,0 +1,56 @@
+//! The questions asked of the provisioning service (`capstan.rpc.provisioning.*`), each from
+//! the gateway with the operator's actor, one file per thing asked about: our cloud accounts and
+//! their offers (`accounts.rs`).
+
+mod accounts;
+
+pub use accounts::*;
+
+use capstan_bus::RpcServer;
+use capstan_events::rpc::{ErrorCode, RpcError};
+use capstan_runtime::ServiceError;
+use capstan_store::Store;
+
+use crate::drivers::seal::{SealError, Sealer};
+use crate::drivers::{ProviderError, Providers};
+
+/// A handler's answer: store and bus failures go up with `?` (answered `unavailable`).
+pub type Answer<T> = Result<T, ServiceError>;
+
+/// What every handler reaches.
+#[derive(Clone, Debug)]
+pub struct State {
+    pub store: Store,
+    pub sealer: Sealer,
+    pub providers: Providers,
+}
+
+/// Adds the provisioning service's questions to `server`.
+pub fn routes(server: RpcServer, state: State) -> RpcServer {
+    server
+        .route_with_state(&state, list_accounts)
+        .route_with_state(&state, add_account)
+        .route_with_state(&state, delete_account)
+        .route_with_state(&state, account_offer)
+}
+
+pub(crate) fn sealing(error: SealError) -> RpcError {
+    RpcError::new(ErrorCode::Unavailable, error.to_string())
+}
+
+/// A provider's failure in an answer's words: the token refused is the operator's to fix; a
+/// provider that did not answer is unavailable.
+pub(crate) fn provider_failed(error: ProviderError) -> RpcError {
+    let code = match error {
+        ProviderError::Refused { .. }
+        | ProviderError::Rejected { .. }
+        | ProviderError::Unusable(_) => ErrorCode::Refused,
+        ProviderError::NotFound(_) => ErrorCode::NotFound,
+        ProviderError::RateLimited { .. } => ErrorCode::RateLimited,
+        ProviderError::Timeout(_)
+        | ProviderError::Unreachable(_)
+        | ProviderError::Server { .. }
+        | ProviderError::BadAnswer(_) => ErrorCode::Unavailable,
+    };
+    RpcError::new(code, error.to_string())
+}
