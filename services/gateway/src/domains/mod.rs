@@ -7,6 +7,7 @@ pub mod agent_channel;
 pub mod backups;
 pub mod incidents;
 pub mod monitor;
+pub mod provisioning;
 pub mod rollouts;
 
 use crate::{route::Route, ui::header_parts::HeaderPart};
@@ -19,6 +20,7 @@ pub fn routes() -> Vec<Route> {
         monitor::routes(),
         rollouts::routes(),
         backups::routes(),
+        provisioning::routes(),
     ]
     .concat()
 }

@@ -14,6 +14,8 @@ use super::Flash;
 pub const SESSION_COOKIE: &str = "__Host-capstan_session";
 pub const PRE_SESSION_COOKIE: &str = "__Host-capstan_presession";
 pub const FLASH_COOKIE: &str = "__Host-capstan_flash";
+/// The Main | Test tab last chosen (PV-13: "`?account=` plus a remembering cookie").
+pub const ACCOUNT_TAB_COOKIE: &str = "__Host-capstan_account_tab";
 
 /// The longest flash text carried (a cookie holds about 4 KiB).
 const FLASH_MAX_CHARS: usize = 600;
@@ -77,6 +79,15 @@ pub fn pre_session(value: String) -> HeaderValue {
     )
 }
 
+/// The Main | Test tab chosen (`main` or `test`), remembered for a year.
+pub fn account_tab(value: &'static str) -> HeaderValue {
+    build(
+        ACCOUNT_TAB_COOKIE,
+        value.to_string(),
+        Some(cookie::time::Duration::days(365)),
+    )
+}
+
 /// Removes cookie `name`.
 pub fn clear(name: &'static str) -> HeaderValue {
     build(name, String::new(), Some(cookie::time::Duration::ZERO))
@@ -119,6 +130,7 @@ mod tests {
             session(random_secret()),
             pre_session(random_secret()),
             clear(SESSION_COOKIE),
+            account_tab("test"),
             flash_cookie(&Flash {
                 ok: true,
                 text: "done".into(),

@@ -96,6 +96,8 @@ pub struct JoinRow {
     pub version: String,
     pub age: Ago,
     pub name_taken_by: Option<NodeId>,
+    /// The provision the join matches, with why it is still pending (AC-09, AC-11).
+    pub provision: Option<crate::domains::provisioning::JoinProvision>,
 }
 
 pub fn join_row(join: &JoinView) -> JoinRow {
@@ -107,7 +109,20 @@ pub fn join_row(join: &JoinView) -> JoinRow {
         version: join.agent_version.clone(),
         age: ago(join.requested_at),
         name_taken_by: join.name_taken_by,
+        provision: None,
     }
+}
+
+/// The rows of `joins`, each with its provision's card when it matches one (AC-09, AC-11).
+pub async fn join_rows(state: &AppState, actor: &Actor, joins: &[JoinView]) -> Vec<JoinRow> {
+    let mut cards = crate::domains::provisioning::join_cards(state, actor, joins).await;
+    joins
+        .iter()
+        .map(|join| JoinRow {
+            provision: cards.remove(&join.id),
+            ..join_row(join)
+        })
+        .collect()
 }
 
 /// A listing of nodes asking only for how many match (the status line's counts).
@@ -207,6 +222,8 @@ struct Dashboard {
     jobs_problem: Option<String>,
     can_decide: bool,
     sites: crate::domains::monitor::SitesCard,
+    /// Provisions in flight (PV-03), when any are.
+    provisions: crate::domains::provisioning::Banner,
     /// With no nodes: how to add the first server, with this plane's URL (issue 27).
     first_server: Option<PlaneUrl>,
 }
@@ -297,6 +314,10 @@ pub async fn page(
         Err(refusal) => (Vec::new(), problem(&refusal)),
     };
     let names = names_of(&state, &actor, &jobs).await;
+    let (joins, provisions) = tokio::join!(
+        join_rows(&state, &actor, &pending.joins),
+        crate::domains::provisioning::banner(&state, &session, &headers)
+    );
     let online = online.map(|nodes| nodes.page.total);
     let red = red.map(|nodes| nodes.page.total).unwrap_or_default();
     let status = match (&nodes_problem, online) {
@@ -311,7 +332,7 @@ pub async fn page(
         nodes_total: nodes.page.total,
         red,
         nodes_problem,
-        joins: pending.joins.iter().map(join_row).collect(),
+        joins,
         joins_total: pending.page.total,
         joins_problem,
         back: "dashboard",
@@ -319,6 +340,7 @@ pub async fn page(
         jobs_problem,
         can_decide: session.level >= Level::Admin,
         sites: crate::domains::monitor::sites_card(&state, &session).await,
+        provisions,
         first_server: (nodes.page.total == 0 && nodes_problem_shown.is_none())
             .then(|| plane_url(&headers)),
     };

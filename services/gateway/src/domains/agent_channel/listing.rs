@@ -232,7 +232,7 @@ pub async fn joins_page(
         chrome: Chrome::signed_in(&session, &headers, "Joins", "joins"),
         q,
         rejected,
-        joins: answer.joins.iter().map(join_row).collect(),
+        joins: super::dashboard::join_rows(&state, &session.actor(), &answer.joins).await,
         pager: pager("/ui/joins", &kept, answer.page, answer.joins.len()),
         can_decide: session.level >= Level::Admin,
         back: "joins",
