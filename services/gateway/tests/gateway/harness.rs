@@ -56,6 +56,13 @@ pub struct Script {
     pub coverage: Option<capstan_events::backups::rpc::FleetCoverage>,
     /// When set, the seal key `list_targets` reports (default: set, in capstan all's file).
     pub seal_key: Option<capstan_events::backups::rpc::SealKeyView>,
+    /// When set, the provision `get_provision` and `retry_provision` answer (with the asked
+    /// id); default [`provision_view`].
+    pub provision: Option<capstan_events::provisioning::provisions::ProvisionView>,
+    /// When set, what `list_provisions` answers before its filters (default: one, in flight).
+    pub provisions: Option<Vec<capstan_events::provisioning::provisions::ProvisionView>>,
+    /// The verdicts `join_verdicts` answers (those of the asked joins; default none).
+    pub verdicts: Vec<capstan_events::provisioning::provisions::VerdictView>,
 }
 
 pub struct Gateway {
@@ -260,6 +267,7 @@ impl Gateway {
         tokio::spawn(fake_monitor(self.bus.clone(), &self.script).serve(self.stop.clone()));
         tokio::spawn(fake_rollouts(self.bus.clone(), &self.script).serve(self.stop.clone()));
         tokio::spawn(fake_backups(self.bus.clone(), &self.script).serve(self.stop.clone()));
+        tokio::spawn(fake_provisioning(self.bus.clone(), &self.script).serve(self.stop.clone()));
         // Ready once it answers (the subscription is made asynchronously).
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
@@ -676,6 +684,154 @@ fn fake_backups(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
     fake(server, script, |_, _: backups::MoveRequest| dispatched())
 }
 
+/// A cloud account as the provisioning service shows it (never its token).
+pub fn account_view(id: i64) -> capstan_events::provisioning::rpc::AccountView {
+    capstan_events::provisioning::rpc::AccountView {
+        id,
+        provider: capstan_events::provisioning::CloudProvider::Linode,
+        label: "ours".into(),
+        flag: capstan_events::provisioning::AccountFlag::Main,
+        created_at: chrono::Utc::now(),
+        created_by: "ada".into(),
+    }
+}
+
+/// A provision installing in account 1.
+pub fn provision_view(id: i64) -> capstan_events::provisioning::provisions::ProvisionView {
+    use capstan_events::provisioning::{provisions, AccountFlag, CloudProvider, InstallKind};
+    let at = chrono::Utc::now();
+    provisions::ProvisionView {
+        id,
+        account_id: 1,
+        account_label: "ours".into(),
+        provider: CloudProvider::Linode,
+        flag: AccountFlag::Main,
+        kind: InstallKind::Site,
+        name: "shop-1".into(),
+        region: "us-east".into(),
+        size: "g6-nanode-1".into(),
+        image: "linode/debian12".into(),
+        step: capstan_events::provisioning::ProvisionStep::Installing,
+        step_since: at,
+        failure: None,
+        retries: 0,
+        instance_id: Some("9001".into()),
+        ipv4: vec!["198.51.100.4".into()],
+        ipv6: vec![],
+        node_id: None,
+        expected_key: None,
+        password_retired: false,
+        steps: vec![],
+        install_log: String::new(),
+        approval: None,
+        requested_by: "ada".into(),
+        requested_at: at,
+    }
+}
+
+fn fake_provisioning(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
+    use capstan_events::provisioning::{provisions, rpc as accounts};
+    let server = RpcServer::new(bus, Domain::Provisioning);
+    let server = fake(server, script, |_, _: accounts::ListAccounts| {
+        accounts::Accounts {
+            accounts: vec![account_view(1)],
+            seal_key_set: true,
+        }
+    });
+    let server = fake(server, script, |_, request: accounts::AddAccount| {
+        accounts::AccountView {
+            label: request.label,
+            ..account_view(2)
+        }
+    });
+    let server = fake(server, script, |_, request: accounts::DeleteAccount| {
+        account_view(request.account_id)
+    });
+    let server = fake(server, script, |_, request: accounts::AccountOffer| {
+        accounts::Offer {
+            account_id: request.account_id,
+            provider: capstan_events::provisioning::CloudProvider::Linode,
+            regions: vec![accounts::RegionOffer {
+                id: "us-east".into(),
+                sizes: vec![accounts::SizeOffer {
+                    id: "g6-nanode-1".into(),
+                    vcpus: 1,
+                    memory_mb: 1024,
+                    disk_gb: 25,
+                }],
+            }],
+        }
+    });
+    let server = fake(
+        server,
+        script,
+        |script, request: provisions::ListProvisions| {
+            let all = script
+                .provisions
+                .clone()
+                .unwrap_or_else(|| vec![provision_view(3)]);
+            provisions::Provisions {
+                provisions: all
+                    .into_iter()
+                    .filter(|provision| request.flag.is_none_or(|flag| provision.flag == flag))
+                    .filter(|provision| {
+                        !request.in_flight
+                            || !matches!(
+                                provision.step,
+                                capstan_events::provisioning::ProvisionStep::Done
+                                    | capstan_events::provisioning::ProvisionStep::InstallFailed
+                            )
+                    })
+                    .collect(),
+            }
+        },
+    );
+    let server = fake(
+        server,
+        script,
+        |_, request: provisions::RequestProvision| provisions::ProvisionView {
+            name: request.name,
+            step: capstan_events::provisioning::ProvisionStep::Requested,
+            ..provision_view(7)
+        },
+    );
+    let server = fake(
+        server,
+        script,
+        |script, request: provisions::GetProvision| provisions::ProvisionView {
+            id: request.provision_id,
+            ..script
+                .provision
+                .clone()
+                .unwrap_or_else(|| provision_view(request.provision_id))
+        },
+    );
+    let server = fake(
+        server,
+        script,
+        |script, request: provisions::RetryProvision| provisions::ProvisionView {
+            id: request.provision_id,
+            step: capstan_events::provisioning::ProvisionStep::Requested,
+            ..script
+                .provision
+                .clone()
+                .unwrap_or_else(|| provision_view(request.provision_id))
+        },
+    );
+    fake(
+        server,
+        script,
+        |script, request: provisions::JoinVerdicts| provisions::Verdicts {
+            verdicts: script
+                .verdicts
+                .iter()
+                .filter(|verdict| request.join_ids.contains(&verdict.join_id))
+                .cloned()
+                .collect(),
+        },
+    )
+}
+
 /// A node with no backup yet, as the backups service states it.
 pub fn no_backups(node_id: NodeId) -> capstan_events::backups::rpc::NodeBackups {
     use capstan_events::backups::rpc as backups;
@@ -911,6 +1067,11 @@ pub fn body_for(path: &str) -> Value {
         json!({"seq": 1, "what": "database"})
     } else if path.ends_with("/backups/move") {
         json!({"target_id": 1})
+    } else if path == "/api/v1/provisioning/accounts" {
+        json!({"provider": "linode", "label": "ours", "flag": "main", "token": "standin-token"})
+    } else if path == "/api/v1/provisioning/provisions" {
+        json!({"account_id": 1, "kind": "site", "name": "shop-1", "region": "us-east",
+               "size": "g6-nanode-1"})
     } else if path == "/api/v1/backups/targets" {
         json!({"name": "offsite", "provider": "generic_s3", "endpoint": "https://s3.example.net",
                "region": "eu-central-1", "bucket": "capstan-backups", "folder": "fleet",

@@ -13,6 +13,7 @@ mod incidents_ui;
 mod listing;
 mod openapi;
 mod probes;
+mod provisioning;
 mod releases;
 mod sign_in;
 mod ui;

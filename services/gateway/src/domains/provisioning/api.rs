@@ -22,7 +22,7 @@ use capstan_events::Word as _;
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer};
 
-use crate::api_doc::{refusals, Answer, Doc, Parameter};
+use crate::api_doc::{refusals, Answer, Doc, Parameter, Refusal};
 use crate::route::schema;
 use crate::{
     ask::ask,
@@ -35,6 +35,20 @@ use crate::{
 
 /// The query parameters of `GET /api/v1/provisioning/provisions`.
 const PROVISION_LISTING: &[&str] = &["flag", "in_flight"];
+
+/// An act the provider is asked about: refused when it refuses (a token, a size the region
+/// does not sell: 422), busy (429) or silent (503).
+const PROVIDER_ASKED: &[Refusal] = &[
+    refusals::BAD_REQUEST,
+    refusals::UNAUTHORIZED,
+    refusals::FORBIDDEN,
+    refusals::NOT_FOUND,
+    refusals::CONFLICT,
+    refusals::UNPROCESSABLE,
+    refusals::TOO_MANY_REQUESTS,
+    refusals::INTERNAL,
+    refusals::UNAVAILABLE,
+];
 
 /// This domain's rows of the route table.
 pub const ROUTES: &[Route] = &[
@@ -81,7 +95,7 @@ pub const ROUTES: &[Route] = &[
         parameters: &[],
         body: None,
         answer: Answer::CREATED,
-        refusals: refusals::ONE_IN_STATE,
+        refusals: PROVIDER_ASKED,
     }),
     Route::operator(
         Method::Delete,
@@ -121,7 +135,7 @@ pub const ROUTES: &[Route] = &[
         parameters: &[Parameter::Id("The account's id")],
         body: None,
         answer: Answer::DONE,
-        refusals: refusals::ONE,
+        refusals: PROVIDER_ASKED,
     }),
     Route::operator(
         Method::Get,
@@ -178,7 +192,7 @@ pub const ROUTES: &[Route] = &[
         parameters: &[],
         body: None,
         answer: Answer::CREATED,
-        refusals: refusals::ONE_IN_STATE,
+        refusals: PROVIDER_ASKED,
     }),
     Route::operator(
         Method::Get,
@@ -211,13 +225,11 @@ pub const ROUTES: &[Route] = &[
         operation: "retryProvision",
         tag: "provisioning",
         summary: "Retry a provision whose install failed (PV-02)",
-        description: Some(
-            "Audited. Refused with 409 unless the provision is `install_failed`.",
-        ),
+        description: Some("Audited. Refused with 409 unless the provision is `install_failed`."),
         parameters: &[Parameter::Id("The provision's id")],
         body: Some(crate::api_doc::Body::IGNORED),
         answer: Answer::DONE,
-        refusals: refusals::ONE_IN_STATE,
+        refusals: PROVIDER_ASKED,
     }),
 ];
 
@@ -352,7 +364,11 @@ impl ProvisionBody {
 }
 
 /// An answer with the audit detail of the act beside it.
-fn audited<T: serde::Serialize>(status: StatusCode, answer: T, detail: serde_json::Value) -> Response {
+fn audited<T: serde::Serialize>(
+    status: StatusCode,
+    answer: T,
+    detail: serde_json::Value,
+) -> Response {
     let mut response = (status, Json(answer)).into_response();
     response.extensions_mut().insert(AuditDetail(detail));
     response
@@ -384,7 +400,9 @@ pub async fn delete_account(
     Operator(actor): Operator,
     PathId(account_id): PathId,
 ) -> Result<Json<AccountView>, ApiError> {
-    Ok(Json(ask(&state, &DeleteAccount { actor, account_id }).await?))
+    Ok(Json(
+        ask(&state, &DeleteAccount { actor, account_id }).await?,
+    ))
 }
 
 pub async fn account_offer(
@@ -392,7 +410,9 @@ pub async fn account_offer(
     Operator(actor): Operator,
     PathId(account_id): PathId,
 ) -> Result<Json<Offer>, ApiError> {
-    Ok(Json(ask(&state, &AccountOffer { actor, account_id }).await?))
+    Ok(Json(
+        ask(&state, &AccountOffer { actor, account_id }).await?,
+    ))
 }
 
 /// The listing `uri` asks for.
@@ -439,7 +459,16 @@ pub async fn get_provision(
     Operator(actor): Operator,
     PathId(provision_id): PathId,
 ) -> Result<Json<ProvisionView>, ApiError> {
-    Ok(Json(ask(&state, &GetProvision { actor, provision_id }).await?))
+    Ok(Json(
+        ask(
+            &state,
+            &GetProvision {
+                actor,
+                provision_id,
+            },
+        )
+        .await?,
+    ))
 }
 
 pub async fn retry_provision(
@@ -448,7 +477,14 @@ pub async fn retry_provision(
     PathId(provision_id): PathId,
 ) -> Result<Json<ProvisionView>, ApiError> {
     Ok(Json(
-        ask(&state, &RetryProvision { actor, provision_id }).await?,
+        ask(
+            &state,
+            &RetryProvision {
+                actor,
+                provision_id,
+            },
+        )
+        .await?,
     ))
 }
 
@@ -464,7 +500,11 @@ mod tests {
         )
         .unwrap_err();
         assert!(refusal.message.starts_with("token:"), "{}", refusal.message);
-        assert!(!refusal.message.contains("987654321"), "{}", refusal.message);
+        assert!(
+            !refusal.message.contains("987654321"),
+            "{}",
+            refusal.message
+        );
         let body = parse_json::<AccountBody>(
             br#"{"provider": "linode", "label": "ours", "flag": "main", "token": "s3cret"}"#,
         )

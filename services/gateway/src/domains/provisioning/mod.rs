@@ -33,8 +33,8 @@
 //!   `[data-test=join-pending-reason]` items, `[data-test=join-key-differs]` and
 //!   `[data-test=join-second]`
 
-pub mod api;
 mod accounts;
+pub mod api;
 mod banner;
 mod join_cards;
 mod provision;
@@ -150,10 +150,7 @@ mod tests {
         let landed: Vec<ProvisionStep> = ProvisionStep::iter()
             .filter(|step| !in_flight(*step))
             .collect();
-        assert_eq!(
-            landed,
-            [ProvisionStep::Done, ProvisionStep::InstallFailed]
-        );
+        assert_eq!(landed, [ProvisionStep::Done, ProvisionStep::InstallFailed]);
         for step in ProvisionStep::iter() {
             assert!(!step_words(step).is_empty());
         }

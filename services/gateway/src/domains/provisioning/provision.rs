@@ -111,11 +111,7 @@ fn log_end(log: &str) -> (String, bool) {
     (log[start..].to_string(), true)
 }
 
-fn page_of(
-    provision: &ProvisionView,
-    session: &UiSession,
-    headers: &HeaderMap,
-) -> ProvisionPage {
+fn page_of(provision: &ProvisionView, session: &UiSession, headers: &HeaderMap) -> ProvisionPage {
     let (log, log_clipped) = log_end(&provision.install_log);
     ProvisionPage {
         chrome: Chrome::signed_in(

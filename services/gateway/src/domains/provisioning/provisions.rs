@@ -269,10 +269,14 @@ pub async fn new_page(
         account: chosen.map(|account| (account.id, account_words(account))),
         regions,
         offer_problem,
-        kinds: [InstallKind::Site, InstallKind::Agent, InstallKind::DockerHost]
-            .into_iter()
-            .map(|kind| (kind.as_str(), kind_words(kind)))
-            .collect(),
+        kinds: [
+            InstallKind::Site,
+            InstallKind::Agent,
+            InstallKind::DockerHost,
+        ]
+        .into_iter()
+        .map(|kind| (kind.as_str(), kind_words(kind)))
+        .collect(),
     };
     Ok(render(StatusCode::OK, &page.chrome, &page))
 }
@@ -395,10 +399,7 @@ mod tests {
                 .unwrap(),
         );
         let none = QueryParams::default();
-        assert_eq!(
-            tab_of(&none, &headers).unwrap(),
-            (AccountFlag::Test, false)
-        );
+        assert_eq!(tab_of(&none, &headers).unwrap(), (AccountFlag::Test, false));
         assert_eq!(
             tab_of(&none, &HeaderMap::new()).unwrap(),
             (AccountFlag::Main, false)
