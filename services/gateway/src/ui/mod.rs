@@ -53,6 +53,8 @@
 //!   [`crate::domains::monitor`]
 //! * the node page's Backups tab (`[data-test=tab-backups]`), the Targets page and the fleet
 //!   backup policy page: see [`crate::domains::backups`]
+//! * the provisioning pages, the dashboard's banner of provisions in flight and the join cards'
+//!   provision: see [`crate::domains::provisioning`]
 
 pub(crate) mod account;
 pub mod assets;

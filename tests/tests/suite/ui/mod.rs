@@ -7,6 +7,7 @@ mod backups;
 mod flows;
 mod incidents;
 mod monitor;
+mod provisioning;
 mod releases;
 mod rollouts;
 mod scale;
