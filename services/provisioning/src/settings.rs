@@ -51,6 +51,10 @@ pub struct ProvisioningSettings {
     pub install_timeout_secs: u32,
     /// Provisions run at once by one replica (1..=500).
     pub concurrency: u32,
+    /// The name of the plane's own node (the machine the plane runs on, enrolled like any
+    /// other): the alarms of this service (AC-11's second join, PV-55's cleanup refusals, the
+    /// transfer watch) are raised on it. Unset: they are logged only.
+    pub plane_node: Option<String>,
 }
 
 impl Default for ProvisioningSettings {
@@ -72,6 +76,7 @@ impl Default for ProvisioningSettings {
             ssh_connect_timeout_secs: 30,
             install_timeout_secs: 1_800,
             concurrency: 64,
+            plane_node: None,
         }
     }
 }

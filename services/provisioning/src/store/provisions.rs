@@ -175,7 +175,8 @@ pub async fn steps(connection: &mut PgConnection, id: i64) -> Result<Vec<StepRow
 pub async fn due(connection: &mut PgConnection, now: DateTime<Utc>) -> Result<Vec<i64>> {
     Ok(sqlx::query_scalar(
         "SELECT id FROM provisions WHERE step NOT IN ('done', 'install_failed')
-           AND (lease_until IS NULL OR lease_until < $1) ORDER BY id",
+           AND (lease_until IS NULL OR lease_until < $1)
+           AND (retry_at IS NULL OR retry_at <= $1) ORDER BY id",
     )
     .bind(now)
     .fetch_all(connection)
@@ -226,7 +227,9 @@ pub async fn set_step(
     detail: Option<&str>,
     failure: Option<&str>,
 ) -> Result<()> {
-    sqlx::query("UPDATE provisions SET step = $2, step_since = $3, failure = $4 WHERE id = $1")
+    sqlx::query(
+        "UPDATE provisions SET step = $2, step_since = $3, failure = $4, retry_at = NULL WHERE id = $1",
+    )
         .bind(id)
         .bind(step.as_str())
         .bind(at)
@@ -240,7 +243,8 @@ pub async fn set_step(
 pub async fn retried(connection: &mut PgConnection, id: i64, at: DateTime<Utc>, by: &str) -> Result<()> {
     sqlx::query(
         "UPDATE provisions SET step = 'requested', step_since = $2, failure = NULL,
-             retries = retries + 1, lease_holder = NULL, lease_until = NULL WHERE id = $1",
+             retries = retries + 1, lease_holder = NULL, lease_until = NULL, retry_at = NULL
+             WHERE id = $1",
     )
     .bind(id)
     .bind(at)
@@ -335,6 +339,16 @@ pub async fn set_join(connection: &mut PgConnection, id: i64, join: Uuid) -> Res
     sqlx::query("UPDATE provisions SET join_id = $2 WHERE id = $1")
         .bind(id)
         .bind(join)
+        .execute(connection)
+        .await?;
+    Ok(())
+}
+
+/// A step that stopped short for a reason that may pass is looked at again from `at`.
+pub async fn later(connection: &mut PgConnection, id: i64, at: DateTime<Utc>) -> Result<()> {
+    sqlx::query("UPDATE provisions SET retry_at = $2 WHERE id = $1")
+        .bind(id)
+        .bind(at)
         .execute(connection)
         .await?;
     Ok(())
