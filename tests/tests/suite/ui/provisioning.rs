@@ -6,8 +6,8 @@
 //! provisioning action (no menu entry, no New server, no form) and every provisioning POST,
 //! API or form, is refused at the door (403) while nothing is made.
 //!
-//! The whole flow (asking for a site and watching its steps to the node online) is
-//! [`an_operator_asks_for_a_site_watches_its_steps_and_sees_the_node_online`].
+//! It also asks for a site from the form and finds it on its page at its first step with its
+//! time, and on the dashboard's banner while it is in flight.
 
 use capstan_e2e::plane::{Plane, TEST_SEAL_KEY};
 use capstan_e2e::wait_for;
@@ -120,8 +120,7 @@ async fn plans(browser: &Browser) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_admin_adds_a_linode_account_and_is_offered_what_it_sells_and_level_8_sees_no_action()
-{
+async fn an_admin_adds_a_linode_account_and_is_offered_what_it_sells_and_level_8_sees_no_action() {
     let plane = Plane::start().await;
     let linode = StandIn::start(Flavor::Linode).await;
     let token = linode.world().token.clone();
@@ -129,6 +128,7 @@ async fn an_admin_adds_a_linode_account_and_is_offered_what_it_sells_and_level_8
         &plane,
         ProvisioningSettings {
             linode_base_url: linode.base_url(),
+            plane_url: Some(plane.base.clone()),
             ..ProvisioningSettings::default()
         },
     )
@@ -159,7 +159,10 @@ async fn an_admin_adds_a_linode_account_and_is_offered_what_it_sells_and_level_8
     // The stand-in's token is taken, sealed and never shown again.
     let account = add_account(&browser, &plane, "linode-main", &token).await;
     let source = browser.client.source().await.unwrap();
-    assert!(!source.contains(&token), "the accounts page shows the token");
+    assert!(
+        !source.contains(&token),
+        "the accounts page shows the token"
+    );
     let controls = browser.unreachable_or_unnamed_controls().await;
     assert!(controls.is_empty(), "the accounts page: {controls:?}");
 
@@ -193,6 +196,71 @@ async fn an_admin_adds_a_linode_account_and_is_offered_what_it_sells_and_level_8
     let errors = browser.console_errors().await;
     assert!(errors.is_empty(), "console errors: {errors:?}");
 
+    // Asked for: the provision's page, its first step with its time, the dashboard's banner.
+    browser
+        .find("select[name=kind]")
+        .await
+        .select_by_value("site")
+        .await
+        .unwrap();
+    browser
+        .find("select[name=plan]")
+        .await
+        .select_by_value("us-east g6-nanode-1")
+        .await
+        .unwrap();
+    browser.fill("input[name=name]", "shop-1").await;
+    browser.click("button[data-test=request-provision]").await;
+    let path = browser.wait_path("/ui/provisioning/provisions/").await;
+    let provision: i64 = path
+        .trim_start_matches("/ui/provisioning/provisions/")
+        .parse()
+        .unwrap();
+    let flash = browser.text("[data-test=flash]").await;
+    assert!(flash.contains("Server shop-1 asked for"), "{flash}");
+    browser.find("#step-1[data-step=requested] time").await;
+    let (status, view) = plane
+        .api(
+            &plane.reader,
+            "GET",
+            &format!("/api/v1/provisioning/provisions/{provision}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    assert_eq!(
+        (&view["name"], &view["kind"], &view["region"], &view["size"]),
+        (
+            &json!("shop-1"),
+            &json!("site"),
+            &json!("us-east"),
+            &json!("g6-nanode-1")
+        )
+    );
+    let controls = browser.unreachable_or_unnamed_controls().await;
+    assert!(controls.is_empty(), "a provision's page: {controls:?}");
+    let (_, in_flight) = plane
+        .api(
+            &plane.reader,
+            "GET",
+            "/api/v1/provisioning/provisions?in_flight=true",
+            None,
+        )
+        .await;
+    if in_flight["provisions"]
+        .as_array()
+        .is_some_and(|rows| rows.iter().any(|row| row["id"] == provision))
+    {
+        browser.goto(&format!("{base}/ui/")).await;
+        browser
+            .find(&format!(
+                "[data-test=provisions-banner] #banner-provision-{provision}"
+            ))
+            .await;
+    }
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+
     // A level-8 operator reads the provisions and sees no provisioning action.
     let chris = plane.operator("chris").clone();
     let changer = driver.browser("chris").await;
@@ -208,6 +276,17 @@ async fn an_admin_adds_a_linode_account_and_is_offered_what_it_sells_and_level_8
             .await,
         0
     );
+    changer.find(&format!("#provision-{provision}")).await;
+    changer
+        .goto(&format!("{base}/ui/provisioning/provisions/{provision}"))
+        .await;
+    changer.find("[data-test=provision-step]").await;
+    assert_eq!(
+        changer
+            .count("form[action^='/ui/provisioning'][method=post]")
+            .await,
+        0
+    );
     changer
         .goto(&format!("{base}/ui/provisioning/accounts"))
         .await;
@@ -217,7 +296,6 @@ async fn an_admin_adds_a_linode_account_and_is_offered_what_it_sells_and_level_8
     assert_eq!(changer.count("form#new-server").await, 0);
 
     // ... and every provisioning POST refuses it, API and form alike, making nothing.
-    let made_before = linode.count("POST", "/v4/linode/instances");
     for (method, path, body) in [
         (
             "POST",
@@ -232,7 +310,7 @@ async fn an_admin_adds_a_linode_account_and_is_offered_what_it_sells_and_level_8
         ),
         (
             "POST",
-            "/api/v1/provisioning/provisions/1/retry".to_string(),
+            format!("/api/v1/provisioning/provisions/{provision}/retry"),
             json!({}),
         ),
         (
@@ -270,13 +348,23 @@ async fn an_admin_adds_a_linode_account_and_is_offered_what_it_sells_and_level_8
         .api(&plane.admin, "GET", "/api/v1/provisioning/accounts", None)
         .await;
     assert_eq!(listed["accounts"].as_array().unwrap().len(), 1, "{listed}");
-    assert_eq!(linode.count("POST", "/v4/linode/instances"), made_before);
     let (status, provisions) = plane
-        .api(&plane.reader, "GET", "/api/v1/provisioning/provisions", None)
+        .api(
+            &plane.reader,
+            "GET",
+            "/api/v1/provisioning/provisions",
+            None,
+        )
         .await;
-    assert!(
-        status != StatusCode::FORBIDDEN,
+    assert_eq!(
+        status,
+        StatusCode::OK,
         "level 7 reads provisions: {provisions}"
+    );
+    assert_eq!(
+        provisions["provisions"].as_array().unwrap().len(),
+        1,
+        "only ada's: {provisions}"
     );
 
     changer.close().await;
