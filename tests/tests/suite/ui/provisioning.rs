@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Browser, Driver};
 
 /// The provisioning service of a test plane, stopped when dropped.
-struct Provisioning {
+pub(super) struct Provisioning {
     stop: CancellationToken,
 }
 
@@ -34,7 +34,7 @@ impl Drop for Provisioning {
 
 /// Starts the provisioning service on `plane`'s database and bus with `own` (its seal key the
 /// test key), and waits until it answers its health.
-async fn provisioning(plane: &Plane, own: ProvisioningSettings) -> Provisioning {
+pub(super) async fn provisioning(plane: &Plane, own: ProvisioningSettings) -> Provisioning {
     let stop = CancellationToken::new();
     let own = ProvisioningSettings {
         seal_key: Some(secrecy::SecretString::from(TEST_SEAL_KEY)),
@@ -61,7 +61,7 @@ async fn provisioning(plane: &Plane, own: ProvisioningSettings) -> Provisioning 
 }
 
 /// Adds the stand-in's account from the Cloud accounts page as the signed-in admin; its id.
-async fn add_account(browser: &Browser, plane: &Plane, label: &str, token: &str) -> i64 {
+pub(super) async fn add_account(browser: &Browser, plane: &Plane, label: &str, token: &str) -> i64 {
     browser.click("a[data-test=nav-cloud-accounts]").await;
     browser.wait_path("/ui/provisioning/accounts").await;
     browser
