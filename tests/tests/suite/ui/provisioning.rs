@@ -121,7 +121,8 @@ async fn plans(browser: &Browser) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_admin_adds_a_linode_account_and_is_offered_what_it_sells_and_level_8_sees_no_action() {
-    let plane = Plane::start().await;
+    // The test runs the provisioning service itself, pointed at its stand-in.
+    let plane = Plane::start_without(&[Domain::Provisioning], &[]).await;
     let linode = StandIn::start(Flavor::Linode).await;
     let token = linode.world().token.clone();
     let _provisioning = provisioning(

@@ -15,6 +15,7 @@
 use capstan_e2e::agent::binary;
 use capstan_e2e::plane::Plane;
 use capstan_e2e::wait_for;
+use capstan_events::Domain;
 use capstan_provisioning::settings::ProvisioningSettings;
 use capstan_provisioning::standin::{sshd::DEFAULT_SSH_PORT, Flavor, StandIn};
 use reqwest::StatusCode;
@@ -28,7 +29,8 @@ const STEPS: [&str; 5] = ["requested", "creating", "booting", "installing", "don
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_asks_for_a_site_watches_its_steps_and_sees_the_node_online() {
-    let plane = Plane::start().await;
+    // The test runs the provisioning service itself, pointed at its stand-in.
+    let plane = Plane::start_without(&[Domain::Provisioning], &[]).await;
     let linode = StandIn::start(Flavor::Linode).await;
     linode.start_machines(
         DEFAULT_SSH_PORT,
