@@ -19,6 +19,7 @@
 #                          instance's address, which the plane's auto-approval compares, AC-08)
 #   CAPSTAN_SUPERVISION    optional: systemd | cron | process (default: systemd when it runs,
 #                          else cron when a cron daemon runs, else process)
+#   CAPSTAN_PREFIX         optional: as --prefix (which wins), for a login that is not root
 #   CAPSTAN_SITE_DATABASE_ADMIN_URL  optional (the environment's variable of that name wins):
 #                          where a site's database and role are made, `psql "$URL"`; unset,
 #                          `runuser -u postgres -- psql` (PostgreSQL installed with apt-get
@@ -72,15 +73,6 @@ fail() {
     exit 1
 }
 
-case "$PREFIX" in
-    "") ;;
-    /*[!A-Za-z0-9._/-]*|/*/) fail "--prefix must be an absolute path of letters, digits, . _ - and /, not ending in /" ;;
-    /*) ;;
-    *) fail "--prefix must be an absolute path" ;;
-esac
-if [ -z "$PREFIX" ] && [ "$(id -u)" -ne 0 ]; then
-    fail "run as root"
-fi
 # runuser's psql would complain about a home it cannot enter.
 cd /
 
@@ -93,6 +85,7 @@ KIND=""
 LOCAL_ADDRESS=""
 SUPERVISION=""
 FILE_ADMIN_URL=""
+FILE_PREFIX=""
 seen=" "
 line_number=0
 while IFS= read -r line || [ -n "$line" ]; do
@@ -123,10 +116,21 @@ while IFS= read -r line || [ -n "$line" ]; do
         CAPSTAN_AGENT_LOCAL_ADDRESS) LOCAL_ADDRESS=$value ;;
         CAPSTAN_SUPERVISION) SUPERVISION=$value ;;
         CAPSTAN_SITE_DATABASE_ADMIN_URL) FILE_ADMIN_URL=$value ;;
-        *) fail "bootstrap.env line $line_number: $key is not a key (CAPSTAN_PLANE_URL, CAPSTAN_NAME, CAPSTAN_KIND, CAPSTAN_AGENT_LOCAL_ADDRESS, CAPSTAN_SUPERVISION, CAPSTAN_SITE_DATABASE_ADMIN_URL)" ;;
+        CAPSTAN_PREFIX) FILE_PREFIX=$value ;;
+        *) fail "bootstrap.env line $line_number: $key is not a key (CAPSTAN_PLANE_URL, CAPSTAN_NAME, CAPSTAN_KIND, CAPSTAN_AGENT_LOCAL_ADDRESS, CAPSTAN_SUPERVISION, CAPSTAN_SITE_DATABASE_ADMIN_URL, CAPSTAN_PREFIX)" ;;
     esac
 done <"$ENV_FILE"
 
+PREFIX=${PREFIX:-$FILE_PREFIX}
+case "$PREFIX" in
+    "") ;;
+    /*[!A-Za-z0-9._/-]*|/*/) fail "the prefix must be an absolute path of letters, digits, . _ - and /, not ending in /" ;;
+    /*) ;;
+    *) fail "the prefix must be an absolute path" ;;
+esac
+if [ -z "$PREFIX" ] && [ "$(id -u)" -ne 0 ]; then
+    fail "run as root (or give a prefix)"
+fi
 [ -n "$PLANE_URL" ] || fail "bootstrap.env gives no CAPSTAN_PLANE_URL"
 [ -n "$NAME" ] || fail "bootstrap.env gives no CAPSTAN_NAME"
 [ -n "$KIND" ] || fail "bootstrap.env gives no CAPSTAN_KIND"

@@ -84,6 +84,11 @@ impl Machine {
 
     /// Runs `sh up/bootstrap.sh --prefix=root` with `env` as bootstrap.env.
     fn bootstrap(&self, env: &str) -> Ran {
+        self.bootstrap_with(env, &[format!("--prefix={}", self.prefix().display())])
+    }
+
+    /// Runs `sh up/bootstrap.sh ARGUMENTS` with `env` as bootstrap.env.
+    fn bootstrap_with(&self, env: &str, arguments: &[String]) -> Ran {
         std::fs::write(self.dir.path().join("up/bootstrap.env"), env).unwrap();
         let root = running_as_root();
         if root {
@@ -103,7 +108,7 @@ impl Machine {
         };
         let output = command
             .arg(self.dir.path().join("up/bootstrap.sh"))
-            .arg(format!("--prefix={}", self.prefix().display()))
+            .args(arguments)
             .env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
             .env("HOME", "/")
@@ -248,8 +253,17 @@ async fn an_agent_and_a_docker_host_bootstrap_join_from_their_address_and_print_
     let node = plane.approve(&fingerprint).await;
     plane.wait_online(node).await;
 
+    // The prefix may come from bootstrap.env (a login that is not root).
     let host = Machine::new();
-    let ran = host.bootstrap(&env_of(&plane, "boot-dock", "docker-host", ""));
+    let ran = host.bootstrap_with(
+        &env_of(
+            &plane,
+            "boot-dock",
+            "docker-host",
+            &format!("CAPSTAN_PREFIX={}\n", host.prefix().display()),
+        ),
+        &[],
+    );
     assert_installed(&ran, "docker-host", "boot-dock");
     let fingerprint = host.fingerprint();
     assert_eq!(ran.keys(), vec![fingerprint.clone()], "{}", ran.output);
@@ -457,4 +471,13 @@ fn bootstrap_env_values_outside_the_safe_characters_are_refused_and_never_run() 
         assert!(!machine.installed(), "{env:?}: installed anyway");
         assert!(!marker.exists(), "{env:?}: a value was evaluated");
     }
+    // A prefix from bootstrap.env (no --prefix argument) is checked as the argument is.
+    let ran = machine.bootstrap_with(&format!("{good}CAPSTAN_PREFIX=relative/dir\n"), &[]);
+    assert_eq!(ran.code, 1, "{}", ran.output);
+    assert!(
+        ran.last_line()
+            .ends_with("failed: the prefix must be an absolute path"),
+        "{}",
+        ran.output
+    );
 }
