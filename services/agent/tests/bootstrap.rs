@@ -241,7 +241,9 @@ async fn an_agent_and_a_docker_host_bootstrap_join_from_their_address_and_print_
     );
     assert!(!env.contains("\nCAPSTAN_AGENT_SITE_ROOT="), "{env}");
     assert!(!agent.path("/etc/capstan-agent/site.json").exists());
-    // The process supervision: the agent runs on after the script, in a session of its own.
+    // The process supervision: the agent runs on after the script, in a session of its own,
+    // holding none of its output (the test read the script's output to its end, which a
+    // started agent holding the pipe, as it would an SSH channel, would not have let happen).
     let pid = agent
         .agent_pid()
         .expect("agent.pid names the started agent");
@@ -350,6 +352,19 @@ async fn a_site_bootstrap_makes_its_database_and_site_json_and_a_second_is_refus
         (user.as_str(), db.as_str()),
         (database.as_str(), database.as_str())
     );
+
+    // The running agent holds the site: once admitted, check_status reads its site.json.
+    let node = plane.approve(&fingerprint).await;
+    plane.wait_online(node).await;
+    let job = plane
+        .finished(
+            plane
+                .queue(node, "check_status", serde_json::json!({}))
+                .await,
+        )
+        .await;
+    assert_eq!(job["state"], "completed", "{job}");
+    assert_eq!(job["result"]["site"], true, "{job}");
 
     // PV-02: the same machine again, and a clean machine whose database server has the site.
     let again = machine.bootstrap(&env_of(&plane, &name, "site", ""));
