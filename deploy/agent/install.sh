@@ -191,13 +191,17 @@ elif [ "$SUPERVISION" = process ]; then
             set +a
             exec setsid "$BIN_DIR/capstan-agent" --state-dir="$STATE_DIR" run
         ) >>"$LOG" 2>&1 </dev/null &
-        echo "$!" >"$STATE_DIR/agent.pid"
+        pid=$!
+        echo "$pid" >"$STATE_DIR/agent.pid"
         started=no
-        for _ in $(seq 1 100); do
+        # Up to a minute while it lives: a busy machine (many installs at once) starts it
+        # slowly; one that exits (a bad setting) is said at once.
+        for _ in $(seq 1 600); do
             if installed_agent status 2>/dev/null | grep -q '^agent: running'; then
                 started=yes
                 break
             fi
+            kill -0 "$pid" 2>/dev/null || break
             sleep 0.1
         done
         if [ "$started" = no ]; then
@@ -205,7 +209,7 @@ elif [ "$SUPERVISION" = process ]; then
             tail -n 5 "$LOG" >&2 || true
             exit 1
         fi
-        echo "supervision: process $(cat "$STATE_DIR/agent.pid") started (tail -f $LOG); nothing restarts it"
+        echo "supervision: process $pid started (tail -f $LOG); nothing restarts it"
     fi
 else
     umask 022

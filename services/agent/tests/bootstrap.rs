@@ -496,3 +496,35 @@ fn bootstrap_env_values_outside_the_safe_characters_are_refused_and_never_run() 
         ran.output
     );
 }
+
+/// An install that fails ends `bootstrap: failed: ...` with a non-zero status and no key line,
+/// the cause in the lines before it: here the started agent refuses its local address and
+/// exits, which the process supervision says at once with the end of the agent's log.
+#[test]
+fn a_bootstrap_whose_agent_cannot_start_fails_with_the_reason_last() {
+    let machine = Machine::new();
+    let started = std::time::Instant::now();
+    let ran = machine.bootstrap(
+        "CAPSTAN_PLANE_URL=http://127.0.0.1:9\nCAPSTAN_NAME=web-1\nCAPSTAN_KIND=agent\nCAPSTAN_SUPERVISION=process\nCAPSTAN_AGENT_LOCAL_ADDRESS=0.0.0.0\n",
+    );
+    assert_eq!(ran.code, 1, "{}", ran.output);
+    assert_eq!(
+        ran.last_line(),
+        "bootstrap: failed: install.sh failed (exit 1)",
+        "{}",
+        ran.output
+    );
+    assert!(
+        ran.output.contains("install.sh: the agent did not start")
+            && ran
+                .output
+                .contains("CAPSTAN_AGENT_LOCAL_ADDRESS (--local-address) must be"),
+        "{}",
+        ran.output
+    );
+    assert!(ran.keys().is_empty(), "{}", ran.output);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "an agent that exits is not waited for"
+    );
+}
