@@ -93,3 +93,63 @@ pub async fn banner(state: &AppState, session: &UiSession, headers: &HeaderMap) 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capstan_events::provisioning::{
+        provisions::ProvisionView, CloudProvider, InstallKind, ProvisionStep,
+    };
+
+    fn in_flight(id: i64, flag: AccountFlag) -> ProvisionView {
+        let at = chrono::Utc::now();
+        ProvisionView {
+            id,
+            account_id: 1,
+            account_label: "ours".into(),
+            provider: CloudProvider::Hetzner,
+            flag,
+            kind: InstallKind::Agent,
+            name: format!("box-{id}"),
+            region: "fsn1".into(),
+            size: "cx22".into(),
+            image: "debian-12".into(),
+            step: ProvisionStep::Booting,
+            step_since: at,
+            failure: None,
+            retries: 0,
+            instance_id: None,
+            ipv4: vec![],
+            ipv6: vec![],
+            node_id: None,
+            expected_key: None,
+            password_retired: false,
+            steps: vec![],
+            install_log: String::new(),
+            approval: None,
+            requested_by: "ada".into(),
+            requested_at: at,
+        }
+    }
+
+    #[test]
+    fn pv_13_the_banner_names_the_tabs_provisions_and_counts_the_other_tabs() {
+        let mut provisions: Vec<ProvisionView> = (1..=12)
+            .map(|id| in_flight(id, AccountFlag::Test))
+            .collect();
+        provisions.push(in_flight(20, AccountFlag::Main));
+        let banner = banner_of(Provisions { provisions }, AccountFlag::Test);
+        assert_eq!(banner.rows.len(), BANNER_ROWS);
+        assert_eq!(banner.more, 2);
+        assert_eq!((banner.tab, banner.other), ("test", "main"));
+        assert_eq!(banner.other_count, 1);
+        assert!(banner.shown());
+        let quiet = banner_of(
+            Provisions {
+                provisions: Vec::new(),
+            },
+            AccountFlag::Main,
+        );
+        assert!(!quiet.shown());
+    }
+}
