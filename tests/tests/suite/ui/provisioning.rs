@@ -262,6 +262,29 @@ async fn an_admin_adds_a_linode_account_and_is_offered_what_it_sells_and_level_8
     let errors = browser.console_errors().await;
     assert!(errors.is_empty(), "console errors: {errors:?}");
 
+    // Wide and narrow: nothing scrolls sideways on a phone-sized window.
+    for (width, height, suffix) in [(1280, 900, ""), (390, 844, "-narrow")] {
+        browser.client.set_window_size(width, height).await.unwrap();
+        for (page, name) in [
+            ("/ui/provisioning/accounts".to_string(), "cloud-accounts"),
+            ("/ui/provisioning".to_string(), "provisions"),
+            ("/ui/provisioning/new".to_string(), "new-server"),
+            (
+                format!("/ui/provisioning/provisions/{provision}"),
+                "provision",
+            ),
+        ] {
+            browser.goto(&format!("{base}{page}")).await;
+            browser.find("h1").await;
+            assert!(
+                browser.fits_width().await,
+                "{page} scrolls sideways at {width} px"
+            );
+            browser.screenshot(&format!("{name}{suffix}")).await;
+        }
+    }
+    browser.client.set_window_size(1280, 900).await.unwrap();
+
     // A level-8 operator reads the provisions and sees no provisioning action.
     let chris = plane.operator("chris").clone();
     let changer = driver.browser("chris").await;
