@@ -160,6 +160,26 @@ async fn uploads_land_with_their_mode_and_the_command_s_output_and_status_come_b
         std::fs::read(machine.path("/usr/local/bin/capstan-agent")).expect("the binary"),
         big
     );
+    assert!(
+        std::fs::read("/usr/local/bin/capstan-agent").map_or(true, |bytes| bytes != big),
+        "the upload reached this machine's own /usr/local"
+    );
+    // /run is the machine's own and empty but for what sshd needs: no systemd of this
+    // machine's for an install to find.
+    let (listing, _) = run(&target, Some(&done.host_key), &[], "ls -A /run").await;
+    let listing = listing.expect("listed").output;
+    let entries: Vec<&str> = listing.lines().collect();
+    assert!(entries.contains(&"sshd"), "{entries:?}");
+    let own: Vec<String> = std::fs::read_dir("/run")
+        .expect("this machine's /run")
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().to_string())
+        .filter(|name| !["lock", "sshd", "mount"].contains(&name.as_str()))
+        .collect();
+    assert!(
+        own.iter().all(|name| !entries.contains(&name.as_str())),
+        "the machine sees this machine's /run: {entries:?}"
+    );
 }
 
 #[tokio::test]

@@ -4,11 +4,17 @@
 //!
 //! Each [`Machine`] is Debian's `/usr/sbin/sshd` started by `unshare --mount --pid --fork` in
 //! namespaces of its own: copy-on-write views (overlayfs, upper dirs in a temporary directory)
-//! of `/etc`, `/usr/local`, `/var`, `/srv`, `/root`, `/home` and `/run`, and a private `/tmp`,
-//! so an install can write anywhere it would on a real machine and `passwd`/`usermod` can rewrite
-//! `/etc/shadow` while nothing on this machine changes ("never change this machine's own
-//! accounts or files"). sshd is the pid namespace's init: killing it ends everything started in
-//! its sessions, agents included.
+//! of `/etc`, `/usr` (so `/usr/local` too), `/opt`, `/var`, `/srv`, `/root` and `/home`, a private
+//! `/tmp`, and an empty `/run` as a machine has after boot, so an install can write anywhere it
+//! would on a real machine and `passwd`/`usermod` can rewrite `/etc/shadow` while nothing on this
+//! machine changes ("never change this machine's own accounts or files"). sshd is the pid
+//! namespace's init: killing it ends everything started in its sessions, agents included.
+//!
+//! What a machine lacks beside a real one: no systemd and no cron run inside (`/run` is empty,
+//! so `deploy/agent/install.sh` picks its cron keepalive and starts the agent itself); the
+//! network is this machine's (an agent reaches the plane on 127.0.0.1 and, with
+//! `CAPSTAN_AGENT_LOCAL_ADDRESS`, connects from the instance's own address); and
+//! PostgreSQL's socket under /run is not there (use 127.0.0.1:5432).
 //!
 //! Root's password inside is set through `chpasswd`'s standard input, never in a process's
 //! arguments. Needs root (namespaces, mounts) and openssh-server (`deploy/local/services.sh`:
@@ -31,15 +37,7 @@ pub const DEFAULT_SSH_PORT: u16 = 22;
 
 /// The directories each machine sees through an overlay of its own (the rest of the file system
 /// is this machine's, read-write as root: tests must not write outside these).
-pub const OVERLAID: [&str; 7] = [
-    "/etc",
-    "/usr/local",
-    "/var",
-    "/srv",
-    "/root",
-    "/home",
-    "/run",
-];
+pub const OVERLAID: [&str; 7] = ["/etc", "/usr", "/opt", "/var", "/srv", "/root", "/home"];
 
 /// A port free on every address now (bound on the wildcard address, then let go): give each
 /// stand-in its own when tests run side by side, since every stand-in numbers its instances'
@@ -58,17 +56,21 @@ const START_BOUND: Duration = Duration::from_secs(20);
 const CONFIG_DIR: &str = "/etc/ssh/capstan-machine";
 
 /// Runs inside the namespaces: the overlays, the configuration copied in, root's password from
-/// standard input, the private /tmp, then sshd as the pid namespace's init.
+/// standard input, an empty /run, the private /tmp, then sshd as the pid namespace's init.
+/// (`/run` is a fresh tmpfs, not a view of this machine's: through it an install would find
+/// this machine's systemd and install its units here.)
 const INSIDE: &str = r#"set -eu
 dir=$1
-for top in /etc /usr/local /var /srv /root /home /run; do
+for top in /etc /usr /opt /var /srv /root /home; do
     [ -d "$top" ] || continue
     name=$(printf '%s' "$top" | tr / _)
     mkdir -p "$dir/upper/$name" "$dir/work/$name"
     mount -t overlay overlay -o "lowerdir=$top,upperdir=$dir/upper/$name,workdir=$dir/work/$name" "$top"
 done
-mkdir -p /etc/ssh/capstan-machine /run/sshd
+mount -t tmpfs -o mode=0755 tmpfs /run
+mkdir -p /etc/ssh/capstan-machine /run/sshd /run/lock
 chmod 0755 /run/sshd
+chmod 1777 /run/lock
 cp -p "$dir/sshd_config" "$dir/ssh_host_ed25519_key" "$dir/ssh_host_ed25519_key.pub" /etc/ssh/capstan-machine/
 chpasswd
 mkdir -p "$dir/tmp"
@@ -272,7 +274,11 @@ impl Machine {
         let Some(mut child) = unshare.take() else {
             return;
         };
-        let _ = child.start_kill();
+        // The namespace's init first, so that unshare (its parent, waiting on it) reaps it and
+        // exits; unshare itself only if the init would not go.
+        if let Some(init) = rustix::process::Pid::from_raw(self.init_pid as i32) {
+            let _ = rustix::process::kill_process(init, rustix::process::Signal::KILL);
+        }
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             let unshare_gone = matches!(child.try_wait(), Ok(Some(_)) | Err(_));
@@ -283,6 +289,8 @@ impl Machine {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+        let _ = child.start_kill();
+        let _ = child.try_wait();
     }
 }
 
