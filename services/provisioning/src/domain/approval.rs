@@ -24,7 +24,7 @@ pub const HOST_SUFFIX: &str = "-host";
 /// A pending join as the agent channel holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Join {
-    pub id: i64,
+    pub id: uuid::Uuid,
     pub name: String,
     pub address: IpAddr,
     pub fingerprint: String,
@@ -308,7 +308,7 @@ mod tests {
 
     fn join() -> Join {
         Join {
-            id: 40,
+            id: uuid::Uuid::from_u128(40),
             name: "shop".into(),
             address: ip(V4),
             fingerprint: "SHA256:good".into(),
