@@ -144,8 +144,12 @@ mod tests {
 
     #[test]
     fn pv_05_parameters_travel_in_a_file_and_a_value_that_could_be_code_is_refused() {
-        let text = parameters("https://plane.example:8443", "shop-1", InstallKind::DockerHost)
-            .unwrap();
+        let text = parameters(
+            "https://plane.example:8443",
+            "shop-1",
+            InstallKind::DockerHost,
+        )
+        .unwrap();
         assert_eq!(
             text,
             "CAPSTAN_PLANE_URL=https://plane.example:8443\nCAPSTAN_NAME=shop-1\nCAPSTAN_KIND=docker-host\n"
@@ -192,7 +196,10 @@ mod tests {
             reason,
             "the install exited 3: c / d / e / f / install.sh: the site exists"
         );
-        assert_eq!(failure_reason(1, ""), "the install exited 1 and printed nothing");
+        assert_eq!(
+            failure_reason(1, ""),
+            "the install exited 1 and printed nothing"
+        );
     }
 
     #[test]

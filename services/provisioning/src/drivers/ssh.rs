@@ -23,8 +23,9 @@ use secrecy::{ExposeSecret, SecretString};
 use tokio::net::TcpStream;
 use tokio::time::{timeout, timeout_at, Instant};
 
-/// What replaces the password wherever it appears in an install's output.
-pub const MASK: &str = "********";
+/// What replaces the password wherever it appears in an install's output (the bootstrap's
+/// own word, so the log the workflow stores and the lines streamed here agree).
+pub use crate::domain::bootstrap::MASK;
 
 /// The most output an [`SshRun`] keeps (every line is still streamed to `on_line`).
 pub const OUTPUT_CAP: usize = 1 << 20;
@@ -192,12 +193,9 @@ pub fn host_key_accepted(expected: Option<&str>, shown: &str) -> bool {
     expected.is_none_or(|expected| expected == shown)
 }
 
-/// `text` with every occurrence of `secret` replaced by [`MASK`].
+/// `text` with every occurrence of `secret` replaced by [`MASK`] (the bootstrap's rule).
 pub fn mask(text: &str, secret: &str) -> String {
-    if secret.is_empty() {
-        return text.to_string();
-    }
-    text.replace(secret, MASK)
+    crate::domain::bootstrap::mask(text, &[secret])
 }
 
 /// The password, when it can be used and masked: not empty, and without a line break (output
