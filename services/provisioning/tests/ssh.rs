@@ -211,6 +211,7 @@ async fn nothing_listening_is_unreachable() {
         matches!(result, Err(SshError::Unreachable { .. })),
         "{result:?}"
     );
+    assert!(result.expect_err("unreachable").before_login());
 }
 
 #[tokio::test]
@@ -243,7 +244,7 @@ async fn a_changed_host_key_is_refused_before_the_password_is_sent() {
     assert!(lines.is_empty());
     assert!(!second.path("/root/ran").exists(), "the command ran");
     assert!(
-        !second.log().contains("Accepted password"),
+        !second.log().contains("password"),
         "the password was sent: {}",
         second.log()
     );
@@ -465,4 +466,33 @@ async fn every_instance_a_stand_in_makes_gets_a_machine_that_takes_its_password(
                 .is_ok_and(|stat| stat.contains(") Z")),
         "the machine outlived its stand-in"
     );
+}
+
+#[tokio::test]
+async fn a_command_that_outlives_the_session_bound_ends_in_a_session_timeout() {
+    let machine = machine(Ipv4Addr::new(127, 0, 207, 1), free_port()).await;
+    let target = target(&machine, PASSWORD);
+    let short = SshLimits {
+        connect: Duration::from_secs(15),
+        session: Duration::from_millis(1500),
+    };
+    let mut lines = Vec::new();
+    let started = std::time::Instant::now();
+    let result = ssh::run(
+        &target,
+        &short,
+        None,
+        &[],
+        "echo begun; sleep 60",
+        &mut |line| lines.push(line.to_string()),
+    )
+    .await;
+    let error = result.expect_err("timed out");
+    assert!(matches!(error, SshError::SessionTimeout(_)), "{error:?}");
+    assert!(
+        !error.before_login(),
+        "the command had begun: not to be retried blindly"
+    );
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(lines, vec!["begun".to_string()]);
 }

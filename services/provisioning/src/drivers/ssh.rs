@@ -82,12 +82,16 @@ pub struct SshRun {
 /// What went wrong in a session. Never holds the password.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SshError {
-    /// No TCP connection could be made, or it broke.
+    /// No TCP connection could be made, or it broke before the login.
     #[error("the machine could not be reached at {address}: {why}")]
     Unreachable { address: SocketAddr, why: String },
-    /// A step took longer than its bound.
+    /// The connection, key exchange or login took longer than `SshLimits::connect`.
     #[error("no answer in time: {0}")]
     Timeout(String),
+    /// The uploads and the command took longer than `SshLimits::session` (the command may
+    /// have done part of its work).
+    #[error("the session ran out of time: {0}")]
+    SessionTimeout(String),
     /// The machine refused the password for this user.
     #[error("the machine refused the login of {user} with the password")]
     AuthRefused { user: String },
@@ -103,6 +107,15 @@ pub enum SshError {
     /// The session cannot be made as asked (an empty user, a relative upload path...).
     #[error("{0}")]
     Unusable(String),
+}
+
+impl SshError {
+    /// Whether nothing was done on the machine and another try may meet it ready: no
+    /// connection, or no login in time (a machine its provider reports running may not have
+    /// started its sshd yet). Everything after the login is not retried blindly.
+    pub fn before_login(&self) -> bool {
+        matches!(self, SshError::Unreachable { .. } | SshError::Timeout(_))
+    }
 }
 
 /// Logs in with the password, writes `uploads` (creating parent dirs), then runs `command`
@@ -156,7 +169,7 @@ pub async fn run(
     };
     let outcome = match timeout(limits.session, work).await {
         Ok(outcome) => outcome,
-        Err(_) => Err(SshError::Timeout(format!(
+        Err(_) => Err(SshError::SessionTimeout(format!(
             "the session on {} ran over {:?}",
             target.address, limits.session
         ))),
