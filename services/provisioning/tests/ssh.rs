@@ -496,3 +496,25 @@ async fn a_command_that_outlives_the_session_bound_ends_in_a_session_timeout() {
     assert!(started.elapsed() < Duration::from_secs(30));
     assert_eq!(lines, vec!["begun".to_string()]);
 }
+
+#[tokio::test]
+async fn a_process_left_running_with_the_output_open_does_not_hold_the_session() {
+    let machine = machine(Ipv4Addr::new(127, 0, 208, 1), free_port()).await;
+    let target = target(&machine, PASSWORD);
+    let started = std::time::Instant::now();
+    let (result, lines) = run(&target, None, &[], "sleep 120 & echo left").await;
+    let done = result.expect("the session ends");
+    assert_eq!(done.exit_status, 0);
+    assert!(
+        started.elapsed() < ssh::EXIT_GRACE + Duration::from_secs(20),
+        "held {:?}",
+        started.elapsed()
+    );
+    assert_eq!(lines.first().map(String::as_str), Some("left"));
+    assert!(
+        lines
+            .last()
+            .is_some_and(|line| line.contains("was not waited for")),
+        "{lines:?}"
+    );
+}

@@ -30,6 +30,11 @@ pub use crate::domain::bootstrap::MASK;
 /// The most output an [`SshRun`] keeps (every line is still streamed to `on_line`).
 pub const OUTPUT_CAP: usize = 1 << 20;
 
+/// How long the output may stay open after the command's exit status came: a process the
+/// command left running with the session's output still open (a daemon started without
+/// redirecting it) would otherwise hold the session until its bound.
+pub const EXIT_GRACE: Duration = Duration::from_secs(5);
+
 /// A line longer than this is handed on in pieces (a stream without line breaks must not grow
 /// without bound).
 const LINE_CAP: usize = 64 * 1024;
@@ -401,7 +406,21 @@ async fn exec(
     };
     let read = async {
         let mut status = None;
-        while let Some(message) = reader.wait().await {
+        let mut held_open = false;
+        loop {
+            let message = match status {
+                None => reader.wait().await,
+                Some(_) => match timeout(EXIT_GRACE, reader.wait()).await {
+                    Ok(message) => message,
+                    Err(_) => {
+                        held_open = true;
+                        break;
+                    }
+                },
+            };
+            let Some(message) = message else {
+                break;
+            };
             match message {
                 ChannelMsg::Data { data } => lines.feed(0, &data, on_line),
                 ChannelMsg::ExtendedData { data, ext: 1 } => lines.feed(1, &data, on_line),
@@ -419,6 +438,14 @@ async fn exec(
             }
         }
         lines.finish(on_line);
+        if held_open {
+            lines.note(
+                &format!(
+                    "[the command exited; its output was still open {EXIT_GRACE:?} later (a process it left running holds it) and was not waited for]"
+                ),
+                on_line,
+            );
+        }
         status.ok_or_else(|| {
             SshError::Protocol("the channel closed without the command's exit status".into())
         })
