@@ -518,3 +518,25 @@ async fn a_process_left_running_with_the_output_open_does_not_hold_the_session()
         "{lines:?}"
     );
 }
+
+#[tokio::test]
+async fn an_upload_that_cannot_be_written_says_why_and_the_command_does_not_run() {
+    let machine = machine(Ipv4Addr::new(127, 0, 209, 1), free_port()).await;
+    let target = target(&machine, PASSWORD);
+    let uploads = [Upload {
+        // /etc/hostname is a file: no directory can be made under it.
+        path: "/etc/hostname/capstan.env".into(),
+        mode: 0o600,
+        bytes: Bytes::from_static(b"x=1\n"),
+    }];
+    let (result, lines) = run(&target, None, &uploads, "touch /root/ran").await;
+    match result {
+        Err(SshError::Upload { path, why }) => {
+            assert_eq!(path, "/etc/hostname/capstan.env");
+            assert!(why.contains("mkdir"), "{why}");
+        }
+        other => panic!("the upload was taken: {other:?}"),
+    }
+    assert!(lines.is_empty());
+    assert!(!machine.path("/root/ran").exists(), "the command ran");
+}

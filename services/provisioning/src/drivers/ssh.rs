@@ -179,7 +179,7 @@ pub async fn run(
             target.address, limits.session
         ))),
     };
-    let _ = handle.disconnect(Disconnect::ByApplication, "", "en").await;
+    say_goodbye(&handle).await;
     outcome
 }
 
@@ -192,12 +192,18 @@ pub async fn password_refused(
     usable_password(target)?;
     match login(target, limits, expected_host_key).await {
         Ok((handle, _)) => {
-            let _ = handle.disconnect(Disconnect::ByApplication, "", "en").await;
+            say_goodbye(&handle).await;
             Ok(false)
         }
         Err(SshError::AuthRefused { .. }) => Ok(true),
         Err(other) => Err(other),
     }
+}
+
+/// Ends the connection politely, briefly: a machine that no longer answers is simply dropped.
+async fn say_goodbye(handle: &client::Handle<Checker>) {
+    let goodbye = handle.disconnect(Disconnect::ByApplication, "", "en");
+    let _ = timeout(Duration::from_secs(2), goodbye).await;
 }
 
 /// The host key's fingerprint as OpenSSH prints it (`SHA256:` and unpadded base64).
