@@ -8,6 +8,7 @@ mod flows;
 mod incidents;
 mod monitor;
 mod provisioning;
+mod provisioning_flow;
 mod releases;
 mod rollouts;
 mod scale;

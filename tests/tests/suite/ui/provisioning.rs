@@ -7,7 +7,8 @@
 //! API or form, is refused at the door (403) while nothing is made.
 //!
 //! It also asks for a site from the form and finds it on its page at its first step with its
-//! time, and on the dashboard's banner while it is in flight.
+//! time, and on the dashboard's banner while it is in flight. The whole flow, to the node
+//! online, is `provisioning_flow.rs`.
 
 use capstan_e2e::plane::{Plane, TEST_SEAL_KEY};
 use capstan_e2e::wait_for;

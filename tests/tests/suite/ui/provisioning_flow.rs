@@ -28,6 +28,7 @@ use super::Driver;
 const STEPS: [&str; 5] = ["requested", "creating", "booting", "installing", "done"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the provisioning workflow (create, boot, SSH bootstrap, auto-approval), not on main yet; run with --run-ignored"]
 async fn an_operator_asks_for_a_site_watches_its_steps_and_sees_the_node_online() {
     // The test runs the provisioning service itself, pointed at its stand-in.
     let plane = Plane::start_without(&[Domain::Provisioning], &[]).await;
