@@ -133,11 +133,12 @@ impl Domain {
                 commands: &[Domain::AgentChannel],
                 ..Reach::OWN_ONLY
             },
-            // Its own rpcs (accounts, offers) and events only, so far: the joins and node
-            // facts that auto-approval and the cleanup read (AC-08, PV-55) and the approvals
-            // and jobs it will send the agent channel come with the bootstrap (issue 29), and
-            // its row grows then, not before (no permission it does not use).
-            Domain::Provisioning => Reach::OWN_ONLY,
+            // The joins and node facts auto-approval judges (AC-08) and the machines
+            // inventory and cleanup read (PV-53, PV-55), from the agent channel's events.
+            Domain::Provisioning => Reach {
+                consumes: &[from!(Domain::AgentChannel, "provisioning_agent_channel")],
+                ..Reach::OWN_ONLY
+            },
             Domain::Dns | Domain::Billing => Reach::OWN_ONLY,
         }
     }

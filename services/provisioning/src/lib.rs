@@ -8,6 +8,7 @@
 //! first content (the bootstrap, auto-approval, the cleanup).
 #![forbid(unsafe_code)]
 
+pub mod consumers;
 pub mod domain;
 pub mod drivers;
 pub mod rpc;
@@ -15,12 +16,14 @@ pub mod settings;
 #[cfg(feature = "testsuite")]
 pub mod standin;
 pub mod store;
+pub mod tasks;
 
 use capstan_events::Domain;
-use capstan_runtime::Service;
+use capstan_runtime::{consume_patiently, Part, Service};
 use capstan_settings::Settings;
 use settings::ProvisioningSettings;
 use sqlx::migrate::Migrator;
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::drivers::seal::Sealer;
@@ -58,6 +61,32 @@ pub async fn run(
         sealer: Sealer::new(own.seal_key()),
         providers: providers(&own),
     };
-    let rpc = rpc::routes(service.rpc(), state);
-    service.run(rpc, Vec::new(), shutdown).await
+    let rpc = rpc::routes(service.rpc(), state.clone());
+    let mut parts: Vec<Part> = Vec::new();
+    for spec in consumers::specs(settings.bus.max_deliver, settings.bus.ack_wait()) {
+        let service = service.clone();
+        parts.push(Box::new(move |stop: CancellationToken| {
+            Box::pin(async move {
+                // The agent channel's stream may not exist until it first starts.
+                consume_patiently(&service, spec, Arc::new(consumers::Events), stop).await
+            })
+        }));
+    }
+    {
+        let state = state.clone();
+        parts.push(Box::new(move |stop: CancellationToken| {
+            Box::pin(tasks::transfer::watch(state, stop))
+        }));
+    }
+    {
+        let cleanup = tasks::cleanup::Cleanup {
+            enabled: own.test_cloud_cleanup,
+            max_age: chrono::Duration::hours(i64::from(own.test_cloud_max_age_hours)),
+            plane_node: own.plane_node.clone(),
+        };
+        parts.push(Box::new(move |stop: CancellationToken| {
+            Box::pin(tasks::cleanup::clean(state, cleanup, stop))
+        }));
+    }
+    service.run(rpc, parts, shutdown).await
 }

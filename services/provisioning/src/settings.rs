@@ -34,6 +34,18 @@ pub struct ProvisioningSettings {
     pub auto_approve: bool,
     /// The user the bootstrap logs in as over SSH.
     pub ssh_user: String,
+    /// The hourly test-cloud cleanup (PV-55), off by default: deletes old servers and
+    /// unattached volumes only in test-flagged accounts whose company name is exactly the
+    /// disposable marker. Turning it off clears `plane:test_cloud_cleanup`.
+    pub test_cloud_cleanup: bool,
+    /// Servers and volumes older than this are deleted by the cleanup
+    /// (`server_manager_test_cloud_max_age_hours`, 1..=8760).
+    pub test_cloud_max_age_hours: u32,
+    /// The plane's own node, by its node name: where the plane's conditions about itself
+    /// (`plane:test_cloud_cleanup`) are raised. Unset, or naming no node this service has
+    /// heard of, such a condition is recorded and logged but not published (incidents keeps
+    /// incidents only on nodes it knows).
+    pub plane_node: Option<String>,
 }
 
 impl Default for ProvisioningSettings {
@@ -47,6 +59,9 @@ impl Default for ProvisioningSettings {
             call_attempts: 5,
             auto_approve: true,
             ssh_user: "root".to_string(),
+            test_cloud_cleanup: false,
+            test_cloud_max_age_hours: crate::domain::cleanup::DEFAULT_MAX_AGE_HOURS,
+            plane_node: None,
         }
     }
 }
@@ -106,7 +121,23 @@ impl Section for ProvisioningSettings {
                 1,
                 10,
             ),
+            (
+                "provisioning.test_cloud_max_age_hours",
+                self.test_cloud_max_age_hours.into(),
+                1,
+                8760,
+            ),
         ]);
+        if self
+            .plane_node
+            .as_deref()
+            .is_some_and(|name| name.trim().is_empty())
+        {
+            problems.push(Problem::new(
+                "provisioning.plane_node",
+                "must name a node (or be left unset)",
+            ));
+        }
         problems.extend(base_url_problem(
             "provisioning.linode_base_url",
             &self.linode_base_url,
@@ -171,6 +202,12 @@ mod tests {
         assert_eq!(own.hetzner_base_url, "https://api.hetzner.cloud/v1");
         assert_eq!(own.ssh_user, "root");
         assert!(own.auto_approve);
+        assert!(
+            !own.test_cloud_cleanup,
+            "PV-55: the cleanup is off by default"
+        );
+        assert_eq!(own.test_cloud_max_age_hours, 24);
+        assert_eq!(own.plane_node, None);
         assert!(own.seal_key().is_none());
         assert_eq!(own.limits().call_timeout, Duration::from_secs(30));
     }

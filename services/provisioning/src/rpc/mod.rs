@@ -1,10 +1,15 @@
 //! The questions asked of the provisioning service (`capstan.rpc.provisioning.*`), each from
 //! the gateway with the operator's actor, one file per thing asked about: our cloud accounts and
-//! their offers (`accounts.rs`).
+//! their offers (`accounts.rs`), the machines inventory and adoption (`machines.rs`), the
+//! Docker hosts' placement records (`hosts.rs`).
 
 mod accounts;
+pub mod hosts;
+pub mod machines;
 
 pub use accounts::*;
+pub use hosts::{add_host, delete_host, list_hosts};
+pub use machines::{adopt_machine, list_machines, write_machine};
 
 use capstan_bus::RpcServer;
 use capstan_events::rpc::{ErrorCode, RpcError};
@@ -32,6 +37,12 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
         .route_with_state(&state, add_account)
         .route_with_state(&state, delete_account)
         .route_with_state(&state, account_offer)
+        .route_with_state(&state, list_machines)
+        .route_with_state(&state, write_machine)
+        .route_with_state(&state, adopt_machine)
+        .route_with_state(&state, list_hosts)
+        .route_with_state(&state, add_host)
+        .route_with_state(&state, delete_host)
 }
 
 pub(crate) fn sealing(error: SealError) -> RpcError {
