@@ -17,6 +17,7 @@ pub const CONDITIONS: &[ConditionKind] = &[
     agent_channel::UNMANAGEABLE,
     crate::provisioning::machines::MACHINE_TRANSFER,
     crate::provisioning::machines::TEST_CLOUD_CLEANUP,
+    crate::provisioning::provisions::SECOND_JOIN,
 ];
 
 /// The declared condition named `name`, if any.

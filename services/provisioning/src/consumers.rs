@@ -1,33 +1,40 @@
-//! What this service hears from the agent channel, each message applied once through the
-//! inbox: the node facts (the kit's node projection: names, addresses, paired, container, the
-//! Docker host) that the machines inventory, hosts, the transfer watch and the cleanup read;
-//! a node approved or reporting links the host record at its address to it (PV-14); and a
-//! `host_report` job's result gives the node's OS (PV-54's colours).
+//! What this service hears from the agent channel, each message applied once through the inbox:
+//! the node facts auto-approval, the inventory, hosts, the transfer watch and the cleanup read
+//! (the kit's `nodes` projection), and the joins (`join_requested`, then `node_approved` or
+//! `join_rejected`) kept in `joins`. A join heard wakes auto-approval at once (AC-08: "every
+//! minute and on each join"); the judging itself asks the provider, so it runs outside the
+//! consumer's transaction (`tasks::approval`). A node approved or reporting links the host
+//! record at its address to it (PV-14); a `host_report` job's result gives the node's OS
+//! (PV-54's colours).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
-use capstan_events::agent_channel::{JobFinished, JobOutcome};
+use capstan_events::agent_channel::{JobFinished, JobOutcome, JoinRejected, JoinRequested};
 use capstan_events::{Domain, Envelope, NodeId};
 use capstan_runtime::{read_as, retry, Apply, NodeEvent};
 use capstan_store::{PgConnection, StoreError};
 use futures::future::BoxFuture;
 use serde_json::Value;
+use tokio::sync::Notify;
 
-use crate::store::machines as store;
+use crate::store;
 
 /// The durable consumers of this service (from `Domain::reach`).
 pub fn specs(max_deliver: u32, ack_wait: Duration) -> Vec<ConsumerSpec> {
     capstan_runtime::event_consumer_specs(Domain::Provisioning, max_deliver, ack_wait)
 }
 
-/// The agent channel's events this service applies.
-pub struct Events;
+/// The agent channel's events this service applies; `joined` wakes auto-approval.
+pub struct Events {
+    pub joined: Arc<Notify>,
+}
 
-/// The events this service reads.
 pub enum Heard {
-    /// The node projection's events (the kit's `nodes` table).
     Node(NodeEvent),
+    JoinRequested(Envelope<JoinRequested>),
+    JoinRejected(Envelope<JoinRejected>),
     JobFinished(Envelope<JobFinished>),
 }
 
@@ -35,7 +42,10 @@ impl Apply for Events {
     type Message = Heard;
 
     fn read(&self, delivery: &Delivery) -> Option<Result<Heard, HandlerError>> {
-        NodeEvent::read(delivery, Heard::Node).or_else(|| read_as(delivery, Heard::JobFinished))
+        NodeEvent::read(delivery, Heard::Node)
+            .or_else(|| read_as(delivery, Heard::JoinRequested))
+            .or_else(|| read_as(delivery, Heard::JoinRejected))
+            .or_else(|| read_as(delivery, Heard::JobFinished))
     }
 
     fn apply<'c>(
@@ -48,12 +58,33 @@ impl Apply for Events {
             match heard {
                 Heard::Node(event) => {
                     event.apply(connection).await.map_err(retry)?;
+                    if let NodeEvent::Approved(approved) = &event {
+                        store::join_approved(
+                            connection,
+                            approved.data.request_id,
+                            approved.data.node_id,
+                        )
+                        .await
+                        .map_err(retry)?;
+                    }
                     if matches!(event, NodeEvent::Approved(_) | NodeEvent::Reported(_)) {
                         link_host(connection, event.node_id())
                             .await
                             .map_err(retry)?;
                     }
                     Ok(())
+                }
+                Heard::JoinRequested(event) => {
+                    store::join_heard(connection, &event.data, event.time)
+                        .await
+                        .map_err(retry)?;
+                    self.joined.notify_one();
+                    Ok(())
+                }
+                Heard::JoinRejected(event) => {
+                    store::join_rejected(connection, event.data.request_id)
+                        .await
+                        .map_err(retry)
                 }
                 Heard::JobFinished(event) => {
                     job_finished(connection, &event.data).await.map_err(retry)
@@ -66,7 +97,7 @@ impl Apply for Events {
 /// PV-14: a paired node that is not a container site links the live host record at its own
 /// address (the first it reported), unless a live link to another node holds it.
 pub async fn link_host(connection: &mut PgConnection, node: NodeId) -> Result<(), StoreError> {
-    let Some(row) = store::node(connection, node).await? else {
+    let Some(row) = store::machines::node(connection, node).await? else {
         return Ok(());
     };
     if !row.paired || row.container.is_some() {
@@ -102,7 +133,7 @@ async fn job_finished(connection: &mut PgConnection, job: &JobFinished) -> Resul
     let Some(os) = job.result.as_ref().and_then(reported_os) else {
         return Ok(());
     };
-    store::set_os(connection, job.node_id, &os).await
+    store::machines::set_os(connection, job.node_id, &os).await
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! The provisioning service: cloud accounts and provider drivers, provisions, bootstrap installs
-//! and site copies (issue 29; this much so far: the rules, the drivers, the accounts).
+//! and auto-approval of the joins they bring (issue 29).
 //!
 //! Its rooms, as in every service: `domain/` (pure rules), `store.rs` (its SQL), `rpc.rs` (the
 //! gateway's questions: accounts and offers), `drivers/` (the cloud providers behind one seam,
@@ -24,6 +24,7 @@ use capstan_settings::Settings;
 use settings::ProvisioningSettings;
 use sqlx::migrate::Migrator;
 use std::sync::Arc;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::drivers::seal::Sealer;
@@ -56,19 +57,25 @@ pub async fn run(
         );
     }
     let service = Service::start(&settings, DOMAIN, &MIGRATOR).await?;
+    let own = Arc::new(own);
+    let wake = Arc::new(Notify::new());
+    let joined = Arc::new(Notify::new());
     let state = rpc::State {
         store: service.store.clone(),
         sealer: Sealer::new(own.seal_key()),
         providers: providers(&own),
+        settings: own.clone(),
+        wake: wake.clone(),
     };
     let rpc = rpc::routes(service.rpc(), state.clone());
     let mut parts: Vec<Part> = Vec::new();
+    let events = Arc::new(consumers::Events { joined });
     for spec in consumers::specs(settings.bus.max_deliver, settings.bus.ack_wait()) {
-        let service = service.clone();
+        let (service, events) = (service.clone(), events.clone());
         parts.push(Box::new(move |stop: CancellationToken| {
             Box::pin(async move {
                 // The agent channel's stream may not exist until it first starts.
-                consume_patiently(&service, spec, Arc::new(consumers::Events), stop).await
+                consume_patiently(&service, spec, events, stop).await
             })
         }));
     }
@@ -84,6 +91,7 @@ pub async fn run(
             max_age: chrono::Duration::hours(i64::from(own.test_cloud_max_age_hours)),
             plane_node: own.plane_node.clone(),
         };
+        let state = state.clone();
         parts.push(Box::new(move |stop: CancellationToken| {
             Box::pin(tasks::cleanup::clean(state, cleanup, stop))
         }));

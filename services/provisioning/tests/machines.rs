@@ -86,6 +86,10 @@ impl World {
                 },
                 http: http(),
             },
+            settings: std::sync::Arc::new(
+                capstan_provisioning::settings::ProvisioningSettings::default(),
+            ),
+            wake: Default::default(),
         }
     }
 

@@ -1,15 +1,24 @@
 //! The questions asked of the provisioning service (`capstan.rpc.provisioning.*`), each from
 //! the gateway with the operator's actor, one file per thing asked about: our cloud accounts and
-//! their offers (`accounts.rs`), the machines inventory and adoption (`machines.rs`), the
-//! Docker hosts' placement records (`hosts.rs`).
+//! their offers (`accounts.rs`), provisions and the verdicts over their joins (`provisions.rs`),
+//! the machines inventory and adoption (`machines.rs`), the Docker hosts' placement records
+//! (`hosts.rs`).
 
 mod accounts;
 pub mod hosts;
 pub mod machines;
+mod provisions;
 
 pub use accounts::*;
 pub use hosts::{add_host, delete_host, list_hosts};
 pub use machines::{adopt_machine, list_machines, write_machine};
+pub use provisions::*;
+
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
+use crate::settings::ProvisioningSettings;
 
 use capstan_bus::RpcServer;
 use capstan_events::rpc::{ErrorCode, RpcError};
@@ -28,6 +37,9 @@ pub struct State {
     pub store: Store,
     pub sealer: Sealer,
     pub providers: Providers,
+    pub settings: Arc<ProvisioningSettings>,
+    /// Wakes the workflow (a provision asked for or retried).
+    pub wake: Arc<Notify>,
 }
 
 /// Adds the provisioning service's questions to `server`.
@@ -37,6 +49,11 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
         .route_with_state(&state, add_account)
         .route_with_state(&state, delete_account)
         .route_with_state(&state, account_offer)
+        .route_with_state(&state, list_provisions)
+        .route_with_state(&state, request_provision)
+        .route_with_state(&state, get_provision)
+        .route_with_state(&state, retry_provision)
+        .route_with_state(&state, join_verdicts)
         .route_with_state(&state, list_machines)
         .route_with_state(&state, write_machine)
         .route_with_state(&state, adopt_machine)

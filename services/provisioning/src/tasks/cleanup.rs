@@ -51,12 +51,17 @@ pub struct Report {
     pub condition_open: bool,
 }
 
-/// Runs the cleanup when due, looking every [`super::LOOK_EVERY`] until `stop`.
+/// Runs the cleanup when due, looking every [`super::due::LOOK_EVERY`] until `stop`.
 pub async fn clean(state: State, settings: Cleanup, stop: CancellationToken) -> anyhow::Result<()> {
-    capstan_runtime::periodic::every(super::LOOK_EVERY, "the test-cloud cleanup", stop, || {
-        let (state, settings) = (state.clone(), settings.clone());
-        async move { tick(&state, &settings, Utc::now(), false).await.map(|_| ()) }
-    })
+    capstan_runtime::periodic::every(
+        super::due::LOOK_EVERY,
+        "the test-cloud cleanup",
+        stop,
+        || {
+            let (state, settings) = (state.clone(), settings.clone());
+            async move { tick(&state, &settings, Utc::now(), false).await.map(|_| ()) }
+        },
+    )
     .await
 }
 
@@ -190,7 +195,7 @@ pub async fn tick(
         transaction.commit().await.map_err(StoreError::from)?;
         return Ok(Report::default());
     }
-    if !force && !super::due(&mut transaction, TASK, every(), now).await? {
+    if !force && !super::due::due(&mut transaction, TASK, every(), now).await? {
         return Ok(Report::default());
     }
     let live = live_addresses(&mut transaction).await?;
@@ -249,7 +254,7 @@ pub async fn tick(
         clear(&mut transaction, now).await?;
     } else {
         let evidence = problems.join("; ");
-        match super::plane_node(&mut transaction, settings.plane_node.as_deref()).await? {
+        match super::due::plane_node(&mut transaction, settings.plane_node.as_deref()).await? {
             Some(node) => {
                 watch::judge(
                     &mut transaction,

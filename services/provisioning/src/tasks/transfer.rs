@@ -37,9 +37,9 @@ pub struct Report {
     pub unreachable: Vec<(i64, String)>,
 }
 
-/// Runs the watch when due, looking every [`super::LOOK_EVERY`] until `stop`.
+/// Runs the watch when due, looking every [`super::due::LOOK_EVERY`] until `stop`.
 pub async fn watch(state: State, stop: CancellationToken) -> anyhow::Result<()> {
-    capstan_runtime::periodic::every(super::LOOK_EVERY, "the transfer watch", stop, || {
+    capstan_runtime::periodic::every(super::due::LOOK_EVERY, "the transfer watch", stop, || {
         let state = state.clone();
         async move { tick(&state, Utc::now(), false).await.map(|_| ()) }
     })
@@ -55,7 +55,7 @@ pub async fn tick(state: &State, now: DateTime<Utc>, force: bool) -> Result<Repo
     let Some(mut transaction) = state.store.lead_tick(LOCK).await? else {
         return Ok(Report::default());
     };
-    if !force && !super::due(&mut transaction, TASK, every(), now).await? {
+    if !force && !super::due::due(&mut transaction, TASK, every(), now).await? {
         return Ok(Report::default());
     }
     let accounts = accounts_store::accounts(&mut transaction).await?;

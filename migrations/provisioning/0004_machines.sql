@@ -1,28 +1,12 @@
 -- The machines inventory, adoptions, hosts and the periodic watches (issue 29, PV-14..PV-17,
 -- PV-52..PV-55).
 
--- The node projection (capstan_store::nodes, the kit's columns), fed by the agent channel's
--- events: names, addresses, paired, container and Docker host. `install_state` (PV-01, NULL
--- is operational) is kept with the kit's other services' column name.
-CREATE TABLE nodes (
-    node_id       BIGINT PRIMARY KEY,
-    name          TEXT NOT NULL DEFAULT '',
-    fingerprint   TEXT NOT NULL DEFAULT '',
-    addresses     JSONB NOT NULL DEFAULT '[]',
-    site_root     TEXT,
-    container     TEXT,
-    host_node_id  BIGINT,
-    placed_at     TIMESTAMPTZ,
-    paired        BOOLEAN NOT NULL DEFAULT false,
-    approved_at   TIMESTAMPTZ,
-    vocabulary    TEXT[] NOT NULL DEFAULT '{}',
-    agent_version TEXT,
-    reported_at   TIMESTAMPTZ,
-    install_state TEXT,
-    -- The OS its agent's latest report named (`Ubuntu 24.04.1 LTS`), for PV-54's colours.
-    os            TEXT
-);
-CREATE INDEX nodes_name ON nodes (name);
+-- The node projection (0003, the kit's columns) with what the inventory reads besides:
+-- `install_state` (PV-01, NULL is operational; the kit's other services' column name, added
+-- here unless the kit's own migration did) and the OS a `host_report` named (PV-54's colours).
+ALTER TABLE nodes ADD COLUMN IF NOT EXISTS install_state TEXT;
+ALTER TABLE nodes ADD COLUMN IF NOT EXISTS os TEXT;
+CREATE INDEX IF NOT EXISTS nodes_name ON nodes (name);
 
 -- What is written down about a machine (PV-53, `machine_edit`): keyed by the machine's id as
 -- the inventory names it, `node-<id>` or `server-<account>-<instance>`.
