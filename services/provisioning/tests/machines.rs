@@ -733,3 +733,74 @@ async fn pv_53_pv_54_the_inventory_lists_nodes_and_main_account_servers_with_no_
     );
     assert_eq!(bad.code, ErrorCode::InvalidRequest);
 }
+
+#[tokio::test]
+async fn pv_55_a_hetzner_test_account_has_no_company_name_so_nothing_is_deleted_and_it_is_refused()
+{
+    let world = world().await;
+    world.account("hetzner", "Test cloud", "test").await;
+    world.node(1, "plane", &["203.0.113.1"], true).await;
+    server(&world.hetzner, 20, [203, 0, 113, 20], 480, &[]);
+    let report = cleanup::tick(&world.state(), &cleanup_on(Some("plane")), Utc::now(), true)
+        .await
+        .unwrap();
+    assert_eq!(ids(&world.hetzner), [20]);
+    assert_eq!(report.refusals.len(), 1);
+    assert!(
+        report.refusals[0].contains("no account record"),
+        "{:?}",
+        report.refusals
+    );
+    let published = world.conditions("test_cloud_cleanup").await;
+    assert_eq!(published.len(), 1);
+    assert!(published[0].happening);
+}
+
+#[tokio::test]
+async fn pv_14_a_host_agent_approved_or_reporting_at_the_address_links_its_record_once() {
+    let world = world().await;
+    let host = rpc::add_host(
+        world.state(),
+        AddHost {
+            actor: actor(Level::Admin),
+            body: HostBody {
+                address: "203.0.113.40".into(),
+                max_sites: 2,
+                provisioning_enabled: true,
+                flag: None,
+            },
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(host.node_id, None, "no agent at the address yet");
+    let linked = || async {
+        sqlx::query_scalar::<_, Option<i64>>("SELECT node_id FROM hosts WHERE id = $1")
+            .bind(host.id)
+            .fetch_one(world.store.pool())
+            .await
+            .unwrap()
+    };
+    // A container site at the same address is not the host's own node.
+    world.node(31, "shop", &["203.0.113.40"], true).await;
+    sqlx::query("UPDATE nodes SET container = 'shop' WHERE node_id = 31")
+        .execute(world.store.pool())
+        .await
+        .unwrap();
+    let mut connection = world.store.pool().acquire().await.unwrap();
+    capstan_provisioning::consumers::link_host(&mut connection, NodeId(31))
+        .await
+        .unwrap();
+    assert_eq!(linked().await, None);
+    world.node(30, "dock-host", &["203.0.113.40"], true).await;
+    capstan_provisioning::consumers::link_host(&mut connection, NodeId(30))
+        .await
+        .unwrap();
+    assert_eq!(linked().await, Some(30));
+    // A live link is never re-pointed.
+    world.node(32, "dock-host-2", &["203.0.113.40"], true).await;
+    capstan_provisioning::consumers::link_host(&mut connection, NodeId(32))
+        .await
+        .unwrap();
+    assert_eq!(linked().await, Some(30));
+}
