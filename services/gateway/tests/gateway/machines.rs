@@ -312,6 +312,39 @@ async fn the_machines_page_draws_colours_and_offers_confirm_from_level_8_and_hos
     assert_eq!(forwarded[0]["machine_id"], "node-5");
     assert_eq!(forwarded[0]["body"]["confirm_only"], true);
 
+    assert!(page.has("data-test=\"write-machine\""));
+    assert!(page.has(r#"name="purpose" maxlength="500" value="shop""#));
+    let saved = changer
+        .submit(
+            "/ui/machines/server-1-51",
+            &[
+                ("purpose", " mail relay "),
+                ("serves", "outbound mail"),
+                ("retire_by", "2027-06-30"),
+            ],
+        )
+        .await;
+    assert_eq!(saved.status, 303);
+    let forwarded = asked(&gateway, "write_machine");
+    assert_eq!(forwarded.len(), 2);
+    assert_eq!(forwarded[1]["machine_id"], "server-1-51");
+    assert_eq!(forwarded[1]["body"]["purpose"], "mail relay");
+    assert_eq!(forwarded[1]["body"]["retire_by"], "2027-06-30");
+    assert_eq!(forwarded[1]["body"]["confirm_only"], false);
+    let bad_date = changer
+        .submit("/ui/machines/server-1-51", &[("retire_by", "next spring")])
+        .await;
+    assert_eq!(bad_date.status, 303);
+    assert_eq!(
+        asked(&gateway, "write_machine").len(),
+        2,
+        "a bad date asks nothing"
+    );
+    assert!(!reader
+        .get("/ui/machines")
+        .await
+        .has("data-test=\"write-machine\""));
+
     let hosts = reader.get("/ui/hosts").await;
     assert_eq!(hosts.status, 200);
     assert!(hosts.has(r#"id="host-3""#));

@@ -17,7 +17,7 @@ use crate::{
     error::ApiError,
     identity::AuditDetail,
     state::AppState,
-    ui::{acted, format::clip, render, Chrome, UiError, UiSession},
+    ui::{acted, format::clip, guard::FormFields, render, Chrome, UiError, UiSession},
 };
 
 struct MachineLine {
@@ -33,6 +33,11 @@ struct MachineLine {
     note: String,
     has_note: bool,
     confirmed: String,
+    purpose: String,
+    owner: String,
+    serves: String,
+    release: String,
+    retire_by: String,
 }
 
 fn colour(colour: MachineColour) -> &'static str {
@@ -91,6 +96,14 @@ fn machine_line(machine: &MachineView) -> MachineLine {
             .and_then(|note| note.confirmed_at)
             .map(|at| at.format("%Y-%m-%d").to_string())
             .unwrap_or_default(),
+        purpose: note.map(|note| note.purpose.clone()).unwrap_or_default(),
+        owner: note.map(|note| note.owner.clone()).unwrap_or_default(),
+        serves: note.map(|note| note.serves.clone()).unwrap_or_default(),
+        release: note.map(|note| note.release.clone()).unwrap_or_default(),
+        retire_by: note
+            .and_then(|note| note.retire_by)
+            .map(|by| by.to_string())
+            .unwrap_or_default(),
     }
 }
 
@@ -123,6 +136,57 @@ pub async fn machines(
         can_confirm: session.actor().level >= Level::Change,
     };
     Ok(render(StatusCode::OK, &page.chrome, &page))
+}
+
+/// Save writes every field down and confirms it (PV-53).
+pub async fn save(
+    State(state): State<AppState>,
+    session: UiSession,
+    Path(machine_id): Path<String>,
+    fields: FormFields,
+) -> Response {
+    let text = |name: &str| fields.get(name).unwrap_or_default().trim().to_string();
+    let retire_by = match text("retire_by").as_str() {
+        "" => None,
+        written => match chrono::NaiveDate::parse_from_str(written, "%Y-%m-%d") {
+            Ok(date) => Some(date),
+            Err(_) => {
+                return acted(
+                    "/ui/machines",
+                    Err(ApiError::invalid(
+                        "retire_by",
+                        "a date as YYYY-MM-DD, or empty",
+                    )),
+                )
+            }
+        },
+    };
+    let request = WriteMachine {
+        actor: session.actor(),
+        machine_id: machine_id.clone(),
+        body: MachineNoteBody {
+            purpose: text("purpose"),
+            owner: text("owner"),
+            serves: text("serves"),
+            release: text("release"),
+            retire_by,
+            confirm_only: false,
+        },
+    };
+    let answer: Result<MachineView, ApiError> = ask(&state, &request).await;
+    let mut response = acted(
+        "/ui/machines",
+        answer.map(|machine| {
+            format!(
+                "Written down and confirmed for {}.",
+                clip(&machine.name, 100)
+            )
+        }),
+    );
+    response
+        .extensions_mut()
+        .insert(AuditDetail(serde_json::json!({"machine_id": machine_id})));
+    response
 }
 
 /// Confirm alone re-confirms what is written (PV-53).
