@@ -254,10 +254,10 @@ fn admitted(provision: &Provision, name: &str, nodes: &[Node]) -> Option<NodeId>
             node.paired && Some(node.id) == provision.node_id
                 || node.paired
                     && node.name == name
-                && node
-                    .addresses
-                    .iter()
-                    .any(|address| provision.addresses.contains(address))
+                    && node
+                        .addresses
+                        .iter()
+                        .any(|address| provision.addresses.contains(address))
         })
         .map(|node| node.id)
 }

@@ -128,7 +128,10 @@ mod tests {
         let sealed = sealer.seal_root_password(3, &password).unwrap();
         assert!(!String::from_utf8_lossy(&sealed).contains("Root-Pass"));
         assert_eq!(
-            sealer.open_root_password(3, &sealed).unwrap().expose_secret(),
+            sealer
+                .open_root_password(3, &sealed)
+                .unwrap()
+                .expose_secret(),
             "Root-Pass-123"
         );
         assert!(sealer.open(3, &sealed).is_err());
