@@ -723,6 +723,15 @@ async fn pv_53_pv_54_the_inventory_lists_nodes_and_main_account_servers_with_no_
         .unwrap_err(),
     );
     assert_eq!(unknown.code, ErrorCode::NotFound);
+    let in_test_account = refused(
+        rpc::write_machine(
+            world.state(),
+            write("server-2-70", MachineNoteBody::default(), Level::Change),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(in_test_account.code, ErrorCode::NotFound);
     let bad = refused(
         rpc::write_machine(
             world.state(),

@@ -287,6 +287,11 @@ async fn machine_exists(state: &State, id: &MachineId) -> Answer<bool> {
             let Some(account) = account else {
                 return Ok(false);
             };
+            // The inventory leaves the test account out (PV-53): nothing is written about its
+            // servers.
+            if account.flag()? != AccountFlag::Main {
+                return Ok(false);
+            }
             match driver(state, &account)?.get(instance_id).await {
                 Ok(_) => Ok(true),
                 Err(crate::drivers::ProviderError::NotFound(_)) => Ok(false),
