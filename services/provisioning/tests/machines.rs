@@ -167,6 +167,7 @@ fn server(standin: &StandIn, id: u64, ipv4: [u8; 4], age_hours: i64, tags: &[&st
         rdns: None,
         disk_encryption: None,
         swap_size: None,
+        machine_ready: true,
     });
 }
 
