@@ -6,6 +6,7 @@
 pub mod agent_channel;
 pub mod backups;
 pub mod incidents;
+pub mod machines;
 pub mod monitor;
 pub mod provisioning;
 pub mod rollouts;
@@ -21,6 +22,7 @@ pub fn routes() -> Vec<Route> {
         rollouts::routes(),
         backups::routes(),
         provisioning::routes(),
+        machines::routes(),
     ]
     .concat()
 }

@@ -267,7 +267,13 @@ impl Gateway {
         tokio::spawn(fake_monitor(self.bus.clone(), &self.script).serve(self.stop.clone()));
         tokio::spawn(fake_rollouts(self.bus.clone(), &self.script).serve(self.stop.clone()));
         tokio::spawn(fake_backups(self.bus.clone(), &self.script).serve(self.stop.clone()));
-        tokio::spawn(fake_provisioning(self.bus.clone(), &self.script).serve(self.stop.clone()));
+        tokio::spawn(
+            fake_provisioning(
+                crate::machines::fake_machines(self.bus.clone(), &self.script),
+                &self.script,
+            )
+            .serve(self.stop.clone()),
+        );
         // Ready once it answers (the subscription is made asynchronously).
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
@@ -729,9 +735,10 @@ pub fn provision_view(id: i64) -> capstan_events::provisioning::provisions::Prov
     }
 }
 
-fn fake_provisioning(bus: Bus, script: &Arc<Mutex<Script>>) -> RpcServer {
+/// The provisioning service's accounts and provisions, added to `server` (the machines' fake:
+/// one server per domain, since a domain's rpcs share one queue subscription).
+fn fake_provisioning(server: RpcServer, script: &Arc<Mutex<Script>>) -> RpcServer {
     use capstan_events::provisioning::{provisions, rpc as accounts};
-    let server = RpcServer::new(bus, Domain::Provisioning);
     let server = fake(server, script, |_, _: accounts::ListAccounts| {
         accounts::Accounts {
             accounts: vec![account_view(1)],
@@ -923,7 +930,7 @@ fn edge_probe(id: i64) -> capstan_events::monitor::rpc::EdgeProbeView {
 
 /// Registers a fake of the question `R` that records its request and answers
 /// `answer(request)`, or the scripted failure.
-fn fake<R: JsonRpc>(
+pub fn fake<R: JsonRpc>(
     server: RpcServer,
     script: &Arc<Mutex<Script>>,
     answer: fn(&Script, R) -> R::Reply,
@@ -1072,6 +1079,10 @@ pub fn body_for(path: &str) -> Value {
     } else if path == "/api/v1/provisioning/provisions" {
         json!({"account_id": 1, "kind": "site", "name": "shop-1", "region": "us-east",
                "size": "g6-nanode-1"})
+    } else if path.ends_with("/adopt") {
+        json!({"instance_id": "50"})
+    } else if path == "/api/v1/hosts" {
+        json!({"address": "203.0.113.40", "max_sites": 4})
     } else if path == "/api/v1/backups/targets" {
         json!({"name": "offsite", "provider": "generic_s3", "endpoint": "https://s3.example.net",
                "region": "eu-central-1", "bucket": "capstan-backups", "folder": "fleet",
