@@ -425,3 +425,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod install_states;
