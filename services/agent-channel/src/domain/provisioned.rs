@@ -4,6 +4,7 @@
 //! the one the install recorded, AC-10, and the node with no agent yet), and how the record
 //! names provisioning as the one who decided.
 
+use capstan_events::rpc::InvalidInput;
 use std::net::IpAddr;
 
 use super::joins::valid_node_name;
@@ -29,34 +30,41 @@ pub fn registration(
     reference: &str,
     name: &str,
     addresses: &[String],
-) -> Result<Registration, String> {
+) -> Result<Registration, InvalidInput> {
     if reference.is_empty()
         || reference.chars().count() > REFERENCE_MAX_CHARS
         || reference
             .chars()
             .any(|c| c.is_control() || c.is_whitespace())
     {
-        return Err(format!(
-            "reference must be 1 to {REFERENCE_MAX_CHARS} characters without spaces"
+        return Err(InvalidInput::new(
+            "reference",
+            format!("must be 1 to {REFERENCE_MAX_CHARS} characters without spaces"),
         ));
     }
     if !valid_node_name(name) {
-        return Err(format!(
-            "name {name:?} is not a node name (a lower-case letter or digit, then lower-case \
-             letters, digits, '.', '_' or '-', at most 64)"
+        return Err(InvalidInput::new(
+            "name",
+            format!(
+                "{name:?} is not a node name (a lower-case letter or digit, then lower-case \
+                 letters, digits, '.', '_' or '-', at most 64)"
+            ),
         ));
     }
     if addresses.len() > REGISTERED_ADDRESSES_MAX {
-        return Err(format!(
-            "addresses: at most {REGISTERED_ADDRESSES_MAX}, not {}",
-            addresses.len()
+        return Err(InvalidInput::new(
+            "addresses",
+            format!(
+                "at most {REGISTERED_ADDRESSES_MAX}, not {}",
+                addresses.len()
+            ),
         ));
     }
     let mut parsed = Vec::with_capacity(addresses.len());
     for address in addresses {
-        let ip: IpAddr = address
-            .parse()
-            .map_err(|_| format!("addresses: {address:?} is not an IP address"))?;
+        let ip: IpAddr = address.parse().map_err(|_| {
+            InvalidInput::new("addresses", format!("{address:?} is not an IP address"))
+        })?;
         let written = ip.to_string();
         if !parsed.contains(&written) {
             parsed.push(written);
@@ -125,14 +133,15 @@ pub fn approved_by(provision_id: i64) -> String {
 }
 
 /// The reason a refused join carries, or what is wrong with it.
-pub fn refusal_reason(reason: &str) -> Result<&str, String> {
+pub fn refusal_reason(reason: &str) -> Result<&str, InvalidInput> {
     let reason = reason.trim();
     if reason.is_empty()
         || reason.chars().count() > REFUSAL_REASON_MAX_CHARS
         || reason.chars().any(char::is_control)
     {
-        return Err(format!(
-            "reason must be 1 to {REFUSAL_REASON_MAX_CHARS} printable characters"
+        return Err(InvalidInput::new(
+            "reason",
+            format!("must be 1 to {REFUSAL_REASON_MAX_CHARS} printable characters"),
         ));
     }
     Ok(reason)
@@ -178,7 +187,9 @@ mod tests {
                 "at most 8",
             ),
         ] {
-            let error = registration(reference, name, &addresses).unwrap_err();
+            let error = registration(reference, name, &addresses)
+                .unwrap_err()
+                .to_string();
             assert!(error.contains(says), "{reference} {name}: {error}");
         }
         let long = "p".repeat(REFERENCE_MAX_CHARS + 1);

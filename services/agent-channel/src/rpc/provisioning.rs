@@ -20,10 +20,6 @@ use crate::{
     store,
 };
 
-fn invalid(message: String) -> RpcError {
-    RpcError::new(ErrorCode::InvalidRequest, message)
-}
-
 /// A node with no key and no agent, made for the provision `reference` names; the same
 /// reference answers the same node. A name another node holds (one that has not left) is
 /// refused, naming that node.
@@ -32,8 +28,7 @@ pub async fn register_node(state: State, request: RegisterNode) -> Answer<NodeRe
         .actor
         .require_service(Domain::Provisioning, "registering a node")?;
     let registration =
-        provisioned::registration(&request.reference, &request.name, &request.addresses)
-            .map_err(invalid)?;
+        provisioned::registration(&request.reference, &request.name, &request.addresses)?;
     state
         .store
         .in_transaction(move |transaction| {
@@ -151,8 +146,7 @@ pub async fn refuse_join(state: State, request: RefuseJoin) -> Answer<Done> {
     request
         .actor
         .require_service(Domain::Provisioning, "refusing a join")?;
-    let by =
-        provisioned::rejected_by(provisioned::refusal_reason(&request.reason).map_err(invalid)?);
+    let by = provisioned::rejected_by(provisioned::refusal_reason(&request.reason)?);
     state
         .store
         .in_transaction(move |transaction| {
