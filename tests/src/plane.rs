@@ -1,5 +1,5 @@
 //! A plane of the test's own: the real services (agent channel, gateway, incidents, monitor,
-//! rollouts, backups) in this process, on a fresh database and a private NATS server, with an
+//! rollouts, backups, provisioning) in this process, on a fresh database and a private NATS server, with an
 //! operator at each level (each with an API token and a known password for the web UI).
 
 use capstan_bus::{access::BusUser, testsuite::NatsServer, Bus};
@@ -26,6 +26,7 @@ pub type PlaneSections = (
     capstan_incidents::settings::IncidentsSettings,
     capstan_monitor::settings::MonitorSettings,
     capstan_backups::settings::BackupsSettings,
+    capstan_provisioning::settings::ProvisioningSettings,
 );
 
 /// An operator of the test plane.
@@ -103,13 +104,23 @@ impl Plane {
         let mut overrides = vec![
             ("CAPSTAN__GATEWAY__LISTEN", listen.as_str()),
             ("CAPSTAN__DATABASE__MAX_CONNECTIONS", "8"),
-            // The backups service seals its targets' keys with this (a test key).
+            // The backups service seals its targets' keys with this (a test key), and the
+            // provisioning service its accounts' tokens and root passwords.
             ("CAPSTAN__BACKUPS__SEAL_KEY", TEST_SEAL_KEY),
+            ("CAPSTAN__PROVISIONING__SEAL_KEY", TEST_SEAL_KEY),
         ];
+        // A new machine's agent joins this plane (a test may name another URL).
+        let plane_url = format!("http://{listen}");
+        if !extra
+            .iter()
+            .any(|(key, _)| *key == "CAPSTAN__PROVISIONING__PLANE_URL")
+        {
+            overrides.push(("CAPSTAN__PROVISIONING__PLANE_URL", plane_url.as_str()));
+        }
         overrides.extend_from_slice(extra);
         let (settings, sections): (Settings, PlaneSections) =
             crate::settings_with(&database, &nats, &overrides);
-        let (gateway, agent_channel, incidents, monitor, backups) = sections.clone();
+        let (gateway, agent_channel, incidents, monitor, backups, provisioning) = sections.clone();
         // On a secured server each service runs as its own NATS user.
         let as_user = |domain: Domain| {
             if !secured {
@@ -164,6 +175,13 @@ impl Plane {
                 shutdown.clone(),
             )));
         }
+        if !skip.contains(&Domain::Provisioning) {
+            services.push(tokio::spawn(capstan_provisioning::run(
+                as_user(Domain::Provisioning),
+                provisioning,
+                shutdown.clone(),
+            )));
+        }
         let base = format!("http://{listen}");
         // The gateway closes a connection idle for its header timeout (5 s by default): a
         // client that reuses one at that moment hears the close instead of an answer
@@ -184,6 +202,7 @@ impl Plane {
             Domain::Monitor,
             Domain::Rollouts,
             Domain::Backups,
+            Domain::Provisioning,
         ]
         .into_iter()
         .filter(|domain| !skip.contains(domain))

@@ -193,10 +193,11 @@ impl Domain {
                 commands: &[Domain::AgentChannel],
                 ..Reach::OWN_ONLY
             },
-            // The joins and node facts auto-approval and the cleanup read (AC-08, PV-55):
-            // every agent channel event (join_requested, node_approved, node_left, ...). The
-            // three questions it asks the agent channel (register a node, approve a
-            // provisioned join, refuse a join) are `SERVICE_QUESTIONS`, not every op.
+            // The joins and node facts auto-approval judges (AC-08) and the machines
+            // inventory and cleanup read (PV-53, PV-55), from the agent channel's events
+            // (join_requested, node_approved, node_left, ...). The three questions it asks the
+            // agent channel (register a node, approve a provisioned join, refuse a join) are
+            // `SERVICE_QUESTIONS`, not every op.
             Domain::Provisioning => Reach {
                 consumes: &[from!(Domain::AgentChannel, "provisioning_agent_channel")],
                 ..Reach::OWN_ONLY

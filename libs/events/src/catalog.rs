@@ -15,6 +15,7 @@ pub const CONDITIONS: &[ConditionKind] = &[
     crate::backups::BACKUP_UNVERIFIED,
     agent_channel::AGENT_UPDATE_REFUSED,
     agent_channel::UNMANAGEABLE,
+    crate::provisioning::provisions::SECOND_JOIN,
 ];
 
 /// The declared condition named `name`, if any.

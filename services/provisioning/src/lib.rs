@@ -1,5 +1,5 @@
 //! The provisioning service: cloud accounts and provider drivers, provisions, bootstrap installs
-//! and site copies (issue 29; this much so far: the rules, the drivers, the accounts).
+//! and auto-approval of the joins they bring (issue 29).
 //!
 //! Its rooms, as in every service: `domain/` (pure rules), `store.rs` (its SQL), `rpc.rs` (the
 //! gateway's questions: accounts and offers), `drivers/` (the cloud providers behind one seam,
@@ -8,6 +8,7 @@
 //! first content (the bootstrap, auto-approval, the cleanup).
 #![forbid(unsafe_code)]
 
+pub mod consumers;
 pub mod domain;
 pub mod drivers;
 pub mod rpc;
@@ -17,7 +18,9 @@ pub mod standin;
 pub mod store;
 
 use capstan_events::Domain;
-use capstan_runtime::Service;
+use capstan_runtime::{consume_patiently, Part, Service};
+use std::sync::Arc;
+use tokio::sync::Notify;
 use capstan_settings::Settings;
 use settings::ProvisioningSettings;
 use sqlx::migrate::Migrator;
@@ -53,11 +56,27 @@ pub async fn run(
         );
     }
     let service = Service::start(&settings, DOMAIN, &MIGRATOR).await?;
+    let own = Arc::new(own);
+    let wake = Arc::new(Notify::new());
+    let joined = Arc::new(Notify::new());
     let state = rpc::State {
         store: service.store.clone(),
         sealer: Sealer::new(own.seal_key()),
         providers: providers(&own),
+        settings: own.clone(),
+        wake: wake.clone(),
     };
     let rpc = rpc::routes(service.rpc(), state);
-    service.run(rpc, Vec::new(), shutdown).await
+    let mut parts: Vec<Part> = Vec::new();
+    let events = Arc::new(consumers::Events { joined });
+    for spec in consumers::specs(settings.bus.max_deliver, settings.bus.ack_wait()) {
+        let (service, events) = (service.clone(), events.clone());
+        parts.push(Box::new(move |stop: CancellationToken| {
+            Box::pin(async move {
+                // The agent channel's stream may not exist until it first starts.
+                consume_patiently(&service, spec, events, stop).await
+            })
+        }));
+    }
+    service.run(rpc, parts, shutdown).await
 }

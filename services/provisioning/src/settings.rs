@@ -34,6 +34,27 @@ pub struct ProvisioningSettings {
     pub auto_approve: bool,
     /// The user the bootstrap logs in as over SSH.
     pub ssh_user: String,
+    /// The port the bootstrap reaches a new machine's sshd at.
+    pub ssh_port: u16,
+    /// The URL a new machine's agent asks to join at (the gateway's, as the machine reaches
+    /// it; `--management-node`, PV-09). Without it nothing is provisioned (the service says so).
+    pub plane_url: Option<String>,
+    /// The agent binary the bootstrap installs; absent, `capstan-agent` beside this program.
+    pub agent_binary: Option<PathBuf>,
+    /// Seconds an instance may take to report running before the provision fails (1..=3600).
+    pub boot_timeout_secs: u32,
+    /// Milliseconds between looks at a booting instance (50..=60000).
+    pub boot_poll_millis: u32,
+    /// Seconds one SSH connection may take to open and log in (1..=300).
+    pub ssh_connect_timeout_secs: u32,
+    /// Seconds the whole install session may take (10..=7200).
+    pub install_timeout_secs: u32,
+    /// Provisions run at once by one replica (1..=500).
+    pub concurrency: u32,
+    /// The name of the plane's own node (the machine the plane runs on, enrolled like any
+    /// other): the alarms of this service (AC-11's second join, PV-55's cleanup refusals, the
+    /// transfer watch) are raised on it. Unset: they are logged only.
+    pub plane_node: Option<String>,
 }
 
 impl Default for ProvisioningSettings {
@@ -47,6 +68,15 @@ impl Default for ProvisioningSettings {
             call_attempts: 5,
             auto_approve: true,
             ssh_user: "root".to_string(),
+            ssh_port: 22,
+            plane_url: None,
+            agent_binary: None,
+            boot_timeout_secs: 600,
+            boot_poll_millis: 5_000,
+            ssh_connect_timeout_secs: 30,
+            install_timeout_secs: 1_800,
+            concurrency: 64,
+            plane_node: None,
         }
     }
 }
@@ -57,6 +87,16 @@ impl ProvisioningSettings {
         self.seal_key
             .as_ref()
             .and_then(|key| parse_seal_key(key.expose_secret()))
+    }
+
+    /// The agent binary the bootstrap uploads.
+    pub fn agent_binary(&self) -> PathBuf {
+        self.agent_binary.clone().unwrap_or_else(|| {
+            std::env::current_exe()
+                .ok()
+                .and_then(|exe| exe.parent().map(|dir| dir.join("capstan-agent")))
+                .unwrap_or_else(|| PathBuf::from("capstan-agent"))
+        })
     }
 
     /// The provider calls' bounds.
@@ -106,7 +146,41 @@ impl Section for ProvisioningSettings {
                 1,
                 10,
             ),
+            (
+                "provisioning.boot_timeout_secs",
+                self.boot_timeout_secs.into(),
+                1,
+                3_600,
+            ),
+            (
+                "provisioning.boot_poll_millis",
+                self.boot_poll_millis.into(),
+                50,
+                60_000,
+            ),
+            (
+                "provisioning.ssh_connect_timeout_secs",
+                self.ssh_connect_timeout_secs.into(),
+                1,
+                300,
+            ),
+            (
+                "provisioning.install_timeout_secs",
+                self.install_timeout_secs.into(),
+                10,
+                7_200,
+            ),
+            ("provisioning.concurrency", self.concurrency.into(), 1, 500),
         ]);
+        if let Some(url) = &self.plane_url {
+            problems.extend(base_url_problem("provisioning.plane_url", url));
+        }
+        if self.ssh_port == 0 {
+            problems.push(Problem::new(
+                "provisioning.ssh_port",
+                "must be a port (1..=65535)",
+            ));
+        }
         problems.extend(base_url_problem(
             "provisioning.linode_base_url",
             &self.linode_base_url,

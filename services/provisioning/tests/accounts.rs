@@ -2,92 +2,15 @@
 //! only when the provider takes the token, sealed at rest, never answered back, deleted unless
 //! a provision is in flight, and an account's offer asked of its provider (the stand-ins).
 
-use capstan_events::provisioning::rpc::{AccountOffer, AddAccount, DeleteAccount, ListAccounts};
+use capstan_events::provisioning::rpc::{AccountOffer, DeleteAccount, ListAccounts};
 use capstan_events::provisioning::{AccountFlag, CloudProvider};
-use capstan_events::rpc::{Actor, ErrorCode, Level, RpcError};
-use capstan_provisioning::drivers::api::{http, Limits};
-use capstan_provisioning::drivers::seal::Sealer;
-use capstan_provisioning::drivers::Providers;
-use capstan_provisioning::rpc::{self, State};
-use capstan_provisioning::standin::{Flavor, StandIn};
-use capstan_runtime::ServiceError;
-use capstan_store::testsuite::TestDatabase;
-use capstan_store::Store;
+use capstan_events::rpc::{ErrorCode, Level};
+use capstan_provisioning::rpc;
 use secrecy::ExposeSecret;
-use std::time::Duration;
 
-const TOKEN: &str = "standin-token";
+mod common;
 
-struct World {
-    _database: TestDatabase,
-    store: Store,
-    linode: StandIn,
-    hetzner: StandIn,
-}
-
-async fn world() -> World {
-    let database = TestDatabase::create().await;
-    let store = Store::connect(database.url(), "provisioning", 2)
-        .await
-        .unwrap();
-    store
-        .migrate(&capstan_provisioning::MIGRATOR)
-        .await
-        .unwrap();
-    World {
-        _database: database,
-        store,
-        linode: StandIn::start(Flavor::Linode).await,
-        hetzner: StandIn::start(Flavor::Hetzner).await,
-    }
-}
-
-impl World {
-    fn state(&self, key: Option<[u8; 32]>) -> State {
-        State {
-            store: self.store.clone(),
-            sealer: Sealer::new(key),
-            providers: Providers {
-                linode_base_url: self.linode.base_url(),
-                hetzner_base_url: self.hetzner.base_url(),
-                limits: Limits {
-                    call_timeout: Duration::from_secs(5),
-                    attempts: 2,
-                    first_wait: Duration::from_millis(10),
-                    longest_wait: Duration::from_secs(1),
-                },
-                http: http(),
-            },
-        }
-    }
-}
-
-fn admin() -> Actor {
-    Actor {
-        name: "ada".into(),
-        level: Level::Admin,
-        address: None,
-    }
-}
-
-fn add(provider: &str, label: &str, flag: &str, token: &str) -> AddAccount {
-    AddAccount {
-        actor: admin(),
-        provider: provider.into(),
-        label: label.into(),
-        flag: flag.into(),
-        token: token.into(),
-    }
-}
-
-fn refused(error: ServiceError) -> RpcError {
-    match error {
-        ServiceError::Refused(refused) => refused,
-        other => panic!("not a refusal: {other:?}"),
-    }
-}
-
-const KEY: Option<[u8; 32]> = Some([9u8; 32]);
+use common::{add, admin, refused, world, KEY, TOKEN};
 
 #[tokio::test]
 async fn an_account_is_saved_sealed_and_its_token_is_never_answered_back() {

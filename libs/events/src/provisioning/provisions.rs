@@ -10,8 +10,19 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::{AccountFlag, CloudProvider, InstallKind, ProvisionStep};
+use crate::conditions::ConditionKind;
+use crate::incidents::Severity;
 use crate::rpc::Actor;
-use crate::NodeId;
+use crate::{Domain, NodeId};
+
+/// `plane:provisioned_second_join` (AC-11), on the plane's own node: a join came from a
+/// provisioned machine's address after its agent was admitted; it was refused.
+pub const SECOND_JOIN: ConditionKind = ConditionKind {
+    domain: Domain::Provisioning,
+    name: "provisioned_second_join",
+    severity: Severity::Critical,
+    title: "A second join came from a provisioned machine",
+};
 
 crate::rpc! { crate::Domain::Provisioning;
     // `GET /api/v1/provisioning/provisions` (level 7): newest first; the dashboard banner asks

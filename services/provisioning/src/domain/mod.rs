@@ -2,6 +2,9 @@
 //! clock, a database, a provider or the bus. What lives where:
 //!
 //! * `accounts.rs` — a cloud account as an operator adds it (PV-12, PV-58).
+//! * `request.rs` — an operator's ask for a server, checked field by field (PV-03).
+//! * `bootstrap.rs` — the SSH bootstrap's files, its one fixed command, the key line it prints
+//!   and the masking of its output (PV-05, PV-06, AC-10).
 //! * `install.rs` — a node's install state and whether it is operational (PV-01); a
 //!   provision's steps and their transitions, `install_failed` with its reason and Retry (PV-02).
 //! * `offer.rs` — a size not sold in the region is refused before anything is made, naming the
@@ -17,10 +20,12 @@
 
 pub mod accounts;
 pub mod approval;
+pub mod bootstrap;
 pub mod cleanup;
 pub mod install;
 pub mod machines;
 pub mod offer;
 pub mod placement;
+pub mod request;
 
 pub use capstan_events::NodeId;

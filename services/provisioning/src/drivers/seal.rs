@@ -34,6 +34,11 @@ fn aad(account_id: i64) -> String {
     format!("capstan.provisioning.account.{account_id}")
 }
 
+/// A provision's root password is sealed to the provision (PV-05), never opening as a token.
+fn root_aad(provision_id: i64) -> String {
+    format!("capstan.provisioning.provision.{provision_id}.root")
+}
+
 impl Sealer {
     pub fn new(key: Option<[u8; 32]>) -> Sealer {
         Sealer { key }
@@ -51,6 +56,32 @@ impl Sealer {
 
     /// Seals `token` for account `account_id`.
     pub fn seal(&self, account_id: i64, token: &SecretString) -> Result<Vec<u8>, SealError> {
+        self.seal_to(&aad(account_id), token)
+    }
+
+    /// Opens what [`Sealer::seal`] sealed for the same account.
+    pub fn open(&self, account_id: i64, sealed: &[u8]) -> Result<SecretString, SealError> {
+        self.open_from(&aad(account_id), sealed)
+    }
+
+    /// Seals provision `provision_id`'s root password (held only while the bootstrap needs it).
+    pub fn seal_root_password(
+        &self,
+        provision_id: i64,
+        password: &SecretString,
+    ) -> Result<Vec<u8>, SealError> {
+        self.seal_to(&root_aad(provision_id), password)
+    }
+
+    pub fn open_root_password(
+        &self,
+        provision_id: i64,
+        sealed: &[u8],
+    ) -> Result<SecretString, SealError> {
+        self.open_from(&root_aad(provision_id), sealed)
+    }
+
+    fn seal_to(&self, aad: &str, token: &SecretString) -> Result<Vec<u8>, SealError> {
         let key = self.key()?;
         let mut nonce = [0u8; NONCE_LEN];
         SystemRandom::new()
@@ -59,7 +90,7 @@ impl Sealer {
         let mut sealed = token.expose_secret().as_bytes().to_vec();
         key.seal_in_place_append_tag(
             Nonce::assume_unique_for_key(nonce),
-            Aad::from(aad(account_id).as_bytes()),
+            Aad::from(aad.as_bytes()),
             &mut sealed,
         )
         .map_err(|_| SealError::DoesNotOpen)?;
@@ -68,8 +99,7 @@ impl Sealer {
         Ok(out)
     }
 
-    /// Opens what [`Sealer::seal`] sealed for the same account.
-    pub fn open(&self, account_id: i64, sealed: &[u8]) -> Result<SecretString, SealError> {
+    fn open_from(&self, aad: &str, sealed: &[u8]) -> Result<SecretString, SealError> {
         let key = self.key()?;
         if sealed.len() < NONCE_LEN {
             return Err(SealError::DoesNotOpen);
@@ -78,7 +108,7 @@ impl Sealer {
         let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| SealError::DoesNotOpen)?;
         let mut body = body.to_vec();
         let plain = key
-            .open_in_place(nonce, Aad::from(aad(account_id).as_bytes()), &mut body)
+            .open_in_place(nonce, Aad::from(aad.as_bytes()), &mut body)
             .map_err(|_| SealError::DoesNotOpen)?;
         let text = std::str::from_utf8(plain).map_err(|_| SealError::DoesNotOpen)?;
         Ok(SecretString::from(text))
@@ -88,6 +118,25 @@ impl Sealer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // PV-05: a provision's root password is sealed to the provision; it never opens as the
+    // token of the account with the same number, nor for another provision.
+    #[test]
+    fn pv_05_a_root_password_opens_only_as_its_provisions_password() {
+        let sealer = Sealer::new(Some([9u8; 32]));
+        let password = SecretString::from("Root-Pass-123");
+        let sealed = sealer.seal_root_password(3, &password).unwrap();
+        assert!(!String::from_utf8_lossy(&sealed).contains("Root-Pass"));
+        assert_eq!(
+            sealer
+                .open_root_password(3, &sealed)
+                .unwrap()
+                .expose_secret(),
+            "Root-Pass-123"
+        );
+        assert!(sealer.open(3, &sealed).is_err());
+        assert!(sealer.open_root_password(4, &sealed).is_err());
+    }
 
     #[test]
     fn a_token_is_sealed_and_opens_only_for_its_account_and_key() {

@@ -1,10 +1,18 @@
 //! The questions asked of the provisioning service (`capstan.rpc.provisioning.*`), each from
 //! the gateway with the operator's actor, one file per thing asked about: our cloud accounts and
-//! their offers (`accounts.rs`).
+//! their offers (`accounts.rs`), provisions and the verdicts over their joins (`provisions.rs`).
 
 mod accounts;
+mod provisions;
 
 pub use accounts::*;
+pub use provisions::*;
+
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
+use crate::settings::ProvisioningSettings;
 
 use capstan_bus::RpcServer;
 use capstan_events::rpc::{ErrorCode, RpcError};
@@ -23,6 +31,9 @@ pub struct State {
     pub store: Store,
     pub sealer: Sealer,
     pub providers: Providers,
+    pub settings: Arc<ProvisioningSettings>,
+    /// Wakes the workflow (a provision asked for or retried).
+    pub wake: Arc<Notify>,
 }
 
 /// Adds the provisioning service's questions to `server`.
@@ -32,6 +43,11 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
         .route_with_state(&state, add_account)
         .route_with_state(&state, delete_account)
         .route_with_state(&state, account_offer)
+        .route_with_state(&state, list_provisions)
+        .route_with_state(&state, request_provision)
+        .route_with_state(&state, get_provision)
+        .route_with_state(&state, retry_provision)
+        .route_with_state(&state, join_verdicts)
 }
 
 pub(crate) fn sealing(error: SealError) -> RpcError {

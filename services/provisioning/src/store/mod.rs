@@ -1,7 +1,12 @@
 //! The provisioning service's SQL, one file per thing it keeps: our cloud accounts (tokens
-//! sealed, `accounts.rs`). Rows are read into the contract's words; an unknown word fails the
-//! read.
+//! sealed, `accounts.rs`), provisions and their steps (`provisions.rs`), the agent channel's
+//! joins with auto-approval's verdicts (`joins.rs`). Rows are read into the contract's words;
+//! an unknown word fails the read. The node projection is the kit's (`capstan_store::nodes`).
 
 mod accounts;
+mod joins;
+mod provisions;
 
 pub use accounts::*;
+pub use joins::*;
+pub use provisions::*;
