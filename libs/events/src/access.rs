@@ -16,6 +16,20 @@ pub struct EventSubscription {
     pub from: Domain,
     /// The durable consumer's name (shared by every replica of the consuming service).
     pub durable: &'static str,
+    /// The one event of that domain it reads (its `Message::NAME`), or `None` for all of them:
+    /// the consumer's filter subject is then `capstan.events.<domain>.<name>`, so the other
+    /// events of the stream never reach it.
+    pub only: Option<&'static str>,
+}
+
+impl EventSubscription {
+    /// The subject the durable consumer filters on.
+    pub fn filter_subject(&self) -> String {
+        match self.only {
+            Some(name) => crate::subject_for(crate::Kind::Event, self.from, name),
+            None => self.from.events_subjects(),
+        }
+    }
 }
 
 /// What a domain reaches beyond its own subjects.
@@ -61,6 +75,24 @@ pub const SERVICE_QUESTIONS: &[(Domain, Domain, &str)] = &[
         Domain::Backups,
         <crate::backups::rpc::BackupUrls as crate::rpc::Rpc>::OP,
     ),
+    // Provisioning makes the node of a machine it provisions, approves that machine's join
+    // when AC-08's five conditions hold, and refuses a second join from its address (AC-11);
+    // the agent channel answers these three to the provisioning service's actor alone.
+    (
+        Domain::Provisioning,
+        Domain::AgentChannel,
+        <crate::agent_channel::rpc::RegisterNode as crate::rpc::Rpc>::OP,
+    ),
+    (
+        Domain::Provisioning,
+        Domain::AgentChannel,
+        <crate::agent_channel::rpc::ApproveProvisionedJoin as crate::rpc::Rpc>::OP,
+    ),
+    (
+        Domain::Provisioning,
+        Domain::AgentChannel,
+        <crate::agent_channel::rpc::RefuseJoin as crate::rpc::Rpc>::OP,
+    ),
 ];
 
 impl Domain {
@@ -77,9 +109,21 @@ impl Domain {
                 EventSubscription {
                     from: $domain,
                     durable: $durable,
+                    only: None,
+                }
+            };
+            ($domain:expr, $durable:literal, only $event:ty) => {
+                EventSubscription {
+                    from: $domain,
+                    durable: $durable,
+                    only: Some(<$event as crate::Message>::NAME),
                 }
             };
         }
+        // Provisioning's install states (PV-01), which every service embedding the node
+        // projection keeps beside its nodes (`NodeEvent::InstallChanged`) to skip the
+        // non-operational ones.
+        type InstallStates = crate::provisioning::InstallStateChanged;
         match self {
             Domain::Gateway => Reach {
                 consumes: &[],
@@ -93,6 +137,7 @@ impl Domain {
                 consumes: &[
                     from!(Domain::AgentChannel, "incidents_agent_channel"),
                     from!(Domain::Gateway, "incidents_gateway"),
+                    from!(Domain::Provisioning, "incidents_provisioning", only InstallStates),
                     // Every other service's conditions come on a stream of their own, read
                     // through `conditions::DURABLE`; no row here per producer.
                 ],
@@ -100,9 +145,17 @@ impl Domain {
                 asks: &[],
                 every_replica: &[],
             },
-            // The monitor's health dots (MO-07), kept for the node views and listing.
+            // The monitor's health dots (MO-07), kept for the node views and listing; and
+            // provisioning's install states, which the node views show (PV-01).
             Domain::AgentChannel => Reach {
-                consumes: &[from!(Domain::Monitor, "agent_channel_monitor")],
+                consumes: &[
+                    from!(Domain::Monitor, "agent_channel_monitor"),
+                    from!(
+                        Domain::Provisioning,
+                        "agent_channel_provisioning",
+                        only InstallStates
+                    ),
+                ],
                 every_replica: &[
                     <crate::agent_channel::rpc::ReleaseClaims as crate::rpc::Rpc>::OP,
                     <crate::agent_channel::rpc::ReleasePoll as crate::rpc::Rpc>::OP,
@@ -112,7 +165,10 @@ impl Domain {
             // The node facts its checks need (names, addresses, vocabulary, the status jobs);
             // and the status jobs it asks for on a cadence (MO-05, MO-06).
             Domain::Monitor => Reach {
-                consumes: &[from!(Domain::AgentChannel, "monitor_agent_channel")],
+                consumes: &[
+                    from!(Domain::AgentChannel, "monitor_agent_channel"),
+                    from!(Domain::Provisioning, "monitor_provisioning", only InstallStates),
+                ],
                 commands: &[Domain::AgentChannel],
                 ..Reach::OWN_ONLY
             },
@@ -122,6 +178,7 @@ impl Domain {
                 consumes: &[
                     from!(Domain::AgentChannel, "rollouts_agent_channel"),
                     from!(Domain::Incidents, "rollouts_incidents"),
+                    from!(Domain::Provisioning, "rollouts_provisioning", only InstallStates),
                 ],
                 commands: &[Domain::AgentChannel],
                 ..Reach::OWN_ONLY
@@ -129,12 +186,18 @@ impl Domain {
             // The node facts its schedule needs and the jobs it asked for (agent channel);
             // its backups, verifies and restores are commands to the agent channel.
             Domain::Backups => Reach {
-                consumes: &[from!(Domain::AgentChannel, "backups_agent_channel")],
+                consumes: &[
+                    from!(Domain::AgentChannel, "backups_agent_channel"),
+                    from!(Domain::Provisioning, "backups_provisioning", only InstallStates),
+                ],
                 commands: &[Domain::AgentChannel],
                 ..Reach::OWN_ONLY
             },
             // The joins and node facts auto-approval judges (AC-08) and the machines
-            // inventory and cleanup read (PV-53, PV-55), from the agent channel's events.
+            // inventory and cleanup read (PV-53, PV-55), from the agent channel's events
+            // (join_requested, node_approved, node_left, ...). The three questions it asks the
+            // agent channel (register a node, approve a provisioned join, refuse a join) are
+            // `SERVICE_QUESTIONS`, not every op.
             Domain::Provisioning => Reach {
                 consumes: &[from!(Domain::AgentChannel, "provisioning_agent_channel")],
                 ..Reach::OWN_ONLY
@@ -187,6 +250,34 @@ mod tests {
                 );
             }
         }
+    }
+
+    // PV-01: every service that embeds the node projection hears provisioning's install
+    // states, and only them, from provisioning's stream.
+    #[test]
+    fn every_node_projection_hears_install_states_and_nothing_else_of_provisioning() {
+        for domain in [
+            Domain::Incidents,
+            Domain::Monitor,
+            Domain::Rollouts,
+            Domain::Backups,
+            Domain::AgentChannel,
+        ] {
+            let install_states: Vec<_> = domain
+                .reach()
+                .consumes
+                .iter()
+                .filter(|subscription| subscription.from == Domain::Provisioning)
+                .collect();
+            assert_eq!(install_states.len(), 1, "{domain}");
+            assert_eq!(
+                install_states[0].filter_subject(),
+                "capstan.events.provisioning.install_state_changed"
+            );
+        }
+        let joins = Domain::Provisioning.reach().consumes[0];
+        assert_eq!(joins.from, Domain::AgentChannel);
+        assert_eq!(joins.filter_subject(), "capstan.events.agent_channel.>");
     }
 
     #[test]

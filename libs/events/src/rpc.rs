@@ -4,6 +4,7 @@
 use schemars::JsonSchema;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
+use crate::words::Word as _;
 use crate::Domain;
 
 /// A question one service answers over `capstan.rpc.<domain>.<op>`: the request type names its
@@ -200,6 +201,9 @@ impl TryFrom<u8> for Level {
     }
 }
 
+/// How a service acting for itself is named: `service/<domain>`.
+pub const SERVICE_ACTOR_PREFIX: &str = "service/";
+
 /// Who asks: an operator (by name, with their level) or a service of the plane.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Actor {
@@ -212,6 +216,40 @@ pub struct Actor {
 }
 
 impl Actor {
+    /// A service of the plane acting for itself (`service/provisioning`), at level 10. An
+    /// operator's name never holds a `/` (the gateway refuses one), so no operator is taken
+    /// for a service.
+    pub fn service(domain: Domain) -> Actor {
+        Actor {
+            name: format!("{SERVICE_ACTOR_PREFIX}{}", domain.as_str()),
+            level: Level::Admin,
+            address: None,
+        }
+    }
+
+    /// Whether the actor is the service `domain` ([`Actor::service`]).
+    pub fn is_service(&self, domain: Domain) -> bool {
+        self.name
+            .strip_prefix(SERVICE_ACTOR_PREFIX)
+            .is_some_and(|name| name == domain.as_str())
+    }
+
+    /// Refuses with `forbidden` unless the actor is the service `domain`: a question only that
+    /// service may ask.
+    pub fn require_service(&self, domain: Domain, what: &str) -> Result<(), RpcError> {
+        if self.is_service(domain) {
+            return Ok(());
+        }
+        Err(RpcError::new(
+            ErrorCode::Forbidden,
+            format!(
+                "{what} is asked only by the {} service; {} may not",
+                domain.as_str(),
+                self.name
+            ),
+        ))
+    }
+
     /// Refuses with `forbidden` unless the actor holds `needed`.
     pub fn require(&self, needed: Level, what: &str) -> Result<(), RpcError> {
         if self.level >= needed {
@@ -278,6 +316,35 @@ mod tests {
             "{}",
             refused.message
         );
+    }
+
+    #[test]
+    fn a_service_actor_is_told_apart_from_operators_and_other_services() {
+        let provisioning = Actor::service(Domain::Provisioning);
+        assert_eq!(provisioning.name, "service/provisioning");
+        assert!(provisioning.is_service(Domain::Provisioning));
+        assert!(provisioning
+            .require_service(Domain::Provisioning, "registering a node")
+            .is_ok());
+        for other in [
+            Actor::service(Domain::Backups),
+            Actor {
+                name: "provisioning".into(),
+                level: Level::Admin,
+                address: None,
+            },
+            Actor {
+                name: "service/provisioning2".into(),
+                level: Level::Admin,
+                address: None,
+            },
+        ] {
+            let refused = other
+                .require_service(Domain::Provisioning, "registering a node")
+                .unwrap_err();
+            assert_eq!(refused.code, ErrorCode::Forbidden, "{}", other.name);
+            assert!(refused.message.contains(&other.name), "{}", refused.message);
+        }
     }
 
     #[test]

@@ -79,7 +79,7 @@ pub fn event_consumer_specs(
             domain,
             stream: subscription.from.events_stream(),
             durable: subscription.durable.to_string(),
-            filter_subject: subscription.from.events_subjects(),
+            filter_subject: subscription.filter_subject(),
             max_deliver,
             ack_wait,
         })

@@ -11,6 +11,8 @@ pub mod nodes;
 pub mod outbound;
 pub mod periodic;
 mod service;
+#[cfg(any(test, feature = "testsuite"))]
+pub mod testsuite;
 
 pub use capstan_store::Migrator;
 /// The kit's TLS and backoff, which the agent shares (from `capstan-telemetry`).

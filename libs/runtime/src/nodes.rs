@@ -1,6 +1,7 @@
 //! The node projection a service embeds (see `capstan_store::nodes` for its table and read
-//! API): the agent channel's node events read as one [`NodeEvent`] and applied through the
-//! service's inbox. A service's consumer names it as one variant of its own `Heard`:
+//! API): the agent channel's node events, and provisioning's install states (PV-01), read as
+//! one [`NodeEvent`] and applied through the service's inbox. A service's consumer names it as
+//! one variant of its own `Heard`:
 //!
 //! ```ignore
 //! enum Heard { Node(NodeEvent), JobFinished(Envelope<JobFinished>) }
@@ -9,11 +10,16 @@
 //! // in `apply`:
 //! Heard::Node(event) => event.apply(connection).await.map_err(retry),
 //! ```
+//!
+//! The install states come on provisioning's stream: the service's `Domain::reach` reads it
+//! through its own durable consumer, filtered to `install_state_changed`, and the same `read`
+//! takes them (its other variants never match there).
 
 use capstan_bus::{Delivery, HandlerError};
 use capstan_events::agent_channel::{
     NodeApproved, NodeDisconnected, NodeLeft, NodeReported, PlacementChanged,
 };
+use capstan_events::provisioning::InstallStateChanged;
 use capstan_events::{Envelope, NodeId};
 use capstan_store::{nodes, PgConnection, StoreError};
 
@@ -27,6 +33,8 @@ pub enum NodeEvent {
     Placed(Envelope<PlacementChanged>),
     Left(Envelope<NodeLeft>),
     Disconnected(Envelope<NodeDisconnected>),
+    /// Provisioning's word on the node's install state (PV-01).
+    InstallChanged(Envelope<InstallStateChanged>),
 }
 
 impl NodeEvent {
@@ -41,6 +49,7 @@ impl NodeEvent {
             .or_else(|| read_as(delivery, NodeEvent::Placed))
             .or_else(|| read_as(delivery, NodeEvent::Left))
             .or_else(|| read_as(delivery, NodeEvent::Disconnected))
+            .or_else(|| read_as(delivery, NodeEvent::InstallChanged))
             .map(|read| read.map(wrap))
     }
 
@@ -52,6 +61,7 @@ impl NodeEvent {
             NodeEvent::Placed(event) => event.data.node_id,
             NodeEvent::Left(event) => event.data.node_id,
             NodeEvent::Disconnected(event) => event.data.node_id,
+            NodeEvent::InstallChanged(event) => event.data.node_id,
         }
     }
 
@@ -67,6 +77,9 @@ impl NodeEvent {
             NodeEvent::Placed(event) => nodes::placed(connection, &event.data, event.time).await,
             NodeEvent::Left(event) => nodes::unpaired(connection, event.data.node_id).await,
             NodeEvent::Disconnected(event) => nodes::unpaired(connection, event.data.node_id).await,
+            NodeEvent::InstallChanged(event) => {
+                nodes::install_state_changed(connection, &event.data).await
+            }
         }
     }
 }
@@ -74,7 +87,8 @@ impl NodeEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use capstan_events::Message;
+    use capstan_events::provisioning::InstallState;
+    use capstan_events::{Message, Word as _};
     use capstan_store::testsuite::TestDatabase;
     use capstan_store::Store;
     use chrono::{Duration, Utc};
@@ -83,9 +97,106 @@ mod tests {
     fn delivery<M: Message>(event: Envelope<M>) -> Delivery {
         Delivery {
             envelope: event.into_raw(),
-            subject: format!("capstan.events.agent_channel.{}", M::event_type()),
+            subject: format!("capstan.events.{}.{}", M::DOMAIN.as_str(), M::NAME),
             delivered: 1,
         }
+    }
+
+    fn install(node: NodeId, state: Option<InstallState>, at: chrono::DateTime<Utc>) -> Delivery {
+        delivery(Envelope::new(
+            InstallStateChanged {
+                node_id: node,
+                state,
+                previous: None,
+                changed_at: at,
+            },
+            None,
+        ))
+    }
+
+    async fn install_state(store: &Store, node: NodeId) -> Option<InstallState> {
+        let mut connection = store.pool().acquire().await.unwrap();
+        let node = nodes::node(&mut connection, node).await.unwrap().unwrap();
+        assert_eq!(node.is_operational(), node.install_state.is_none());
+        node.install_state
+    }
+
+    // PV-01: provisioning says `installing` before the node's agent exists (kept aside, no
+    // row: the node is not listed until its approval), the approval takes it; the install's
+    // end makes the node operational; an older change heard late changes nothing, however it
+    // arrives (before or after the approval).
+    #[tokio::test]
+    async fn pv_01_an_install_state_is_kept_from_before_the_approval_and_only_newer_ones_win() {
+        let (_database, store) = store().await;
+        let now = Utc::now();
+        let node = NodeId(11);
+        heard(&store, install(node, Some(InstallState::Installing), now)).await;
+        heard(&store, install(node, None, now - Duration::minutes(10))).await;
+        let mut connection = store.pool().acquire().await.unwrap();
+        assert_eq!(nodes::node(&mut connection, node).await.unwrap(), None);
+        assert!(nodes::paired(&mut connection).await.unwrap().is_empty());
+
+        heard(&store, delivery(Envelope::new(approved(node), None))).await;
+        assert_eq!(
+            install_state(&store, node).await,
+            Some(InstallState::Installing),
+            "the approval took the state heard before it"
+        );
+        assert!(!nodes::paired(&mut connection).await.unwrap()[0].is_operational());
+
+        heard(
+            &store,
+            install(
+                node,
+                Some(InstallState::InstallFailed),
+                now - Duration::minutes(1),
+            ),
+        )
+        .await;
+        assert_eq!(
+            install_state(&store, node).await,
+            Some(InstallState::Installing)
+        );
+
+        heard(&store, install(node, None, now + Duration::minutes(5))).await;
+        assert_eq!(
+            install_state(&store, node).await,
+            None,
+            "installed: operational"
+        );
+
+        // A re-approval keeps it; the early table was emptied by the first approval.
+        heard(&store, delivery(Envelope::new(approved(node), None))).await;
+        assert_eq!(install_state(&store, node).await, None);
+        let early: i64 = sqlx::query_scalar("SELECT count(*) FROM early_install_states")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(early, 0);
+
+        // A node approved first, then set installing (a re-install of a known node), and a
+        // state word the contract does not know is refused on reading.
+        heard(&store, delivery(Envelope::new(approved(NodeId(12)), None))).await;
+        heard(
+            &store,
+            install(NodeId(12), Some(InstallState::Retired), now),
+        )
+        .await;
+        assert_eq!(
+            install_state(&store, NodeId(12)).await,
+            Some(InstallState::Retired)
+        );
+        sqlx::query("UPDATE nodes SET install_state = 'melting' WHERE node_id = 12")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        let error = nodes::node(&mut connection, NodeId(12)).await.unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("\"melting\" is not an install state"),
+            "{error}"
+        );
     }
 
     fn approved(node: NodeId) -> NodeApproved {

@@ -1,6 +1,7 @@
 //! The node projection every service embeds: the agent channel's node events (`node_approved`,
-//! `node_reported`, `placement_changed`, `node_left`, `node_disconnected`) kept in a `nodes`
-//! table of the embedding service's own schema, and read through the small API below.
+//! `node_reported`, `placement_changed`, `node_left`, `node_disconnected`) and provisioning's
+//! `install_state_changed` (PV-01) kept in a `nodes` table of the embedding service's own
+//! schema, and read through the small API below.
 //!
 //! The table's kit columns are [`TABLE`] (`nodes.sql`): a new service's first migration
 //! creates it so; the services that kept a projection of their own before converted theirs to
@@ -9,7 +10,10 @@
 //!
 //! Each write is idempotent and order-tolerant where the events allow: an approval makes or
 //! refreshes the row; a report, a placement or an unpairing of a node never approved changes
-//! nothing; an older placement or report heard late (a redelivery) never overwrites a newer.
+//! nothing; an older placement, report or install state heard late (a redelivery) never
+//! overwrites a newer. An install state heard before the node's approval (provisioning says
+//! `installing` while the machine is still being set up, before its agent exists) is kept in
+//! `early_install_states` and taken by the approval that makes the row.
 
 use crate::StoreError;
 
@@ -17,7 +21,8 @@ use crate::StoreError;
 pub const TABLE: &str = include_str!("nodes.sql");
 
 use capstan_events::agent_channel::{NodeApproved, NodeReported, PlacementChanged};
-use capstan_events::NodeId;
+use capstan_events::provisioning::{InstallState, InstallStateChanged};
+use capstan_events::{NodeId, Word as _};
 use sqlx::types::{
     chrono::{DateTime, Utc},
     Json,
@@ -40,6 +45,16 @@ pub struct Node {
     /// When the node's agent last reported (`None`: it has not reported since its approval
     /// was heard here).
     pub reported_at: Option<DateTime<Utc>>,
+    /// Provisioning's install state (PV-01): `None` is operational.
+    pub install_state: Option<InstallState>,
+}
+
+impl Node {
+    /// PV-01: only a node with no install state is operational; the rest are skipped by
+    /// backups, rollouts, uptime, health and incident sources, and stay listed.
+    pub fn is_operational(&self) -> bool {
+        self.install_state.is_none()
+    }
 }
 
 #[derive(sqlx::FromRow)]
@@ -55,11 +70,25 @@ struct NodeRow {
     vocabulary: Vec<String>,
     agent_version: Option<String>,
     reported_at: Option<DateTime<Utc>>,
+    install_state: Option<String>,
 }
 
-impl From<NodeRow> for Node {
-    fn from(row: NodeRow) -> Self {
-        Node {
+impl TryFrom<NodeRow> for Node {
+    type Error = StoreError;
+
+    /// The row as a node; an install state the contract does not name (only this module
+    /// writes the column, from the contract's words) fails the read naming it.
+    fn try_from(row: NodeRow) -> Result<Self, StoreError> {
+        let install_state = match row.install_state.as_deref() {
+            None => None,
+            Some(word) => Some(InstallState::parse(word).ok_or_else(|| {
+                StoreError::Database(format!(
+                    "node {}: {word:?} is not an install state",
+                    row.node_id
+                ))
+            })?),
+        };
+        Ok(Node {
             node_id: row.node_id,
             name: row.name,
             fingerprint: row.fingerprint,
@@ -71,12 +100,13 @@ impl From<NodeRow> for Node {
             vocabulary: row.vocabulary,
             agent_version: row.agent_version,
             reported_at: row.reported_at,
-        }
+            install_state,
+        })
     }
 }
 
 const COLUMNS: &str = "node_id, name, fingerprint, addresses, site_root, container, \
-     host_node_id, paired, vocabulary, agent_version, reported_at";
+     host_node_id, paired, vocabulary, agent_version, reported_at, install_state";
 
 /// `node_approved` at `at`: the node is paired, known by its name, key, addresses, site root
 /// and container (a re-approval refreshes them; what a later report said of its site root is
@@ -103,6 +133,50 @@ pub async fn approved(
     .bind(approved.site_root.as_deref())
     .bind(approved.container.as_deref())
     .bind(at)
+    .execute(&mut *connection)
+    .await?;
+    // An install state heard before this first approval is the node's now, unless the row
+    // already holds a newer one.
+    sqlx::query(
+        "WITH early AS (DELETE FROM early_install_states WHERE node_id = $1
+                        RETURNING install_state, changed_at)
+         UPDATE nodes SET install_state = early.install_state, install_state_at = early.changed_at
+         FROM early
+         WHERE nodes.node_id = $1
+           AND (nodes.install_state_at IS NULL OR nodes.install_state_at <= early.changed_at)",
+    )
+    .bind(approved.node_id)
+    .execute(connection)
+    .await?;
+    Ok(())
+}
+
+/// `install_state_changed` (PV-01): the node's install state, unless a newer change was heard
+/// already. A node not approved here yet keeps it in `early_install_states` for its approval.
+pub async fn install_state_changed(
+    connection: &mut PgConnection,
+    changed: &InstallStateChanged,
+) -> Result<(), StoreError> {
+    let state = changed.state.map(|state| state.as_str());
+    sqlx::query(
+        "UPDATE nodes SET install_state = $2, install_state_at = $3
+         WHERE node_id = $1 AND (install_state_at IS NULL OR install_state_at <= $3)",
+    )
+    .bind(changed.node_id)
+    .bind(state)
+    .bind(changed.changed_at)
+    .execute(&mut *connection)
+    .await?;
+    sqlx::query(
+        "INSERT INTO early_install_states (node_id, install_state, changed_at)
+         SELECT $1, $2, $3 WHERE NOT EXISTS (SELECT 1 FROM nodes WHERE node_id = $1)
+         ON CONFLICT (node_id) DO UPDATE
+         SET install_state = EXCLUDED.install_state, changed_at = EXCLUDED.changed_at
+         WHERE early_install_states.changed_at <= EXCLUDED.changed_at",
+    )
+    .bind(changed.node_id)
+    .bind(state)
+    .bind(changed.changed_at)
     .execute(connection)
     .await?;
     Ok(())
@@ -166,7 +240,7 @@ pub async fn node(connection: &mut PgConnection, node: NodeId) -> Result<Option<
             .bind(node)
             .fetch_optional(connection)
             .await?;
-    Ok(row.map(Node::from))
+    row.map(Node::try_from).transpose()
 }
 
 /// Whether the node has a paired agent now (false for a node never heard of).
@@ -185,7 +259,7 @@ pub async fn paired(connection: &mut PgConnection) -> Result<Vec<Node>, StoreErr
     ))
     .fetch_all(connection)
     .await?;
-    Ok(rows.into_iter().map(Node::from).collect())
+    rows.into_iter().map(Node::try_from).collect()
 }
 
 /// The nodes whose containers sit on `host` now.

@@ -19,5 +19,19 @@ CREATE TABLE nodes (
     vocabulary    TEXT[] NOT NULL DEFAULT '{}',
     agent_version TEXT,
     -- The newest node_reported applied; NULL before any.
-    reported_at   TIMESTAMPTZ
+    reported_at   TIMESTAMPTZ,
+    -- Provisioning's install state (PV-01, its install_state_changed): NULL is operational;
+    -- installing, install_failed, copy, switching, retired (or any word not known) are not.
+    install_state TEXT,
+    -- When the install state applied was changed; an older change heard late is ignored.
+    install_state_at TIMESTAMPTZ
+);
+
+-- Install states heard for a node before its approval (provisioning makes the node and says
+-- `installing` long before the node's agent joins): kept here until node_approved makes the
+-- node's row, which then takes it.
+CREATE TABLE early_install_states (
+    node_id       BIGINT PRIMARY KEY,
+    install_state TEXT,
+    changed_at    TIMESTAMPTZ NOT NULL
 );

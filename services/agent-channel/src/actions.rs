@@ -247,6 +247,7 @@ fn node_view(
         last_check,
         last_report,
         placement,
+        install_state: row.install_state.map(|state| state.0),
     }
 }
 

@@ -6,10 +6,12 @@
 //! `refused` by the plane with the reason, so the asker always hears back through
 //! `job_finished`.
 //!
-//! And the monitor's events: `health_changed` kept as each node's dot (MO-07).
+//! And other services' events: the monitor's `health_changed` kept as each node's dot (MO-07),
+//! provisioning's `install_state_changed` as each node's install state (PV-01).
 
 use capstan_bus::{ConsumerSpec, Delivery, HandlerError};
 use capstan_events::monitor::HealthChanged;
+use capstan_events::provisioning::InstallStateChanged;
 use capstan_events::{
     agent_channel::{primitives, rpc::JobState, CancelJob, JobOutcome, RequestJob},
     command_sender,
@@ -42,38 +44,55 @@ pub fn spec(max_deliver: u32, ack_wait: Duration) -> ConsumerSpec {
 }
 
 /// The durable consumers of other services' event streams (from `Domain::reach`, the table
-/// the bus's permissions are made from): the monitor's.
+/// the bus's permissions are made from): the monitor's, and provisioning's install states.
 pub fn event_specs(max_deliver: u32, ack_wait: Duration) -> Vec<ConsumerSpec> {
     capstan_runtime::event_consumer_specs(Domain::AgentChannel, max_deliver, ack_wait)
 }
 
-/// The monitor's events this service applies: each node's health dot.
-pub struct MonitorEvents;
+/// Other services' events this service applies.
+pub struct OtherEvents;
 
-impl Apply for MonitorEvents {
-    type Message = Envelope<HealthChanged>;
+/// An event of another service this service applies.
+pub enum Heard {
+    /// The monitor's dot for a node (sites and certificates are the incidents service's).
+    Health(Envelope<HealthChanged>),
+    /// Provisioning's install state of a node.
+    Install(Envelope<InstallStateChanged>),
+}
 
-    /// Only the health dot (sites and certificates are the incidents service's).
-    fn read(&self, delivery: &Delivery) -> Option<Result<Self::Message, HandlerError>> {
-        read_as(delivery, std::convert::identity)
+impl Apply for OtherEvents {
+    type Message = Heard;
+
+    fn read(&self, delivery: &Delivery) -> Option<Result<Heard, HandlerError>> {
+        read_as(delivery, Heard::Health).or_else(|| read_as(delivery, Heard::Install))
     }
 
     fn apply<'c>(
         &'c self,
         connection: &'c mut PgConnection,
-        changed: Self::Message,
+        heard: Heard,
         _delivery: &'c Delivery,
     ) -> BoxFuture<'c, Result<(), HandlerError>> {
         Box::pin(async move {
-            let changed = changed.data;
-            store::health::apply(
-                connection,
-                changed.node_id,
-                &changed.health,
-                changed.checked_at,
-            )
-            .await
-            .map_err(retry)
+            match heard {
+                Heard::Health(changed) => {
+                    let changed = changed.data;
+                    store::health::apply(
+                        connection,
+                        changed.node_id,
+                        &changed.health,
+                        changed.checked_at,
+                    )
+                    .await
+                    .map_err(retry)
+                }
+                Heard::Install(changed) => {
+                    store::install_state_changed(connection, &changed.data)
+                        .await
+                        .map_err(retry)?;
+                    Ok(())
+                }
+            }
         })
     }
 }

@@ -115,8 +115,8 @@ pub async fn run(
         let service = service.clone();
         parts.push(Box::new(move |stop: CancellationToken| {
             Box::pin(async move {
-                // The monitor's stream may not exist until it first starts.
-                consume_patiently(&service, spec, Arc::new(consumers::MonitorEvents), stop).await
+                // The monitor's and provisioning's streams may not exist until they first start.
+                consume_patiently(&service, spec, Arc::new(consumers::OtherEvents), stop).await
             })
         }));
     }

@@ -291,3 +291,6 @@ async fn record_reason(
         .await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod install_states;

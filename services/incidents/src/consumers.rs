@@ -130,6 +130,9 @@ async fn node_event(
         )
         .await
         .map_err(retry),
+        // The kit kept the install state in `nodes.install_state`, which the sources read
+        // (IN-13: a non-operational node opens nothing).
+        NodeEvent::InstallChanged(_) => Ok(()),
     }
 }
 
@@ -422,3 +425,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod install_states;

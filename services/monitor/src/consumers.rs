@@ -133,3 +133,6 @@ async fn job_finished(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod install_states;

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::{JobOutcome, PrimitiveClass};
+use crate::provisioning::InstallState;
 use crate::rpc::Actor;
 
 use crate::words::Word;
@@ -188,6 +189,58 @@ crate::rpc! { crate::Domain::AgentChannel;
     "cancel_job": CancelJobRequest => Done,
     "mark_job_failed": MarkJobFailed => Done,
     "refusal_count": RefusalCountRequest => RefusalCount,
+    // Asked only by the provisioning service (its actor, `Actor::service(Domain::Provisioning)`;
+    // `access::SERVICE_QUESTIONS` lets its bus user send these three and no other).
+    "register_node": RegisterNode => NodeRegistered,
+    "approve_provisioned_join": ApproveProvisionedJoin => Approved,
+    "refuse_join": RefuseJoin => Done,
+}
+
+/// `register_node` (provisioning only): a node for a machine being provisioned, made before its
+/// agent exists: no key, no agent, listed like any node (its install state comes from
+/// provisioning's `install_state_changed`). Idempotent by `reference`: the same reference
+/// answers the same node, whatever the name and addresses say the second time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RegisterNode {
+    pub actor: Actor,
+    /// The asker's own name for what the node is made for (`provision:42`), unique among
+    /// nodes.
+    pub reference: String,
+    /// The node's name; a name another node still holds (one that has not left) is refused.
+    pub name: String,
+    /// The addresses the provider gave the machine (its IPv4 first).
+    pub addresses: Vec<String>,
+}
+
+/// The answer to [`RegisterNode`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NodeRegistered {
+    pub node_id: NodeId,
+    /// False when the reference already named this node (nothing was made or changed).
+    pub created: bool,
+}
+
+/// `approve_provisioned_join` (provisioning only, AC-08): binds a pending join's key to the
+/// registered node `node_id`, only while the join is pending, its key's fingerprint is
+/// `fingerprint` (the one the install recorded, AC-10) and the node has no agent paired. The
+/// `node_approved` it publishes says `approved_by: "provisioning (provision <id>)"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ApproveProvisionedJoin {
+    pub actor: Actor,
+    pub join_id: Uuid,
+    pub node_id: NodeId,
+    pub fingerprint: String,
+    pub provision_id: i64,
+}
+
+/// `refuse_join` (provisioning only, AC-11): a second join from a provision's address after
+/// its node's agent was admitted is rejected; `join_rejected` says
+/// `rejected_by: "provisioning: <reason>"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RefuseJoin {
+    pub actor: Actor,
+    pub join_id: Uuid,
+    pub reason: String,
 }
 
 /// `reject_join`: the join to reject.
@@ -565,6 +618,10 @@ pub struct NodeView {
     /// Where the node sits in the fleet: a machine of its own, a Docker host, or a container
     /// placed on a host.
     pub placement: Placement,
+    /// Provisioning's install state (PV-01), as its `install_state_changed` told the agent
+    /// channel: `None` is operational; `installing`, `install_failed`, ... are not.
+    #[serde(default)]
+    pub install_state: Option<InstallState>,
 }
 
 /// What a finished reading job found.

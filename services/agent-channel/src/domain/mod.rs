@@ -8,6 +8,7 @@ pub mod conditions;
 pub mod fleet;
 pub mod jobs;
 pub mod joins;
+pub mod provisioned;
 pub mod rate;
 pub mod updates;
 pub mod version;

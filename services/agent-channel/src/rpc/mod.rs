@@ -1,10 +1,12 @@
-//! The agent channel's rpc: `agent_request` (agent traffic the gateway forwards) and the
-//! operator acts. Each operator question names the level it needs.
+//! The agent channel's rpc: `agent_request` (agent traffic the gateway forwards), the
+//! operator acts, and the provisioning service's three questions (`provisioning.rs`). Each
+//! operator question names the level it needs; each of provisioning's, the service.
 
 mod agent;
 mod claim;
 mod edge;
 mod operator;
+mod provisioning;
 
 use bytes::Bytes;
 use capstan_bus::RpcServer;
@@ -391,6 +393,9 @@ pub fn routes(server: RpcServer, state: State, bus: capstan_bus::Bus) -> RpcServ
         .route_with_state(&state, operator::cancel_job)
         .route_with_state(&state, operator::mark_job_failed)
         .route_with_state(&state, operator::refusal_count)
+        .route_with_state(&state, provisioning::register_node)
+        .route_with_state(&state, provisioning::approve_provisioned_join)
+        .route_with_state(&state, provisioning::refuse_join)
 }
 
 #[cfg(test)]

@@ -33,9 +33,9 @@ use crate::{
 use capstan_events::Word as _;
 
 /// A handler's answer: store failures go up with `?` (answered `unavailable`, logged once).
-type Answer<T> = Result<T, ServiceError>;
+pub(super) type Answer<T> = Result<T, ServiceError>;
 
-fn not_found(what: String) -> ServiceError {
+pub(super) fn not_found(what: String) -> ServiceError {
     RpcError::new(ErrorCode::NotFound, what).into()
 }
 
@@ -46,11 +46,11 @@ async fn connection(state: &State) -> Answer<PoolConnection<Postgres>> {
 
 /// The row a look-up found, `not_found` naming `what` (`node 7`) when it found none, or
 /// `unavailable` when the store failed.
-fn found<T>(row: Result<Option<T>, StoreError>, what: String) -> Answer<T> {
+pub(super) fn found<T>(row: Result<Option<T>, StoreError>, what: String) -> Answer<T> {
     row?.ok_or_else(|| not_found(format!("no {what}")))
 }
 
-fn conflict(what: impl Into<String>) -> ServiceError {
+pub(super) fn conflict(what: impl Into<String>) -> ServiceError {
     RpcError::new(ErrorCode::Conflict, what).into()
 }
 
@@ -128,40 +128,52 @@ pub async fn approve_join(state: State, request: ApproveJoin) -> Answer<Approved
                 {
                     return Err(conflict("this key is already paired with a node"));
                 }
-                let node_id = bind_node(transaction, &join, request.node_id).await?;
-                store::decide_join(
-                    transaction,
-                    join.id,
-                    JoinRecordState::Approved,
-                    &request.actor.name,
-                    Some(node_id),
-                )
-                .await?;
-                let node = found(
-                    store::node_by_id(transaction, node_id).await,
-                    format!("node {node_id}"),
-                )?;
-                let approved = NodeApproved {
-                    request_id: join.id,
-                    node_id,
-                    name: node.name.clone(),
-                    fingerprint: join.fingerprint.clone(),
-                    addresses: join.addresses.0.clone(),
-                    site_root: node.site_root.clone(),
-                    container: node.container.clone(),
-                    approved_by: request.actor.name.clone(),
-                };
-                emit(transaction, approved, format!("node/{node_id}")).await?;
-                let new_machine = request.node_id.is_none()
-                    && !fleet::approval_can_move_placements(node.container.as_deref());
-                if !new_machine {
-                    actions::settle_placements(transaction, &[node_id]).await?;
-                }
-                Ok(node_id)
+                approve_pending(transaction, &join, request.node_id, &request.actor.name).await
             })
         })
         .await?;
     Ok(Approved { node_id })
+}
+
+/// Binds the pending `join` (checked by the caller, in its transaction) to a new node, or to
+/// the unpaired node `named`; records who approved (`by`), announces `node_approved` and
+/// settles the placements the pairing may move. Answers the node's id.
+pub(super) async fn approve_pending(
+    transaction: &mut PgConnection,
+    join: &JoinRow,
+    named: Option<NodeId>,
+    by: &str,
+) -> Answer<NodeId> {
+    let node_id = bind_node(transaction, join, named).await?;
+    store::decide_join(
+        transaction,
+        join.id,
+        JoinRecordState::Approved,
+        by,
+        Some(node_id),
+    )
+    .await?;
+    let node = found(
+        store::node_by_id(transaction, node_id).await,
+        format!("node {node_id}"),
+    )?;
+    let approved = NodeApproved {
+        request_id: join.id,
+        node_id,
+        name: node.name.clone(),
+        fingerprint: join.fingerprint.clone(),
+        addresses: join.addresses.0.clone(),
+        site_root: node.site_root.clone(),
+        container: node.container.clone(),
+        approved_by: by.to_string(),
+    };
+    emit(transaction, approved, format!("node/{node_id}")).await?;
+    let new_machine =
+        named.is_none() && !fleet::approval_can_move_placements(node.container.as_deref());
+    if !new_machine {
+        actions::settle_placements(transaction, &[node_id]).await?;
+    }
+    Ok(node_id)
 }
 
 pub async fn reject_join(state: State, RejectJoin(request): RejectJoin) -> Answer<Done> {
@@ -174,29 +186,32 @@ pub async fn reject_join(state: State, RejectJoin(request): RejectJoin) -> Answe
                     store::join_by_id(transaction, request.join_id).await,
                     format!("join request {}", request.join_id),
                 )?;
-                if join.state != JoinRecordState::Pending {
-                    return Err(conflict(format!("join request {} is not pending", join.id)));
-                }
-                store::decide_join(
-                    transaction,
-                    join.id,
-                    JoinRecordState::Rejected,
-                    &request.actor.name,
-                    None,
-                )
-                .await?;
-                let rejected = JoinRejected {
-                    request_id: join.id,
-                    name: join.name.clone(),
-                    fingerprint: join.fingerprint.clone(),
-                    rejected_by: request.actor.name.clone(),
-                };
-                emit(transaction, rejected, format!("join/{}", join.id)).await?;
-                Ok(())
+                reject_pending(transaction, &join, &request.actor.name).await
             })
         })
         .await?;
     Ok(Done {})
+}
+
+/// Rejects `join` (read locked in the caller's transaction) if it is pending, recording who
+/// (`by`) and announcing `join_rejected`; `conflict` when it is not pending.
+pub(super) async fn reject_pending(
+    transaction: &mut PgConnection,
+    join: &JoinRow,
+    by: &str,
+) -> Answer<()> {
+    if join.state != JoinRecordState::Pending {
+        return Err(conflict(format!("join request {} is not pending", join.id)));
+    }
+    store::decide_join(transaction, join.id, JoinRecordState::Rejected, by, None).await?;
+    let rejected = JoinRejected {
+        request_id: join.id,
+        name: join.name.clone(),
+        fingerprint: join.fingerprint.clone(),
+        rejected_by: by.to_string(),
+    };
+    emit(transaction, rejected, format!("join/{}", join.id)).await?;
+    Ok(())
 }
 
 /// AC-07: a join rejected within the last day becomes pending again (the node still asks with

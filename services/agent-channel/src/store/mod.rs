@@ -11,14 +11,18 @@ use uuid::Uuid;
 
 use crate::domain::{claims::NodeFacts, joins::JoinRecordState, REJECTED_REOPENABLE_FOR};
 use capstan_events::agent_channel::{rpc::JobState, JobOutcome, UnknownState};
+use capstan_events::provisioning::InstallState;
+use capstan_events::Word;
 
 pub mod health;
 mod jobs;
 mod listing;
 mod placements;
+mod provisioned;
 pub use jobs::*;
 pub use listing::*;
 pub use placements::*;
+pub use provisioned::*;
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -57,6 +61,33 @@ macro_rules! spelled {
 }
 spelled!(JobState, JobOutcome, JoinRecordState);
 
+/// A closed word of the contract kept as text, read through its spelling ([`Word::parse`]): a
+/// spelling it does not know fails the read naming it. For a nullable column, as
+/// `Option<Worded<InstallState>>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Worded<T>(pub T);
+
+impl<T> sqlx::Type<sqlx::Postgres> for Worded<T> {
+    fn type_info() -> sqlx::postgres::PgTypeInfo {
+        <String as sqlx::Type<sqlx::Postgres>>::type_info()
+    }
+
+    fn compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
+        <String as sqlx::Type<sqlx::Postgres>>::compatible(ty)
+    }
+}
+
+impl<'r, T: Word> sqlx::Decode<'r, sqlx::Postgres> for Worded<T> {
+    fn decode(
+        value: sqlx::postgres::PgValueRef<'r>,
+    ) -> std::result::Result<Self, sqlx::error::BoxDynError> {
+        let text = <&str as sqlx::Decode<sqlx::Postgres>>::decode(value)?;
+        T::parse(text)
+            .map(Worded)
+            .ok_or_else(|| format!("{text:?} is not a {}", std::any::type_name::<T>()).into())
+    }
+}
+
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct NodeRow {
     pub id: NodeId,
@@ -73,6 +104,8 @@ pub struct NodeRow {
     pub connected_at: Option<DateTime<Utc>>,
     pub last_seen_at: Option<DateTime<Utc>>,
     pub left_at: Option<DateTime<Utc>>,
+    /// Provisioning's install state (PV-01): `None` is operational.
+    pub install_state: Option<Worded<InstallState>>,
 }
 
 impl NodeRow {
@@ -93,7 +126,8 @@ impl NodeRow {
 }
 
 const NODE_COLUMNS: &str = "id, name, public_key, fingerprint, addresses, site_root, container, \
-     agent_version, vocabulary, claim_bytes, facts, connected_at, last_seen_at, left_at";
+     agent_version, vocabulary, claim_bytes, facts, connected_at, last_seen_at, left_at, \
+     install_state";
 
 pub async fn node_by_id(connection: &mut PgConnection, id: NodeId) -> Result<Option<NodeRow>> {
     Ok(

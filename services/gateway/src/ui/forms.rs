@@ -238,6 +238,7 @@ mod tests {
             last_check: None,
             last_report: None,
             placement: Default::default(),
+            install_state: None,
         }
     }
 

@@ -988,6 +988,7 @@ pub fn node_view(id: impl Into<NodeId>) -> NodeView {
         last_check: None,
         last_report: None,
         placement: Default::default(),
+        install_state: None,
     }
 }
 

@@ -33,6 +33,9 @@ pub struct Candidate {
     pub rollout_first: bool,
     /// RO-24: a management node takes its turn after plain sites.
     pub management: bool,
+    /// PV-01: provisioning's install state; `None` is operational. Any state (named or not) is
+    /// not, and a rollout skips the node.
+    pub install_state: Option<String>,
 }
 
 impl Candidate {
@@ -51,6 +54,9 @@ impl Candidate {
 pub fn refusal(node: &Candidate, pages: bool) -> Option<String> {
     if node.removed {
         return Some(format!("{} has been removed", node.name));
+    }
+    if let Some(reason) = not_operational(node) {
+        return Some(reason);
     }
     if !node.hosts_site {
         return Some(format!("{} hosts no site", node.name));
@@ -107,6 +113,14 @@ pub fn chosen(stages: Vec<Vec<Candidate>>, pages: bool) -> Result<Plan, Vec<Left
         stages,
         left_out: Vec::new(),
     })
+}
+
+/// PV-01: why a node in an install state is skipped ("rollouts ... skip non-operational
+/// nodes, but they stay listed"), or `None` when it is operational.
+fn not_operational(node: &Candidate) -> Option<String> {
+    node.install_state
+        .as_ref()
+        .map(|state| format!("{} is not operational (install state {state})", node.name))
 }
 
 /// RO-24: deploy-to-all covers every node hosting a site, in two stages: first the nodes marked
@@ -229,6 +243,14 @@ pub fn patch_run(nodes: &[Candidate]) -> Plan {
             });
             continue;
         }
+        if let Some(reason) = not_operational(node) {
+            left_out.push(LeftOut {
+                node_id: node.node_id,
+                name: node.name.clone(),
+                reason,
+            });
+            continue;
+        }
         if !node.reports(PATCH_WORD) {
             left_out.push(LeftOut {
                 node_id: node.node_id,
@@ -332,6 +354,7 @@ mod tests {
             vocabulary: vec![APPLY_WORD.into(), PROBE_WORD.into(), PATCH_WORD.into()],
             rollout_first: false,
             management: false,
+            install_state: None,
         }
     }
 
@@ -439,6 +462,32 @@ mod tests {
         assert_eq!(plan.stages[0].len(), 1);
         assert_eq!(plan.stages[0][0].name, "bravo");
         assert_eq!(plan.stages[1].len(), 2);
+    }
+
+    #[test]
+    fn pv_01_a_node_in_any_install_state_is_left_out_of_every_plan_by_name() {
+        for state in [
+            "installing",
+            "install_failed",
+            "copy",
+            "switching",
+            "retired",
+            "melting",
+        ] {
+            let mut installing = node(1, "new");
+            installing.install_state = Some(state.into());
+            assert_eq!(
+                refusal(&installing, false),
+                Some(format!("new is not operational (install state {state})"))
+            );
+            let plan = deploy_all(&[installing.clone(), node(2, "ok")]);
+            assert_eq!(plan.stages, vec![vec![node(2, "ok")]]);
+            assert_eq!(plan.left_out.len(), 1);
+            assert_eq!(plan.left_out[0].node_id, NodeId(1));
+            let patch = patch_run(&[installing, node(2, "ok")]);
+            assert_eq!(patch.stages, vec![vec![node(2, "ok")]]);
+            assert!(patch.left_out[0].reason.contains("not operational"));
+        }
     }
 
     #[test]

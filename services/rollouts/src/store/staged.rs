@@ -81,10 +81,11 @@ type NodeRow = (
     bool,
     Vec<String>,
     bool,
+    Option<String>,
 );
 
 fn candidate(row: NodeRow) -> Candidate {
-    let (node_id, name, site_root, host, paired, vocabulary, rollout_first) = row;
+    let (node_id, name, site_root, host, paired, vocabulary, rollout_first, install_state) = row;
     Candidate {
         node_id,
         name,
@@ -95,6 +96,7 @@ fn candidate(row: NodeRow) -> Candidate {
         vocabulary,
         rollout_first,
         management: false,
+        install_state,
     }
 }
 
@@ -104,7 +106,8 @@ pub async fn candidates(
     nodes: Option<&[NodeId]>,
 ) -> Result<Vec<Candidate>> {
     let rows: Vec<NodeRow> = sqlx::query_as(
-        "SELECT node_id, name, site_root, host_node_id, paired, vocabulary, rollout_first
+        "SELECT node_id, name, site_root, host_node_id, paired, vocabulary, rollout_first,
+                install_state
          FROM nodes WHERE $1::BIGINT[] IS NULL OR node_id = ANY($1) ORDER BY name, node_id",
     )
     .bind(nodes)

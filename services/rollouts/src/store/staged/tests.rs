@@ -14,6 +14,7 @@ fn candidate(node_id: NodeId) -> Candidate {
         vocabulary: vec!["apply_update".into()],
         rollout_first: false,
         management: false,
+        install_state: None,
     }
 }
 
@@ -126,4 +127,75 @@ async fn an_advance_within_a_stage_reads_that_stage_and_a_stage_change_reads_all
         .await
         .unwrap();
     assert_eq!(asked, 9, "one apply a node");
+}
+
+/// `message` as the service's consumer hears it.
+async fn heard<M: capstan_events::Message>(connection: &mut PgConnection, message: M) {
+    capstan_runtime::testsuite::hear(&crate::consumers::Events, connection, message).await;
+}
+
+// PV-01: a node provisioning says is installing (heard before its approval, as a provision
+// goes) is left out of deploy-to-all by name; once the install is done it is in.
+#[tokio::test]
+async fn pv_01_a_node_installing_by_provisionings_event_is_left_out_of_a_rollout() {
+    use capstan_events::agent_channel::{NodeApproved, NodeReported};
+    use capstan_events::provisioning::{InstallState, InstallStateChanged};
+    let database = capstan_store::testsuite::TestDatabase::create().await;
+    let store = capstan_store::Store::connect(database.url(), "rollouts", 2)
+        .await
+        .unwrap();
+    store.migrate(&crate::MIGRATOR).await.unwrap();
+    let mut connection = store.pool().acquire().await.unwrap();
+    let install = |state: Option<InstallState>, minutes: i64| InstallStateChanged {
+        node_id: NodeId(7),
+        state,
+        previous: None,
+        changed_at: chrono::Utc::now() + chrono::Duration::minutes(minutes),
+    };
+    heard(&mut connection, install(Some(InstallState::Installing), 0)).await;
+    for node in [7, 8] {
+        heard(
+            &mut connection,
+            NodeApproved {
+                request_id: uuid::Uuid::now_v7(),
+                node_id: NodeId(node),
+                name: format!("site-{node}"),
+                fingerprint: format!("SHA256:{node}"),
+                addresses: vec![],
+                site_root: Some("/srv/site".into()),
+                container: None,
+                approved_by: "provisioning (provision 1)".into(),
+            },
+        )
+        .await;
+        heard(
+            &mut connection,
+            NodeReported {
+                node_id: NodeId(node),
+                agent_version: "1.0.0".into(),
+                vocabulary: vec!["apply_update".into()],
+                facts: serde_json::json!({}),
+                site_root: None,
+            },
+        )
+        .await;
+    }
+    let plan = crate::domain::plan::deploy_all(&candidates(&mut connection, None).await.unwrap());
+    let planned: Vec<NodeId> = plan
+        .stages
+        .concat()
+        .iter()
+        .map(|node| node.node_id)
+        .collect();
+    assert_eq!(planned, vec![NodeId(8)]);
+    assert_eq!(plan.left_out.len(), 1);
+    assert_eq!(
+        plan.left_out[0].reason,
+        "site-7 is not operational (install state installing)"
+    );
+
+    heard(&mut connection, install(None, 1)).await;
+    let plan = crate::domain::plan::deploy_all(&candidates(&mut connection, None).await.unwrap());
+    assert!(plan.left_out.is_empty(), "{:?}", plan.left_out);
+    assert_eq!(plan.stages.concat().len(), 2);
 }

@@ -1,0 +1,81 @@
+//! PV-01 and IN-13 through this service's consumer: a node provisioning says is installing
+//! opens nothing, whatever its sources see, until its install is done.
+
+use super::*;
+use capstan_events::agent_channel::NodeApproved;
+use capstan_events::provisioning::{InstallState, InstallStateChanged};
+use capstan_events::NodeId;
+use capstan_runtime::testsuite::hear;
+
+use crate::domain::sources::{AgentSilent, Registry};
+
+fn approved(node: i64) -> NodeApproved {
+    NodeApproved {
+        request_id: Default::default(),
+        node_id: NodeId(node),
+        name: format!("site-{node}"),
+        fingerprint: format!("SHA256:{node}"),
+        addresses: vec!["203.0.113.7".into()],
+        site_root: Some("/srv/site".into()),
+        container: None,
+        approved_by: "provisioning (provision 1)".into(),
+    }
+}
+
+/// Provisioning's word on `node`'s install state, `minutes` from now.
+fn install(node: i64, state: Option<InstallState>, minutes: i64) -> InstallStateChanged {
+    InstallStateChanged {
+        node_id: NodeId(node),
+        state,
+        previous: None,
+        changed_at: Utc::now() + chrono::Duration::minutes(minutes),
+    }
+}
+
+#[tokio::test]
+async fn in_13_a_node_installing_by_provisionings_event_opens_nothing() {
+    let database = capstan_store::testsuite::TestDatabase::create().await;
+    let store = capstan_store::Store::connect(database.url(), "incidents", 2)
+        .await
+        .unwrap();
+    store.migrate(&crate::MIGRATOR).await.unwrap();
+    let mut connection = store.pool().acquire().await.unwrap();
+    let events = Events {
+        mail_enabled: false,
+    };
+    hear(
+        &events,
+        &mut connection,
+        install(7, Some(InstallState::Installing), 0),
+    )
+    .await;
+    hear(&events, &mut connection, approved(7)).await;
+    let mut registry = Registry::default();
+    registry
+        .register(Box::new(AgentSilent::new(60).unwrap()))
+        .unwrap();
+    // Long silent: the agent channel's check-ins run two hours past the pairing and name no
+    // check-in of this node, so agent_silent would hold on an operational node.
+    let silent = Utc::now() + chrono::Duration::hours(2);
+    let seen = NodesSeen {
+        as_of: silent,
+        seen: vec![],
+    };
+    hear(&events, &mut connection, seen).await;
+    let conditions =
+        |node: &crate::domain::sources::NodeFacts| registry.conditions(node, &[], silent).len();
+    let node = store::node(&mut connection, NodeId(7))
+        .await
+        .unwrap()
+        .expect("known");
+    assert!(!node.install_state.is_operational());
+    assert_eq!(conditions(&node), 0);
+
+    hear(&events, &mut connection, install(7, None, 1)).await;
+    let node = store::node(&mut connection, NodeId(7))
+        .await
+        .unwrap()
+        .expect("known");
+    assert!(node.install_state.is_operational());
+    assert_eq!(conditions(&node), 1, "agent_silent holds once operational");
+}
