@@ -135,8 +135,12 @@ mod tests {
     /// set to the directory (and any extra variables).
     struct Checked {
         name: String,
-        run: Box<dyn Fn(&[(&str, &str)]) -> anyhow::Result<Option<[u8; 32]>>>,
+        run: Run,
     }
+
+    /// [`ensure_seal_key`] run with `CAPSTAN__<SERVICE>__<KEY>` variables besides the
+    /// directory, answering the key the section is left with.
+    type Run = Box<dyn Fn(&[(&str, &str)]) -> anyhow::Result<Option<[u8; 32]>>>;
 
     fn checked<S: OwnSealKey + 'static>(
         dir: &Path,
