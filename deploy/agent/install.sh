@@ -5,17 +5,27 @@
 #   supervision          the systemd unit when systemd runs (confined to what the words
 #                        need: docs/agent-confinement.md); otherwise a cron keepalive
 #                        (/etc/cron.d/capstan-agent: @reboot and once a minute, logging to
-#                        /var/log/capstan-agent.log)
+#                        /var/log/capstan-agent.log); or, asked for, a process started now
 #
-# Usage: install.sh [--binary=PATH] [--site-root=PATH] [--enable]
-#                   [--management-node=URL [--name=NAME]]
-#                   [--prefix=DIR] [--supervision=systemd|cron]
+# Usage: install.sh [--binary=PATH] [--site-root=PATH | --siteless] [--enable]
+#                   [--management-node=URL [--name=NAME]] [--local-address=IP]
+#                   [--prefix=DIR] [--supervision=systemd|cron|process]
 #   --enable            switch the agent on (it takes work once paired)
 #   --management-node   ask that management node to admit this machine (prints the
 #                       fingerprint to compare; the running agent finishes the join)
+#   --siteless          a machine that holds no site (a Docker host's agent, PV-09): said
+#                       explicitly, never inferred; refused beside --site-root or a site.json
+#   --local-address     the local IP the agent's connections to the management node are made
+#                       from (CAPSTAN_AGENT_LOCAL_ADDRESS in agent.env; the join's too)
 #   --prefix            install the same files under DIR, a scratch root for trying them
-#                       (tests): they name DIR's paths; nothing is started, root not needed
-#   --supervision       the supervision to install (default: systemd when it runs)
+#                       (tests): they name DIR's paths; root not needed; systemd and cron are
+#                       not started (the process supervision is, and enable and join run)
+#   --supervision       the supervision to install (default: systemd when it runs, else
+#                       cron); process: no supervisor, the agent started now as a detached
+#                       process of its own session (setsid; it outlives the login that ran
+#                       this), output to /var/log/capstan-agent.log, its pid in the state
+#                       directory's agent.pid: for a machine with neither systemd nor cron (a
+#                       test's sshd in a namespace); nothing restarts it or starts it at boot
 set -eu
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -26,6 +36,8 @@ MANAGEMENT_NODE=""
 NAME=""
 PREFIX=""
 SUPERVISION=""
+SITELESS=no
+LOCAL_ADDRESS=""
 for argument in "$@"; do
     case "$argument" in
         --binary=*) BINARY=${argument#--binary=} ;;
@@ -34,8 +46,10 @@ for argument in "$@"; do
         --management-node=*) MANAGEMENT_NODE=${argument#--management-node=} ;;
         --name=*) NAME=${argument#--name=} ;;
         --prefix=*) PREFIX=${argument#--prefix=} ;;
-        --supervision=systemd|--supervision=cron) SUPERVISION=${argument#--supervision=} ;;
-        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        --siteless) SITELESS=yes ;;
+        --local-address=*) LOCAL_ADDRESS=${argument#--local-address=} ;;
+        --supervision=systemd|--supervision=cron|--supervision=process) SUPERVISION=${argument#--supervision=} ;;
+        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
         *) echo "install.sh: unknown argument $argument" >&2; exit 64 ;;
     esac
 done
@@ -45,6 +59,15 @@ case "$PREFIX" in
     /*[!A-Za-z0-9._/-]*|/*/) echo "install.sh: --prefix must be an absolute path of letters, digits, . _ - and /, not ending in /" >&2; exit 64 ;;
     /*) ;;
     *) echo "install.sh: --prefix must be an absolute path" >&2; exit 64 ;;
+esac
+if [ "$SITELESS" = yes ] && [ -n "$SITE_ROOT" ]; then
+    echo "install.sh: --siteless and --site-root say opposite things; give one" >&2
+    exit 64
+fi
+# The agent checks the address itself (CAPSTAN_AGENT_LOCAL_ADDRESS); here only that it is an
+# address's characters, since it is written into agent.env, which the supervision sources.
+case "$LOCAL_ADDRESS" in
+    *[!0-9A-Fa-f.:]*) echo "install.sh: --local-address must be an IP address (digits, a-f, . and :)" >&2; exit 64 ;;
 esac
 if [ -z "$SUPERVISION" ]; then
     if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
@@ -74,6 +97,21 @@ fi
 
 STATE_DIR=$PREFIX/etc/capstan-agent
 BIN_DIR=$PREFIX/usr/local/bin
+LOG=$PREFIX/var/log/capstan-agent.log
+if [ "$SITELESS" = yes ] && [ -e "$STATE_DIR/site.json" ]; then
+    echo "install.sh: --siteless, but $STATE_DIR/site.json describes a site on this machine" >&2
+    exit 1
+fi
+# The installed agent with its agent.env's settings, as its supervision runs it.
+installed_agent() {
+    (
+        set -a
+        # shellcheck disable=SC1091 # written by this script
+        . "$STATE_DIR/agent.env"
+        set +a
+        exec "$BIN_DIR/capstan-agent" --state-dir="$STATE_DIR" "$@"
+    )
+}
 umask 022
 # mkdir -p leaves an existing directory's mode and owner as they are.
 mkdir -p "$BIN_DIR"
@@ -92,9 +130,16 @@ if [ ! -f "$STATE_DIR/agent.env" ]; then
         echo "# Settings of capstan-agent (read by its unit or its cron keepalive)."
         if [ -n "$SITE_ROOT" ]; then
             echo "CAPSTAN_AGENT_SITE_ROOT=$SITE_ROOT"
+        elif [ "$SITELESS" = yes ]; then
+            echo "# Siteless: this machine holds no site (installed with --siteless)."
         else
             echo "# CAPSTAN_AGENT_SITE_ROOT=/var/www/site"
         fi
+        if [ -n "$PREFIX" ]; then
+            echo "CAPSTAN_AGENT_BUNDLE_DIR=$PREFIX/opt/capstan-agent/tree"
+        fi
+        echo "# The local IP the agent's connections to the management node are made from:"
+        echo "# CAPSTAN_AGENT_LOCAL_ADDRESS=203.0.113.7"
         echo "# CAPSTAN_AGENT_LETSENCRYPT_DIR=/etc/letsencrypt/live"
         echo "# CAPSTAN_AGENT_POSTGRES=127.0.0.1:5432"
         echo "# The site's services, for the service_health recipe:"
@@ -107,6 +152,12 @@ if [ ! -f "$STATE_DIR/agent.env" ]; then
         echo "# CAPSTAN_AGENT_LOG=info"
     } >"$STATE_DIR/agent.env"
 fi
+if [ -n "$LOCAL_ADDRESS" ]; then
+    umask 077
+    { grep -v '^CAPSTAN_AGENT_LOCAL_ADDRESS=' "$STATE_DIR/agent.env" || true
+      echo "CAPSTAN_AGENT_LOCAL_ADDRESS=$LOCAL_ADDRESS"; } >"$STATE_DIR/agent.env.new"
+    mv -f "$STATE_DIR/agent.env.new" "$STATE_DIR/agent.env"
+fi
 
 if [ "$SUPERVISION" = systemd ]; then
     UNIT="$HERE/../systemd/capstan-agent.service"
@@ -118,12 +169,48 @@ if [ "$SUPERVISION" = systemd ]; then
     rm -f "$PREFIX/etc/cron.d/capstan-agent"
     if [ -n "$PREFIX" ]; then
         echo "supervision: systemd, installed under $PREFIX (not started)"
-        exit 0
+    else
+        systemctl daemon-reload
+        systemctl enable capstan-agent.service
+        systemctl restart capstan-agent.service
+        echo "supervision: systemd (systemctl status capstan-agent; journalctl -u capstan-agent)"
     fi
-    systemctl daemon-reload
-    systemctl enable capstan-agent.service
-    systemctl restart capstan-agent.service
-    echo "supervision: systemd (systemctl status capstan-agent; journalctl -u capstan-agent)"
+elif [ "$SUPERVISION" = process ]; then
+    umask 022
+    mkdir -p "$PREFIX/var/log"
+    if installed_agent status 2>/dev/null | grep -q '^agent: running'; then
+        echo "supervision: process, the agent already runs"
+    else
+        # Its own session (setsid): no terminal or login session's end reaches it; every
+        # descriptor is the log's or /dev/null, so the login that ran this can close.
+        umask 077
+        (
+            set -a
+            # shellcheck disable=SC1091 # written by this script
+            . "$STATE_DIR/agent.env"
+            set +a
+            exec setsid "$BIN_DIR/capstan-agent" --state-dir="$STATE_DIR" run
+        ) >>"$LOG" 2>&1 </dev/null &
+        pid=$!
+        echo "$pid" >"$STATE_DIR/agent.pid"
+        started=no
+        # Up to a minute while it lives: a busy machine (many installs at once) starts it
+        # slowly; one that exits (a bad setting) is said at once.
+        for _ in $(seq 1 600); do
+            if installed_agent status 2>/dev/null | grep -q '^agent: running'; then
+                started=yes
+                break
+            fi
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        if [ "$started" = no ]; then
+            echo "install.sh: the agent did not start; the end of $LOG:" >&2
+            tail -n 5 "$LOG" >&2 || true
+            exit 1
+        fi
+        echo "supervision: process $pid started (tail -f $LOG); nothing restarts it"
+    fi
 else
     umask 022
     at_prefix "$HERE/capstan-agent-supervise" >"$BIN_DIR/capstan-agent-supervise"
@@ -137,19 +224,21 @@ CRON
     chmod 0644 "$PREFIX/etc/cron.d/capstan-agent"
     if [ -n "$PREFIX" ]; then
         echo "supervision: cron keepalive, installed under $PREFIX (not started)"
-        exit 0
+    else
+        /usr/local/bin/capstan-agent-supervise
+        echo "supervision: cron keepalive (tail -f /var/log/capstan-agent.log)"
     fi
-    /usr/local/bin/capstan-agent-supervise
-    echo "supervision: cron keepalive (tail -f /var/log/capstan-agent.log)"
 fi
 
 if [ "$ENABLE" = yes ]; then
-    /usr/local/bin/capstan-agent --state-dir="$STATE_DIR" enable
+    installed_agent enable
 fi
+# The join reads agent.env as the running agent does: the site root it names and the local
+# address it connects from (the plane sees the join come from there).
 if [ -n "$MANAGEMENT_NODE" ]; then
     if [ -n "$NAME" ]; then
-        /usr/local/bin/capstan-agent --state-dir="$STATE_DIR" join --management-node="$MANAGEMENT_NODE" --name="$NAME" --no-wait
+        installed_agent join --management-node="$MANAGEMENT_NODE" --name="$NAME" --no-wait
     else
-        /usr/local/bin/capstan-agent --state-dir="$STATE_DIR" join --management-node="$MANAGEMENT_NODE" --no-wait
+        installed_agent join --management-node="$MANAGEMENT_NODE" --no-wait
     fi
 fi

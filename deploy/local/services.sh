@@ -13,6 +13,7 @@
 #   database_url [DB]        prints a URL for database DB (default capstan) that works here
 #   ensure_database [DB]     creates database DB (default capstan) when it is missing
 #   ensure_s3_server         the backups tests' S3 server (s3s-fs, built once with cargo)
+#   ensure_sshd              Debian's openssh-server (/usr/sbin/sshd), for the provisioning tests
 #
 # Where ensure_nats keeps a server it starts (defaults shown; the pid file is how it tells its
 # own server from any other nats-server):
@@ -139,6 +140,18 @@ ensure_backup_tools() {
     fi
     capstan_log "installing ${missing[*]} for the backups tests"
     _capstan_apt_install "${missing[@]}"
+}
+
+# The provisioning tests (services/provisioning/tests/ssh.rs and the bootstrap end-to-end tests)
+# start their own sshd per stand-in instance, in private namespaces with their own configuration
+# and host keys; only the program is needed. The package's own service is left as the package
+# leaves it: the tests never use it.
+ensure_sshd() {
+    if [ -x /usr/sbin/sshd ] && [ -x /usr/bin/ssh-keygen ]; then
+        return 0
+    fi
+    capstan_log "installing openssh-server for the provisioning tests"
+    _capstan_apt_install openssh-server
 }
 
 _capstan_tcp_open() {

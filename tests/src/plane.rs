@@ -111,7 +111,10 @@ impl Plane {
         ];
         // A new machine's agent joins this plane (a test may name another URL).
         let plane_url = format!("http://{listen}");
-        if !extra.iter().any(|(key, _)| *key == "CAPSTAN__PROVISIONING__PLANE_URL") {
+        if !extra
+            .iter()
+            .any(|(key, _)| *key == "CAPSTAN__PROVISIONING__PLANE_URL")
+        {
             overrides.push(("CAPSTAN__PROVISIONING__PLANE_URL", plane_url.as_str()));
         }
         overrides.extend_from_slice(extra);

@@ -2,7 +2,8 @@
 //! written once for the services, the agent and the admin commands.
 //!
 //! * [`https_connector`]: the one HTTPS (or plain HTTP) client connector for hyper, trusting
-//!   the system's certificate authorities (`SSL_CERT_FILE` / `SSL_CERT_DIR` name others).
+//!   the system's certificate authorities (`SSL_CERT_FILE` / `SSL_CERT_DIR` name others);
+//!   [`https_connector_from`] the same, connecting from a chosen local address.
 //! * [`read_only_config`]: a client set-up that verifies nothing, for reading the certificate
 //!   a server presents (its dates must be readable even when expired or for another name);
 //!   nothing may be sent over such a connection after the handshake.
@@ -25,8 +26,20 @@ pub fn https_connector(
     connect_timeout: Option<Duration>,
     no_roots: impl FnOnce(&std::io::Error),
 ) -> HttpsConnector {
+    https_connector_from(None, connect_timeout, no_roots)
+}
+
+/// As [`https_connector`], with every connection's socket bound to `local_address` before it
+/// connects (`None`: the system chooses), so the server sees that source address: a machine
+/// with several addresses tells which one it speaks from.
+pub fn https_connector_from(
+    local_address: Option<std::net::IpAddr>,
+    connect_timeout: Option<Duration>,
+    no_roots: impl FnOnce(&std::io::Error),
+) -> HttpsConnector {
     let mut connector = HttpConnector::new();
     connector.set_connect_timeout(connect_timeout);
+    connector.set_local_address(local_address);
     connector.enforce_http(false);
     let builder = match hyper_rustls::HttpsConnectorBuilder::new()
         .with_provider_and_native_roots(rustls::crypto::ring::default_provider())

@@ -190,6 +190,11 @@ pub struct Cli {
         value_parser = clap::value_parser!(u64).range(1..=86_400)
     )]
     pub unlogged_grace_secs: u64,
+    /// The local IP address this machine's connections to the management node are made from
+    /// (bound before connecting; the plane sees it as the source address). Default: the
+    /// system's choice.
+    #[arg(long, global = true, env = "CAPSTAN_AGENT_LOCAL_ADDRESS")]
+    pub local_address: Option<String>,
     /// What is logged, to stderr: a tracing filter such as `info` or `capstan_agent=debug`
     /// (default: `info` for run, `warn` for the other commands).
     #[arg(long, global = true, env = "CAPSTAN_AGENT_LOG")]
@@ -332,7 +337,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             say!("log access {switch}");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Leave => leave(&state).await,
+        Command::Leave => leave(&state, &config).await,
         Command::Run => crate::run::run(state, config, update_settings)
             .await
             .map(|()| ExitCode::SUCCESS),
@@ -377,6 +382,10 @@ fn settings_of(
             root.display()
         );
     }
+    let local_address = match cli.local_address.as_deref() {
+        None | Some("") => None,
+        Some(text) => Some(crate::domain::join::local_address(text).map_err(anyhow::Error::msg)?),
+    };
     let update_settings = crate::update::Settings {
         trial: Duration::from_secs(cli.trial_secs),
         check_every: Duration::from_secs(cli.update_every_secs),
@@ -407,6 +416,7 @@ fn settings_of(
         state_dir: cli.state_dir.clone(),
         data_root: cli.data_root,
         bundle_dir: cli.bundle_dir,
+        local_address,
     };
     Ok((cli.command, config, update_settings))
 }
@@ -430,7 +440,7 @@ async fn join_command(
             bail!("--name must match ^[a-z0-9][a-z0-9._-]{{0,63}}$");
         }
     }
-    let plane = Plane::new(&management_node).map_err(anyhow::Error::msg)?;
+    let plane = Plane::new(&management_node, config.local_address).map_err(anyhow::Error::msg)?;
     let (identity, saved) = staged_identity(state, &management_node, name)?;
     let identity = join::ask(state, config, &plane, identity, saved.as_deref()).await?;
     say!(
@@ -557,7 +567,7 @@ async fn wait_for_answer(
 
 /// AG-09: finishes any running job (by taking the job lock), sends one signed goodbye, and
 /// deletes the identity even when the goodbye cannot be delivered.
-async fn leave(state: &StateDir) -> anyhow::Result<ExitCode> {
+async fn leave(state: &StateDir, config: &Config) -> anyhow::Result<ExitCode> {
     state.write(state::LEAVE_REQUEST, b"leave\n", 0o600)?;
     let lock = match state.try_lock(state::JOB_LOCK)? {
         Some(lock) => lock,
@@ -567,13 +577,13 @@ async fn leave(state: &StateDir) -> anyhow::Result<ExitCode> {
             tokio::task::spawn_blocking(move || locking.lock(state::JOB_LOCK)).await??
         }
     };
-    let outcome = goodbye(state).await;
+    let outcome = goodbye(state, config).await;
     let _ = state.remove(state::LEAVE_REQUEST);
     drop(lock);
     outcome
 }
 
-async fn goodbye(state: &StateDir) -> anyhow::Result<ExitCode> {
+async fn goodbye(state: &StateDir, config: &Config) -> anyhow::Result<ExitCode> {
     let identity = match state.identity() {
         Ok(Some(identity)) => identity,
         Ok(None) => {
@@ -588,7 +598,10 @@ async fn goodbye(state: &StateDir) -> anyhow::Result<ExitCode> {
         }
     };
     if let Pairing::Paired { node_id, .. } = identity.pairing {
-        let said = match (Plane::new(&identity.management_node), identity.key()) {
+        let said = match (
+            Plane::new(&identity.management_node, config.local_address),
+            identity.key(),
+        ) {
             (Ok(plane), Ok(key)) => plane
                 .send(
                     &key,

@@ -3,7 +3,7 @@
 //! PostgreSQL listens, which units serve the site and how they are supervised, and the recipe
 //! loop's tick. These are the node's own facts; nothing here ever comes from the plane.
 
-use std::{path::PathBuf, time::Duration};
+use std::{net::IpAddr, path::PathBuf, time::Duration};
 
 use crate::domain::recipes::DEFAULT_TICK;
 
@@ -42,6 +42,9 @@ pub struct Config {
     /// Where a machine with no site unpacks its support bundle (AG-32), the tree its scripts
     /// run from (AG-33).
     pub bundle_dir: PathBuf,
+    /// The local address connections to the plane are made from (`CAPSTAN_AGENT_LOCAL_ADDRESS`);
+    /// `None`: the system's choice.
+    pub local_address: Option<IpAddr>,
 }
 
 /// The directories nginx reads enabled sites from on the distributions we install on.
@@ -89,6 +92,7 @@ impl Default for Config {
             state_dir: "/etc/capstan-agent".into(),
             data_root: None,
             bundle_dir: crate::domain::script_trust::DEFAULT_BUNDLE_DIR.into(),
+            local_address: None,
         }
     }
 }

@@ -6,7 +6,7 @@ use capstan_signing::NodeKey;
 use chrono::Utc;
 use serde_json::{json, Value};
 use std::{
-    net::{IpAddr, ToSocketAddrs, UdpSocket},
+    net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket},
     time::Duration,
 };
 use tracing::{info, warn};
@@ -68,6 +68,7 @@ pub fn save_if_current(
 /// an operator reads; loopback and private-to-this-box addresses say nothing and are left out).
 async fn addresses_toward(plane: &Plane) -> Vec<String> {
     let base = plane.base().to_string();
+    let local_address = plane.local_address();
     tokio::task::spawn_blocking(move || {
         let Ok(url) = url::Url::parse(&base) else {
             return Vec::new();
@@ -84,10 +85,12 @@ async fn addresses_toward(plane: &Plane) -> Vec<String> {
         };
         let mut found: Vec<String> = Vec::new();
         for target in targets {
-            let bind = if target.is_ipv4() {
-                "0.0.0.0:0"
-            } else {
-                "[::]:0"
+            // The set local address is the one the plane's connections come from.
+            let bind = match local_address {
+                Some(address) if address.is_ipv4() != target.is_ipv4() => continue,
+                Some(address) => SocketAddr::new(address, 0),
+                None if target.is_ipv4() => SocketAddr::from(([0, 0, 0, 0], 0)),
+                None => SocketAddr::from(([0u16; 8], 0)),
             };
             let local = UdpSocket::bind(bind)
                 .and_then(|socket| socket.connect(target).map(|()| socket))

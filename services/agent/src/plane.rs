@@ -141,21 +141,38 @@ pub fn base_url(text: &str) -> Result<String, BadAddress> {
 pub struct Plane {
     base: String,
     http: Client<HttpsConnector, Full<Bytes>>,
+    local_address: Option<IpAddr>,
 }
 
 /// TLS through rustls with the ring provider and the system's trusted roots.
 pub(crate) fn https_connector() -> HttpsConnector {
-    capstan_telemetry::tls::https_connector(Some(CONNECT_TIMEOUT), |error| {
+    https_connector_from(None)
+}
+
+/// As [`https_connector`], each connection made from `local_address` when one is given.
+fn https_connector_from(local_address: Option<IpAddr>) -> HttpsConnector {
+    capstan_telemetry::tls::https_connector_from(local_address, Some(CONNECT_TIMEOUT), |error| {
         // No trusted roots on this machine: https will fail to verify, and say why.
         warn!(%error, "no trusted certificate authorities found; https to the management node cannot be verified");
     })
 }
 
 impl Plane {
-    pub fn new(management_node: &str) -> Result<Plane, BadAddress> {
+    /// A client for `management_node` whose connections are made from `local_address`
+    /// (`CAPSTAN_AGENT_LOCAL_ADDRESS`), or from the system's choice when `None`.
+    pub fn new(management_node: &str, local_address: Option<IpAddr>) -> Result<Plane, BadAddress> {
         let base = base_url(management_node)?;
-        let http = Client::builder(TokioExecutor::new()).build(https_connector());
-        Ok(Plane { base, http })
+        let http = Client::builder(TokioExecutor::new()).build(https_connector_from(local_address));
+        Ok(Plane {
+            base,
+            http,
+            local_address,
+        })
+    }
+
+    /// The local address this client connects from, when one is set.
+    pub fn local_address(&self) -> Option<IpAddr> {
+        self.local_address
     }
 
     pub fn base(&self) -> &str {

@@ -234,7 +234,7 @@ impl Agent {
                 return Ok(plane.clone());
             }
         }
-        let plane = Plane::new(management_node)?;
+        let plane = Plane::new(management_node, self.config.local_address)?;
         self.plane = Some(plane.clone());
         Ok(plane)
     }

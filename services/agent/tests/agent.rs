@@ -161,6 +161,51 @@ async fn the_agent_joins_runs_read_words_and_leaves() {
     plane.stop().await;
 }
 
+/// PV-09, AC-08 (issue 29): an agent told `CAPSTAN_AGENT_LOCAL_ADDRESS` makes its connections
+/// to the plane from that address: the plane sees it as the join's source address (what a
+/// provisioned machine's auto-approval compares with its instance's), and the paired agent
+/// keeps working from it. A value that is not one usable IP address stops every command with
+/// the setting named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_connects_to_the_plane_from_its_configured_local_address() {
+    let plane = Plane::start().await;
+    // Every 127.0.0.0/8 address is this machine's own; the plane listens on 127.0.0.1.
+    let local = format!("127.0.0.{}", 2 + rand::random::<u8>() % 250);
+    let mut agent = common::agent();
+    agent.set_env("CAPSTAN_AGENT_LOCAL_ADDRESS", &local);
+    agent
+        .ok(&[
+            "join",
+            &format!("--management-node={}", plane.base),
+            "--name=from-local",
+            "--no-wait",
+        ])
+        .await;
+    let fingerprint = agent.fingerprint();
+    let join = plane.join_of(&fingerprint).await.unwrap();
+    assert_eq!(join["source_address"], local.as_str(), "{join}");
+
+    // The running agent's claims come from the same address and reach the plane.
+    agent.ok(&["enable"]).await;
+    let node = plane.approve(&fingerprint).await;
+    agent.start();
+    plane.wait_online(node).await;
+    let status_job = plane.queue(node, "check_status", json!({})).await;
+    assert_eq!(plane.finished(status_job).await["state"], "completed");
+
+    let mut refused = common::agent();
+    for bad in ["plane.example.com", "0.0.0.0", "127.0.0.7:80"] {
+        refused.set_env("CAPSTAN_AGENT_LOCAL_ADDRESS", bad);
+        let (code, stdout, stderr) = refused.cli(&["status"]).await;
+        assert_eq!(code, 1, "{bad}: {stdout}{stderr}");
+        assert!(
+            stderr.contains("CAPSTAN_AGENT_LOCAL_ADDRESS"),
+            "{bad}: {stderr}"
+        );
+    }
+    plane.stop().await;
+}
+
 /// AG-11, AC-07: a rejected key is kept; once an operator reopens the request, the same key
 /// asks again and `join` waits for the approval.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

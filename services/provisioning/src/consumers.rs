@@ -70,9 +70,11 @@ impl Apply for Events {
                     self.joined.notify_one();
                     Ok(())
                 }
-                Heard::JoinRejected(event) => store::join_rejected(connection, event.data.request_id)
-                    .await
-                    .map_err(retry),
+                Heard::JoinRejected(event) => {
+                    store::join_rejected(connection, event.data.request_id)
+                        .await
+                        .map_err(retry)
+                }
             }
         })
     }

@@ -19,11 +19,11 @@ pub mod store;
 
 use capstan_events::Domain;
 use capstan_runtime::{consume_patiently, Part, Service};
-use std::sync::Arc;
-use tokio::sync::Notify;
 use capstan_settings::Settings;
 use settings::ProvisioningSettings;
 use sqlx::migrate::Migrator;
+use std::sync::Arc;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::drivers::seal::Sealer;

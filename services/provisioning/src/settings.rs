@@ -197,7 +197,10 @@ impl Section for ProvisioningSettings {
             problems.extend(base_url_problem("provisioning.plane_url", url));
         }
         if self.ssh_port == 0 {
-            problems.push(Problem::new("provisioning.ssh_port", "must be a port (1..=65535)"));
+            problems.push(Problem::new(
+                "provisioning.ssh_port",
+                "must be a port (1..=65535)",
+            ));
         }
         problems.extend(base_url_problem(
             "provisioning.linode_base_url",

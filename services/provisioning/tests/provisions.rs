@@ -57,9 +57,12 @@ async fn pv_03_a_size_the_region_does_not_sell_is_refused_naming_those_it_does_a
     let world = world().await;
     let (state, account) = with_account(&world, settings()).await;
     let error = refused(
-        rpc::request_provision(state.clone(), ask(account, "shop", "eu-west", "g6-standard-2"))
-            .await
-            .unwrap_err(),
+        rpc::request_provision(
+            state.clone(),
+            ask(account, "shop", "eu-west", "g6-standard-2"),
+        )
+        .await
+        .unwrap_err(),
     );
     assert_eq!(error.code, ErrorCode::InvalidRequest);
     assert_eq!(
@@ -71,7 +74,11 @@ async fn pv_03_a_size_the_region_does_not_sell_is_refused_naming_those_it_does_a
             .await
             .unwrap_err(),
     );
-    assert!(unknown.message.starts_with("region: "), "{}", unknown.message);
+    assert!(
+        unknown.message.starts_with("region: "),
+        "{}",
+        unknown.message
+    );
     let listed = rpc::list_provisions(
         state,
         ListProvisions {
@@ -87,20 +94,31 @@ async fn pv_03_a_size_the_region_does_not_sell_is_refused_naming_those_it_does_a
 }
 
 #[tokio::test]
-async fn pv_03_bad_words_a_lower_level_and_a_missing_plane_url_are_refused_before_the_provider_is_asked()
-{
+async fn pv_03_bad_words_a_lower_level_and_a_missing_plane_url_are_refused_before_the_provider_is_asked(
+) {
     let world = world().await;
     let (state, account) = with_account(&world, settings()).await;
     let asked_before = world.linode.world().requests.len();
     for (mut request, field) in [
         (ask(account, "Shop!", "us-east", "g6-nanode-1"), "name"),
         (ask(account, "shop", "us east", "g6-nanode-1"), "region"),
-        (ask(account + 99, "shop", "us-east", "g6-nanode-1"), "account_id"),
+        (
+            ask(account + 99, "shop", "us-east", "g6-nanode-1"),
+            "account_id",
+        ),
     ] {
         request.kind = "site".into();
-        let error = refused(rpc::request_provision(state.clone(), request).await.unwrap_err());
+        let error = refused(
+            rpc::request_provision(state.clone(), request)
+                .await
+                .unwrap_err(),
+        );
         assert_eq!(error.code, ErrorCode::InvalidRequest);
-        assert!(error.message.starts_with(field), "{field}: {}", error.message);
+        assert!(
+            error.message.starts_with(field),
+            "{field}: {}",
+            error.message
+        );
     }
     let mut vm = ask(account, "shop", "us-east", "g6-nanode-1");
     vm.kind = "vm".into();
@@ -126,13 +144,16 @@ async fn pv_03_bad_words_a_lower_level_and_a_missing_plane_url_are_refused_befor
 }
 
 #[tokio::test]
-async fn pv_03_an_ask_is_saved_in_flight_with_its_first_step_and_a_name_in_flight_is_not_asked_twice()
-{
+async fn pv_03_an_ask_is_saved_in_flight_with_its_first_step_and_a_name_in_flight_is_not_asked_twice(
+) {
     let world = world().await;
     let (state, account) = with_account(&world, settings()).await;
-    let saved = rpc::request_provision(state.clone(), ask(account, "shop", "us-east", "g6-nanode-1"))
-        .await
-        .unwrap();
+    let saved = rpc::request_provision(
+        state.clone(),
+        ask(account, "shop", "us-east", "g6-nanode-1"),
+    )
+    .await
+    .unwrap();
     assert_eq!(saved.step, ProvisionStep::Requested);
     assert_eq!(saved.kind, InstallKind::Site);
     assert_eq!(saved.image, "linode/debian12");
@@ -141,9 +162,12 @@ async fn pv_03_an_ask_is_saved_in_flight_with_its_first_step_and_a_name_in_fligh
     assert_eq!(saved.requested_by, "ada");
 
     let again = refused(
-        rpc::request_provision(state.clone(), ask(account, "shop", "us-east", "g6-nanode-1"))
-            .await
-            .unwrap_err(),
+        rpc::request_provision(
+            state.clone(),
+            ask(account, "shop", "us-east", "g6-nanode-1"),
+        )
+        .await
+        .unwrap_err(),
     );
     assert_eq!(again.code, ErrorCode::AlreadyExists);
     assert!(again.message.starts_with("name: "), "{}", again.message);
@@ -171,7 +195,10 @@ async fn pv_03_an_ask_is_saved_in_flight_with_its_first_step_and_a_name_in_fligh
     )
     .await
     .unwrap();
-    assert!(test_tab.provisions.is_empty(), "the Test tab holds none (PV-13)");
+    assert!(
+        test_tab.provisions.is_empty(),
+        "the Test tab holds none (PV-13)"
+    );
     let got = rpc::get_provision(
         state.clone(),
         GetProvision {
@@ -182,7 +209,9 @@ async fn pv_03_an_ask_is_saved_in_flight_with_its_first_step_and_a_name_in_fligh
     .await
     .unwrap();
     assert_eq!(got.id, saved.id);
-    assert!(!serde_json::to_string(&got).unwrap().contains("root_password"));
+    assert!(!serde_json::to_string(&got)
+        .unwrap()
+        .contains("root_password"));
 
     // PV-02: Retry is for a failed install only.
     let retry = refused(
@@ -210,5 +239,9 @@ async fn pv_03_an_ask_is_saved_in_flight_with_its_first_step_and_a_name_in_fligh
         .await
         .unwrap_err(),
     );
-    assert!(too_many.message.starts_with("join_ids"), "{}", too_many.message);
+    assert!(
+        too_many.message.starts_with("join_ids"),
+        "{}",
+        too_many.message
+    );
 }

@@ -181,6 +181,35 @@ pub fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'))
 }
 
+super::refusal!(
+    /// `CAPSTAN_AGENT_LOCAL_ADDRESS` refused, the fault named.
+    BadLocalAddress
+);
+
+/// The local address the agent's connections to the plane are made from
+/// (`CAPSTAN_AGENT_LOCAL_ADDRESS`): one IP address of this machine, IPv4 or IPv6, written bare
+/// (no port, no brackets). The plane sees it as the join's source address, which a provisioned
+/// machine's auto-approval compares with its instance's (AC-08's first condition), so a machine
+/// with several addresses says which one it speaks from. An address no socket can be bound to
+/// for connecting (unspecified, multicast, broadcast) is refused rather than left to the
+/// system's choice, which would hide the mistake.
+pub fn local_address(text: &str) -> Result<std::net::IpAddr, BadLocalAddress> {
+    let setting = "CAPSTAN_AGENT_LOCAL_ADDRESS (--local-address)";
+    let address: std::net::IpAddr = text.trim().parse().map_err(|_| {
+        format!("{setting} must be an IP address of this machine such as 203.0.113.7 or 2001:db8::7, not {text:?}")
+    })?;
+    let unusable = address.is_unspecified()
+        || address.is_multicast()
+        || matches!(address, std::net::IpAddr::V4(v4) if v4.is_broadcast());
+    if unusable {
+        return Err(format!(
+            "{setting} must be an address this machine connects from, not {address} (unspecified, multicast or broadcast); leave it unset for the system's choice"
+        )
+        .into());
+    }
+    Ok(address)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,5 +324,37 @@ mod tests {
         assert!(!valid_name("Web-1"));
         assert!(!valid_name("-web"));
         assert!(!valid_name(&"a".repeat(65)));
+    }
+
+    // PV-09, AC-08: a provisioned machine's agent joins from its instance's address, which the
+    // setting names; anything but one usable IP address is refused with the setting named.
+    #[test]
+    fn pv_09_the_local_address_is_one_usable_ip_address() {
+        assert_eq!(
+            local_address("127.0.0.7").unwrap(),
+            "127.0.0.7".parse::<std::net::IpAddr>().unwrap()
+        );
+        assert_eq!(
+            local_address(" 2001:db8::7 ").unwrap(),
+            "2001:db8::7".parse::<std::net::IpAddr>().unwrap()
+        );
+        for bad in [
+            "",
+            "web-1",
+            "127.0.0.7:80",
+            "[::1]",
+            "203.0.113.300",
+            "0.0.0.0",
+            "::",
+            "224.0.0.1",
+            "255.255.255.255",
+            "ff02::1",
+        ] {
+            let refused = local_address(bad).unwrap_err();
+            assert!(
+                refused.contains("CAPSTAN_AGENT_LOCAL_ADDRESS"),
+                "{bad}: {refused}"
+            );
+        }
     }
 }

@@ -42,6 +42,8 @@ pub struct Provision {
     pub addresses: Vec<IpAddr>,
     /// The key fingerprint the install printed (AC-10), for the agent this kind joins with.
     pub expected_key: Option<String>,
+    /// The node registered for it, which its agent's join is bound to.
+    pub node_id: Option<NodeId>,
 }
 
 /// What the provider says about the provision's instance now (AC-08 (4)).
@@ -243,17 +245,19 @@ pub fn verdict(
     }
 }
 
-/// The paired node of the provision's machine with the agent's name, if its agent is admitted.
+/// The paired node of the provision's machine, if its agent is admitted: the provision's own
+/// node, or a node of the agent's name at one of the machine's addresses.
 fn admitted(provision: &Provision, name: &str, nodes: &[Node]) -> Option<NodeId> {
     nodes
         .iter()
         .find(|node| {
-            node.paired
-                && node.name == name
-                && node
-                    .addresses
-                    .iter()
-                    .any(|address| provision.addresses.contains(address))
+            node.paired && Some(node.id) == provision.node_id
+                || node.paired
+                    && node.name == name
+                    && node
+                        .addresses
+                        .iter()
+                        .any(|address| provision.addresses.contains(address))
         })
         .map(|node| node.id)
 }
@@ -303,6 +307,7 @@ mod tests {
             flag: AccountFlag::Main,
             addresses: vec![ip(V4), ip(V6)],
             expected_key: Some("SHA256:good".into()),
+            node_id: None,
         }
     }
 
@@ -508,9 +513,25 @@ mod tests {
         let unpaired = Node {
             paired: false,
             fingerprint: String::new(),
+            ..admitted.clone()
+        };
+        assert_eq!(
+            second_join(&join(), &[provision()], std::slice::from_ref(&unpaired)),
+            None
+        );
+        // The provision's own node, paired, is its admitted agent wherever it says it is.
+        let own = Provision {
+            node_id: Some(NodeId(12)),
+            ..provision()
+        };
+        let elsewhere = Node {
+            addresses: vec![ip("198.51.100.1")],
             ..admitted
         };
-        assert_eq!(second_join(&join(), &[provision()], &[unpaired]), None);
+        assert_eq!(
+            second_join(&second, &[own], &[elsewhere]).map(|alarm| alarm.admitted),
+            Some(NodeId(12))
+        );
     }
 
     #[test]

@@ -38,12 +38,20 @@ fn value_ok(value: &str) -> bool {
 }
 
 /// `bootstrap.env`: one `KEY=value` line per parameter, each value of the characters
-/// `bootstrap.sh` accepts (it never evaluates them).
-pub fn parameters(plane_url: &str, name: &str, kind: InstallKind) -> Result<String, BadParameter> {
+/// `bootstrap.sh` accepts (it never evaluates them). `local_address` is the instance's own
+/// address, which its agent connects to the plane from (AC-08 (1) judges the join by it).
+pub fn parameters(
+    plane_url: &str,
+    name: &str,
+    kind: InstallKind,
+    local_address: std::net::IpAddr,
+) -> Result<String, BadParameter> {
+    let address = local_address.to_string();
     let pairs = [
         ("CAPSTAN_PLANE_URL", plane_url),
         ("CAPSTAN_NAME", name),
         ("CAPSTAN_KIND", kind.into()),
+        ("CAPSTAN_AGENT_LOCAL_ADDRESS", address.as_str()),
     ];
     let mut text = String::new();
     for (key, value) in pairs {
@@ -144,20 +152,31 @@ mod tests {
 
     #[test]
     fn pv_05_parameters_travel_in_a_file_and_a_value_that_could_be_code_is_refused() {
-        let text = parameters("https://plane.example:8443", "shop-1", InstallKind::DockerHost)
-            .unwrap();
+        let at: std::net::IpAddr = "203.0.113.9".parse().unwrap();
+        let text = parameters(
+            "https://plane.example:8443",
+            "shop-1",
+            InstallKind::DockerHost,
+            at,
+        )
+        .unwrap();
         assert_eq!(
             text,
-            "CAPSTAN_PLANE_URL=https://plane.example:8443\nCAPSTAN_NAME=shop-1\nCAPSTAN_KIND=docker-host\n"
+            "CAPSTAN_PLANE_URL=https://plane.example:8443\nCAPSTAN_NAME=shop-1\nCAPSTAN_KIND=docker-host\nCAPSTAN_AGENT_LOCAL_ADDRESS=203.0.113.9\n"
         );
         for url in ["https://x/$(id)", "https://x/`id`", "a b", "x;y", ""] {
-            let refused = parameters(url, "shop", InstallKind::Site).unwrap_err();
+            let refused = parameters(url, "shop", InstallKind::Site, at).unwrap_err();
             assert_eq!(refused.key, "CAPSTAN_PLANE_URL", "{url}");
         }
         assert_eq!(
-            parameters("https://x", "shop\nCAPSTAN_KIND=site", InstallKind::Agent)
-                .unwrap_err()
-                .key,
+            parameters(
+                "https://x",
+                "shop\nCAPSTAN_KIND=site",
+                InstallKind::Agent,
+                at
+            )
+            .unwrap_err()
+            .key,
             "CAPSTAN_NAME"
         );
     }
@@ -192,7 +211,10 @@ mod tests {
             reason,
             "the install exited 3: c / d / e / f / install.sh: the site exists"
         );
-        assert_eq!(failure_reason(1, ""), "the install exited 1 and printed nothing");
+        assert_eq!(
+            failure_reason(1, ""),
+            "the install exited 1 and printed nothing"
+        );
     }
 
     #[test]

@@ -133,12 +133,26 @@ mod tests {
 
     #[test]
     fn pv_03_an_ask_is_checked_and_an_absent_image_is_the_providers_debian() {
-        let checked = check(CloudProvider::Linode, "site", "shop-1", "us-east", "g6-nanode-1", None)
-            .unwrap();
+        let checked = check(
+            CloudProvider::Linode,
+            "site",
+            "shop-1",
+            "us-east",
+            "g6-nanode-1",
+            None,
+        )
+        .unwrap();
         assert_eq!(checked.kind, InstallKind::Site);
         assert_eq!(checked.image, "linode/debian12");
-        let hetzner = check(CloudProvider::Hetzner, "docker-host", "dock", "fsn1", "cx22", None)
-            .unwrap();
+        let hetzner = check(
+            CloudProvider::Hetzner,
+            "docker-host",
+            "dock",
+            "fsn1",
+            "cx22",
+            None,
+        )
+        .unwrap();
         assert_eq!(hetzner.image, "debian-12");
     }
 
@@ -153,11 +167,22 @@ mod tests {
             ("site", "", "us-east", "g6", None, "name"),
             ("site", "shop", "us east", "g6", None, "region"),
             ("site", "shop", "us-east", "", None, "size"),
-            ("site", "shop", "us-east", "g6", Some("debian$(id)"), "image"),
+            (
+                "site",
+                "shop",
+                "us-east",
+                "g6",
+                Some("debian$(id)"),
+                "image",
+            ),
         ];
         for (kind, name, region, size, image, field) in cases {
-            let refused = check(CloudProvider::Linode, kind, name, region, size, image).unwrap_err();
-            assert_eq!(refused.field, field, "{kind} {name} {region} {size} {image:?}");
+            let refused =
+                check(CloudProvider::Linode, kind, name, region, size, image).unwrap_err();
+            assert_eq!(
+                refused.field, field,
+                "{kind} {name} {region} {size} {image:?}"
+            );
         }
         let long = "a".repeat(NAME_MAX_CHARS + 1);
         assert_eq!(check_name(&long).unwrap_err().field, "name");

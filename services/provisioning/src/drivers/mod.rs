@@ -12,6 +12,7 @@ pub mod api;
 pub mod hetzner;
 pub mod linode;
 pub mod seal;
+pub mod ssh;
 
 use std::net::IpAddr;
 use std::time::Duration;

@@ -129,9 +129,7 @@ pub async fn get_provision(state: State, request: GetProvision) -> Answer<Provis
 /// set, and the size sold in the region (asked of the provider now) before anything is saved;
 /// then the provision is saved at `requested` with its event, and the workflow woken.
 pub async fn request_provision(state: State, request: RequestProvision) -> Answer<ProvisionView> {
-    request
-        .actor
-        .require(Level::Admin, "asking for a server")?;
+    request.actor.require(Level::Admin, "asking for a server")?;
     let account = {
         let mut connection = state.store.acquire().await?;
         store::account(&mut connection, request.account_id)
@@ -260,7 +258,9 @@ pub async fn retry_provision(state: State, request: RetryProvision) -> Answer<Pr
 
 /// AC-09: the verdicts over the joins asked about that matched a provision.
 pub async fn join_verdicts(state: State, request: JoinVerdicts) -> Answer<Verdicts> {
-    request.actor.require(Level::Read, "reading join verdicts")?;
+    request
+        .actor
+        .require(Level::Read, "reading join verdicts")?;
     if request.join_ids.len() > JOIN_VERDICTS_MAX {
         return Err(invalid(format!(
             "join_ids: {} asked, at most {JOIN_VERDICTS_MAX}",

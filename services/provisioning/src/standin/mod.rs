@@ -6,13 +6,15 @@
 //! waits, JSON that does not parse) and instances that never come up.
 //!
 //! An instance the stand-in makes gets an IPv4 loopback address of its own (`127.0.x.y`,
-//! from `127.0.1.1`), so a test can run a real sshd there for the bootstrap. Behind the
-//! `testsuite` feature; never built into the service.
+//! from `127.0.1.1`), so a test can run a real sshd there for the bootstrap
+//! ([`StandIn::start_machines`], `sshd.rs`). Behind the `testsuite` feature; never built into
+//! the service.
 
 mod hetzner;
 mod linode;
+pub mod sshd;
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,7 +24,10 @@ use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
+
+use self::sshd::Machine;
 
 /// Which API the stand-in speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +71,9 @@ pub struct Server {
     pub rdns: Option<String>,
     pub disk_encryption: Option<String>,
     pub swap_size: Option<u64>,
+    /// False while its machine (a real sshd, [`StandIn::start_machines`]) is starting: until
+    /// then the server does not report running, as a real one does not before its sshd is up.
+    pub machine_ready: bool,
 }
 
 /// A volume in the stand-in's account.
@@ -97,6 +105,10 @@ pub struct World {
     pub page_cap: usize,
     /// Every request, `METHOD /path?query`, in order.
     pub requests: Vec<String>,
+    /// Whether each server made gets a machine (set by [`StandIn::start_machines`]).
+    machines_on: bool,
+    /// Told when a server is made (the machines' keeper waits on it).
+    made: Arc<Notify>,
     next_id: u64,
 }
 
@@ -139,6 +151,8 @@ impl World {
             never_running: false,
             page_cap: 500,
             requests: Vec::new(),
+            machines_on: false,
+            made: Arc::new(Notify::new()),
             next_id: 1000,
         }
     }
@@ -176,8 +190,10 @@ impl World {
             rdns: None,
             disk_encryption: None,
             swap_size: None,
+            machine_ready: !self.machines_on,
         };
         self.servers.push(server.clone());
+        self.made.notify_one();
         server
     }
 
@@ -186,7 +202,7 @@ impl World {
         let (boot_polls, never) = (self.boot_polls, self.never_running);
         let server = self.servers.iter_mut().find(|server| server.id == id)?;
         server.polls += 1;
-        let running = server.powered && !never && server.polls > boot_polls;
+        let running = server.powered && !never && server.machine_ready && server.polls > boot_polls;
         Some((server.clone(), running))
     }
 
@@ -242,11 +258,21 @@ pub struct StandIn {
     pub address: SocketAddr,
     world: Arc<Mutex<World>>,
     task: JoinHandle<()>,
+    /// Server id → its machine (a real sshd), once started.
+    machines: Arc<Mutex<HashMap<u64, Arc<Machine>>>>,
+    keeper: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Drop for StandIn {
     fn drop(&mut self) {
         self.task.abort();
+        if let Some(keeper) = self.keeper.lock().ok().and_then(|mut keeper| keeper.take()) {
+            keeper.abort();
+        }
+        // The machines stop as their last holder lets go (Machine's Drop).
+        if let Ok(mut machines) = self.machines.lock() {
+            machines.clear();
+        }
     }
 }
 
@@ -263,7 +289,58 @@ impl StandIn {
             address,
             world,
             task,
+            machines: Arc::new(Mutex::new(HashMap::new())),
+            keeper: Mutex::new(None),
         }
+    }
+
+    /// From now on every server the stand-in makes gets a [`Machine`]: a real sshd on the
+    /// server's own address and `port` ([`sshd::DEFAULT_SSH_PORT`] unless a test needs
+    /// another), taking the server's root password, with `environment` set in every session
+    /// (`{address}` in a value stands for the server's address, e.g.
+    /// `("CAPSTAN_AGENT_LOCAL_ADDRESS", "{address}")`). A server reports running only once its
+    /// machine listens. Needs root and openssh-server; a machine that cannot start panics the
+    /// keeper's task with the reason, and its server never runs.
+    pub fn start_machines(&self, port: u16, environment: Vec<(String, String)>) {
+        let made = {
+            let mut world = self.world();
+            world.machines_on = true;
+            world.made.clone()
+        };
+        let keeper = tokio::spawn(keep_machines(
+            self.world.clone(),
+            self.machines.clone(),
+            made,
+            port,
+            environment,
+        ));
+        if let Some(old) = self
+            .keeper
+            .lock()
+            .expect("the machines' keeper")
+            .replace(keeper)
+        {
+            old.abort();
+        }
+    }
+
+    /// The machine of server `id`, once it listens.
+    pub fn machine(&self, id: u64) -> Option<Arc<Machine>> {
+        self.machines
+            .lock()
+            .expect("the machines")
+            .get(&id)
+            .cloned()
+    }
+
+    /// The machine at `address` (a server's IPv4), once it listens.
+    pub fn machine_at(&self, address: Ipv4Addr) -> Option<Arc<Machine>> {
+        self.machines
+            .lock()
+            .expect("the machines")
+            .values()
+            .find(|machine| machine.address == address)
+            .cloned()
     }
 
     /// The base URL the driver is given (`http://127.0.0.1:port/v4` or `/v1`).
@@ -317,6 +394,49 @@ impl StandIn {
             created: Utc::now() - age,
         });
         id
+    }
+}
+
+/// Starts a machine for every server made without one, as servers are made.
+async fn keep_machines(
+    world: Arc<Mutex<World>>,
+    machines: Arc<Mutex<HashMap<u64, Arc<Machine>>>>,
+    made: Arc<Notify>,
+    port: u16,
+    environment: Vec<(String, String)>,
+) {
+    let mut starting = HashSet::new();
+    loop {
+        let waiting: Vec<Server> = world
+            .lock()
+            .expect("the stand-in's state")
+            .servers
+            .iter()
+            .filter(|server| !server.machine_ready && !starting.contains(&server.id))
+            .cloned()
+            .collect();
+        for server in waiting {
+            starting.insert(server.id);
+            let address = server.ipv4.to_string();
+            let environment: Vec<(String, String)> = environment
+                .iter()
+                .map(|(name, value)| (name.clone(), value.replace("{address}", &address)))
+                .collect();
+            let (world, machines) = (world.clone(), machines.clone());
+            tokio::spawn(async move {
+                let machine =
+                    Machine::start(server.ipv4, port, &server.root_password, &environment).await;
+                machines
+                    .lock()
+                    .expect("the machines")
+                    .insert(server.id, Arc::new(machine));
+                let mut world = world.lock().expect("the stand-in's state");
+                if let Some(made) = world.servers.iter_mut().find(|made| made.id == server.id) {
+                    made.machine_ready = true;
+                }
+            });
+        }
+        made.notified().await;
     }
 }
 

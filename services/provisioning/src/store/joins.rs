@@ -72,7 +72,10 @@ const JOIN_COLUMNS: &str = "id, name, fingerprint, source_address, requested_at,
      state, node_id, provision_id, reasons, key_differs, second_join, judged_at";
 
 /// The pending joins not expired at `now`, oldest first.
-pub async fn pending_joins(connection: &mut PgConnection, now: DateTime<Utc>) -> Result<Vec<JoinRow>> {
+pub async fn pending_joins(
+    connection: &mut PgConnection,
+    now: DateTime<Utc>,
+) -> Result<Vec<JoinRow>> {
     Ok(sqlx::query_as(&format!(
         "SELECT {JOIN_COLUMNS} FROM joins WHERE state = 'pending' AND expires_at > $1
          ORDER BY requested_at, id"
@@ -93,7 +96,10 @@ pub async fn joins(connection: &mut PgConnection, ids: &[Uuid]) -> Result<Vec<Jo
 }
 
 /// The latest join judged for a provision (its page shows the verdict).
-pub async fn latest_join_of(connection: &mut PgConnection, provision: i64) -> Result<Option<JoinRow>> {
+pub async fn latest_join_of(
+    connection: &mut PgConnection,
+    provision: i64,
+) -> Result<Option<JoinRow>> {
     Ok(sqlx::query_as(&format!(
         "SELECT {JOIN_COLUMNS} FROM joins WHERE provision_id = $1
          ORDER BY (state = 'approved') DESC, requested_at DESC LIMIT 1"
@@ -112,7 +118,11 @@ pub struct Judged<'a> {
     pub at: DateTime<Utc>,
 }
 
-pub async fn join_judged(connection: &mut PgConnection, join: Uuid, judged: &Judged<'_>) -> Result<()> {
+pub async fn join_judged(
+    connection: &mut PgConnection,
+    join: Uuid,
+    judged: &Judged<'_>,
+) -> Result<()> {
     sqlx::query(
         "UPDATE joins SET provision_id = $2, reasons = $3, key_differs = $4, second_join = $5,
              judged_at = $6 WHERE id = $1",

@@ -78,7 +78,10 @@ pub struct NewProvision<'a> {
 
 /// Saves a new provision at `requested` (with its first step row); `AlreadyExists` when a
 /// provision of that name is in flight.
-pub async fn insert_provision(connection: &mut PgConnection, new: &NewProvision<'_>) -> Result<i64> {
+pub async fn insert_provision(
+    connection: &mut PgConnection,
+    new: &NewProvision<'_>,
+) -> Result<i64> {
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO provisions (account_id, kind, name, region, size, image, step, step_since,
              requested_by, requested_at)
@@ -105,13 +108,15 @@ async fn step_row(
     at: DateTime<Utc>,
     detail: Option<&str>,
 ) -> Result<()> {
-    sqlx::query("INSERT INTO provision_steps (provision_id, step, at, detail) VALUES ($1, $2, $3, $4)")
-        .bind(id)
-        .bind(step.as_str())
-        .bind(at)
-        .bind(detail)
-        .execute(connection)
-        .await?;
+    sqlx::query(
+        "INSERT INTO provision_steps (provision_id, step, at, detail) VALUES ($1, $2, $3, $4)",
+    )
+    .bind(id)
+    .bind(step.as_str())
+    .bind(at)
+    .bind(detail)
+    .execute(connection)
+    .await?;
     Ok(())
 }
 
@@ -240,7 +245,12 @@ pub async fn set_step(
 }
 
 /// Retry (PV-02): back to `requested`, one more retry counted.
-pub async fn retried(connection: &mut PgConnection, id: i64, at: DateTime<Utc>, by: &str) -> Result<()> {
+pub async fn retried(
+    connection: &mut PgConnection,
+    id: i64,
+    at: DateTime<Utc>,
+    by: &str,
+) -> Result<()> {
     sqlx::query(
         "UPDATE provisions SET step = 'requested', step_since = $2, failure = NULL,
              retries = retries + 1, lease_holder = NULL, lease_until = NULL, retry_at = NULL
@@ -250,10 +260,21 @@ pub async fn retried(connection: &mut PgConnection, id: i64, at: DateTime<Utc>, 
     .bind(at)
     .execute(&mut *connection)
     .await?;
-    step_row(connection, id, ProvisionStep::Requested, at, Some(&format!("retried by {by}"))).await
+    step_row(
+        connection,
+        id,
+        ProvisionStep::Requested,
+        at,
+        Some(&format!("retried by {by}")),
+    )
+    .await
 }
 
-pub async fn set_password(connection: &mut PgConnection, id: i64, sealed: Option<&[u8]>) -> Result<()> {
+pub async fn set_password(
+    connection: &mut PgConnection,
+    id: i64,
+    sealed: Option<&[u8]>,
+) -> Result<()> {
     sqlx::query("UPDATE provisions SET sealed_root_password = $2 WHERE id = $1")
         .bind(id)
         .bind(sealed)

@@ -94,4 +94,3 @@ pub fn refused(error: ServiceError) -> RpcError {
 }
 
 pub const KEY: Option<[u8; 32]> = Some([9u8; 32]);
-
