@@ -15,6 +15,8 @@ pub const CONDITIONS: &[ConditionKind] = &[
     crate::backups::BACKUP_UNVERIFIED,
     agent_channel::AGENT_UPDATE_REFUSED,
     agent_channel::UNMANAGEABLE,
+    crate::provisioning::machines::MACHINE_TRANSFER,
+    crate::provisioning::machines::TEST_CLOUD_CLEANUP,
     crate::provisioning::provisions::SECOND_JOIN,
 ];
 

@@ -31,6 +31,11 @@ pub enum Parameter {
     Shared(&'static str),
     /// A positive whole-number `{id}`, with what it names: "The rollout's id".
     Id(&'static str),
+    /// An `{id}` that is a word, not a number: what it names, and its schema as JSON text.
+    TextId {
+        description: &'static str,
+        schema: &'static str,
+    },
     /// An optional query parameter, its schema as JSON text.
     Query {
         name: &'static str,

@@ -220,6 +220,10 @@ pub const FRAME: &str = r##"{
     {
       "description": "Backup targets and the broker (docs/backups.md).",
       "name": "backups"
+    },
+    {
+      "description": "The machines inventory, adopting cloud servers, and Docker hosts (docs/provisioning.md).",
+      "name": "machines"
     }
   ]
 }"##;
@@ -383,6 +387,16 @@ fn parameter_of(parameter: Parameter, route: &Route) -> Value {
             "name": "id",
             "required": true,
             "schema": {"minimum": 1, "type": "integer"},
+        }),
+        Parameter::TextId {
+            description,
+            schema,
+        } => json!({
+            "description": description,
+            "in": "path",
+            "name": "id",
+            "required": true,
+            "schema": parsed(schema, route),
         }),
         Parameter::Query {
             name,

@@ -16,6 +16,7 @@ pub mod settings;
 #[cfg(feature = "testsuite")]
 pub mod standin;
 pub mod store;
+pub mod tasks;
 
 use capstan_events::Domain;
 use capstan_runtime::{consume_patiently, Part, Service};
@@ -66,7 +67,7 @@ pub async fn run(
         settings: own.clone(),
         wake: wake.clone(),
     };
-    let rpc = rpc::routes(service.rpc(), state);
+    let rpc = rpc::routes(service.rpc(), state.clone());
     let mut parts: Vec<Part> = Vec::new();
     let events = Arc::new(consumers::Events { joined });
     for spec in consumers::specs(settings.bus.max_deliver, settings.bus.ack_wait()) {
@@ -76,6 +77,23 @@ pub async fn run(
                 // The agent channel's stream may not exist until it first starts.
                 consume_patiently(&service, spec, events, stop).await
             })
+        }));
+    }
+    {
+        let state = state.clone();
+        parts.push(Box::new(move |stop: CancellationToken| {
+            Box::pin(tasks::transfer::watch(state, stop))
+        }));
+    }
+    {
+        let cleanup = tasks::cleanup::Cleanup {
+            enabled: own.test_cloud_cleanup,
+            max_age: chrono::Duration::hours(i64::from(own.test_cloud_max_age_hours)),
+            plane_node: own.plane_node.clone(),
+        };
+        let state = state.clone();
+        parts.push(Box::new(move |stop: CancellationToken| {
+            Box::pin(tasks::cleanup::clean(state, cleanup, stop))
         }));
     }
     service.run(rpc, parts, shutdown).await

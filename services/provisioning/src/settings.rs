@@ -39,6 +39,13 @@ pub struct ProvisioningSettings {
     pub auto_approve: bool,
     /// The user the bootstrap logs in as over SSH.
     pub ssh_user: String,
+    /// The hourly test-cloud cleanup (PV-55), off by default: deletes old servers and
+    /// unattached volumes only in test-flagged accounts whose company name is exactly the
+    /// disposable marker. Turning it off clears `plane:test_cloud_cleanup`.
+    pub test_cloud_cleanup: bool,
+    /// Servers and volumes older than this are deleted by the cleanup
+    /// (`server_manager_test_cloud_max_age_hours`, 1..=8760).
+    pub test_cloud_max_age_hours: u32,
     /// The port the bootstrap reaches a new machine's sshd at.
     pub ssh_port: u16,
     /// The URL a new machine's agent asks to join at (the gateway's, as the machine reaches
@@ -57,8 +64,10 @@ pub struct ProvisioningSettings {
     /// Provisions run at once by one replica (1..=500).
     pub concurrency: u32,
     /// The name of the plane's own node (the machine the plane runs on, enrolled like any
-    /// other): the alarms of this service (AC-11's second join, PV-55's cleanup refusals, the
-    /// transfer watch) are raised on it. Unset: they are logged only.
+    /// other): the alarms of this service about the plane itself (AC-11's second join, PV-55's
+    /// cleanup refusals) are raised on it; the transfer watch raises on the instance's own node.
+    /// Unset, or naming no node this service has heard of: they are recorded and logged only
+    /// (incidents keeps incidents only on nodes it knows).
     pub plane_node: Option<String>,
 }
 
@@ -74,6 +83,8 @@ impl Default for ProvisioningSettings {
             call_attempts: 5,
             auto_approve: true,
             ssh_user: "root".to_string(),
+            test_cloud_cleanup: false,
+            test_cloud_max_age_hours: crate::domain::cleanup::DEFAULT_MAX_AGE_HOURS,
             ssh_port: 22,
             plane_url: None,
             agent_binary: None,
@@ -168,6 +179,12 @@ impl Section for ProvisioningSettings {
                 10,
             ),
             (
+                "provisioning.test_cloud_max_age_hours",
+                self.test_cloud_max_age_hours.into(),
+                1,
+                8760,
+            ),
+            (
                 "provisioning.boot_timeout_secs",
                 self.boot_timeout_secs.into(),
                 1,
@@ -195,6 +212,16 @@ impl Section for ProvisioningSettings {
         ]);
         if let Some(url) = &self.plane_url {
             problems.extend(base_url_problem("provisioning.plane_url", url));
+        }
+        if self
+            .plane_node
+            .as_deref()
+            .is_some_and(|name| name.trim().is_empty())
+        {
+            problems.push(Problem::new(
+                "provisioning.plane_node",
+                "must name a node (or be left unset)",
+            ));
         }
         if self.ssh_port == 0 {
             problems.push(Problem::new(
@@ -253,6 +280,12 @@ mod tests {
         assert_eq!(own.hetzner_base_url, "https://api.hetzner.cloud/v1");
         assert_eq!(own.ssh_user, "root");
         assert!(own.auto_approve);
+        assert!(
+            !own.test_cloud_cleanup,
+            "PV-55: the cleanup is off by default"
+        );
+        assert_eq!(own.test_cloud_max_age_hours, 24);
+        assert_eq!(own.plane_node, None);
         assert!(own.seal_key().is_none());
         assert_eq!(own.limits().call_timeout, Duration::from_secs(30));
     }

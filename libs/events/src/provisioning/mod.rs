@@ -4,6 +4,7 @@
 //! events; and the rpc questions the gateway asks it (accounts and their offer).
 
 mod events;
+pub mod machines;
 pub mod provisions;
 pub mod rpc;
 

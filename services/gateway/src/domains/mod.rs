@@ -6,6 +6,7 @@
 pub mod agent_channel;
 pub mod backups;
 pub mod incidents;
+pub mod machines;
 pub mod monitor;
 pub mod rollouts;
 
@@ -19,6 +20,7 @@ pub fn routes() -> Vec<Route> {
         monitor::routes(),
         rollouts::routes(),
         backups::routes(),
+        machines::routes(),
     ]
     .concat()
 }

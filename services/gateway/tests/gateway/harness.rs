@@ -260,6 +260,9 @@ impl Gateway {
         tokio::spawn(fake_monitor(self.bus.clone(), &self.script).serve(self.stop.clone()));
         tokio::spawn(fake_rollouts(self.bus.clone(), &self.script).serve(self.stop.clone()));
         tokio::spawn(fake_backups(self.bus.clone(), &self.script).serve(self.stop.clone()));
+        tokio::spawn(
+            crate::machines::fake_machines(self.bus.clone(), &self.script).serve(self.stop.clone()),
+        );
         // Ready once it answers (the subscription is made asynchronously).
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
@@ -767,7 +770,7 @@ fn edge_probe(id: i64) -> capstan_events::monitor::rpc::EdgeProbeView {
 
 /// Registers a fake of the question `R` that records its request and answers
 /// `answer(request)`, or the scripted failure.
-fn fake<R: JsonRpc>(
+pub fn fake<R: JsonRpc>(
     server: RpcServer,
     script: &Arc<Mutex<Script>>,
     answer: fn(&Script, R) -> R::Reply,
@@ -911,6 +914,10 @@ pub fn body_for(path: &str) -> Value {
         json!({"seq": 1, "what": "database"})
     } else if path.ends_with("/backups/move") {
         json!({"target_id": 1})
+    } else if path.ends_with("/adopt") {
+        json!({"instance_id": "50"})
+    } else if path == "/api/v1/hosts" {
+        json!({"address": "203.0.113.40", "max_sites": 4})
     } else if path == "/api/v1/backups/targets" {
         json!({"name": "offsite", "provider": "generic_s3", "endpoint": "https://s3.example.net",
                "region": "eu-central-1", "bucket": "capstan-backups", "folder": "fleet",

@@ -11,6 +11,7 @@ mod errors;
 mod harness;
 mod incidents_ui;
 mod listing;
+mod machines;
 mod openapi;
 mod probes;
 mod releases;

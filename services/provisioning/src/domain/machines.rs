@@ -228,6 +228,73 @@ fn note_colour(note: &Note, now: DateTime<Utc>) -> Colour {
     }
 }
 
+/// PV-54 for a server with no node: amber while nothing is written about it, else as what is
+/// written says (a retire-by passed is red; unconfirmed for 90 days, or serving nothing with no
+/// retire-by, is amber).
+pub fn server_colour(note: Option<&Note>, now: DateTime<Utc>) -> Colour {
+    match note.filter(|note| !note.is_empty()) {
+        None => Colour::Amber,
+        Some(note) => note_colour(note, now),
+    }
+}
+
+/// How the inventory names a machine (the `{id}` of `PUT /api/v1/machines/{id}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MachineId {
+    /// `node-<id>`: a managed node.
+    Node(NodeId),
+    /// `server-<account id>-<instance id>`: a server in one of our accounts with no node.
+    Server {
+        account_id: i64,
+        instance_id: String,
+    },
+}
+
+impl MachineId {
+    /// Reads `node-17` or `server-3-12345`, or says what a machine's id looks like.
+    pub fn parse(text: &str) -> Result<MachineId, String> {
+        let wrong = || {
+            format!(
+                "{text:?} is not a machine's id: node-<node id> or server-<account id>-<instance id>"
+            )
+        };
+        if let Some(node) = text.strip_prefix("node-") {
+            let id: i64 = node.parse().map_err(|_| wrong())?;
+            if id <= 0 {
+                return Err(wrong());
+            }
+            return Ok(MachineId::Node(NodeId(id)));
+        }
+        let rest = text.strip_prefix("server-").ok_or_else(wrong)?;
+        let (account, instance) = rest.split_once('-').ok_or_else(wrong)?;
+        let account_id: i64 = account.parse().map_err(|_| wrong())?;
+        let instance_ok = !instance.is_empty()
+            && instance.len() <= 100
+            && instance
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if account_id <= 0 || !instance_ok {
+            return Err(wrong());
+        }
+        Ok(MachineId::Server {
+            account_id,
+            instance_id: instance.to_string(),
+        })
+    }
+}
+
+impl fmt::Display for MachineId {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MachineId::Node(node) => write!(formatter, "node-{node}"),
+            MachineId::Server {
+                account_id,
+                instance_id,
+            } => write!(formatter, "server-{account_id}-{instance_id}"),
+        }
+    }
+}
+
 /// PV-54: red for an Ubuntu past standard support or a retire-by passed; amber for nothing
 /// written (an unmanaged server, an agentless node), a note unconfirmed for 90 days, a note
 /// that serves nothing and has no retire-by, a retired source, a failed install.
@@ -375,6 +442,50 @@ mod tests {
         assert_eq!(listed.len(), 2);
         assert_eq!(listed[0], Machine::Managed(&nodes[0]));
         assert_eq!(listed[1], Machine::NotManaged(&servers[1]));
+    }
+
+    #[test]
+    fn pv_54_a_server_with_no_node_is_amber_until_something_is_written_then_as_written() {
+        assert_eq!(server_colour(None, now()), Colour::Amber);
+        assert_eq!(server_colour(Some(&Note::default()), now()), Colour::Amber);
+        let written = Note {
+            serves: "the mail relay".into(),
+            confirmed_at: Some(now() - Duration::days(3)),
+            ..Note::default()
+        };
+        assert_eq!(server_colour(Some(&written), now()), Colour::Plain);
+        let past = Note {
+            retire_by: NaiveDate::from_ymd_opt(2026, 1, 1),
+            ..written
+        };
+        assert_eq!(server_colour(Some(&past), now()), Colour::Red);
+    }
+
+    #[test]
+    fn pv_53_a_machine_id_names_a_node_or_a_server_in_an_account_and_nothing_else() {
+        assert_eq!(MachineId::parse("node-17"), Ok(MachineId::Node(NodeId(17))));
+        let server = MachineId::parse("server-3-12345").unwrap();
+        assert_eq!(
+            server,
+            MachineId::Server {
+                account_id: 3,
+                instance_id: "12345".into()
+            }
+        );
+        assert_eq!(server.to_string(), "server-3-12345");
+        for bad in [
+            "",
+            "node-",
+            "node-0",
+            "node-x",
+            "server-3",
+            "server-x-1",
+            "server-3-",
+            "host-1",
+            "server-3-a b",
+        ] {
+            assert!(MachineId::parse(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

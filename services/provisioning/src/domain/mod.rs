@@ -15,6 +15,8 @@
 //! * `machines.rs` — adopting a cloud server for a node (PV-52), the inventory (PV-53) and its
 //!   colours (PV-54).
 //! * `placement.rs` — placement records, host delete and host-scope routing (PV-14..PV-17).
+//! * `transfer.rs` — the daily transfer watch: an instance of ours that left its account or
+//!   changed address (`plane:machine_transfer`).
 //!
 //! Every number the spec leaves unvalued is a named constant in the file of its rule.
 
@@ -27,5 +29,6 @@ pub mod machines;
 pub mod offer;
 pub mod placement;
 pub mod request;
+pub mod transfer;
 
 pub use capstan_events::NodeId;

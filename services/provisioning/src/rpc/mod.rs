@@ -1,11 +1,17 @@
 //! The questions asked of the provisioning service (`capstan.rpc.provisioning.*`), each from
 //! the gateway with the operator's actor, one file per thing asked about: our cloud accounts and
-//! their offers (`accounts.rs`), provisions and the verdicts over their joins (`provisions.rs`).
+//! their offers (`accounts.rs`), provisions and the verdicts over their joins (`provisions.rs`),
+//! the machines inventory and adoption (`machines.rs`), the Docker hosts' placement records
+//! (`hosts.rs`).
 
 mod accounts;
+pub mod hosts;
+pub mod machines;
 mod provisions;
 
 pub use accounts::*;
+pub use hosts::{add_host, delete_host, list_hosts};
+pub use machines::{adopt_machine, list_machines, write_machine};
 pub use provisions::*;
 
 use std::sync::Arc;
@@ -48,6 +54,12 @@ pub fn routes(server: RpcServer, state: State) -> RpcServer {
         .route_with_state(&state, get_provision)
         .route_with_state(&state, retry_provision)
         .route_with_state(&state, join_verdicts)
+        .route_with_state(&state, list_machines)
+        .route_with_state(&state, write_machine)
+        .route_with_state(&state, adopt_machine)
+        .route_with_state(&state, list_hosts)
+        .route_with_state(&state, add_host)
+        .route_with_state(&state, delete_host)
 }
 
 pub(crate) fn sealing(error: SealError) -> RpcError {

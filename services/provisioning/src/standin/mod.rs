@@ -6,7 +6,7 @@
 //! waits, JSON that does not parse) and instances that never come up.
 //!
 //! An instance the stand-in makes gets an IPv4 loopback address of its own (`127.0.x.y`,
-//! from `127.0.1.1`), so a test can run a real sshd there for the bootstrap
+//! from `127.0.1.1` for Linode and `127.0.101.1` for Hetzner), so a test can run a real sshd there for the bootstrap
 //! ([`StandIn::start_machines`], `sshd.rs`). Behind the `testsuite` feature; never built into
 //! the service.
 
@@ -110,6 +110,11 @@ pub struct World {
     /// Told when a server is made (the machines' keeper waits on it).
     made: Arc<Notify>,
     next_id: u64,
+    /// The third octet instances' addresses start at (`127.0.<block>.1`): Linode's from 1,
+    /// Hetzner's from 101, so a test's two stand-ins never hand out the same address.
+    pub address_block: u8,
+    /// Addresses handed out so far (never reused: a deleted server's address stays its own).
+    addresses_made: u32,
 }
 
 impl World {
@@ -154,6 +159,11 @@ impl World {
             machines_on: false,
             made: Arc::new(Notify::new()),
             next_id: 1000,
+            address_block: match flavor {
+                Flavor::Linode => 1,
+                Flavor::Hetzner => 101,
+            },
+            addresses_made: 0,
         }
     }
 
@@ -173,14 +183,16 @@ impl World {
         root_password: String,
     ) -> Server {
         let id = self.next_id();
-        let index = self.servers.len() as u32 + 1;
+        self.addresses_made += 1;
+        let index = self.addresses_made;
+        let block = u32::from(self.address_block);
         let server = Server {
             id,
             label: label.to_string(),
             region: region.to_string(),
             size: size.to_string(),
             image: image.to_string(),
-            ipv4: Ipv4Addr::new(127, 0, (1 + index / 250) as u8, (1 + index % 250) as u8),
+            ipv4: Ipv4Addr::new(127, 0, (block + index / 250) as u8, (1 + index % 250) as u8),
             ipv6: Ipv6Addr::new(0x2001, 0xdb8, 0, index as u16, 0, 0, 0, 1),
             tags,
             created: Utc::now(),

@@ -41,7 +41,7 @@ pub const OVERLAID: [&str; 7] = ["/etc", "/usr", "/opt", "/var", "/srv", "/root"
 
 /// A port free on every address now (bound on the wildcard address, then let go): give each
 /// stand-in its own when tests run side by side, since every stand-in numbers its instances'
-/// addresses from `127.0.1.1`.
+/// addresses from `127.0.1.1` (Linode) or `127.0.101.1` (Hetzner).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0))
         .and_then(|listener| listener.local_addr())
