@@ -1,17 +1,14 @@
 //! The backups service's section of the configuration (`[backups]`, `CAPSTAN__BACKUPS__*`): the
 //! key its targets' credentials are sealed with at rest, and its schedule.
 
-use capstan_settings::{all_within, read_secret, NatsSettings, Problem, Section};
+use capstan_seal::{parse_seal_key, OwnSealKey};
+use capstan_settings::{all_within, read_secret, Problem, Section};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
-use std::{path::PathBuf, time::Duration};
-
-/// Where the single-machine plane keeps what it generates (the directory `deploy/local/up`
-/// keeps the NATS password in, `CAPSTAN_LOCAL_STATE`).
-pub const DEFAULT_STATE_DIR: &str = "/var/lib/capstan";
-
-/// The name of the seal key file `capstan all` makes.
-pub const GENERATED_SEAL_KEY: &str = "backups-seal.key";
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -22,8 +19,8 @@ pub struct BackupsSettings {
     pub seal_key: Option<SecretString>,
     pub seal_key_file: Option<PathBuf>,
     /// Where `capstan all` makes and keeps its seal key when neither `seal_key` nor
-    /// `seal_key_file` is set (issue 27; [`BackupsSettings::generated_seal_key_file`]). Unset:
-    /// beside the NATS password file when one is set, else [`DEFAULT_STATE_DIR`].
+    /// `seal_key_file` is set (issue 27; [`OwnSealKey::generated_seal_key_file`]). Unset:
+    /// beside the NATS password file when one is set, else [`capstan_seal::DEFAULT_STATE_DIR`].
     pub seal_key_dir: Option<PathBuf>,
     /// How long a presigned URL the broker hands a node stays valid (60..=3600 s).
     pub url_ttl_secs: u32,
@@ -44,41 +41,6 @@ impl Default for BackupsSettings {
 }
 
 impl BackupsSettings {
-    /// Takes the seal key `capstan all` made or found in `file` (64 hex digits), as if
-    /// `seal_key_file` had named it; refused, naming the file, when it is not a seal key.
-    pub fn use_generated_key(&mut self, file: PathBuf, text: &str) -> Result<(), Problem> {
-        if parse_seal_key(text).is_none() {
-            return Err(Problem::new(
-                "backups.seal_key_dir",
-                format!(
-                    "{} does not hold a seal key (64 hex digits)",
-                    file.display()
-                ),
-            ));
-        }
-        self.seal_key = Some(SecretString::from(text.trim().to_string()));
-        self.seal_key_file = Some(file);
-        Ok(())
-    }
-
-    /// The seal key file `capstan all` makes when none is set (issue 27): in
-    /// `backups.seal_key_dir`, else beside the NATS password (`nats.password_file`), else in
-    /// [`DEFAULT_STATE_DIR`]; `None` when a seal key is set.
-    pub fn generated_seal_key_file(&self, nats: &NatsSettings) -> Option<PathBuf> {
-        if self.seal_key.is_some() || self.seal_key_file.is_some() {
-            return None;
-        }
-        let dir = match (&self.seal_key_dir, &nats.password_file) {
-            (Some(dir), _) => dir.clone(),
-            (None, Some(password)) => password
-                .parent()
-                .filter(|dir| !dir.as_os_str().is_empty())
-                .map_or_else(|| PathBuf::from("."), std::path::Path::to_path_buf),
-            (None, None) => PathBuf::from(DEFAULT_STATE_DIR),
-        };
-        Some(dir.join(GENERATED_SEAL_KEY))
-    }
-
     /// The seal key's 32 bytes, when one is set (validated at load).
     pub fn seal_key(&self) -> Option<[u8; 32]> {
         self.seal_key
@@ -90,6 +52,20 @@ impl BackupsSettings {
     }
     pub fn schedule_every(&self) -> Duration {
         Duration::from_secs(u64::from(self.schedule_secs))
+    }
+}
+
+/// `capstan all` makes `backups-seal.key` when no key is set (issue 27).
+impl OwnSealKey for BackupsSettings {
+    fn seal_key_is_set(&self) -> bool {
+        self.seal_key.is_some() || self.seal_key_file.is_some()
+    }
+    fn seal_key_dir(&self) -> Option<&Path> {
+        self.seal_key_dir.as_deref()
+    }
+    fn take_seal_key(&mut self, key: SecretString, file: PathBuf) {
+        self.seal_key = Some(key);
+        self.seal_key_file = Some(file);
     }
 }
 
@@ -124,19 +100,6 @@ impl Section for BackupsSettings {
         }
         problems
     }
-}
-
-/// 64 hex digits as 32 bytes.
-fn parse_seal_key(text: &str) -> Option<[u8; 32]> {
-    let text = text.trim();
-    if text.len() != 64 || !text.bytes().all(|byte| byte.is_ascii_hexdigit()) {
-        return None;
-    }
-    let mut key = [0u8; 32];
-    for (index, byte) in key.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[index * 2..index * 2 + 2], 16).ok()?;
-    }
-    Some(key)
 }
 
 #[cfg(test)]

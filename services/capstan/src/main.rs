@@ -263,6 +263,8 @@ async fn run_all(
 ) -> anyhow::Result<()> {
     // Start-up, before any service runs: a few small file operations.
     keys::ensure_seal_key(&mut own.backups, &settings.nats).context("the backups seal key")?;
+    keys::ensure_seal_key(&mut own.provisioning, &settings.nats)
+        .context("the provisioning seal key")?;
     let stop = shutdown.child_token();
     let mut services = JoinSet::new();
     for domain in Domain::ALL {

@@ -3,9 +3,10 @@
 //! base URL (tests point them at the stand-ins), the provider calls' bounds, auto-approval
 //! (AC-08) and the SSH login user of the bootstrap.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use capstan_seal::{parse_seal_key, OwnSealKey};
 use capstan_settings::{all_within, read_secret, Problem, Section};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
@@ -21,6 +22,10 @@ pub struct ProvisioningSettings {
     /// can be added or used (the service says so).
     pub seal_key: Option<SecretString>,
     pub seal_key_file: Option<PathBuf>,
+    /// Where `capstan all` makes and keeps its seal key (`provisioning-seal.key`) when neither
+    /// `seal_key` nor `seal_key_file` is set ([`OwnSealKey::generated_seal_key_file`]). Unset:
+    /// beside the NATS password file when one is set, else [`capstan_seal::DEFAULT_STATE_DIR`].
+    pub seal_key_dir: Option<PathBuf>,
     /// Linode API v4's base URL.
     pub linode_base_url: String,
     /// Hetzner Cloud's base URL.
@@ -71,6 +76,7 @@ impl Default for ProvisioningSettings {
         ProvisioningSettings {
             seal_key: None,
             seal_key_file: None,
+            seal_key_dir: None,
             linode_base_url: linode::BASE_URL.to_string(),
             hetzner_base_url: hetzner::BASE_URL.to_string(),
             call_timeout_secs: 30,
@@ -124,6 +130,21 @@ fn base_url_problem(key: &str, value: &str) -> Option<Problem> {
     match url::Url::parse(value) {
         Ok(url) if matches!(url.scheme(), "https" | "http") && url.host().is_some() => None,
         _ => Some(Problem::new(key, "must be an http(s) URL")),
+    }
+}
+
+/// `capstan all` makes `provisioning-seal.key` when no key is set (issue 29), as it does
+/// backups'.
+impl OwnSealKey for ProvisioningSettings {
+    fn seal_key_is_set(&self) -> bool {
+        self.seal_key.is_some() || self.seal_key_file.is_some()
+    }
+    fn seal_key_dir(&self) -> Option<&Path> {
+        self.seal_key_dir.as_deref()
+    }
+    fn take_seal_key(&mut self, key: SecretString, file: PathBuf) {
+        self.seal_key = Some(key);
+        self.seal_key_file = Some(file);
     }
 }
 
@@ -239,19 +260,6 @@ impl Section for ProvisioningSettings {
     }
 }
 
-/// 64 hex digits as 32 bytes.
-fn parse_seal_key(text: &str) -> Option<[u8; 32]> {
-    let text = text.trim();
-    if text.len() != 64 || !text.bytes().all(|byte| byte.is_ascii_hexdigit()) {
-        return None;
-    }
-    let mut key = [0u8; 32];
-    for (index, byte) in key.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[index * 2..index * 2 + 2], 16).ok()?;
-    }
-    Some(key)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,6 +304,46 @@ mod tests {
         assert_eq!(own.seal_key(), Some([0xab; 32]));
         assert!(!format!("{own:?}").contains(&"ab".repeat(32)));
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn capstan_alls_own_seal_key_is_provisioning_seal_key_in_its_dir_unless_a_key_is_set() {
+        let loaded = |pairs: &[(&str, &str)]| {
+            let environment = pairs
+                .iter()
+                .map(|(key, value)| (key.to_string(), value.to_string()));
+            capstan_settings::load_from::<ProvisioningSettings>(None, environment).unwrap()
+        };
+        let (settings, none) = loaded(&[]);
+        assert_eq!(
+            none.generated_seal_key_file(&settings.nats),
+            Some(PathBuf::from("/var/lib/capstan/provisioning-seal.key"))
+        );
+        let (settings, named) = loaded(&[("CAPSTAN__PROVISIONING__SEAL_KEY_DIR", "/srv/keys")]);
+        assert_eq!(
+            named.generated_seal_key_file(&settings.nats),
+            Some(PathBuf::from("/srv/keys/provisioning-seal.key"))
+        );
+        let (settings, set) = loaded(&[
+            ("CAPSTAN__PROVISIONING__SEAL_KEY_DIR", "/srv/keys"),
+            ("CAPSTAN__PROVISIONING__SEAL_KEY", &"a".repeat(64)),
+        ]);
+        assert_eq!(set.generated_seal_key_file(&settings.nats), None);
+        let mut taken = none.clone();
+        let error = taken
+            .use_generated_key(PathBuf::from("/k"), "not a key")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("provisioning.seal_key_dir") && error.contains("/k"),
+            "{error}"
+        );
+        assert!(taken.seal_key().is_none());
+        taken
+            .use_generated_key(PathBuf::from("/k"), &format!("{}\n", "0f".repeat(32)))
+            .unwrap();
+        assert_eq!(taken.seal_key(), Some([0x0f; 32]));
+        assert_eq!(taken.seal_key_file, Some(PathBuf::from("/k")));
     }
 
     #[test]

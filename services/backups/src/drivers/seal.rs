@@ -1,10 +1,10 @@
-//! Targets' storage credentials sealed at rest (BK-04) with ChaCha20-Poly1305 (`ring`, the
-//! AEAD the workspace already builds for TLS) under the key `CAPSTAN__BACKUPS__SEAL_KEY_FILE`
-//! names. A sealed value is a fresh random 12-byte nonce, then the ciphertext and its tag; the
-//! target's id is the associated data, so a sealed value moved to another row does not open.
+//! Targets' storage credentials sealed at rest (BK-04) with the plane's one sealer
+//! (`capstan-seal`: ChaCha20-Poly1305, a fresh nonce each time) under the key
+//! `CAPSTAN__BACKUPS__SEAL_KEY_FILE` names. The credentials are sealed as JSON; the target's id
+//! is the associated data (`capstan.backups.target.<id>`), so a sealed value moved to another
+//! row does not open.
 
-use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
-use ring::rand::{SecureRandom, SystemRandom};
+use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
 
 /// A target's keys. Never logged: its `Debug` shows the access key's length only.
@@ -27,19 +27,31 @@ pub enum SealError {
     NoKey,
     #[error("the sealed credentials do not open with this seal key (changed key, or damaged row)")]
     DoesNotOpen,
+    #[error("the system's random source failed, so the credentials were not sealed")]
+    NoRandomness,
+}
+
+impl From<capstan_seal::SealError> for SealError {
+    fn from(error: capstan_seal::SealError) -> SealError {
+        match error {
+            capstan_seal::SealError::NoKey => SealError::NoKey,
+            capstan_seal::SealError::DoesNotOpen => SealError::DoesNotOpen,
+            capstan_seal::SealError::NoRandomness => SealError::NoRandomness,
+        }
+    }
 }
 
 /// The seal key.
 #[derive(Clone)]
 pub struct Sealer {
-    key: Option<[u8; 32]>,
+    sealer: capstan_seal::Sealer,
     /// The file it was read from, for the Targets page (never the key).
     file: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Sealer {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(formatter, "Sealer(key set: {})", self.key.is_some())
+        self.sealer.fmt(formatter)
     }
 }
 
@@ -49,7 +61,10 @@ fn aad(target_id: i64) -> String {
 
 impl Sealer {
     pub fn new(key: Option<[u8; 32]>) -> Sealer {
-        Sealer { key, file: None }
+        Sealer {
+            sealer: capstan_seal::Sealer::new(key),
+            file: None,
+        }
     }
 
     /// The sealer, saying which file its key was read from.
@@ -60,57 +75,31 @@ impl Sealer {
     /// Where the key is, for the operator who must keep a copy of it.
     pub fn view(&self) -> capstan_events::backups::rpc::SealKeyView {
         capstan_events::backups::rpc::SealKeyView {
-            set: self.key.is_some(),
+            set: self.has_key(),
             file: self
                 .file
                 .as_ref()
-                .filter(|_| self.key.is_some())
+                .filter(|_| self.has_key())
                 .map(|file| file.display().to_string()),
         }
     }
 
     pub fn has_key(&self) -> bool {
-        self.key.is_some()
-    }
-
-    fn key(&self) -> Result<LessSafeKey, SealError> {
-        let bytes = self.key.as_ref().ok_or(SealError::NoKey)?;
-        let unbound = UnboundKey::new(&CHACHA20_POLY1305, bytes).map_err(|_| SealError::NoKey)?;
-        Ok(LessSafeKey::new(unbound))
+        self.sealer.has_key()
     }
 
     /// Seals `credentials` for target `target_id`.
     pub fn seal(&self, target_id: i64, credentials: &Credentials) -> Result<Vec<u8>, SealError> {
-        let key = self.key()?;
-        let mut nonce = [0u8; NONCE_LEN];
-        SystemRandom::new()
-            .fill(&mut nonce)
-            .map_err(|_| SealError::NoKey)?;
-        let mut sealed = serde_json::to_vec(credentials).map_err(|_| SealError::DoesNotOpen)?;
-        key.seal_in_place_append_tag(
-            Nonce::assume_unique_for_key(nonce),
-            Aad::from(aad(target_id).as_bytes()),
-            &mut sealed,
-        )
-        .map_err(|_| SealError::DoesNotOpen)?;
-        let mut out = nonce.to_vec();
-        out.extend_from_slice(&sealed);
-        Ok(out)
+        let plain = secrecy::SecretSlice::from(
+            serde_json::to_vec(credentials).map_err(|_| SealError::DoesNotOpen)?,
+        );
+        Ok(self.sealer.seal(&aad(target_id), plain.expose_secret())?)
     }
 
     /// Opens what [`Sealer::seal`] sealed for the same target.
     pub fn open(&self, target_id: i64, sealed: &[u8]) -> Result<Credentials, SealError> {
-        let key = self.key()?;
-        if sealed.len() < NONCE_LEN {
-            return Err(SealError::DoesNotOpen);
-        }
-        let (nonce, body) = sealed.split_at(NONCE_LEN);
-        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| SealError::DoesNotOpen)?;
-        let mut body = body.to_vec();
-        let plain = key
-            .open_in_place(nonce, Aad::from(aad(target_id).as_bytes()), &mut body)
-            .map_err(|_| SealError::DoesNotOpen)?;
-        serde_json::from_slice(plain).map_err(|_| SealError::DoesNotOpen)
+        let plain = self.sealer.open(&aad(target_id), sealed)?;
+        serde_json::from_slice(plain.expose_secret()).map_err(|_| SealError::DoesNotOpen)
     }
 }
 
@@ -148,5 +137,29 @@ mod tests {
             Err(SealError::NoKey)
         );
         assert_eq!(format!("{:?}", credentials()), "Credentials(<sealed>)");
+        assert!(!format!("{sealer:?}").contains('7'));
     }
+
+    /// Sealed by this service's own sealer before the plane's secrets moved to one
+    /// (`capstan-seal`): target 3's credentials under the key 0x42 × 32 still open, and only
+    /// for target 3.
+    #[test]
+    fn bk_04_credentials_sealed_before_the_one_sealer_still_open() {
+        let sealed: Vec<u8> = FIXTURE
+            .as_bytes()
+            .chunks(2)
+            .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
+            .collect();
+        let sealer = Sealer::new(Some([0x42; 32]));
+        assert_eq!(
+            sealer.open(3, &sealed).unwrap(),
+            Credentials {
+                access_key: "AKIAOLDFIXTURE".into(),
+                secret_key: "old-secret-value".into(),
+            }
+        );
+        assert_eq!(sealer.open(4, &sealed), Err(SealError::DoesNotOpen));
+    }
+
+    const FIXTURE: &str = "5aa8123b3addfd249ece368864739281ed424c6e25656971f82cae60ec65de4815cc5a72f1e01489f4154decb7fddef4db1ad954d60c02dc91004b33f005252e21868097569bce0b9f596f359012d2372ccfbff9b63c015404fbc3";
 }

@@ -1,13 +1,11 @@
-//! Cloud accounts' API tokens sealed at rest (issue 29) with ChaCha20-Poly1305 (`ring`, the AEAD
-//! the workspace already builds for TLS) under the key `CAPSTAN__PROVISIONING__SEAL_KEY_FILE`
-//! names. A sealed token is a fresh random 12-byte nonce, then the ciphertext and its tag; the
-//! account's id is the associated data, so a sealed token moved to another row does not open.
-//! (The backups service seals its targets' credentials the same way; the two belong in one
-//! place in `libs/` when a third needs it.)
+//! Cloud accounts' API tokens and provisions' root passwords sealed at rest (issue 29, PV-05)
+//! with the plane's one sealer (`capstan-seal`: ChaCha20-Poly1305, a fresh nonce each time)
+//! under the key `CAPSTAN__PROVISIONING__SEAL_KEY_FILE` names. The associated data names what
+//! is sealed and whose it is (`capstan.provisioning.account.<id>`,
+//! `capstan.provisioning.provision.<id>.root`), so a sealed value moved to another row, or read
+//! as the other kind, does not open.
 
-use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
-use ring::rand::{SecureRandom, SystemRandom};
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 
 /// Why sealing or opening failed (never says more than that).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -16,18 +14,24 @@ pub enum SealError {
     NoKey,
     #[error("the sealed token does not open with this seal key (changed key, or damaged row)")]
     DoesNotOpen,
+    #[error("the system's random source failed, so nothing was sealed")]
+    NoRandomness,
 }
 
-/// The seal key.
-#[derive(Clone)]
-pub struct Sealer {
-    key: Option<[u8; 32]>,
-}
-
-impl std::fmt::Debug for Sealer {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(formatter, "Sealer(key set: {})", self.key.is_some())
+impl From<capstan_seal::SealError> for SealError {
+    fn from(error: capstan_seal::SealError) -> SealError {
+        match error {
+            capstan_seal::SealError::NoKey => SealError::NoKey,
+            capstan_seal::SealError::DoesNotOpen => SealError::DoesNotOpen,
+            capstan_seal::SealError::NoRandomness => SealError::NoRandomness,
+        }
     }
+}
+
+/// The seal key (its `Debug` says only whether one is set).
+#[derive(Clone, Debug)]
+pub struct Sealer {
+    sealer: capstan_seal::Sealer,
 }
 
 fn aad(account_id: i64) -> String {
@@ -41,27 +45,23 @@ fn root_aad(provision_id: i64) -> String {
 
 impl Sealer {
     pub fn new(key: Option<[u8; 32]>) -> Sealer {
-        Sealer { key }
+        Sealer {
+            sealer: capstan_seal::Sealer::new(key),
+        }
     }
 
     pub fn has_key(&self) -> bool {
-        self.key.is_some()
-    }
-
-    fn key(&self) -> Result<LessSafeKey, SealError> {
-        let bytes = self.key.as_ref().ok_or(SealError::NoKey)?;
-        let unbound = UnboundKey::new(&CHACHA20_POLY1305, bytes).map_err(|_| SealError::NoKey)?;
-        Ok(LessSafeKey::new(unbound))
+        self.sealer.has_key()
     }
 
     /// Seals `token` for account `account_id`.
     pub fn seal(&self, account_id: i64, token: &SecretString) -> Result<Vec<u8>, SealError> {
-        self.seal_to(&aad(account_id), token)
+        Ok(self.sealer.seal_secret(&aad(account_id), token)?)
     }
 
     /// Opens what [`Sealer::seal`] sealed for the same account.
     pub fn open(&self, account_id: i64, sealed: &[u8]) -> Result<SecretString, SealError> {
-        self.open_from(&aad(account_id), sealed)
+        Ok(self.sealer.open_secret(&aad(account_id), sealed)?)
     }
 
     /// Seals provision `provision_id`'s root password (held only while the bootstrap needs it).
@@ -70,7 +70,7 @@ impl Sealer {
         provision_id: i64,
         password: &SecretString,
     ) -> Result<Vec<u8>, SealError> {
-        self.seal_to(&root_aad(provision_id), password)
+        Ok(self.sealer.seal_secret(&root_aad(provision_id), password)?)
     }
 
     pub fn open_root_password(
@@ -78,46 +78,14 @@ impl Sealer {
         provision_id: i64,
         sealed: &[u8],
     ) -> Result<SecretString, SealError> {
-        self.open_from(&root_aad(provision_id), sealed)
-    }
-
-    fn seal_to(&self, aad: &str, token: &SecretString) -> Result<Vec<u8>, SealError> {
-        let key = self.key()?;
-        let mut nonce = [0u8; NONCE_LEN];
-        SystemRandom::new()
-            .fill(&mut nonce)
-            .map_err(|_| SealError::NoKey)?;
-        let mut sealed = token.expose_secret().as_bytes().to_vec();
-        key.seal_in_place_append_tag(
-            Nonce::assume_unique_for_key(nonce),
-            Aad::from(aad.as_bytes()),
-            &mut sealed,
-        )
-        .map_err(|_| SealError::DoesNotOpen)?;
-        let mut out = nonce.to_vec();
-        out.extend_from_slice(&sealed);
-        Ok(out)
-    }
-
-    fn open_from(&self, aad: &str, sealed: &[u8]) -> Result<SecretString, SealError> {
-        let key = self.key()?;
-        if sealed.len() < NONCE_LEN {
-            return Err(SealError::DoesNotOpen);
-        }
-        let (nonce, body) = sealed.split_at(NONCE_LEN);
-        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| SealError::DoesNotOpen)?;
-        let mut body = body.to_vec();
-        let plain = key
-            .open_in_place(nonce, Aad::from(aad.as_bytes()), &mut body)
-            .map_err(|_| SealError::DoesNotOpen)?;
-        let text = std::str::from_utf8(plain).map_err(|_| SealError::DoesNotOpen)?;
-        Ok(SecretString::from(text))
+        Ok(self.sealer.open_secret(&root_aad(provision_id), sealed)?)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use secrecy::ExposeSecret;
 
     // PV-05: a provision's root password is sealed to the provision; it never opens as the
     // token of the account with the same number, nor for another provision.
@@ -168,4 +136,37 @@ mod tests {
         assert_eq!(Sealer::new(None).seal(3, &token), Err(SealError::NoKey));
         assert!(!format!("{sealer:?}").contains('7'));
     }
+
+    fn bytes(hex: &str) -> Vec<u8> {
+        hex.as_bytes()
+            .chunks(2)
+            .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
+            .collect()
+    }
+
+    /// Sealed by this service's own sealer before the plane's secrets moved to one
+    /// (`capstan-seal`), under the key 0x42 × 32: account 3's token and provision 5's root
+    /// password still open, each only as what it is and whose it is (PV-05).
+    #[test]
+    fn pv_05_values_sealed_before_the_one_sealer_still_open() {
+        let sealer = Sealer::new(Some([0x42; 32]));
+        let token = bytes(OLD_TOKEN_OF_ACCOUNT_3);
+        assert_eq!(
+            sealer.open(3, &token).unwrap().expose_secret(),
+            "old-linode-token"
+        );
+        assert_eq!(sealer.open(4, &token).unwrap_err(), SealError::DoesNotOpen);
+        let root = bytes(OLD_ROOT_PASSWORD_OF_PROVISION_5);
+        assert_eq!(
+            sealer.open_root_password(5, &root).unwrap().expose_secret(),
+            "Old-Root-Pass-5"
+        );
+        assert_eq!(sealer.open(5, &root).unwrap_err(), SealError::DoesNotOpen);
+        assert!(sealer.open_root_password(3, &token).is_err());
+    }
+
+    const OLD_TOKEN_OF_ACCOUNT_3: &str =
+        "306ee02c263b8a0120e517ac692f66fc798d0fcf68847955078b4c854dbee484397af43ba3096d5abcdfab4d";
+    const OLD_ROOT_PASSWORD_OF_PROVISION_5: &str =
+        "a55854195893bdd7eda74c2dc330804aa3af67561a8cb090152db8fd328d5ac9204cfda27400dcb5f9f2a9";
 }

@@ -1,6 +1,7 @@
 //! Issue 27: a new single-machine plane can add a backup target. `capstan all` started with no
 //! seal key setting makes its own key on its first run, a file of mode 0600 in its state
 //! directory, and says where it is on `GET /api/v1/backups/targets` (the Targets page reads it).
+//! Issue 29: it makes the provisioning service's key beside it the same way.
 
 use std::{os::unix::fs::PermissionsExt as _, process::Stdio, time::Duration};
 
@@ -24,8 +25,8 @@ async fn a_plane_started_with_no_seal_key_setting_makes_a_0600_key_and_can_add_a
         .local_addr()
         .unwrap()
         .to_string();
-    // No CAPSTAN__BACKUPS__SEAL_KEY(_FILE): only where the plane keeps what it makes, so the
-    // test writes nothing into the machine's /var/lib/capstan.
+    // No CAPSTAN__{BACKUPS,PROVISIONING}__SEAL_KEY(_FILE): only where the plane keeps what it
+    // makes, so the test writes nothing into the machine's /var/lib/capstan.
     let _plane = tokio::process::Command::new(binary("capstan"))
         .arg("all")
         .env_clear()
@@ -35,6 +36,7 @@ async fn a_plane_started_with_no_seal_key_setting_makes_a_0600_key_and_can_add_a
         .env("CAPSTAN__NATS__URL", nats.url())
         .env("CAPSTAN__GATEWAY__LISTEN", &listen)
         .env("CAPSTAN__BACKUPS__SEAL_KEY_DIR", &key_dir)
+        .env("CAPSTAN__PROVISIONING__SEAL_KEY_DIR", &key_dir)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -85,6 +87,19 @@ async fn a_plane_started_with_no_seal_key_setting_makes_a_0600_key_and_can_add_a
     assert_eq!(mode, 0o600, "the seal key file is its owner's alone");
     let key = std::fs::read_to_string(&file).unwrap();
     assert_eq!(key.trim().len(), 64, "64 hex digits");
+    let provisioning = key_dir.join("provisioning-seal.key");
+    let mode = std::fs::metadata(&provisioning)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(
+        mode, 0o600,
+        "provisioning's seal key file is its owner's alone"
+    );
+    let provisioning_key = std::fs::read_to_string(&provisioning).unwrap();
+    assert_eq!(provisioning_key.trim().len(), 64, "64 hex digits");
+    assert_ne!(provisioning_key, key, "each service has a key of its own");
 
     let added = http
         .post(format!("http://{listen}/api/v1/backups/targets"))

@@ -263,8 +263,9 @@ impl Replicas {
             .env("CAPSTAN__NATS__URL", self.nats.url())
             .env("CAPSTAN__GATEWAY__LISTEN", &listen)
             .env("CAPSTAN__DATABASE__MAX_CONNECTIONS", "4")
-            // `capstan all` keeps the seal key it makes in the test's directory, not the machine's.
+            // `capstan all` keeps its seal keys in the test's directory, not the machine's.
             .env("CAPSTAN__BACKUPS__SEAL_KEY_DIR", self.dir.path())
+            .env("CAPSTAN__PROVISIONING__SEAL_KEY_DIR", self.dir.path())
             .env("RUST_LOG", "info")
             .stdout(file.try_clone().unwrap())
             .stderr(file)
