@@ -8,6 +8,7 @@
 //! first content (the bootstrap, auto-approval, the cleanup).
 #![forbid(unsafe_code)]
 
+pub mod app;
 pub mod consumers;
 pub mod domain;
 pub mod drivers;
@@ -69,6 +70,35 @@ pub async fn run(
     };
     let rpc = rpc::routes(service.rpc(), state.clone());
     let mut parts: Vec<Part> = Vec::new();
+    let workflow = app::workflow::Workflow {
+        store: service.store.clone(),
+        sealer: Sealer::new(own.seal_key()),
+        providers: providers(&own),
+        settings: own.clone(),
+        bus: service.bus.clone(),
+        holder: format!("provisioning-{}", uuid::Uuid::now_v7()),
+        judge: joined.clone(),
+        agent: Arc::default(),
+        outbound: capstan_runtime::outbound::Outbound::from_settings(&settings),
+    };
+    {
+        let (workflow, wake) = (workflow.clone(), wake.clone());
+        let concurrency = own.concurrency as usize;
+        parts.push(Box::new(move |stop: CancellationToken| {
+            Box::pin(tasks::provisions::provisions(
+                workflow,
+                wake,
+                concurrency,
+                stop,
+            ))
+        }));
+    }
+    {
+        let (workflow, judge) = (workflow.clone(), joined.clone());
+        parts.push(Box::new(move |stop: CancellationToken| {
+            Box::pin(tasks::provisions::approval(workflow, judge, stop))
+        }));
+    }
     let events = Arc::new(consumers::Events { joined });
     for spec in consumers::specs(settings.bus.max_deliver, settings.bus.ack_wait()) {
         let (service, events) = (service.clone(), events.clone());

@@ -8,6 +8,7 @@ mod dead_letters;
 mod incidents;
 mod monitor;
 mod nothing_lost;
+mod provisioning;
 mod recipe_certificates;
 mod recipes;
 mod releases;

@@ -205,6 +205,12 @@ pub struct Plane {
 
 impl Plane {
     pub async fn start() -> Plane {
+        Plane::start_with(&[]).await
+    }
+
+    /// As [`Plane::start`], with further `CAPSTAN__*` settings; `{base}` in a value stands for
+    /// the plane's own URL.
+    pub async fn start_with(extra: &[(&str, &str)]) -> Plane {
         let nats = NatsServer::start();
         let database = TestDatabase::create().await;
         let listen = TcpListener::bind("127.0.0.1:0")
@@ -220,6 +226,14 @@ impl Plane {
             ("CAPSTAN__DATABASE__MAX_CONNECTIONS", "16".to_string()),
             ("CAPSTAN__TELEMETRY__LOG_LEVEL", "warn".to_string()),
         ];
+        let environment: Vec<(&str, String)> = environment
+            .into_iter()
+            .chain(
+                extra
+                    .iter()
+                    .map(|(key, value)| (*key, value.replace("{base}", &base))),
+            )
+            .collect();
         let binary = env!("CARGO_BIN_EXE_capstan");
         let output = Command::new(binary)
             .args([

@@ -122,6 +122,20 @@ pub fn instance_label(name: &str, provision_id: i64) -> String {
     format!("{name}-p{provision_id}")
 }
 
+/// The swap every instance is made with where the provider takes it (PV-48: explicit, never
+/// the provider's default).
+pub const SWAP_MB: u32 = 512;
+
+/// What a create asks of the provider beyond region, size and image (PV-48): Linode's disk
+/// encryption on and its swap set; Hetzner Cloud has neither option (asking is refused), so
+/// its defaults stand (`None`, `None`).
+pub fn create_options(provider: CloudProvider) -> (Option<bool>, Option<u32>) {
+    match provider {
+        CloudProvider::Linode => (Some(true), Some(SWAP_MB)),
+        CloudProvider::Hetzner => (None, None),
+    }
+}
+
 /// The tags every instance a provision makes carries.
 pub fn instance_tags(kind: InstallKind) -> Vec<String> {
     vec!["capstan".to_string(), format!("capstan-{}", kind.as_str())]
@@ -186,6 +200,15 @@ mod tests {
         }
         let long = "a".repeat(NAME_MAX_CHARS + 1);
         assert_eq!(check_name(&long).unwrap_err().field, "name");
+    }
+
+    #[test]
+    fn pv_48_disk_encryption_and_swap_are_asked_only_of_a_provider_that_has_them() {
+        assert_eq!(
+            create_options(CloudProvider::Linode),
+            (Some(true), Some(SWAP_MB))
+        );
+        assert_eq!(create_options(CloudProvider::Hetzner), (None, None));
     }
 
     #[test]

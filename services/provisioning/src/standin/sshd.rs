@@ -323,6 +323,8 @@ pub fn sshd_config(
          LogLevel INFO\n\
          Subsystem sftp internal-sftp\n"
     );
+    // sshd takes the first SetEnv line only: every pair goes on one.
+    let mut pairs = Vec::new();
     for (name, value) in environment {
         let name_ok = name
             .chars()
@@ -342,7 +344,10 @@ pub fn sshd_config(
                 "the value of {name} holds a quote, a backslash or a control character"
             ));
         }
-        config.push_str(&format!("SetEnv {name}=\"{value}\"\n"));
+        pairs.push(format!("\"{name}={value}\""));
+    }
+    if !pairs.is_empty() {
+        config.push_str(&format!("SetEnv {}\n", pairs.join(" ")));
     }
     Ok(config)
 }
@@ -389,17 +394,24 @@ mod tests {
         let config = sshd_config(
             Ipv4Addr::new(127, 0, 1, 2),
             22,
-            &[(
-                "CAPSTAN_AGENT_LOCAL_ADDRESS".to_string(),
-                "127.0.1.2".to_string(),
-            )],
+            &[
+                (
+                    "CAPSTAN_AGENT_LOCAL_ADDRESS".to_string(),
+                    "127.0.1.2".to_string(),
+                ),
+                ("SITE_URL".to_string(), "postgres://a@b:1/c".to_string()),
+            ],
         )
         .expect("a configuration");
         assert!(config.contains("ListenAddress 127.0.1.2:22\n"));
         assert!(config.contains("PermitRootLogin yes\n"));
         assert!(config.contains("PasswordAuthentication yes\n"));
         assert!(config.contains("UsePAM no\n"));
-        assert!(config.contains("SetEnv CAPSTAN_AGENT_LOCAL_ADDRESS=\"127.0.1.2\"\n"));
+        // One SetEnv line: sshd reads the first only.
+        assert!(config.contains(
+            "SetEnv \"CAPSTAN_AGENT_LOCAL_ADDRESS=127.0.1.2\" \"SITE_URL=postgres://a@b:1/c\"\n"
+        ));
+        assert_eq!(config.matches("SetEnv").count(), 1);
     }
 
     #[test]

@@ -137,13 +137,3 @@ pub async fn join_judged(
     .await?;
     Ok(())
 }
-
-/// The node of this name (the paired one first), from the node projection.
-pub async fn node_named(connection: &mut PgConnection, name: &str) -> Result<Option<NodeId>> {
-    Ok(sqlx::query_scalar(
-        "SELECT node_id FROM nodes WHERE name = $1 ORDER BY paired DESC, node_id LIMIT 1",
-    )
-    .bind(name)
-    .fetch_optional(connection)
-    .await?)
-}

@@ -3,6 +3,8 @@
 //! advisory lock, so a daily task runs once a day however many replicas there are and
 //! whenever they were started. The daily transfer watch (`transfer.rs`) and the hourly
 //! test-cloud cleanup (`cleanup.rs`, PV-55); when each is due and the plane's own node (`due.rs`).
+//! Beside them, the provisions' own running work (`provisions.rs`): the workflow over the
+//! provisions in flight and the auto-approval pass.
 //!
 //! The plane's own node: where a condition about the plane itself is raised
 //! (`plane:test_cloud_cleanup`). The plane has no node of its own by nature; the setting
@@ -13,4 +15,5 @@
 
 pub mod cleanup;
 pub mod due;
+pub mod provisions;
 pub mod transfer;

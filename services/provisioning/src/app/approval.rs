@@ -1,0 +1,304 @@
+//! Auto-approval's pass (AC-08..AC-11): every minute and on each join, each pending join is
+//! judged over the provisions, the node facts and what the provider says now; a join all five
+//! conditions hold for is approved by the agent channel (bound to the provision's node), one
+//! that matches a provision but fails a condition keeps its reasons for its card (AC-09), and a
+//! second join from a provision's address after its agent was admitted is refused (AC-11).
+//! Joins from machines the plane did not provision are never approved here. One replica judges
+//! at a time (a transaction-scoped lock).
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use capstan_events::agent_channel::rpc::{ApproveProvisionedJoin, Approved, RefuseJoin};
+use capstan_events::provisioning::JoinAutoApproved;
+use capstan_events::Envelope;
+use capstan_store::{nodes, outbox, PgConnection, StoreError};
+use chrono::{DateTime, Utc};
+
+use crate::app::workflow::{actor, Workflow, ASK_TIMEOUT};
+use crate::domain::approval::{self, Join, Node, ProviderReport, Verdict};
+use crate::drivers::{ProviderError, Status};
+use crate::store::{self, ProvisionRow};
+
+/// The pass's lock: one replica judges at a time.
+pub const LOCK: &str = "capstan-provisioning-auto-approval";
+/// How often every pending join is judged again (AC-08: "every minute").
+pub const EVERY: Duration = Duration::from_secs(60);
+/// How soon a join is judged again when what kept it pending may pass at once (the provider
+/// or the agent channel did not answer, the install's key is not recorded yet).
+pub const SOON: Duration = Duration::from_secs(3);
+/// AC-08's switch off, in the card's words.
+pub const OFF: &str = "auto-approval is off (CAPSTAN__PROVISIONING__AUTO_APPROVE)";
+
+fn address(text: &str) -> Option<IpAddr> {
+    text.parse::<IpAddr>()
+        .ok()
+        .or_else(|| text.parse::<std::net::SocketAddr>().ok().map(|at| at.ip()))
+}
+
+fn provision(row: &ProvisionRow) -> Result<approval::Provision, StoreError> {
+    Ok(approval::Provision {
+        id: row.id,
+        name: row.name.clone(),
+        kind: row.kind()?,
+        step: row.step()?,
+        flag: row.flag()?,
+        addresses: row
+            .ipv4
+            .iter()
+            .chain(&row.ipv6)
+            .filter_map(|text| address(text))
+            .collect(),
+        expected_key: row.expected_key.clone(),
+        node_id: row.node_id,
+    })
+}
+
+fn node(node: nodes::Node) -> Node {
+    Node {
+        id: node.node_id,
+        name: node.name,
+        addresses: node
+            .addresses
+            .iter()
+            .filter_map(|text| address(text))
+            .collect(),
+        fingerprint: node.fingerprint,
+        paired: node.paired,
+    }
+}
+
+/// What the provider says about a provision's instance now (AC-08 (4)).
+async fn report(workflow: &Workflow, row: &ProvisionRow) -> ProviderReport {
+    let Some(instance) = &row.instance_id else {
+        return ProviderReport::Gone;
+    };
+    let provider = match workflow.driver_of(row).await {
+        Ok(provider) => provider,
+        Err(why) => return ProviderReport::Unanswered { why },
+    };
+    match provider.get(instance).await {
+        Ok(found) => match found.status {
+            Status::Running => ProviderReport::Running {
+                addresses: found.addresses(),
+            },
+            Status::Starting(word) | Status::Other(word) => {
+                ProviderReport::NotRunning { status: word }
+            }
+        },
+        Err(ProviderError::NotFound(_)) => ProviderReport::Gone,
+        Err(error) => ProviderReport::Unanswered {
+            why: error.to_string(),
+        },
+    }
+}
+
+/// What one pass came to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pass {
+    pub approved: usize,
+    /// A join is pending for a reason that may pass soon: judge again after [`SOON`].
+    pub again_soon: bool,
+}
+
+/// One pass over the pending joins; `None` when another replica is judging now.
+pub async fn judge(workflow: &Workflow) -> Result<Option<Pass>, StoreError> {
+    let Some(mut lead) = workflow.store.lead_tick(LOCK).await? else {
+        return Ok(None);
+    };
+    let now = Utc::now();
+    let joins = store::pending_joins(&mut lead, now).await?;
+    if joins.is_empty() {
+        lead.commit().await?;
+        return Ok(Some(Pass::default()));
+    }
+    let rows = store::joinable(&mut lead).await?;
+    let provisions = rows.iter().map(provision).collect::<Result<Vec<_>, _>>()?;
+    let known = nodes::paired(&mut lead)
+        .await?
+        .into_iter()
+        .map(node)
+        .collect::<Vec<_>>();
+    let mut pass = Pass::default();
+    for row in &joins {
+        let Some(source) = address(&row.source_address) else {
+            continue;
+        };
+        let join = Join {
+            id: row.id,
+            name: row.name.clone(),
+            address: source,
+            fingerprint: row.fingerprint.clone(),
+        };
+        match judge_one(workflow, &mut lead, &join, &rows, &provisions, &known, now).await? {
+            Judged::Approved => pass.approved += 1,
+            Judged::PendingForNow => pass.again_soon = true,
+            Judged::Pending => {}
+        }
+    }
+    lead.commit().await?;
+    Ok(Some(pass))
+}
+
+/// What became of one join.
+enum Judged {
+    Approved,
+    /// Pending for a reason that may pass at once.
+    PendingForNow,
+    Pending,
+}
+
+/// Reasons that may pass without anyone acting: judged again soon.
+fn passing(reason: &approval::Reason) -> bool {
+    matches!(
+        reason,
+        approval::Reason::ProviderUnanswered { .. } | approval::Reason::NoKeyRecorded
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn judge_one(
+    workflow: &Workflow,
+    connection: &mut PgConnection,
+    join: &Join,
+    rows: &[ProvisionRow],
+    provisions: &[approval::Provision],
+    known: &[Node],
+    now: DateTime<Utc>,
+) -> Result<Judged, StoreError> {
+    if let Some(second) = approval::second_join(join, provisions, known) {
+        let reason = format!(
+            "a second join from {} after node {}'s agent was admitted",
+            second.address, second.admitted
+        );
+        let refused = workflow
+            .bus
+            .ask(
+                &RefuseJoin {
+                    actor: actor(),
+                    join_id: join.id,
+                    reason: reason.clone(),
+                },
+                ASK_TIMEOUT,
+            )
+            .await;
+        if let Err(error) = &refused {
+            tracing::warn!(join_id = %join.id, error = %error.message, "the second join could not be refused; tried again next pass");
+        }
+        crate::app::alarms::second_join(
+            connection,
+            workflow.settings.plane_node.as_deref(),
+            &second,
+            &reason,
+            now,
+        )
+        .await?;
+        let reasons = [reason];
+        let judged = store::Judged {
+            provision_id: Some(second.provision_id),
+            reasons: &reasons,
+            key_differs: false,
+            second_join: true,
+            at: now,
+        };
+        store::join_judged(connection, join.id, &judged).await?;
+        tracing::warn!(join_id = %join.id, provision_id = second.provision_id, "second join from a provisioned address refused (AC-11)");
+        return Ok(if refused.is_err() {
+            Judged::PendingForNow
+        } else {
+            Judged::Pending
+        });
+    }
+    let Some(matched) = approval::matching(join, provisions) else {
+        return Ok(Judged::Pending);
+    };
+    let Some(provision_row) = rows.iter().find(|each| each.id == matched.id) else {
+        return Ok(Judged::Pending);
+    };
+    let report = report(workflow, provision_row).await;
+    let verdict = approval::verdict(join, provisions, &report, known);
+    let mut soon = false;
+    let (mut reasons, key_differs): (Vec<String>, bool) = match &verdict {
+        Verdict::NotProvisioned => return Ok(Judged::Pending),
+        Verdict::Approve { .. } => (Vec::new(), false),
+        Verdict::Pending {
+            reasons,
+            key_differs,
+            ..
+        } => {
+            soon = reasons.iter().any(passing);
+            (
+                reasons.iter().map(ToString::to_string).collect(),
+                *key_differs,
+            )
+        }
+    };
+    if reasons.is_empty() && !workflow.settings.auto_approve {
+        reasons.push(OFF.to_string());
+    }
+    if reasons.is_empty() {
+        match approve(workflow, connection, join, provision_row, now).await? {
+            Ok(()) => return Ok(Judged::Approved),
+            Err(why) => {
+                soon = true;
+                reasons.push(why);
+            }
+        }
+    }
+    let judged = store::Judged {
+        provision_id: Some(matched.id),
+        reasons: &reasons,
+        key_differs,
+        second_join: false,
+        at: now,
+    };
+    store::join_judged(connection, join.id, &judged).await?;
+    Ok(if soon {
+        Judged::PendingForNow
+    } else {
+        Judged::Pending
+    })
+}
+
+/// Asks the agent channel to bind the join to the provision's node; records and tells it.
+async fn approve(
+    workflow: &Workflow,
+    connection: &mut PgConnection,
+    join: &Join,
+    provision: &ProvisionRow,
+    now: DateTime<Utc>,
+) -> Result<Result<(), String>, StoreError> {
+    let Some(node) = provision.node_id else {
+        return Ok(Err("the provision has no node yet".to_string()));
+    };
+    let asked = ApproveProvisionedJoin {
+        actor: actor(),
+        join_id: join.id,
+        node_id: node,
+        fingerprint: join.fingerprint.clone(),
+        provision_id: provision.id,
+    };
+    let Approved { node_id } = match workflow.bus.ask(&asked, ASK_TIMEOUT).await {
+        Ok(approved) => approved,
+        Err(error) => {
+            return Ok(Err(format!(
+                "the agent channel did not approve it: {}",
+                error.message
+            )))
+        }
+    };
+    store::join_approved(connection, join.id, node_id).await?;
+    store::set_join(connection, provision.id, join.id).await?;
+    let event = JoinAutoApproved {
+        provision_id: provision.id,
+        join_id: join.id,
+        node_id,
+        name: join.name.clone(),
+        address: join.address.to_string(),
+        fingerprint: join.fingerprint.clone(),
+        approved_at: now,
+    };
+    outbox::push(connection, Envelope::new(event, None)).await?;
+    tracing::info!(join_id = %join.id, provision_id = provision.id, node_id = %node_id, "join auto-approved (AC-08)");
+    Ok(Ok(()))
+}
