@@ -184,10 +184,13 @@ impl World {
             if provision["approval"]["approved"] == true {
                 break provision;
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "provision {id}'s join was not approved in 60 s: {provision}"
-            );
+            if tokio::time::Instant::now() >= deadline {
+                let (_, joins) = self
+                    .plane
+                    .api(&self.plane.admin, "GET", "/api/v1/joins?state=all", None)
+                    .await;
+                panic!("provision {id}'s join was not approved in 60 s: {provision}; the plane's joins: {joins}");
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
         let view = self.plane.wait_online(node).await;

@@ -17,7 +17,7 @@ use capstan_e2e::plane::Plane;
 use capstan_e2e::wait_for;
 use capstan_events::Domain;
 use capstan_provisioning::settings::ProvisioningSettings;
-use capstan_provisioning::standin::{sshd::DEFAULT_SSH_PORT, Flavor, StandIn};
+use capstan_provisioning::standin::{sshd::free_port, Flavor, StandIn};
 use reqwest::StatusCode;
 use std::time::Duration;
 
@@ -28,17 +28,29 @@ use super::Driver;
 const STEPS: [&str; 5] = ["requested", "creating", "booting", "installing", "done"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the provisioning workflow (create, boot, SSH bootstrap, auto-approval), not on main yet; run with --run-ignored"]
 async fn an_operator_asks_for_a_site_watches_its_steps_and_sees_the_node_online() {
     // The test runs the provisioning service itself, pointed at its stand-in.
-    let plane = Plane::start_without(&[Domain::Provisioning], &[]).await;
+    // The instances live at loopback addresses: the address policy allows them here.
+    let plane = Plane::start_without(
+        &[Domain::Provisioning],
+        &[("CAPSTAN__OUTBOUND__ALLOW_PRIVATE", "true")],
+    )
+    .await;
     let linode = StandIn::start(Flavor::Linode).await;
+    // A port of this test's own: other tests' stand-ins hand out the same loopback addresses.
+    let port = free_port();
     linode.start_machines(
-        DEFAULT_SSH_PORT,
-        vec![(
-            "CAPSTAN_AGENT_LOCAL_ADDRESS".to_string(),
-            "{address}".to_string(),
-        )],
+        port,
+        vec![
+            (
+                "CAPSTAN_AGENT_LOCAL_ADDRESS".to_string(),
+                "{address}".to_string(),
+            ),
+            (
+                "CAPSTAN_SITE_DATABASE_ADMIN_URL".to_string(),
+                crate::provisioning::SITE_DATABASE_ADMIN_URL.to_string(),
+            ),
+        ],
     );
     let token = linode.world().token.clone();
     let _provisioning = provisioning(
@@ -47,7 +59,7 @@ async fn an_operator_asks_for_a_site_watches_its_steps_and_sees_the_node_online(
             linode_base_url: linode.base_url(),
             plane_url: Some(plane.base.clone()),
             agent_binary: Some(binary()),
-            ssh_port: DEFAULT_SSH_PORT,
+            ssh_port: port,
             boot_poll_millis: 200,
             ..ProvisioningSettings::default()
         },
@@ -78,7 +90,9 @@ async fn an_operator_asks_for_a_site_watches_its_steps_and_sees_the_node_online(
         .select_by_value("us-east g6-nanode-1")
         .await
         .unwrap();
-    browser.fill("input[name=name]", "shop-1").await;
+    // A name of its own: the site's database lives in this host's PostgreSQL.
+    let name = crate::provisioning::unique("shop");
+    browser.fill("input[name=name]", &name).await;
     browser.click("button[data-test=request-provision]").await;
     let path = browser.wait_path("/ui/provisioning/provisions/").await;
     let provision: i64 = path
@@ -198,4 +212,5 @@ async fn an_operator_asks_for_a_site_watches_its_steps_and_sees_the_node_online(
     let errors = browser.console_errors().await;
     assert!(errors.is_empty(), "console errors: {errors:?}");
     browser.close().await;
+    crate::provisioning::drop_site_database(&name).await;
 }
