@@ -25,3 +25,32 @@ pub async fn hear<A: Apply, M: Message>(consumer: &A, connection: &mut PgConnect
         panic!("{} not applied: {error:?}", M::NAME);
     }
 }
+
+/// A node's approval as the agent channel tells it, for a provisioned node `node` (`site-<node>`
+/// at 203.0.113.7, its site at `/srv/site`).
+pub fn provisioned_node_approved(node: i64) -> capstan_events::agent_channel::NodeApproved {
+    capstan_events::agent_channel::NodeApproved {
+        request_id: Default::default(),
+        node_id: capstan_events::NodeId(node),
+        name: format!("site-{node}"),
+        fingerprint: format!("SHA256:{node}"),
+        addresses: vec!["203.0.113.7".into()],
+        site_root: Some("/srv/site".into()),
+        container: None,
+        approved_by: "provisioning (provision 1)".into(),
+    }
+}
+
+/// Provisioning's word on `node`'s install state (`None`: operational), `minutes` from now.
+pub fn install_state(
+    node: i64,
+    state: Option<capstan_events::provisioning::InstallState>,
+    minutes: i64,
+) -> capstan_events::provisioning::InstallStateChanged {
+    capstan_events::provisioning::InstallStateChanged {
+        node_id: capstan_events::NodeId(node),
+        state,
+        previous: None,
+        changed_at: chrono::Utc::now() + chrono::Duration::minutes(minutes),
+    }
+}

@@ -2,37 +2,15 @@
 //! left out of the schedule until its install is done.
 
 use super::*;
-use capstan_events::agent_channel::{NodeApproved, NodeReported};
-use capstan_events::provisioning::{InstallState, InstallStateChanged};
+use capstan_events::agent_channel::NodeReported;
+use capstan_events::provisioning::InstallState;
 use capstan_events::NodeId;
-use capstan_runtime::testsuite::hear;
-use chrono::Utc;
+use capstan_runtime::testsuite::{
+    hear, install_state as install, provisioned_node_approved as approved,
+};
 
 use crate::domain::policy::{default_fleet, effective, Stored};
 use crate::domain::schedule::{excluded, NodeFacts, BACKUP_RUN};
-
-fn approved(node: i64) -> NodeApproved {
-    NodeApproved {
-        request_id: Default::default(),
-        node_id: NodeId(node),
-        name: format!("site-{node}"),
-        fingerprint: format!("SHA256:{node}"),
-        addresses: vec!["203.0.113.7".into()],
-        site_root: Some("/srv/site".into()),
-        container: None,
-        approved_by: "provisioning (provision 1)".into(),
-    }
-}
-
-/// Provisioning's word on `node`'s install state, `minutes` from now.
-fn install(node: i64, state: Option<InstallState>, minutes: i64) -> InstallStateChanged {
-    InstallStateChanged {
-        node_id: NodeId(node),
-        state,
-        previous: None,
-        changed_at: Utc::now() + chrono::Duration::minutes(minutes),
-    }
-}
 
 /// Why the schedule leaves `node` out, as the schedule's task judges it from the projection.
 async fn left_out(connection: &mut PgConnection, node: i64) -> Option<&'static str> {

@@ -2,34 +2,12 @@
 //! uptime check until its install is done.
 
 use super::*;
-use capstan_events::agent_channel::NodeApproved;
-use capstan_events::provisioning::{InstallState, InstallStateChanged};
+use capstan_events::provisioning::InstallState;
 use capstan_events::NodeId;
-use capstan_runtime::testsuite::hear;
+use capstan_runtime::testsuite::{
+    hear, install_state as install, provisioned_node_approved as approved,
+};
 use chrono::Utc;
-
-fn approved(node: i64) -> NodeApproved {
-    NodeApproved {
-        request_id: Default::default(),
-        node_id: NodeId(node),
-        name: format!("site-{node}"),
-        fingerprint: format!("SHA256:{node}"),
-        addresses: vec!["203.0.113.7".into()],
-        site_root: Some("/srv/site".into()),
-        container: None,
-        approved_by: "provisioning (provision 1)".into(),
-    }
-}
-
-/// Provisioning's word on `node`'s install state, `minutes` from now.
-fn install(node: i64, state: Option<InstallState>, minutes: i64) -> InstallStateChanged {
-    InstallStateChanged {
-        node_id: NodeId(node),
-        state,
-        previous: None,
-        changed_at: Utc::now() + chrono::Duration::minutes(minutes),
-    }
-}
 
 /// The nodes whose checks are due within the hour, by id.
 async fn due(connection: &mut PgConnection) -> Vec<NodeId> {
