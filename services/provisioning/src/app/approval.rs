@@ -287,6 +287,15 @@ async fn approve(
             )))
         }
     };
+    // The join is the provision's (its page shows the verdict), approved with no reason left.
+    let judged = store::Judged {
+        provision_id: Some(provision.id),
+        reasons: &[],
+        key_differs: false,
+        second_join: false,
+        at: now,
+    };
+    store::join_judged(connection, join.id, &judged).await?;
     store::join_approved(connection, join.id, node_id).await?;
     store::set_join(connection, provision.id, join.id).await?;
     let event = JoinAutoApproved {
