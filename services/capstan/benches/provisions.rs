@@ -13,9 +13,11 @@
 //!   stand-in makes last `BOOT_POLLS` looks 200 ms apart);
 //! * the SSH sessions' part: `installing` → `done` (upload, install, password retirement and
 //!   its proof, on this machine's sshd);
-//! * what the plane adds: the rest — `requested` → `creating` (the workflow picking it up) and
-//!   `done` → online (the agent's join heard, the five conditions judged, the approval, the
-//!   agent's first claim).
+//! * what the plane adds: `requested` → `creating` (the workflow picking it up) and `done` → the
+//!   join approved (the agent's join heard, the five conditions judged with the provider asked,
+//!   the agent channel's approval);
+//! * the agent's own: the approval seen at its next join-status poll, its first claim, online
+//!   (as the API's node view says, polled every 100 ms here).
 
 mod support;
 
@@ -144,7 +146,8 @@ async fn run(count: usize) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let wall = started.elapsed();
-    let (mut total, mut provider, mut ssh, mut plane_adds) = (vec![], vec![], vec![], vec![]);
+    let (mut total, mut provider, mut ssh, mut plane_adds, mut agent) =
+        (vec![], vec![], vec![], vec![], vec![]);
     for (view, online) in views.iter().zip(&online) {
         let (requested, creating, installing, done, online) = (
             at(view, "requested").unwrap(),
@@ -153,10 +156,16 @@ async fn run(count: usize) {
             at(view, "done").unwrap(),
             online.unwrap(),
         );
+        // When auto-approval bound the join (its verdict's time), after the install was done.
+        let approved: DateTime<Utc> = view["approval"]["judged_at"]
+            .as_str()
+            .and_then(|at| at.parse().ok())
+            .unwrap_or(online);
         total.push(span(requested, online));
         provider.push(span(creating, installing));
         ssh.push(span(installing, done));
-        plane_adds.push(span(requested, creating) + span(done, online));
+        plane_adds.push(span(requested, creating) + span(done, approved));
+        agent.push(span(approved.max(done), online));
     }
     println!("  all {count} online after {:.1} s", wall.as_secs_f64());
     for (what, samples) in [
@@ -164,8 +173,12 @@ async fn run(count: usize) {
         ("the provider (create, boot)", &mut provider),
         ("the SSH sessions (install, retire)", &mut ssh),
         (
-            "what the plane adds (pick-up; join → approved → online)",
+            "what the plane adds (pick-up; install done → join approved)",
             &mut plane_adds,
+        ),
+        (
+            "the agent's own (approval seen at its next poll → first claim → online)",
+            &mut agent,
         ),
     ] {
         println!(
