@@ -27,6 +27,8 @@ pub const EVERY: Duration = Duration::from_secs(60);
 /// How soon a join is judged again when what kept it pending may pass at once (the provider
 /// or the agent channel did not answer, the install's key is not recorded yet).
 pub const SOON: Duration = Duration::from_secs(3);
+/// How many provisions' instances one pass asks its providers about at once.
+pub const REPORTS_AT_ONCE: usize = 16;
 /// AC-08's switch off, in the card's words.
 pub const OFF: &str = "auto-approval is off (CAPSTAN__PROVISIONING__AUTO_APPROVE)";
 
@@ -119,18 +121,48 @@ pub async fn judge(workflow: &Workflow) -> Result<Option<Pass>, StoreError> {
         .into_iter()
         .map(node)
         .collect::<Vec<_>>();
+    let joins: Vec<Join> = joins
+        .iter()
+        .filter_map(|row| {
+            Some(Join {
+                id: row.id,
+                name: row.name.clone(),
+                address: address(&row.source_address)?,
+                fingerprint: row.fingerprint.clone(),
+            })
+        })
+        .collect();
+    // The provider's word on every provision a pending join matches, asked side by side
+    // (REPORTS_AT_ONCE at a time) before the joins are judged one by one.
+    let matched: std::collections::BTreeSet<i64> = joins
+        .iter()
+        .filter_map(|join| approval::matching(join, &provisions).map(|matched| matched.id))
+        .collect();
+    let selected: Vec<&ProvisionRow> = rows
+        .iter()
+        .filter(|row| matched.contains(&row.id))
+        .collect();
+    let mut reports = std::collections::HashMap::new();
+    for chunk in selected.chunks(REPORTS_AT_ONCE) {
+        let answers =
+            futures::future::join_all(chunk.iter().map(|row| report(workflow, row))).await;
+        for (row, answer) in chunk.iter().zip(answers) {
+            reports.insert(row.id, answer);
+        }
+    }
     let mut pass = Pass::default();
-    for row in &joins {
-        let Some(source) = address(&row.source_address) else {
-            continue;
-        };
-        let join = Join {
-            id: row.id,
-            name: row.name.clone(),
-            address: source,
-            fingerprint: row.fingerprint.clone(),
-        };
-        match judge_one(workflow, &mut lead, &join, &rows, &provisions, &known, now).await? {
+    for join in &joins {
+        let judged = judge_one(
+            workflow,
+            &mut lead,
+            join,
+            &rows,
+            &provisions,
+            &known,
+            &reports,
+            now,
+        );
+        match judged.await? {
             Judged::Approved => pass.approved += 1,
             Judged::PendingForNow => pass.again_soon = true,
             Judged::Pending => {}
@@ -164,6 +196,7 @@ async fn judge_one(
     rows: &[ProvisionRow],
     provisions: &[approval::Provision],
     known: &[Node],
+    reports: &std::collections::HashMap<i64, ProviderReport>,
     now: DateTime<Utc>,
 ) -> Result<Judged, StoreError> {
     if let Some(second) = approval::second_join(join, provisions, known) {
@@ -215,7 +248,13 @@ async fn judge_one(
     let Some(provision_row) = rows.iter().find(|each| each.id == matched.id) else {
         return Ok(Judged::Pending);
     };
-    let report = report(workflow, provision_row).await;
+    let report =
+        reports
+            .get(&provision_row.id)
+            .cloned()
+            .unwrap_or_else(|| ProviderReport::Unanswered {
+                why: "the provider was not asked".to_string(),
+            });
     let verdict = approval::verdict(join, provisions, &report, known);
     let mut soon = false;
     let (mut reasons, key_differs): (Vec<String>, bool) = match &verdict {
