@@ -46,6 +46,25 @@ pub fn providers(own: &ProvisioningSettings) -> Providers {
     }
 }
 
+/// The provisions' running work: the workflow over those in flight (woken by `wake`) and the
+/// auto-approval pass (woken by the workflow's `judge`).
+fn provision_parts(
+    workflow: app::workflow::Workflow,
+    wake: Arc<Notify>,
+    at_once: usize,
+) -> Vec<Part> {
+    let approval = workflow.clone();
+    let judge = workflow.judge.clone();
+    vec![
+        Box::new(move |stop: CancellationToken| {
+            Box::pin(tasks::provisions::provisions(workflow, wake, at_once, stop))
+        }),
+        Box::new(move |stop: CancellationToken| {
+            Box::pin(tasks::provisions::approval(approval, judge, stop))
+        }),
+    ]
+}
+
 /// Runs the service until `shutdown`.
 pub async fn run(
     settings: Settings,
@@ -69,7 +88,6 @@ pub async fn run(
         wake: wake.clone(),
     };
     let rpc = rpc::routes(service.rpc(), state.clone());
-    let mut parts: Vec<Part> = Vec::new();
     let workflow = app::workflow::Workflow {
         store: service.store.clone(),
         sealer: Sealer::new(own.seal_key()),
@@ -81,24 +99,7 @@ pub async fn run(
         agent: Arc::default(),
         outbound: capstan_runtime::outbound::Outbound::from_settings(&settings),
     };
-    {
-        let (workflow, wake) = (workflow.clone(), wake.clone());
-        let concurrency = own.concurrency as usize;
-        parts.push(Box::new(move |stop: CancellationToken| {
-            Box::pin(tasks::provisions::provisions(
-                workflow,
-                wake,
-                concurrency,
-                stop,
-            ))
-        }));
-    }
-    {
-        let (workflow, judge) = (workflow.clone(), joined.clone());
-        parts.push(Box::new(move |stop: CancellationToken| {
-            Box::pin(tasks::provisions::approval(workflow, judge, stop))
-        }));
-    }
+    let mut parts = provision_parts(workflow, wake, own.concurrency as usize);
     let events = Arc::new(consumers::Events { joined });
     for spec in consumers::specs(settings.bus.max_deliver, settings.bus.ack_wait()) {
         let (service, events) = (service.clone(), events.clone());

@@ -150,19 +150,15 @@ pub async fn judge(workflow: &Workflow) -> Result<Option<Pass>, StoreError> {
             reports.insert(row.id, answer);
         }
     }
+    let facts = Facts {
+        rows: &rows,
+        provisions: &provisions,
+        known: &known,
+        reports: &reports,
+    };
     let mut pass = Pass::default();
     for join in &joins {
-        let judged = judge_one(
-            workflow,
-            &mut lead,
-            join,
-            &rows,
-            &provisions,
-            &known,
-            &reports,
-            now,
-        );
-        match judged.await? {
+        match judge_one(workflow, &mut lead, join, &facts, now).await? {
             Judged::Approved => pass.approved += 1,
             Judged::PendingForNow => pass.again_soon = true,
             Judged::Pending => {}
@@ -180,67 +176,70 @@ enum Judged {
     Pending,
 }
 
-/// Reasons that may pass without anyone acting: judged again soon.
-fn passing(reason: &approval::Reason) -> bool {
-    matches!(
-        reason,
-        approval::Reason::ProviderUnanswered { .. } | approval::Reason::NoKeyRecorded
-    )
+/// What a pass judges every join over, read once per pass.
+struct Facts<'a> {
+    rows: &'a [ProvisionRow],
+    provisions: &'a [approval::Provision],
+    known: &'a [Node],
+    reports: &'a std::collections::HashMap<i64, ProviderReport>,
 }
 
-#[allow(clippy::too_many_arguments)]
+/// AC-11: refuses a second join from a provisioned machine whose agent is admitted, raises the
+/// alarm and keeps the reason for the join's card.
+async fn refuse_second(
+    workflow: &Workflow,
+    connection: &mut PgConnection,
+    join: &Join,
+    second: &approval::SecondJoin,
+    now: DateTime<Utc>,
+) -> Result<Judged, StoreError> {
+    let reason = format!(
+        "a second join from {} after node {}'s agent was admitted",
+        second.address, second.admitted
+    );
+    let asked = RefuseJoin {
+        actor: actor(),
+        join_id: join.id,
+        reason: reason.clone(),
+    };
+    let refused = workflow.bus.ask(&asked, ASK_TIMEOUT).await;
+    if let Err(error) = &refused {
+        tracing::warn!(join_id = %join.id, error = %error.message, "the second join could not be refused; tried again soon");
+    }
+    let plane_node = workflow.settings.plane_node.as_deref();
+    crate::app::alarms::second_join(connection, plane_node, second, &reason, now).await?;
+    let reasons = [reason];
+    let judged = store::Judged {
+        provision_id: Some(second.provision_id),
+        reasons: &reasons,
+        key_differs: false,
+        second_join: true,
+        at: now,
+    };
+    store::join_judged(connection, join.id, &judged).await?;
+    tracing::warn!(join_id = %join.id, provision_id = second.provision_id, "second join from a provisioned address refused (AC-11)");
+    Ok(if refused.is_err() {
+        Judged::PendingForNow
+    } else {
+        Judged::Pending
+    })
+}
+
 async fn judge_one(
     workflow: &Workflow,
     connection: &mut PgConnection,
     join: &Join,
-    rows: &[ProvisionRow],
-    provisions: &[approval::Provision],
-    known: &[Node],
-    reports: &std::collections::HashMap<i64, ProviderReport>,
+    facts: &Facts<'_>,
     now: DateTime<Utc>,
 ) -> Result<Judged, StoreError> {
+    let Facts {
+        rows,
+        provisions,
+        known,
+        reports,
+    } = facts;
     if let Some(second) = approval::second_join(join, provisions, known) {
-        let reason = format!(
-            "a second join from {} after node {}'s agent was admitted",
-            second.address, second.admitted
-        );
-        let refused = workflow
-            .bus
-            .ask(
-                &RefuseJoin {
-                    actor: actor(),
-                    join_id: join.id,
-                    reason: reason.clone(),
-                },
-                ASK_TIMEOUT,
-            )
-            .await;
-        if let Err(error) = &refused {
-            tracing::warn!(join_id = %join.id, error = %error.message, "the second join could not be refused; tried again next pass");
-        }
-        crate::app::alarms::second_join(
-            connection,
-            workflow.settings.plane_node.as_deref(),
-            &second,
-            &reason,
-            now,
-        )
-        .await?;
-        let reasons = [reason];
-        let judged = store::Judged {
-            provision_id: Some(second.provision_id),
-            reasons: &reasons,
-            key_differs: false,
-            second_join: true,
-            at: now,
-        };
-        store::join_judged(connection, join.id, &judged).await?;
-        tracing::warn!(join_id = %join.id, provision_id = second.provision_id, "second join from a provisioned address refused (AC-11)");
-        return Ok(if refused.is_err() {
-            Judged::PendingForNow
-        } else {
-            Judged::Pending
-        });
+        return refuse_second(workflow, connection, join, &second, now).await;
     }
     let Some(matched) = approval::matching(join, provisions) else {
         return Ok(Judged::Pending);
@@ -265,7 +264,7 @@ async fn judge_one(
             key_differs,
             ..
         } => {
-            soon = reasons.iter().any(passing);
+            soon = reasons.iter().any(approval::Reason::may_pass_by_itself);
             (
                 reasons.iter().map(ToString::to_string).collect(),
                 *key_differs,

@@ -22,7 +22,7 @@ use capstan_events::{Envelope, NodeId};
 use capstan_store::{outbox, Store, StoreError};
 use chrono::Utc;
 use ring::rand::{SecureRandom, SystemRandom};
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 use tokio::sync::{Notify, OnceCell};
 
 use crate::domain::{approval, bootstrap, request};
@@ -472,70 +472,18 @@ impl Workflow {
         let plane_url = self.settings.plane_url.clone().ok_or_else(|| {
             Stop::Failed("no plane URL is set (CAPSTAN__PROVISIONING__PLANE_URL)".into())
         })?;
-        let password = self.password(row)?;
-        let target = self.target(row, password.clone())?;
+        let target = self.target(row, self.password(row)?)?;
         let parameters =
             bootstrap::parameters(&plane_url, &row.name, row.kind()?, target.address.ip())
                 .map_err(|error| Stop::Failed(error.to_string()))?;
-        let directory = bootstrap::DIRECTORY;
-        let uploads = [
-            Upload {
-                path: format!("{directory}/capstan-agent"),
-                mode: 0o755,
-                bytes: self.agent_binary().await?,
-            },
-            Upload {
-                path: format!("{directory}/install.sh"),
-                mode: 0o755,
-                bytes: Bytes::from_static(INSTALL_SH.as_bytes()),
-            },
-            Upload {
-                path: format!("{directory}/bootstrap.sh"),
-                mode: 0o755,
-                bytes: Bytes::from_static(BOOTSTRAP_SH.as_bytes()),
-            },
-            Upload {
-                path: format!("{directory}/capstan-agent.service"),
-                mode: 0o644,
-                bytes: Bytes::from_static(SYSTEMD_UNIT.as_bytes()),
-            },
-            Upload {
-                path: format!("{directory}/capstan-agent-supervise"),
-                mode: 0o755,
-                bytes: Bytes::from_static(SUPERVISE.as_bytes()),
-            },
-            Upload {
-                path: format!("{directory}/bootstrap.env"),
-                mode: 0o600,
-                bytes: Bytes::from(parameters),
-            },
-        ];
-        // The log so far, saved (with the lease renewed) every RENEW_EVERY while it runs.
+        let uploads = self.uploads(parameters).await?;
         let log = Arc::new(Mutex::new(String::new()));
-        let saver = {
-            let (workflow, log, id) = (self.clone(), log.clone(), row.id);
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(RENEW_EVERY).await;
-                    let text = log.lock().map(|text| text.clone()).unwrap_or_default();
-                    if workflow.renew(id).await.is_err() {
-                        return;
-                    }
-                    if let Ok(mut connection) = workflow.store.acquire().await {
-                        let _ = store::set_install_log(&mut connection, id, bootstrap::kept(&text))
-                            .await;
-                    }
-                }
-            })
-        };
-        let secret = password.expose_secret().to_string();
-        let mut on_line = {
-            let log = log.clone();
-            move |line: &str| {
-                if let Ok(mut text) = log.lock() {
-                    text.push_str(&bootstrap::mask(line, &[&secret]));
-                    text.push('\n');
-                }
+        let saver = self.save_log_while_running(row.id, log.clone());
+        // Each line comes masked from the SSH client (drivers::ssh).
+        let mut on_line = move |line: &str| {
+            if let Ok(mut text) = log.lock() {
+                text.push_str(line);
+                text.push('\n');
             }
         };
         let ran = ssh::run(
@@ -549,7 +497,7 @@ impl Workflow {
         .await;
         saver.abort();
         let ran = ran.map_err(|error| self.ssh_stop(row, "the SSH session", error))?;
-        let output = bootstrap::mask(&ran.output, &[password.expose_secret()]);
+        let output = ran.output;
         let mut connection = self.store.acquire().await?;
         store::set_host_key(&mut connection, row.id, &ran.host_key).await?;
         store::set_install_log(&mut connection, row.id, bootstrap::kept(&output)).await?;
@@ -563,6 +511,48 @@ impl Workflow {
         store::set_expected_key(&mut connection, row.id, &key).await?;
         tracing::info!(provision_id = row.id, fingerprint = %key, "install finished; its agent key recorded");
         Ok(())
+    }
+
+    /// The files a bootstrap session writes into [`bootstrap::DIRECTORY`]: the agent binary,
+    /// this repository's scripts and unit, and the session's parameters.
+    async fn uploads(&self, parameters: String) -> Result<Vec<Upload>, Stop> {
+        let file = |name: &str, mode: u32, bytes: Bytes| Upload {
+            path: format!("{}/{name}", bootstrap::DIRECTORY),
+            mode,
+            bytes,
+        };
+        let script = |text: &'static str| Bytes::from_static(text.as_bytes());
+        Ok(vec![
+            file("capstan-agent", 0o755, self.agent_binary().await?),
+            file("install.sh", 0o755, script(INSTALL_SH)),
+            file("bootstrap.sh", 0o755, script(BOOTSTRAP_SH)),
+            file("capstan-agent.service", 0o644, script(SYSTEMD_UNIT)),
+            file("capstan-agent-supervise", 0o755, script(SUPERVISE)),
+            file("bootstrap.env", 0o600, Bytes::from(parameters)),
+        ])
+    }
+
+    /// Saves the install's log so far, renewing the lease, every [`RENEW_EVERY`] until aborted
+    /// (or the lease is lost).
+    fn save_log_while_running(
+        &self,
+        id: i64,
+        log: Arc<Mutex<String>>,
+    ) -> tokio::task::JoinHandle<()> {
+        let workflow = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(RENEW_EVERY).await;
+                let text = log.lock().map(|text| text.clone()).unwrap_or_default();
+                if workflow.renew(id).await.is_err() {
+                    return;
+                }
+                if let Ok(mut connection) = workflow.store.acquire().await {
+                    let _ =
+                        store::set_install_log(&mut connection, id, bootstrap::kept(&text)).await;
+                }
+            }
+        })
     }
 
     /// A session that failed before it logged in (no sshd listening yet on a machine just

@@ -130,6 +130,18 @@ impl fmt::Display for Reason {
     }
 }
 
+impl Reason {
+    /// A reason that may pass without anyone acting (the provider did not answer; the install's
+    /// key is not recorded yet): the join is judged again within seconds rather than at the next
+    /// minute's pass (AC-08: "every minute and on each join").
+    pub fn may_pass_by_itself(&self) -> bool {
+        matches!(
+            self,
+            Reason::ProviderUnanswered { .. } | Reason::NoKeyRecorded
+        )
+    }
+}
+
 /// The verdict on one pending join.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -532,6 +544,26 @@ mod tests {
             second_join(&second, &[own], &[elsewhere]).map(|alarm| alarm.admitted),
             Some(NodeId(12))
         );
+    }
+
+    #[test]
+    fn ac_08_only_a_silent_provider_or_an_unrecorded_key_is_judged_again_soon() {
+        assert!(Reason::NoKeyRecorded.may_pass_by_itself());
+        assert!(Reason::ProviderUnanswered {
+            why: "timeout".into()
+        }
+        .may_pass_by_itself());
+        for lasting in [
+            Reason::KeyDiffers,
+            Reason::ProviderGone,
+            Reason::WrongName {
+                claimed: "a".into(),
+                expected: "b".into(),
+            },
+            Reason::AlreadyHasAgent { node: NodeId(1) },
+        ] {
+            assert!(!lasting.may_pass_by_itself(), "{lasting}");
+        }
     }
 
     #[test]

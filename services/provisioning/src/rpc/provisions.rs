@@ -3,11 +3,12 @@
 //! verdict over their agent's join — and retried once failed (level 10, PV-02). The work itself
 //! runs in `tasks::workflow`, woken here.
 
+use capstan_events::agent_channel::rpc::JoinState;
 use capstan_events::provisioning::provisions::{
     GetProvision, JoinVerdicts, ListProvisions, ProvisionView, Provisions, RequestProvision,
     RetryProvision, StepView, VerdictView, Verdicts, JOIN_VERDICTS_MAX, PROVISIONS_LISTED_MAX,
 };
-use capstan_events::provisioning::{ProvisionRequested, ProvisionStep};
+use capstan_events::provisioning::{CloudProvider, ProvisionRequested, ProvisionStep};
 use capstan_events::rpc::{ErrorCode, Level, RpcError};
 use capstan_events::{Envelope, Word as _};
 use capstan_runtime::ServiceError;
@@ -28,19 +29,19 @@ fn no_provision(id: i64) -> ServiceError {
 }
 
 /// A join's verdict in the contract's words (none for a join that matched no provision).
-pub(crate) fn verdict_view(join: &JoinRow, provision: &ProvisionRow) -> VerdictView {
-    VerdictView {
+pub(crate) fn verdict_view(join: &JoinRow, provision: &ProvisionRow) -> Answer<VerdictView> {
+    Ok(VerdictView {
         join_id: join.id,
         provision_id: provision.id,
         provision_name: provision.name.clone(),
         instance_id: provision.instance_id.clone(),
         provision_requested_at: provision.requested_at,
-        approved: join.state == "approved",
+        approved: join.state()? == JoinState::Approved,
         reasons: join.reasons.clone(),
         key_differs: join.key_differs,
         second_join: join.second_join,
         judged_at: join.judged_at.unwrap_or(join.requested_at),
-    }
+    })
 }
 
 /// A provision as the API shows it; `full` adds its steps, log and verdict.
@@ -65,7 +66,8 @@ async fn view(
             .collect::<Result<Vec<_>, StoreError>>()?;
         let approval = store::latest_join_of(connection, row.id)
             .await?
-            .map(|join| verdict_view(&join, row));
+            .map(|join| verdict_view(&join, row))
+            .transpose()?;
         (steps, row.install_log.clone(), approval)
     } else {
         (Vec::new(), String::new(), None)
@@ -125,11 +127,12 @@ pub async fn get_provision(state: State, request: GetProvision) -> Answer<Provis
     view(&mut connection, &row, true).await
 }
 
-/// PV-03: the words are checked, the account must be live, the plane's URL and the seal key
-/// set, and the size sold in the region (asked of the provider now) before anything is saved;
-/// then the provision is saved at `requested` with its event, and the workflow woken.
-pub async fn request_provision(state: State, request: RequestProvision) -> Answer<ProvisionView> {
-    request.actor.require(Level::Admin, "asking for a server")?;
+/// PV-03's checks before anything is saved: the account live, the words, the plane's URL, the
+/// size sold in the region (the provider asked now).
+async fn checked_ask(
+    state: &State,
+    request: &RequestProvision,
+) -> Answer<(store::AccountRow, CloudProvider, request::Checked)> {
     let account = {
         let mut connection = state.store.acquire().await?;
         store::account(&mut connection, request.account_id)
@@ -158,7 +161,7 @@ pub async fn request_provision(state: State, request: RequestProvision) -> Answe
         )
         .into());
     }
-    let offered = driver(&state, &account)?
+    let offered = driver(state, &account)?
         .offer()
         .await
         .map_err(provider_failed)?;
@@ -169,6 +172,15 @@ pub async fn request_provision(state: State, request: RequestProvision) -> Answe
         };
         invalid(format!("{field}: {refusal}"))
     })?;
+    Ok((account, provider, checked))
+}
+
+/// PV-03: the words are checked, the account must be live, the plane's URL and the seal key
+/// set, and the size sold in the region (asked of the provider now) before anything is saved;
+/// then the provision is saved at `requested` with its event, and the workflow woken.
+pub async fn request_provision(state: State, request: RequestProvision) -> Answer<ProvisionView> {
+    request.actor.require(Level::Admin, "asking for a server")?;
+    let (account, provider, checked) = checked_ask(&state, &request).await?;
     let now = Utc::now();
     let mut transaction = state.store.begin().await?;
     let inserted = store::insert_provision(
@@ -275,7 +287,7 @@ pub async fn join_verdicts(state: State, request: JoinVerdicts) -> Answer<Verdic
             continue;
         };
         if let Some(provision) = store::provision(&mut connection, provision_id).await? {
-            verdicts.push(verdict_view(&join, &provision));
+            verdicts.push(verdict_view(&join, &provision)?);
         }
     }
     Ok(Verdicts { verdicts })

@@ -1,5 +1,6 @@
 //! The agent channel's joins as its events told them, and auto-approval's verdict over each.
 
+use capstan_events::agent_channel::rpc::JoinState;
 use capstan_events::agent_channel::JoinRequested;
 use capstan_events::NodeId;
 use capstan_store::{PgConnection, StoreError};
@@ -66,6 +67,20 @@ pub struct JoinRow {
     pub key_differs: bool,
     pub second_join: bool,
     pub judged_at: Option<DateTime<Utc>>,
+}
+
+impl JoinRow {
+    /// The join's state in the agent channel's words (an unknown word fails the read).
+    pub fn state(&self) -> Result<JoinState> {
+        match self.state.as_str() {
+            "pending" => Ok(JoinState::Pending),
+            "approved" => Ok(JoinState::Approved),
+            "rejected" => Ok(JoinState::Rejected),
+            other => Err(StoreError::Database(format!(
+                "{other:?} is not a join state"
+            ))),
+        }
+    }
 }
 
 const JOIN_COLUMNS: &str = "id, name, fingerprint, source_address, requested_at, expires_at, \

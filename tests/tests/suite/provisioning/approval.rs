@@ -169,7 +169,6 @@ async fn ac_08_each_failing_condition_leaves_the_join_pending_with_its_reason_an
 
     // A join from a machine the plane did not provision gets no verdict and stays pending.
     let (_fourth, unknown) = join_from(&world, "127.0.0.1", "walk-in").await;
-    let _ = unknown;
 
     // (5) / AC-11: the machine's own join approved (bound to its node), a second join from
     // its address is refused and raises an incident on the plane's own node.
@@ -213,7 +212,23 @@ async fn ac_08_each_failing_condition_leaves_the_join_pending_with_its_reason_an
     })
     .await;
     assert_eq!(incident["node_id"], plane_node);
-    // The walk-in's join was never judged a provision's, nor approved.
+    // The walk-in's join was never judged a provision's, nor approved (the passes since it came
+    // judged every pending join: the second join's above among them).
     let walk_in = world.plane.join_of(&_fourth.fingerprint()).await.unwrap();
     assert_eq!(walk_in["state"], "pending");
+    let asked = JoinVerdicts {
+        actor: Actor {
+            name: "rita".into(),
+            level: Level::Read,
+            address: None,
+        },
+        join_ids: vec![unknown],
+    };
+    let none = world
+        .plane
+        .bus
+        .ask(&asked, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(none.verdicts.is_empty(), "{:?}", none.verdicts);
 }

@@ -45,11 +45,14 @@ async fn provisioned(world: &World, provider: &str, kind: &str, name: &str) -> (
     // The agent joined from the instance's own address (AC-08 (1)).
     let address = provision["ipv4"][0].as_str().unwrap();
     assert_eq!(provision["approval"]["reasons"], serde_json::json!([]));
-    let join_address = view["join_address"]
-        .as_str()
-        .or_else(|| view["source_address"].as_str())
-        .unwrap_or(address);
-    assert_eq!(join_address, address, "{view}");
+    let join = world
+        .plane
+        .join_of(key)
+        .await
+        .expect("the join of the install's key");
+    assert_eq!(join["source_address"], address, "{join}");
+    assert_eq!(join["state"], "approved", "{join}");
+    assert_eq!(provision["approval"]["join_id"], join["id"], "{provision}");
     (node, provision)
 }
 
